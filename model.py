@@ -1,0 +1,402 @@
+"""
+The plain GPT of the shape lab: a small LLaMA-style decoder-only transformer.
+
+Every mechanism file (hourglass.py, variable_width.py, cea.py, lws.py) is a change of
+*shape* applied to this one model, so this file knows nothing about any paper. It is
+meant to be read top to bottom, like nanoGPT's model.py.
+
+The model
+---------
+    x_0 = E[idx]                                          token embedding, (B, T, C)
+    for each layer l = 1..L (two residual sublayers):
+        x = x + W_o Attn(RoPE(W_q n(x)), RoPE(W_k n(x)), W_v n(x))     attention sublayer
+        x = x + W_2 (silu(W_1 n(x)) * W_3 n(x))                         FFN sublayer (SwiGLU)
+    logits = W_head n(x_L)                                               (B, T, vocab)
+
+where n() is RMSNorm and Attn is causal softmax attention (F.scaled_dot_product_attention).
+
+How it differs from GPT-2, and why
+----------------------------------
+- RMSNorm instead of LayerNorm, no biases anywhere: what the papers' baselines (LLaMA,
+  OLMo-2, the ><former's reference) use; fewer parameters, same quality.
+- Rotary position embeddings (RoPE) on queries and keys instead of a learned absolute
+  position table: no position parameters, and the model is defined for any context.
+- SwiGLU FFN with hidden size 4*d by default (three d x 4d matrices, 12 d^2 parameters
+  per layer instead of GPT-2's 8 d^2). LLaMA shrinks the hidden size to ~8/3 d to keep
+  8 d^2; the shape papers we implement (hourglass, LWS, ><former) all use 4*d with
+  SwiGLU, so we do too, and their parameter tables come out right.
+- Optional grouped-query attention (n_kv_head < n_head), optional QK-norm
+  ('head': RMSNorm over each head's vector; 'full': one RMSNorm over the whole q and k
+  projections, as OLMo-2 and the LWS paper count it).
+- Tied or untied embedding / LM head (`tie_embeddings`).
+- Init: normal(0, 0.02) everywhere, and the output projection of every residual
+  sublayer (parameters named `out_proj`) at 0.02/sqrt(2L) so the residual stream does
+  not grow with depth (GPT-2's rule).
+
+Shapes vary per layer
+---------------------
+The model is built from a list of per-layer settings (`LayerSpec`: query heads, KV
+heads, head dim, FFN hidden size). The plain GPT is the constant list; layer-wise
+scaling (lws.py) is a non-constant one. Each layer is a `Block` of two residual
+sublayers, each a module mapping the residual stream x -> x_new (norm and residual add
+inside). A mechanism swaps a sublayer by subclassing GPT and overriding `make_attention`
+or `make_ffn`; parameter accounting and FLOPs per token stay correct because every
+sublayer reports its own FLOPs.
+
+Run `python model.py` to print the parameter split and FLOPs/token of the default shape.
+"""
+
+import math
+from dataclasses import MISSING, asdict, dataclass, field, fields
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ----------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclass
+class LayerSpec:
+    """The shape of one transformer layer."""
+
+    n_head: int  # query heads
+    n_kv_head: int  # key/value heads (GQA when < n_head)
+    head_dim: int  # size of one head; query dim = n_head * head_dim
+    ffn_hidden: int  # SwiGLU hidden size (4 * n_embd for the plain GPT)
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 65
+    block_size: int = 256  # longest context the model is trained on
+    n_embd: int = 384  # d, width of the residual stream
+    n_layer: int = 6
+    n_head: int = 6
+    n_kv_head: int | None = None  # None: same as n_head (plain multi-head attention)
+    head_dim: int | None = None  # None: n_embd // n_head
+    ffn_hidden: int | None = None  # None: 4 * n_embd
+    qk_norm: str = ""  # '' (off), 'head' or 'full'
+    tie_embeddings: bool = True
+    dropout: float = 0.0
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    # Per-layer shapes. Empty: n_layer copies of (n_head, n_kv_head, head_dim, ffn_hidden).
+    layers: list[LayerSpec] = field(default_factory=list)
+
+    def __post_init__(self):
+        # layers may arrive as plain dicts (from a checkpoint or a config file)
+        self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
+        if not self.layers:
+            self.layers = [self.uniform_layer() for _ in range(self.n_layer)]
+        self.n_layer = len(self.layers)
+        if self.qk_norm not in ("", "head", "full"):
+            raise ValueError(f"qk_norm={self.qk_norm!r}: use '' (off), 'head' or 'full'")
+        for i, s in enumerate(self.layers):
+            if s.n_kv_head < 1 or s.n_head % s.n_kv_head != 0:
+                raise ValueError(f"layer {i}: n_head={s.n_head} must be a multiple of n_kv_head={s.n_kv_head} "
+                                 f"(each KV head serves a whole group of query heads)")
+            if s.head_dim % 2 != 0:
+                raise ValueError(f"layer {i}: head_dim={s.head_dim} must be even for rotary embeddings")
+
+    def uniform_layer(self):
+        """The layer shape of a plain GPT, from n_head, n_kv_head, head_dim and ffn_hidden."""
+        n_kv_head = self.n_kv_head or self.n_head
+        head_dim = self.head_dim
+        if head_dim is None:
+            if self.n_embd % self.n_head != 0:
+                raise ValueError(
+                    f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: pick a width "
+                    f"that is a multiple of the head count (e.g. {self.n_head * round(self.n_embd / self.n_head)}) "
+                    f"or set head_dim explicitly")
+            head_dim = self.n_embd // self.n_head
+        return LayerSpec(self.n_head, n_kv_head, head_dim, self.ffn_hidden or 4 * self.n_embd)
+
+    def to_dict(self):
+        """Plain types only, so a checkpoint loads with torch.load(weights_only=True)."""
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------------------
+# Building blocks
+
+
+class RMSNorm(nn.Module):
+    """n(x) = x / sqrt(mean(x^2) + eps) * g   (no bias, no mean subtraction)"""
+
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return F.rms_norm(x, (x.size(-1),), self.weight, self.eps)
+
+
+def rope_tables(head_dim, max_len, theta=10000.0):
+    """cos/sin tables for rotary embeddings, each (max_len, head_dim // 2)."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x, cos, sin):
+    """Rotate each pair (x_i, x_{i+d/2}) of every head by a position-dependent angle.
+    x: (B, H, T, hd); cos, sin: (T, hd/2)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+def linear_flops(module):
+    """Forward FLOPs per token of every nn.Linear inside `module`: one multiply-add per weight."""
+    return sum(2 * m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal attention with RoPE and optional GQA / QK-norm. No norm, no residual."""
+
+    def __init__(self, dim, spec: LayerSpec, config: GPTConfig):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.head_dim = spec.n_head, spec.n_kv_head, spec.head_dim
+        q_dim, kv_dim = spec.n_head * spec.head_dim, spec.n_kv_head * spec.head_dim
+        self.qkv_proj = nn.Linear(dim, q_dim + 2 * kv_dim, bias=False)  # W_q, W_k, W_v fused
+        self.out_proj = nn.Linear(q_dim, dim, bias=False)  # W_o
+        self.qk_norm = config.qk_norm
+        if config.qk_norm == "head":
+            self.q_norm = RMSNorm(spec.head_dim, config.norm_eps)
+            self.k_norm = RMSNorm(spec.head_dim, config.norm_eps)
+        elif config.qk_norm == "full":
+            self.q_norm = RMSNorm(q_dim, config.norm_eps)
+            self.k_norm = RMSNorm(kv_dim, config.norm_eps)
+        self.dropout = config.dropout
+        cos, sin = rope_tables(spec.head_dim, config.block_size, config.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q, k, v = self.qkv_proj(x).split(
+            [self.n_head * self.head_dim, self.n_kv_head * self.head_dim, self.n_kv_head * self.head_dim], dim=-1)
+        if self.qk_norm == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
+        k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+        v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+        if self.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q, self.rope_cos[:T], self.rope_sin[:T])
+        k = apply_rope(k, self.rope_cos[:T], self.rope_sin[:T])
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0,
+            enable_gqa=self.n_kv_head != self.n_head)  # (B, H, T, hd)
+        y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # (B, T, H*hd)
+        return self.out_proj(y)
+
+    def flops_per_token(self, seq_len):
+        # projections, plus q.k^T and attn@v: each 2 * T * hd FLOPs per head per token.
+        # Counted over the full T x T score matrix, as torch.utils.flop_counter does.
+        return linear_flops(self) + 4 * seq_len * self.n_head * self.head_dim
+
+
+class SwiGLU(nn.Module):
+    """W_2 (silu(W_1 x) * W_3 x): d -> hidden -> d. No norm, no residual."""
+
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(dim, 2 * hidden, bias=False)  # W_1 and W_3 fused
+        self.out_proj = nn.Linear(hidden, dim, bias=False)  # W_2
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)  # (B, T, hidden) each
+        return self.out_proj(F.silu(gate) * up)
+
+
+class AttentionSublayer(nn.Module):
+    """Residual sublayer: x -> x + Attn(n(x))."""
+
+    def __init__(self, dim, spec: LayerSpec, config: GPTConfig):
+        super().__init__()
+        self.norm = RMSNorm(dim, config.norm_eps)
+        self.attn = CausalSelfAttention(dim, spec, config)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):  # (B, T, C) -> (B, T, C)
+        return x + self.dropout(self.attn(self.norm(x)))
+
+    def flops_per_token(self, seq_len):
+        return self.attn.flops_per_token(seq_len)
+
+
+class FFNSublayer(nn.Module):
+    """Residual sublayer: x -> x + SwiGLU(n(x))."""
+
+    def __init__(self, dim, hidden, config: GPTConfig):
+        super().__init__()
+        self.norm = RMSNorm(dim, config.norm_eps)
+        self.mlp = SwiGLU(dim, hidden)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):  # (B, T, C) -> (B, T, C)
+        return x + self.dropout(self.mlp(self.norm(x)))
+
+    def flops_per_token(self, seq_len):
+        return linear_flops(self)
+
+
+class Block(nn.Module):
+    """One transformer layer: an attention sublayer, then an FFN sublayer."""
+
+    def __init__(self, attn: nn.Module, ffn: nn.Module):
+        super().__init__()
+        self.attn, self.ffn = attn, ffn
+
+    def forward(self, x):
+        return self.ffn(self.attn(x))
+
+    def flops_per_token(self, seq_len):
+        return self.attn.flops_per_token(seq_len) + self.ffn.flops_per_token(seq_len)
+
+
+# ----------------------------------------------------------------------------------------
+# The GPT
+
+
+class GPT(nn.Module):
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        d = config.n_embd
+        self.tok_emb = nn.Embedding(config.vocab_size, d)
+        self.emb_dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            Block(self.make_attention(i, spec), self.make_ffn(i, spec)) for i, spec in enumerate(config.layers))
+        self.norm_f = RMSNorm(d, config.norm_eps)
+        self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+        self.init_weights()
+
+    # --- the two seams a mechanism overrides ---
+
+    def make_attention(self, layer_idx, spec: LayerSpec) -> nn.Module:
+        return AttentionSublayer(self.config.n_embd, spec, self.config)
+
+    def make_ffn(self, layer_idx, spec: LayerSpec) -> nn.Module:
+        return FFNSublayer(self.config.n_embd, spec.ffn_hidden, self.config)
+
+    # ---
+
+    def init_weights(self):
+        """normal(0, 0.02) for every matrix; residual output projections at 0.02 / sqrt(2L)."""
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
+        for name, p in self.named_parameters():
+            if p.dim() < 2:
+                continue  # norm gains stay at 1
+            std = residual_std if name.endswith("out_proj.weight") else 0.02
+            torch.nn.init.normal_(p, mean=0.0, std=std)
+
+    def forward(self, idx, targets=None):
+        """idx: (B, T) token ids. Returns (logits, loss); loss is None without targets, and
+        then only the last position's logits are computed (all that sampling needs)."""
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size={self.config.block_size}")
+        x = self.emb_dropout(self.tok_emb(idx))  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        x = self.norm_f(x)
+        if targets is None:
+            return self.lm_head(x[:, [-1], :]), None  # (B, 1, vocab)
+        logits = self.lm_head(x)  # (B, T, vocab)
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+        """Append max_new_tokens tokens to idx (B, T). temperature=0 (or top_k=1) is greedy."""
+        for _ in range(max_new_tokens):
+            context = idx[:, -self.config.block_size:]
+            logits, _ = self(context)
+            logits = logits[:, -1, :].float()  # (B, vocab)
+            if temperature == 0 or top_k == 1:
+                next_id = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth_best = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
+                    logits = logits.masked_fill(logits < kth_best, float("-inf"))
+                probs = F.softmax(logits, dim=-1)
+                next_id = torch.multinomial(probs, num_samples=1, generator=generator)
+            idx = torch.cat((idx, next_id), dim=1)
+        return idx
+
+    # --- accounting ---
+
+    def param_counts(self):
+        """Parameters by component, the way the papers report them:
+        embedding (token table), lm_head (0 when tied), attention and ffn (matrices of the
+        attention / FFN sublayers), norms (every RMSNorm gain), non_embedding = total - embedding
+        (so it includes an untied head), and total. Frozen parameters are counted too."""
+        counts = dict(embedding=self.tok_emb.weight.numel(), lm_head=0, attention=0, ffn=0, norms=0, other=0)
+        if not self.config.tie_embeddings:
+            counts["lm_head"] = self.lm_head.weight.numel()
+        seen = {id(self.tok_emb.weight), id(self.lm_head.weight)}
+        for block in self.blocks:
+            for part, module in (("attention", block.attn), ("ffn", block.ffn)):
+                for m in module.modules():
+                    for p in m.parameters(recurse=False):
+                        if id(p) not in seen:
+                            seen.add(id(p))
+                            counts["norms" if isinstance(m, RMSNorm) else part] += p.numel()
+        for p in self.parameters():  # anything outside the blocks: the final norm, extras of a mechanism
+            if id(p) not in seen:
+                seen.add(id(p))
+                counts["norms" if p is self.norm_f.weight else "other"] += p.numel()
+        counts["total"] = sum(counts.values())
+        counts["non_embedding"] = counts["total"] - counts["embedding"]
+        return counts
+
+    def flops_per_token(self, seq_len=None):
+        """Forward FLOPs per token at context seq_len (default block_size): matmuls and
+        attention scores, 2 FLOPs per multiply-add. Training costs ~3x this."""
+        seq_len = seq_len or self.config.block_size
+        return sum(block.flops_per_token(seq_len) for block in self.blocks) + linear_flops(self.lm_head)
+
+    def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
+        """Model FLOPs utilization: achieved training FLOPs/s (3x forward) over the peak."""
+        return 3 * self.flops_per_token(seq_len) * tokens_per_second / peak_flops
+
+
+def build_model(**model_args):
+    """The plain GPT from GPTConfig keyword arguments (what train.py's build uses)."""
+    return GPT(GPTConfig(**model_args))
+
+
+def format_counts(counts):
+    return ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v)
+
+
+def describe(model, seq_len=None):
+    """A printable shape table: one row per layer, then parameters and FLOPs/token."""
+    rows = ["layer  heads  kv_heads  head_dim  ffn_hidden"]
+    for i, s in enumerate(model.config.layers):
+        rows.append(f"{i:5d}  {s.n_head:5d}  {s.n_kv_head:8d}  {s.head_dim:8d}  {s.ffn_hidden:10d}")
+    rows.append("parameters: " + format_counts(model.param_counts()))
+    seq_len = seq_len or model.config.block_size
+    rows.append(f"forward FLOPs/token at T={seq_len}: {model.flops_per_token(seq_len) / 1e6:.2f}M")
+    return "\n".join(rows)
+
+
+def default_args(cls=GPTConfig):
+    """The un-resolved defaults of a config dataclass (None stays None), for command lines."""
+    return {f.name: (f.default_factory() if f.default_factory is not MISSING else f.default) for f in fields(cls)}
+
+
+if __name__ == "__main__":
+    import sys
+    from configurator import parse_overrides
+    print(describe(build_model(**parse_overrides(sys.argv[1:], default_args()))))

@@ -1,0 +1,67 @@
+"""
+Generate text from a trained checkpoint.
+
+    python sample.py                                   # from out/ckpt.pt, 3 samples
+    python sample.py --out_dir=out-hourglass --start="ROMEO:" --num_samples=5 --max_new_tokens=200
+    python sample.py --start=FILE:prompt.txt --temperature=0.6 --top_k=50 --seed=7
+    python sample.py --temperature=0                   # greedy: the same text every time
+
+Works for every model_type: the checkpoint names the file that builds its model, and the
+dataset's meta.json names the tokenizer (characters or GPT-2 BPE) used to decode.
+"""
+
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+from checkpoint import load_checkpoint, model_from_checkpoint
+from configurator import parse_overrides
+from tokenizer import load_tokenizer
+
+# -----------------------------------------------------------------------------------------
+out_dir = "out"  # the folder with ckpt.pt
+start = "\n"  # the prompt, or FILE:path/to/prompt.txt
+num_samples = 3
+max_new_tokens = 500
+temperature = 0.8  # 1.0: the model's distribution; < 1 sharper; 0: greedy
+top_k = 200  # keep only the top_k most likely tokens (0: all)
+seed = 1337
+device = "auto"
+dtype = "auto"  # auto: bfloat16 where supported, else float32
+# -----------------------------------------------------------------------------------------
+parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
+                               and isinstance(v, (int, float, str))}, apply_to=globals())
+
+if device == "auto":
+    device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+device_type = device.split(":")[0]
+if dtype == "auto":
+    bf16_ok = torch.cuda.is_bf16_supported() if device_type == "cuda" else device_type == "cpu"
+    dtype = "bfloat16" if bf16_ok else "float32"
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
+torch.manual_seed(seed)
+
+checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
+model = model_from_checkpoint(checkpoint).to(device).eval()
+dataset = checkpoint["config"]["dataset"]
+data_dir = checkpoint["config"]["data_dir"] or Path(__file__).resolve().parent / "data" / dataset
+tokenizer = load_tokenizer(data_dir)
+print(f"{checkpoint['model_type']} from {out_dir}/ckpt.pt (step {checkpoint['iter_num']}, "
+      f"val loss {checkpoint['best_val_loss']:.4f}), {dataset}")
+
+if start.startswith("FILE:"):
+    start = Path(start[5:]).read_text(encoding="utf-8")
+start_ids = tokenizer.encode(start)
+if not start_ids:
+    raise SystemExit("--start is empty after tokenization: give at least one character")
+x = torch.tensor([start_ids], dtype=torch.long, device=device)
+generator = torch.Generator(device=device).manual_seed(seed)
+
+with torch.no_grad(), autocast:
+    for _ in range(num_samples):
+        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None, generator=generator)
+        print(tokenizer.decode(y[0].tolist()))
+        print("-" * 40)

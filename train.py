@@ -1,0 +1,331 @@
+"""
+The training loop of the shape lab, one flat script in nanoGPT's spirit.
+
+    python train.py                                   # small char-level GPT on Shakespeare, CPU, minutes
+    python train.py config/train_shakespeare_gpu.py   # a config file, then overrides:
+    python train.py config/train_shakespeare_gpu.py --max_iters=2000 --compile=False
+    torchrun --standalone --nproc_per_node=4 train.py config/train_gpt2_tinystories.py   # DDP
+
+Every setting below can be set by a config file (plain Python assignments) or by
+--key=value; an unknown key or a value of the wrong type stops with an error naming it.
+`model_type` picks the file that builds the model (gpt = model.py, hourglass, lws, ...)
+and `model_args` carries that mechanism's own arguments.
+
+What it does, top to bottom: set up devices, precision and DDP; prepare the dataset if
+it is missing (the small ones only); build the model or resume it; then loop: evaluate
+and checkpoint every eval_interval steps, take one optimizer step (gradient accumulation,
+clipping, warm-up + cosine learning rate), and log loss, ms/iter, tokens/s and MFU to the
+console and to out_dir/metrics.jsonl. At the end it prints a short sample.
+
+Resuming (init_from='resume') is exact: the checkpoint holds the model, the optimizer,
+the step, and the RNG states of the batch sampler and of torch (dropout), so the losses
+after a resume equal those of a run that was never interrupted.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.distributed import destroy_process_group, init_process_group
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from bench import peak_flops
+from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from configurator import build_model, parse_overrides
+
+# -----------------------------------------------------------------------------------------
+# default config: a 6-layer, 384-wide character-level GPT on Shakespeare that trains on a
+# 2-core CPU in a few minutes. Config files in config/ and --key=value override these.
+# I/O
+out_dir = "out"
+eval_interval = 250  # evaluate and checkpoint every this many steps (and at the end)
+eval_iters = 20  # batches per split in an evaluation (always the same batches)
+log_interval = 10
+init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+sample_tokens = 300  # print a sample of this many tokens at the end (0: no sample)
+# data
+dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
+data_dir = ""  # '' means data/<dataset>; or any folder holding train.bin, val.bin and meta.json
+batch_size = 32  # sequences per micro-batch
+block_size = 256  # context length
+gradient_accumulation_steps = 1
+# model
+model_type = "gpt"  # gpt | hourglass | variable_width | cea | lws
+n_layer = 6
+n_head = 6
+n_kv_head = None  # None: plain multi-head attention
+n_embd = 384
+head_dim = None  # None: n_embd // n_head
+ffn_hidden = None  # None: 4 * n_embd
+qk_norm = ""  # '', 'head' or 'full'
+tie_embeddings = True
+dropout = 0.1
+model_args = {}  # the mechanism's own arguments, e.g. {'bottleneck_dim': 128, 'n_sub_blocks': 4}
+# optimizer: AdamW, weight decay on matrices only
+learning_rate = 2e-3
+max_iters = 1500
+weight_decay = 0.1
+beta1 = 0.9
+beta2 = 0.99
+grad_clip = 1.0  # 0: no clipping
+# learning rate schedule: linear warm-up, then cosine decay to min_lr at lr_decay_iters
+decay_lr = True
+warmup_iters = 100
+lr_decay_iters = 1500
+min_lr = 2e-4
+# system
+device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
+dtype = "auto"  # auto, bfloat16, float16 (CUDA, with a GradScaler) or float32
+compile = None  # None: on for CUDA, off for CPU and MPS (compiling costs ~40 s per model on a CPU)
+seed = 1337
+# -----------------------------------------------------------------------------------------
+config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str, dict, type(None)))]
+parse_overrides(sys.argv[1:], {k: globals()[k] for k in config_keys}, apply_to=globals())
+config = {k: globals()[k] for k in config_keys}  # what this run used, saved in the checkpoint
+# -----------------------------------------------------------------------------------------
+
+# DDP: torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; otherwise this is a single process.
+ddp = int(os.environ.get("RANK", -1)) != -1
+if device == "auto":
+    device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+if ddp:
+    init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    ddp_rank, ddp_local_rank, ddp_world_size = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    if device.startswith("cuda"):
+        device = f"cuda:{ddp_local_rank}"
+        torch.cuda.set_device(device)
+    if gradient_accumulation_steps % ddp_world_size != 0:
+        raise SystemExit(f"gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of the "
+                         f"number of processes ({ddp_world_size}): it is split between them")
+    gradient_accumulation_steps //= ddp_world_size
+else:
+    ddp_rank, ddp_world_size = 0, 1
+master_process = ddp_rank == 0
+device_type = device.split(":")[0]
+
+if dtype == "auto":
+    if device_type == "cuda":
+        dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    elif device_type == "cpu":
+        dtype = "bfloat16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "float32"
+    else:
+        dtype = "float32"
+if dtype == "float16" and device_type != "cuda":
+    raise SystemExit("dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use bfloat16 or float32")
+if compile is None:
+    compile = device_type == "cuda"
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
+torch.manual_seed(seed + ddp_rank)
+if device_type == "cuda":
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
+out_dir = Path(out_dir)
+if master_process:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"device {device}, {dtype}, compile={compile}, {ddp_world_size} process(es), "
+          f"{tokens_per_iter:,} tokens per iteration")
+
+# -----------------------------------------------------------------------------------------
+# data: uint16 token ids in data/<dataset>/{train,val}.bin, read through a memmap.
+data_dir = Path(data_dir) if data_dir else Path(__file__).resolve().parent / "data" / dataset
+if not (data_dir / "train.bin").exists():
+    prepare = data_dir / "prepare.py"
+    if dataset in ("shakespeare_char", "shakespeare") and master_process:
+        print(f"{data_dir / 'train.bin'} is missing: preparing it now (python {prepare})")
+        subprocess.run([sys.executable, str(prepare)], check=True)
+    elif not ddp:
+        hint = f"run: python {prepare}" if prepare.exists() else f"there is no {prepare}; known datasets are in data/"
+        raise SystemExit(f"dataset {dataset!r} is not prepared ({data_dir / 'train.bin'} is missing): {hint}")
+if ddp:
+    torch.distributed.barrier()  # rank 0 may have been preparing the data
+meta = json.loads((data_dir / "meta.json").read_text())
+vocab_size = meta["vocab_size"]
+
+
+def get_batch(split, generator):
+    """batch_size random windows of block_size + 1 tokens: inputs and next-token targets."""
+    # a fresh memmap each call avoids a memory leak of np.memmap (as nanoGPT notes)
+    data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
+    if len(data) <= block_size:
+        raise SystemExit(f"{split}.bin has {len(data)} tokens, fewer than block_size={block_size} + 1")
+    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    x = torch.from_numpy(np.stack([data[i:i + block_size] for i in ix]).astype(np.int64))
+    y = torch.from_numpy(np.stack([data[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
+    if device_type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)
+
+
+# The batch sampler has its own RNG so its state can be saved and restored exactly.
+train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
+
+# -----------------------------------------------------------------------------------------
+# model and optimizer
+iter_num, best_val_loss = 0, float("inf")
+common_args = dict(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
+                   n_kv_head=n_kv_head, n_embd=n_embd, head_dim=head_dim, ffn_hidden=ffn_hidden,
+                   qk_norm=qk_norm, tie_embeddings=tie_embeddings, dropout=dropout)
+if init_from == "scratch":
+    model_args = {**common_args, **model_args}
+    model = build_model(model_type, **model_args)
+    checkpoint = None
+elif init_from == "resume":
+    checkpoint = load_checkpoint(out_dir / "ckpt.pt", map_location=device)
+    model_type, model_args = checkpoint["model_type"], checkpoint["model_args"]  # the shape is the checkpoint's
+    model = model_from_checkpoint(checkpoint)
+    iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
+    train_sampler.set_state(checkpoint["rng"]["sampler"])
+    torch.set_rng_state(checkpoint["rng"]["torch"])
+    if device_type == "cuda" and "cuda" in checkpoint["rng"]:
+        torch.cuda.set_rng_state(checkpoint["rng"]["cuda"])
+    if master_process:
+        print(f"resuming {model_type} from {out_dir / 'ckpt.pt'} at step {iter_num}")
+else:
+    raise SystemExit(f"init_from={init_from!r}: use 'scratch' or 'resume'")
+model.to(device)
+counts = model.param_counts()
+if master_process:
+    print(f"{model_type}: " + ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v))
+
+decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]  # matrices and embeddings
+no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]  # norm gains
+optimizer = torch.optim.AdamW(
+    [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+    lr=learning_rate, betas=(beta1, beta2), fused=device_type == "cuda")
+if checkpoint is not None:
+    optimizer.load_state_dict(checkpoint["optimizer"])
+checkpoint = None  # free memory
+scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
+
+raw_model = model
+if compile:
+    if master_process:
+        print("compiling the model (takes a minute)...")
+    model = torch.compile(model)
+if ddp:
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None)
+
+
+@torch.no_grad()
+def estimate_loss():
+    """Mean loss over eval_iters batches per split - the same batches at every evaluation."""
+    model.eval()
+    out = {}
+    for split in ("train", "val"):
+        generator = torch.Generator().manual_seed(seed + (1 if split == "train" else 2))
+        losses = torch.zeros(eval_iters)
+        for k in range(eval_iters):
+            x, y = get_batch(split, generator)
+            with autocast:
+                _, loss = model(x, y)
+            losses[k] = loss.item()
+        out[split] = losses.mean().item()
+    model.train()
+    return out
+
+
+def get_lr(it):
+    """Linear warm-up for warmup_iters, then cosine decay to min_lr at lr_decay_iters."""
+    if not decay_lr:
+        return learning_rate
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it > lr_decay_iters:
+        return min_lr
+    progress = (it - warmup_iters) / max(1, lr_decay_iters - warmup_iters)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
+
+
+def log_metrics(record):
+    with open(out_dir / "metrics.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+# -----------------------------------------------------------------------------------------
+# training loop
+peak, peak_note = peak_flops(device_type) if master_process else (None, "")
+if master_process:
+    print(f"MFU is measured against: {peak_note}")
+flops_per_iter = 3 * raw_model.flops_per_token(block_size) * tokens_per_iter  # forward + backward
+start_iter = iter_num
+run_start = time.time()
+t0 = time.time()
+while True:
+    lr = get_lr(iter_num)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+    # evaluate and save (not again right after a resume: that state was just saved)
+    if master_process and (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
+            init_from == "resume" and iter_num == start_iter):
+        losses = estimate_loss()
+        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        log_metrics(dict(iter=iter_num, train_loss=losses["train"], val_loss=losses["val"],
+                         elapsed_s=round(time.time() - run_start, 2)))
+        best_val_loss = min(best_val_loss, losses["val"])
+        if iter_num > 0:
+            rng = {"sampler": train_sampler.get_state(), "torch": torch.get_rng_state()}
+            if device_type == "cuda":
+                rng["cuda"] = torch.cuda.get_rng_state()
+            save_checkpoint(dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
+                                 model_type=model_type, model_args=model_args, iter_num=iter_num,
+                                 best_val_loss=best_val_loss, config=config, rng=rng), out_dir / "ckpt.pt")
+            print(f"saved checkpoint to {out_dir / 'ckpt.pt'}")
+        t0 = time.time()  # do not count the evaluation in the step time
+    if iter_num >= max_iters:
+        break
+
+    # one optimizer step, accumulating gradients over micro-batches
+    for micro_step in range(gradient_accumulation_steps):
+        if ddp:  # average gradients across processes only on the last micro-step
+            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
+        x, y = get_batch("train", train_sampler)
+        with autocast:
+            _, loss = model(x, y)
+            loss = loss / gradient_accumulation_steps
+        scaler.scale(loss).backward()
+    if grad_clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+
+    lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
+    if not math.isfinite(lossf):
+        raise SystemExit(f"step {iter_num}: the loss is {lossf}. Training diverged; try a lower learning_rate "
+                         f"(now {learning_rate}), more warmup_iters (now {warmup_iters}), grad_clip=1.0, or "
+                         f"dtype='bfloat16' instead of float16. The last good checkpoint is {out_dir / 'ckpt.pt'}.")
+    t1 = time.time()
+    dt, t0 = t1 - t0, t1
+    if master_process and iter_num % log_interval == 0:
+        tokens_per_s = tokens_per_iter / dt
+        mfu = flops_per_iter / dt / peak if peak else None
+        mfu_text = f", MFU {100 * mfu:.1f}%" if mfu is not None else ""
+        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
+              f"{tokens_per_s:,.0f} tok/s{mfu_text}")
+        log_metrics(dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
+                         tokens_per_s=round(tokens_per_s), mfu=mfu, elapsed_s=round(time.time() - run_start, 2)))
+    iter_num += 1
+
+if master_process:
+    print(f"done: {iter_num} steps in {time.time() - run_start:.0f} s, best val loss {best_val_loss:.4f}")
+    if sample_tokens > 0:
+        from tokenizer import load_tokenizer
+        tok = load_tokenizer(data_dir)
+        raw_model.eval()
+        start = torch.tensor([tok.encode("\n")], device=device)
+        with autocast:
+            ids = raw_model.generate(start, sample_tokens, temperature=0.8, top_k=200)
+        print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
+if ddp:
+    destroy_process_group()
