@@ -357,15 +357,19 @@ def ssim(x, y, data_range=1.0, window_size=11, sigma=1.5, k1=0.01, k2=0.03):
     """Mean SSIM per image. x, y: (B, C, H, W). Gaussian-weighted local statistics over 'valid'
     windows (no padding), SSIM map averaged over positions and channels -> (B,)."""
     x, y = x.double(), y.double()
-    c = x.shape[1]
     if min(x.shape[-2:]) < window_size:
         raise ValueError(f"SSIM window {window_size} is larger than the image {tuple(x.shape[-2:])}")
     g = gaussian_window(window_size, sigma).sum(0).to(x.device)        # the 1-D Gaussian, (k,)
-    row = g.view(1, 1, 1, -1).repeat(c, 1, 1, 1)                       # (C, 1, 1, k)
-    col = g.view(1, 1, -1, 1).repeat(c, 1, 1, 1)                       # (C, 1, k, 1)
+
+    def band(n):       # (n, n-k+1) matrix whose column j holds g at rows j..j+k-1
+        m = torch.zeros(n, n - window_size + 1, dtype=x.dtype, device=x.device)
+        for j in range(n - window_size + 1):
+            m[j:j + window_size, j] = g
+        return m
+    band_h, band_w = band(x.shape[-2]), band(x.shape[-1])
 
     def blur(t):       # separable Gaussian filter, 'valid': (B, C, H, W) -> (B, C, H-k+1, W-k+1)
-        return F.conv2d(F.conv2d(t, row, groups=c), col, groups=c)
+        return band_h.T @ t @ band_w
     c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
     mu_x, mu_y = blur(x), blur(y)
     var_x = blur(x * x) - mu_x ** 2
