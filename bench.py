@@ -37,7 +37,8 @@ def measure_cpu_peak_flops(size=2048, seconds=0.5):
     """Best bf16 matmul FLOP/s torch reaches on this CPU (with all its threads)."""
     key = (size, torch.get_num_threads())
     if key not in _cpu_peak_cache:
-        a, b = torch.randn(size, size, dtype=torch.bfloat16), torch.randn(size, size, dtype=torch.bfloat16)
+        generator = torch.Generator().manual_seed(0)  # leave the global RNG alone (exact resume)
+        a, b = (torch.randn(size, size, dtype=torch.bfloat16, generator=generator) for _ in range(2))
         a @ b  # warm-up
         best, start = float("inf"), time.perf_counter()
         while time.perf_counter() - start < seconds:

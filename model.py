@@ -171,7 +171,6 @@ class CausalSelfAttention(nn.Module):
         elif config.qk_norm == "full":
             self.q_norm = RMSNorm(q_dim, config.norm_eps)
             self.k_norm = RMSNorm(kv_dim, config.norm_eps)
-        self.dropout = config.dropout
         cos, sin = rope_tables(spec.head_dim, config.block_size, config.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -189,9 +188,7 @@ class CausalSelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q = apply_rope(q, self.rope_cos[:T], self.rope_sin[:T])
         k = apply_rope(k, self.rope_cos[:T], self.rope_sin[:T])
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0,
-            enable_gqa=self.n_kv_head != self.n_head)  # (B, H, T, hd)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)  # (B, H, T, hd)
         y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # (B, T, H*hd)
         return self.out_proj(y)
 

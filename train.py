@@ -206,19 +206,20 @@ if checkpoint is not None:
 checkpoint = None  # free memory
 scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
 
-raw_model = model
+raw_model = model  # the plain module: what we save, sample from and count FLOPs of
 if compile:
     if master_process:
         print("compiling the model (takes a minute)...")
     model = torch.compile(model)
-if ddp:
-    model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None)
+eval_model = model  # evaluation runs on rank 0 alone, so it must not go through DDP
+if ddp:  # the only buffers are constant RoPE tables: nothing to broadcast
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None, broadcast_buffers=False)
 
 
 @torch.no_grad()
 def estimate_loss():
     """Mean loss over eval_iters batches per split - the same batches at every evaluation."""
-    model.eval()
+    eval_model.eval()
     out = {}
     for split in ("train", "val"):
         generator = torch.Generator().manual_seed(seed + (1 if split == "train" else 2))
@@ -226,10 +227,10 @@ def estimate_loss():
         for k in range(eval_iters):
             x, y = get_batch(split, generator)
             with autocast:
-                _, loss = model(x, y)
+                _, loss = eval_model(x, y)
             losses[k] = loss.item()
         out[split] = losses.mean().item()
-    model.train()
+    eval_model.train()
     return out
 
 
@@ -328,4 +329,5 @@ if master_process:
             ids = raw_model.generate(start, sample_tokens, temperature=0.8, top_k=200)
         print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
 if ddp:
+    torch.distributed.barrier()  # let rank 0 finish its evaluation and sample first
     destroy_process_group()

@@ -1,0 +1,187 @@
+"""The training loop, checkpoints, sampling and configuration, run as a user runs them."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT
+from checkpoint import load_checkpoint, save_checkpoint
+from configurator import ConfigError, build_model, parse_overrides
+
+TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=2",
+        "--log_interval=1", "--dropout=0.1", "--dtype=float32", "--sample_tokens=0", "--warmup_iters=2",
+        "--lr_decay_iters=8"]
+
+
+def run(script, *args, check=True, timeout=120):
+    result = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{script} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def step_losses(out_dir):
+    records = [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
+    return {r["iter"]: r["loss"] for r in records if "loss" in r}
+
+
+def train_defaults():
+    """train.py's defaults: the assignments above its `config_keys =` line."""
+    source = (ROOT / "train.py").read_text().split("\nconfig_keys =")[0]
+    namespace = {}
+    exec(compile(source, "train.py", "exec"), namespace)
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and isinstance(v, (int, float, bool, str, dict, type(None)))}
+
+
+def test_resume_gives_the_same_losses_as_an_uninterrupted_run(char_dataset, tmp_path):
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={whole}", "--max_iters=8", "--eval_interval=4")
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={part}", "--max_iters=4", "--eval_interval=4")
+    assert load_checkpoint(part / "ckpt.pt")["iter_num"] == 4
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={part}", "--max_iters=8", "--eval_interval=4",
+        "--init_from=resume")
+    uninterrupted, resumed = step_losses(whole), step_losses(part)
+    assert sorted(resumed) == list(range(8))
+    for it in range(8):
+        assert resumed[it] == uninterrupted[it], f"step {it}: {resumed[it]} != {uninterrupted[it]}"
+    # and the final weights are identical too
+    a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(part / "ckpt.pt")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_training_lowers_the_loss_and_sample_prints_text_from_the_checkpoint(char_dataset, tmp_path):
+    out = tmp_path / "out"
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=60",
+        "--eval_interval=60", "--learning_rate=1e-2", "--lr_decay_iters=60")
+    records = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if "val_loss" in r]
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 0.5
+    assert all(r["tokens_per_s"] > 0 and r["mfu"] > 0 for r in records if "loss" in r)
+    args = [f"--out_dir={out}", "--start=All:", "--num_samples=1", "--max_new_tokens=30"]
+    greedy_1 = run("sample.py", *args, "--temperature=0").stdout
+    greedy_2 = run("sample.py", *args, "--temperature=0", "--seed=99").stdout
+    assert greedy_1 == greedy_2 and "All:" in greedy_1
+    sampled = run("sample.py", *args, "--temperature=1.0", "--seed=3").stdout
+    allowed = set(json.loads((char_dataset / "meta.json").read_text())["chars"]) | set("-()., 0123456789")
+    assert set(sampled.split("\n", 1)[1]) <= allowed | {"\n"}
+
+
+def test_a_diverging_run_stops_and_says_at_which_step(char_dataset, tmp_path):
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}", "--max_iters=50",
+                 "--eval_interval=100", "--learning_rate=1e12", "--grad_clip=0.0", "--warmup_iters=0", check=False)
+    assert result.returncode != 0
+    assert "Training diverged" in result.stderr and "step " in result.stderr and "learning_rate" in result.stderr
+
+
+def test_train_rejects_unknown_keys_and_wrong_types():
+    result = run("train.py", "--n_layr=2", check=False)
+    assert result.returncode != 0 and "'n_layr'" in result.stderr and "n_layer" in result.stderr
+    result = run("train.py", "--n_layer=2.5", check=False)
+    assert result.returncode != 0 and "n_layer" in result.stderr and "int" in result.stderr
+
+
+def test_missing_dataset_says_how_to_prepare_it(tmp_path):
+    result = run("train.py", "--dataset=tinystories", f"--out_dir={tmp_path}", check=False)
+    if (ROOT / "data/tinystories/train.bin").exists():
+        pytest.skip("tinystories is prepared on this machine")
+    assert result.returncode != 0 and "data/tinystories/prepare.py" in result.stderr
+
+
+def test_configurator_checks_keys_and_types(tmp_path):
+    defaults = dict(n_layer=6, learning_rate=1e-3, compile=False, device="auto", n_kv_head=None, model_args={})
+    got = parse_overrides(["--n_layer=4", "--learning_rate=1", "--device=cuda:1", "--n_kv_head=2",
+                           "--model_args={'n_sub_blocks': 4}"], defaults)
+    assert got == dict(n_layer=4, learning_rate=1.0, compile=False, device="cuda:1", n_kv_head=2,
+                       model_args={"n_sub_blocks": 4})
+    assert isinstance(got["learning_rate"], float)
+    with pytest.raises(ConfigError, match="'n_layers'"):
+        parse_overrides(["--n_layers=4"], defaults)
+    with pytest.raises(ConfigError, match="compile"):
+        parse_overrides(["--compile=1"], defaults)  # an int is not a bool
+    with pytest.raises(ConfigError, match="n_layer"):
+        parse_overrides(["--n_layer=True"], defaults)  # nor a bool an int
+    with pytest.raises(ConfigError, match="--key=value|--n_layer=value"):
+        parse_overrides(["--n_layer"], defaults)
+    config_file = tmp_path / "c.py"
+    config_file.write_text("import math\nn_layer = 3\nlearning_rate = math.sqrt(1e-6)\nbatchsize = 8\n")
+    with pytest.raises(ConfigError, match="'batchsize'"):
+        parse_overrides([str(config_file)], defaults)
+    config_file.write_text("import math\nn_layer = 3\nlearning_rate = math.sqrt(1e-6)\n")
+    assert parse_overrides([str(config_file), "--n_layer=5"], defaults)["n_layer"] == 5
+    with pytest.raises(ConfigError, match="not found"):
+        parse_overrides([str(tmp_path / "missing.py")], defaults)
+    with pytest.raises(ConfigError, match="model_type"):
+        build_model("transformer-xl")
+
+
+@pytest.mark.parametrize("config_file", sorted((ROOT / "config").glob("*.py")), ids=lambda p: p.name)
+def test_every_config_file_loads_and_builds_its_model(config_file):
+    defaults = train_defaults()
+    cfg = parse_overrides([str(config_file)], defaults)
+    meta = ROOT / "data" / cfg["dataset"] / "prepare.py"
+    assert cfg["data_dir"] or meta.exists(), f"{config_file.name}: no prepare script for dataset {cfg['dataset']}"
+    vocab = {"shakespeare_char": 84}.get(cfg["dataset"], 50304)
+    common = {k: cfg[k] for k in ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim",
+                                  "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
+    with torch.device("meta"):  # builds any size instantly, without memory
+        model = build_model(cfg["model_type"], vocab_size=vocab, **common, **cfg["model_args"])
+    assert model.param_counts()["total"] > 0
+
+
+def test_default_config_is_the_documented_cpu_job():
+    assert (ROOT / "config/train_shakespeare_char.py").exists()
+    defaults = train_defaults()
+    cfg = parse_overrides([str(ROOT / "config/train_shakespeare_char.py")], defaults)
+    assert cfg == defaults, "config/train_shakespeare_char.py should spell out train.py's defaults"
+
+
+def test_save_checkpoint_is_atomic_when_the_writer_fails(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint({"step": 1, "w": torch.ones(10)}, path)
+
+    def dying_save(obj, f):
+        f.write(b"half a checkpoint")
+        raise KeyboardInterrupt  # the process is stopped mid-write
+    monkeypatch.setattr(torch, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint({"step": 2, "w": torch.zeros(10)}, path)
+    assert load_checkpoint(path)["step"] == 1
+
+
+def test_a_killed_save_never_leaves_a_corrupt_checkpoint(tmp_path):
+    """SIGKILL a process that saves a large checkpoint over and over; the file must always load."""
+    path = tmp_path / "ckpt.pt"
+    writer = (f"import sys, torch; sys.path.insert(0, {str(ROOT)!r}); from checkpoint import save_checkpoint\n"
+              f"i = 0\nwhile True:\n    i += 1\n    save_checkpoint({{'step': i, 'w': torch.full((2_000_000,), float(i))}}, {str(path)!r})\n")
+    for delay in (0.7, 1.0, 1.3):
+        proc = subprocess.Popen([sys.executable, "-c", writer])
+        deadline = time.time() + 30
+        while not path.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        state = load_checkpoint(path)
+        assert torch.all(state["w"] == float(state["step"]))
+
+
+def test_ddp_with_torchrun_on_cpu(char_dataset, tmp_path):
+    """Two processes with the gloo backend train and save one checkpoint."""
+    out = tmp_path / "ddp"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py"),
+         *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=4", "--eval_interval=4",
+         "--gradient_accumulation_steps=2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 process(es)" in result.stdout
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 4
