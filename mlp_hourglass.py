@@ -132,6 +132,10 @@ DEFAULT_CACHE = os.path.join(HERE, "data", "mnist", "cache")  # git-ignored (dat
 # -----------------------------------------------------------------------------
 # Model: Figure 1(b), eqs. (2)-(4)
 
+class ConfigError(ValueError):
+    """Bad input from the user (shape, task, data...): the CLI prints the message, no traceback."""
+
+
 SHAPES = ("hourglass", "conventional")
 INPUT_PROJECTIONS = ("frozen", "learned", "identity", "none")
 
@@ -139,14 +143,14 @@ INPUT_PROJECTIONS = ("frozen", "learned", "identity", "none")
 def check_shape(shape, latent_dim, hidden_dim):
     """Raise a clear error when (d_z, d_h) do not make the requested block shape."""
     if shape not in SHAPES:
-        raise ValueError(f"unknown shape {shape!r}; choose one of {SHAPES}")
+        raise ConfigError(f"unknown shape {shape!r}; choose one of {SHAPES}")
     if shape == "hourglass" and not hidden_dim < latent_dim:
-        raise ValueError(
+        raise ConfigError(
             f"a hourglass (wide-narrow-wide) block needs d_h < d_z, got hidden_dim={hidden_dim} "
             f">= latent_dim={latent_dim}. Lower --hidden_dim, raise --latent_dim, or use "
             f"--shape=conventional for d_h > d_z.")
     if shape == "conventional" and not hidden_dim > latent_dim:
-        raise ValueError(
+        raise ConfigError(
             f"a conventional (narrow-wide-narrow) block needs d_h > d_z, got hidden_dim="
             f"{hidden_dim} <= latent_dim={latent_dim}. Raise --hidden_dim, or use "
             f"--shape=hourglass for d_h < d_z.")
@@ -174,15 +178,15 @@ class ImageMLP(nn.Module):
         super().__init__()
         check_shape(shape, latent_dim, hidden_dim)
         if n_blocks < 1:
-            raise ValueError(f"n_blocks (L) must be >= 1, got {n_blocks}")
+            raise ConfigError(f"n_blocks (L) must be >= 1, got {n_blocks}")
         if input_proj not in INPUT_PROJECTIONS:
-            raise ValueError(f"unknown input_proj {input_proj!r}; choose one of {INPUT_PROJECTIONS}")
+            raise ConfigError(f"unknown input_proj {input_proj!r}; choose one of {INPUT_PROJECTIONS}")
         if input_proj == "none" and latent_dim != input_dim:
-            raise ValueError(f"--input_proj=none feeds x straight into the blocks, so it needs "
+            raise ConfigError(f"--input_proj=none feeds x straight into the blocks, so it needs "
                              f"latent_dim == input_dim ({input_dim}); got {latent_dim}. Use "
                              f"--input_proj=identity to zero-pad, or frozen/learned to project.")
         if input_proj == "identity" and latent_dim < input_dim:
-            raise ValueError(f"--input_proj=identity zero-pads x to d_z, so it needs latent_dim >= "
+            raise ConfigError(f"--input_proj=identity zero-pads x to d_z, so it needs latent_dim >= "
                              f"input_dim ({input_dim}); got {latent_dim}")
         if shape == "hourglass" and latent_dim <= input_dim:
             print(f"warning: hourglass with d_z={latent_dim} <= d_x={input_dim}: the paper always "
@@ -281,7 +285,7 @@ TASKS = {t.name: t for t in [
 
 def get_task(name):
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+        raise ConfigError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
     return TASKS[name]
 
 
@@ -296,7 +300,7 @@ def bicubic_downsample(clean, factor=2, antialias=True):
     antialias=True reproduces PIL's / torchvision's bicubic resize (see the module docstring)."""
     b, c, h, w = clean.shape
     if h % factor or w % factor:
-        raise ValueError(f"image size {h}x{w} is not divisible by the SR factor {factor}")
+        raise ConfigError(f"image size {h}x{w} is not divisible by the SR factor {factor}")
     low = F.interpolate(clean, size=(h // factor, w // factor), mode="bicubic",
                         antialias=antialias, align_corners=False)
     return low.clamp(0.0, 1.0)
@@ -358,7 +362,7 @@ def ssim(x, y, data_range=1.0, window_size=11, sigma=1.5, k1=0.01, k2=0.03):
     windows (no padding), SSIM map averaged over positions and channels -> (B,)."""
     x, y = x.double(), y.double()
     if min(x.shape[-2:]) < window_size:
-        raise ValueError(f"SSIM window {window_size} is larger than the image {tuple(x.shape[-2:])}")
+        raise ConfigError(f"SSIM window {window_size} is larger than the image {tuple(x.shape[-2:])}")
     g = gaussian_window(window_size, sigma).sum(0).to(x.device)        # the 1-D Gaussian, (k,)
 
     def band(n):       # (n, n-k+1) matrix whose column j holds g at rows j..j+k-1
@@ -446,14 +450,14 @@ def read_idx(path):
     with opener(path, "rb") as f:
         data = f.read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in IDX_DTYPES:
-        raise ValueError(f"{path} is not an IDX file (bad magic {data[:4]!r})")
+        raise ConfigError(f"{path} is not an IDX file (bad magic {data[:4]!r})")
     ndim = data[3]
     dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
     dtype = np.dtype(IDX_DTYPES[data[2]])
     expected = int(np.prod(dims)) * dtype.itemsize
     body = data[4 + 4 * ndim:]
     if len(body) != expected:
-        raise ValueError(f"{path}: header says {dims} ({expected} bytes) but the body has {len(body)}")
+        raise ConfigError(f"{path}: header says {dims} ({expected} bytes) but the body has {len(body)}")
     return np.frombuffer(body, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
@@ -616,7 +620,7 @@ def _as_nchw(a):
 def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
     """MNIST / Fashion-MNIST / the 5k MNIST subset -> ImageSplits, trying sources in order."""
     if dataset not in ("mnist", "mnist5k", "fashion_mnist"):
-        raise ValueError(f"unknown 28x28 dataset {dataset!r}; choose mnist, mnist5k or fashion_mnist")
+        raise ConfigError(f"unknown 28x28 dataset {dataset!r}; choose mnist, mnist5k or fashion_mnist")
     sub = "fashion_mnist" if dataset == "fashion_mnist" else "mnist"
     full, source = None, None
     if dataset in ("mnist", "fashion_mnist"):
@@ -732,7 +736,7 @@ def load_data(task, dataset=None, data_dir=None, max_train_images=None, cache_di
     dataset = dataset or ("mnist" if task.dataset_kind == "28x28" else "imagenet32")
     if task.dataset_kind == "imagenet32":
         if dataset != "imagenet32":
-            raise ValueError(f"task {task.name} needs --dataset=imagenet32, got {dataset!r}")
+            raise ConfigError(f"task {task.name} needs --dataset=imagenet32, got {dataset!r}")
         return load_imagenet32(data_dir, max_train_images)
     splits = load_28x28(dataset, data_dir, cache_dir)
     if max_train_images:
@@ -748,7 +752,7 @@ def choose_prototypes(images, labels, n_classes=None, seed=42):
     for c in range(n_classes):
         idx = torch.nonzero(labels == c).flatten()
         if len(idx) == 0:
-            raise ValueError(f"class {c} has no training image to serve as its prototype")
+            raise ConfigError(f"class {c} has no training image to serve as its prototype")
         protos.append(images[idx[torch.randint(len(idx), (1,), generator=g)]].float().flatten() / 255.0)
     return torch.stack(protos)
 
@@ -796,9 +800,9 @@ def resolve_config(cfg):
         if getattr(cfg, name) is None:
             setattr(cfg, name, getattr(task, name))
     if cfg.flips not in (1, 2, 4):
-        raise ValueError(f"--flips must be 1, 2 or 4, got {cfg.flips}")
+        raise ConfigError(f"--flips must be 1, 2 or 4, got {cfg.flips}")
     if cfg.flips > 1 and task.target == "prototype":
-        raise ValueError("flip augmentation is not defined for generative classification (the target "
+        raise ConfigError("flip augmentation is not defined for generative classification (the target "
                          "prototype would not flip with the input); use --flips=1")
     if cfg.device == "auto":
         cfg.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -806,7 +810,7 @@ def resolve_config(cfg):
         cuda_bf16 = cfg.device.startswith("cuda") and torch.cuda.is_bf16_supported()
         cfg.dtype = "bfloat16" if (cfg.device == "cpu" or cuda_bf16) else "float32"
     if cfg.dtype not in ("bfloat16", "float32"):
-        raise ValueError(f"--dtype must be bfloat16 or float32, got {cfg.dtype!r}")
+        raise ConfigError(f"--dtype must be bfloat16 or float32, got {cfg.dtype!r}")
     if cfg.out_dir is None:
         cfg.out_dir = os.path.join("out", f"mlp_{cfg.task}")
     check_shape(cfg.shape, cfg.latent_dim, cfg.hidden_dim)
@@ -935,7 +939,7 @@ def train(cfg, data=None):
     n_train = len(data.train)
     steps_per_epoch = (n_train * cfg.flips) // cfg.batch_size
     if steps_per_epoch == 0:
-        raise ValueError(f"{n_train} training images x {cfg.flips} flips is less than one batch of {cfg.batch_size}")
+        raise ConfigError(f"{n_train} training images x {cfg.flips} flips is less than one batch of {cfg.batch_size}")
     total_steps = max(1, int(round(cfg.epochs * steps_per_epoch)))
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
@@ -990,7 +994,8 @@ def train(cfg, data=None):
             now = time.time()
             its = cfg.log_interval / max(now - t_last, 1e-9) if not last else (step + 1) / max(now - t0, 1e-9)
             t_last = now
-            say(f"step {step + 1}/{total_steps} | loss {loss.item():.5f} | val psnr {val_psnr:.2f} dB | "
+            val_str = "--" if math.isnan(val_psnr) else f"{val_psnr:.2f} dB"
+            say(f"step {step + 1}/{total_steps} | loss {loss.item():.5f} | val psnr {val_str} | "
                 f"lr {lr:.2e} | {its:.1f} it/s")
     train_time = time.time() - t0
 
@@ -1127,7 +1132,7 @@ def read_csv(path):
 
 
 def run_sweep(args):
-    base = config_from_args(args)
+    base = resolve_config(config_from_args(args))     # task defaults filled in (epochs, batch, ...)
     task = get_task(base.task)
     grid = sweep_grid(args.hg_latent, args.hg_hidden, args.hg_blocks, args.conv_latent, args.conv_hidden, args.conv_blocks)
     out_dir = args.out_dir or os.path.join("out", f"mlp_sweep_{base.task}")
@@ -1146,7 +1151,7 @@ def run_sweep(args):
         if (shape, dz, dh, L, float(lr), seed) in done:
             continue
         cfg = replace(base, shape=shape, latent_dim=dz, hidden_dim=dh, n_blocks=L, lr=lr, seed=seed,
-                      save_checkpoint=False, save_samples=False, quiet=True)
+                      save_checkpoint=False, save_samples=False, quiet=not args.verbose)
         res = train(cfg, data)
         row = {"shape": shape, "latent_dim": dz, "hidden_dim": dh, "n_blocks": L, "lr": lr, "seed": seed,
                "params_total": res["params"]["total"], "params_trainable": res["params"]["trainable"],
@@ -1311,6 +1316,7 @@ def main(argv=None):
     p.add_argument("--conv_blocks", type=_ints, default=[1, 2], help="conventional L values")
     p.add_argument("--lrs", type=_floats, default=[1e-3])
     p.add_argument("--seeds", type=_ints, default=[0])
+    p.add_argument("--verbose", action="store_true", help="print every run's progress lines")
     p = sub.add_parser("pareto", help="re-plot the Pareto fronts of a sweep CSV")
     p.add_argument("csv")
     p.add_argument("--out", default=None)
@@ -1327,7 +1333,13 @@ def main(argv=None):
     p.add_argument("--data_dir", default=None)
     sub.add_parser("params", help="print the paper's parameter checks")
     args = parser.parse_args(argv)
+    try:
+        run_command(args)
+    except (ConfigError, FileNotFoundError) as e:
+        sys.exit(f"error: {e}")
 
+
+def run_command(args):
     if args.command == "train":
         train(config_from_args(args))
     elif args.command == "sweep":
