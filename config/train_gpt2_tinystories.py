@@ -3,8 +3,8 @@
 #   python data/tinystories/prepare.py
 # One GPU:  python train.py config/train_gpt2_tinystories.py
 # 8 GPUs:   torchrun --standalone --nproc_per_node=8 train.py config/train_gpt2_tinystories.py
-# 0.5M tokens per step (16 x 1024 x 32); 20k steps = ~10B tokens... TinyStories has ~0.5B, so
-# 5000 steps (~2.6B tokens, ~5 epochs) is plenty; lower max_iters for a quicker run.
+# 0.5M tokens per step (16 x 1024 x 32). TinyStories is ~0.47B GPT-2 tokens, so 2000 steps
+# (~1B tokens) is about two epochs.
 out_dir = "out-gpt2-tinystories"
 eval_interval = 500
 eval_iters = 100
@@ -18,8 +18,8 @@ n_head = 12
 n_embd = 768
 dropout = 0.0
 learning_rate = 6e-4
-max_iters = 5000
-lr_decay_iters = 5000
+max_iters = 2000
+lr_decay_iters = 2000
 min_lr = 6e-5
 beta2 = 0.95
 warmup_iters = 200
