@@ -270,8 +270,8 @@ while True:
             init_from == "resume" and iter_num == start_iter):
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-        log_metrics(dict(iter=iter_num, train_loss=losses["train"], val_loss=losses["val"],
-                         elapsed_s=round(time.time() - run_start, 2)))
+        log_metrics(dict(iter=iter_num, tokens=iter_num * tokens_per_iter, train_loss=losses["train"],
+                         val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2)))
         best_val_loss = min(best_val_loss, losses["val"])
         if iter_num > 0:
             rng = {"sampler": train_sampler.get_state(), "torch": torch.get_rng_state()}
