@@ -1,0 +1,22 @@
+# CEA paper, GPU scale: FFN-Wider GPT w/ CEA (outer ratio 12.5%, section 6.1), H=768, 12 layers.
+# For the CAA ratio of appendix I use --model_args="{'ffn_mult': 32, 'outer_ratio': 0.375}".
+#   python train.py config/cea_gpt_h768_cea.py
+out_dir = "out-cea-h768-cea"
+dataset = "shakespeare"  # GPT-2 BPE; the paper used Wikipedia + BooksCorpus (not shipped here)
+eval_interval = 500
+eval_iters = 100
+log_interval = 20
+batch_size = 64
+block_size = 128  # the paper's maximum sequence length
+n_layer = 12
+n_head = 12
+n_embd = 768
+dropout = 0.0
+learning_rate = 3e-4
+max_iters = 5000
+lr_decay_iters = 5000
+min_lr = 3e-5
+beta2 = 0.95
+warmup_iters = 200
+model_type = "cea"
+model_args = {"ffn_mult": 32, "outer_ratio": 0.125, "current_position": "direct"}

@@ -1,0 +1,22 @@
+# CEA paper, CPU scale: FFN-Wider GPT (FFN 32x = 4096 hidden) on character-level Shakespeare, H=128, 4 layers.
+#   nice -n 10 python train.py config/cea_shakespeare_char_wider.py
+out_dir = "out-cea-wider"
+eval_interval = 250
+eval_iters = 20
+log_interval = 10
+dataset = "shakespeare_char"
+batch_size = 16
+block_size = 128
+n_layer = 4
+n_head = 4
+n_embd = 128
+dropout = 0.0
+learning_rate = 2e-3
+max_iters = 250
+lr_decay_iters = 250
+min_lr = 2e-4
+beta2 = 0.99
+warmup_iters = 25
+sample_tokens = 0
+model_type = "cea"
+model_args = {"ffn_mult": 32, "outer_ratio": 1.0}

@@ -1,0 +1,247 @@
+"""cea.py: FFN-Wider, CAA / CEA attention (Inner-FFN, direct pathway, masked, ablation), Inner-MoE,
+and the Token Prediction contribution ratio."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, all_logits
+import cea
+from model import GPT, GPTConfig
+
+TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mult=8)
+RULES = ("direct", "masked", "transformed")
+
+
+def tiny(**overrides):
+    torch.manual_seed(0)
+    return cea.build_model(**{**TINY, **overrides}).eval()
+
+
+def test_outer_ratio_one_is_exactly_ffn_wider():
+    torch.manual_seed(0)
+    wider = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_hidden=32 * 32)).eval()
+    caa = tiny(ffn_mult=32, outer_ratio=1.0)
+    assert all(torch.equal(p, q) for p, q in zip(wider.parameters(), caa.parameters()))
+    idx = torch.randint(0, 50, (2, 16))
+    assert torch.equal(all_logits(wider, idx), all_logits(caa, idx))
+    assert wider.param_counts() == caa.param_counts()
+    assert wider.flops_per_token(16) == caa.flops_per_token(16)
+
+
+def test_zero_inner_ffn_with_direct_pathway_is_the_plain_attention():
+    """InnerFFN(a) = 0 makes t = a, so CEA attention must equal model's attention with the same W_qkv, W_o."""
+    model = tiny(outer_ratio=0.5)
+    plain = tiny(outer_ratio=1.0, ffn_hidden=128)  # same outer width 128, plain attention
+    for bm, bp in zip(model.blocks, plain.blocks):
+        bm.attn.inner_ffn.out_proj.weight.data.zero_()
+        bp.attn.attn.qkv_proj.weight.data.copy_(bm.attn.qkv_proj.weight)
+        bp.attn.attn.out_proj.weight.data.copy_(bm.attn.out_proj.weight)
+        bp.ffn.load_state_dict(bm.ffn.state_dict())
+    plain.tok_emb.weight.data.copy_(model.tok_emb.weight)
+    idx = torch.randint(0, 50, (2, 16))
+    torch.testing.assert_close(all_logits(model, idx), all_logits(plain, idx), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_causality(rule):
+    model = tiny(outer_ratio=0.25, current_position=rule)
+    idx = torch.randint(0, 50, (1, 16))
+    changed = idx.clone()
+    changed[0, 9] = (idx[0, 9] + 1) % 50
+    a, b = all_logits(model, idx), all_logits(model, changed)
+    assert torch.equal(a[:, :9], b[:, :9])
+    assert not torch.allclose(a[:, 9:], b[:, 9:])
+
+
+def attention_outputs(sublayer, a, t):
+    with torch.no_grad():
+        return sublayer.attend(a, t)
+
+
+@pytest.mark.parametrize("rule", ["direct", "masked"])
+def test_output_at_t_ignores_the_inner_ffn_at_t_but_not_earlier(rule):
+    sub = tiny(outer_ratio=0.25, current_position=rule).blocks[0].attn
+    a = torch.randn(2, 16, 32)
+    t = a + torch.randn(2, 16, 32)
+    base = attention_outputs(sub, a, t)
+    for j in (0, 7, 15):
+        perturbed = t.clone()
+        perturbed[:, j] += 3 * torch.randn(2, 32)  # change only the Inner-FFN output at position j
+        out = attention_outputs(sub, a, perturbed)
+        torch.testing.assert_close(out[:, :j + 1], base[:, :j + 1], rtol=0, atol=1e-6)  # t <= j: unchanged
+        if j < 15:
+            assert (out[:, j + 1:] - base[:, j + 1:]).abs().amax() > 1e-3  # later positions see it
+
+
+def test_without_direct_pathway_the_own_inner_ffn_output_leaks():
+    sub = tiny(outer_ratio=0.25, current_position="transformed").blocks[0].attn
+    a = torch.randn(1, 16, 32)
+    t = a + torch.randn(1, 16, 32)
+    perturbed = t.clone()
+    perturbed[:, 5] += 3.0
+    out, base = attention_outputs(sub, a, perturbed), attention_outputs(sub, a, t)
+    torch.testing.assert_close(out[:, :5], base[:, :5], rtol=0, atol=1e-6)
+    assert (out[:, 5] - base[:, 5]).abs().amax() > 1e-3
+
+
+def test_direct_pathway_equals_a_reference_softmax():
+    """The fused SDPA call equals one explicit softmax over [q.k(t_s) for s < t] + [q.k(a_t)]."""
+    sub = tiny(outer_ratio=0.25, n_head=2).blocks[0].attn
+    B, T, C = 1, 6, 32
+    a, t = torch.randn(B, T, C), torch.randn(B, T, C)
+    out = attention_outputs(sub, a, t)
+    W_q, W_k, W_v = sub.qkv_proj.weight.split([sub.q_dim, sub.kv_dim, sub.kv_dim])
+    hd = sub.head_dim
+    for h in range(2):
+        sl = slice(h * hd, (h + 1) * hd)
+        q = sub._queries(a @ W_q.T, T)[0, h]
+        kt, ka = sub._keys(t @ W_k.T, T)[0, h], sub._keys(a @ W_k.T, T)[0, h]
+        vt, va = (t @ W_v.T)[0, :, sl], (a @ W_v.T)[0, :, sl]
+        for i in range(T):
+            scores = torch.cat([q[i] @ kt[:i].T, (q[i] @ ka[i])[None]]) / math.sqrt(hd)
+            p = torch.softmax(scores, dim=0)
+            expected = p[:-1] @ vt[:i] + p[-1] * va[i]
+            torch.testing.assert_close(out[0, i, sl], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_masked_variant_has_no_nan_and_zero_attention_at_position_0():
+    model = tiny(outer_ratio=0.125, current_position="masked")
+    idx = torch.randint(0, 50, (2, 16))
+    logits, loss = model(idx, idx)
+    assert torch.isfinite(logits).all() and torch.isfinite(loss)
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    sub = model.blocks[0].attn
+    out = attention_outputs(sub, torch.randn(1, 16, 32), torch.randn(1, 16, 32))
+    assert torch.equal(out[:, 0], torch.zeros_like(out[:, 0]))
+
+
+def test_moe_routes_each_token_to_one_expert_and_balancing_loss():
+    moe = cea.TopOneMoE(8, 4, 16)
+    x = torch.randn(3, 5, 8)
+    y = moe(x)
+    flat = x.reshape(-1, 8)
+    probs = torch.softmax(moe.router(flat), dim=-1)
+    gate, choice = probs.max(-1)
+    for n in range(flat.size(0)):  # output = gate * the chosen expert only
+        torch.testing.assert_close(y.reshape(-1, 8)[n], gate[n] * moe.experts[choice[n]](flat[n]), rtol=1e-5, atol=1e-6)
+    # balancing loss: 1 for uniform routing, more when unbalanced
+    uniform = torch.full((8, 4), 0.25)
+    assert cea.load_balancing_loss(uniform, torch.arange(8) % 4, 4).item() == pytest.approx(1.0)
+    skewed = torch.tensor([[0.7, 0.1, 0.1, 0.1]] * 8)
+    assert cea.load_balancing_loss(skewed, torch.zeros(8, dtype=torch.long), 4).item() == pytest.approx(2.8)
+
+
+def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_includes_balancing():
+    kw = dict(ffn_mult=4, n_experts=4, expert_hidden=64)
+    before, inner = tiny(moe_place="before_ffn", **kw), tiny(moe_place="inner", **kw)
+    sb, si = cea.param_split(before), cea.param_split(inner)
+    assert sb["moe"] == si["inner_ffn"] > 0 and sb["outer_ffn"] == si["outer_ffn"] and sb["attention"] == si["attention"]
+    assert sb["active_ffn"] == si["active_ffn"] == 2 * (32 * 4 + 3 * 32 * 64) + 2 * 3 * 32 * 128
+    assert sb["total"] == si["total"] + 2 * 32  # the baseline's MoE sublayer has its own RMSNorm gain
+    dense_expert = 2 * 3 * 32 * 64 + 2 * 32 * 4  # FLOPs of one expert + router
+    plain = tiny(ffn_mult=4)
+    assert before.flops_per_token(16) == plain.flops_per_token(16) + 2 * dense_expert
+    idx = torch.randint(0, 50, (2, 16))
+    for model in (before, inner):
+        logits, loss = model(idx, idx)
+        lm = torch.nn.functional.cross_entropy(logits.view(-1, 50), idx.view(-1))
+        aux = model.balancing_loss()
+        assert aux.item() >= 1.0 - 1e-6 or aux.item() > 0
+        torch.testing.assert_close(loss, lm + 0.01 * aux)
+
+
+def test_flops_match_flop_counter():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    for kw in (dict(outer_ratio=0.25), dict(outer_ratio=0.25, current_position="masked"),
+               dict(outer_ratio=0.0, current_position="transformed"), dict(outer_ratio=1.0)):
+        model = tiny(**kw)
+        idx = torch.randint(0, 50, (1, 16))
+        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+            model(idx, idx)  # the math backend: attention as counted matmuls
+        assert counter.get_total_flops() == 16 * model.flops_per_token(16), kw
+
+
+@pytest.mark.parametrize("kw", [dict(outer_ratio=0.125), dict(outer_ratio=0.0, current_position="masked"),
+                                dict(ffn_mult=4, n_experts=2, moe_place="inner")])
+def test_tiny_model_overfits_a_batch(kw):
+    model = tiny(**kw).train()
+    idx = torch.randint(0, 50, (4, 16))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.5
+
+
+def test_paper_shapes_h768():
+    """Paper GPT H=768, 12 layers, FFN-Wider 32x. Our SwiGLU FFN has 3 matrices (d x 32d)."""
+    with torch.device("meta"):
+        wider = cea.build_model(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768, outer_ratio=1.0)
+        cea_model = cea.build_model(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,
+                                    outer_ratio=0.125)
+    sw, sc = cea.param_split(wider), cea.param_split(cea_model)
+    assert sw["outer_ffn"] == 12 * 3 * 768 * 32 * 768
+    assert sc["outer_ffn"] == 12 * 3 * 768 * 3072 and sc["inner_ffn"] == 12 * 3 * 768 * 21504
+    assert sw["total"] == sc["total"] and sw["attention"] == sc["attention"] == 12 * 4 * 768 * 768
+
+
+def test_contribution_ratio_on_a_hand_built_case():
+    # 2 classes x 100 positions in 2-D. Embedding: all (1, 0) -> ties -> class 0 -> accuracy 0.5.
+    # After attention: 80 of the class-1 positions move to (0, 1) -> 0.9. After the FFN: all of them -> 1.0.
+    targets = torch.tensor([0] * 100 + [1] * 100)
+    r0 = torch.tensor([[1.0, 0.0]]).repeat(200, 1)
+    r1 = r0.clone()
+    r1[100:180] = torch.tensor([0.0, 1.0])
+    r2 = r0.clone()
+    r2[100:] = torch.tensor([0.0, 1.0])
+    acc = cea.token_prediction_accuracies([r0, r1, r2], targets, min_count=50)
+    assert acc == pytest.approx([0.5, 0.9, 1.0])
+    result = cea.contribution_ratio(acc, ["embedding", "attention", "ffn"])
+    assert result["ffn_ratio"] == pytest.approx(0.2) and result["attention_ratio"] == pytest.approx(0.8)
+    # a class below min_count is dropped from the prediction and the accuracy
+    rare = torch.cat([targets, torch.tensor([2] * 10)])
+    reps = [torch.cat([r, torch.randn(10, 2)]) for r in (r0, r1, r2)]
+    assert cea.token_prediction_accuracies(reps, rare, min_count=50) == pytest.approx([0.5, 0.9, 1.0])
+
+
+def test_sublayer_representations_follow_the_forward_pass():
+    model = tiny(outer_ratio=0.125)
+    idx = torch.randint(0, 50, (2, 16))
+    reps, kinds = cea.sublayer_representations(model, idx)
+    assert kinds == ["embedding", "attention", "ffn", "attention", "ffn"]
+    logits = model.lm_head(model.norm_f(reps[-1]))
+    torch.testing.assert_close(logits, all_logits(model, idx).reshape(-1, 50), rtol=1e-5, atol=1e-5)
+
+
+def test_bad_arguments_say_what_to_do():
+    with pytest.raises(ValueError, match="outer_ratio"):
+        cea.build_model(**TINY, outer_ratio=1.5)
+    with pytest.raises(ValueError, match="current_position"):
+        cea.build_model(**TINY, current_position="diagonal")
+    with pytest.raises(ValueError, match="moe_place"):
+        cea.build_model(**TINY, n_experts=2, moe_place="after")
+    with pytest.raises(ValueError, match="outer_ratio=1.0"):
+        cea.build_model(**TINY, n_experts=2, outer_ratio=0.5)
+
+
+def test_config_files_load_and_build():
+    from configurator import build_model, parse_overrides
+    from test_train import train_defaults
+    files = sorted((ROOT / "config").glob("cea_*.py"))
+    assert len(files) >= 4
+    defaults = train_defaults()
+    for f in files:
+        cfg = parse_overrides([str(f)], defaults)
+        args = dict(vocab_size=84, block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["n_head"],
+                    n_kv_head=cfg["n_kv_head"], n_embd=cfg["n_embd"], head_dim=cfg["head_dim"],
+                    ffn_hidden=cfg["ffn_hidden"], qk_norm=cfg["qk_norm"], tie_embeddings=cfg["tie_embeddings"],
+                    dropout=cfg["dropout"])
+        with torch.device("meta"):
+            build_model(cfg["model_type"], **args, **cfg["model_args"])
