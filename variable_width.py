@@ -1,0 +1,550 @@
+"""
+The ><former: a transformer whose layers have different widths on one wide residual stream.
+
+Paper: "Variable-Width Transformers" (the ><former), Wu, Sieberling, Tan, Panda, Polyanskiy,
+Kim, 2026 (../shared/papers/variable_width_transformers.txt).
+
+The idea
+--------
+A plain transformer gives every layer the same width d. The ><former gives layer l its own
+width d_l (we write w_l): wide early layers, a narrow bottleneck at ~3/4 of the depth, wide
+late layers ("><", narrowing then growing). A layer's parameters grow like w_l^2 but its
+attention FLOPs and KV cache grow like w_l, so at the same parameter count the average width
+is smaller: ~10% less KV cache and fewer FLOPs, and in the paper a lower loss too.
+
+The layers talk through one residual stream R of width D = max(d, max_l w_l). It starts as
+the embedding padded with zeros; layer l reads and writes only R[:w_l]; coordinates it does
+not cover keep the value written by the last layer that covered them. That is the paper's
+parameter-free resize f^l:
+
+    x^l = B^l(f^l(x^{l-1})) + f^l(x^{l-1})                                     (sec. 2)
+    [f^l(x^{l-1})]_i = [x^{l'}]_i,  l' = max{ l~ < l : d_l~ >= i }   (0 if none)   (1)
+
+so layer l is an ordinary pre-norm block of width w_l applied to R[:w_l]:
+
+    R <- cat( Block_l(R[:w_l]), R[w_l:] )                                      (eq. 1 in code)
+
+Widths (sec. 2, Appendix A): a bottleneck layer l* = r_l L of width d_l* = r_d d, geometric on
+each side (d_l = a^- d_{l-1} up to l*, d_l = a^+ d_{l-1} after it), equal endpoints
+d_1 = d_L = d_bar, and parameter count matched to a constant-width baseline:
+
+    a^+ = (a^-)^(-(l*-1)/(L-l*))
+    K d_bar^2 S2(a^-) - W_end(d_bar) = L K d^2,  S2 = sum_l c_l^2,  K = 4 + 3E    (App. A)
+    W_end(d_bar) = 1{d_bar > d} (3 + E) d_bar (d_bar - d)       (unused first-QKV columns and
+                                                                  last-MLP-down rows)
+    b(a^-) = d_bar(a^-) (a^-)^(l*-1) = d_l*   solved by bisection, then round(d_l / 32) * 32
+
+The analyses of sec. 4: normalized matrix entropy of the residual stream per layer,
+    H(X) = -(1/log r) sum_j p_j log p_j,  p_j = sigma_j^2 / ||X||_F^2                   (2)
+and the logit lens (target log-prob, entropy, symmetric KL between adjacent layers).
+
+What this file implements
+-------------------------
+- `VariableWidthConfig` / `VariableWidthGPT`: model.GPT with per-layer widths; every layer is a
+  plain model.Block built at width w_l with the same number of heads (head_dim = w_l / n_head,
+  SwiGLU hidden 4 w_l). Constant widths give exactly model.GPT (same seed, same logits).
+- Expansion methods of sec. 4.4: 'carry' (eq. 1, default), 'zero' (new coordinates are zeros:
+  a naive resize) and 'project' (a learned linear map predicts only the new coordinates from
+  the previous layer's w_{l-1} coordinates).
+- Schedules: constant, x (><former), diamond, v (growing), lambda (narrowing), each from
+  (r_l, r_d) with the Appendix A solver, or any explicit list `layer_widths`.
+- Accounting: parameters (with the endpoint correction), FLOPs/token, KV-cache bytes/token.
+- Analyses: `matrix_entropy_per_layer`, `logit_lens`, `analyze_checkpoints` (PNG plots).
+
+Deviations from the paper, and why
+----------------------------------
+- No muP (the reference trains with muP: init std 0.1, embedding x12, logits /8, residual x0.22,
+  lr 1e-2): we use the repo's standard init (0.02, residual projections 0.02/sqrt(2L)) and
+  train.py's AdamW so that the ><former and the baseline differ only in shape.
+- The final RMSNorm runs over R[:w_L] and its output is truncated to d before the head
+  (DESIGN.md). So the last MLP's rows beyond d still affect the norm's scale; they are the
+  paper's "unused" endpoint parameters, which we count separately (`param_summary`).
+  If w_L < d (a lambda shape) the norm runs over R[:d] instead (the head needs d coordinates).
+- The embedding is always zero-padded (also in the 'project' variant), as Appendix A assumes.
+- For v and lambda shapes (no symmetric endpoints) the solver scales one geometric progression;
+  the endpoint correction then applies to whichever end is wider than d. GQA changes K to
+  2 + 2 n_kv/n_head + 3E; with plain attention this is the paper's K = 16.
+- Matrix entropy (2): X is the (tokens x D) stream matrix without centering, r its numerical rank.
+
+Run
+---
+    python variable_width.py --n_layer=16 --n_embd=640         # the 200M shape table (meta device)
+    python train.py config/variable_width_shakespeare_char_x.py   # CPU ><former on Shakespeare
+    python train.py config/variable_width_shakespeare_char_constant.py
+    python variable_width.py config/variable_width_shakespeare_char_x.py --bench=True
+    python variable_width.py --analyze=out-vw-constant,out-vw-x   # entropy + logit lens PNGs
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, linear_flops
+
+SHAPES = ("constant", "x", "diamond", "v", "lambda")
+EXPANSIONS = ("carry", "zero", "project")
+
+
+# ----------------------------------------------------------------------------------------
+# Width schedules and the parameter-matched solver of Appendix A
+
+
+def shape_factors(shape, n_layer, bottleneck_layer, alpha):
+    """c_l(alpha) with d_l = d_bar * c_l: the geometric profile, 1-indexed bottleneck layer l*."""
+    L, k = n_layer, bottleneck_layer
+    if shape == "lambda":  # narrowing all the way: l* = L
+        return [alpha ** (l - 1) for l in range(1, L + 1)]
+    if shape == "v":  # growing all the way: l* = 1, the mirror image
+        return [alpha ** (L - l) for l in range(1, L + 1)]
+    alpha_plus = alpha ** (-(k - 1) / (L - k))  # a^+ from d_1 = d_L
+    return [alpha ** (l - 1) if l <= k else alpha ** (k - 1) * alpha_plus ** (l - k) for l in range(1, L + 1)]
+
+
+def matched_scale(factors, n_embd, ffn_mult=4, kv_ratio=1.0):
+    """The scale s (= d_bar for x / diamond) with K s^2 S2 - W_end = L K d^2 (Appendix A).
+    W_end counts the first layer's QKV columns and the last layer's MLP-down rows that face
+    the zero padding / truncation, when that end is wider than d. Quadratic in s; the
+    indicators 1{w_1 > d}, 1{w_L > d} are guessed and the self-consistent root is kept."""
+    d, L = n_embd, len(factors)
+    qkv = 1 + 2 * kv_ratio  # 3 with plain attention
+    K = qkv + 1 + 3 * ffn_mult  # 4 + 3E = 16 with plain attention
+    S2 = sum(c * c for c in factors)
+    c1, cL = factors[0], factors[-1]
+    for first_wide in (0, 1):
+        for last_wide in (0, 1):
+            A = K * S2 - first_wide * qkv * c1 ** 2 - last_wide * ffn_mult * cL ** 2
+            B = (first_wide * qkv * c1 + last_wide * ffn_mult * cL) * d
+            C = -L * K * d * d
+            s = (-B + math.sqrt(B * B - 4 * A * C)) / (2 * A)
+            consistent = all(abs(s * c - d) <= 1e-9 * d or (s * c > d) == bool(wide)
+                             for c, wide in ((c1, first_wide), (cL, last_wide)))
+            if consistent:
+                return s
+    raise RuntimeError("no self-consistent endpoint width (should not happen)")
+
+
+def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
+    if shape == "v":
+        return 1
+    if shape == "lambda":
+        return n_layer
+    if n_layer < 3:
+        raise ValueError(f"a {shape} shape needs n_layer >= 3 (a bottleneck strictly inside), got {n_layer}")
+    return min(max(round(bottleneck_layer_ratio * n_layer), 2), n_layer - 1)  # l* = r_l L
+
+
+def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
+                 width_multiple=32, ffn_mult=4, kv_ratio=1.0):
+    """Per-layer widths for a shape, parameter-matched to a constant width n_embd (Appendix A).
+    Returns (widths rounded to width_multiple, dict with the unrounded widths, alpha, l*)."""
+    if shape not in SHAPES:
+        raise ValueError(f"width_schedule={shape!r}: choose one of {', '.join(SHAPES)} or give layer_widths")
+    d, L = n_embd, n_layer
+    if shape == "constant":
+        return [d] * L, dict(unrounded=[float(d)] * L, alpha=1.0, bottleneck_layer=None)
+    k = bottleneck_index(shape, L, bottleneck_layer_ratio)
+    target = bottleneck_width_ratio * d  # d_l* = r_d d
+
+    def bottleneck_width(alpha):  # b(a^-) = d_bar(a^-) c_l*(a^-)
+        c = shape_factors(shape, L, k, alpha)
+        return matched_scale(c, d, ffn_mult, kv_ratio) * c[k - 1]
+
+    lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)  # diamond widens: a^- > 1
+    f_lo, f_hi = bottleneck_width(lo) - target, bottleneck_width(hi) - target
+    if f_lo * f_hi > 0:
+        reach = sorted([bottleneck_width(lo) / d, bottleneck_width(hi) / d])
+        raise ValueError(f"bottleneck_width_ratio={bottleneck_width_ratio} is out of reach for a {shape} shape "
+                         f"with {L} layers: pick it in ({reach[0]:.2f}, {reach[1]:.2f})"
+                         + (" (above 1 for a diamond)" if shape == "diamond" else " (below 1)"))
+    for _ in range(200):  # 1-D bisection on a^-
+        mid = 0.5 * (lo + hi)
+        f_mid = bottleneck_width(mid) - target
+        if (f_mid > 0) == (f_lo > 0):
+            lo, f_lo = mid, f_mid
+        else:
+            hi = mid
+    alpha = 0.5 * (lo + hi)
+    c = shape_factors(shape, L, k, alpha)
+    scale = matched_scale(c, d, ffn_mult, kv_ratio)
+    unrounded = [scale * ci for ci in c]  # continuous widths; round only at the very end
+    widths = [max(width_multiple, int(math.floor(w / width_multiple + 0.5)) * width_multiple) for w in unrounded]
+    return widths, dict(unrounded=unrounded, alpha=alpha, bottleneck_layer=k)
+
+
+# ----------------------------------------------------------------------------------------
+# The model
+
+
+@dataclass
+class VariableWidthConfig(GPTConfig):
+    layer_widths: list[int] = field(default_factory=list)  # w_l; empty: n_embd everywhere
+    expansion: str = "carry"  # how coordinates a layer gains are filled: carry | zero | project
+
+    def __post_init__(self):
+        if self.layers:
+            raise ValueError("VariableWidthConfig builds its layers from layer_widths; do not pass layers")
+        if self.expansion not in EXPANSIONS:
+            raise ValueError(f"expansion={self.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
+        d = self.n_embd
+        self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
+        if len(self.layer_widths) != self.n_layer:
+            raise ValueError(f"layer_widths has {len(self.layer_widths)} entries but n_layer={self.n_layer}: "
+                             f"give one width per layer")
+        if self.head_dim is not None and self.head_dim * self.n_head != d:
+            raise ValueError(f"head_dim={self.head_dim}: the ><former keeps n_head={self.n_head} heads in every "
+                             f"layer with head_dim = w_l / n_head; leave head_dim unset")
+        ffn_hidden = self.ffn_hidden or 4 * d  # scales with the width: 4 w_l by default
+        n_kv_head = self.n_kv_head or self.n_head
+        for i, w in enumerate(self.layer_widths):
+            if w % (2 * self.n_head) != 0 or (ffn_hidden * w) % d != 0:
+                raise ValueError(f"layer {i}: width {w} must be a multiple of 2 * n_head = {2 * self.n_head} "
+                                 f"(same heads in every layer, even head_dim for RoPE); round the widths "
+                                 f"to such a multiple (width_multiple)")
+        self.layers = [LayerSpec(self.n_head, n_kv_head, w // self.n_head, ffn_hidden * w // d)
+                       for w in self.layer_widths]
+        super().__post_init__()
+
+
+class VariableWidthGPT(GPT):
+    """model.GPT whose layer l is a model.Block of width w_l on the first w_l coordinates of
+    one residual stream R of width D = max(d, max w_l)."""
+
+    def __init__(self, config: VariableWidthConfig):
+        super().__init__(config)  # builds blocks via make_attention / make_ffn below, then init
+        d, widths = config.n_embd, config.layer_widths
+        self.stream_width = max([d] + widths)  # D
+        self.final_width = max(widths[-1], d)  # the final norm's width (w_L unless w_L < d)
+        if self.final_width != d:
+            self.norm_f = RMSNorm(self.final_width, config.norm_eps)
+        self.expansions = nn.ModuleDict()  # 'project' only: Linear(w_{l-1} -> w_l - w_{l-1})
+        if config.expansion == "project":
+            for l in range(1, len(widths)):
+                if widths[l] > widths[l - 1]:
+                    proj = nn.Linear(widths[l - 1], widths[l] - widths[l - 1], bias=False)
+                    torch.nn.init.normal_(proj.weight, mean=0.0, std=0.02)
+                    self.expansions[str(l)] = proj
+
+    def make_attention(self, layer_idx, spec):
+        return AttentionSublayer(self.config.layer_widths[layer_idx], spec, self.config)
+
+    def make_ffn(self, layer_idx, spec):
+        return FFNSublayer(self.config.layer_widths[layer_idx], spec.ffn_hidden, self.config)
+
+    def layer_input(self, l, R):
+        """f^l: the w_l-wide input of layer l read from the stream R (B, T, D)."""
+        w = self.config.layer_widths[l]
+        w_prev = self.config.layer_widths[l - 1] if l > 0 else w  # layer 0 reads [embedding, zeros]
+        if self.config.expansion == "carry" or w <= w_prev:
+            return R[..., :w]  # eq. (1): R holds each coordinate's last written value (or 0)
+        kept = R[..., :w_prev]  # (B, T, w_{l-1})
+        if self.config.expansion == "zero":
+            return F.pad(kept, (0, w - w_prev))  # new coordinates start at 0
+        return torch.cat((kept, self.expansions[str(l)](kept)), dim=-1)  # predict only the new ones
+
+    def layer_step(self, l, R):
+        """R (B, T, D) -> R: layer l rewrites R[:w_l] and leaves R[w_l:] untouched (carry)."""
+        w = self.config.layer_widths[l]
+        out = self.blocks[l](self.layer_input(l, R))  # (B, T, w_l)
+        # torch.cat, not R[..., :w] += ...: an in-place write would clobber what RMSNorm saved
+        return out if w == R.size(-1) else torch.cat((out, R[..., w:]), dim=-1)
+
+    def residual_streams(self, idx):
+        """[R_0, R_1, ..., R_L]: the wide stream after the embedding and after every layer."""
+        x = self.emb_dropout(self.tok_emb(idx))  # (B, T, d)
+        R = F.pad(x, (0, self.stream_width - x.size(-1)))  # (B, T, D): [embedding, zeros]
+        streams = [R]
+        for l in range(len(self.blocks)):
+            R = self.layer_step(l, R)
+            streams.append(R)
+        return streams
+
+    def head_input(self, R):
+        """Final norm over R[:w_L], truncated to the d coordinates the LM head sees."""
+        return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]  # (B, T, d)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of length {T} is longer than block_size={self.config.block_size}")
+        x = self.emb_dropout(self.tok_emb(idx))  # (B, T, d)
+        R = F.pad(x, (0, self.stream_width - x.size(-1)))  # (B, T, D)
+        for l in range(len(self.blocks)):
+            R = self.layer_step(l, R)
+        if targets is None:
+            return self.lm_head(self.head_input(R[:, [-1], :])), None  # (B, 1, vocab)
+        logits = self.lm_head(self.head_input(R))  # (B, T, vocab)
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        return logits, loss
+
+    def flops_per_token(self, seq_len=None):
+        return super().flops_per_token(seq_len) + linear_flops(self.expansions)
+
+    def endpoint_params(self):
+        """Appendix A's W_end: first-layer QKV columns that read the zero padding (w_1 > d) and
+        last-layer MLP-down rows beyond d (w_L > d)."""
+        d, widths = self.config.n_embd, self.config.layer_widths
+        qkv = self.blocks[0].attn.attn.qkv_proj.weight  # (q + 2 kv, w_1)
+        down = self.blocks[-1].ffn.mlp.out_proj.weight  # (w_L, hidden)
+        return qkv.size(0) * max(widths[0] - d, 0) + down.size(1) * max(widths[-1] - d, 0)
+
+
+def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
+                ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0, layer_widths=None,
+                width_schedule="x", bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3, width_multiple=32,
+                expansion="carry"):
+    """A ><former from the common GPT keywords plus the schedule: explicit `layer_widths`, or
+    `width_schedule` in constant | x | diamond | v | lambda with l* = r_l L
+    (bottleneck_layer_ratio) and d_l* = r_d d (bottleneck_width_ratio), parameter-matched to
+    the constant width n_embd and rounded to width_multiple."""
+    if not layer_widths:
+        ffn_mult = (ffn_hidden or 4 * n_embd) / n_embd
+        layer_widths, _ = solve_widths(width_schedule, n_layer, n_embd, bottleneck_layer_ratio,
+                                       bottleneck_width_ratio, width_multiple, ffn_mult,
+                                       (n_kv_head or n_head) / n_head)
+    return VariableWidthGPT(VariableWidthConfig(
+        vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head,
+        n_embd=n_embd, head_dim=head_dim, ffn_hidden=ffn_hidden, qk_norm=qk_norm, tie_embeddings=tie_embeddings,
+        dropout=dropout, layer_widths=list(layer_widths), expansion=expansion))
+
+
+# ----------------------------------------------------------------------------------------
+# Accounting: parameters, FLOPs, KV cache (for any model.GPT, plain or variable width)
+
+
+def layer_widths_of(model):
+    return list(getattr(model.config, "layer_widths", [model.config.n_embd] * model.config.n_layer))
+
+
+def kv_cache_bytes_per_token(model, bytes_per_element=2):
+    """Keys and values of every layer for one token: sum_l 2 n_kv_head head_dim_l (bf16: 2 bytes)."""
+    return sum(2 * s.n_kv_head * s.head_dim * bytes_per_element for s in model.config.layers)
+
+
+def param_summary(model):
+    """param_counts() plus the endpoint correction and the 'matched' count of Appendix A
+    (non-embedding parameters minus W_end; the untied head is left out too, since the paper
+    matches 2vd + sum_l K w_l^2 and vd cancels on both sides)."""
+    counts = dict(model.param_counts())
+    counts["endpoint"] = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
+    counts["matched"] = counts["non_embedding"] - counts["lm_head"] - counts["endpoint"]
+    return counts
+
+
+def compare(model, baseline, seq_len=None):
+    """Rows (name, model value, baseline value) for the report."""
+    seq_len = seq_len or model.config.block_size
+    pm, pb = param_summary(model), param_summary(baseline)
+    wm, wb = layer_widths_of(model), layer_widths_of(baseline)
+    return [
+        ("average layer width", sum(wm) / len(wm), sum(wb) / len(wb)),
+        ("residual stream width D", max(wm + [model.config.n_embd]), max(wb + [baseline.config.n_embd])),
+        ("total params", pm["total"], pb["total"]),
+        ("non-embedding params", pm["non_embedding"], pb["non_embedding"]),
+        ("matched params (App. A)", pm["matched"], pb["matched"]),
+        (f"FLOPs/token fwd (T={seq_len})", model.flops_per_token(seq_len), baseline.flops_per_token(seq_len)),
+        ("KV cache bytes/token (bf16)", kv_cache_bytes_per_token(model), kv_cache_bytes_per_token(baseline)),
+    ]
+
+
+def report(args):
+    """The printable table of `python variable_width.py`: per-layer shapes, then ratios."""
+    common = {k: args[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd",
+                                   "head_dim", "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
+    mine = {k: args[k] for k in ("layer_widths", "width_schedule", "bottleneck_layer_ratio",
+                                 "bottleneck_width_ratio", "width_multiple", "expansion")}
+    with torch.device("meta"):  # any size, instantly
+        model = build_model(**common, **mine)
+        baseline = GPT(GPTConfig(**common))
+    lines = [f"{args['width_schedule'] if not args['layer_widths'] else 'explicit'} widths, "
+             f"expansion={args['expansion']}, matched to a constant width d={args['n_embd']}, L={args['n_layer']}"]
+    if not args["layer_widths"] and args["width_schedule"] != "constant":
+        _, info = solve_widths(args["width_schedule"], args["n_layer"], args["n_embd"], args["bottleneck_layer_ratio"],
+                               args["bottleneck_width_ratio"], args["width_multiple"],
+                               (args["ffn_hidden"] or 4 * args["n_embd"]) / args["n_embd"],
+                               (args["n_kv_head"] or args["n_head"]) / args["n_head"])
+        lines.append(f"solver: endpoint width {info['unrounded'][0]:.2f} (unrounded), alpha^- = {info['alpha']:.5f}, "
+                     f"bottleneck layer l* = {info['bottleneck_layer']} (1-indexed)")
+    lines.append("layer  width  heads  head_dim  kv_heads  ffn_hidden      params")
+    for i, (block, s) in enumerate(zip(model.blocks, model.config.layers)):
+        n = sum(p.numel() for p in block.parameters())
+        lines.append(f"{i + 1:5d}  {s.n_head * s.head_dim:5d}  {s.n_head:5d}  {s.head_dim:8d}  {s.n_kv_head:8d}"
+                     f"  {s.ffn_hidden:10d}  {n / 1e6:9.2f}M")
+    lines.append(f"widths: {layer_widths_of(model)}")
+    lines.append(f"\n{'':32s} {'><former':>14s} {'constant':>14s}  ratio")
+    for name, a, b in compare(model, baseline):
+        lines.append(f"{name:32s} {a:14,.1f} {b:14,.1f}  {a / b:.4f}")
+    pm = param_summary(model)
+    lines.append(f"\n><former params by component: embedding {pm['embedding']:,}, lm_head {pm['lm_head']:,}, "
+                 f"attention {pm['attention']:,}, ffn {pm['ffn']:,}, norms {pm['norms']:,}, other {pm['other']:,}, "
+                 f"endpoint (W_end) {pm['endpoint']:,}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------
+# Analyses of section 4: matrix entropy (eq. 2) and the logit lens, from a checkpoint
+
+
+@torch.no_grad()
+def hidden_states(model, idx):
+    """[x_0, ..., x_L]: the residual stream after the embedding and after each layer, (B, T, D),
+    for a VariableWidthGPT (its wide stream) or a plain model.GPT (width d)."""
+    if hasattr(model, "residual_streams"):
+        return model.residual_streams(idx)
+    x = model.tok_emb(idx)
+    states = [x]
+    for block in model.blocks:
+        x = block(x)
+        states.append(x)
+    return states
+
+
+def decode(model, R):
+    """Logit lens: the final norm and the unembedding applied to an intermediate stream."""
+    if hasattr(model, "head_input"):
+        return model.lm_head(model.head_input(R))
+    return model.lm_head(model.norm_f(R))
+
+
+def normalized_matrix_entropy(X):
+    """Eq. (2) for a (tokens, features) matrix: entropy of sigma_j^2 / ||X||_F^2 over log r."""
+    sigma = torch.linalg.svdvals(X.double())
+    r = int((sigma > sigma.max() * max(X.shape) * torch.finfo(X.dtype).eps).sum())  # numerical rank
+    p = sigma[:r] ** 2 / (sigma[:r] ** 2).sum()
+    return float(-(p * p.log()).sum() / math.log(r)) if r > 1 else 0.0
+
+
+@torch.no_grad()
+def matrix_entropy_per_layer(model, batches):
+    """Eq. (2) of every x_l (l = 0 is the embedding), over all tokens of the batches."""
+    model.eval()
+    per_layer = None
+    for idx, _ in batches:
+        states = [s.reshape(-1, s.size(-1)).float() for s in hidden_states(model, idx)]
+        per_layer = states if per_layer is None else [torch.cat(p) for p in zip(per_layer, states)]
+    return [normalized_matrix_entropy(X) for X in per_layer]
+
+
+@torch.no_grad()
+def logit_lens(model, batches):
+    """Per layer l = 0..L: mean target log-probability, mean entropy of the decoded distribution,
+    and the symmetric KL between layers l-1 and l (sec. 4.3)."""
+    model.eval()
+    sums = None
+    for idx, targets in batches:
+        logps = [F.log_softmax(decode(model, s).float(), dim=-1) for s in hidden_states(model, idx)]
+        rows = []
+        for l, lp in enumerate(logps):
+            target_lp = lp.gather(-1, targets.unsqueeze(-1)).mean().item()
+            entropy = -(lp.exp() * lp).sum(-1).mean().item()
+            kl = 0.0
+            if l > 0:
+                q = logps[l - 1]
+                kl = 0.5 * ((lp.exp() * (lp - q)).sum(-1) + (q.exp() * (q - lp)).sum(-1)).mean().item()
+            rows.append((target_lp, entropy, kl))
+        sums = rows if sums is None else [tuple(a + b for a, b in zip(r, s)) for r, s in zip(rows, sums)]
+    n = len(batches)
+    return dict(target_logprob=[r[0] / n for r in sums], entropy=[r[1] / n for r in sums],
+                sym_kl=[r[2] / n for r in sums])
+
+
+def val_batches(data_dir, n_batches, batch_size, block_size, seed=0):
+    """A few fixed (x, y) batches from data_dir/val.bin (uint16 token ids)."""
+    import numpy as np
+    data = np.memmap(f"{data_dir}/val.bin", dtype=np.uint16, mode="r")
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(n_batches):
+        starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator).tolist()
+        x = torch.stack([torch.from_numpy(data[s:s + block_size].astype(np.int64)) for s in starts])
+        y = torch.stack([torch.from_numpy(data[s + 1:s + 1 + block_size].astype(np.int64)) for s in starts])
+        batches.append((x, y))
+    return batches
+
+
+def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefix="docs/variable_width"):
+    """Load out_dir/ckpt.pt of each run, compute eq. (2) and the logit lens on a few validation
+    batches, and save <png_prefix>_entropy.png and <png_prefix>_logit_lens.png. Returns the numbers."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from checkpoint import load_checkpoint, model_from_checkpoint
+    results = {}
+    for out_dir in out_dirs:
+        model = model_from_checkpoint(load_checkpoint(f"{out_dir}/ckpt.pt")).float().eval()
+        batches = val_batches(data_dir, n_batches, batch_size, model.config.block_size)
+        label = f"{out_dir} (widths {layer_widths_of(model)})"
+        results[label] = dict(entropy=matrix_entropy_per_layer(model, batches), **logit_lens(model, batches))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for label, r in results.items():
+        ax.plot(range(len(r["entropy"])), r["entropy"], marker="o", label=label)
+    ax.set(xlabel="layer (0 = embedding)", ylabel="normalized matrix entropy, eq. (2)")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(f"{png_prefix}_entropy.png", dpi=90)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
+    for label, r in results.items():
+        for ax, key, name in zip(axes, ("target_logprob", "entropy", "sym_kl"),
+                                 ("target log-prob", "entropy (nats)", "sym. KL to previous layer")):
+            ax.plot(range(len(r[key])), r[key], marker="o", label=label)
+            ax.set(xlabel="layer (0 = embedding)", ylabel=name)
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(f"{png_prefix}_logit_lens.png", dpi=90)
+    return results
+
+
+def bench_ratio(args, batch_size=32, steps=6, modes=(False,)):
+    """tokens/s of the ><former over the plain GPT with the same common args, same run."""
+    from bench import benchmark, markdown_table
+    common = {k: args[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd",
+                                   "head_dim", "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
+    mine = {k: args[k] for k in ("layer_widths", "width_schedule", "bottleneck_layer_ratio",
+                                 "bottleneck_width_ratio", "width_multiple", "expansion")}
+    rows = []
+    for _ in range(2):  # alternate the two models twice: the CPU is shared, so interleave
+        base_rows, _ = benchmark(common, batch_size, "cpu", [torch.bfloat16], list(modes), steps=steps)
+        vw_rows, _ = benchmark({**common, **mine}, batch_size, "cpu", [torch.bfloat16], list(modes), steps=steps,
+                               model_type="variable_width")
+        rows += base_rows + vw_rows
+    print(markdown_table(rows))
+    for mode in ("eager", "compiled"):
+        base = [r["tokens_per_s"] for r in rows if r["mode"] == mode and r["model"] == "gpt"]
+        vw = [r["tokens_per_s"] for r in rows if r["mode"] == mode and r["model"] == "variable_width"]
+        if base:
+            print(f"{mode} bf16: ><former / constant tokens/s = {max(vw) / max(base):.3f} (best of 2 each)")
+    return rows
+
+
+if __name__ == "__main__":
+    import sys
+    from configurator import ConfigError, parse_overrides
+    from model import default_args
+    defaults = {k: v for k, v in default_args().items() if k not in ("layers", "rope_theta", "norm_eps")}
+    defaults.update(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16, tie_embeddings=False,
+                    layer_widths=None, width_schedule="x", bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
+                    width_multiple=32, expansion="carry",
+                    analyze="", data_dir="data/shakespeare_char", bench=False, bench_compiled=False)
+    # train.py's keys, so that a training config file can be passed here too (they are ignored)
+    for key in ("out_dir", "eval_interval", "eval_iters", "log_interval", "dataset", "batch_size", "learning_rate",
+                "max_iters", "lr_decay_iters", "min_lr", "beta2", "warmup_iters", "weight_decay", "model_type",
+                "model_args", "gradient_accumulation_steps", "compile", "dtype", "device", "sample_tokens"):
+        defaults.setdefault(key, None)
+    try:
+        args = parse_overrides(sys.argv[1:], defaults)
+        args.update(args.pop("model_args") or {})
+        if args["analyze"]:
+            results = analyze_checkpoints(args["analyze"].split(","), args["data_dir"])
+            for label, r in results.items():
+                print(label)
+                for key, values in r.items():
+                    print(f"  {key:15s} " + " ".join(f"{v:7.3f}" for v in values))
+        else:
+            print(report(args))
+            if args["bench"]:
+                bench_ratio(args, batch_size=args["batch_size"] or 32,
+                            modes=(False, True) if args["bench_compiled"] else (False,))
+    except (ConfigError, ValueError) as e:
+        raise SystemExit(f"error: {e}")
