@@ -1,0 +1,166 @@
+"""Hourglass FFN (hourglass.py): K = 1 is the plain GPT, the paper's parameter rows, matching,
+causality, FLOPs, overfitting, configs and clear errors."""
+
+import math
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from conftest import ROOT, all_logits, tiny_config
+from configurator import build_model as build_by_name, parse_overrides
+from hourglass import (PAPER_ROWS, HourglassFFN, body_params, build_model, count_params, match_baseline,
+                       paper_rows)
+from model import GPT, FFNSublayer
+
+TINY = dict(vocab_size=50, block_size=32, n_layer=2, n_embd=64, n_head=4)
+
+
+def test_k1_with_the_plain_hidden_size_is_the_plain_gpt_exactly():
+    torch.manual_seed(7)
+    plain = GPT(tiny_config()).eval()
+    torch.manual_seed(7)
+    hourglass = build_model(**TINY, n_sub_blocks=1).eval()  # d_h defaults to the plain 4 d
+    assert isinstance(hourglass.blocks[0].ffn, HourglassFFN)
+    plain_params, hourglass_params = list(plain.parameters()), list(hourglass.parameters())
+    assert len(plain_params) == len(hourglass_params)
+    assert all(torch.equal(a, b) for a, b in zip(plain_params, hourglass_params))  # same init draws
+    idx = torch.randint(50, (2, 32))
+    assert torch.equal(all_logits(plain, idx), all_logits(hourglass, idx))
+    assert plain.param_counts() == hourglass.param_counts()
+    assert plain.flops_per_token() == hourglass.flops_per_token()
+
+
+def test_k1_sublayer_equals_ffn_sublayer_with_the_same_weights():
+    config = tiny_config()
+    plain, hourglass = FFNSublayer(64, 40, config), HourglassFFN(64, 40, 1, config)
+    hourglass.sub_blocks[0].load_state_dict(plain.state_dict())
+    x = torch.randn(2, 5, 64)
+    assert torch.equal(plain(x), hourglass(x))
+
+
+def test_sub_blocks_are_applied_in_a_row_with_their_own_norm_and_residual():
+    """eq. (3)-(5) written out by hand for K = 3."""
+    model = build_model(**TINY, n_sub_blocks=3, bottleneck_dim=24)
+    ffn = model.blocks[0].ffn
+    for p in ffn.parameters():  # norm gains away from 1 so a missing norm would show
+        torch.nn.init.normal_(p, std=0.3)
+    x = torch.randn(2, 5, 64)
+    h = x
+    for sub in ffn.sub_blocks:
+        n = torch.nn.functional.rms_norm(h, (64,), sub.norm.weight, 1e-5)  # xbar = norm(h)
+        w_d1, w_d2 = sub.mlp.gate_up_proj.weight.split(24)  # (d_h, d) each
+        h = h + (torch.nn.functional.silu(n @ w_d1.T) * (n @ w_d2.T)) @ sub.mlp.out_proj.weight.T  # eq. (5), (3)
+    torch.testing.assert_close(ffn(x), h, rtol=1e-5, atol=1e-5)
+    assert sum(p.numel() for p in ffn.parameters()) == 3 * (3 * 24 * 64 + 64)  # 3 K d_h d + K norms
+
+
+@pytest.mark.parametrize("row", PAPER_ROWS[:5], ids=lambda r: r[0])
+def test_parameter_counts_equal_the_papers_table_2_rows(row):
+    label, d, d_h, k, n_layer, n_head, attention_m, ffn_m = row
+    counts = count_params(n_embd=d, bottleneck_dim=d_h, n_sub_blocks=k, n_layer=n_layer, n_head=n_head,
+                          vocab_size=50304, block_size=2)
+    assert counts["attention"] == n_layer * 4 * d * d
+    assert counts["ffn"] == n_layer * k * 3 * d_h * d
+    assert round(counts["attention"] / 1e6) == attention_m and round(counts["ffn"] / 1e6) == ffn_m
+    assert abs(body_params(counts) - 113e6) < 0.5e6  # every Table 2 model is a 113M model
+
+
+def test_table_3_rows_match_except_the_403m_hourglass_split():
+    for r in paper_rows()[5:]:
+        if r["label"].startswith("403M hourglass"):  # the listed split does not follow from its shape ...
+            assert abs((r["attention"] + r["ffn"]) / 1e6 - 403) < 1  # ... but the total does (402.5M)
+            continue
+        # Table 3 rounds inconsistently (268.4M -> 269M, 679.5M -> 679M): our count rounded up or down
+        for ours, paper in ((r["attention"], r["paper_attention_M"]), (r["ffn"], r["paper_ffn_M"])):
+            assert paper in (math.floor(ours / 1e6), math.ceil(ours / 1e6)), (r["label"], ours, paper)
+
+
+def test_matcher_finds_the_papers_113m_shape_and_stays_within_half_a_percent():
+    baseline = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50304, block_size=2)
+    matched = match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.4)
+    assert (matched["n_embd"], matched["bottleneck_dim"], matched["n_layer"]) == (1032, 418, 12)  # Table 2/3
+    with torch.device("meta"):
+        from model import build_model as build_plain
+        target = body_params(build_plain(**baseline).param_counts())
+    got = body_params(count_params(**matched))
+    assert abs(got - target) / target < 0.005
+    shallow = match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.5, n_layer=6)  # the K4 L6 row
+    assert shallow["n_layer"] == 6 and shallow["n_embd"] % 24 == 0
+    assert abs(body_params(count_params(**shallow)) - target) / target < 0.005
+
+
+def test_matcher_for_the_cpu_config_and_its_error():
+    baseline = dict(n_layer=4, n_head=6, n_embd=192, vocab_size=84, block_size=128)
+    matched = match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.4)
+    assert (matched["n_embd"], matched["bottleneck_dim"]) == (264, 98)  # what config/hourglass_shakespeare_cpu.py uses
+    with pytest.raises(ValueError, match="smaller ratio"):  # one unit of d_h is 0.5% of the budget
+        match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, tolerance=1e-6)
+
+
+def test_causality_of_the_full_model():
+    model = build_model(**TINY, n_sub_blocks=3, bottleneck_dim=16).eval()
+    idx = torch.randint(50, (2, 32))
+    t = 11
+    changed = idx.clone()
+    changed[:, t] = (changed[:, t] + 1) % 50
+    a, b = all_logits(model, idx), all_logits(model, changed)
+    assert torch.equal(a[:, :t], b[:, :t])
+    assert not torch.allclose(a[:, t:], b[:, t:])
+
+
+def test_flops_per_token_match_the_flop_counter():
+    model = build_model(**TINY, n_sub_blocks=4, bottleneck_dim=24)
+    idx = torch.randint(50, (1, 32))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(idx, targets=idx)  # with targets: the head runs at every position
+    assert counter.get_total_flops() == 32 * model.flops_per_token(32)
+
+
+def test_tiny_hourglass_overfits_a_batch():
+    torch.manual_seed(0)
+    model = build_model(vocab_size=20, block_size=16, n_layer=1, n_embd=64, n_head=4, n_sub_blocks=3,
+                        bottleneck_dim=16)
+    idx = torch.randint(20, (4, 17))
+    x, y = idx[:, :-1], idx[:, 1:]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(100):
+        _, loss = model(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.1  # from ln(20) = 3.0
+
+
+def test_bad_input_gets_a_clear_error():
+    with pytest.raises(ValueError, match="not both"):
+        build_model(**TINY, bottleneck_dim=16, bottleneck_ratio=0.4)
+    with pytest.raises(ValueError, match="leave ffn_hidden unset"):
+        build_model(**TINY, ffn_hidden=256, bottleneck_dim=16)
+    with pytest.raises(ValueError, match="K >= 1"):
+        build_model(**TINY, n_sub_blocks=0)
+    with pytest.raises(ValueError, match="not divisible by n_head"):
+        build_model(**dict(TINY, n_embd=66), n_sub_blocks=2, bottleneck_dim=16)
+
+
+def test_hourglass_configs_load_build_and_are_matched_pairs():
+    from test_train import train_defaults
+    defaults = train_defaults()
+    built = {}
+    for name in ("shakespeare_cpu_baseline", "shakespeare_cpu", "113m_gpu_baseline", "113m_gpu"):
+        cfg = parse_overrides([str(ROOT / f"config/hourglass_{name}.py")], defaults)
+        common = {k: cfg[k] for k in ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim",
+                                      "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
+        with torch.device("meta"):
+            model = build_by_name(cfg["model_type"], vocab_size=84, **common, **cfg["model_args"])
+        built[name] = (cfg, body_params(model.param_counts()))
+    for pair in ("shakespeare_cpu", "113m_gpu"):
+        (base_cfg, base_n), (hg_cfg, hg_n) = built[pair + "_baseline"], built[pair]
+        assert base_cfg["model_type"] == "gpt" and hg_cfg["model_type"] == "hourglass"
+        assert abs(hg_n - base_n) / base_n < 0.005
+        same = ("dataset", "batch_size", "block_size", "gradient_accumulation_steps", "max_iters", "seed",
+                "learning_rate", "n_layer", "n_head")
+        assert all(base_cfg[k] == hg_cfg[k] for k in same)  # same tokens, same seed
+    assert built["113m_gpu"][0]["model_args"] == {"n_sub_blocks": 4, "bottleneck_dim": 418}
+    assert built["113m_gpu"][0]["n_embd"] == 1032
