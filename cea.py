@@ -97,7 +97,8 @@ Run it
     python cea.py                                         # parameter split of FFN-Wider + CEA, H=768 GPT
     python cea.py --outer_ratio=1.0                       # FFN-Wider
     python train.py config/cea_shakespeare_char_cea.py    # CPU runs (also _vanilla, _wider)
-    python cea.py --analyze=out-cea-wider,out-cea-cea     # contribution ratios + docs/cea_contribution.png
+    python cea.py --analyze=out-cea-vanilla,out-cea-wider,out-cea-cea   # contribution ratios, OOD loss,
+                                                          # and docs/cea_contribution.png
 """
 
 import math
@@ -389,11 +390,12 @@ def param_split(model):
             else:
                 role = "attention" if name.startswith("attn.") else "outer_ffn"
             split[role] += p.numel()
-        for m in block.modules():
-            if isinstance(m, TopOneMoE):
-                split["active_ffn"] += m.router.weight.numel() + sum(p.numel() for p in m.experts[0].parameters())
-            elif isinstance(m, SwiGLU) and not any(m is e for moe in block.modules() if isinstance(moe, TopOneMoE)
-                                                    for e in moe.experts):
+        moes = [m for m in block.modules() if isinstance(m, TopOneMoE)]
+        in_moe = {id(e) for moe in moes for e in moe.experts}
+        for moe in moes:  # top-1: the router and one expert are active
+            split["active_ffn"] += moe.router.weight.numel() + sum(p.numel() for p in moe.experts[0].parameters())
+        for m in block.modules():  # dense FFNs (Outer and Inner) are always active
+            if isinstance(m, SwiGLU) and id(m) not in in_moe:
                 split["active_ffn"] += sum(p.numel() for p in m.parameters())
     counts = model.param_counts()
     split.update(total=counts["total"], non_embedding=counts["non_embedding"])
@@ -455,7 +457,6 @@ def contribution_ratio(accuracies, kinds):
 @torch.no_grad()
 def analyze_checkpoint(out_dir, split="val", n_batches=8, batch_size=16, min_count=50, seed=0):
     """Token Prediction contribution of a trained checkpoint on a few fixed batches of its dataset."""
-    import json
     from pathlib import Path
 
     import numpy as np
@@ -478,8 +479,38 @@ def analyze_checkpoint(out_dir, split="val", n_batches=8, batch_size=16, min_cou
     reps = [torch.cat([r[i] for r in reps]) for i in range(len(kinds))]
     result = contribution_ratio(token_prediction_accuracies(reps, y.reshape(-1), min_count), kinds)
     result["name"] = Path(out_dir).name
-    json.dumps(result)  # plain types only
     return result
+
+
+def ood_text():
+    """The out-of-distribution text: the Python 3 documentation's topic pages (CPython's
+    pydoc_data/topics.py, shipped with every CPython install), i.e. technical English
+    prose and code instead of Shakespeare. Returns one string."""
+    from pydoc_data.topics import topics
+    return "\n\n".join(topics[k] for k in sorted(topics))
+
+
+@torch.no_grad()
+def char_text_loss(out_dir, text, n_windows=64, batch_size=16):
+    """Mean next-character loss of a char-level checkpoint on `text` (characters outside the
+    checkpoint's vocabulary are dropped), over n_windows evenly spaced windows of block_size."""
+    import json
+    from pathlib import Path
+
+    from checkpoint import load_checkpoint, model_from_checkpoint
+    ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt")
+    model = model_from_checkpoint(ckpt).eval()
+    cfg = ckpt["config"]
+    data_dir = Path(cfg["data_dir"]) if cfg["data_dir"] else Path(__file__).resolve().parent / "data" / cfg["dataset"]
+    chars = json.loads((data_dir / "meta.json").read_text())["chars"]
+    index = {c: i for i, c in enumerate(chars)}
+    ids = torch.tensor([index[c] for c in text if c in index], dtype=torch.long)
+    T = cfg["block_size"]
+    starts = torch.linspace(0, len(ids) - T - 1, n_windows).long().tolist()
+    x = torch.stack([ids[s:s + T] for s in starts])
+    y = torch.stack([ids[s + 1:s + 1 + T] for s in starts])
+    losses = [model(x[i:i + batch_size], y[i:i + batch_size])[1].item() for i in range(0, n_windows, batch_size)]
+    return sum(losses) / len(losses)
 
 
 def plot_contributions(results, path):
@@ -517,8 +548,7 @@ def format_split(split):
 DEFAULT_ARGS = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_kv_head=None, n_embd=768,
                     head_dim=None, ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0, ffn_mult=32,
                     outer_ratio=0.125, current_position="direct", n_experts=0, expert_hidden=None,
-                    moe_place="before_ffn", balance_coef=0.01, analyze="", plot="docs/cea_contribution.png",
-                    meta=False)
+                    moe_place="before_ffn", balance_coef=0.01, analyze="", plot="docs/cea_contribution.png")
 
 if __name__ == "__main__":
     import json
@@ -526,13 +556,15 @@ if __name__ == "__main__":
 
     from configurator import parse_overrides
     args = parse_overrides(sys.argv[1:], DEFAULT_ARGS)
-    analyze, plot, meta = args.pop("analyze"), args.pop("plot"), args.pop("meta")
-    if analyze:  # contribution ratios of trained checkpoints: --analyze=out_a,out_b
+    analyze, plot = args.pop("analyze"), args.pop("plot")
+    if analyze:  # contribution ratios (+ OOD loss) of trained checkpoints: --analyze=out_a,out_b
         results = [analyze_checkpoint(d) for d in analyze.split(",")]
-        for r in results:
-            print(f"{r['name']}: FFN ratio {r['ffn_ratio']:.3f}, attention ratio {r['attention_ratio']:.3f}, "
-                  f"accuracies {[round(a, 3) for a in r['accuracies']]}")
-            print(json.dumps(dict(name=r["name"], ffn_ratio=r["ffn_ratio"], accuracies=r["accuracies"])))
+        text = ood_text()
+        for d, r in zip(analyze.split(","), results):
+            r["ood_loss"] = char_text_loss(d, text)
+            print(json.dumps(dict(name=r["name"], ffn_ratio=round(r["ffn_ratio"], 4),
+                                  attention_ratio=round(r["attention_ratio"], 4), ood_loss=round(r["ood_loss"], 4),
+                                  accuracies=[round(a, 4) for a in r["accuracies"]])))
         plot_contributions(results, plot)
         print(f"wrote {plot}")
     else:

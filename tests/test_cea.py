@@ -15,6 +15,15 @@ TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mu
 RULES = ("direct", "masked", "transformed")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These models are tiny: one thread is several times faster than two on a busy 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny(**overrides):
     torch.manual_seed(0)
     return cea.build_model(**{**TINY, **overrides}).eval()
@@ -166,18 +175,17 @@ def test_flops_match_flop_counter():
         assert counter.get_total_flops() == 16 * model.flops_per_token(16), kw
 
 
-@pytest.mark.parametrize("kw", [dict(outer_ratio=0.125), dict(outer_ratio=0.0, current_position="masked"),
-                                dict(ffn_mult=4, n_experts=2, moe_place="inner")])
+@pytest.mark.parametrize("kw", [dict(outer_ratio=0.125), dict(ffn_mult=4, n_experts=2, moe_place="inner")])
 def test_tiny_model_overfits_a_batch(kw):
-    model = tiny(**kw).train()
-    idx = torch.randint(0, 50, (4, 16))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(60):
+    model = tiny(**{"ffn_mult": 4, "n_layer": 1, **kw}).train()
+    idx = torch.randint(0, 50, (2, 13))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-2)
+    for _ in range(40):
         _, loss = model(idx[:, :-1], idx[:, 1:])
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert loss.item() < 0.5
+    assert loss.item() < 0.3
 
 
 def test_paper_shapes_h768():
@@ -245,3 +253,22 @@ def test_config_files_load_and_build():
                     dropout=cfg["dropout"])
         with torch.device("meta"):
             build_model(cfg["model_type"], **args, **cfg["model_args"])
+
+
+def test_analysis_and_ood_loss_from_a_checkpoint(char_dataset, tmp_path):
+    import json
+    from checkpoint import save_checkpoint
+    vocab = json.loads((char_dataset / "meta.json").read_text())["vocab_size"]
+    args = dict(vocab_size=vocab, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mult=8, outer_ratio=0.25)
+    torch.manual_seed(0)
+    model = cea.build_model(**args)
+    save_checkpoint(dict(model=model.state_dict(), model_type="cea", model_args=args,
+                         config=dict(data_dir=str(char_dataset), dataset="", block_size=16)), tmp_path / "ckpt.pt")
+    result = cea.analyze_checkpoint(tmp_path, n_batches=2, batch_size=8, min_count=5)
+    assert result["kinds"] == ["embedding", "attention", "ffn", "attention", "ffn"]
+    assert len(result["accuracies"]) == 5 and all(0 <= a <= 1 for a in result["accuracies"])
+    assert result["ffn_ratio"] + result["attention_ratio"] == pytest.approx(1.0)
+    # an untrained model is near-uniform over the vocabulary: loss ~ ln(vocab) on any text
+    assert cea.char_text_loss(tmp_path, "Speak, speak. " * 40, n_windows=4) == pytest.approx(math.log(vocab), abs=0.3)
+    cea.plot_contributions([result], tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 1000
