@@ -83,3 +83,57 @@ def time_training_steps(model, batch_size, block_size, vocab_size, device, dtype
         if step >= warmup:
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def benchmark(model_args, batch_size, device, dtypes, compiled_modes, steps=10, model_type="gpt"):
+    """Rows of dicts: one per (compile mode, dtype) for one model shape."""
+    from configurator import build_model
+    device_type = device.split(":")[0]
+    peak, peak_note = peak_flops(device_type)
+    rows = []
+    for compiled in compiled_modes:
+        for dtype in dtypes:
+            torch.manual_seed(0)
+            model = build_model(model_type, **model_args).to(device)
+            flops_per_token = model.flops_per_token(model_args["block_size"])
+            runner = torch.compile(model) if compiled else model
+            warmup = 3 if compiled else 2
+            t0 = time.perf_counter()
+            seconds = time_training_steps(runner, batch_size, model_args["block_size"], model_args["vocab_size"],
+                                          device, dtype, steps=steps, warmup=warmup)
+            tokens_per_s = batch_size * model_args["block_size"] / seconds
+            rows.append(dict(model=model_type, mode="compiled" if compiled else "eager",
+                             dtype=str(dtype).replace("torch.", ""), ms_per_iter=1000 * seconds,
+                             tokens_per_s=tokens_per_s,
+                             mfu=3 * flops_per_token * tokens_per_s / peak if peak else None,
+                             wall_s=time.perf_counter() - t0))
+            print(f"  {rows[-1]['model']} {rows[-1]['mode']} {rows[-1]['dtype']}: {rows[-1]['ms_per_iter']:.0f} ms/iter, "
+                  f"{tokens_per_s:,.0f} tok/s", flush=True)
+            del model, runner
+    return rows, peak_note
+
+
+def markdown_table(rows):
+    lines = ["| model | mode | dtype | ms/iter | tokens/s | MFU |", "|---|---|---|---:|---:|---:|"]
+    for r in rows:
+        mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
+        lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | {r['ms_per_iter']:.0f} | {r['tokens_per_s']:,.0f} | {mfu} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+    from configurator import parse_overrides
+    args = parse_overrides(sys.argv[1:], dict(
+        n_layer=6, n_embd=384, n_head=6, block_size=256, vocab_size=84, batch_size=32, steps=10,
+        device="auto", dtypes="bfloat16,float32", modes="eager,compiled"))
+    device = args.pop("device")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    batch_size, steps = args.pop("batch_size"), args.pop("steps")
+    dtypes = [getattr(torch, d) for d in args.pop("dtypes").split(",")]
+    modes = [m == "compiled" for m in args.pop("modes").split(",")]
+    print(f"benchmarking {args} batch {batch_size} on {device} with {torch.get_num_threads()} threads")
+    rows, peak_note = benchmark(args, batch_size, device, dtypes, modes, steps=steps)
+    print(f"\nMFU against: {peak_note}\n")
+    print(markdown_table(rows))

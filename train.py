@@ -170,7 +170,7 @@ train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
 
 # -----------------------------------------------------------------------------------------
 # model and optimizer
-iter_num, best_val_loss = 0, float("inf")
+iter_num, best_val_loss, elapsed_before = 0, float("inf"), 0.0
 common_args = dict(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
                    n_kv_head=n_kv_head, n_embd=n_embd, head_dim=head_dim, ffn_hidden=ffn_hidden,
                    qk_norm=qk_norm, tie_embeddings=tie_embeddings, dropout=dropout)
@@ -183,6 +183,7 @@ elif init_from == "resume":
     model_type, model_args = checkpoint["model_type"], checkpoint["model_args"]  # the shape is the checkpoint's
     model = model_from_checkpoint(checkpoint)
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
+    elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
     train_sampler.set_state(checkpoint["rng"]["sampler"])
     torch.set_rng_state(checkpoint["rng"]["torch"])
     if device_type == "cuda" and "cuda" in checkpoint["rng"]:
@@ -258,7 +259,7 @@ if master_process:
     print(f"MFU is measured against: {peak_note}")
 flops_per_iter = 3 * raw_model.flops_per_token(block_size) * tokens_per_iter  # forward + backward
 start_iter = iter_num
-run_start = time.time()
+run_start = time.time() - elapsed_before
 t0 = time.time()
 while True:
     lr = get_lr(iter_num)
@@ -279,7 +280,8 @@ while True:
                 rng["cuda"] = torch.cuda.get_rng_state()
             save_checkpoint(dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                                  model_type=model_type, model_args=model_args, iter_num=iter_num,
-                                 best_val_loss=best_val_loss, config=config, rng=rng), out_dir / "ckpt.pt")
+                                 best_val_loss=best_val_loss, config=config, rng=rng,
+                                 elapsed_s=time.time() - run_start), out_dir / "ckpt.pt")
             print(f"saved checkpoint to {out_dir / 'ckpt.pt'}")
         t0 = time.time()  # do not count the evaluation in the step time
     if iter_num >= max_iters:
@@ -319,7 +321,7 @@ while True:
     iter_num += 1
 
 if master_process:
-    print(f"done: {iter_num} steps in {time.time() - run_start:.0f} s, best val loss {best_val_loss:.4f}")
+    print(f"done: {iter_num} steps in {time.time() - run_start:.0f} s (all sessions), best val loss {best_val_loss:.4f}")
     if sample_tokens > 0:
         from tokenizer import load_tokenizer
         tok = load_tokenizer(data_dir)
