@@ -1,0 +1,32 @@
+# The paper's 200M shape (Table 1: L = 16, d = 640, 16 heads, SwiGLU 4 w_l, untied head) as a
+# ><former, for a GPU: widths [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288,
+# 480, 736, 1152] (mean 576, Table 2), parameter-matched to config/variable_width_200m_constant.py.
+# TinyStories with GPT-2 BPE instead of the paper's DCLM / cl100k_base, 1024-token context instead of
+# 4096, and our standard init + AdamW instead of muP. Prepare the data first (needs the internet):
+#   python data/tinystories/prepare.py
+#   python train.py config/variable_width_200m_x.py
+#   torchrun --standalone --nproc_per_node=8 train.py config/variable_width_200m_x.py
+out_dir = "out-vw-200m-x"
+eval_interval = 500
+eval_iters = 100
+log_interval = 10
+dataset = "tinystories"
+batch_size = 16
+block_size = 1024
+gradient_accumulation_steps = 32  # 0.5M tokens per step
+model_type = "variable_width"
+model_args = {"width_schedule": "x", "bottleneck_layer_ratio": 0.75, "bottleneck_width_ratio": 0.3,
+              "width_multiple": 32, "expansion": "carry"}
+n_layer = 16
+n_head = 16
+n_embd = 640
+tie_embeddings = False
+dropout = 0.0
+learning_rate = 1e-3
+max_iters = 4000  # ~2B tokens, about 10x the non-embedding parameters
+lr_decay_iters = 4000
+warmup_iters = 320  # ~8% warm-up, as in the paper
+min_lr = 1e-4
+beta1 = 0.9
+beta2 = 0.95
+weight_decay = 0.1
