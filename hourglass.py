@@ -69,6 +69,8 @@ Run it
 ------
     python hourglass.py                                  # Table 3-style split for 768/3072/L12, K=4, ratio 0.4
     python hourglass.py --n_embd=192 --n_layer=4 --n_head=6 --n_sub_blocks=4 --bottleneck_ratio=0.4
+    python hourglass.py --n_embd=192 --n_layer=4 --n_head=6 --vocab_size=84 --block_size=128 --bench=True
+                                                         # + tokens/s of both, bf16 eager, and the ratio
     python train.py config/hourglass_shakespeare_cpu_baseline.py   # CPU comparison, then:
     python train.py config/hourglass_shakespeare_cpu.py
     python train.py config/hourglass_113m_gpu.py                    # the paper's 113M hourglass (GPU)
@@ -254,13 +256,28 @@ def split_table(named_args, seq_len=None):
     return "\n".join(lines)
 
 
+def benchmark_vs_plain(baseline_args, hourglass_args, batch_size, device="cpu", dtypes=(torch.bfloat16,),
+                       compiled_modes=(False,), steps=10):
+    """Training tokens/s of the plain GPT and the hourglass model, measured in the same run
+    with bench.benchmark, and the hourglass/plain ratio per (mode, dtype)."""
+    from bench import benchmark, markdown_table
+    plain, _ = benchmark(baseline_args, batch_size, device, dtypes, compiled_modes, steps, model_type="gpt")
+    hourglass, peak_note = benchmark(hourglass_args, batch_size, device, dtypes, compiled_modes, steps,
+                                     model_type="hourglass")
+    ratios = [dict(mode=h["mode"], dtype=h["dtype"], ratio=h["tokens_per_s"] / p["tokens_per_s"])
+              for p, h in zip(plain, hourglass)]
+    return markdown_table(plain + hourglass), ratios, peak_note
+
+
 if __name__ == "__main__":
     import sys
     from configurator import parse_overrides
     args = parse_overrides(sys.argv[1:], dict(
         n_layer=12, n_head=12, n_embd=768, ffn_hidden=None, vocab_size=50304, block_size=2048,  # the 113M baseline
-        n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0))  # 0: the baseline's n_layer
+        n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0,  # 0: the baseline's n_layer
+        bench=False, batch_size=16, steps=10, modes="eager"))  # bench: tokens/s of both on this CPU, bf16
     k, ratio, hourglass_layers = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio"), args.pop("hourglass_n_layer")
+    bench, batch_size, steps, modes = args.pop("bench"), args.pop("batch_size"), args.pop("steps"), args.pop("modes")
     baseline = args
     try:
         matched = match_baseline(baseline, k, ratio, n_layer=hourglass_layers or None)
@@ -276,3 +293,9 @@ if __name__ == "__main__":
     for r in paper_rows():
         print(f"| {r['label']} | {r['d_model']} | {r['d_h']} | {r['K']} | {r['L']} | "
               f"{r['attention'] / 1e6:.1f}M / {r['paper_attention_M']}M | {r['ffn'] / 1e6:.1f}M / {r['paper_ffn_M']}M |")
+    if bench:
+        table, ratios, peak_note = benchmark_vs_plain(baseline, matched, batch_size, steps=steps,
+                                                      compiled_modes=[m == "compiled" for m in modes.split(",")])
+        print(f"\ntraining speed, batch {batch_size} x {baseline['block_size']} tokens, CPU ({peak_note}):\n{table}")
+        for r in ratios:
+            print(f"hourglass / plain tokens/s, {r['mode']} {r['dtype']}: {r['ratio']:.2f}x")
