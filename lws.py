@@ -1,0 +1,330 @@
+"""
+Layer-wise scaling (LWS): vanilla, framed, reverse and crown.
+
+Paper: "Crown, Frame, Reverse: Layer-Wise Scaling Variants for LLM Pre-Training",
+Andrei Baroian and Kasper Notebomer, 2025 (../shared/papers/lws_crown_frame_reverse.txt).
+It builds on the layer-wise scaling of OpenELM (Mehta et al., 2024).
+
+The idea
+--------
+A plain (isotropic) transformer gives every layer the same FFN width and the same number
+of attention heads. Layer-wise scaling spends the same parameter budget unevenly: each
+layer i gets its own FFN multiplier beta_i and attention multiplier alpha_i, read off a
+straight line (or two) between a few numbers the user picks. The paper compares four
+profiles at a fixed 180M budget (its Figure 3):
+
+    vanilla   small first layers, growing linearly with depth (OpenELM)
+    framed    vanilla, but the first and last layer at the full (baseline) size
+    reverse   large first layers, shrinking with depth; framed
+    crown     small - large - small, the maximum in the middle; framed
+
+All four beat the equal-size isotropic 18-layer baseline by a few percent in validation
+perplexity, and differ little from each other (its Table 3).
+
+Equations (section 3.2; d = n_embd, d_h = head dim, N = n_layer, i = 0..N-1)
+    (1) ffn_hidden_i = beta_i * d                      FFN width of layer i
+    (2) beta_i  = beta_start  + (beta_end  - beta_start)  * i / (N - 1)
+    (3) n_head_i = alpha_i * d / d_h                    query heads of layer i
+    (4) alpha_i = alpha_start + (alpha_end - alpha_start) * i / (N - 1)
+Reverse LWS is (2), (4) with start > end. Crown interpolates (2), (4) through three
+values [start, middle, end]. Framing overwrites the first and last layer with the
+baseline's beta = 4.0, alpha = 1.0.
+
+What this file implements
+-------------------------
+The schedule formulas only. `layer_specs()` turns a schedule into a list of
+model.LayerSpec (query heads, KV heads, head dim, FFN width per layer) and
+`build_model()` feeds it to model.GPTConfig(layers=...): an LWS model IS model.GPT with
+different layer sizes, nothing is subclassed. The exact rounding rules that reproduce
+every row of the paper's Table 2 (see REFERENCE_FACTS.md and OpenELM):
+
+    beta_i, alpha_i   round(x, 2) for two-point schedules (2), (4)
+    crown             knots at layers [0, ceil(N/2)-1, N-1] for odd N; for even N at
+                      [0, N/2-1, N/2, N-1] with values [start, mid, mid, end]
+    framing           after interpolation beta_0 = beta_{N-1} = 4.0, alpha_0 = alpha_{N-1} = 1.0
+    FFN width         make_divisible(beta_i * d, 256)
+    query dim         make_divisible(alpha_i * d, group * d_h); n_head_i = q_dim / d_h
+    KV heads          n_head_i / group   (group = query heads per KV head, 3 in the paper)
+
+with make_divisible(v, D) = D if v < D, else v rounded to the nearest multiple of D,
+plus D if that lost more than 10% of v (OpenELM's 0.9 guard).
+
+A schedule is any list of numbers: two values are a line (vanilla, reverse, isotropic),
+three are a crown, and a list of n_layer values is used as written. `match_params()`
+scales a shape's FFN multipliers until its non-embedding parameter count matches a
+baseline's (the paper's way of comparing at a fixed budget).
+
+Deviations from the paper, and why
+----------------------------------
+- KV heads scale with the query heads (n_kv_i = n_head_i / group). The paper's prose says
+  the KV heads are "kept fixed", but that does not reproduce its own Table 2; the
+  group rule does (every row, to 0.1M). DESIGN.md records this decision.
+- The divisor of the FFN width (`ffn_multiple`, 256 in the paper) is a parameter: at the
+  CPU scale of our Shakespeare configs (d = 128) a multiple of 256 would only allow
+  widths 2d, 4d, 6d..., so those configs use 32.
+- The frame values (4.0, 1.0) are parameters too (`frame_ffn`, `frame_qkv`).
+- Parameter matching scales only the FFN multipliers (not the frame and not alpha): FFN
+  widths move in fine steps, head counts in coarse ones. The paper hand-picked its
+  scalars; its rows are within 2% of each other, ours are matched closer.
+- Training: our train.py (AdamW, cosine schedule) on character-level Shakespeare on a
+  CPU, not OLMo-core on 5B DCLM tokens. Numbers from the CPU runs are labelled so.
+
+Run it
+------
+    python lws.py                       # paper shapes next to Table 2, saves docs/lws_layer_sizes.png
+    python lws.py --scale=cpu           # the matched CPU shapes our Shakespeare configs use
+    python train.py config/lws_crown_shakespeare_char.py     # one CPU run (~2-3 min)
+    python train.py config/lws_crown_180m.py                 # the paper's Crown LWS shape, on a GPU
+"""
+
+import math
+
+import torch
+
+from model import GPT, GPTConfig, LayerSpec
+
+# ----------------------------------------------------------------------------------------
+# The paper's Table 2: (n_layer, fnn_scalar, qkv_scalar, framing, total M, non-embedding M).
+# Base shape: OLMo-2 190M with d = 768, head dim 64, 12 query heads, 4 KV heads (group 3),
+# untied LM head, vocab padded to 50304, QK-norm over the full q and k projections.
+
+PAPER_BASE = dict(vocab_size=50304, n_embd=768, n_head=12, n_kv_head=4, head_dim=64,
+                  qk_norm="full", tie_embeddings=False)
+PAPER_TABLE2 = {
+    "Baseline 12L": (12, [4.0, 4.0], [1.0, 1.0], False, 181.1, 142.5),
+    "Vanilla LWS 12L": (12, [2.0, 5.3], [0.5, 2.0], False, 178.8, 140.1),
+    "Baseline 18L": (18, [2.5, 2.5], [0.75, 0.75], False, 183.5, 144.8),
+    "Vanilla LWS 18L": (18, [1.0, 4.0], [0.5, 1.0], False, 179.7, 141.1),
+    "Framed LWS": (18, [0.5, 4.0], [0.5, 1.0], True, 179.4, 140.7),
+    "Reverse LWS": (18, [4.0, 0.5], [1.0, 0.5], True, 179.4, 140.7),
+    "Crown LWS": (18, [0.5, 3.8, 0.5], [0.5, 1.0, 0.5], True, 181.9, 143.3),
+}
+
+# The five shapes our CPU comparison trains, in the spirit of the 18-layer rows above: the
+# isotropic baseline, and the four variants before parameter matching (see cpu_shapes()).
+CPU_BASE = dict(vocab_size=84, block_size=128, n_embd=128, n_head=8, n_kv_head=4, head_dim=16,
+                qk_norm="full", tie_embeddings=False, ffn_multiple=32)
+CPU_BASELINE = dict(n_layer=9, ffn_scalars=[2.5, 2.5], qkv_scalars=[0.75, 0.75], framed=False)
+CPU_VARIANTS = {
+    "vanilla": dict(n_layer=9, ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0], framed=False),
+    "framed": dict(n_layer=9, ffn_scalars=[0.5, 4.0], qkv_scalars=[0.5, 1.0], framed=True),
+    "reverse": dict(n_layer=9, ffn_scalars=[4.0, 0.5], qkv_scalars=[1.0, 0.5], framed=True),
+    "crown": dict(n_layer=9, ffn_scalars=[0.5, 3.8, 0.5], qkv_scalars=[0.5, 1.0, 0.5], framed=True),
+}
+
+
+# ----------------------------------------------------------------------------------------
+# Schedules
+
+
+def make_divisible(value, divisor):
+    """OpenELM's rounding: the nearest multiple of divisor (at least divisor), plus one
+    more divisor if rounding down lost more than 10% of value."""
+    if value < divisor:
+        return divisor
+    rounded = int((value + divisor / 2) // divisor) * divisor
+    if rounded <= 0.9 * value:  # the 0.9 guard
+        rounded += divisor
+    return rounded
+
+
+def interpolate(values, n_layer):
+    """Per-layer multipliers from a schedule (a list of numbers):
+    2 values: a line from the first to the last layer, eq. (2) / (4), rounded to 2 decimals;
+    3 values: crown, a line through [start, middle, end];
+    n_layer values: used as written."""
+    values = [float(v) for v in values]
+    if any(not v > 0 for v in values):
+        raise ValueError(f"schedule {values}: every multiplier must be > 0")
+    if len(values) == n_layer:
+        return values
+    if n_layer == 1:
+        raise ValueError(f"a 1-layer model takes a schedule of one value, got {values}")
+    if len(values) == 2:
+        start, end = values
+        return [round(start + (end - start) * i / (n_layer - 1), 2) for i in range(n_layer)]  # eq. (2), (4)
+    if len(values) == 3:
+        start, middle, end = values
+        if n_layer % 2:  # odd: one middle layer
+            knots, knot_values = [0, math.ceil(n_layer / 2) - 1, n_layer - 1], [start, middle, end]
+        else:  # even: the two middle layers both take the middle value
+            knots, knot_values = [0, n_layer // 2 - 1, n_layer // 2, n_layer - 1], [start, middle, middle, end]
+        out = []
+        for i in range(n_layer):
+            j = max(k for k in range(len(knots) - 1) if knots[k] <= i)  # the segment layer i lies in
+            a, b = knots[j], knots[j + 1]
+            t = (i - a) / (b - a) if b > a else 0.0
+            out.append(knot_values[j] + (knot_values[j + 1] - knot_values[j]) * t)
+        return out
+    raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown) or one per layer ({n_layer})")
+
+
+def layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed=False, frame_ffn=4.0, frame_qkv=1.0):
+    """(beta_i, alpha_i) for every layer, framing applied."""
+    betas, alphas = interpolate(ffn_scalars, n_layer), interpolate(qkv_scalars, n_layer)
+    if framed:  # first and last layer at the baseline size
+        betas[0] = betas[-1] = frame_ffn
+        alphas[0] = alphas[-1] = frame_qkv
+    return betas, alphas
+
+
+def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_dim=64, group_size=1,
+                ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
+    """The list of model.LayerSpec of an LWS model: one (query heads, KV heads, head dim,
+    FFN width) per layer."""
+    betas, alphas = layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed, frame_ffn, frame_qkv)
+    specs = []
+    for beta, alpha in zip(betas, alphas):
+        ffn_hidden = make_divisible(beta * n_embd, ffn_multiple)  # eq. (1)
+        q_dim = make_divisible(alpha * n_embd, group_size * head_dim)  # eq. (3): a whole number of KV groups
+        n_head = q_dim // head_dim
+        specs.append(LayerSpec(n_head=n_head, n_kv_head=n_head // group_size, head_dim=head_dim,
+                               ffn_hidden=ffn_hidden))
+    return specs
+
+
+# ----------------------------------------------------------------------------------------
+# The model: model.GPT with per-layer shapes
+
+
+def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
+                ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0,
+                ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
+    """An LWS model. n_head / n_kv_head fix the group size (query heads per KV head) and,
+    with n_embd, the head dim; the schedule (ffn_scalars = beta, qkv_scalars = alpha)
+    sets every layer's FFN width and head counts. No schedule: the plain GPT."""
+    n_kv_head = n_kv_head or n_head
+    if n_head % n_kv_head != 0:
+        raise ValueError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}: the group size "
+                         f"(query heads per KV head) must be a whole number, e.g. n_kv_head={n_head // 2 or 1}")
+    if head_dim is None:
+        if n_embd % n_head != 0:
+            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}: set head_dim explicitly")
+        head_dim = n_embd // n_head
+    common = dict(vocab_size=vocab_size, block_size=block_size, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+                  n_kv_head=n_kv_head, head_dim=head_dim, ffn_hidden=ffn_hidden, qk_norm=qk_norm,
+                  tie_embeddings=tie_embeddings, dropout=dropout)
+    if ffn_scalars is None and qkv_scalars is None:
+        return GPT(GPTConfig(**common))
+    if ffn_scalars is None or qkv_scalars is None:
+        raise ValueError("give both ffn_scalars (beta) and qkv_scalars (alpha), e.g. [4.0, 4.0] and [1.0, 1.0] "
+                         "for the isotropic schedule")
+    if ffn_hidden is not None:
+        raise ValueError(f"ffn_hidden={ffn_hidden} conflicts with ffn_scalars: an LWS model's FFN widths come "
+                         f"from the schedule; leave ffn_hidden=None")
+    layers = layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed, head_dim, n_head // n_kv_head,
+                         ffn_multiple, frame_ffn, frame_qkv)
+    return GPT(GPTConfig(**common, layers=layers))
+
+
+def count_params(**model_args):
+    """param_counts() of a model built on the meta device (instant, no memory)."""
+    with torch.device("meta"):
+        return build_model(**model_args).param_counts()
+
+
+def match_params(baseline, variant, tolerance=1e-3):
+    """Scale the FFN multipliers of `variant` (build_model kwargs) so its non-embedding
+    parameter count is as close as the rounding allows to that of `baseline` (kwargs too).
+    Returns (variant kwargs with scaled ffn_scalars, its non-embedding count)."""
+    target = count_params(**baseline)["non_embedding"]
+
+    def with_scale(s):
+        return {**variant, "ffn_scalars": [round(v * s, 3) for v in variant["ffn_scalars"]]}
+
+    def count(s):
+        return count_params(**with_scale(s))["non_embedding"]
+
+    lo, hi = 0.0, 1.0
+    while count(hi) < target:  # the count only grows with the scale
+        hi *= 2
+        if hi > 1e4:
+            raise ValueError("cannot reach the baseline's parameter count by widening the FFNs")
+    while hi - lo > tolerance:  # bisection: count(lo) < target <= count(hi)
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if count(mid) < target else (lo, mid)
+    best = min((lo, hi), key=lambda s: abs(count(s) - target))
+    return with_scale(best), count(best)
+
+
+def cpu_shapes():
+    """The five CPU shapes of our Shakespeare comparison, {name: build_model kwargs}: the
+    isotropic baseline, and the four variants matched to its non-embedding count."""
+    baseline = {**CPU_BASE, **CPU_BASELINE}
+    matched = {name: match_params(baseline, {**CPU_BASE, **shape})[0] for name, shape in CPU_VARIANTS.items()}
+    return {"baseline": baseline, **matched}
+
+
+# ----------------------------------------------------------------------------------------
+# The paper's Figure 3: per-layer sizes of every variant
+
+
+def layer_params(model):
+    """(attention, FFN) parameters of every layer, norms included."""
+    return [(sum(p.numel() for p in b.attn.parameters()), sum(p.numel() for p in b.ffn.parameters()))
+            for b in model.blocks]
+
+
+def plot_layer_sizes(models, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(models), 1, figsize=(7, 1.5 * len(models) + 0.6), sharex=True, sharey=True)
+    for ax, (name, model) in zip(axes, models.items()):
+        sizes = layer_params(model)
+        layers = range(1, len(sizes) + 1)
+        attn = [a / 1e6 for a, _ in sizes]
+        ffn = [f / 1e6 for _, f in sizes]
+        ax.bar(layers, attn, color="tab:orange", label="attention")
+        ax.bar(layers, ffn, bottom=attn, color="tab:blue", label="FFN")
+        for x, spec, a, f in zip(layers, model.config.layers, attn, ffn):
+            ax.text(x, a + f, str(spec.n_head), ha="center", va="bottom", fontsize=6)
+        ax.set_ylabel("M params", fontsize=7)
+        ax.set_title(name, fontsize=8, loc="left")
+        ax.tick_params(labelsize=7)
+    axes[0].legend(fontsize=7, loc="upper center", ncol=2)
+    axes[-1].set_xlabel("layer (number on a bar: query heads)", fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def shape_report(name, model, paper=None):
+    specs = model.config.layers
+    c = model.param_counts()
+    lines = [f"{name}: {len(specs)} layers",
+             "  FFN widths: " + str([s.ffn_hidden for s in specs]),
+             "  query heads: " + str([s.n_head for s in specs]) + ", KV heads: " + str([s.n_kv_head for s in specs]),
+             f"  params: total {c['total'] / 1e6:.1f}M, non-embedding {c['non_embedding'] / 1e6:.1f}M "
+             f"(attention {c['attention'] / 1e6:.2f}M, FFN {c['ffn'] / 1e6:.2f}M), "
+             f"forward FLOPs/token at T={model.config.block_size}: {model.flops_per_token() / 1e6:.1f}M"]
+    if paper:
+        lines.append(f"  paper Table 2: total {paper[0]:.1f}M, non-embedding {paper[1]:.1f}M")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+    from configurator import parse_overrides
+    args = parse_overrides(sys.argv[1:], dict(scale="paper", plot="docs/lws_layer_sizes.png"))
+    models = {}
+    with torch.device("meta"):
+        if args["scale"] == "paper":
+            for name, (n_layer, fnn, qkv, framed, total, non_emb) in PAPER_TABLE2.items():
+                models[name] = build_model(**PAPER_BASE, block_size=1024, n_layer=n_layer, ffn_scalars=fnn,
+                                           qkv_scalars=qkv, framed=framed)
+                print(shape_report(name, models[name], (total, non_emb)))
+            title = "LWS variants at the paper's 180M scale (d=768, Table 2 / Figure 3)"
+        elif args["scale"] == "cpu":
+            for name, kwargs in cpu_shapes().items():
+                models[name] = build_model(**kwargs)
+                print(shape_report(name, models[name]))
+                print(f"  model_args = {{'ffn_scalars': {kwargs['ffn_scalars']}, 'qkv_scalars': "
+                      f"{kwargs['qkv_scalars']}, 'framed': {kwargs['framed']}, 'ffn_multiple': 32}}")
+            title = "LWS variants at our CPU scale (d=128, 9 layers, matched parameters)"
+        else:
+            raise SystemExit(f"--scale={args['scale']!r}: use paper or cpu")
+    if args["plot"]:
+        plot_layer_sizes(models, args["plot"], title)
+        print(f"saved {args['plot']}")

@@ -1,0 +1,181 @@
+"""Layer-wise scaling: schedules, Table 2 shapes and counts, equivalence with the plain GPT."""
+
+import random
+
+import pytest
+import torch
+
+from conftest import ROOT, all_logits, tiny_config
+from configurator import parse_overrides
+from model import GPT
+import lws
+
+FRAMED_18L_FFN = [3072, 512, 768, 1024, 1024, 1280, 1280, 1536, 1536, 1792, 2048, 2048, 2304, 2560,
+                  2560, 2816, 2816, 3072]
+FRAMED_18L_HEADS = [12, 6] + [9] * 10 + [12] * 6
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny matmuls run faster on one thread on a busy 2-core machine; restore afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def paper_model(row):
+    n_layer, fnn, qkv, framed, _, _ = lws.PAPER_TABLE2[row]
+    with torch.device("meta"):
+        return lws.build_model(**lws.PAPER_BASE, block_size=1024, n_layer=n_layer, ffn_scalars=fnn,
+                               qkv_scalars=qkv, framed=framed)
+
+
+def tiny_lws(**schedule):
+    args = dict(vocab_size=50, block_size=32, n_layer=4, n_embd=64, n_head=4, n_kv_head=2, ffn_multiple=32)
+    args.update(schedule)
+    return lws.build_model(**args)
+
+
+def test_make_divisible_follows_openelm_with_the_09_guard():
+    assert lws.make_divisible(100, 256) == 256  # below the divisor: the divisor
+    assert lws.make_divisible(0.5 * 768, 256) == 512  # 384 rounds half up to 512
+    # 867.8 rounds to 768, which lost more than 10% (768 <= 0.9 * 867.8): the guard adds one divisor
+    assert lws.make_divisible(1.13 * 768, 256) == 1024
+    assert lws.make_divisible(1100, 1000) == 1000  # lost 9%: kept
+    assert lws.make_divisible(1000, 1000) == 1000
+
+
+def test_interpolation_rules():
+    assert lws.interpolate([0.5, 4.0], 18)[1] == 0.71  # round(x, 2), eq. (2)
+    assert lws.interpolate([1.0, 2.0], 3) == [1.0, 1.5, 2.0]
+    # crown, odd L: knots at [0, ceil(L/2)-1, L-1]
+    assert lws.interpolate([1.0, 3.0, 2.0], 5) == [1.0, 2.0, 3.0, 2.5, 2.0]
+    # crown, even L: the two middle layers both take the middle value
+    assert lws.interpolate([1.0, 3.0, 1.0], 6) == [1.0, 2.0, 3.0, 3.0, 2.0, 1.0]
+    assert lws.interpolate([1, 2, 3, 4], 4) == [1.0, 2.0, 3.0, 4.0]  # one per layer: as written
+    betas, alphas = lws.layer_multipliers(5, [1.0, 2.0], [0.5, 0.5], framed=True)
+    assert betas == [4.0, 1.25, 1.5, 1.75, 4.0] and alphas == [1.0, 0.5, 0.5, 0.5, 1.0]
+
+
+def test_isotropic_schedule_equals_the_plain_gpt():
+    torch.manual_seed(7)
+    plain = GPT(tiny_config(n_layer=4, n_kv_head=2, qk_norm="full", tie_embeddings=False)).eval()
+    torch.manual_seed(7)
+    iso = lws.build_model(vocab_size=50, block_size=32, n_layer=4, n_embd=64, n_head=4, n_kv_head=2,
+                          qk_norm="full", tie_embeddings=False, ffn_scalars=[4.0, 4.0], qkv_scalars=[1.0, 1.0]).eval()
+    assert iso.config.layers == plain.config.layers
+    a, b = plain.state_dict(), iso.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    idx = torch.randint(50, (2, 32))
+    assert torch.equal(all_logits(plain, idx), all_logits(iso, idx))
+
+
+def test_framed_18l_per_layer_widths_and_heads_match_reference_facts():
+    specs = paper_model("Framed LWS").config.layers
+    assert [s.ffn_hidden for s in specs] == FRAMED_18L_FFN
+    assert [s.n_head for s in specs] == FRAMED_18L_HEADS
+    assert [s.n_kv_head for s in specs] == [h // 3 for h in FRAMED_18L_HEADS]
+    assert all(s.head_dim == 64 for s in specs)
+    # reverse is framed's mirror image in the interior
+    reverse = paper_model("Reverse LWS").config.layers
+    assert [s.ffn_hidden for s in reverse[1:-1]] == [s.ffn_hidden for s in specs[1:-1]][::-1]
+
+
+@pytest.mark.parametrize("row", list(lws.PAPER_TABLE2))
+def test_parameter_counts_equal_table_2(row):
+    total, non_embedding = lws.PAPER_TABLE2[row][4:]
+    c = paper_model(row).param_counts()
+    assert round(c["total"] / 1e6, 1) == total
+    assert round(c["non_embedding"] / 1e6, 1) == non_embedding
+
+
+def test_table_2_rows_named_in_the_issue_exactly():
+    base, framed = paper_model("Baseline 12L").param_counts(), paper_model("Framed LWS").param_counts()
+    assert (round(base["total"] / 1e6, 1), round(base["non_embedding"] / 1e6, 1)) == (181.1, 142.5)
+    assert (round(framed["total"] / 1e6, 1), round(framed["non_embedding"] / 1e6, 1)) == (179.4, 140.7)
+    assert base["embedding"] == 50304 * 768 and base["lm_head"] == 50304 * 768  # untied head
+
+
+def test_query_heads_are_always_a_multiple_of_the_group_size():
+    rng = random.Random(0)
+    for _ in range(200):
+        group, head_dim = rng.choice([1, 2, 3, 4]), rng.choice([16, 32, 64])
+        n_layer = rng.randint(2, 24)
+        qkv = [round(rng.uniform(0.1, 3.0), 2) for _ in range(rng.choice([2, 3]))]
+        fnn = [round(rng.uniform(0.1, 6.0), 2) for _ in range(rng.choice([2, 3]))]
+        specs = lws.layer_specs(768, n_layer, fnn, qkv, framed=rng.random() < 0.5, head_dim=head_dim,
+                                group_size=group)
+        for s in specs:
+            assert s.n_head % group == 0 and s.n_kv_head * group == s.n_head and s.n_kv_head >= 1
+            assert s.ffn_hidden % 256 == 0 and s.ffn_hidden >= 256
+
+
+def test_causality():
+    torch.manual_seed(0)
+    model = tiny_lws(ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0]).eval()
+    assert len({s.n_head for s in model.config.layers}) > 1  # the layers really differ
+    idx = torch.randint(50, (2, 32))
+    t = 11
+    changed = idx.clone()
+    changed[:, t] = (changed[:, t] + 1) % 50
+    a, b = all_logits(model, idx), all_logits(model, changed)
+    assert torch.equal(a[:, :t], b[:, :t])
+    assert not torch.allclose(a[:, t:], b[:, t:])
+
+
+def test_tiny_lws_model_overfits_one_batch():
+    torch.manual_seed(0)
+    model = lws.build_model(vocab_size=50, block_size=16, n_layer=3, n_embd=32, n_head=4, n_kv_head=2,
+                            ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0], ffn_multiple=16)
+    idx = torch.randint(50, (2, 17))
+    x, y = idx[:, :-1], idx[:, 1:]
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-2)
+    for _ in range(60):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.2
+
+
+def test_flops_per_token_counts_each_layer_shape():
+    model = tiny_lws(ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0])
+    T, d = 32, 64
+    expected = 2 * 50 * d  # head
+    for s in model.config.layers:
+        q, kv = s.n_head * s.head_dim, s.n_kv_head * s.head_dim
+        expected += 2 * d * (q + 2 * kv) + 2 * q * d + 4 * T * q + 2 * 3 * d * s.ffn_hidden
+    assert model.flops_per_token(T) == expected
+
+
+def test_cpu_configs_are_the_baseline_and_the_variants_matched_to_it():
+    shapes = lws.cpu_shapes()  # runs match_params for the four variants
+    target = lws.count_params(**shapes["baseline"])["non_embedding"]
+    keys = ("out_dir", "eval_interval", "eval_iters", "log_interval", "sample_tokens", "dataset", "batch_size",
+            "block_size", "model_type", "n_layer", "n_embd", "n_head", "n_kv_head", "head_dim", "qk_norm",
+            "tie_embeddings", "dropout", "dtype", "model_args", "learning_rate", "max_iters", "lr_decay_iters",
+            "min_lr", "beta2", "warmup_iters")
+    for name, shape in shapes.items():
+        count = lws.count_params(**shape)["non_embedding"]
+        assert abs(count - target) / target < 0.01, name
+        assert shape["qkv_scalars"] == {**lws.CPU_VARIANTS, "baseline": lws.CPU_BASELINE}[name]["qkv_scalars"]
+        cfg = parse_overrides([str(ROOT / f"config/lws_{name}_shakespeare_char.py")], {k: None for k in keys})
+        assert cfg["model_type"] == "lws" and cfg["n_layer"] == shape["n_layer"]
+        for key in ("n_embd", "n_head", "n_kv_head", "head_dim", "qk_norm", "tie_embeddings"):
+            assert cfg[key] == shape[key], (name, key)
+        for key in ("ffn_scalars", "qkv_scalars", "framed", "ffn_multiple"):
+            assert cfg["model_args"][key] == shape[key], (name, key)
+
+
+def test_bad_input_gets_a_clear_error():
+    with pytest.raises(ValueError, match="multiple of n_kv_head"):
+        lws.build_model(n_head=6, n_kv_head=4, n_embd=384, ffn_scalars=[1, 2], qkv_scalars=[1, 1])
+    with pytest.raises(ValueError, match="2 values"):
+        lws.build_model(n_layer=6, ffn_scalars=[1, 2, 3, 4], qkv_scalars=[1, 1])
+    with pytest.raises(ValueError, match="> 0"):
+        lws.build_model(n_layer=6, ffn_scalars=[0.0, 2.0], qkv_scalars=[1, 1])
+    with pytest.raises(ValueError, match="both"):
+        lws.build_model(n_layer=6, ffn_scalars=[1.0, 2.0])
+    with pytest.raises(ValueError, match="ffn_hidden"):
+        lws.build_model(n_layer=6, ffn_hidden=512, ffn_scalars=[1.0, 2.0], qkv_scalars=[1, 1])
