@@ -96,12 +96,12 @@ Run it
 ------
     python cea.py                                         # parameter split of FFN-Wider + CEA, H=768 GPT
     python cea.py --outer_ratio=1.0                       # FFN-Wider
+    python cea.py --bench=True --n_embd=64 --n_layer=4 --n_head=4 --vocab_size=84   # tokens/s vs FFN-Wider
     python train.py config/cea_shakespeare_char_cea.py    # CPU runs (also _vanilla, _wider)
     python cea.py --analyze=out-cea-vanilla,out-cea-wider,out-cea-cea   # contribution ratios, OOD loss,
                                                           # and docs/cea_contribution.png
 """
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -548,7 +548,8 @@ def format_split(split):
 DEFAULT_ARGS = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_kv_head=None, n_embd=768,
                     head_dim=None, ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0, ffn_mult=32,
                     outer_ratio=0.125, current_position="direct", n_experts=0, expert_hidden=None,
-                    moe_place="before_ffn", balance_coef=0.01, analyze="", plot="docs/cea_contribution.png")
+                    moe_place="before_ffn", balance_coef=0.01, analyze="", plot="docs/cea_contribution.png",
+                    bench=False, batch_size=16, steps=10)
 
 if __name__ == "__main__":
     import json
@@ -557,6 +558,7 @@ if __name__ == "__main__":
     from configurator import parse_overrides
     args = parse_overrides(sys.argv[1:], DEFAULT_ARGS)
     analyze, plot = args.pop("analyze"), args.pop("plot")
+    bench, batch_size, steps = args.pop("bench"), args.pop("batch_size"), args.pop("steps")
     if analyze:  # contribution ratios (+ OOD loss) of trained checkpoints: --analyze=out_a,out_b
         results = [analyze_checkpoint(d) for d in analyze.split(",")]
         text = ood_text()
@@ -567,6 +569,16 @@ if __name__ == "__main__":
                                   accuracies=[round(a, 4) for a in r["accuracies"]])))
         plot_contributions(results, plot)
         print(f"wrote {plot}")
+    elif bench:  # training tokens/s of this shape vs FFN-Wider (outer_ratio=1) in the same run, bf16 eager
+        from bench import benchmark, markdown_table
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        rows = []
+        for name, outer in (("ffn-wider", 1.0), (f"caa rho={args['outer_ratio']}", args["outer_ratio"])):
+            r, peak_note = benchmark({**args, "outer_ratio": outer}, batch_size, device, [torch.bfloat16], [False],
+                                     steps=steps, model_type="cea")
+            rows += [{**row, "model": name} for row in r]
+        print(markdown_table(rows))
+        print(f"tokens/s ratio (CAA / FFN-Wider): {rows[1]['tokens_per_s'] / rows[0]['tokens_per_s']:.3f}")
     else:
         with torch.device("meta"):  # instant, even for the H=768 shapes
             model = build_model(**args)
