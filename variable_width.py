@@ -345,6 +345,8 @@ def compare(model, baseline, seq_len=None):
         ("non-embedding params", pm["non_embedding"], pb["non_embedding"]),
         ("matched params (App. A)", pm["matched"], pb["matched"]),
         (f"FLOPs/token fwd (T={seq_len})", model.flops_per_token(seq_len), baseline.flops_per_token(seq_len)),
+        ("  same, less W_end's 2 FLOPs/param", model.flops_per_token(seq_len) - 2 * pm["endpoint"],
+         baseline.flops_per_token(seq_len) - 2 * pb["endpoint"]),
         ("KV cache bytes/token (bf16)", kv_cache_bytes_per_token(model), kv_cache_bytes_per_token(baseline)),
     ]
 
@@ -525,18 +527,26 @@ if __name__ == "__main__":
     defaults = {k: v for k, v in default_args().items() if k not in ("layers", "rope_theta", "norm_eps")}
     defaults.update(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16, tie_embeddings=False,
                     layer_widths=None, width_schedule="x", bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
-                    width_multiple=32, expansion="carry",
-                    analyze="", data_dir="data/shakespeare_char", bench=False, bench_compiled=False)
-    # train.py's keys, so that a training config file can be passed here too (they are ignored)
-    for key in ("out_dir", "eval_interval", "eval_iters", "log_interval", "dataset", "batch_size", "learning_rate",
-                "max_iters", "lr_decay_iters", "min_lr", "beta2", "warmup_iters", "weight_decay", "model_type",
-                "model_args", "gradient_accumulation_steps", "compile", "dtype", "device", "sample_tokens"):
+                    width_multiple=32, expansion="carry", analyze="", bench=False, bench_compiled=False)
+    # train.py's other keys, so that a training config file can be passed here too (unused, except
+    # dataset / data_dir for --analyze, batch_size for --bench and model_args)
+    for key in ("out_dir", "eval_interval", "eval_iters", "log_interval", "init_from", "sample_tokens", "dataset",
+                "data_dir", "batch_size", "gradient_accumulation_steps", "model_type", "model_args", "learning_rate",
+                "max_iters", "weight_decay", "beta1", "beta2", "grad_clip", "decay_lr", "warmup_iters",
+                "lr_decay_iters", "min_lr", "device", "dtype", "compile", "seed"):
         defaults.setdefault(key, None)
     try:
         args = parse_overrides(sys.argv[1:], defaults)
         args.update(args.pop("model_args") or {})
+        data_dir = args["data_dir"] or f"data/{args['dataset'] or 'shakespeare_char'}"
+        if args["dataset"] and "--vocab_size" not in " ".join(sys.argv):  # a training config: its data's vocab
+            import json
+            from pathlib import Path
+            meta = Path(data_dir) / "meta.json"
+            if meta.exists():
+                args["vocab_size"] = json.loads(meta.read_text())["vocab_size"]
         if args["analyze"]:
-            results = analyze_checkpoints(args["analyze"].split(","), args["data_dir"])
+            results = analyze_checkpoints(args["analyze"].split(","), data_dir)
             for label, r in results.items():
                 print(label)
                 for key, values in r.items():

@@ -14,6 +14,7 @@ model_type = "gpt"  # constant width: exactly variable_width's 'constant' schedu
 n_layer = 6
 n_head = 4
 n_embd = 128
+tie_embeddings = True
 dropout = 0.0
 learning_rate = 2e-3
 max_iters = 200

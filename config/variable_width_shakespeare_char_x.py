@@ -15,6 +15,7 @@ model_args = {"width_schedule": "x", "width_multiple": 8}  # widths [200, 112, 6
 n_layer = 6
 n_head = 4
 n_embd = 128
+tie_embeddings = True
 dropout = 0.0
 learning_rate = 2e-3
 max_iters = 200
