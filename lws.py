@@ -73,7 +73,8 @@ Run it
 ------
     python lws.py                       # paper shapes next to Table 2, saves docs/lws_layer_sizes.png
     python lws.py --scale=cpu           # the matched CPU shapes our Shakespeare configs use
-    python train.py config/lws_crown_shakespeare_char.py     # one CPU run (~2-3 min)
+    python lws.py --scale=cpu --bench=True --threads=1 --plot=   # + tokens/s of each, ratio to the baseline
+    OMP_NUM_THREADS=1 python train.py config/lws_crown_shakespeare_char.py   # one CPU run (a few minutes)
     python train.py config/lws_crown_180m.py                 # the paper's Crown LWS shape, on a GPU
 """
 
@@ -282,7 +283,8 @@ def plot_layer_sizes(models, path, title):
         ax.set_ylabel("M params", fontsize=7)
         ax.set_title(name, fontsize=8, loc="left")
         ax.tick_params(labelsize=7)
-    axes[0].legend(fontsize=7, loc="upper center", ncol=2)
+        ax.set_xticks(list(layers))
+    axes[0].legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
     axes[-1].set_xlabel("layer (number on a bar: query heads)", fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
@@ -293,10 +295,11 @@ def plot_layer_sizes(models, path, title):
 def shape_report(name, model, paper=None):
     specs = model.config.layers
     c = model.param_counts()
+    digits = 1 if c["total"] > 1e7 else 4  # the paper's precision for its 180M rows
     lines = [f"{name}: {len(specs)} layers",
              "  FFN widths: " + str([s.ffn_hidden for s in specs]),
              "  query heads: " + str([s.n_head for s in specs]) + ", KV heads: " + str([s.n_kv_head for s in specs]),
-             f"  params: total {c['total'] / 1e6:.1f}M, non-embedding {c['non_embedding'] / 1e6:.1f}M "
+             f"  params: total {c['total'] / 1e6:.{digits}f}M, non-embedding {c['non_embedding'] / 1e6:.{digits}f}M "
              f"(attention {c['attention'] / 1e6:.2f}M, FFN {c['ffn'] / 1e6:.2f}M), "
              f"forward FLOPs/token at T={model.config.block_size}: {model.flops_per_token() / 1e6:.1f}M"]
     if paper:
@@ -307,7 +310,8 @@ def shape_report(name, model, paper=None):
 if __name__ == "__main__":
     import sys
     from configurator import parse_overrides
-    args = parse_overrides(sys.argv[1:], dict(scale="paper", plot="docs/lws_layer_sizes.png"))
+    args = parse_overrides(sys.argv[1:], dict(scale="paper", plot="docs/lws_layer_sizes.png", bench=False,
+                                              dtype="float32", threads=0, batch_size=16, steps=10))
     models = {}
     with torch.device("meta"):
         if args["scale"] == "paper":
@@ -328,3 +332,19 @@ if __name__ == "__main__":
     if args["plot"]:
         plot_layer_sizes(models, args["plot"], title)
         print(f"saved {args['plot']}")
+    if args["bench"]:  # tokens/s of every shape, measured in this one run, as a ratio to the first
+        from bench import benchmark, markdown_table
+        if args["threads"]:
+            torch.set_num_threads(args["threads"])
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        shapes = cpu_shapes() if args["scale"] == "cpu" else {
+            name: dict(PAPER_BASE, block_size=1024, n_layer=row[0], ffn_scalars=row[1], qkv_scalars=row[2],
+                       framed=row[3]) for name, row in PAPER_TABLE2.items()}
+        rows = []
+        for name, kwargs in shapes.items():
+            rows += [dict(r, model=name) for r in benchmark(kwargs, args["batch_size"], device,
+                                                            [getattr(torch, args["dtype"])], [False],
+                                                            steps=args["steps"], model_type="lws")[0]]
+        print(markdown_table(rows))
+        for r in rows:
+            print(f"{r['model']}: {r['tokens_per_s'] / rows[0]['tokens_per_s']:.3f}x the tokens/s of {rows[0]['model']}")
