@@ -455,7 +455,7 @@ def contribution_ratio(accuracies, kinds):
 
 
 @torch.no_grad()
-def analyze_checkpoint(out_dir, split="val", n_batches=8, batch_size=16, min_count=50, seed=0):
+def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0):
     """Token Prediction contribution of a trained checkpoint on a few fixed batches of its dataset."""
     from pathlib import Path
 
@@ -531,6 +531,7 @@ def plot_contributions(results, path):
         color = f"C{i}"
         ax.plot(layers, cum_ffn, "-o", color=color, label=f"{r['name']}: FFN ({100 * r['ffn_ratio']:.0f}%)")
         ax.plot(layers, cum_attn, "--", color=color, label=f"{r['name']}: attention")
+    ax.set_xticks(range(len(cum_ffn)))
     ax.set_xlabel("layer")
     ax.set_ylabel("cumulative share of the accuracy gain")
     ax.set_title("Token Prediction contribution (section 4.2.2)")
