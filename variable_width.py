@@ -478,10 +478,10 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefi
         model = model_from_checkpoint(load_checkpoint(f"{out_dir}/ckpt.pt")).float().eval()
         batches = val_batches(data_dir, n_batches, batch_size, model.config.block_size)
         label = f"{out_dir} (widths {layer_widths_of(model)})"
-        results[label] = dict(entropy=matrix_entropy_per_layer(model, batches), **logit_lens(model, batches))
+        results[label] = dict(matrix_entropy=matrix_entropy_per_layer(model, batches), **logit_lens(model, batches))
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for label, r in results.items():
-        ax.plot(range(len(r["entropy"])), r["entropy"], marker="o", label=label)
+        ax.plot(range(len(r["matrix_entropy"])), r["matrix_entropy"], marker="o", label=label)
     ax.set(xlabel="layer (0 = embedding)", ylabel="normalized matrix entropy, eq. (2)")
     ax.legend(fontsize=6)
     fig.tight_layout()

@@ -212,3 +212,18 @@ def test_checkpoint_round_trip_rebuilds_the_same_model(tmp_path):
     loaded = model_from_checkpoint(load_checkpoint(tmp_path / "c.pt")).eval()
     idx = torch.randint(50, (1, 32))
     assert isinstance(loaded, VariableWidthGPT) and torch.equal(all_logits(model, idx), all_logits(loaded, idx))
+
+
+def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
+    from checkpoint import save_checkpoint
+    from variable_width import analyze_checkpoints
+    runs = {"const": dict(layer_widths=[32, 32, 32]), "x": dict(layer_widths=[64, 16, 64])}
+    for name, extra in runs.items():
+        args = dict(vocab_size=20, block_size=16, n_layer=3, n_embd=32, n_head=2, **extra)
+        (tmp_path / name).mkdir()
+        save_checkpoint(dict(model=build_model(**args).state_dict(), model_type="variable_width", model_args=args),
+                        tmp_path / name / "ckpt.pt")
+    results = analyze_checkpoints([str(tmp_path / n) for n in runs], char_dataset, n_batches=1, batch_size=2,
+                                  png_prefix=str(tmp_path / "vw"))
+    assert (tmp_path / "vw_entropy.png").stat().st_size > 0 and (tmp_path / "vw_logit_lens.png").stat().st_size > 0
+    assert all(len(r["matrix_entropy"]) == 4 and len(r["entropy"]) == 4 for r in results.values())
