@@ -1007,8 +1007,7 @@ def train(cfg, data=None):
               "steps": total_steps, "best_step": best["step"], "best_val_loss": best["val_loss"],
               "train_time_s": train_time, "it_per_s": total_steps / max(train_time, 1e-9),
               "test": test, "baseline": base,
-              "baseline_name": {"noise": "noisy input", "bicubic2x": "bicubic upsampling",
-                                "none": "input image vs prototype"}[task.degradation]}
+              "baseline_name": BASELINE_NAMES[task.degradation]}
     say(f"test ({len(data.test)} images): psnr_batchmse {test['psnr_batchmse']:.2f} dB, psnr_per_image "
         f"{test['psnr_per_image']:.2f} dB, ssim {test['ssim']:.4f}"
         + (f", nearest-prototype accuracy {test['accuracy']:.4f}" if "accuracy" in test else "")
@@ -1031,6 +1030,9 @@ def train(cfg, data=None):
     result["history"] = history
     result["model"] = model          # the best model (by validation loss), for callers and tests
     return result
+
+
+BASELINE_NAMES = {"noise": "noisy input", "bicubic2x": "bicubic upsampling", "none": "input image vs prototype"}
 
 
 def write_csv(path, rows):
@@ -1178,7 +1180,8 @@ def finish_sweep(rows, out_dir, base, source=""):
     png = os.path.join(out_dir, "pareto.png")
     baseline = None
     if rows and rows[0].get("baseline_psnr_batchmse"):
-        baseline = ("degraded input / bicubic baseline", float(rows[0]["baseline_psnr_batchmse"]))
+        name = BASELINE_NAMES[get_task(base.task).degradation]
+        baseline = (f"baseline: {name}", float(rows[0]["baseline_psnr_batchmse"]))
     plot_pareto(rows, png, title=f"{base.task}: {source}\nepochs={base.epochs}, batch {base.batch_size}, "
                                  f"W_in={base.input_proj}", baseline=baseline)
     for shape in SHAPES:
@@ -1321,6 +1324,7 @@ def main(argv=None):
     p.add_argument("csv")
     p.add_argument("--out", default=None)
     p.add_argument("--title", default="")
+    p.add_argument("--task", default="mnist_denoise", choices=sorted(TASKS), help="names the baseline line")
     p = sub.add_parser("compare_input_proj", help="section 4.3: frozen random vs learned W_in")
     add_train_args(p)
     p.add_argument("--variants", type=lambda s: s.split(","), default=["frozen", "learned"])
@@ -1347,7 +1351,11 @@ def run_command(args):
     elif args.command == "pareto":
         rows = read_csv(args.csv)
         out = args.out or os.path.join(os.path.dirname(args.csv), "pareto.png")
-        plot_pareto(rows, out, title=args.title)
+        baseline = None
+        if rows and rows[0].get("baseline_psnr_batchmse"):
+            baseline = (f"baseline: {BASELINE_NAMES[get_task(args.task).degradation]}",
+                        float(rows[0]["baseline_psnr_batchmse"]))
+        plot_pareto(rows, out, title=args.title, baseline=baseline)
         print(f"wrote {out}")
     elif args.command == "compare_input_proj":
         compare_input_proj(args)
