@@ -219,7 +219,7 @@ def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
     from variable_width import analyze_checkpoints
     runs = {"const": dict(layer_widths=[32, 32, 32]), "x": dict(layer_widths=[64, 16, 64])}
     for name, extra in runs.items():
-        args = dict(vocab_size=20, block_size=16, n_layer=3, n_embd=32, n_head=2, **extra)
+        args = dict(vocab_size=64, block_size=16, n_layer=3, n_embd=32, n_head=2, **extra)
         (tmp_path / name).mkdir()
         save_checkpoint(dict(model=build_model(**args).state_dict(), model_type="variable_width", model_args=args),
                         tmp_path / name / "ckpt.pt")
