@@ -1182,14 +1182,17 @@ def finish_sweep(rows, out_dir, base, source=""):
     if rows and rows[0].get("baseline_psnr_batchmse"):
         name = BASELINE_NAMES[get_task(base.task).degradation]
         baseline = (f"baseline: {name}", float(rows[0]["baseline_psnr_batchmse"]))
-    plot_pareto(rows, png, title=f"{base.task}: {source}\nepochs={base.epochs}, batch {base.batch_size}, "
-                                 f"W_in={base.input_proj}", baseline=baseline)
+    title = f"{base.task}: {source}\nepochs={base.epochs}, batch {base.batch_size}, W_in={base.input_proj}"
+    plot_pareto(rows, png, title=title, baseline=baseline)
+    plot_pareto(rows, png.replace(".png", "_trainable.png"), title=title, baseline=baseline,
+                params_key="params_trainable")
     for shape in SHAPES:
         pts = [(a["params_total"], a["test_psnr_batchmse"], a["latent_dim"], a["hidden_dim"], a["n_blocks"])
                for a in agg if a["shape"] == shape]
         print(f"{shape} Pareto front: " + ", ".join(f"{p[0] / 1e6:.2f}M ({p[2]}/{p[3]}/L{p[4]}) {p[1]:.2f} dB"
                                                      for p in pareto_front(pts)))
-    print(f"wrote {os.path.join(out_dir, 'sweep.csv')}, {os.path.join(out_dir, 'pareto.csv')}, {png}")
+    print(f"wrote {os.path.join(out_dir, 'sweep.csv')}, {os.path.join(out_dir, 'pareto.csv')}, {png} "
+          f"(x = total params, the paper's convention) and pareto_trainable.png (x = trainable params)")
 
 
 # -----------------------------------------------------------------------------
@@ -1325,6 +1328,7 @@ def main(argv=None):
     p.add_argument("--out", default=None)
     p.add_argument("--title", default="")
     p.add_argument("--task", default="mnist_denoise", choices=sorted(TASKS), help="names the baseline line")
+    p.add_argument("--params", default="total", choices=["total", "trainable"], help="x axis")
     p = sub.add_parser("compare_input_proj", help="section 4.3: frozen random vs learned W_in")
     add_train_args(p)
     p.add_argument("--variants", type=lambda s: s.split(","), default=["frozen", "learned"])
@@ -1355,7 +1359,7 @@ def run_command(args):
         if rows and rows[0].get("baseline_psnr_batchmse"):
             baseline = (f"baseline: {BASELINE_NAMES[get_task(args.task).degradation]}",
                         float(rows[0]["baseline_psnr_batchmse"]))
-        plot_pareto(rows, out, title=args.title, baseline=baseline)
+        plot_pareto(rows, out, title=args.title, baseline=baseline, params_key="params_" + args.params)
         print(f"wrote {out}")
     elif args.command == "compare_input_proj":
         compare_input_proj(args)
