@@ -251,6 +251,9 @@ class CEAAttentionSublayer(nn.Module):
             k = self.k_norm(k)
         return apply_rope(k, self.rope_cos[:T], self.rope_sin[:T])
 
+    def _values(self, v, T):
+        return v.view(v.size(0), T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+
     def attend(self, a, t):
         """Attention output (before W_o) from the normed input a and the transformed t,
         both (B, T, C). Returns (B, T, H*hd)."""
@@ -277,9 +280,6 @@ class CEAAttentionSublayer(nn.Module):
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
                 y = y * (torch.arange(T, device=a.device) > 0).to(y.dtype)[:, None]  # defined as 0 at t = 0
         return y.transpose(1, 2).reshape(B, T, self.q_dim)  # (B, T, H*hd)
-
-    def _values(self, v, T):
-        return v.view(v.size(0), T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
 
     def forward(self, x):  # (B, T, C) -> (B, T, C)
         a = self.norm(x)  # a = n(x)

@@ -39,10 +39,12 @@ def test_outer_ratio_one_is_exactly_ffn_wider():
     assert wider.flops_per_token(16) == caa.flops_per_token(16)
 
 
-def test_zero_inner_ffn_with_direct_pathway_is_the_plain_attention():
-    """InnerFFN(a) = 0 makes t = a, so CEA attention must equal model's attention with the same W_qkv, W_o."""
-    model = tiny(outer_ratio=0.5)
-    plain = tiny(outer_ratio=1.0, ffn_hidden=128)  # same outer width 128, plain attention
+@pytest.mark.parametrize("qk_norm,n_kv_head", [("", None), ("head", 2), ("full", 2)])
+def test_zero_inner_ffn_with_direct_pathway_is_the_plain_attention(qk_norm, n_kv_head):
+    """InnerFFN(a) = 0 makes t = a, so CEA attention must equal model's attention with the same W_qkv, W_o
+    (also with QK-norm and grouped-query attention)."""
+    model = tiny(outer_ratio=0.5, qk_norm=qk_norm, n_kv_head=n_kv_head)
+    plain = tiny(outer_ratio=1.0, ffn_hidden=128, qk_norm=qk_norm, n_kv_head=n_kv_head)  # same outer width 128
     for bm, bp in zip(model.blocks, plain.blocks):
         bm.attn.inner_ffn.out_proj.weight.data.zero_()
         bp.attn.attn.qkv_proj.weight.data.copy_(bm.attn.qkv_proj.weight)
