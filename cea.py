@@ -61,7 +61,8 @@ What this file implements
 - `TopOneMoE`, `load_balancing_loss`.
 - `token_prediction_accuracies`, `contribution_ratio`, `analyze_checkpoint`,
   `plot_contributions`: the contribution analysis and the Figure-4-like plot.
-- `param_split(model)`: attention / inner FFN / outer FFN / MoE parameters.
+- `param_split(model)`: attention / inner FFN / outer FFN / MoE parameters;
+  `match_ffn_hidden(target, **shape)`: the FFN width that matches a baseline's parameters.
 
 Choices the paper leaves open (and deviations)
 ----------------------------------------------
@@ -371,6 +372,18 @@ def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=No
     # layers[i].ffn_hidden becomes the Outer-FFN width (GPTConfig would read ffn_hidden=0 as "default 4d")
     config.layers = [LayerSpec(s.n_head, s.n_kv_head, s.head_dim, outer) for s in config.layers]
     return CEAGPT(config)
+
+
+def match_ffn_hidden(target_non_embedding, **shape):
+    """The total FFN width W (ffn_hidden, a multiple of 64) whose model has the non-embedding
+    parameter count closest to target_non_embedding, e.g. a baseline's. The split rho does not
+    change the count (the Inner-FFN and Outer-FFN share W), so this works for any outer_ratio."""
+    def count(width):
+        with torch.device("meta"):
+            return build_model(**{**shape, "ffn_hidden": width}).param_counts()["non_embedding"]
+    per_unit = (count(128) - count(64)) / 64  # parameters per unit of FFN width (3 d L for SwiGLU)
+    width = 64 * max(1, round((target_non_embedding - count(64)) / per_unit / 64 + 1))
+    return width
 
 
 def param_split(model):

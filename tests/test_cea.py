@@ -273,3 +273,9 @@ def test_analysis_and_ood_loss_from_a_checkpoint(char_dataset, tmp_path):
     assert cea.char_text_loss(tmp_path, "Speak, speak. " * 40, n_windows=4) == pytest.approx(math.log(vocab), abs=0.3)
     cea.plot_contributions([result], tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 1000
+
+
+def test_match_ffn_hidden_finds_the_baselines_width():
+    shape = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, outer_ratio=0.125)
+    target = tiny(ffn_mult=32, outer_ratio=1.0).param_counts()["non_embedding"]  # FFN-Wider, W = 1024
+    assert cea.match_ffn_hidden(target, **shape) == 32 * 32
