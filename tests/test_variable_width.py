@@ -227,3 +227,14 @@ def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
                                   png_prefix=str(tmp_path / "vw"))
     assert (tmp_path / "vw_entropy.png").stat().st_size > 0 and (tmp_path / "vw_logit_lens.png").stat().st_size > 0
     assert all(len(r["matrix_entropy"]) == 4 and len(r["entropy"]) == 4 for r in results.values())
+
+
+@pytest.mark.slow
+def test_compiled_x_former_matches_eager_and_trains():
+    model = tiny_vw([64, 32, 48, 64])
+    compiled = torch.compile(model)
+    idx = torch.randint(50, (2, 32))
+    torch.testing.assert_close(all_logits(compiled, idx), all_logits(model, idx), rtol=1e-4, atol=1e-4)
+    _, loss = compiled(idx, idx)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
