@@ -112,7 +112,7 @@ class GPTConfig:
                     f"that is a multiple of the head count (e.g. {self.n_head * round(self.n_embd / self.n_head)}) "
                     f"or set head_dim explicitly")
             head_dim = self.n_embd // self.n_head
-        return LayerSpec(self.n_head, n_kv_head, head_dim, self.ffn_hidden or 4 * self.n_embd)
+        return LayerSpec(self.n_head, n_kv_head, head_dim, 4 * self.n_embd if self.ffn_hidden is None else self.ffn_hidden)
 
     def to_dict(self):
         """Plain types only, so a checkpoint loads with torch.load(weights_only=True)."""
