@@ -144,7 +144,7 @@ def interpolate(values, n_layer):
     if len(values) == 2:
         start, end = values
         return [round(start + (end - start) * i / (n_layer - 1), 2) for i in range(n_layer)]  # eq. (2), (4)
-    if len(values) == 3:
+    if len(values) == 3 and n_layer > 3:
         start, middle, end = values
         if n_layer % 2:  # odd: one middle layer
             knots, knot_values = [0, math.ceil(n_layer / 2) - 1, n_layer - 1], [start, middle, end]
