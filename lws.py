@@ -157,7 +157,7 @@ def interpolate(values, n_layer):
             t = (i - a) / (b - a) if b > a else 0.0
             out.append(knot_values[j] + (knot_values[j + 1] - knot_values[j]) * t)
         return out
-    raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown) or one per layer ({n_layer})")
+    raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown, for 4+ layers) or one per layer ({n_layer})")
 
 
 def layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed=False, frame_ffn=4.0, frame_qkv=1.0):

@@ -101,7 +101,7 @@ def test_query_heads_are_always_a_multiple_of_the_group_size():
     rng = random.Random(0)
     for _ in range(200):
         group, head_dim = rng.choice([1, 2, 3, 4]), rng.choice([16, 32, 64])
-        n_layer = rng.randint(2, 24)
+        n_layer = rng.randint(4, 24)
         qkv = [round(rng.uniform(0.1, 3.0), 2) for _ in range(rng.choice([2, 3]))]
         fnn = [round(rng.uniform(0.1, 6.0), 2) for _ in range(rng.choice([2, 3]))]
         specs = lws.layer_specs(768, n_layer, fnn, qkv, framed=rng.random() < 0.5, head_dim=head_dim,
@@ -173,6 +173,8 @@ def test_bad_input_gets_a_clear_error():
         lws.build_model(n_head=6, n_kv_head=4, n_embd=384, ffn_scalars=[1, 2], qkv_scalars=[1, 1])
     with pytest.raises(ValueError, match="2 values"):
         lws.build_model(n_layer=6, ffn_scalars=[1, 2, 3, 4], qkv_scalars=[1, 1])
+    with pytest.raises(ValueError, match="a crown, for 4\\+ layers"):
+        lws.interpolate([0.5, 3.0, 0.5], 2)  # a crown needs more layers than knots
     with pytest.raises(ValueError, match="> 0"):
         lws.build_model(n_layer=6, ffn_scalars=[0.0, 2.0], qkv_scalars=[1, 1])
     with pytest.raises(ValueError, match="both"):
