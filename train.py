@@ -40,6 +40,8 @@ from bench import peak_flops
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import build_model, parse_overrides
 
+sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
+
 # -----------------------------------------------------------------------------------------
 # default config: a 6-layer, 384-wide character-level GPT on Shakespeare that trains on a
 # 2-core CPU in a few minutes. Config files in config/ and --key=value override these.
