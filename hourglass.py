@@ -81,7 +81,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from model import GPT, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, format_counts
+from model import GPT, FFNSublayer, GPTConfig, LayerSpec
 
 
 # ----------------------------------------------------------------------------------------

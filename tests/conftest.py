@@ -42,6 +42,29 @@ def char_dataset(tmp_path):
     return data_dir
 
 
+def overfit_loss(model, vocab_size, steps=150, lr=3e-3, batch=4, seq=16):
+    """Train `model` on one fixed random batch; return the final loss (ln(vocab) at the start)."""
+    idx = torch.randint(vocab_size, (batch, seq + 1))
+    x, y = idx[:, :-1], idx[:, 1:]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    for _ in range(steps):
+        _, loss = model(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """The test models are tiny: one torch thread is faster than two, and much faster when the
+    2-core machine is busy (spinning OpenMP threads). Restored after each test."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

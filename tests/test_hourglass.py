@@ -8,7 +8,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from conftest import ROOT, all_logits, tiny_config
+from conftest import ROOT, all_logits, overfit_loss, tiny_config
 from configurator import build_model as build_by_name, parse_overrides
 from hourglass import (PAPER_ROWS, HourglassFFN, body_params, build_model, count_params, match_baseline,
                        paper_rows)
@@ -122,15 +122,7 @@ def test_tiny_hourglass_overfits_a_batch():
     torch.manual_seed(0)
     model = build_model(vocab_size=20, block_size=16, n_layer=1, n_embd=64, n_head=4, n_sub_blocks=3,
                         bottleneck_dim=16)
-    idx = torch.randint(20, (4, 17))
-    x, y = idx[:, :-1], idx[:, 1:]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(100):
-        _, loss = model(x, y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    assert loss.item() < 0.1  # from ln(20) = 3.0
+    assert overfit_loss(model, vocab_size=20, steps=100, lr=1e-2) < 0.1  # from ln(20) = 3.0
 
 
 def test_bad_input_gets_a_clear_error():

@@ -46,15 +46,6 @@ def test_section_4_3_trainable_counts():
 
 # ---------------------------------------------------------------- synthetic data (digit-like images)
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two OpenMP threads on a shared 2-core machine can be 10x slower than one."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def bar_templates(seed=123, size=28):
     """Ten 'digit' templates (uint8): two or three bright bars each on a black background."""
     rng = np.random.default_rng(seed)

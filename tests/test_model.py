@@ -7,7 +7,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from conftest import all_logits, tiny_config
+from conftest import all_logits, overfit_loss, tiny_config
 from model import GPT, GPTConfig, LayerSpec
 
 
@@ -143,15 +143,7 @@ def test_generation_crops_to_block_size():
 
 def test_tiny_model_overfits_one_batch():
     model = GPT(tiny_config(vocab_size=20, n_layer=2, n_embd=64))
-    idx = torch.randint(20, (4, 17))
-    x, y = idx[:, :-1], idx[:, 1:]
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(150):
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < 0.1  # from ln(20) = 3.0
+    assert overfit_loss(model, vocab_size=20) < 0.1  # from ln(20) = 3.0
 
 
 def test_bf16_autocast_runs_and_is_close_to_fp32():

@@ -1,27 +1,15 @@
 """variable_width.py: the ><former's stream semantics (eq. 1), solver (Appendix A), accounting."""
 
-import math
-
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from conftest import all_logits, tiny_config
+from conftest import all_logits, overfit_loss, tiny_config
 from model import GPT, GPTConfig
 from variable_width import (VariableWidthConfig, VariableWidthGPT, build_model, kv_cache_bytes_per_token,
                             logit_lens, matrix_entropy_per_layer, normalized_matrix_entropy, param_summary,
                             solve_widths)
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One torch thread: the 2-core machine is shared, and two spinning OpenMP threads under
-    load make tiny steps ~15x slower. Restored afterwards."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 PAPER_200M = [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152]
 
@@ -163,15 +151,7 @@ def test_causal_and_backward_works(expansion):
 
 def test_tiny_x_former_overfits_one_batch():
     model = tiny_vw([64, 32, 16, 64], vocab_size=20)
-    idx = torch.randint(20, (4, 17))
-    x, y = idx[:, :-1], idx[:, 1:]
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(150):
-        _, loss = model(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < 0.1  # from ln(20) = 3.0
+    assert overfit_loss(model, vocab_size=20) < 0.1  # from ln(20) = 3.0
 
 
 def test_matrix_entropy_and_logit_lens():
