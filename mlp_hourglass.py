@@ -124,7 +124,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 import zipfile
@@ -134,6 +133,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from checkpoint import save_checkpoint  # temp file + rename: a killed run never leaves a broken checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CACHE = os.path.join(HERE, "data", "mnist", "cache")  # git-ignored (data/**/cache/)
@@ -878,18 +879,6 @@ def evaluate(model, task, images, labels, prototypes, cfg, with_ssim=False, seed
     return acc.result()
 
 
-def save_checkpoint_atomic(obj, path):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def load_checkpoint(path, device="cpu"):
     """-> (model, config, checkpoint dict). Only tensors and plain values: weights_only=True."""
     ckpt = torch.load(path, map_location=device, weights_only=True)
@@ -996,7 +985,7 @@ def train(cfg, data=None):
                 best = {"val_loss": val["loss"], "step": step + 1,
                         "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
                 if cfg.save_checkpoint:
-                    save_checkpoint_atomic({"model": best["state"], "config": asdict(cfg), "step": step + 1,
+                    save_checkpoint({"model": best["state"], "config": asdict(cfg), "step": step + 1,
                                             "val_loss": val["loss"], "prototypes": prototypes},
                                            os.path.join(cfg.out_dir, "ckpt.pt"))
         if (step + 1) % cfg.log_interval == 0 or last:

@@ -1,5 +1,5 @@
 # The default main job (what `python train.py` runs with no arguments), spelled out:
-# a 4-layer, 128-wide character-level GPT on Shakespeare (0.8M non-embedding parameters), about
+# a 4-layer, 128-wide character-level GPT on Shakespeare (1.05M non-embedding parameters), about
 # 6 minutes on a 2-core CPU. Of the shapes we timed for ~6 CPU minutes (4L/128, 4L/192, 6L/256),
 # this one reached the lowest validation loss: on a CPU budget a small model that sees more
 # tokens beats a bigger one that sees fewer (see README, "CPU quick start").
