@@ -305,7 +305,10 @@ class GPT(nn.Module):
         x = self.emb_dropout(self.tok_emb(idx))  # (B, T, C)
         for block in self.blocks:
             x = block(x)  # (B, T, C)
-        x = self.norm_f(x)
+        return self.logits_and_loss(self.norm_f(x), targets)
+
+    def logits_and_loss(self, x, targets=None):
+        """The LM head on the final normed stream x (B, T, C), and the cross-entropy loss."""
         if targets is None:
             return self.lm_head(x[:, [-1], :]), None  # (B, 1, vocab)
         logits = self.lm_head(x)  # (B, T, vocab)

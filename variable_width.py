@@ -273,11 +273,7 @@ class VariableWidthGPT(GPT):
         R = F.pad(x, (0, self.stream_width - x.size(-1)))  # (B, T, D)
         for l in range(len(self.blocks)):
             R = self.layer_step(l, R)
-        if targets is None:
-            return self.lm_head(self.head_input(R[:, [-1], :])), None  # (B, 1, vocab)
-        logits = self.lm_head(self.head_input(R))  # (B, T, vocab)
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
-        return logits, loss
+        return self.logits_and_loss(self.head_input(R), targets)  # final norm at w_L, truncated to d
 
     def flops_per_token(self, seq_len=None):
         return super().flops_per_token(seq_len) + linear_flops(self.expansions)
