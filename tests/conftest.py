@@ -42,6 +42,17 @@ def char_dataset(tmp_path):
     return data_dir
 
 
+def assert_causal(model, vocab_size, t, batch=2, seq=32):
+    """Changing token t leaves the logits before t unchanged (exactly) and changes those from t on."""
+    idx = torch.randint(vocab_size, (batch, seq))
+    changed = idx.clone()
+    changed[:, t] = (changed[:, t] + 1) % vocab_size
+    with torch.no_grad():
+        a, b = all_logits(model.eval(), idx), all_logits(model, changed)
+    assert torch.equal(a[:, :t], b[:, :t]), "an earlier position saw a later token"
+    assert not torch.allclose(a[:, t:], b[:, t:]), "the changed token had no effect at all"
+
+
 def overfit_loss(model, vocab_size, steps=150, lr=3e-3, batch=4, seq=16):
     """Train `model` on one fixed random batch; return the final loss (ln(vocab) at the start)."""
     idx = torch.randint(vocab_size, (batch, seq + 1))

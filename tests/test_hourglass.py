@@ -8,7 +8,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from conftest import ROOT, all_logits, overfit_loss, tiny_config
+from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
 from configurator import build_model as build_by_name, parse_overrides
 from hourglass import (PAPER_ROWS, HourglassFFN, body_params, build_model, count_params, match_baseline,
                        paper_rows)
@@ -100,14 +100,7 @@ def test_matcher_for_the_cpu_config_and_its_error():
 
 
 def test_causality_of_the_full_model():
-    model = build_model(**TINY, n_sub_blocks=3, bottleneck_dim=16).eval()
-    idx = torch.randint(50, (2, 32))
-    t = 11
-    changed = idx.clone()
-    changed[:, t] = (changed[:, t] + 1) % 50
-    a, b = all_logits(model, idx), all_logits(model, changed)
-    assert torch.equal(a[:, :t], b[:, :t])
-    assert not torch.allclose(a[:, t:], b[:, t:])
+    assert_causal(build_model(**TINY, n_sub_blocks=3, bottleneck_dim=16), vocab_size=50, t=11)
 
 
 def test_flops_per_token_match_the_flop_counter():

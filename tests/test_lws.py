@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from conftest import ROOT, all_logits, overfit_loss, tiny_config
+from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
 from configurator import parse_overrides
 from model import GPT
 import lws
@@ -106,13 +106,7 @@ def test_causality():
     torch.manual_seed(0)
     model = tiny_lws(ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0]).eval()
     assert len({s.n_head for s in model.config.layers}) > 1  # the layers really differ
-    idx = torch.randint(50, (2, 32))
-    t = 11
-    changed = idx.clone()
-    changed[:, t] = (changed[:, t] + 1) % 50
-    a, b = all_logits(model, idx), all_logits(model, changed)
-    assert torch.equal(a[:, :t], b[:, :t])
-    assert not torch.allclose(a[:, t:], b[:, t:])
+    assert_causal(model, vocab_size=50, t=11)
 
 
 def test_tiny_lws_model_overfits_one_batch():

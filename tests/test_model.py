@@ -7,19 +7,12 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from conftest import all_logits, overfit_loss, tiny_config
+from conftest import all_logits, assert_causal, overfit_loss, tiny_config
 from model import GPT, GPTConfig, LayerSpec
 
 
 def test_causal_changing_token_t_leaves_earlier_logits_unchanged():
-    model = GPT(tiny_config()).eval()
-    idx = torch.randint(50, (2, 32))
-    t = 17
-    changed = idx.clone()
-    changed[:, t] = (changed[:, t] + 1) % 50
-    a, b = all_logits(model, idx), all_logits(model, changed)
-    assert torch.equal(a[:, :t], b[:, :t])
-    assert not torch.allclose(a[:, t:], b[:, t:])  # and the change is seen from t on
+    assert_causal(GPT(tiny_config()), vocab_size=50, t=17)
 
 
 def test_initial_loss_is_close_to_uniform():
@@ -157,11 +150,7 @@ def test_bf16_autocast_runs_and_is_close_to_fp32():
 
 @pytest.mark.parametrize("qk_norm", ["head", "full"])
 def test_qk_norm_variants_are_causal(qk_norm):
-    model = GPT(tiny_config(qk_norm=qk_norm, n_kv_head=2)).eval()
-    idx = torch.randint(50, (1, 32))
-    changed = idx.clone()
-    changed[0, 20] = (idx[0, 20] + 3) % 50
-    assert torch.equal(all_logits(model, idx)[:, :20], all_logits(model, changed)[:, :20])
+    assert_causal(GPT(tiny_config(qk_norm=qk_norm, n_kv_head=2)), vocab_size=50, t=20)
 
 
 def test_bad_shapes_give_errors_that_say_what_to_do():
