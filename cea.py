@@ -208,7 +208,9 @@ class CEAAttentionSublayer(nn.Module):
     """x -> x + W_o Attn(q from a, context k/v from t = a + InnerFFN(a)), a = n(x).
     The current position's key/value follow `current_position` (see the docstring)."""
 
-    def __init__(self, dim, spec: LayerSpec, config: CEAConfig):
+    def __init__(self, dim, spec: LayerSpec, config: CEAConfig, inner_ffn: nn.Module | None = None):
+        """inner_ffn: the module of t = a + InnerFFN(a); by default built from the config (an
+        Inner-FFN of width config.inner_hidden, or the Inner-MoE). compose.py passes its own."""
         super().__init__()
         if config.current_position not in CURRENT_POSITION_RULES:
             raise ValueError(f"current_position={config.current_position!r}: use one of {CURRENT_POSITION_RULES}")
@@ -216,7 +218,9 @@ class CEAAttentionSublayer(nn.Module):
         self.n_head, self.n_kv_head, self.head_dim = spec.n_head, spec.n_kv_head, spec.head_dim
         self.q_dim, self.kv_dim = spec.n_head * spec.head_dim, spec.n_kv_head * spec.head_dim
         self.norm = RMSNorm(dim, config.norm_eps)
-        if config.n_experts and config.moe_place == "inner":
+        if inner_ffn is not None:
+            self.inner_ffn = inner_ffn
+        elif config.n_experts and config.moe_place == "inner":
             self.inner_ffn = TopOneMoE(dim, config.n_experts, config.expert_hidden)  # Inner-MoE (section 7)
         else:
             self.inner_ffn = SwiGLU(dim, config.inner_hidden)  # Inner-FFN, width (1 - rho) W

@@ -89,6 +89,7 @@ MODEL_FILES = {
     "variable_width": "variable_width",
     "cea": "cea",
     "lws": "lws",
+    "composed": "compose",  # several mechanisms in one model (hourglass FFNs in a ><former, ...)
 }
 
 

@@ -58,7 +58,7 @@ batch_size = 32  # sequences per micro-batch
 block_size = 128  # context length
 gradient_accumulation_steps = 1
 # model
-model_type = "gpt"  # gpt | hourglass | variable_width | cea | lws
+model_type = "gpt"  # gpt | hourglass | variable_width | cea | lws | composed (compose.py)
 n_layer = 4
 n_head = 4
 n_kv_head = None  # None: plain multi-head attention

@@ -1,0 +1,321 @@
+"""
+Which shape wins at my parameter and token budget, and what does it cost? One command:
+
+    python compare.py                          # CPU preset: 10 shapes x 600 steps, ~45 min on 2 cores
+    python compare.py --preset=gpu             # the papers' smallest shapes (12L/768 baseline) on TinyStories
+    python compare.py --seeds=1337,1338,1339   # more seeds: the table shows mean +- std
+    python compare.py --models=GPT,CEA --max_iters=200 --out_dir=out-quick   # any preset key
+    python compose.py --preset=gpu             # only the matched shapes, no training
+
+From one baseline shape (the plain GPT) compose.matched_shapes builds every mechanism at the
+baseline's non-embedding parameter count, each by its paper's own matching rule:
+
+    GPT, hourglass, ><former, hourglass+><former, FFN-Wider, CEA (against FFN-Wider),
+    LWS vanilla, LWS framed, LWS reverse, LWS crown.
+
+Each is trained by train.py with the same data order and seed (the batch sampler is seeded
+by `seed` alone, so every model sees the same batches), the same optimizer, schedule and
+token budget. Everything goes into one folder (`out_dir`):
+
+    <name>-s<seed>/config.py     the train.py config of that run (rerun it alone with train.py)
+    <name>-s<seed>/train.log     its output; ckpt.pt and metrics.jsonl as train.py writes them
+    <name>-s<seed>/result.json   written when the run has finished
+    results.md, results.json     the table: shape, parameters by component, FLOPs/token,
+                                 KV-cache bytes/token, training tokens/s, final val loss
+    val_loss.png                 the validation-loss curves, against tokens and wall-clock time
+
+Interrupt it (Ctrl-C) and run the same command again: finished runs are skipped, the
+interrupted one resumes from its last checkpoint (train.py's resume is exact, so its losses
+are those of an uninterrupted run), and the table and plot are rebuilt from the saved
+results. Tokens/s are measurements and change from one machine state to the next; every
+loss and count in the table comes out the same. Changing a run's settings and reusing its
+out_dir is refused: use a new out_dir.
+"""
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from compose import budget, matched_shapes, shape_label
+from configurator import ConfigError, build_model, parse_overrides
+
+ROOT = Path(__file__).resolve().parent
+
+# Keys handed to compose.matched_shapes; the rest of a preset is the baseline and training.
+MATCHING_KEYS = ("hourglass_k", "hourglass_ratio", "width_schedule", "width_multiple", "ffn_wider_mult",
+                 "cea_outer_ratio", "ffn_multiple")
+BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
+
+PRESETS = {
+    # 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
+    # Measured: ~45 min for all ten on a 2-core CPU (see README, Results).
+    "cpu": dict(
+        out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models="", seeds="1337",
+        n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
+        block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600, learning_rate=2e-3,
+        min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
+        device="auto", dtype="auto", compile=False,
+        hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
+        cea_outer_ratio=0.125, ffn_multiple=32),
+    # The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
+    # gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
+    # 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
+    "gpu": dict(
+        out_dir="out-compare-gpu", dataset="tinystories", data_dir="", models="", seeds="1337",
+        n_layer=12, n_head=12, n_kv_head=None, n_embd=768, qk_norm="", tie_embeddings=True,
+        block_size=1024, batch_size=32, gradient_accumulation_steps=1, max_iters=4000, learning_rate=6e-4,
+        min_lr=6e-5, warmup_iters=200, eval_interval=250, eval_iters=50, log_interval=50,
+        device="auto", dtype="auto", compile=True,
+        hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=48, ffn_wider_mult=32,
+        cea_outer_ratio=0.125, ffn_multiple=256),
+}
+
+
+def baseline_of(settings):
+    """The plain GPT's build kwargs from a preset (vocab_size from the dataset's meta.json)."""
+    meta = Path(settings["data_dir"] or ROOT / "data" / settings["dataset"]) / "meta.json"
+    # before the data is prepared (train.py prepares the small datasets), the known vocabularies
+    vocab_size = json.loads(meta.read_text())["vocab_size"] if meta.exists() else {
+        "shakespeare_char": 65}.get(settings["dataset"], 50257)
+    return dict(vocab_size=vocab_size, block_size=settings["block_size"],
+                **{k: settings[k] for k in BASELINE_KEYS})
+
+
+def slug(name):
+    """A folder name for a model name: '><former' -> 'xformer', 'LWS crown' -> 'lws-crown'."""
+    return name.replace("><former", "xformer").replace("+", "-").replace(" ", "-").lower()
+
+
+# ----------------------------------------------------------------------------------------
+# The shapes, counted on the meta device (no memory, no time)
+
+
+def describe_shapes(shapes, seq_len):
+    """{name: dict of shape, parameter counts by component, FLOPs/token, KV-cache bytes/token}."""
+    out = {}
+    for name, (model_type, model_args) in shapes.items():
+        with torch.device("meta"):
+            model = build_model(model_type, **model_args)
+        c = model.param_counts()
+        out[name] = dict(model_type=model_type, shape=shape_label(model), embedding=c["embedding"] + c["lm_head"],
+                         attention=c["attention"], ffn=c["ffn"], norms=c["norms"] + c["other"], budget=budget(model),
+                         total=c["total"], flops_per_token=model.flops_per_token(seq_len),
+                         kv_bytes_per_token=sum(4 * s.n_kv_head * s.head_dim for s in model.config.layers))  # bf16 k+v
+    return out
+
+
+def shapes_table(shapes, seq_len):
+    rows = describe_shapes(shapes, seq_len)
+    base = rows[next(iter(rows))]
+    lines = ["| model | shape | attention | FFN | budget (vs GPT) | fwd FLOPs/token | KV bytes/token |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        lines.append(f"| {name} | {r['shape']} | {r['attention'] / 1e6:.3f}M | {r['ffn'] / 1e6:.3f}M | "
+                     f"{r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base['budget'] - 1):+.1f}%) | "
+                     f"{r['flops_per_token'] / 1e6:.2f}M | {r['kv_bytes_per_token']:,} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------
+# Running one model through train.py, resumably
+
+
+TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate",
+              "min_lr", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device", "dtype", "compile")
+
+
+def run_config(settings, model_type, model_args, seed, run_dir):
+    """The train.py settings of one run, as the text of a config file."""
+    config = {k: settings[k] for k in TRAIN_KEYS}
+    config.update(out_dir=str(run_dir), lr_decay_iters=settings["max_iters"], seed=seed, sample_tokens=0,
+                  model_type=model_type, model_args=model_args)
+    header = "# written by compare.py; run alone with: python train.py <this file>\n"
+    return header + "".join(f"{k} = {v!r}\n" for k, v in config.items())
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def summarize_run(run_dir, max_iters):
+    """result.json's content from a finished run's metrics.jsonl."""
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    evals = {r["iter"]: r for r in records if "val_loss" in r}  # a resumed run may log a step twice
+    steps = [r for r in records if "tokens_per_s" in r and r["iter"] > 0]  # step 0 includes warm-up
+    if max_iters not in evals:
+        raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
+    median = lambda key: statistics.median(r[key] for r in steps) if steps else None
+    mfus = [r["mfu"] for r in steps if r.get("mfu") is not None]
+    return dict(val_loss=evals[max_iters]["val_loss"], train_loss=evals[max_iters]["train_loss"],
+                tokens=evals[max_iters]["tokens"], elapsed_s=evals[max_iters]["elapsed_s"],
+                tokens_per_s=median("tokens_per_s"), ms_per_iter=median("ms_per_iter"),
+                mfu=statistics.median(mfus) if mfus else None,
+                curve=[dict(iter=k, tokens=evals[k]["tokens"], val_loss=evals[k]["val_loss"],
+                            elapsed_s=evals[k]["elapsed_s"]) for k in sorted(evals)])
+
+
+def train_one(run_dir, config_text, max_iters, tag):
+    """Train (or resume, or skip) one run; return its result dict."""
+    result_path = run_dir / "result.json"
+    config_path = run_dir / "config.py"
+    if config_path.exists() and config_path.read_text() != config_text:
+        raise SystemExit(f"{config_path} holds different settings from this command's. Results of different "
+                         f"settings must not mix: pass a new --out_dir (or delete {run_dir} to retrain it).")
+    if result_path.exists():
+        print(f"{tag}: finished before, skipping ({result_path})")
+        return json.loads(result_path.read_text())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(config_text)
+    resume = (run_dir / "ckpt.pt").exists()
+    if not resume and (run_dir / "metrics.jsonl").exists():
+        (run_dir / "metrics.jsonl").unlink()  # killed before its first checkpoint: start clean
+    print(f"{tag}: {'resuming from ' + str(run_dir / 'ckpt.pt') if resume else 'training'} (log: {run_dir / 'train.log'})")
+    command = [sys.executable, str(ROOT / "train.py"), str(config_path), f"--init_from={'resume' if resume else 'scratch'}"]
+    with open(run_dir / "train.log", "a") as log:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+        for line in process.stdout:
+            log.write(line)
+            if line.startswith(("step ", "error", "Traceback")) or "Error" in line:
+                print(f"  {tag} {line.rstrip()}", flush=True)
+        if process.wait() != 0:
+            raise SystemExit(f"{tag}: train.py failed (exit {process.returncode}); see {run_dir / 'train.log'}")
+    result = summarize_run(run_dir, max_iters)
+    tmp = result_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(result_path)  # atomic: a result.json is always a finished run's
+    return result
+
+
+# ----------------------------------------------------------------------------------------
+# The table and the plot
+
+
+def mean_std(values):
+    mean = statistics.fmean(values)
+    return mean, (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def results_table(shapes_info, results, seeds):
+    """Markdown: one row per model, counts from the shape, measurements averaged over seeds."""
+    names = list(shapes_info)
+    base_tps = mean_std([results[(names[0], s)]["tokens_per_s"] for s in seeds])[0]
+    base_budget = shapes_info[names[0]]["budget"]
+    spread = " (mean +- std over seeds)" if len(seeds) > 1 else ""
+    lines = ["| model | shape | attention | FFN | budget (vs GPT) | fwd FLOPs/token | KV bytes/token | "
+             f"tokens/s (vs GPT) | val loss{spread} |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in names:
+        r = shapes_info[name]
+        tps = mean_std([results[(name, s)]["tokens_per_s"] for s in seeds])[0]
+        loss, std = mean_std([results[(name, s)]["val_loss"] for s in seeds])
+        loss_text = f"{loss:.4f}" + (f" +- {std:.4f}" if std is not None else "")
+        lines.append(f"| {name} | {r['shape']} | {r['attention'] / 1e6:.3f}M | {r['ffn'] / 1e6:.3f}M | "
+                     f"{r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base_budget - 1):+.1f}%) | "
+                     f"{r['flops_per_token'] / 1e6:.2f}M | {r['kv_bytes_per_token']:,} | "
+                     f"{tps:,.0f} ({tps / base_tps:.2f}x) | {loss_text} |")
+    return "\n".join(lines)
+
+
+def plot_curves(names, results, seeds, path, title):
+    """Validation loss against tokens (left) and wall-clock minutes (right); the mean over
+    seeds as a line, the min-max band shaded when there are several."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), dpi=110, sharey=True)
+    styles = ["-", "--", "-.", ":"]
+    finals, earlies = [], []
+    for i, name in enumerate(names):
+        curves = [results[(name, s)]["curve"] for s in seeds]
+        n = min(len(c) for c in curves)
+        losses = [[c[j]["val_loss"] for c in curves] for j in range(n)]
+        mean = [statistics.fmean(v) for v in losses]
+        finals.append(mean[-1])
+        earlies.append(mean[min(2, n - 1)])
+        for ax, key, scale in ((axes[0], "tokens", 1e6), (axes[1], "elapsed_s", 60)):
+            xs = [statistics.fmean(c[j][key] for c in curves) / scale for j in range(n)]
+            line, = ax.plot(xs, mean, styles[i // 10 % 4], marker="o", markersize=2.5, label=name, color=f"C{i % 10}")
+            if len(seeds) > 1:
+                ax.fill_between(xs, [min(v) for v in losses], [max(v) for v in losses], color=line.get_color(),
+                                alpha=0.15)
+    low, high = min(finals), max(earlies)
+    axes[0].set_ylim(low - 0.05 * (high - low), high)  # the interesting part: after the first drop
+    axes[0].set(xlabel="tokens trained on (millions)", ylabel="validation loss", title=title)
+    axes[1].set(xlabel="wall-clock minutes (this machine, evaluation included)", title="the same, against time")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------
+
+
+def main(argv):
+    preset = next((a.split("=", 1)[1] for a in argv if a.startswith("--preset=")), "cpu")
+    if preset not in PRESETS:
+        raise SystemExit(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    try:
+        settings = parse_overrides(argv, dict(PRESETS[preset], preset=preset))
+        shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+    except (ConfigError, ValueError) as e:
+        raise SystemExit(f"error: {e}")
+    if settings["models"]:
+        wanted = [m.strip() for m in settings["models"].split(",")]  # names or their folder slugs
+        unknown = [m for m in wanted if m not in shapes and m not in map(slug, shapes)]
+        if unknown:
+            raise SystemExit(f"--models: unknown {unknown}; choose from {', '.join(shapes)} "
+                             f"(or {', '.join(map(slug, shapes))})")
+        shapes = {name: shapes[name] for name in shapes if name in wanted or slug(name) in wanted}
+    seeds = [int(s) for s in str(settings["seeds"]).split(",")]
+    out_dir = Path(settings["out_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shapes_info = describe_shapes(shapes, settings["block_size"])
+    tokens = settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
+        "gradient_accumulation_steps"]
+    print(f"{len(shapes)} shapes x {len(seeds)} seed(s), {tokens / 1e6:.2f}M tokens each, into {out_dir}/")
+    print(shapes_table(shapes, settings["block_size"]) + "\n")
+
+    results, start, done_now = {}, time.time(), 0
+    jobs = [(seed, name) for seed in seeds for name in shapes]
+    for k, (seed, name) in enumerate(jobs):
+        model_type, model_args = shapes[name]
+        run_dir = out_dir / f"{slug(name)}-s{seed}"
+        tag = f"[{k + 1}/{len(jobs)} {name} s{seed}]"
+        finished_before = (run_dir / "result.json").exists()
+        results[(name, seed)] = train_one(run_dir, run_config(settings, model_type, model_args, seed, run_dir),
+                                          settings["max_iters"], tag)
+        if not finished_before:
+            done_now += 1
+            per_run = (time.time() - start) / done_now
+            left = len(jobs) - k - 1
+            print(f"{tag} val loss {results[(name, seed)]['val_loss']:.4f}; "
+                  f"{(time.time() - start) / 60:.1f} min so far, ~{left * per_run / 60:.0f} min to go")
+
+    title = f"{settings['dataset']}, {tokens / 1e6:.1f}M tokens, matched budget ({preset} preset)"
+    table = results_table(shapes_info, results, seeds)
+    header = (f"# Shape comparison: {title}\n\n"
+              f"Baseline {shapes_info[next(iter(shapes_info))]['shape']}, block {settings['block_size']}, batch "
+              f"{settings['batch_size']} x {settings['gradient_accumulation_steps']}, {settings['max_iters']} steps, "
+              f"lr {settings['learning_rate']}, seeds {','.join(map(str, seeds))}. "
+              f"budget = non-embedding parameters without an untied LM head; tokens/s = median training speed "
+              f"of the run (a measurement: it varies between machines and runs), val loss at the last step.\n\n")
+    (out_dir / "results.md").write_text(header + table + "\n")
+    (out_dir / "results.json").write_text(json.dumps(dict(
+        settings=settings, shapes={n: dict(info, model_args=shapes[n][1]) for n, info in shapes_info.items()},
+        results=[dict(model=n, seed=s, **{k: v for k, v in r.items() if k != "curve"}) for (n, s), r in results.items()]),
+        indent=1))
+    plot_curves(list(shapes), results, seeds, out_dir / "val_loss.png", title)
+    print("\n" + table + f"\n\nwrote {out_dir / 'results.md'}, {out_dir / 'results.json'} and {out_dir / 'val_loss.png'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

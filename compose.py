@@ -1,0 +1,287 @@
+"""
+Mechanisms composed, and every mechanism at one matched parameter budget.
+
+The four shape papers change different parts of a transformer, so they stack:
+
+    where in the model          what changes                         paper / file
+    ------------------------    ---------------------------------    ----------------------
+    the layer schedule          width w_l of layer l (one stream)    ><former, variable_width.py
+                                or heads / FFN width of layer l      LWS, lws.py
+    the FFN slot                K narrow sub-MLPs, eq. (3)           hourglass, hourglass.py
+    the attention sublayer      an Inner-FFN on the context k/v      CEA, cea.py
+
+A composed layer l is built from three choices, one per row:
+
+    schedule   -> LayerSpec_l = (heads, kv heads, head_dim, W_l) and width w_l
+    FFN slot   -> K sub-blocks  x <- x + SwiGLU_k(n(x)),  hidden rho W_l each  (K = 1: the plain FFN)
+    attention  -> CEA attention with an Inner-FFN of width K (1 - rho) W_l      (rho = 1: plain attention)
+
+so W_l is the hidden size of one FFN sub-block before CEA's split (hourglass.py's convention:
+the spec's ffn_hidden is d_h), and CEA moves the share 1 - rho of the slot's whole FFN width
+(K W_l) inside attention, as cea.py does for one FFN. The two schedules do not compose with
+each other (both set the per-layer shape); hourglass and CEA compose with either and with each
+other. With a ><former schedule the hourglass bottleneck scales with the layer: d_h,l =
+round(d_h w_l / d), like the ><former's own FFN (4 w_l).
+
+The ><former's stream logic (variable_width.VariableWidthGPT) runs every composed model; with
+constant widths it is exactly model.GPT. So:
+
+    composed(constant widths, K = 1, rho = 1)       == model.GPT            (bit for bit)
+    composed(x widths, K = 1)                       == variable_width ><former
+    composed(constant, K = 4, d_h)                  == hourglass.HourglassGPT
+    composed(constant, rho = 0.125, W = 32 d)       == cea.CEAGPT (CEA)
+    composed(LWS schedule)                          == lws.build_model(...)
+(tests/test_compose.py checks each of these with the same seed and the same logits.)
+
+The second half of this file, `matched_shapes`, builds the plain GPT and every mechanism at
+the baseline's parameter budget (non-embedding parameters without an untied LM head), each
+with its own paper's matching rule; compare.py trains them and bench.py times them.
+
+Not composed: the MoE forms of cea.py (their router and balancing loss stay in cea.py), and
+the ><former's analyses (entropy, logit lens), which read only the stream and work unchanged.
+
+    python compose.py                                   # the matched shapes of the CPU preset
+    python compose.py --preset=gpu                      # ... of the GPU preset (meta device)
+    python train.py --model_type=composed --model_args="{'width_schedule': 'x', 'width_multiple': 8, \\
+        'n_sub_blocks': 4, 'bottleneck_dim': 40}"      # an hourglass ><former on Shakespeare
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+
+import cea
+import hourglass
+import lws
+import variable_width
+from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU
+
+# ----------------------------------------------------------------------------------------
+# The composed model
+
+
+@dataclass
+class ComposedConfig(GPTConfig):
+    """GPTConfig with explicit per-layer `layers` and `layer_widths`, plus K and rho.
+    Each layer's ffn_hidden is W_l, the hidden size of one FFN sub-block before CEA's split."""
+
+    layer_widths: list[int] = field(default_factory=list)  # ><former w_l; empty: n_embd everywhere
+    expansion: str = "carry"  # how a widening layer fills new coordinates (variable_width.EXPANSIONS)
+    n_sub_blocks: int = 1  # hourglass K
+    outer_ratio: float = 1.0  # CEA rho: the FFN slot keeps rho of every sub-block's width
+    current_position: str = "direct"  # CEA's rule for the current position (cea.CURRENT_POSITION_RULES)
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.layer_widths = list(self.layer_widths) or [self.n_embd] * self.n_layer
+        if len(self.layer_widths) != self.n_layer:
+            raise ValueError(f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")
+        if self.expansion not in variable_width.EXPANSIONS:
+            raise ValueError(f"expansion={self.expansion!r}: choose one of {', '.join(variable_width.EXPANSIONS)}")
+        if self.n_sub_blocks < 1:
+            raise ValueError(f"n_sub_blocks={self.n_sub_blocks}: an hourglass FFN needs K >= 1 sub-blocks")
+        if not 0.0 <= self.outer_ratio <= 1.0:
+            raise ValueError(f"outer_ratio={self.outer_ratio}: CEA's rho is the FFN slot's share, in [0, 1]")
+        if self.current_position not in cea.CURRENT_POSITION_RULES:
+            raise ValueError(f"current_position={self.current_position!r}: use one of "
+                             f"{', '.join(cea.CURRENT_POSITION_RULES)}")
+
+    def split(self, spec: LayerSpec):
+        """(outer, inner): the hidden size of each of the K FFN sub-blocks (rho W) and of the
+        Inner-FFN inside attention (K (1 - rho) W)."""
+        outer = round(self.outer_ratio * spec.ffn_hidden)
+        return outer, self.n_sub_blocks * (spec.ffn_hidden - outer)
+
+
+class ComposedGPT(variable_width.VariableWidthGPT):
+    """A ><former stream (constant widths: the plain GPT) whose layer l has the attention
+    and FFN sublayers the config asks for, built at the layer's width w_l."""
+
+    config: ComposedConfig
+
+    def make_attention(self, layer_idx, spec):
+        width = self.config.layer_widths[layer_idx]
+        _, inner = self.config.split(spec)
+        if inner == 0:
+            return AttentionSublayer(width, spec, self.config)  # rho = 1: plain attention
+        # built before the sublayer, as cea.py builds it first inside: same RNG order, same init
+        return cea.CEAAttentionSublayer(width, spec, self.config, inner_ffn=SwiGLU(width, inner))
+
+    def make_ffn(self, layer_idx, spec):
+        width, K = self.config.layer_widths[layer_idx], self.config.n_sub_blocks
+        outer, _ = self.config.split(spec)
+        if outer == 0:
+            return cea.FFNSlot([])  # rho = 0: the whole FFN lives inside attention
+        if K == 1:
+            return FFNSublayer(width, outer, self.config)  # the plain FFN sublayer
+        return hourglass.HourglassFFN(width, outer, K, self.config)  # eq. (3): K sub-blocks of width outer
+
+    def endpoint_params(self):
+        return 0  # Appendix A's W_end is the ><former file's accounting; not tracked for compositions
+
+
+def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
+                ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0,
+                # the ><former schedule (variable_width.py)
+                layer_widths=None, width_schedule="constant", bottleneck_layer_ratio=0.75,
+                bottleneck_width_ratio=0.3, width_multiple=32, expansion="carry",
+                # the LWS schedule (lws.py)
+                ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256,
+                # the hourglass FFN (hourglass.py)
+                n_sub_blocks=1, bottleneck_dim=None,
+                # CEA attention (cea.py)
+                outer_ratio=1.0, current_position="direct"):
+    """A ComposedGPT. The schedule is constant (default), a ><former (`width_schedule` or
+    `layer_widths`) or LWS (`ffn_scalars` + `qkv_scalars`). Each FFN slot has K = n_sub_blocks
+    sub-blocks of hidden d_h = bottleneck_dim or ffn_hidden or 4 n_embd (scaled by w_l / d in
+    a ><former, by the LWS multipliers in LWS); outer_ratio < 1 moves a share of it into CEA
+    attention. Every default together builds the plain GPT."""
+    if bottleneck_dim is not None and ffn_hidden is not None and bottleneck_dim != ffn_hidden:
+        raise ValueError(f"ffn_hidden={ffn_hidden} and bottleneck_dim={bottleneck_dim} disagree: both name the "
+                         f"hidden size of one FFN sub-block; give one of them")
+    n_kv_head = n_kv_head or n_head
+    hidden = bottleneck_dim or ffn_hidden or 4 * n_embd  # W (d_h) at the base width n_embd
+    is_former = bool(layer_widths) or width_schedule != "constant"
+    is_lws = ffn_scalars is not None or qkv_scalars is not None
+    if is_former and is_lws:
+        raise ValueError("a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars / "
+                         "qkv_scalars) both set the per-layer shape and do not compose: pick one")
+    if is_lws:
+        if ffn_scalars is None or qkv_scalars is None:
+            raise ValueError("an LWS schedule needs both ffn_scalars (beta) and qkv_scalars (alpha)")
+        if n_head % n_kv_head:
+            raise ValueError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}")
+        if head_dim is None and n_embd % n_head:
+            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}: set head_dim explicitly")
+        layers = lws.layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed, head_dim or n_embd // n_head,
+                                 n_head // n_kv_head, ffn_multiple)
+        widths = [n_embd] * n_layer
+    elif is_former:
+        if head_dim is not None and head_dim * n_head != n_embd:
+            raise ValueError(f"head_dim={head_dim}: a ><former keeps n_head heads of w_l / n_head; leave it unset")
+        if not layer_widths:  # Appendix A's solver, with the FFN multiple E = K d_h / d of this FFN slot
+            layer_widths, _ = variable_width.solve_widths(
+                width_schedule, n_layer, n_embd, bottleneck_layer_ratio, bottleneck_width_ratio, width_multiple,
+                ffn_mult=n_sub_blocks * hidden / n_embd, kv_ratio=n_kv_head / n_head)
+        widths = list(layer_widths)
+        for i, w in enumerate(widths):
+            if w % (2 * n_head):
+                raise ValueError(f"layer {i}: width {w} must be a multiple of 2 * n_head = {2 * n_head} (same heads "
+                                 f"in every layer, even head_dim for RoPE): set width_multiple to such a multiple")
+        layers = [LayerSpec(n_head, n_kv_head, w // n_head, max(1, round(hidden * w / n_embd))) for w in widths]
+    else:
+        widths, layers = [], []  # GPTConfig makes the uniform layers
+    config = ComposedConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
+                            n_kv_head=n_kv_head, n_embd=n_embd, head_dim=head_dim, ffn_hidden=hidden, qk_norm=qk_norm,
+                            tie_embeddings=tie_embeddings, dropout=dropout, layers=layers, layer_widths=widths,
+                            expansion=expansion, n_sub_blocks=n_sub_blocks, outer_ratio=outer_ratio,
+                            current_position=current_position)
+    return ComposedGPT(config)
+
+
+# ----------------------------------------------------------------------------------------
+# Every mechanism at one matched parameter budget
+
+
+def budget(model):
+    """The parameter budget every shape is matched on: non-embedding parameters without an
+    untied LM head (attention + FFN + norm gains; = non_embedding when embeddings are tied)."""
+    counts = model.param_counts()
+    return counts["non_embedding"] - counts["lm_head"]
+
+
+def count_budget(model_type, **model_args):
+    from configurator import build_model as build_any
+    with torch.device("meta"):
+        return budget(build_any(model_type, **dict(model_args, block_size=2)))
+
+
+def match_ffn_wider(baseline, ffn_mult=32, multiple=8):
+    """FFN-Wider at the baseline's budget: same depth and heads, a narrower d and an FFN
+    about ffn_mult x d wide. For each d (a multiple of 2 n_head) the FFN width W (a multiple
+    of `multiple`) that matches the budget is solved (the count is linear in W); the d whose
+    W / d is closest to ffn_mult wins. Returns cea.build_model kwargs (outer_ratio 1)."""
+    target = count_budget("gpt", **baseline)
+    step = 2 * baseline["n_head"]
+    shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
+    best = None
+    for d in range(step, baseline["n_embd"] + 1, step):
+        at_1 = count_budget("cea", **shape, n_embd=d, ffn_hidden=multiple)
+        per_unit = count_budget("cea", **shape, n_embd=d, ffn_hidden=2 * multiple) - at_1  # 3 d L per `multiple`
+        width = multiple * (1 + round((target - at_1) / per_unit))
+        if width < multiple:
+            continue
+        score = abs(width / d - ffn_mult)
+        if best is None or score < best[0]:
+            best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
+    if best is None:
+        raise ValueError(f"no FFN-Wider shape fits the budget of {baseline}")
+    return best[1]
+
+
+LWS_SCHEDULES = {  # the paper's 18-layer schedules (Table 2), before parameter matching
+    name: {k: v for k, v in shape.items() if k != "n_layer"} for name, shape in lws.CPU_VARIANTS.items()}
+
+
+def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=32,
+                   ffn_wider_mult=32, cea_outer_ratio=0.125, ffn_multiple=256):
+    """{name: (model_type, model_args)}: the plain GPT `baseline` (model.build_model kwargs) and
+    every mechanism at its budget, each matched by its own paper's rule:
+
+    hourglass            same depth and heads, d and d_h found by hourglass.match_baseline
+                         (K sub-blocks, d_h / d ~ hourglass_ratio)
+    ><former             the x schedule solved against the baseline (Appendix A)
+    hourglass+><former   the x schedule solved against the matched hourglass shape
+    FFN-Wider            match_ffn_wider: a narrower d with a ~32 d FFN
+    CEA                  the FFN-Wider shape with rho = cea_outer_ratio (the same parameters)
+    LWS <variant>        the paper's schedules, FFN multipliers scaled by lws.match_params
+    """
+    shapes = {"GPT": ("gpt", dict(baseline))}
+    hg = hourglass.match_baseline(baseline, hourglass_k, hourglass_ratio)
+    shapes["hourglass"] = ("hourglass", hg)
+    former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
+    shapes["><former"] = ("variable_width", {**baseline, **former})
+    shapes["hourglass+><former"] = ("composed", {**hg, **former})
+    wider = match_ffn_wider(baseline, ffn_wider_mult)
+    shapes["FFN-Wider"] = ("cea", wider)
+    shapes["CEA"] = ("cea", {**wider, "outer_ratio": cea_outer_ratio})
+    lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
+    for name, schedule in LWS_SCHEDULES.items():
+        matched, _ = lws.match_params(lws_base, {**lws_base, **schedule, "ffn_multiple": ffn_multiple})
+        shapes[f"LWS {name}"] = ("lws", matched)
+    return shapes
+
+
+def shape_label(model):
+    """A short description of a model's shape, for tables."""
+    c = model.config
+    label = f"L{c.n_layer} d{c.n_embd}"
+    widths = getattr(c, "layer_widths", None)
+    if widths and len(set(widths)) > 1:
+        label += " w" + "/".join(map(str, widths))
+    heads = [s.n_head for s in c.layers]
+    label += f" h{heads[0]}" if len(set(heads)) == 1 else " h" + "/".join(map(str, heads))
+    hidden = [s.ffn_hidden for s in c.layers]
+    k = getattr(c, "n_sub_blocks", 1)
+    ffn = f"{hidden[0]}" if len(set(hidden)) == 1 else "/".join(map(str, hidden))
+    label += f" ffn{'' if k == 1 else f' {k}x'}{ffn}"
+    inner = getattr(c, "inner_hidden", 0)
+    if inner:
+        label += f" inner{inner}"
+    return label
+
+
+if __name__ == "__main__":
+    import sys
+    from compare import MATCHING_KEYS, PRESETS, baseline_of, shapes_table
+    from configurator import ConfigError, parse_overrides
+    preset = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--preset=")), "cpu")
+    if preset not in PRESETS:
+        raise SystemExit(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    try:
+        settings = parse_overrides(sys.argv[1:], dict(PRESETS[preset], preset=preset))
+        shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+        print(f"{preset} preset, every shape at the plain GPT's budget:\n")
+        print(shapes_table(shapes, settings["block_size"]))
+    except (ConfigError, ValueError) as e:
+        raise SystemExit(f"error: {e}")

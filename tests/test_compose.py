@@ -1,0 +1,150 @@
+"""compose.py: composed models reduce exactly to each single mechanism and to the plain GPT,
+and matched_shapes matches every shape to the baseline's budget."""
+
+import pytest
+import torch
+from conftest import all_logits, assert_causal, overfit_loss
+
+import cea
+import compose
+import hourglass
+import lws
+import variable_width
+from model import GPT, build_model as build_plain
+
+COMMON = dict(vocab_size=50, block_size=32, n_layer=4, n_head=4, n_embd=64)
+
+
+def same_model(make_a, make_b, vocab_size=50):
+    """Build both from the same seed; they must have the same parameters and the same logits."""
+    torch.manual_seed(0)
+    a = make_a()
+    torch.manual_seed(0)
+    b = make_b()
+    assert a.param_counts() == b.param_counts()
+    idx = torch.randint(vocab_size, (2, 32))
+    with torch.no_grad():
+        assert torch.equal(all_logits(a.eval(), idx), all_logits(b.eval(), idx))
+
+
+def test_defaults_are_the_plain_gpt():
+    same_model(lambda: compose.build_model(**COMMON), lambda: build_plain(**COMMON))
+
+
+def test_hourglass_former_degenerate_is_the_plain_gpt():
+    """The issue's test: hourglass + ><former with K = 1 and constant widths is model.GPT."""
+    same_model(lambda: compose.build_model(**COMMON, width_schedule="constant", n_sub_blocks=1, bottleneck_dim=256,
+                                           layer_widths=[64] * 4),
+               lambda: build_plain(**COMMON))
+
+
+def test_k1_in_a_former_is_the_former():
+    former = dict(width_schedule="x", width_multiple=8)
+    same_model(lambda: compose.build_model(**COMMON, **former), lambda: variable_width.build_model(**COMMON, **former))
+
+
+def test_constant_widths_k4_is_the_hourglass():
+    same_model(lambda: compose.build_model(**COMMON, n_sub_blocks=4, bottleneck_dim=24),
+               lambda: hourglass.build_model(**COMMON, n_sub_blocks=4, bottleneck_dim=24))
+
+
+def test_cea_attention_is_cea():
+    same_model(lambda: compose.build_model(**COMMON, ffn_hidden=32 * 64, outer_ratio=0.125),
+               lambda: cea.build_model(**COMMON, ffn_mult=32, outer_ratio=0.125))
+
+
+def test_lws_schedule_is_lws():
+    schedule = dict(ffn_scalars=[0.5, 3.8, 0.5], qkv_scalars=[0.5, 1.0, 0.5], framed=True, ffn_multiple=32)
+    same_model(lambda: compose.build_model(**COMMON, **schedule), lambda: lws.build_model(**COMMON, **schedule))
+
+
+def all_three():
+    """Hourglass FFNs inside a ><former with CEA attention."""
+    return compose.build_model(**COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=3, bottleneck_dim=24,
+                               outer_ratio=0.5)
+
+
+def test_all_three_compose_causal_and_learn():
+    model = all_three()
+    assert [len(b.ffn.sub_blocks) for b in model.blocks] == [3] * 4
+    assert all(isinstance(b.attn, cea.CEAAttentionSublayer) for b in model.blocks)
+    widths = model.config.layer_widths
+    assert len(set(widths)) > 1 and [b.attn.norm.weight.numel() for b in model.blocks] == widths
+    # the slot keeps rho W per sub-block, the Inner-FFN gets K (1 - rho) W: the FFN width is conserved
+    for block, spec in zip(model.blocks, model.config.layers):
+        assert block.ffn.sub_blocks[0].mlp.out_proj.in_features == round(0.5 * spec.ffn_hidden)
+        assert block.attn.inner_ffn.out_proj.in_features == 3 * (spec.ffn_hidden - round(0.5 * spec.ffn_hidden))
+    assert_causal(model, 50, t=9)
+    assert overfit_loss(all_three(), 50, steps=80) < 1.0
+
+
+def test_hourglass_in_lws():
+    model = compose.build_model(**COMMON, ffn_scalars=[1.0, 2.0], qkv_scalars=[0.5, 1.0], ffn_multiple=16,
+                                n_sub_blocks=2)
+    hidden = [s.ffn_hidden for s in model.config.layers]
+    assert len(set(hidden)) > 1
+    assert [b.ffn.sub_blocks[1].mlp.out_proj.in_features for b in model.blocks] == hidden
+    assert_causal(model, 50, t=5)
+
+
+def test_flops_match_the_flop_counter():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    model = compose.build_model(**COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=2, bottleneck_dim=24)
+    idx = torch.randint(50, (1, 32))
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(idx, idx)
+    assert counter.get_total_flops() == 32 * model.flops_per_token(32)
+
+
+def test_bad_compositions_are_refused():
+    with pytest.raises(ValueError, match="do not compose"):
+        compose.build_model(**COMMON, width_schedule="x", ffn_scalars=[1.0, 2.0], qkv_scalars=[1.0, 1.0])
+    with pytest.raises(ValueError, match="multiple of 2 \\* n_head"):
+        compose.build_model(**COMMON, layer_widths=[64, 36, 64, 64])
+    with pytest.raises(ValueError, match="outer_ratio"):
+        compose.build_model(**COMMON, outer_ratio=1.5)
+    with pytest.raises(ValueError, match="both"):
+        compose.build_model(**COMMON, ffn_scalars=[1.0, 2.0])
+
+
+def test_train_builds_composed_by_name():
+    from configurator import build_model
+    model = build_model("composed", **COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=2)
+    assert isinstance(model, compose.ComposedGPT) and isinstance(model, GPT)
+
+
+# ----------------------------------------------------------------------------------------
+# matched_shapes
+
+
+def budgets(shapes):
+    return {name: compose.count_budget(model_type, **args) for name, (model_type, args) in shapes.items()}
+
+
+def test_cpu_preset_shapes_match_the_budget():
+    from compare import MATCHING_KEYS, PRESETS, baseline_of
+    settings = PRESETS["cpu"]
+    shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+    assert list(shapes) == ["GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA", "LWS vanilla",
+                            "LWS framed", "LWS reverse", "LWS crown"]
+    counts = budgets(shapes)
+    target = counts["GPT"]
+    for name in ("hourglass", "FFN-Wider", "CEA", "LWS vanilla", "LWS framed", "LWS reverse", "LWS crown"):
+        assert abs(counts[name] / target - 1) < 0.006, name
+    assert counts["CEA"] == counts["FFN-Wider"]  # CEA only moves FFN width inside attention
+    # the ><formers are matched by Appendix A's rule, which leaves out the endpoint matrices W_end
+    with torch.device("meta"):
+        former = variable_width.build_model(**shapes["><former"][1])
+    matched = variable_width.param_summary(former)["matched"]
+    assert abs(matched / target - 1) < 0.02
+
+
+def test_gpu_preset_hourglass_is_the_papers_113m_row():
+    from compare import MATCHING_KEYS, PRESETS, baseline_of
+    settings = PRESETS["gpu"]
+    shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+    args = shapes["hourglass"][1]
+    assert (args["n_embd"], args["bottleneck_dim"], args["n_sub_blocks"], args["n_layer"]) == (1032, 418, 4, 12)
+    wider = shapes["FFN-Wider"][1]
+    assert 28 <= wider["ffn_hidden"] / wider["n_embd"] <= 36
