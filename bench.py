@@ -1,8 +1,18 @@
 """
-Speed of the models in this repo: tokens/s, ms/iter and MFU of a training step.
+Speed of the models in this repo: tokens/s, ms/iter and MFU of a training step, for the
+plain GPT and every mechanism at the same parameter budget, as ratios to the plain GPT.
 
-    python bench.py                                   # default shape, CPU: eager/compiled x bf16/fp32
-    python bench.py --n_layer=12 --n_embd=768 --block_size=1024 --batch_size=8   # any shape
+    python bench.py                                    # all 10 shapes of compare.py's CPU preset,
+                                                       # eager/compiled x bf16/fp32 (~25 min on 2 cores)
+    python bench.py --modes=eager --dtypes=bfloat16    # one column, ~2 min
+    python bench.py --preset=gpu --batch_size=16       # the GPU preset's shapes (12L/768 baseline)
+    python bench.py --models=GPT --n_layer=6 --n_embd=384 --block_size=256   # one plain shape
+
+The shapes are compose.matched_shapes of a baseline (the preset's, with any --key override:
+n_layer, n_embd, n_head, block_size, ...). For each (mode, dtype) every model is built (and
+compiled), warmed up, then timed in turn, `rounds` times: the models alternate, so a machine
+that gets busier slows all of them alike, and each keeps its best round. Ratios are to the
+plain GPT of the same (mode, dtype), measured in this run.
 
 MFU (model FLOPs utilization) = achieved training FLOPs/s / peak FLOPs/s, where a
 training step costs 3x the forward FLOPs that model.flops_per_token() counts.
@@ -13,7 +23,7 @@ training step costs 3x the forward FLOPs that model.flops_per_token() counts.
   fp32 runs are scored against the same bf16 peak, so fp32 MFU shows what bf16 buys.
 
 Speed is measured here and never in timed tests. Warm-up steps (and compilation) are
-excluded; the figure is the median of the timed steps.
+excluded; a round's figure is the median of its timed steps.
 """
 
 import statistics
@@ -85,55 +95,116 @@ def time_training_steps(model, batch_size, block_size, vocab_size, device, dtype
     return statistics.median(times)
 
 
-def benchmark(model_args, batch_size, device, dtypes, compiled_modes, steps=10, model_type="gpt"):
-    """Rows of dicts: one per (compile mode, dtype) for one model shape."""
+def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5, rounds=2):
+    """shapes: {name: (model_type, model_args)}. Rows of dicts, one per (name, mode, dtype),
+    with ms_per_iter, tokens_per_s, mfu, and `ratio` = tokens/s over the first shape's."""
     from configurator import build_model
     device_type = device.split(":")[0]
     peak, peak_note = peak_flops(device_type)
+    if any(compiled_modes):  # many models share GPT.forward: let dynamo keep one compiled graph per model
+        # and dtype instead of falling back to eager after the default 8 (recompile_limit, once cache_size_limit)
+        import torch._dynamo.config as dynamo_config
+        key = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+        setattr(dynamo_config, key, max(getattr(dynamo_config, key), 4 * len(shapes) * len(dtypes)))
     rows = []
     for compiled in compiled_modes:
+        mode = "compiled" if compiled else "eager"
         for dtype in dtypes:
-            torch.manual_seed(0)
-            model = build_model(model_type, **model_args).to(device)
-            flops_per_token = model.flops_per_token(model_args["block_size"])
-            runner = torch.compile(model) if compiled else model
-            warmup = 3 if compiled else 2
-            t0 = time.perf_counter()
-            seconds = time_training_steps(runner, batch_size, model_args["block_size"], model_args["vocab_size"],
-                                          device, dtype, steps=steps, warmup=warmup)
-            tokens_per_s = batch_size * model_args["block_size"] / seconds
-            rows.append(dict(model=model_type, mode="compiled" if compiled else "eager",
-                             dtype=str(dtype).replace("torch.", ""), ms_per_iter=1000 * seconds,
-                             tokens_per_s=tokens_per_s,
-                             mfu=3 * flops_per_token * tokens_per_s / peak if peak else None,
-                             wall_s=time.perf_counter() - t0))
-            print(f"  {rows[-1]['model']} {rows[-1]['mode']} {rows[-1]['dtype']}: {rows[-1]['ms_per_iter']:.0f} ms/iter, "
-                  f"{tokens_per_s:,.0f} tok/s", flush=True)
-            del model, runner
+            runners, best = {}, {}
+            for name, (model_type, model_args) in shapes.items():
+                torch.manual_seed(0)
+                model = build_model(model_type, **model_args).to(device)
+                runners[name] = (model, torch.compile(model) if compiled else model, model_args)
+            for round_ in range(rounds):  # alternate the models; the first round also warms up / compiles
+                for name, (model, runner, args) in runners.items():
+                    t0 = time.perf_counter()
+                    seconds = time_training_steps(runner, batch_size, args["block_size"], args["vocab_size"], device,
+                                                  dtype, steps=steps, warmup=(3 if compiled else 2) if round_ == 0 else 1)
+                    best[name] = min(best.get(name, float("inf")), seconds)
+                    print(f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}: {1000 * seconds:.0f} ms/iter "
+                          f"({time.perf_counter() - t0:.0f} s)", flush=True)
+            first = None
+            for name, (model, runner, args) in runners.items():
+                tokens_per_s = batch_size * args["block_size"] / best[name]
+                first = first or tokens_per_s
+                rows.append(dict(model=name, mode=mode, dtype=str(dtype).replace("torch.", ""),
+                                 ms_per_iter=1000 * best[name], tokens_per_s=tokens_per_s, ratio=tokens_per_s / first,
+                                 mfu=3 * model.flops_per_token(args["block_size"]) * tokens_per_s / peak if peak else None))
+            del runners
+            if compiled:
+                torch._dynamo.reset()  # drop the compiled graphs of this group (and what they hold)
+            if device_type == "cuda":
+                torch.cuda.empty_cache()
     return rows, peak_note
 
 
+def benchmark(model_args, batch_size, device, dtypes, compiled_modes, steps=10, model_type="gpt"):
+    """Rows of dicts, one per (compile mode, dtype), for one model shape (one round)."""
+    return benchmark_shapes({model_type: (model_type, model_args)}, batch_size, device, dtypes, compiled_modes,
+                            steps=steps, rounds=1)
+
+
 def markdown_table(rows):
-    lines = ["| model | mode | dtype | ms/iter | tokens/s | MFU |", "|---|---|---|---:|---:|---:|"]
+    ratio = "ratio" in rows[0] and len({r["model"] for r in rows}) > 1
+    lines = ["| model | mode | dtype | ms/iter | tokens/s |" + (" vs first |" if ratio else "") + " MFU |",
+             "|---|---|---|---:|---:|" + ("---:|" if ratio else "") + "---:|"]
     for r in rows:
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
-        lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | {r['ms_per_iter']:.0f} | {r['tokens_per_s']:,.0f} | {mfu} |")
+        lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | {r['ms_per_iter']:.0f} | {r['tokens_per_s']:,.0f} |"
+                     + (f" {r['ratio']:.2f}x |" if ratio else "") + f" {mfu} |")
+    return "\n".join(lines)
+
+
+def ratio_table(rows):
+    """One row per model, one column per (mode, dtype): tokens/s as a ratio to the first model
+    (the plain GPT), with the MFU under it."""
+    columns = list(dict.fromkeys((r["mode"], r["dtype"]) for r in rows))
+    cell = {(r["model"], r["mode"], r["dtype"]): r for r in rows}
+    lines = ["| model | " + " | ".join(f"{m} {d}" for m, d in columns) + " |", "|---|" + "---:|" * len(columns)]
+    for name in dict.fromkeys(r["model"] for r in rows):
+        cells = []
+        for m, d in columns:
+            r = cell[(name, m, d)]
+            mfu = f", MFU {100 * r['mfu']:.1f}%" if r["mfu"] is not None else ""
+            cells.append(f"{r['ratio']:.2f}x ({r['tokens_per_s']:,.0f} tok/s{mfu})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     import sys
-    from configurator import parse_overrides
-    args = parse_overrides(sys.argv[1:], dict(
-        n_layer=6, n_embd=384, n_head=6, block_size=256, vocab_size=84, batch_size=32, steps=10,
-        device="auto", dtypes="bfloat16,float32", modes="eager,compiled"))
-    device = args.pop("device")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    batch_size, steps = args.pop("batch_size"), args.pop("steps")
-    dtypes = [getattr(torch, d) for d in args.pop("dtypes").split(",")]
-    modes = [m == "compiled" for m in args.pop("modes").split(",")]
-    print(f"benchmarking {args} batch {batch_size} on {device} with {torch.get_num_threads()} threads")
-    rows, peak_note = benchmark(args, batch_size, device, dtypes, modes, steps=steps)
+    from compare import BASELINE_KEYS, MATCHING_KEYS, PRESETS, baseline_of, slug
+    from compose import matched_shapes
+    from configurator import ConfigError, parse_overrides
+    preset = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--preset=")), "cpu")
+    if preset not in PRESETS:
+        raise SystemExit(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    keep = ("dataset", "data_dir", "block_size", "batch_size", "models") + BASELINE_KEYS + MATCHING_KEYS
+    defaults = {k: PRESETS[preset][k] for k in keep}
+    defaults.update(preset=preset, vocab_size=0, steps=5, rounds=2, device="auto", dtypes="bfloat16,float32",
+                    modes="eager,compiled", threads=0)  # vocab_size 0: the dataset's
+    try:
+        args = parse_overrides(sys.argv[1:], defaults)
+        baseline = baseline_of(args)
+        if args["vocab_size"]:
+            baseline["vocab_size"] = args["vocab_size"]
+        shapes = matched_shapes(baseline, **{k: args[k] for k in MATCHING_KEYS})
+    except (ConfigError, ValueError) as e:
+        raise SystemExit(f"error: {e}")
+    if args["models"]:
+        wanted = [m.strip() for m in args["models"].split(",")]
+        shapes = {n: v for n, v in shapes.items() if n in wanted or slug(n) in wanted}
+        if not shapes:
+            raise SystemExit(f"--models={args['models']!r} names none of the shapes: {', '.join(matched_shapes(baseline))}")
+    if args["threads"]:
+        torch.set_num_threads(args["threads"])
+    device = args["device"] if args["device"] != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+    dtypes = [getattr(torch, d) for d in args["dtypes"].split(",")]
+    modes = [m == "compiled" for m in args["modes"].split(",")]
+    print(f"benchmarking {len(shapes)} shapes at the budget of {baseline}, batch {args['batch_size']} on {device} "
+          f"({torch.get_num_threads()} threads), {args['rounds']} alternating rounds of {args['steps']} steps")
+    rows, peak_note = benchmark_shapes(shapes, args["batch_size"], device, dtypes, modes, args["steps"], args["rounds"])
     print(f"\nMFU against: {peak_note}\n")
-    print(markdown_table(rows))
+    print(markdown_table(rows) + "\n")
+    print("tokens/s as a ratio to the plain GPT of the same column (tokens/s, MFU):\n")
+    print(ratio_table(rows))

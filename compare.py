@@ -33,7 +33,6 @@ out_dir is refused: use a new out_dir.
 """
 
 import json
-import math
 import statistics
 import subprocess
 import sys
@@ -111,15 +110,7 @@ def describe_shapes(shapes, seq_len):
 
 
 def shapes_table(shapes, seq_len):
-    rows = describe_shapes(shapes, seq_len)
-    base = rows[next(iter(rows))]
-    lines = ["| model | shape | attention | FFN | budget (vs GPT) | fwd FLOPs/token | KV bytes/token |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    for name, r in rows.items():
-        lines.append(f"| {name} | {r['shape']} | {r['attention'] / 1e6:.3f}M | {r['ffn'] / 1e6:.3f}M | "
-                     f"{r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base['budget'] - 1):+.1f}%) | "
-                     f"{r['flops_per_token'] / 1e6:.2f}M | {r['kv_bytes_per_token']:,} |")
-    return "\n".join(lines)
+    return results_table(describe_shapes(shapes, seq_len))
 
 
 # ----------------------------------------------------------------------------------------
@@ -147,7 +138,8 @@ def summarize_run(run_dir, max_iters):
     """result.json's content from a finished run's metrics.jsonl."""
     records = read_jsonl(run_dir / "metrics.jsonl")
     evals = {r["iter"]: r for r in records if "val_loss" in r}  # a resumed run may log a step twice
-    steps = [r for r in records if "tokens_per_s" in r and r["iter"] > 0]  # step 0 includes warm-up
+    steps = [r for r in records if "tokens_per_s" in r]
+    steps = [r for r in steps if r["iter"] > 0] or steps  # step 0 includes warm-up (and compilation)
     if max_iters not in evals:
         raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
     median = lambda key: statistics.median(r[key] for r in steps) if steps else None
@@ -181,6 +173,7 @@ def train_one(run_dir, config_text, max_iters, tag):
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
         for line in process.stdout:
             log.write(line)
+            log.flush()  # tail -f works
             if line.startswith(("step ", "error", "Traceback")) or "Error" in line:
                 print(f"  {tag} {line.rstrip()}", flush=True)
         if process.wait() != 0:
@@ -196,29 +189,29 @@ def train_one(run_dir, config_text, max_iters, tag):
 # The table and the plot
 
 
-def mean_std(values):
-    mean = statistics.fmean(values)
-    return mean, (statistics.stdev(values) if len(values) > 1 else None)
-
-
-def results_table(shapes_info, results, seeds):
-    """Markdown: one row per model, counts from the shape, measurements averaged over seeds."""
+def results_table(shapes_info, results=None, seeds=None):
+    """Markdown, one row per model: the counts of its shape and, given `results` {(name, seed):
+    result}, the training speed and the final val loss (mean, and std over seeds if several)."""
     names = list(shapes_info)
-    base_tps = mean_std([results[(names[0], s)]["tokens_per_s"] for s in seeds])[0]
     base_budget = shapes_info[names[0]]["budget"]
-    spread = " (mean +- std over seeds)" if len(seeds) > 1 else ""
-    lines = ["| model | shape | attention | FFN | budget (vs GPT) | fwd FLOPs/token | KV bytes/token | "
-             f"tokens/s (vs GPT) | val loss{spread} |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    head = "| model | shape | embedding | attention | FFN | budget (vs GPT) | fwd FLOPs/token | KV bytes/token |"
+    rule = "|---|---|---:|---:|---:|---:|---:|---:|"
+    if results:
+        base_tps = statistics.fmean(results[(names[0], s)]["tokens_per_s"] for s in seeds)
+        head += " tokens/s (vs GPT) | val loss" + (" (mean +- std over seeds)" if len(seeds) > 1 else "") + " |"
+        rule += "---:|---:|"
+    lines = [head, rule]
     for name in names:
         r = shapes_info[name]
-        tps = mean_std([results[(name, s)]["tokens_per_s"] for s in seeds])[0]
-        loss, std = mean_std([results[(name, s)]["val_loss"] for s in seeds])
-        loss_text = f"{loss:.4f}" + (f" +- {std:.4f}" if std is not None else "")
-        lines.append(f"| {name} | {r['shape']} | {r['attention'] / 1e6:.3f}M | {r['ffn'] / 1e6:.3f}M | "
-                     f"{r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base_budget - 1):+.1f}%) | "
-                     f"{r['flops_per_token'] / 1e6:.2f}M | {r['kv_bytes_per_token']:,} | "
-                     f"{tps:,.0f} ({tps / base_tps:.2f}x) | {loss_text} |")
+        line = (f"| {name} | {r['shape']} | {r['embedding'] / 1e6:.3f}M | {r['attention'] / 1e6:.3f}M | "
+                f"{r['ffn'] / 1e6:.3f}M | {r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base_budget - 1):+.1f}%) | "
+                f"{r['flops_per_token'] / 1e6:.2f}M | {r['kv_bytes_per_token']:,} |")
+        if results:
+            tps = statistics.fmean(results[(name, s)]["tokens_per_s"] for s in seeds)
+            losses = [results[(name, s)]["val_loss"] for s in seeds]
+            spread = f" +- {statistics.stdev(losses):.4f}" if len(losses) > 1 else ""
+            line += f" {tps:,.0f} ({tps / base_tps:.2f}x) | {statistics.fmean(losses):.4f}{spread} |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -229,8 +222,9 @@ def plot_curves(names, results, seeds, path, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), dpi=110, sharey=True)
+    zoom = axes[0].inset_axes([0.42, 0.42, 0.55, 0.55])  # the last third of training, magnified
     styles = ["-", "--", "-.", ":"]
-    finals, earlies = [], []
+    finals, earlies, worst_finals = [], [], []
     for i, name in enumerate(names):
         curves = [results[(name, s)]["curve"] for s in seeds]
         n = min(len(c) for c in curves)
@@ -238,7 +232,8 @@ def plot_curves(names, results, seeds, path, title):
         mean = [statistics.fmean(v) for v in losses]
         finals.append(mean[-1])
         earlies.append(mean[min(2, n - 1)])
-        for ax, key, scale in ((axes[0], "tokens", 1e6), (axes[1], "elapsed_s", 60)):
+        worst_finals.append(max(mean[-1], mean[max(0, 2 * n // 3)]))
+        for ax, key, scale in ((axes[0], "tokens", 1e6), (axes[1], "elapsed_s", 60), (zoom, "tokens", 1e6)):
             xs = [statistics.fmean(c[j][key] for c in curves) / scale for j in range(n)]
             line, = ax.plot(xs, mean, styles[i // 10 % 4], marker="o", markersize=2.5, label=name, color=f"C{i % 10}")
             if len(seeds) > 1:
@@ -246,6 +241,13 @@ def plot_curves(names, results, seeds, path, title):
                                 alpha=0.15)
     low, high = min(finals), max(earlies)
     axes[0].set_ylim(low - 0.05 * (high - low), high)  # the interesting part: after the first drop
+    last_x = max(line.get_xdata()[-1] for line in zoom.get_lines())
+    zoom.set_xlim(2 * last_x / 3, last_x * 1.02)
+    top = sorted(worst_finals)[len(worst_finals) // 2]  # the better half of the models, at 2/3 of training
+    zoom.set_ylim(low - 0.1 * (top - low), top)
+    zoom.tick_params(labelsize=7)
+    zoom.grid(alpha=0.3)
+    zoom.set_title("last third, magnified", fontsize=8)
     axes[0].set(xlabel="tokens trained on (millions)", ylabel="validation loss", title=title)
     axes[1].set(xlabel="wall-clock minutes (this machine, evaluation included)", title="the same, against time")
     for ax in axes:
@@ -307,7 +309,9 @@ def main(argv):
               f"{settings['batch_size']} x {settings['gradient_accumulation_steps']}, {settings['max_iters']} steps, "
               f"lr {settings['learning_rate']}, seeds {','.join(map(str, seeds))}. "
               f"budget = non-embedding parameters without an untied LM head; tokens/s = median training speed "
-              f"of the run (a measurement: it varies between machines and runs), val loss at the last step.\n\n")
+              f"of the run (a measurement: it varies between machines and runs), val loss at the last step. "
+              f"CEA's attention column includes its Inner-FFN; the ><former rows include Appendix A's endpoint "
+              f"matrices W_end, which its matching leaves out.\n\n")
     (out_dir / "results.md").write_text(header + table + "\n")
     (out_dir / "results.json").write_text(json.dumps(dict(
         settings=settings, shapes={n: dict(info, model_args=shapes[n][1]) for n, info in shapes_info.items()},
@@ -318,4 +322,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except KeyboardInterrupt:
+        raise SystemExit("\ninterrupted: run the same command again to resume (finished runs are kept, the "
+                         "interrupted one continues from its last checkpoint)")

@@ -37,8 +37,10 @@ The second half of this file, `matched_shapes`, builds the plain GPT and every m
 the baseline's parameter budget (non-embedding parameters without an untied LM head), each
 with its own paper's matching rule; compare.py trains them and bench.py times them.
 
-Not composed: the MoE forms of cea.py (their router and balancing loss stay in cea.py), and
-the ><former's analyses (entropy, logit lens), which read only the stream and work unchanged.
+A ><former schedule given as `width_schedule` is solved by Appendix A with the FFN multiple
+of this FFN slot, E = K d_h / d, so it matches the constant-width model of the same d, K, d_h.
+Not composed: the MoE forms of cea.py (their router and balancing loss stay in cea.py). Not
+tracked: Appendix A's endpoint count W_end for composed models (endpoint_params returns 0).
 
     python compose.py                                   # the matched shapes of the CPU preset
     python compose.py --preset=gpu                      # ... of the GPU preset (meta device)
@@ -265,9 +267,11 @@ def shape_label(model):
     k = getattr(c, "n_sub_blocks", 1)
     ffn = f"{hidden[0]}" if len(set(hidden)) == 1 else "/".join(map(str, hidden))
     label += f" ffn{'' if k == 1 else f' {k}x'}{ffn}"
-    inner = getattr(c, "inner_hidden", 0)
+    inner = getattr(c, "inner_hidden", 0)  # cea.py's models
     if inner:
         label += f" inner{inner}"
+    if getattr(c, "outer_ratio", 1.0) < 1.0:  # composed models with CEA attention
+        label += f" rho{c.outer_ratio:g}"
     return label
 
 
