@@ -51,29 +51,26 @@ MATCHING_KEYS = ("hourglass_k", "hourglass_ratio", "width_schedule", "width_mult
                  "cea_outer_ratio", "ffn_multiple")
 BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
 
-PRESETS = {
-    # 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
-    # Measured: ~45 min for all ten on a 2-core CPU (see README, Results).
-    "cpu": dict(
-        out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models="", seeds="1337",
-        n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
-        block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600, learning_rate=2e-3,
-        min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
-        device="auto", dtype="auto", compile=False,
-        hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
-        cea_outer_ratio=0.125, ffn_multiple=32),
-    # The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
-    # gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
-    # 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
-    "gpu": dict(
-        out_dir="out-compare-gpu", dataset="tinystories", data_dir="", models="", seeds="1337",
-        n_layer=12, n_head=12, n_kv_head=None, n_embd=768, qk_norm="", tie_embeddings=True,
-        block_size=1024, batch_size=32, gradient_accumulation_steps=1, max_iters=4000, learning_rate=6e-4,
-        min_lr=6e-5, warmup_iters=200, eval_interval=250, eval_iters=50, log_interval=50,
-        device="auto", dtype="auto", compile=True,
-        hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=48, ffn_wider_mult=32,
-        cea_outer_ratio=0.125, ffn_multiple=256),
-}
+# 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
+# Measured: ~45 min for all ten on a 2-core CPU (see README, Results).
+CPU_PRESET = dict(
+    out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models="", seeds="1337",
+    n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
+    block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600, learning_rate=2e-3,
+    min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
+    device="auto", dtype="auto", compile=False,
+    hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
+    cea_outer_ratio=0.125, ffn_multiple=32)
+# The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
+# gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
+# 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
+GPU_PRESET = dict(
+    CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
+    block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200, eval_interval=250,
+    eval_iters=50, log_interval=50, compile=True,
+    width_multiple=48,  # widths: multiples of 2 x 12 heads
+    ffn_multiple=256)  # the LWS paper's FFN divisor
+PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 
 
 def baseline_of(settings):
