@@ -114,8 +114,9 @@ def shapes_table(shapes, seq_len):
 # Running one model through train.py, resumably
 
 
-TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accumulation_steps", "max_iters", "learning_rate",
-              "min_lr", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device", "dtype", "compile")
+TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accumulation_steps", "max_iters",
+              "learning_rate", "min_lr", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device",
+              "dtype", "compile")
 
 
 def run_config(settings, model_type, model_args, seed, run_dir):
@@ -191,11 +192,12 @@ def results_table(shapes_info, results=None, seeds=None):
     result}, the training speed and the final val loss (mean, and std over seeds if several)."""
     names = list(shapes_info)
     base_budget = shapes_info[names[0]]["budget"]
-    head = "| model | shape | embedding | attention | FFN | budget (vs GPT) | fwd FLOPs/token | KV bytes/token |"
+    first = names[0]  # the plain GPT, unless --models left it out
+    head = f"| model | shape | embedding | attention | FFN | budget (vs {first}) | fwd FLOPs/token | KV bytes/token |"
     rule = "|---|---|---:|---:|---:|---:|---:|---:|"
     if results:
         base_tps = statistics.fmean(results[(names[0], s)]["tokens_per_s"] for s in seeds)
-        head += " tokens/s (vs GPT) | val loss" + (" (mean +- std over seeds)" if len(seeds) > 1 else "") + " |"
+        head += f" tokens/s (vs {first}) | val loss" + (" (mean +- std over seeds)" if len(seeds) > 1 else "") + " |"
         rule += "---:|---:|"
     lines = [head, rule]
     for name in names:
