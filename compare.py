@@ -73,6 +73,22 @@ GPU_PRESET = dict(
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 
 
+def prepare_data(settings):
+    """Make sure the dataset exists before the shapes are built: their vocab_size is the data's.
+    The small datasets are prepared here (as train.py would); the others say how."""
+    data_dir = Path(settings["data_dir"] or ROOT / "data" / settings["dataset"])
+    if (data_dir / "meta.json").exists():
+        return
+    prepare = data_dir / "prepare.py"
+    if settings["dataset"] in ("shakespeare_char", "shakespeare") and not settings["data_dir"]:
+        print(f"{data_dir / 'meta.json'} is missing: preparing the data now (python {prepare})")
+        subprocess.run([sys.executable, str(prepare)], check=True)
+    else:
+        raise SystemExit(f"dataset {settings['dataset']!r} is not prepared ({data_dir / 'meta.json'} is missing): "
+                         f"run python {prepare}" + (" (it needs the internet)" if settings["dataset"] == "tinystories"
+                                                     else ""))
+
+
 def baseline_of(settings):
     """The plain GPT's build kwargs from a preset (vocab_size from the dataset's meta.json)."""
     meta = Path(settings["data_dir"] or ROOT / "data" / settings["dataset"]) / "meta.json"
@@ -266,6 +282,7 @@ def main(argv):
         raise SystemExit(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     try:
         settings = parse_overrides(argv, dict(PRESETS[preset], preset=preset))
+        prepare_data(settings)
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")

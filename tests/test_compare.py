@@ -74,3 +74,16 @@ def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "finished before, skipping" in resumed.stdout and "resuming from" in resumed.stdout
     assert losses(out) == losses(tmp_path / "straight")
+
+
+def test_missing_dataset_is_prepared_or_explained(tmp_path):
+    import compare
+    with pytest.raises(SystemExit, match="not prepared.*prepare.py"):
+        compare.prepare_data(dict(dataset="tinystories", data_dir=str(tmp_path / "nothing-here")))
+
+
+def test_the_shapes_use_the_datasets_vocabulary(char_dataset):
+    import compare
+    settings = dict(compare.PRESETS["cpu"], data_dir=str(char_dataset))
+    vocab = json.loads((char_dataset / "meta.json").read_text())["vocab_size"]
+    assert vocab != 65 and compare.baseline_of(settings)["vocab_size"] == vocab
