@@ -138,12 +138,6 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
     return rows, peak_note
 
 
-def benchmark(model_args, batch_size, device, dtypes, compiled_modes, steps=10, model_type="gpt"):
-    """Rows of dicts, one per (compile mode, dtype), for one model shape (one round)."""
-    return benchmark_shapes({model_type: (model_type, model_args)}, batch_size, device, dtypes, compiled_modes,
-                            steps=steps, rounds=1)
-
-
 def markdown_table(rows):
     ratio = "ratio" in rows[0] and len({r["model"] for r in rows}) > 1
     lines = ["| model | mode | dtype | ms/iter | tokens/s |" + (" vs first |" if ratio else "") + " MFU |",
@@ -173,29 +167,20 @@ def ratio_table(rows):
 
 if __name__ == "__main__":
     import sys
-    from compare import BASELINE_KEYS, MATCHING_KEYS, PRESETS, baseline_of, slug
+    from compare import BASELINE_KEYS, MATCHING_KEYS, baseline_of, preset_settings, select_models
     from compose import matched_shapes
-    from configurator import ConfigError, parse_overrides
-    preset = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--preset=")), "cpu")
-    if preset not in PRESETS:
-        raise SystemExit(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
-    keep = ("dataset", "data_dir", "block_size", "batch_size", "models") + BASELINE_KEYS + MATCHING_KEYS
-    defaults = {k: PRESETS[preset][k] for k in keep}
-    defaults.update(preset=preset, vocab_size=0, steps=5, rounds=2, device="auto", dtypes="bfloat16,float32",
-                    modes="eager,compiled", threads=0)  # vocab_size 0: the dataset's
+    from configurator import ConfigError
     try:
-        args = parse_overrides(sys.argv[1:], defaults)
+        args = preset_settings(sys.argv[1:], keys=("dataset", "data_dir", "block_size", "batch_size", "models")
+                               + BASELINE_KEYS + MATCHING_KEYS,
+                               extra=dict(vocab_size=0, steps=5, rounds=2, device="auto", dtypes="bfloat16,float32",
+                                          modes="eager,compiled", threads=0))  # vocab_size 0: the dataset's
         baseline = baseline_of(args)
         if args["vocab_size"]:
             baseline["vocab_size"] = args["vocab_size"]
-        shapes = matched_shapes(baseline, **{k: args[k] for k in MATCHING_KEYS})
+        shapes = select_models(matched_shapes(baseline, **{k: args[k] for k in MATCHING_KEYS}), args["models"])
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
-    if args["models"]:
-        wanted = [m.strip() for m in args["models"].split(",")]
-        shapes = {n: v for n, v in shapes.items() if n in wanted or slug(n) in wanted}
-        if not shapes:
-            raise SystemExit(f"--models={args['models']!r} names none of the shapes: {', '.join(matched_shapes(baseline))}")
     if args["threads"]:
         torch.set_num_threads(args["threads"])
     device = args["device"] if args["device"] != "auto" else "cuda" if torch.cuda.is_available() else "cpu"

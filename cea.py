@@ -378,16 +378,16 @@ def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=No
     return CEAGPT(config)
 
 
-def match_ffn_hidden(target_non_embedding, **shape):
-    """The total FFN width W (ffn_hidden, a multiple of 64) whose model has the non-embedding
-    parameter count closest to target_non_embedding, e.g. a baseline's. The split rho does not
-    change the count (the Inner-FFN and Outer-FFN share W), so this works for any outer_ratio."""
+def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
+    """The total FFN width W (ffn_hidden, a multiple of `multiple`) whose model has the
+    non-embedding parameter count closest to target_non_embedding, e.g. a baseline's. The split
+    rho does not change the count (the Inner-FFN and Outer-FFN share W), so this works for any
+    outer_ratio."""
     def count(width):
         with torch.device("meta"):
             return build_model(**{**shape, "ffn_hidden": width}).param_counts()["non_embedding"]
-    per_unit = (count(128) - count(64)) / 64  # parameters per unit of FFN width (3 d L for SwiGLU)
-    width = 64 * max(1, round((target_non_embedding - count(64)) / per_unit / 64 + 1))
-    return width
+    per_unit = (count(2 * multiple) - count(multiple)) / multiple  # parameters per unit of FFN width (3 d L)
+    return multiple * max(1, round((target_non_embedding - count(multiple)) / per_unit / multiple + 1))
 
 
 def param_split(model):
@@ -588,15 +588,13 @@ if __name__ == "__main__":
         plot_contributions(results, plot)
         print(f"wrote {plot}")
     elif bench:  # training tokens/s of this shape vs FFN-Wider (outer_ratio=1) in the same run, bf16 eager
-        from bench import benchmark, markdown_table
+        from bench import benchmark_shapes, markdown_table
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        rows = []
-        for name, outer in (("ffn-wider", 1.0), (f"caa rho={args['outer_ratio']}", args["outer_ratio"])):
-            r, peak_note = benchmark({**args, "outer_ratio": outer}, batch_size, device, [torch.bfloat16], [False],
-                                     steps=steps, model_type="cea")
-            rows += [{**row, "model": name} for row in r]
+        shapes = {"ffn-wider": ("cea", {**args, "outer_ratio": 1.0}),
+                  f"caa rho={args['outer_ratio']}": ("cea", args)}
+        rows, _ = benchmark_shapes(shapes, batch_size, device, [torch.bfloat16], [False], steps=steps)
         print(markdown_table(rows))
-        print(f"tokens/s ratio (CAA / FFN-Wider): {rows[1]['tokens_per_s'] / rows[0]['tokens_per_s']:.3f}")
+        print(f"tokens/s ratio (CAA / FFN-Wider): {rows[1]['ratio']:.3f}")
     else:
         with torch.device("meta"):  # instant, even for the H=768 shapes
             model = build_model(**args)

@@ -43,6 +43,8 @@ import torch
 
 from compose import budget, matched_shapes, shape_label
 from configurator import ConfigError, build_model, parse_overrides
+from plot import read_evals
+from variable_width import kv_cache_bytes_per_token
 
 ROOT = Path(__file__).resolve().parent
 
@@ -71,6 +73,30 @@ GPU_PRESET = dict(
     width_multiple=48,  # widths: multiples of 2 x 12 heads
     ffn_multiple=256)  # the LWS paper's FFN divisor
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
+
+
+def preset_settings(argv, keys=None, extra=None):
+    """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
+    on top (compare.py, compose.py and bench.py read their command lines this way).
+    keys: keep only these preset keys; extra: the calling tool's own options and defaults."""
+    preset = next((a.split("=", 1)[1] for a in argv if a.startswith("--preset=")), "cpu")
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
+    defaults.update(extra or {}, preset=preset)
+    return parse_overrides(argv, defaults)
+
+
+def select_models(shapes, models):
+    """The shapes named in `models`: comma-separated names or their folder slugs ('' = all)."""
+    if not models:
+        return shapes
+    wanted = [m.strip() for m in models.split(",")]
+    unknown = [m for m in wanted if m not in shapes and m not in map(slug, shapes)]
+    if unknown:
+        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(shapes)} "
+                          f"(or {', '.join(map(slug, shapes))})")
+    return {name: shapes[name] for name in shapes if name in wanted or slug(name) in wanted}
 
 
 def prepare_data(settings):
@@ -118,7 +144,7 @@ def describe_shapes(shapes, seq_len):
         out[name] = dict(model_type=model_type, shape=shape_label(model), embedding=c["embedding"] + c["lm_head"],
                          attention=c["attention"], ffn=c["ffn"], norms=c["norms"] + c["other"], budget=budget(model),
                          total=c["total"], flops_per_token=model.flops_per_token(seq_len),
-                         kv_bytes_per_token=sum(4 * s.n_kv_head * s.head_dim for s in model.config.layers))  # bf16 k+v
+                         kv_bytes_per_token=kv_cache_bytes_per_token(model))  # bf16 keys + values, all layers
     return out
 
 
@@ -144,14 +170,10 @@ def run_config(settings, model_type, model_args, seed, run_dir):
     return header + "".join(f"{k} = {v!r}\n" for k, v in config.items())
 
 
-def read_jsonl(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 def summarize_run(run_dir, max_iters):
     """result.json's content from a finished run's metrics.jsonl."""
-    records = read_jsonl(run_dir / "metrics.jsonl")
-    evals = {r["iter"]: r for r in records if "val_loss" in r}  # a resumed run may log a step twice
+    evals = {r["iter"]: r for r in read_evals(run_dir)}  # one record per step, even after resumes
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = [r for r in records if "tokens_per_s" in r]
     steps = [r for r in steps if r["iter"] > 0] or steps  # step 0 includes warm-up (and compilation)
     if max_iters not in evals:
@@ -277,22 +299,13 @@ def plot_curves(names, results, seeds, path, title):
 
 
 def main(argv):
-    preset = next((a.split("=", 1)[1] for a in argv if a.startswith("--preset=")), "cpu")
-    if preset not in PRESETS:
-        raise SystemExit(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     try:
-        settings = parse_overrides(argv, dict(PRESETS[preset], preset=preset))
+        settings = preset_settings(argv)
         prepare_data(settings)
-        shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+        shapes = select_models(matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS}),
+                               settings["models"])
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
-    if settings["models"]:
-        wanted = [m.strip() for m in settings["models"].split(",")]  # names or their folder slugs
-        unknown = [m for m in wanted if m not in shapes and m not in map(slug, shapes)]
-        if unknown:
-            raise SystemExit(f"--models: unknown {unknown}; choose from {', '.join(shapes)} "
-                             f"(or {', '.join(map(slug, shapes))})")
-        shapes = {name: shapes[name] for name in shapes if name in wanted or slug(name) in wanted}
     seeds = [int(s) for s in str(settings["seeds"]).split(",")]
     out_dir = Path(settings["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -318,7 +331,7 @@ def main(argv):
             print(f"{tag} val loss {results[(name, seed)]['val_loss']:.4f}; "
                   f"{(time.time() - start) / 60:.1f} min so far, ~{left * per_run / 60:.0f} min to go")
 
-    title = f"{settings['dataset']}, {tokens / 1e6:.1f}M tokens, matched budget ({preset} preset)"
+    title = f"{settings['dataset']}, {tokens / 1e6:.1f}M tokens, matched budget ({settings['preset']} preset)"
     table = results_table(shapes_info, results, seeds)
     header = (f"# Shape comparison: {title}\n\n"
               f"Baseline {shapes_info[next(iter(shapes_info))]['shape']}, block {settings['block_size']}, batch "

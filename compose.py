@@ -151,11 +151,8 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
     if is_lws:
         if ffn_scalars is None or qkv_scalars is None:
             raise ValueError("an LWS schedule needs both ffn_scalars (beta) and qkv_scalars (alpha)")
-        if n_head % n_kv_head:
-            raise ValueError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}")
-        if head_dim is None and n_embd % n_head:
-            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}: set head_dim explicitly")
-        layers = lws.layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed, head_dim or n_embd // n_head,
+        _, base_head_dim = lws.head_layout(n_embd, n_head, n_kv_head, head_dim)
+        layers = lws.layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed, base_head_dim,
                                  n_head // n_kv_head, ffn_multiple)
         widths = [n_embd] * n_layer
     elif is_former:
@@ -166,10 +163,7 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
                 width_schedule, n_layer, n_embd, bottleneck_layer_ratio, bottleneck_width_ratio, width_multiple,
                 ffn_mult=n_sub_blocks * hidden / n_embd, kv_ratio=n_kv_head / n_head)
         widths = list(layer_widths)
-        for i, w in enumerate(widths):
-            if w % (2 * n_head):
-                raise ValueError(f"layer {i}: width {w} must be a multiple of 2 * n_head = {2 * n_head} (same heads "
-                                 f"in every layer, even head_dim for RoPE): set width_multiple to such a multiple")
+        variable_width.check_widths(widths, n_head)
         layers = [LayerSpec(n_head, n_kv_head, w // n_head, max(1, round(hidden * w / n_embd))) for w in widths]
     else:
         widths, layers = [], []  # GPTConfig makes the uniform layers
@@ -187,9 +181,8 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
 
 def budget(model):
     """The parameter budget every shape is matched on: non-embedding parameters without an
-    untied LM head (attention + FFN + norm gains; = non_embedding when embeddings are tied)."""
-    counts = model.param_counts()
-    return counts["non_embedding"] - counts["lm_head"]
+    untied LM head (hourglass.body_params: attention + FFN + norm gains)."""
+    return hourglass.body_params(model.param_counts())
 
 
 def count_budget(model_type, **model_args):
@@ -200,24 +193,19 @@ def count_budget(model_type, **model_args):
 
 def match_ffn_wider(baseline, ffn_mult=32, multiple=8):
     """FFN-Wider at the baseline's budget: same depth and heads, a narrower d and an FFN
-    about ffn_mult x d wide. For each d (a multiple of 2 n_head) the FFN width W (a multiple
-    of `multiple`) that matches the budget is solved (the count is linear in W); the d whose
-    W / d is closest to ffn_mult wins. Returns cea.build_model kwargs (outer_ratio 1)."""
+    about ffn_mult x d wide. For each d (a multiple of 2 n_head) cea.match_ffn_hidden solves
+    the FFN width W (a multiple of `multiple`) that matches the budget; the d whose W / d is
+    closest to ffn_mult wins. Returns cea.build_model kwargs (outer_ratio 1)."""
     target = count_budget("gpt", **baseline)
     step = 2 * baseline["n_head"]
     shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
     best = None
     for d in range(step, baseline["n_embd"] + 1, step):
-        at_1 = count_budget("cea", **shape, n_embd=d, ffn_hidden=multiple)
-        per_unit = count_budget("cea", **shape, n_embd=d, ffn_hidden=2 * multiple) - at_1  # 3 d L per `multiple`
-        width = multiple * (1 + round((target - at_1) / per_unit))
-        if width < multiple:
-            continue
+        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d  # in non_embedding
+        width = cea.match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
         score = abs(width / d - ffn_mult)
         if best is None or score < best[0]:
             best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
-    if best is None:
-        raise ValueError(f"no FFN-Wider shape fits the budget of {baseline}")
     return best[1]
 
 
@@ -277,15 +265,12 @@ def shape_label(model):
 
 if __name__ == "__main__":
     import sys
-    from compare import MATCHING_KEYS, PRESETS, baseline_of, shapes_table
-    from configurator import ConfigError, parse_overrides
-    preset = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--preset=")), "cpu")
-    if preset not in PRESETS:
-        raise SystemExit(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    from compare import MATCHING_KEYS, baseline_of, preset_settings, shapes_table
+    from configurator import ConfigError
     try:
-        settings = parse_overrides(sys.argv[1:], dict(PRESETS[preset], preset=preset))
+        settings = preset_settings(sys.argv[1:])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
-        print(f"{preset} preset, every shape at the plain GPT's budget:\n")
+        print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
         print(shapes_table(shapes, settings["block_size"]))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")

@@ -259,14 +259,12 @@ def split_table(named_args, seq_len=None):
 def benchmark_vs_plain(baseline_args, hourglass_args, batch_size, device="cpu", dtypes=(torch.bfloat16,),
                        compiled_modes=(False,), steps=10):
     """Training tokens/s of the plain GPT and the hourglass model, measured in the same run
-    with bench.benchmark, and the hourglass/plain ratio per (mode, dtype)."""
-    from bench import benchmark, markdown_table
-    plain, _ = benchmark(baseline_args, batch_size, device, dtypes, compiled_modes, steps, model_type="gpt")
-    hourglass, peak_note = benchmark(hourglass_args, batch_size, device, dtypes, compiled_modes, steps,
-                                     model_type="hourglass")
-    ratios = [dict(mode=h["mode"], dtype=h["dtype"], ratio=h["tokens_per_s"] / p["tokens_per_s"])
-              for p, h in zip(plain, hourglass)]
-    return markdown_table(plain + hourglass), ratios, peak_note
+    with bench.benchmark_shapes, and the hourglass/plain ratio per (mode, dtype)."""
+    from bench import benchmark_shapes, markdown_table
+    rows, peak_note = benchmark_shapes({"gpt": ("gpt", baseline_args), "hourglass": ("hourglass", hourglass_args)},
+                                       batch_size, device, list(dtypes), list(compiled_modes), steps=steps)
+    ratios = [dict(mode=r["mode"], dtype=r["dtype"], ratio=r["ratio"]) for r in rows if r["model"] == "hourglass"]
+    return markdown_table(rows), ratios, peak_note
 
 
 if __name__ == "__main__":

@@ -188,12 +188,9 @@ def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_di
 # The model: model.GPT with per-layer shapes
 
 
-def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
-                ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0,
-                ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
-    """An LWS model. n_head / n_kv_head fix the group size (query heads per KV head) and,
-    with n_embd, the head dim; the schedule (ffn_scalars = beta, qkv_scalars = alpha)
-    sets every layer's FFN width and head counts. No schedule: the plain GPT."""
+def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
+    """(n_kv_head, head_dim) of the base shape a schedule scales: the group size n_head / n_kv_head
+    must be whole (every layer keeps it), head_dim defaults to n_embd / n_head."""
     n_kv_head = n_kv_head or n_head
     if n_head % n_kv_head != 0:
         raise ValueError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}: the group size "
@@ -202,6 +199,16 @@ def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=No
         if n_embd % n_head != 0:
             raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}: set head_dim explicitly")
         head_dim = n_embd // n_head
+    return n_kv_head, head_dim
+
+
+def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
+                ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0,
+                ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
+    """An LWS model. n_head / n_kv_head fix the group size (query heads per KV head) and,
+    with n_embd, the head dim; the schedule (ffn_scalars = beta, qkv_scalars = alpha)
+    sets every layer's FFN width and head counts. No schedule: the plain GPT."""
+    n_kv_head, head_dim = head_layout(n_embd, n_head, n_kv_head, head_dim)
     common = dict(vocab_size=vocab_size, block_size=block_size, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
                   n_kv_head=n_kv_head, head_dim=head_dim, ffn_hidden=ffn_hidden, qk_norm=qk_norm,
                   tie_embeddings=tie_embeddings, dropout=dropout)
@@ -333,18 +340,15 @@ if __name__ == "__main__":
         plot_layer_sizes(models, args["plot"], title)
         print(f"saved {args['plot']}")
     if args["bench"]:  # tokens/s of every shape, measured in this one run, as a ratio to the first
-        from bench import benchmark, markdown_table
+        from bench import benchmark_shapes, markdown_table
         if args["threads"]:
             torch.set_num_threads(args["threads"])
         device = "cuda" if torch.cuda.is_available() else "cpu"
         shapes = cpu_shapes() if args["scale"] == "cpu" else {
             name: dict(PAPER_BASE, block_size=1024, n_layer=row[0], ffn_scalars=row[1], qkv_scalars=row[2],
                        framed=row[3]) for name, row in PAPER_TABLE2.items()}
-        rows = []
-        for name, kwargs in shapes.items():
-            rows += [dict(r, model=name) for r in benchmark(kwargs, args["batch_size"], device,
-                                                            [getattr(torch, args["dtype"])], [False],
-                                                            steps=args["steps"], model_type="lws")[0]]
+        rows, _ = benchmark_shapes({name: ("lws", kwargs) for name, kwargs in shapes.items()}, args["batch_size"],
+                                   device, [getattr(torch, args["dtype"])], [False], steps=args["steps"])
         print(markdown_table(rows))
         for r in rows:
-            print(f"{r['model']}: {r['tokens_per_s'] / rows[0]['tokens_per_s']:.3f}x the tokens/s of {rows[0]['model']}")
+            print(f"{r['model']}: {r['ratio']:.3f}x the tokens/s of {rows[0]['model']}")

@@ -178,6 +178,15 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
 # The model
 
 
+def check_widths(widths, n_head):
+    """Every layer keeps n_head heads of w_l / n_head dims, and RoPE needs an even head_dim."""
+    for i, w in enumerate(widths):
+        if w % (2 * n_head) != 0:
+            raise ValueError(f"layer {i}: width {w} must be a multiple of 2 * n_head = {2 * n_head} "
+                             f"(same heads in every layer, even head_dim for RoPE); round the widths "
+                             f"to such a multiple (width_multiple)")
+
+
 @dataclass
 class VariableWidthConfig(GPTConfig):
     layer_widths: list[int] = field(default_factory=list)  # w_l; empty: n_embd everywhere
@@ -198,11 +207,11 @@ class VariableWidthConfig(GPTConfig):
                              f"layer with head_dim = w_l / n_head; leave head_dim unset")
         ffn_hidden = self.ffn_hidden or 4 * d  # scales with the width: 4 w_l by default
         n_kv_head = self.n_kv_head or self.n_head
+        check_widths(self.layer_widths, self.n_head)
         for i, w in enumerate(self.layer_widths):
-            if w % (2 * self.n_head) != 0 or (ffn_hidden * w) % d != 0:
-                raise ValueError(f"layer {i}: width {w} must be a multiple of 2 * n_head = {2 * self.n_head} "
-                                 f"(same heads in every layer, even head_dim for RoPE); round the widths "
-                                 f"to such a multiple (width_multiple)")
+            if (ffn_hidden * w) % d != 0:
+                raise ValueError(f"layer {i}: its FFN width ffn_hidden * w / d = {ffn_hidden} * {w} / {d} is not "
+                                 f"a whole number; pick widths (width_multiple) or ffn_hidden that make it one")
         self.layers = [LayerSpec(self.n_head, n_kv_head, w // self.n_head, ffn_hidden * w // d)
                        for w in self.layer_widths]
         super().__post_init__()
@@ -495,24 +504,19 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefi
 
 
 def bench_ratio(args, batch_size=32, steps=6, modes=(False,)):
-    """tokens/s of the ><former over the plain GPT with the same common args, same run."""
-    from bench import benchmark, markdown_table
+    """tokens/s of the ><former over the plain GPT with the same common args, measured in the same
+    run by bench.benchmark_shapes (the two alternate for 2 rounds; each keeps its best)."""
+    from bench import benchmark_shapes, markdown_table
     common = {k: args[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd",
                                    "head_dim", "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
     mine = {k: args[k] for k in ("layer_widths", "width_schedule", "bottleneck_layer_ratio",
                                  "bottleneck_width_ratio", "width_multiple", "expansion")}
-    rows = []
-    for _ in range(2):  # alternate the two models twice: the CPU is shared, so interleave
-        base_rows, _ = benchmark(common, batch_size, "cpu", [torch.bfloat16], list(modes), steps=steps)
-        vw_rows, _ = benchmark({**common, **mine}, batch_size, "cpu", [torch.bfloat16], list(modes), steps=steps,
-                               model_type="variable_width")
-        rows += base_rows + vw_rows
+    shapes = {"constant": ("gpt", common), "><former": ("variable_width", {**common, **mine})}
+    rows, _ = benchmark_shapes(shapes, batch_size, "cpu", [torch.bfloat16], list(modes), steps=steps, rounds=2)
     print(markdown_table(rows))
-    for mode in ("eager", "compiled"):
-        base = [r["tokens_per_s"] for r in rows if r["mode"] == mode and r["model"] == "gpt"]
-        vw = [r["tokens_per_s"] for r in rows if r["mode"] == mode and r["model"] == "variable_width"]
-        if base:
-            print(f"{mode} bf16: ><former / constant tokens/s = {max(vw) / max(base):.3f} (best of 2 each)")
+    for r in rows:
+        if r["model"] == "><former":
+            print(f"{r['mode']} bf16: ><former / constant tokens/s = {r['ratio']:.3f} (best of 2 rounds each)")
     return rows
 
 
