@@ -32,45 +32,7 @@ from contextlib import nullcontext
 
 import torch
 
-# Dense bf16 tensor-core peaks in FLOP/s (no sparsity), matched against the device name.
-GPU_BF16_PEAK = [
-    ("H200", 989e12), ("H100 NVL", 835e12), ("H100 PCIe", 756e12), ("H100", 989e12),
-    ("GH200", 989e12), ("B200", 2250e12), ("A100", 312e12), ("A10G", 70e12), ("A10", 125e12),
-    ("L40S", 362e12), ("L4", 121e12), ("RTX 4090", 165e12), ("RTX 3090", 71e12),
-    ("V100", 125e12), ("T4", 65e12),  # V100 and T4 have no bf16: their fp16 peak
-]
-
-_cpu_peak_cache = {}
-
-
-def measure_cpu_peak_flops(size=2048, seconds=0.5):
-    """Best bf16 matmul FLOP/s torch reaches on this CPU (with all its threads)."""
-    key = (size, torch.get_num_threads())
-    if key not in _cpu_peak_cache:
-        generator = torch.Generator().manual_seed(0)  # leave the global RNG alone (exact resume)
-        a, b = (torch.randn(size, size, dtype=torch.bfloat16, generator=generator) for _ in range(2))
-        a @ b  # warm-up
-        best, start = float("inf"), time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            t0 = time.perf_counter()
-            a @ b
-            best = min(best, time.perf_counter() - t0)
-        _cpu_peak_cache[key] = 2 * size ** 3 / best
-    return _cpu_peak_cache[key]
-
-
-def peak_flops(device_type):
-    """(peak FLOP/s, description) for MFU on this device, or (None, reason)."""
-    if device_type == "cuda":
-        name = torch.cuda.get_device_name()
-        for key, flops in GPU_BF16_PEAK:
-            if key in name:
-                return flops, f"{name} bf16 peak {flops / 1e12:.0f} TFLOP/s"
-        return None, f"{name}: peak unknown, add it to GPU_BF16_PEAK in bench.py"
-    if device_type == "cpu":
-        flops = measure_cpu_peak_flops()
-        return flops, f"CPU bf16 matmul peak measured now: {flops / 1e12:.2f} TFLOP/s"
-    return None, f"no peak FLOP/s known for {device_type}"
+from model import peak_flops
 
 
 def time_training_steps(model, batch_size, block_size, vocab_size, device, dtype, steps=10, warmup=3):

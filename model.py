@@ -47,6 +47,7 @@ Run `python model.py` to print the parameter split and FLOPs/token of the defaul
 """
 
 import math
+import time
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 import torch
@@ -360,6 +361,18 @@ class GPT(nn.Module):
         counts["non_embedding"] = counts["total"] - counts["embedding"]
         return counts
 
+    def budget(self):
+        """The parameter budget every shape in this repo is matched on: non-embedding parameters
+        without an untied LM head (attention + FFN + norm gains + a mechanism's extras). With tied
+        embeddings it equals param_counts()['non_embedding']."""
+        counts = self.param_counts()
+        return counts["non_embedding"] - counts["lm_head"]
+
+    def kv_cache_bytes_per_token(self, bytes_per_element=2):
+        """Keys and values every layer keeps for one generated token: sum_l 2 n_kv_head_l head_dim_l
+        elements (bf16: 2 bytes each). GQA, fewer heads or narrower heads shrink it."""
+        return sum(2 * s.n_kv_head * s.head_dim * bytes_per_element for s in self.config.layers)
+
     def flops_per_token(self, seq_len=None):
         """Forward FLOPs per token at context seq_len (default block_size): matmuls and
         attention scores, 2 FLOPs per multiply-add. Training costs ~3x this."""
@@ -369,6 +382,63 @@ class GPT(nn.Module):
     def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
         """Model FLOPs utilization: achieved training FLOPs/s (3x forward) over the peak."""
         return 3 * self.flops_per_token(seq_len) * tokens_per_second / peak_flops
+
+
+# ----------------------------------------------------------------------------------------
+# The peak that MFU is measured against (train.py and bench.py)
+
+# Dense bf16 tensor-core peaks in FLOP/s (no sparsity), matched against the device name.
+GPU_BF16_PEAK = [
+    ("H200", 989e12), ("H100 NVL", 835e12), ("H100 PCIe", 756e12), ("H100", 989e12),
+    ("GH200", 989e12), ("B200", 2250e12), ("A100", 312e12), ("A10G", 70e12), ("A10", 125e12),
+    ("L40S", 362e12), ("L4", 121e12), ("RTX 4090", 165e12), ("RTX 3090", 71e12),
+    ("V100", 125e12), ("T4", 65e12),  # V100 and T4 have no bf16: their fp16 peak
+]
+
+_cpu_peak_cache = {}
+
+
+def cpu_matmul_dtype():
+    """bf16 where the CPU multiplies it natively (AMX, AVX512-BF16), else fp32: without hardware
+    support torch emulates bf16 matmuls at a small fraction of the fp32 speed."""
+    return torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else torch.float32
+
+
+def measure_cpu_peak_flops(size=1024, seconds=0.5):
+    """Best matmul FLOP/s torch reaches on this CPU (all its threads) in its fastest dtype. A cloud VM
+    has no spec sheet to trust, so a CPU's MFU says "how close to torch's own best matmul speed"."""
+    dtype = cpu_matmul_dtype()
+    key = (size, dtype, torch.get_num_threads())
+    if key not in _cpu_peak_cache:
+        generator = torch.Generator().manual_seed(0)  # leave the global RNG alone (exact resume)
+        a, b = (torch.randn(size, size, dtype=dtype, generator=generator) for _ in range(2))
+        a @ b  # warm-up
+        best, start = float("inf"), time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+        _cpu_peak_cache[key] = 2 * size ** 3 / best
+    return _cpu_peak_cache[key]
+
+
+def peak_flops(device_type):
+    """(peak FLOP/s, description) for MFU on this device, or (None, reason)."""
+    if device_type == "cuda":
+        name = torch.cuda.get_device_name()
+        for key, flops in GPU_BF16_PEAK:
+            if key in name:
+                return flops, f"{name} bf16 peak {flops / 1e12:.0f} TFLOP/s"
+        return None, f"{name}: peak unknown, add it to GPU_BF16_PEAK in model.py"
+    if device_type == "cpu":
+        flops = measure_cpu_peak_flops()
+        dtype = str(cpu_matmul_dtype()).replace("torch.", "")
+        return flops, f"CPU {dtype} matmul peak measured now: {flops / 1e12:.2f} TFLOP/s"
+    return None, f"no peak FLOP/s known for {device_type}"
+
+
+# ----------------------------------------------------------------------------------------
+# Command line and printing
 
 
 def build_model(**model_args):

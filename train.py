@@ -36,9 +36,9 @@ import torch
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench import peak_flops
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import build_model, parse_overrides
+from model import peak_flops
 
 # -----------------------------------------------------------------------------------------
 # default config: a 4-layer, 128-wide character-level GPT on Shakespeare, the shape that reached the
