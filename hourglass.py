@@ -2,7 +2,8 @@
 Hourglass FFN: a GPT whose feed-forward sublayers are K narrow "wide-narrow-wide" MLPs in a row.
 
 Paper: Feng-Ting Liao, Meng-Hsi Chen, Guan-Ting Yi, Da-shan Shiu (2026), "Revisiting the
-Shape Convention of Transformer Language Models" (../shared/papers/hourglass_ffn_transformer_lm.txt).
+Shape Convention of Transformer Language Models" (MediaTek Research; reference code:
+https://github.com/mtkresearch/Hourglass_LM).
 
 The idea, for a learner
 -----------------------
@@ -43,9 +44,10 @@ What this file implements
   count, and RoPE needs an even head size) whose count is closest to the baseline's. Step 2:
   re-solve d_h at that d so the count is as close as one integer allows (the count is linear
   in d_h). This is how the paper's rows come out: ratio 0.4, K = 4, L = 12 against
-  768/3072/L12 gives exactly its 1032/418 (d_h/d = 0.405). The budget compared is the
-  transformer body: attention + FFN + norm gains (non-embedding, without an untied LM head,
-  which the paper's "non-embedding" does not count either; the norms are < 0.05%).
+  768/3072/L12 gives exactly its 1032/418 (d_h/d = 0.405). The budget compared is
+  model.budget(), the transformer body: attention + FFN + norm gains (non-embedding, without
+  an untied LM head, which the paper's "non-embedding" does not count either; the norms are
+  < 0.05%).
 - `paper_rows()` / `python hourglass.py`: the parameter split of every shape in the paper's
   Tables 2 and 3, and the matched shape for a baseline given on the command line.
 
@@ -69,11 +71,12 @@ Run it
 ------
     python hourglass.py                                  # Table 3-style split for 768/3072/L12, K=4, ratio 0.4
     python hourglass.py --n_embd=192 --n_layer=4 --n_head=6 --n_sub_blocks=4 --bottleneck_ratio=0.4
-    python hourglass.py --n_embd=192 --n_layer=4 --n_head=6 --vocab_size=84 --block_size=128 --bench=True
-                                                         # + tokens/s of both, bf16 eager, and the ratio
     python train.py config/hourglass_shakespeare_cpu_baseline.py   # CPU comparison, then:
     python train.py config/hourglass_shakespeare_cpu.py
     python train.py config/hourglass_113m_gpu.py                    # the paper's 113M hourglass (GPU)
+    python bench.py config/hourglass_shakespeare_cpu_baseline.py config/hourglass_shakespeare_cpu.py \
+        --batch_size=16 --modes=eager --dtypes=bfloat16            # tokens/s of both, and the ratio
+The write-up with the measured results is docs/hourglass.md.
 """
 
 from dataclasses import dataclass
@@ -154,12 +157,6 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
 # Parameter accounting and matching (the paper's Tables 1-3)
 
 
-def body_params(counts):
-    """The budget the paper matches: non-embedding parameters without an untied LM head
-    (attention + FFN + norm gains; equal to counts['non_embedding'] with tied embeddings)."""
-    return counts["non_embedding"] - counts["lm_head"]
-
-
 def count_params(**model_args):
     """param_counts() of an hourglass model built on the meta device (instant, no memory)."""
     with torch.device("meta"):
@@ -167,7 +164,8 @@ def count_params(**model_args):
 
 
 def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, tolerance=0.005):
-    """The hourglass shape with the baseline's body parameter count (see body_params).
+    """The hourglass shape with the baseline's parameter budget (model.budget(): non-embedding
+    parameters without an untied LM head, i.e. attention + FFN + norm gains).
 
     baseline_args: keyword arguments of a plain GPT (model.build_model / train.py's keys).
     Keeps the baseline's head count (and KV heads, qk_norm, vocab); n_layer defaults to the
@@ -178,15 +176,16 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
     """
     from model import build_model as build_plain
     with torch.device("meta"):
-        target = body_params(build_plain(**baseline_args).param_counts())
+        target = build_plain(**baseline_args).budget()
     n_head = baseline_args.get("n_head", 6)
     step = 2 * n_head  # d = n_head * head_dim, head_dim even for RoPE
     common = {k: v for k, v in baseline_args.items() if k not in ("n_embd", "ffn_hidden", "head_dim", "n_layer")}
     common.update(n_layer=n_layer or baseline_args.get("n_layer", 6), n_sub_blocks=n_sub_blocks)
 
-    def count(d, d_h):  # body parameters of L uniform layers, from 1- and 2-layer models (fast)
-        one, two = (body_params(count_params(**dict(common, n_layer=n, block_size=2), n_embd=d, bottleneck_dim=d_h))
-                    for n in (1, 2))
+    def count(d, d_h):  # the budget of L uniform layers, from 1- and 2-layer models (fast)
+        with torch.device("meta"):
+            one, two = [build_model(**dict(common, n_layer=n, block_size=2), n_embd=d, bottleneck_dim=d_h).budget()
+                        for n in (1, 2)]
         return one + (common["n_layer"] - 1) * (two - one)
 
     # step 1: the count grows with d; start near the multi-head estimate L d^2 (4 + 3 K ratio) = target
@@ -252,19 +251,8 @@ def split_table(named_args, seq_len=None):
         flops = model.flops_per_token(seq_len or cfg.block_size)
         lines.append(f"| {name} | {cfg.n_embd} | {cfg.layers[0].ffn_hidden} | {cfg.n_sub_blocks} | {cfg.n_layer} | "
                      f"{c['attention'] / 1e6:.2f}M | {c['ffn'] / 1e6:.2f}M | {c['norms'] / 1e6:.3f}M | "
-                     f"{body_params(c) / 1e6:.3f}M | {flops / 1e6:.1f}M |")
+                     f"{model.budget() / 1e6:.3f}M | {flops / 1e6:.1f}M |")
     return "\n".join(lines)
-
-
-def benchmark_vs_plain(baseline_args, hourglass_args, batch_size, device="cpu", dtypes=(torch.bfloat16,),
-                       compiled_modes=(False,), steps=10):
-    """Training tokens/s of the plain GPT and the hourglass model, measured in the same run
-    with bench.benchmark_shapes, and the hourglass/plain ratio per (mode, dtype)."""
-    from bench import benchmark_shapes, markdown_table
-    rows, peak_note = benchmark_shapes({"gpt": ("gpt", baseline_args), "hourglass": ("hourglass", hourglass_args)},
-                                       batch_size, device, list(dtypes), list(compiled_modes), steps=steps)
-    ratios = [dict(mode=r["mode"], dtype=r["dtype"], ratio=r["ratio"]) for r in rows if r["model"] == "hourglass"]
-    return markdown_table(rows), ratios, peak_note
 
 
 if __name__ == "__main__":
@@ -272,10 +260,8 @@ if __name__ == "__main__":
     from configurator import parse_overrides
     args = parse_overrides(sys.argv[1:], dict(
         n_layer=12, n_head=12, n_embd=768, ffn_hidden=None, vocab_size=50304, block_size=2048,  # the 113M baseline
-        n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0,  # 0: the baseline's n_layer
-        bench=False, batch_size=16, steps=10, modes="eager"))  # bench: tokens/s of both on this CPU, bf16
+        n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0))  # 0: the baseline's n_layer
     k, ratio, hourglass_layers = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio"), args.pop("hourglass_n_layer")
-    bench, batch_size, steps, modes = args.pop("bench"), args.pop("batch_size"), args.pop("steps"), args.pop("modes")
     baseline = args
     try:
         matched = match_baseline(baseline, k, ratio, n_layer=hourglass_layers or None)
@@ -291,9 +277,3 @@ if __name__ == "__main__":
     for r in paper_rows():
         print(f"| {r['label']} | {r['d_model']} | {r['d_h']} | {r['K']} | {r['L']} | "
               f"{r['attention'] / 1e6:.1f}M / {r['paper_attention_M']}M | {r['ffn'] / 1e6:.1f}M / {r['paper_ffn_M']}M |")
-    if bench:
-        table, ratios, peak_note = benchmark_vs_plain(baseline, matched, batch_size, steps=steps,
-                                                      compiled_modes=[m == "compiled" for m in modes.split(",")])
-        print(f"\ntraining speed, batch {batch_size} x {baseline['block_size']} tokens, CPU ({peak_note}):\n{table}")
-        for r in ratios:
-            print(f"hourglass / plain tokens/s, {r['mode']} {r['dtype']}: {r['ratio']:.2f}x")

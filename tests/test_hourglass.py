@@ -2,6 +2,8 @@
 causality, FLOPs, overfitting, configs and clear errors."""
 
 import math
+import runpy
+import sys
 
 import pytest
 import torch
@@ -10,11 +12,17 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
 from configurator import build_model as build_by_name, parse_overrides
-from hourglass import (PAPER_ROWS, HourglassFFN, body_params, build_model, count_params, match_baseline,
-                       paper_rows)
+from hourglass import PAPER_ROWS, HourglassFFN, build_model, count_params, match_baseline, paper_rows
 from model import GPT, FFNSublayer
+from model import build_model as build_plain
 
 TINY = dict(vocab_size=50, block_size=32, n_layer=2, n_embd=64, n_head=4)
+
+
+def budget(build, **model_args):
+    """model.budget() (non-embedding, without an untied LM head) of a model built on the meta device."""
+    with torch.device("meta"):
+        return build(**model_args).budget()
 
 
 def test_k1_with_the_plain_hidden_size_is_the_plain_gpt_exactly():
@@ -59,12 +67,14 @@ def test_sub_blocks_are_applied_in_a_row_with_their_own_norm_and_residual():
 @pytest.mark.parametrize("row", PAPER_ROWS[:5], ids=lambda r: r[0])
 def test_parameter_counts_equal_the_papers_table_2_rows(row):
     label, d, d_h, k, n_layer, n_head, attention_m, ffn_m = row
-    counts = count_params(n_embd=d, bottleneck_dim=d_h, n_sub_blocks=k, n_layer=n_layer, n_head=n_head,
-                          vocab_size=50304, block_size=2)
+    shape = dict(n_embd=d, bottleneck_dim=d_h, n_sub_blocks=k, n_layer=n_layer, n_head=n_head, vocab_size=50304,
+                 block_size=2)
+    counts = count_params(**shape)
     assert counts["attention"] == n_layer * 4 * d * d
     assert counts["ffn"] == n_layer * k * 3 * d_h * d
     assert round(counts["attention"] / 1e6) == attention_m and round(counts["ffn"] / 1e6) == ffn_m
-    assert abs(body_params(counts) - 113e6) < 0.5e6  # every Table 2 model is a 113M model
+    assert budget(build_model, **shape) == counts["attention"] + counts["ffn"] + counts["norms"]  # tied: no head
+    assert abs(budget(build_model, **shape) - 113e6) < 0.5e6  # every Table 2 model is a 113M model
 
 
 def test_table_3_rows_match_except_the_403m_hourglass_split():
@@ -81,14 +91,12 @@ def test_matcher_finds_the_papers_113m_shape_and_stays_within_half_a_percent():
     baseline = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50304, block_size=2)
     matched = match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.4)
     assert (matched["n_embd"], matched["bottleneck_dim"], matched["n_layer"]) == (1032, 418, 12)  # Table 2/3
-    with torch.device("meta"):
-        from model import build_model as build_plain
-        target = body_params(build_plain(**baseline).param_counts())
-    got = body_params(count_params(**matched))
+    target = budget(build_plain, **baseline)
+    got = budget(build_model, **matched)
     assert abs(got - target) / target < 0.005
     shallow = match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.5, n_layer=6)  # the K4 L6 row
     assert shallow["n_layer"] == 6 and shallow["n_embd"] % 24 == 0
-    assert abs(body_params(count_params(**shallow)) - target) / target < 0.005
+    assert abs(budget(build_model, **shallow) - target) / target < 0.005
 
 
 def test_matcher_for_the_cpu_config_and_its_error():
@@ -97,6 +105,18 @@ def test_matcher_for_the_cpu_config_and_its_error():
     assert (matched["n_embd"], matched["bottleneck_dim"]) == (264, 98)  # what config/hourglass_shakespeare_cpu.py uses
     with pytest.raises(ValueError, match="smaller ratio"):  # one unit of d_h is 0.5% of the budget
         match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, tolerance=1e-6)
+
+
+def test_command_line_prints_the_matched_shape_and_every_paper_row(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["hourglass.py", "--n_embd=192", "--n_layer=4", "--n_head=6", "--vocab_size=84",
+                                      "--block_size=128"])  # the CPU baseline of config/hourglass_shakespeare_cpu*.py
+    runpy.run_path(str(ROOT / "hourglass.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "matched d_model=264, d_h=98" in out
+    assert "| conventional | 192 | 768 | 1 | 4 |" in out and "| hourglass | 264 | 98 | 4 | 4 |" in out
+    assert "2.361M" in out and "2.363M" in out  # the budgets, model.budget()
+    for label, d, d_h, *_ in PAPER_ROWS:
+        assert f"| {label} | {d} | {d_h} |" in out
 
 
 def test_causality_of_the_full_model():
@@ -139,7 +159,7 @@ def test_hourglass_configs_load_build_and_are_matched_pairs():
                                       "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
         with torch.device("meta"):
             model = build_by_name(cfg["model_type"], vocab_size=84, **common, **cfg["model_args"])
-        built[name] = (cfg, body_params(model.param_counts()))
+        built[name] = (cfg, model.budget())
     for pair in ("shakespeare_cpu", "113m_gpu"):
         (base_cfg, base_n), (hg_cfg, hg_n) = built[pair + "_baseline"], built[pair]
         assert base_cfg["model_type"] == "gpt" and hg_cfg["model_type"] == "hourglass"
