@@ -41,62 +41,10 @@ from pathlib import Path
 
 import torch
 
-from compose import budget, matched_shapes, shape_label
-from configurator import ConfigError, build_model, parse_overrides
+from compose import (MATCHING_KEYS, ROOT, baseline_of, describe_shapes, matched_shapes, preset_settings, select_models,
+                     shapes_table, slug)
+from configurator import ConfigError
 from plot import read_evals
-from variable_width import kv_cache_bytes_per_token
-
-ROOT = Path(__file__).resolve().parent
-
-# Keys handed to compose.matched_shapes; the rest of a preset is the baseline and training.
-MATCHING_KEYS = ("hourglass_k", "hourglass_ratio", "width_schedule", "width_multiple", "ffn_wider_mult",
-                 "cea_outer_ratio", "ffn_multiple")
-BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
-
-# 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
-# Measured: ~45 min for all ten on a 2-core CPU (see README, Results).
-CPU_PRESET = dict(
-    out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models="", seeds="1337",
-    n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
-    block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600, learning_rate=2e-3,
-    min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
-    device="auto", dtype="auto", compile=False,
-    hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
-    cea_outer_ratio=0.125, ffn_multiple=32)
-# The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
-# gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
-# 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
-GPU_PRESET = dict(
-    CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
-    block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200, eval_interval=250,
-    eval_iters=50, log_interval=50, compile=True,
-    width_multiple=48,  # widths: multiples of 2 x 12 heads
-    ffn_multiple=256)  # the LWS paper's FFN divisor
-PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
-
-
-def preset_settings(argv, keys=None, extra=None):
-    """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
-    on top (compare.py, compose.py and bench.py read their command lines this way).
-    keys: keep only these preset keys; extra: the calling tool's own options and defaults."""
-    preset = next((a.split("=", 1)[1] for a in argv if a.startswith("--preset=")), "cpu")
-    if preset not in PRESETS:
-        raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
-    defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
-    defaults.update(extra or {}, preset=preset)
-    return parse_overrides(argv, defaults)
-
-
-def select_models(shapes, models):
-    """The shapes named in `models`: comma-separated names or their folder slugs ('' = all)."""
-    if not models:
-        return shapes
-    wanted = [m.strip() for m in models.split(",")]
-    unknown = [m for m in wanted if m not in shapes and m not in map(slug, shapes)]
-    if unknown:
-        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(shapes)} "
-                          f"(or {', '.join(map(slug, shapes))})")
-    return {name: shapes[name] for name in shapes if name in wanted or slug(name) in wanted}
 
 
 def prepare_data(settings):
@@ -113,43 +61,6 @@ def prepare_data(settings):
         raise SystemExit(f"dataset {settings['dataset']!r} is not prepared ({data_dir / 'meta.json'} is missing): "
                          f"run python {prepare}" + (" (it needs the internet)" if settings["dataset"] == "tinystories"
                                                      else ""))
-
-
-def baseline_of(settings):
-    """The plain GPT's build kwargs from a preset (vocab_size from the dataset's meta.json)."""
-    meta = Path(settings["data_dir"] or ROOT / "data" / settings["dataset"]) / "meta.json"
-    # before the data is prepared (train.py prepares the small datasets), the known vocabularies
-    vocab_size = json.loads(meta.read_text())["vocab_size"] if meta.exists() else {
-        "shakespeare_char": 65}.get(settings["dataset"], 50257)
-    return dict(vocab_size=vocab_size, block_size=settings["block_size"],
-                **{k: settings[k] for k in BASELINE_KEYS})
-
-
-def slug(name):
-    """A folder name for a model name: '><former' -> 'xformer', 'LWS crown' -> 'lws-crown'."""
-    return name.replace("><former", "xformer").replace("+", "-").replace(" ", "-").lower()
-
-
-# ----------------------------------------------------------------------------------------
-# The shapes, counted on the meta device (no memory, no time)
-
-
-def describe_shapes(shapes, seq_len):
-    """{name: dict of shape, parameter counts by component, FLOPs/token, KV-cache bytes/token}."""
-    out = {}
-    for name, (model_type, model_args) in shapes.items():
-        with torch.device("meta"):
-            model = build_model(model_type, **model_args)
-        c = model.param_counts()
-        out[name] = dict(model_type=model_type, shape=shape_label(model), embedding=c["embedding"] + c["lm_head"],
-                         attention=c["attention"], ffn=c["ffn"], norms=c["norms"] + c["other"], budget=budget(model),
-                         total=c["total"], flops_per_token=model.flops_per_token(seq_len),
-                         kv_bytes_per_token=kv_cache_bytes_per_token(model))  # bf16 keys + values, all layers
-    return out
-
-
-def shapes_table(shapes, seq_len):
-    return results_table(describe_shapes(shapes, seq_len))
 
 
 # ----------------------------------------------------------------------------------------
@@ -225,31 +136,19 @@ def train_one(run_dir, config_text, max_iters, tag):
 # The table and the plot
 
 
-def results_table(shapes_info, results=None, seeds=None):
-    """Markdown, one row per model: the counts of its shape and, given `results` {(name, seed):
-    result}, the training speed and the final val loss (mean, and std over seeds if several)."""
-    names = list(shapes_info)
-    base_budget = shapes_info[names[0]]["budget"]
-    first = names[0]  # the plain GPT, unless --models left it out
-    head = f"| model | shape | embedding | attention | FFN | budget (vs {first}) | fwd FLOPs/token | KV bytes/token |"
-    rule = "|---|---|---:|---:|---:|---:|---:|---:|"
-    if results:
-        base_tps = statistics.fmean(results[(names[0], s)]["tokens_per_s"] for s in seeds)
-        head += f" tokens/s (vs {first}) | val loss" + (" (mean +- std over seeds)" if len(seeds) > 1 else "") + " |"
-        rule += "---:|---:|"
-    lines = [head, rule]
-    for name in names:
-        r = shapes_info[name]
-        line = (f"| {name} | {r['shape']} | {r['embedding'] / 1e6:.3f}M | {r['attention'] / 1e6:.3f}M | "
-                f"{r['ffn'] / 1e6:.3f}M | {r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base_budget - 1):+.1f}%) | "
-                f"{r['flops_per_token'] / 1e6:.2f}M | {r['kv_bytes_per_token']:,} |")
-        if results:
-            tps = statistics.fmean(results[(name, s)]["tokens_per_s"] for s in seeds)
-            losses = [results[(name, s)]["val_loss"] for s in seeds]
-            spread = f" +- {statistics.stdev(losses):.4f}" if len(losses) > 1 else ""
-            line += f" {tps:,.0f} ({tps / base_tps:.2f}x) | {statistics.fmean(losses):.4f}{spread} |"
-        lines.append(line)
-    return "\n".join(lines)
+def results_table(shapes_info, results, seeds):
+    """compose.shapes_table with the training results on the right: tokens/s (mean over seeds, as
+    a ratio to the first model) and the final val loss (mean, and std if several seeds)."""
+    first = next(iter(shapes_info))
+    base_tps = statistics.fmean(results[(first, s)]["tokens_per_s"] for s in seeds)
+    head = [f"tokens/s (vs {first})", "val loss" + (" (mean +- std over seeds)" if len(seeds) > 1 else "")]
+    cells = {}
+    for name in shapes_info:
+        tps = statistics.fmean(results[(name, s)]["tokens_per_s"] for s in seeds)
+        losses = [results[(name, s)]["val_loss"] for s in seeds]
+        spread = f" +- {statistics.stdev(losses):.4f}" if len(losses) > 1 else ""
+        cells[name] = [f"{tps:,.0f} ({tps / base_tps:.2f}x)", f"{statistics.fmean(losses):.4f}{spread}"]
+    return shapes_table(shapes_info, (head, cells))
 
 
 def plot_curves(names, results, seeds, path, title):
@@ -313,7 +212,7 @@ def main(argv):
     tokens = settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
         "gradient_accumulation_steps"]
     print(f"{len(shapes)} shapes x {len(seeds)} seed(s), {tokens / 1e6:.2f}M tokens each, into {out_dir}/")
-    print(shapes_table(shapes, settings["block_size"]) + "\n")
+    print(shapes_table(shapes_info) + "\n")
 
     results, start, done_now = {}, time.time(), 0
     jobs = [(seed, name) for seed in seeds for name in shapes]

@@ -48,7 +48,9 @@ tracked: Appendix A's endpoint count W_end for composed models (endpoint_params 
         'n_sub_blocks': 4, 'bottleneck_dim': 40}"      # an hourglass ><former on Shakespeare
 """
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -56,7 +58,11 @@ import cea
 import hourglass
 import lws
 import variable_width
+from configurator import ConfigError, parse_overrides
+from configurator import build_model as build_any
 from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU
+
+ROOT = Path(__file__).resolve().parent
 
 # ----------------------------------------------------------------------------------------
 # The composed model
@@ -179,16 +185,11 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
 # Every mechanism at one matched parameter budget
 
 
-def budget(model):
-    """The parameter budget every shape is matched on: non-embedding parameters without an
-    untied LM head (hourglass.body_params: attention + FFN + norm gains)."""
-    return hourglass.body_params(model.param_counts())
-
-
 def count_budget(model_type, **model_args):
-    from configurator import build_model as build_any
+    """model.budget() of a model_type built on the meta device (instant, no memory): the
+    non-embedding parameters without an untied LM head, which every shape is matched on."""
     with torch.device("meta"):
-        return budget(build_any(model_type, **dict(model_args, block_size=2)))
+        return build_any(model_type, **dict(model_args, block_size=2)).budget()
 
 
 def match_ffn_wider(baseline, ffn_mult=32, multiple=8):
@@ -263,14 +264,122 @@ def shape_label(model):
     return label
 
 
+# ----------------------------------------------------------------------------------------
+# The presets of compare.py and bench.py, and the table of shapes
+
+# Keys handed to compose.matched_shapes; the rest of a preset is the baseline and training.
+MATCHING_KEYS = ("hourglass_k", "hourglass_ratio", "width_schedule", "width_multiple", "ffn_wider_mult",
+                 "cea_outer_ratio", "ffn_multiple")
+BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
+
+# 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
+# Measured: ~45 min for all ten on a 2-core CPU (see README, Results).
+CPU_PRESET = dict(
+    out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models="", seeds="1337",
+    n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
+    block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600, learning_rate=2e-3,
+    min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
+    device="auto", dtype="auto", compile=False,
+    hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
+    cea_outer_ratio=0.125, ffn_multiple=32)
+# The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
+# gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
+# 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
+GPU_PRESET = dict(
+    CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
+    block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200, eval_interval=250,
+    eval_iters=50, log_interval=50, compile=True,
+    width_multiple=48,  # widths: multiples of 2 x 12 heads
+    ffn_multiple=256)  # the LWS paper's FFN divisor
+PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
+
+
+def preset_settings(argv, keys=None, extra=None):
+    """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
+    on top (compare.py, compose.py and bench.py read their command lines this way).
+    keys: keep only these preset keys; extra: the calling tool's own options and defaults."""
+    preset = next((a.split("=", 1)[1] for a in argv if a.startswith("--preset=")), "cpu")
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
+    defaults.update(extra or {}, preset=preset)
+    return parse_overrides(argv, defaults)
+
+
+def select_models(shapes, models):
+    """The shapes named in `models`: comma-separated names or their folder slugs ('' = all)."""
+    if not models:
+        return shapes
+    wanted = [m.strip() for m in models.split(",")]
+    unknown = [m for m in wanted if m not in shapes and m not in map(slug, shapes)]
+    if unknown:
+        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(shapes)} "
+                          f"(or {', '.join(map(slug, shapes))})")
+    return {name: shapes[name] for name in shapes if name in wanted or slug(name) in wanted}
+
+
+def dataset_vocab_size(dataset, data_dir=""):
+    """The vocabulary of data/<dataset> (or data_dir) from its meta.json; before the data is
+    prepared (train.py prepares the small datasets), the known sizes."""
+    meta = Path(data_dir or ROOT / "data" / dataset) / "meta.json"
+    if meta.exists():
+        return json.loads(meta.read_text())["vocab_size"]
+    return {"shakespeare_char": 65}.get(dataset, 50257)
+
+
+def baseline_of(settings):
+    """The plain GPT's build kwargs from a preset."""
+    return dict(vocab_size=dataset_vocab_size(settings["dataset"], settings["data_dir"]),
+                block_size=settings["block_size"], **{k: settings[k] for k in BASELINE_KEYS})
+
+
+def slug(name):
+    """A folder name for a model name: '><former' -> 'xformer', 'LWS crown' -> 'lws-crown'."""
+    return name.replace("><former", "xformer").replace("+", "-").replace(" ", "-").lower()
+
+
+# The shapes, counted on the meta device (no memory, no time)
+
+
+def describe_shapes(shapes, seq_len):
+    """{name: dict of shape, parameter counts by component, FLOPs/token, KV-cache bytes/token}."""
+    out = {}
+    for name, (model_type, model_args) in shapes.items():
+        with torch.device("meta"):
+            model = build_any(model_type, **model_args)
+        c = model.param_counts()
+        out[name] = dict(model_type=model_type, shape=shape_label(model), embedding=c["embedding"] + c["lm_head"],
+                         attention=c["attention"], ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
+                         total=c["total"], flops_per_token=model.flops_per_token(seq_len),
+                         kv_bytes_per_token=model.kv_cache_bytes_per_token())  # bf16 keys + values, all layers
+    return out
+
+
+def shapes_table(shapes_info, extra_columns=None):
+    """Markdown, one row per shape of describe_shapes(). extra_columns: (header cells, {name: row
+    cells}) appended on the right (compare.py adds its training results this way)."""
+    names = list(shapes_info)
+    first, base_budget = names[0], shapes_info[names[0]]["budget"]  # the plain GPT, unless --models left it out
+    head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})", "fwd FLOPs/token",
+            "KV bytes/token"]
+    extra_head, extra_cells = extra_columns or ([], {})
+    lines = ["| " + " | ".join(head + extra_head) + " |", "|---|---|" + "---:|" * (len(head) - 2 + len(extra_head))]
+    for name in names:
+        r = shapes_info[name]
+        cells = [name, r["shape"], f"{r['embedding'] / 1e6:.3f}M", f"{r['attention'] / 1e6:.3f}M",
+                 f"{r['ffn'] / 1e6:.3f}M", f"{r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base_budget - 1):+.1f}%)",
+                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}"]
+        lines.append("| " + " | ".join(cells + list(extra_cells.get(name, []))) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     import sys
-    from compare import MATCHING_KEYS, baseline_of, preset_settings, shapes_table
-    from configurator import ConfigError
+
     try:
         settings = preset_settings(sys.argv[1:])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
         print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
-        print(shapes_table(shapes, settings["block_size"]))
+        print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")

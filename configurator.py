@@ -82,6 +82,23 @@ def parse_overrides(argv, defaults, apply_to=None):
     return config
 
 
+# The train.py settings every model builder takes; `model_args` adds a mechanism's own.
+MODEL_KEYS = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim", "ffn_hidden", "qk_norm",
+              "tie_embeddings", "dropout")
+
+
+def train_defaults():
+    """train.py's default settings, read (not run) from its `key = literal` lines above `config_keys`,
+    so that other tools read a train.py config file exactly as train.py does."""
+    defaults = {}
+    for node in ast.parse((Path(__file__).resolve().parent / "train.py").read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id == "config_keys":
+                break
+            defaults[node.targets[0].id] = ast.literal_eval(node.value)
+    return defaults
+
+
 # model_type -> the file that defines it. Each file has build_model(**model_args) -> GPT.
 MODEL_FILES = {
     "gpt": "model",

@@ -37,7 +37,7 @@ from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
-from configurator import build_model, parse_overrides
+from configurator import MODEL_KEYS, build_model, parse_overrides
 from model import peak_flops
 
 # -----------------------------------------------------------------------------------------
@@ -173,9 +173,7 @@ train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
 # -----------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, elapsed_before = 0, float("inf"), 0.0
-common_args = dict(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
-                   n_kv_head=n_kv_head, n_embd=n_embd, head_dim=head_dim, ffn_hidden=ffn_hidden,
-                   qk_norm=qk_norm, tie_embeddings=tie_embeddings, dropout=dropout)
+common_args = dict(vocab_size=vocab_size, **{k: config[k] for k in MODEL_KEYS})
 if init_from == "scratch":
     model_args = {**common_args, **model_args}
     model = build_model(model_type, **model_args)

@@ -80,28 +80,3 @@ def test_missing_dataset_is_prepared_or_explained(tmp_path):
     import compare
     with pytest.raises(SystemExit, match="not prepared.*prepare.py"):
         compare.prepare_data(dict(dataset="tinystories", data_dir=str(tmp_path / "nothing-here")))
-
-
-def test_the_shapes_use_the_datasets_vocabulary(char_dataset):
-    import compare
-    settings = dict(compare.PRESETS["cpu"], data_dir=str(char_dataset))
-    vocab = json.loads((char_dataset / "meta.json").read_text())["vocab_size"]
-    assert vocab != 65 and compare.baseline_of(settings)["vocab_size"] == vocab
-
-
-def test_presets_and_model_selection_on_the_command_line():
-    import compare
-    from configurator import ConfigError
-    settings = compare.preset_settings(["--preset=gpu", "--max_iters=7"])
-    assert settings["n_embd"] == 768 and settings["max_iters"] == 7 and settings["preset"] == "gpu"
-    assert set(compare.preset_settings(["--steps=3"], keys=("n_layer",), extra=dict(steps=5))) == {
-        "n_layer", "steps", "preset"}
-    with pytest.raises(ConfigError, match="choose one of cpu, gpu"):
-        compare.preset_settings(["--preset=tpu"])
-    with pytest.raises(ConfigError, match="unknown config key"):
-        compare.preset_settings(["--n_layers=3"])
-    shapes = {"GPT": 1, "hourglass+><former": 2, "LWS crown": 3}
-    assert compare.select_models(shapes, "") == shapes
-    assert list(compare.select_models(shapes, "lws-crown,GPT")) == ["GPT", "LWS crown"]  # slugs, preset order
-    with pytest.raises(ConfigError, match="unknown \\['nope'\\]"):
-        compare.select_models(shapes, "GPT,nope")

@@ -1,6 +1,8 @@
 """compose.py: composed models reduce exactly to each single mechanism and to the plain GPT,
 and matched_shapes matches every shape to the baseline's budget."""
 
+import json
+
 import pytest
 import torch
 from conftest import all_logits, assert_causal, overfit_loss
@@ -123,7 +125,7 @@ def budgets(shapes):
 
 
 def test_cpu_preset_shapes_match_the_budget():
-    from compare import MATCHING_KEYS, PRESETS, baseline_of
+    from compose import MATCHING_KEYS, PRESETS, baseline_of
     settings = PRESETS["cpu"]
     shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
     assert list(shapes) == ["GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA", "LWS vanilla",
@@ -141,10 +143,33 @@ def test_cpu_preset_shapes_match_the_budget():
 
 
 def test_gpu_preset_hourglass_is_the_papers_113m_row():
-    from compare import MATCHING_KEYS, PRESETS, baseline_of
+    from compose import MATCHING_KEYS, PRESETS, baseline_of
     settings = PRESETS["gpu"]
     shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
     args = shapes["hourglass"][1]
     assert (args["n_embd"], args["bottleneck_dim"], args["n_sub_blocks"], args["n_layer"]) == (1032, 418, 4, 12)
     wider = shapes["FFN-Wider"][1]
     assert 28 <= wider["ffn_hidden"] / wider["n_embd"] <= 36
+
+
+def test_the_shapes_use_the_datasets_vocabulary(char_dataset):
+    settings = dict(compose.PRESETS["cpu"], data_dir=str(char_dataset))
+    vocab = json.loads((char_dataset / "meta.json").read_text())["vocab_size"]
+    assert vocab != 65 and compose.baseline_of(settings)["vocab_size"] == vocab
+
+
+def test_presets_and_model_selection_on_the_command_line():
+    from configurator import ConfigError
+    settings = compose.preset_settings(["--preset=gpu", "--max_iters=7"])
+    assert settings["n_embd"] == 768 and settings["max_iters"] == 7 and settings["preset"] == "gpu"
+    assert set(compose.preset_settings(["--steps=3"], keys=("n_layer",), extra=dict(steps=5))) == {
+        "n_layer", "steps", "preset"}
+    with pytest.raises(ConfigError, match="choose one of cpu, gpu"):
+        compose.preset_settings(["--preset=tpu"])
+    with pytest.raises(ConfigError, match="unknown config key"):
+        compose.preset_settings(["--n_layers=3"])
+    shapes = {"GPT": 1, "hourglass+><former": 2, "LWS crown": 3}
+    assert compose.select_models(shapes, "") == shapes
+    assert list(compose.select_models(shapes, "lws-crown,GPT")) == ["GPT", "LWS crown"]  # slugs, preset order
+    with pytest.raises(ConfigError, match="unknown \\['nope'\\]"):
+        compose.select_models(shapes, "GPT,nope")

@@ -13,7 +13,7 @@ import torch
 
 from conftest import ROOT
 from checkpoint import load_checkpoint, save_checkpoint
-from configurator import ConfigError, build_model, parse_overrides
+from configurator import ConfigError, build_model, parse_overrides, train_defaults  # noqa: F401 (other tests import it from here)
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=2",
         "--log_interval=1", "--dropout=0.1", "--dtype=float32", "--sample_tokens=0", "--warmup_iters=2",
@@ -31,15 +31,6 @@ def run(script, *args, check=True, timeout=120):
 def step_losses(out_dir):
     records = [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
     return {r["iter"]: r["loss"] for r in records if "loss" in r}
-
-
-def train_defaults():
-    """train.py's defaults: the assignments above its `config_keys =` line."""
-    source = (ROOT / "train.py").read_text().split("\nconfig_keys =")[0]
-    namespace = {}
-    exec(compile(source, "train.py", "exec"), namespace)
-    return {k: v for k, v in namespace.items()
-            if not k.startswith("_") and isinstance(v, (int, float, bool, str, dict, type(None)))}
 
 
 def test_resume_gives_the_same_losses_as_an_uninterrupted_run(char_dataset, tmp_path):
