@@ -1,0 +1,146 @@
+"""The layout a learner relies on: every import points down, mechanism files hold only their
+mechanism, and the docs name only files that exist.
+
+Levels, from the bottom: the leaves (model.py and the small helpers) <- the mechanism files <-
+compose.py <- the drivers (compare.py, bench.py) ; train.py / sample.py / train_mlp.py, the
+experiments and the data scripts sit on top and import only what they need. Imports are read
+from the AST of every file, function bodies included. (configurator.build_model loads a model
+file by its model_type name at run time: the one deliberate by-name load, so that train.py needs
+no import of any mechanism.)
+"""
+
+import ast
+import re
+
+import pytest
+from conftest import ROOT
+
+LEAVES = {"model", "configurator", "checkpoint", "tokenizer", "plot"}
+MECHANISMS = {"hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
+ENTRY_POINTS = {"train", "sample"}  # import leaves only
+README_MAX_LINES = 320
+MECHANISM_MAX_LINES = {"mlp_hourglass": 450}  # the rest: 400 plus a little slack
+MECHANISM_DEFAULT_MAX_LINES = 420
+
+
+def repo_files():
+    """{name: path} of every Python file outside tests/: top-level modules by module name,
+    the others (experiments/, data/) by their path."""
+    files = {p.stem: p for p in ROOT.glob("*.py")}
+    for p in list(ROOT.glob("experiments/*.py")) + list(ROOT.glob("data/*/*.py")):
+        files[str(p.relative_to(ROOT))] = p
+    return files
+
+
+def imported_modules(source, known):
+    """The names in `known` that `source` imports anywhere (module level or inside functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & known
+
+
+def import_graph():
+    files = repo_files()
+    modules = {name for name in files if "/" not in name}
+    return {name: imported_modules(path.read_text(), modules) for name, path in files.items()}
+
+
+def find_cycle(graph):
+    """A list of names forming an import cycle, or None."""
+    state = {}  # name -> 'open' while on the DFS path, 'done' after
+
+    def visit(name, path):
+        state[name] = "open"
+        for dep in sorted(graph.get(name, ())):
+            if state.get(dep) == "open":
+                return path[path.index(dep):] + [dep] if dep in path else path + [dep]
+            if dep not in state and (cycle := visit(dep, path + [dep])):
+                return cycle
+        state[name] = "done"
+        return None
+
+    for name in sorted(graph):
+        if name not in state and (cycle := visit(name, [name])):
+            return cycle
+    return None
+
+
+def test_the_checker_sees_imports_inside_functions_and_finds_cycles():
+    source = "import torch\nfrom model import GPT\ndef f():\n    from bench import x\n    import compose.sub\n"
+    assert imported_modules(source, {"model", "bench", "compose", "cea"}) == {"model", "bench", "compose"}
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_file_imports_a_file_that_imports_it_back():
+    graph = import_graph()
+    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+
+
+@pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
+def test_a_mechanism_file_imports_only_model_and_configurator(mechanism):
+    extra = import_graph()[mechanism] - {"model", "configurator"}
+    assert not extra, f"{mechanism}.py imports {sorted(extra)}: a mechanism file holds what its paper proposes"
+
+
+def test_leaves_and_entry_points_import_no_mechanism_or_driver():
+    graph = import_graph()
+    for name in LEAVES | ENTRY_POINTS:
+        assert graph[name] <= LEAVES, f"{name}.py imports {sorted(graph[name] - LEAVES)}"
+
+
+def test_data_scripts_import_no_model_file_and_experiments_no_driver():
+    graph = import_graph()
+    for name, deps in graph.items():
+        if name.startswith("data/"):
+            assert deps <= LEAVES - {"model"}, f"{name} imports {sorted(deps)}: data never imports a model file"
+        if name.startswith("experiments/"):
+            assert deps <= LEAVES | MECHANISMS, f"{name} imports {sorted(deps - LEAVES - MECHANISMS)}"
+            stem = name.rsplit("/", 1)[-1].removesuffix(".py")
+            assert stem not in graph, f"{name} would shadow {stem}.py when run from experiments/"
+
+
+def test_mechanism_files_and_the_readme_stay_short():
+    for name in MECHANISMS:
+        lines = len((ROOT / f"{name}.py").read_text().splitlines())
+        limit = MECHANISM_MAX_LINES.get(name, MECHANISM_DEFAULT_MAX_LINES)
+        assert lines <= limit, f"{name}.py has {lines} lines (at most {limit}): does an experiment or driver hide in it?"
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; mechanism write-ups belong in docs/"
+
+
+def doc_files():
+    return [ROOT / "README.md"] + sorted(ROOT.glob("docs/*.md")) + sorted(ROOT.glob("data/*/readme.md"))
+
+
+def test_docs_name_only_files_that_exist():
+    """Every `python path.py` in a command and every linked file of README.md, docs/ and the data
+    readmes exists (a moved script or figure leaves no dead command behind)."""
+    missing = []
+    for doc in doc_files():
+        text = doc.read_text()
+        for script in re.findall(r"python (?:-m \w+ )?((?:[\w./-]+/)?\w+\.py)", text):
+            if not (ROOT / script).exists():
+                missing.append(f"{doc.name}: python {script}")
+        for config in re.findall(r"\b(config/\w+\.py)", text):
+            if not (ROOT / config).exists():
+                missing.append(f"{doc.name}: {config}")
+        for link in re.findall(r"\]\(([^)#:]+)\)", text):
+            if not (doc.parent / link).exists():
+                missing.append(f"{doc.name}: link {link}")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_repo_stands_alone():
+    """Readers have only the repo: it cites papers and public code, never notes they cannot see."""
+    pattern = re.compile(r"DESIGN\.md|REFERENCE_FACTS|\.\./shared|shared/papers|\bthe issue\b|issue #?\d")
+    hits = []
+    for path in list(repo_files().values()) + doc_files() + sorted(ROOT.glob("config/*.py")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not hits, "\n".join(hits)
