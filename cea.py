@@ -1,25 +1,23 @@
 """
-FFN-Wider baseline, Combination Adjustable / Enhanced Architecture (Inner-FFN inside
-attention), Inner-MoE, and the Token Prediction contribution ratio.
+FFN-Wider, the Combination Adjustable / Enhanced Architecture (an Inner-FFN inside
+attention) and Inner-MoE.
 
 Paper: Xin Lu, Yanyan Zhao, Bing Qin, Liangyu Huo, Qing Yang, Dongliang Xu,
 "How does Architecture Influence the Base Capabilities of Pre-trained Language Models?
-A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024).
-No public code: the paper (sections 3-7, appendix C.2) and DESIGN.md are the spec.
+A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024). There is no public
+code: the paper's sections 3-7 and appendix C.2 are the spec, and where they are silent
+the choice made here is named below.
 
 The idea, for a learner
 -----------------------
-A transformer layer does two kinds of work. Attention is a *combination* function: the
-output at position t is a weighted mix of the other positions' values. The FFN is a
-*transformation* function: it rewrites each position's vector on its own. The paper
-makes the FFN 8x wider ("FFN-Wider": hidden 32 d instead of 4 d), trains it to the same
-pre-training loss, and finds it generalises worse out of distribution. Its explanation:
-the wide FFN does more of the language-modelling work by itself, so the share done by
-combination drops (section 4.2, measured by the Token Prediction contribution ratio).
+Attention *combines* positions; the FFN *transforms* each position on its own. Making
+the FFN 8x wider ("FFN-Wider": hidden 32 d instead of 4 d) and training to the same loss
+hurts out-of-distribution ability: the wide FFN does more of the work alone, so the share
+done by combination drops (section 4.2, the Token Prediction contribution ratio, measured
+by experiments/cea_contribution.py).
 
-The fix is to move part of the FFN *inside* attention, where it can only help through
-combination (section 5, the Combination Adjustable Architecture, CAA). With the usual
-attention input a = n(x):
+The fix moves part of the FFN *inside* attention, where it can only help through
+combination (section 5, the Combination Adjustable Architecture, CAA). With a = n(x):
 
     t = a + InnerFFN(a)                                   Inner-FFN (5.1.1)
     q_t = W_q a_t                                         queries never see the Inner-FFN
@@ -27,80 +25,55 @@ attention input a = n(x):
     k_t, v_t = W_k a_t, W_v a_t        at s = t           the direct pathway (5.1.2)
     x_new = x + W_o softmax(q_t . k_s / sqrt(hd) over s <= t) v_s
 
-A position's own Inner-FFN output reaches later layers only after being combined into
-*another* position; without the direct pathway its own value v(t_t) would carry the
-transformation straight through (the "w/o Direct Pathway" ablation). The FFN width W is
-split by the outer ratio rho: the usual FFN sublayer keeps rho W (the Outer-FFN), the
-Inner-FFN gets (1 - rho) W. CEA (section 6) is CAA at the best ratio: rho = 12.5 % for
-GPT. For MoE models (section 7, C.2) the MoE layer that sits before the FFN is moved
-inside attention as an Inner-MoE, and to fit FlashAttention the direct pathway is
-simplified to *masking the current position* (each query sees only s < t).
-
-Token Prediction contribution ratio (4.2.2): take the representation after every
-sublayer, group positions by their target token, the normalised mean of a group is the
-token's class vector (tokens with < 50 occurrences dropped); predict each position's
-target by the most cosine-similar class vector. The accuracy gain of each sublayer over
-the one before is its contribution; the FFN ratio is the FFN gains over all gains.
-
+A position's own Inner-FFN output reaches the output only through *another* position
+(without the direct pathway v(t_t) carries it through: the "w/o Direct Pathway"
+ablation). The outer ratio rho splits the FFN width W: the FFN sublayer keeps rho W (the
+Outer-FFN), the Inner-FFN gets (1 - rho) W. CEA (section 6) is CAA at rho = 12.5 % for
+GPT. For MoE models (section 7, C.2) the MoE layer before the FFN moves inside attention
+as an Inner-MoE, and the direct pathway is simplified to *masking the current position*.
 (The paper has no numbered equations; the lines above are its sections 5.1.1 / 5.1.2.)
 
 What this file implements
 -------------------------
-- `build_model(...)`: one builder for every model of the paper on our LLaMA-style GPT.
-  FFN width W = ffn_hidden, or ffn_mult * n_embd (ffn_mult=32: FFN-Wider; 4: vanilla).
-  outer_ratio=1.0 is exactly FFN-Wider (same parameters, same logits, the plain
-  model.AttentionSublayer is used); outer_ratio=0.125 is CEA for GPT.
-  current_position = 'direct' (5.1.2, default), 'masked' (C.2 simplification),
-  'transformed' (w/o direct pathway ablation).
-  n_experts > 0 adds a top-1 MoE (Switch-style): moe_place='before_ffn' (the MoE
-  baseline: an extra residual sublayer before the FFN) or 'inner' (MoE w/ CEA, the MoE
-  is the Inner-FFN). The weighted load-balancing loss is *added to the loss that
-  CEAGPT.forward returns*, so train.py optimises it with no change.
-- `CEAAttentionSublayer`: the attention with the Inner-FFN and the three current-position
-  rules, in one fused scaled_dot_product_attention call, no loop over positions.
-- `TopOneMoE`, `load_balancing_loss`.
-- `token_prediction_accuracies`, `contribution_ratio`, `analyze_checkpoint`,
-  `plot_contributions`: the contribution analysis and the Figure-4-like plot.
-- `param_split(model)`: attention / inner FFN / outer FFN / MoE parameters;
-  `match_ffn_hidden(target, **shape)`: the FFN width that matches a baseline's parameters.
+- `build_model(...)`: every model of the paper. W = ffn_hidden or ffn_mult * n_embd (32:
+  FFN-Wider, 4: vanilla); outer_ratio=1.0 is exactly FFN-Wider (model.GPT's sublayers, same
+  logits), 0.125 is CEA; current_position 'direct' (5.1.2), 'masked' (C.2), 'transformed'
+  (ablation); n_experts > 0 adds a top-1 MoE before the FFN (moe_place='before_ffn', the
+  MoE baseline) or inside attention ('inner', MoE w/ CEA). CEAGPT.forward returns the LM
+  loss plus balance_coef x the MoE balancing loss, so train.py optimises it unchanged.
+- `CEAAttentionSublayer`, `TopOneMoE`, `load_balancing_loss`, `MoESublayer`, `FFNSlot`;
+  `param_split` (parameters by role), `match_ffn_hidden` (the W matching a baseline).
 
 Choices the paper leaves open (and deviations)
 ----------------------------------------------
 - Base model: our pre-norm LLaMA-style GPT (RMSNorm, RoPE, SwiGLU), not the paper's
-  post-LN GPT-1 with GELU. The FFN width is the SwiGLU hidden size, so "32x" means
+  post-LN GPT-1 with GELU. The FFN width is the SwiGLU hidden size: "32x" means
   ffn_hidden = 32 d (3 matrices of d x 32d).
-- The Inner-FFN is a SwiGLU without its own norm: it reads a = n(x), the attention's
-  own normed input, and adds back residually (t = a + InnerFFN(a)); the paper's figure
-  shows an FFN with a residual inside MHA but gives no norm placement.
-- Exact direct pathway, how: the keys are the concatenation [W_k t_1..T, W_k a_1..T]
-  (2T keys, RoPE at the same positions for both halves) with a boolean mask that allows
-  the strictly-earlier transformed keys and the diagonal of the untransformed ones. One
-  softmax, one SDPA call. It computes 2T scores per query (half of them masked), so the
-  attention-score FLOPs are counted twice (as flop_counter counts them).
-- Masked variant at position 0 (no earlier position to attend to): the attention output
-  is defined as the zero vector, so the sublayer returns x unchanged there (no NaN).
-  Implemented by letting position 0 see itself and then zeroing that row.
-- MoE: Switch-Transformer top-1 routing, the expert output is scaled by its router
-  probability (so the router is trained), no capacity limit and no token dropping
-  (the paper used fastmoe); balancing loss E * sum_i f_i P_i (1.0 at perfect balance),
-  weight `balance_coef` (0.01). FLOPs per token count the router and ONE expert.
-  The baseline's MoE is a residual sublayer with its own RMSNorm (d parameters); the
-  Inner-MoE reads the attention's normed input, so it has one norm fewer per layer -
-  the matrices (total and active) are identical.
-- Contribution analysis: representations are taken after the embedding and after each
-  residual sublayer (before the final norm); a sublayer of the MoE baseline's FFN slot
-  (MoE + FFN) counts as one FFN step. Accuracy is measured on positions whose target
-  kept a class vector. Gains may be negative; the ratio is FFN gains / all gains.
-- qk_norm is applied to both key sets the same way as in model.CausalSelfAttention.
+- The Inner-FFN is a SwiGLU without a norm of its own: it reads a = n(x), attention's
+  normed input, and adds back residually; the paper's figure gives no norm placement.
+- Exact direct pathway: the keys are [W_k t_1..T | W_k a_1..T] (2T keys, RoPE at the same
+  positions for both halves) with a boolean mask that allows the strictly-earlier
+  transformed keys and the diagonal of the untransformed ones: one softmax, one SDPA
+  call. Half of its 2T scores per query are masked, and the FLOPs count all 2T (as
+  torch's flop_counter does). qk_norm treats both key sets as model.py does.
+- Masked variant at position 0 (nothing earlier to attend to): the attention output is
+  defined as zero (position 0 sees itself, then its row is zeroed), so no NaN.
+- MoE: Switch-Transformer top-1 routing, the expert output scaled by its router
+  probability (so the router learns), no capacity limit, no token dropping (the paper used
+  fastmoe); balancing loss E * sum_i f_i P_i (1.0 at perfect balance), weight balance_coef
+  0.01. FLOPs per token count the router and ONE expert. The baseline's MoE sublayer has
+  its own RMSNorm (d parameters); the Inner-MoE reads attention's normed input, so it has
+  one norm fewer per layer - the matrices (total and active) are identical.
 
 Run it
 ------
-    python cea.py                                         # parameter split of FFN-Wider + CEA, H=768 GPT
-    python cea.py --outer_ratio=1.0                       # FFN-Wider
-    python cea.py --bench=True --n_embd=64 --n_layer=4 --n_head=4 --vocab_size=84   # tokens/s vs FFN-Wider
+    python cea.py                          # shape table + parameter split of CEA, the paper's H=768 GPT
+    python cea.py --outer_ratio=1.0        # FFN-Wider
+    python cea.py --ffn_mult=4 --outer_ratio=1.0 --n_experts=64 --moe_place=inner --current_position=masked
     python train.py config/cea_shakespeare_char_cea.py    # CPU runs (also _vanilla, _wider)
-    python cea.py --analyze=out-cea-vanilla,out-cea-wider,out-cea-cea   # contribution ratios, OOD loss,
-                                                          # and docs/cea_contribution.png
+    python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
+    python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py   # tokens/s
+Measured results: docs/cea.md.
 """
 
 from dataclasses import dataclass
@@ -419,146 +392,6 @@ def param_split(model):
     return split
 
 
-# ----------------------------------------------------------------------------------------
-# Token Prediction contribution ratio (section 4.2.2)
-
-
-@torch.no_grad()
-def sublayer_representations(model, idx):
-    """[embedding, after attn 1, after FFN slot 1, after attn 2, ...], each (B*T, C) float32,
-    and the kind of each step ('embedding', 'attention', 'ffn')."""
-    x = model.tok_emb(idx)  # (B, T, C)
-    reps, kinds = [x], ["embedding"]
-    for block in model.blocks:
-        x = block.attn(x)
-        reps.append(x)
-        kinds.append("attention")
-        x = block.ffn(x)
-        reps.append(x)
-        kinds.append("ffn")
-    return [r.reshape(-1, r.size(-1)).float() for r in reps], kinds
-
-
-def token_prediction_accuracies(reps, targets, min_count=50):
-    """Accuracy of nearest-class-vector prediction for each representation in `reps`
-    (each (N, C)), targets (N,). Class vector of token c = normalised mean of the
-    normalised representations whose target is c; tokens with < min_count positions are
-    dropped, and accuracy is over the positions whose target kept a class vector."""
-    counts = torch.bincount(targets)
-    kept = (counts >= min_count).nonzero(as_tuple=True)[0]  # (K,) token ids with a class vector
-    if kept.numel() == 0:
-        raise ValueError(f"no target token occurs {min_count} times: analyse more batches or lower min_count")
-    lookup = torch.full((counts.numel(),), -1, dtype=torch.long)
-    lookup[kept] = torch.arange(kept.numel())
-    label = lookup[targets]  # (N,) class index or -1
-    use = label >= 0
-    accuracies = []
-    for r in reps:
-        r = F.normalize(r[use], dim=-1)  # (M, C)
-        sums = torch.zeros(kept.numel(), r.size(-1)).index_add_(0, label[use], r)  # (K, C)
-        classes = F.normalize(sums, dim=-1)  # (K, C) normalised mean (the mean's direction)
-        predicted = (r @ classes.T).argmax(dim=-1)  # highest cosine similarity
-        accuracies.append((predicted == label[use]).float().mean().item())
-    return accuracies
-
-
-def contribution_ratio(accuracies, kinds):
-    """Gains of each sublayer over the step before it, and the FFN share of all gains."""
-    gains = [accuracies[i] - accuracies[i - 1] for i in range(1, len(accuracies))]
-    ffn_gain = sum(g for g, k in zip(gains, kinds[1:]) if k == "ffn")
-    total = sum(gains)
-    return dict(accuracies=accuracies, kinds=kinds, gains=gains, ffn_ratio=ffn_gain / total if total else float("nan"),
-                attention_ratio=(total - ffn_gain) / total if total else float("nan"))
-
-
-@torch.no_grad()
-def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0):
-    """Token Prediction contribution of a trained checkpoint on a few fixed batches of its dataset."""
-    from pathlib import Path
-
-    import numpy as np
-
-    from checkpoint import load_checkpoint, model_from_checkpoint
-    ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt")
-    model = model_from_checkpoint(ckpt).eval()
-    cfg = ckpt["config"]
-    data_dir = Path(cfg["data_dir"]) if cfg["data_dir"] else Path(__file__).resolve().parent / "data" / cfg["dataset"]
-    data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
-    T = cfg["block_size"]
-    g = torch.Generator().manual_seed(seed)
-    ix = torch.randint(len(data) - T - 1, (n_batches * batch_size,), generator=g).tolist()
-    x = torch.from_numpy(np.stack([data[i:i + T] for i in ix]).astype(np.int64))
-    y = torch.from_numpy(np.stack([data[i + 1:i + 1 + T] for i in ix]).astype(np.int64))
-    reps, kinds = [], None
-    for b in range(n_batches):
-        r, kinds = sublayer_representations(model, x[b * batch_size:(b + 1) * batch_size])
-        reps.append(r)
-    reps = [torch.cat([r[i] for r in reps]) for i in range(len(kinds))]
-    result = contribution_ratio(token_prediction_accuracies(reps, y.reshape(-1), min_count), kinds)
-    result["name"] = Path(out_dir).name
-    return result
-
-
-def ood_text():
-    """The out-of-distribution text: the Python 3 documentation's topic pages (CPython's
-    pydoc_data/topics.py, shipped with every CPython install), i.e. technical English
-    prose and code instead of Shakespeare. Returns one string."""
-    from pydoc_data.topics import topics
-    return "\n\n".join(topics[k] for k in sorted(topics))
-
-
-@torch.no_grad()
-def char_text_loss(out_dir, text, n_windows=64, batch_size=16):
-    """Mean next-character loss of a char-level checkpoint on `text` (characters outside the
-    checkpoint's vocabulary are dropped), over n_windows evenly spaced windows of block_size."""
-    import json
-    from pathlib import Path
-
-    from checkpoint import load_checkpoint, model_from_checkpoint
-    ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt")
-    model = model_from_checkpoint(ckpt).eval()
-    cfg = ckpt["config"]
-    data_dir = Path(cfg["data_dir"]) if cfg["data_dir"] else Path(__file__).resolve().parent / "data" / cfg["dataset"]
-    chars = json.loads((data_dir / "meta.json").read_text())["chars"]
-    index = {c: i for i, c in enumerate(chars)}
-    ids = torch.tensor([index[c] for c in text if c in index], dtype=torch.long)
-    T = cfg["block_size"]
-    starts = torch.linspace(0, len(ids) - T - 1, n_windows).long().tolist()
-    x = torch.stack([ids[s:s + T] for s in starts])
-    y = torch.stack([ids[s + 1:s + 1 + T] for s in starts])
-    losses = [model(x[i:i + batch_size], y[i:i + batch_size])[1].item() for i in range(0, n_windows, batch_size)]
-    return sum(losses) / len(losses)
-
-
-def plot_contributions(results, path):
-    """Figure-4-like plot: the FFN's and attention's cumulative share of the accuracy gain over depth."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    for i, r in enumerate(results):
-        total = sum(r["gains"]) or 1.0
-        ffn, attn, cum_ffn, cum_attn = 0.0, 0.0, [0.0], [0.0]
-        for g, k in zip(r["gains"], r["kinds"][1:]):
-            ffn, attn = (ffn + g, attn) if k == "ffn" else (ffn, attn + g)
-            if k == "ffn":  # one point per layer
-                cum_ffn.append(ffn / total)
-                cum_attn.append(attn / total)
-        layers = range(len(cum_ffn))
-        color = f"C{i}"
-        ax.plot(layers, cum_ffn, "-o", color=color, label=f"{r['name']}: FFN ({100 * r['ffn_ratio']:.0f}%)")
-        ax.plot(layers, cum_attn, "--", color=color, label=f"{r['name']}: attention")
-    ax.set_xticks(range(len(cum_ffn)))
-    ax.set_xlabel("layer")
-    ax.set_ylabel("cumulative share of the accuracy gain")
-    ax.set_title("Token Prediction contribution (section 4.2.2)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 def format_split(split):
     return ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in split.items())
 
@@ -566,37 +399,14 @@ def format_split(split):
 DEFAULT_ARGS = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_kv_head=None, n_embd=768,
                     head_dim=None, ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0, ffn_mult=32,
                     outer_ratio=0.125, current_position="direct", n_experts=0, expert_hidden=None,
-                    moe_place="before_ffn", balance_coef=0.01, analyze="", plot="docs/cea_contribution.png",
-                    bench=False, batch_size=16, steps=10)
+                    moe_place="before_ffn", balance_coef=0.01)
 
 if __name__ == "__main__":
-    import json
     import sys
 
     from configurator import parse_overrides
     args = parse_overrides(sys.argv[1:], DEFAULT_ARGS)
-    analyze, plot = args.pop("analyze"), args.pop("plot")
-    bench, batch_size, steps = args.pop("bench"), args.pop("batch_size"), args.pop("steps")
-    if analyze:  # contribution ratios (+ OOD loss) of trained checkpoints: --analyze=out_a,out_b
-        results = [analyze_checkpoint(d) for d in analyze.split(",")]
-        text = ood_text()
-        for d, r in zip(analyze.split(","), results):
-            r["ood_loss"] = char_text_loss(d, text)
-            print(json.dumps(dict(name=r["name"], ffn_ratio=round(r["ffn_ratio"], 4),
-                                  attention_ratio=round(r["attention_ratio"], 4), ood_loss=round(r["ood_loss"], 4),
-                                  accuracies=[round(a, 4) for a in r["accuracies"]])))
-        plot_contributions(results, plot)
-        print(f"wrote {plot}")
-    elif bench:  # training tokens/s of this shape vs FFN-Wider (outer_ratio=1) in the same run, bf16 eager
-        from bench import benchmark_shapes, markdown_table
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        shapes = {"ffn-wider": ("cea", {**args, "outer_ratio": 1.0}),
-                  f"caa rho={args['outer_ratio']}": ("cea", args)}
-        rows, _ = benchmark_shapes(shapes, batch_size, device, [torch.bfloat16], [False], steps=steps)
-        print(markdown_table(rows))
-        print(f"tokens/s ratio (CAA / FFN-Wider): {rows[1]['ratio']:.3f}")
-    else:
-        with torch.device("meta"):  # instant, even for the H=768 shapes
-            model = build_model(**args)
-        print(describe(model))
-        print("split: " + format_split(param_split(model)))
+    with torch.device("meta"):  # instant, even for the H=768 shapes
+        model = build_model(**args)
+    print(describe(model))
+    print("split: " + format_split(param_split(model)))

@@ -1,5 +1,5 @@
 """cea.py: FFN-Wider, CAA / CEA attention (Inner-FFN, direct pathway, masked, ablation), Inner-MoE,
-and the Token Prediction contribution ratio."""
+the parameter split and the shape table. The contribution analysis is tested in test_cea_contribution.py."""
 
 import math
 
@@ -179,34 +179,6 @@ def test_paper_shapes_h768():
     assert sw["total"] == sc["total"] and sw["attention"] == sc["attention"] == 12 * 4 * 768 * 768
 
 
-def test_contribution_ratio_on_a_hand_built_case():
-    # 2 classes x 100 positions in 2-D. Embedding: all (1, 0) -> ties -> class 0 -> accuracy 0.5.
-    # After attention: 80 of the class-1 positions move to (0, 1) -> 0.9. After the FFN: all of them -> 1.0.
-    targets = torch.tensor([0] * 100 + [1] * 100)
-    r0 = torch.tensor([[1.0, 0.0]]).repeat(200, 1)
-    r1 = r0.clone()
-    r1[100:180] = torch.tensor([0.0, 1.0])
-    r2 = r0.clone()
-    r2[100:] = torch.tensor([0.0, 1.0])
-    acc = cea.token_prediction_accuracies([r0, r1, r2], targets, min_count=50)
-    assert acc == pytest.approx([0.5, 0.9, 1.0])
-    result = cea.contribution_ratio(acc, ["embedding", "attention", "ffn"])
-    assert result["ffn_ratio"] == pytest.approx(0.2) and result["attention_ratio"] == pytest.approx(0.8)
-    # a class below min_count is dropped from the prediction and the accuracy
-    rare = torch.cat([targets, torch.tensor([2] * 10)])
-    reps = [torch.cat([r, torch.randn(10, 2)]) for r in (r0, r1, r2)]
-    assert cea.token_prediction_accuracies(reps, rare, min_count=50) == pytest.approx([0.5, 0.9, 1.0])
-
-
-def test_sublayer_representations_follow_the_forward_pass():
-    model = tiny(outer_ratio=0.125)
-    idx = torch.randint(0, 50, (2, 16))
-    reps, kinds = cea.sublayer_representations(model, idx)
-    assert kinds == ["embedding", "attention", "ffn", "attention", "ffn"]
-    logits = model.lm_head(model.norm_f(reps[-1]))
-    torch.testing.assert_close(logits, all_logits(model, idx).reshape(-1, 50), rtol=1e-5, atol=1e-5)
-
-
 def test_bad_arguments_say_what_to_do():
     with pytest.raises(ValueError, match="outer_ratio"):
         cea.build_model(**TINY, outer_ratio=1.5)
@@ -234,26 +206,43 @@ def test_config_files_load_and_build():
             build_model(cfg["model_type"], **args, **cfg["model_args"])
 
 
-def test_analysis_and_ood_loss_from_a_checkpoint(char_dataset, tmp_path):
-    import json
-    from checkpoint import save_checkpoint
-    vocab = json.loads((char_dataset / "meta.json").read_text())["vocab_size"]
-    args = dict(vocab_size=vocab, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mult=8, outer_ratio=0.25)
-    torch.manual_seed(0)
-    model = cea.build_model(**args)
-    save_checkpoint(dict(model=model.state_dict(), model_type="cea", model_args=args,
-                         config=dict(data_dir=str(char_dataset), dataset="", block_size=16)), tmp_path / "ckpt.pt")
-    result = cea.analyze_checkpoint(tmp_path, n_batches=2, batch_size=8, min_count=5)
-    assert result["kinds"] == ["embedding", "attention", "ffn", "attention", "ffn"]
-    assert len(result["accuracies"]) == 5 and all(0 <= a <= 1 for a in result["accuracies"])
-    assert result["ffn_ratio"] + result["attention_ratio"] == pytest.approx(1.0)
-    # an untrained model is near-uniform over the vocabulary: loss ~ ln(vocab) on any text
-    assert cea.char_text_loss(tmp_path, "Speak, speak. " * 40, n_windows=4) == pytest.approx(math.log(vocab), abs=0.3)
-    cea.plot_contributions([result], tmp_path / "plot.png")
-    assert (tmp_path / "plot.png").stat().st_size > 1000
-
-
 def test_match_ffn_hidden_finds_the_baselines_width():
     shape = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, outer_ratio=0.125)
     target = tiny(ffn_mult=32, outer_ratio=1.0).param_counts()["non_embedding"]  # FFN-Wider, W = 1024
     assert cea.match_ffn_hidden(target, **shape) == 32 * 32
+
+
+def test_moe_at_the_papers_c2_shape():
+    """Appendix C.2's MoE GPT (d=4096, 6 layers, 32 heads, 64 top-1 experts of hidden 4096, FFN 4d,
+    vocabulary 32,000, untied): baseline and Inner-MoE have the same matrices; the baseline has one
+    RMSNorm gain (d parameters) more per layer. SwiGLU experts have 3 matrices each."""
+    shape = dict(vocab_size=32000, block_size=2048, n_layer=6, n_head=32, n_embd=4096, tie_embeddings=False,
+                 ffn_mult=4, outer_ratio=1.0, n_experts=64, expert_hidden=4096)
+    with torch.device("meta"):
+        before = cea.param_split(cea.build_model(**shape, moe_place="before_ffn"))
+        inner = cea.param_split(cea.build_model(**shape, moe_place="inner", current_position="masked"))
+    d, L = 4096, 6
+    experts_and_routers = L * (64 * 3 * d * 4096 + d * 64)
+    assert before["moe"] == inner["inner_ffn"] == experts_and_routers == 19_328_925_696
+    assert before["attention"] == inner["attention"] == L * 4 * d * d == 402_653_184
+    assert before["outer_ffn"] == inner["outer_ffn"] == L * 3 * d * 4 * d == 1_207_959_552
+    assert before["active_ffn"] == inner["active_ffn"] == L * (3 * d * 4 * d + 3 * d * 4096 + d * 64) == 1_511_522_304
+    assert before["total"] - inner["total"] == L * d
+
+
+def test_shape_table_command_prints_the_cea_split_at_the_papers_h768_shape():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "cea.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "split: attention 28.312M, inner_ffn 594.543M, outer_ffn 84.935M" in out
+    assert "total 731.249M" in out and "forward FLOPs/token at T=128: 1500.21M" in out
+
+
+def test_cea_py_imports_only_model_and_configurator_from_the_repo():
+    import ast
+    repo_modules = {p.stem for p in ROOT.glob("*.py")}
+    tree = ast.parse((ROOT / "cea.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported & repo_modules == {"model", "configurator"}
