@@ -1,8 +1,9 @@
 """
 The ><former: a transformer whose layers have different widths on one wide residual stream.
 
-Paper: "Variable-Width Transformers" (the ><former), Wu, Sieberling, Tan, Panda, Polyanskiy,
-Kim, 2026 (../shared/papers/variable_width_transformers.txt).
+Paper: "Variable-Width Transformers" (the ><former), Zhaofeng Wu, Oliver Sieberling, Shawn Tan,
+Rameswar Panda, Yury Polyanskiy, Yoon Kim (MIT, MIT-IBM Watson AI Lab), 2026. Reference code:
+https://github.com/ZhaofengWu/variable-width-transformers
 
 The idea
 --------
@@ -34,45 +35,43 @@ d_1 = d_L = d_bar, and parameter count matched to a constant-width baseline:
                                                                   last-MLP-down rows)
     b(a^-) = d_bar(a^-) (a^-)^(l*-1) = d_l*   solved by bisection, then round(d_l / 32) * 32
 
-The analyses of sec. 4: normalized matrix entropy of the residual stream per layer,
-    H(X) = -(1/log r) sum_j p_j log p_j,  p_j = sigma_j^2 / ||X||_F^2                   (2)
-and the logit lens (target log-prob, entropy, symmetric KL between adjacent layers).
-
 What this file implements
 -------------------------
 - `VariableWidthConfig` / `VariableWidthGPT`: model.GPT with per-layer widths; every layer is a
   plain model.Block built at width w_l with the same number of heads (head_dim = w_l / n_head,
   SwiGLU hidden 4 w_l). Constant widths give exactly model.GPT (same seed, same logits).
+  `residual_streams` (the stream after every layer) and `head_input` (the final norm) are what
+  experiments/variable_width_analysis.py reads for sec. 4 (matrix entropy, eq. 2; logit lens).
 - Expansion methods of sec. 4.4: 'carry' (eq. 1, default), 'zero' (new coordinates are zeros:
   a naive resize) and 'project' (a learned linear map predicts only the new coordinates from
   the previous layer's w_{l-1} coordinates).
 - Schedules: constant, x (><former), diamond, v (growing), lambda (narrowing), each from
   (r_l, r_d) with the Appendix A solver, or any explicit list `layer_widths`.
-- Accounting: parameters (with the endpoint correction), FLOPs/token, KV-cache bytes/token.
-- Analyses: `matrix_entropy_per_layer`, `logit_lens`, `analyze_checkpoints` (PNG plots).
+- Accounting: Appendix A's W_end and "matched" count (`param_summary`), the table against the
+  constant width (`compare`, `report`); FLOPs and KV cache per token are model.GPT's.
 
 Deviations from the paper, and why
 ----------------------------------
 - No muP (the reference trains with muP: init std 0.1, embedding x12, logits /8, residual x0.22,
   lr 1e-2): we use the repo's standard init (0.02, residual projections 0.02/sqrt(2L)) and
   train.py's AdamW so that the ><former and the baseline differ only in shape.
-- The final RMSNorm runs over R[:w_L] and its output is truncated to d before the head
-  (DESIGN.md). So the last MLP's rows beyond d still affect the norm's scale; they are the
-  paper's "unused" endpoint parameters, which we count separately (`param_summary`).
-  If w_L < d (a lambda shape) the norm runs over R[:d] instead (the head needs d coordinates).
+- The final RMSNorm runs over R[:w_L] and its output is truncated to d before the head. So the
+  last MLP's rows beyond d still affect the norm's scale; they are the paper's "unused" endpoint
+  parameters, which we count separately (`param_summary`). If w_L < d (a lambda shape) the norm
+  runs over R[:d] instead (the head needs d coordinates).
 - The embedding is always zero-padded (also in the 'project' variant), as Appendix A assumes.
 - For v and lambda shapes (no symmetric endpoints) the solver scales one geometric progression;
   the endpoint correction then applies to whichever end is wider than d. GQA changes K to
   2 + 2 n_kv/n_head + 3E; with plain attention this is the paper's K = 16.
-- Matrix entropy (2): X is the (tokens x D) stream matrix without centering, r its numerical rank.
 
-Run
----
+Run (write-up and measured results: docs/variable_width.md)
+---------------------------------------------------------
     python variable_width.py --n_layer=16 --n_embd=640         # the 200M shape table (meta device)
+    python variable_width.py config/variable_width_shakespeare_char_x.py   # the CPU shapes
     python train.py config/variable_width_shakespeare_char_x.py   # CPU ><former on Shakespeare
     python train.py config/variable_width_shakespeare_char_constant.py
-    python variable_width.py config/variable_width_shakespeare_char_x.py --bench=True
-    python variable_width.py --analyze=out-vw-constant,out-vw-x   # entropy + logit lens PNGs
+    python bench.py config/variable_width_shakespeare_char_constant.py config/variable_width_shakespeare_char_x.py
+    python experiments/variable_width_analysis.py --out_dirs=out-vw-constant,out-vw-x   # entropy + lens PNGs
 """
 
 import math
@@ -316,25 +315,20 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
 
 
 # ----------------------------------------------------------------------------------------
-# Accounting: parameters, FLOPs, KV cache (for any model.GPT, plain or variable width)
+# Accounting of Appendix A and the table against the constant width (any model.GPT)
 
 
 def layer_widths_of(model):
     return list(getattr(model.config, "layer_widths", [model.config.n_embd] * model.config.n_layer))
 
 
-def kv_cache_bytes_per_token(model, bytes_per_element=2):
-    """Keys and values of every layer for one token: sum_l 2 n_kv_head head_dim_l (bf16: 2 bytes)."""
-    return sum(2 * s.n_kv_head * s.head_dim * bytes_per_element for s in model.config.layers)
-
-
 def param_summary(model):
-    """param_counts() plus the endpoint correction and the 'matched' count of Appendix A
-    (non-embedding parameters minus W_end; the untied head is left out too, since the paper
-    matches 2vd + sum_l K w_l^2 and vd cancels on both sides)."""
+    """param_counts() plus the endpoint correction and the 'matched' count of Appendix A:
+    model.budget() (non-embedding parameters without an untied head: the paper matches
+    2vd + sum_l K w_l^2 and vd cancels on both sides) minus W_end."""
     counts = dict(model.param_counts())
     counts["endpoint"] = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
-    counts["matched"] = counts["non_embedding"] - counts["lm_head"] - counts["endpoint"]
+    counts["matched"] = model.budget() - counts["endpoint"]
     return counts
 
 
@@ -352,7 +346,7 @@ def compare(model, baseline, seq_len=None):
         (f"FLOPs/token fwd (T={seq_len})", model.flops_per_token(seq_len), baseline.flops_per_token(seq_len)),
         ("  same, less W_end's 2 FLOPs/param", model.flops_per_token(seq_len) - 2 * pm["endpoint"],
          baseline.flops_per_token(seq_len) - 2 * pb["endpoint"]),
-        ("KV cache bytes/token (bf16)", kv_cache_bytes_per_token(model), kv_cache_bytes_per_token(baseline)),
+        ("KV cache bytes/token (bf16)", model.kv_cache_bytes_per_token(), baseline.kv_cache_bytes_per_token()),
     ]
 
 
@@ -390,171 +384,26 @@ def report(args):
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------
-# Analyses of section 4: matrix entropy (eq. 2) and the logit lens, from a checkpoint
-
-
-@torch.no_grad()
-def hidden_states(model, idx):
-    """[x_0, ..., x_L]: the residual stream after the embedding and after each layer, (B, T, D),
-    for a VariableWidthGPT (its wide stream) or a plain model.GPT (width d)."""
-    if hasattr(model, "residual_streams"):
-        return model.residual_streams(idx)
-    x = model.tok_emb(idx)
-    states = [x]
-    for block in model.blocks:
-        x = block(x)
-        states.append(x)
-    return states
-
-
-def decode(model, R):
-    """Logit lens: the final norm and the unembedding applied to an intermediate stream."""
-    if hasattr(model, "head_input"):
-        return model.lm_head(model.head_input(R))
-    return model.lm_head(model.norm_f(R))
-
-
-def normalized_matrix_entropy(X):
-    """Eq. (2) for a (tokens, features) matrix: entropy of sigma_j^2 / ||X||_F^2 over log r."""
-    sigma = torch.linalg.svdvals(X.double())
-    r = int((sigma > sigma.max() * max(X.shape) * torch.finfo(X.dtype).eps).sum())  # numerical rank
-    p = sigma[:r] ** 2 / (sigma[:r] ** 2).sum()
-    return float(-(p * p.log()).sum() / math.log(r)) if r > 1 else 0.0
-
-
-@torch.no_grad()
-def matrix_entropy_per_layer(model, batches):
-    """Eq. (2) of every x_l (l = 0 is the embedding), over all tokens of the batches."""
-    model.eval()
-    per_layer = None
-    for idx, _ in batches:
-        states = [s.reshape(-1, s.size(-1)).float() for s in hidden_states(model, idx)]
-        per_layer = states if per_layer is None else [torch.cat(p) for p in zip(per_layer, states)]
-    return [normalized_matrix_entropy(X) for X in per_layer]
-
-
-@torch.no_grad()
-def logit_lens(model, batches):
-    """Per layer l = 0..L: mean target log-probability, mean entropy of the decoded distribution,
-    and the symmetric KL between layers l-1 and l (sec. 4.3)."""
-    model.eval()
-    sums = None
-    for idx, targets in batches:
-        logps = [F.log_softmax(decode(model, s).float(), dim=-1) for s in hidden_states(model, idx)]
-        rows = []
-        for l, lp in enumerate(logps):
-            target_lp = lp.gather(-1, targets.unsqueeze(-1)).mean().item()
-            entropy = -(lp.exp() * lp).sum(-1).mean().item()
-            kl = 0.0
-            if l > 0:
-                q = logps[l - 1]
-                kl = 0.5 * ((lp.exp() * (lp - q)).sum(-1) + (q.exp() * (q - lp)).sum(-1)).mean().item()
-            rows.append((target_lp, entropy, kl))
-        sums = rows if sums is None else [tuple(a + b for a, b in zip(r, s)) for r, s in zip(rows, sums)]
-    n = len(batches)
-    return dict(target_logprob=[r[0] / n for r in sums], entropy=[r[1] / n for r in sums],
-                sym_kl=[r[2] / n for r in sums])
-
-
-def val_batches(data_dir, n_batches, batch_size, block_size, seed=0):
-    """A few fixed (x, y) batches from data_dir/val.bin (uint16 token ids)."""
-    import numpy as np
-    data = np.memmap(f"{data_dir}/val.bin", dtype=np.uint16, mode="r")
-    generator = torch.Generator().manual_seed(seed)
-    batches = []
-    for _ in range(n_batches):
-        starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator).tolist()
-        x = torch.stack([torch.from_numpy(data[s:s + block_size].astype(np.int64)) for s in starts])
-        y = torch.stack([torch.from_numpy(data[s + 1:s + 1 + block_size].astype(np.int64)) for s in starts])
-        batches.append((x, y))
-    return batches
-
-
-def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefix="docs/variable_width"):
-    """Load out_dir/ckpt.pt of each run, compute eq. (2) and the logit lens on a few validation
-    batches, and save <png_prefix>_entropy.png and <png_prefix>_logit_lens.png. Returns the numbers."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from checkpoint import load_checkpoint, model_from_checkpoint
-    results = {}
-    for out_dir in out_dirs:
-        model = model_from_checkpoint(load_checkpoint(f"{out_dir}/ckpt.pt")).float().eval()
-        batches = val_batches(data_dir, n_batches, batch_size, model.config.block_size)
-        label = f"{out_dir} (widths {layer_widths_of(model)})"
-        results[label] = dict(matrix_entropy=matrix_entropy_per_layer(model, batches), **logit_lens(model, batches))
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for label, r in results.items():
-        ax.plot(range(len(r["matrix_entropy"])), r["matrix_entropy"], marker="o", label=label)
-    ax.set(xlabel="layer (0 = embedding)", ylabel="normalized matrix entropy, eq. (2)")
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(f"{png_prefix}_entropy.png", dpi=90)
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-    for label, r in results.items():
-        for ax, key, name in zip(axes, ("target_logprob", "entropy", "sym_kl"),
-                                 ("target log-prob", "entropy (nats)", "sym. KL to previous layer")):
-            ax.plot(range(len(r[key])), r[key], marker="o", label=label)
-            ax.set(xlabel="layer (0 = embedding)", ylabel=name)
-    axes[0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(f"{png_prefix}_logit_lens.png", dpi=90)
-    return results
-
-
-def bench_ratio(args, batch_size=32, steps=6, modes=(False,)):
-    """tokens/s of the ><former over the plain GPT with the same common args, measured in the same
-    run by bench.benchmark_shapes (the two alternate for 2 rounds; each keeps its best)."""
-    from bench import benchmark_shapes, markdown_table
-    common = {k: args[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd",
-                                   "head_dim", "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
-    mine = {k: args[k] for k in ("layer_widths", "width_schedule", "bottleneck_layer_ratio",
-                                 "bottleneck_width_ratio", "width_multiple", "expansion")}
-    shapes = {"constant": ("gpt", common), "><former": ("variable_width", {**common, **mine})}
-    rows, _ = benchmark_shapes(shapes, batch_size, "cpu", [torch.bfloat16], list(modes), steps=steps, rounds=2)
-    print(markdown_table(rows))
-    for r in rows:
-        if r["model"] == "><former":
-            print(f"{r['mode']} bf16: ><former / constant tokens/s = {r['ratio']:.3f} (best of 2 rounds each)")
-    return rows
-
-
 if __name__ == "__main__":
+    import json
     import sys
-    from configurator import ConfigError, parse_overrides
+    from pathlib import Path
+
+    from configurator import ConfigError, parse_overrides, train_defaults
     from model import default_args
-    defaults = {k: v for k, v in default_args().items() if k not in ("layers", "rope_theta", "norm_eps")}
+    # train.py's keys too, so that a training config file can be passed (only its model keys,
+    # model_args, and dataset / data_dir for the vocabulary size of its data are used)
+    defaults = {**train_defaults(), **{k: v for k, v in default_args().items() if k not in ("layers", "rope_theta",
+                                                                                           "norm_eps")}}
     defaults.update(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16, tie_embeddings=False,
                     layer_widths=None, width_schedule="x", bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
-                    width_multiple=32, expansion="carry", analyze="", bench=False, bench_compiled=False)
-    # train.py's other keys, so that a training config file can be passed here too (unused, except
-    # dataset / data_dir for --analyze, batch_size for --bench and model_args)
-    for key in ("out_dir", "eval_interval", "eval_iters", "log_interval", "init_from", "sample_tokens", "dataset",
-                "data_dir", "batch_size", "gradient_accumulation_steps", "model_type", "model_args", "learning_rate",
-                "max_iters", "weight_decay", "beta1", "beta2", "grad_clip", "decay_lr", "warmup_iters",
-                "lr_decay_iters", "min_lr", "device", "dtype", "compile", "seed"):
-        defaults.setdefault(key, None)
+                    width_multiple=32, expansion="carry", dataset="")
     try:
         args = parse_overrides(sys.argv[1:], defaults)
         args.update(args.pop("model_args") or {})
-        data_dir = args["data_dir"] or f"data/{args['dataset'] or 'shakespeare_char'}"
-        if args["dataset"] and "--vocab_size" not in " ".join(sys.argv):  # a training config: its data's vocab
-            import json
-            from pathlib import Path
-            meta = Path(data_dir) / "meta.json"
-            if meta.exists():
-                args["vocab_size"] = json.loads(meta.read_text())["vocab_size"]
-        if args["analyze"]:
-            results = analyze_checkpoints(args["analyze"].split(","), data_dir)
-            for label, r in results.items():
-                print(label)
-                for key, values in r.items():
-                    print(f"  {key:15s} " + " ".join(f"{v:7.3f}" for v in values))
-        else:
-            print(report(args))
-            if args["bench"]:
-                bench_ratio(args, batch_size=args["batch_size"] or 32,
-                            modes=(False, True) if args["bench_compiled"] else (False,))
+        meta = Path(args["data_dir"] or f"data/{args['dataset']}") / "meta.json"
+        if args["dataset"] and "--vocab_size" not in " ".join(sys.argv) and meta.exists():  # a training config
+            args["vocab_size"] = json.loads(meta.read_text())["vocab_size"]
+        print(report(args))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")

@@ -7,9 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, tiny_config
 from model import GPT, GPTConfig
-from variable_width import (VariableWidthConfig, VariableWidthGPT, build_model, kv_cache_bytes_per_token,
-                            logit_lens, matrix_entropy_per_layer, normalized_matrix_entropy, param_summary,
-                            solve_widths)
+from variable_width import VariableWidthConfig, VariableWidthGPT, build_model, param_summary, solve_widths
 
 PAPER_200M = [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152]
 
@@ -119,8 +117,8 @@ def test_kv_cache_and_flops_follow_the_widths():
     with torch.device("meta"):
         vw = build_model(vocab_size=100, block_size=4096, n_layer=16, n_embd=640, n_head=16)
         base = GPT(GPTConfig(vocab_size=100, block_size=4096, n_layer=16, n_embd=640, n_head=16))
-    assert kv_cache_bytes_per_token(vw) == 2 * 2 * sum(PAPER_200M)
-    assert kv_cache_bytes_per_token(vw) / kv_cache_bytes_per_token(base) == 0.9
+    assert vw.kv_cache_bytes_per_token() == 2 * 2 * sum(PAPER_200M)
+    assert vw.kv_cache_bytes_per_token() / base.kv_cache_bytes_per_token() == 0.9
     assert vw.flops_per_token() < base.flops_per_token()
 
 
@@ -150,24 +148,6 @@ def test_tiny_x_former_overfits_one_batch():
     assert overfit_loss(model, vocab_size=20) < 0.1  # from ln(20) = 3.0
 
 
-def test_matrix_entropy_and_logit_lens():
-    assert abs(normalized_matrix_entropy(torch.eye(8)) - 1.0) < 1e-9  # all directions used evenly
-    assert normalized_matrix_entropy(torch.outer(torch.randn(10), torch.randn(6))) == 0.0  # rank 1
-    skewed = torch.diag(torch.tensor([10.0, 1.0, 1.0, 1.0]))
-    assert 0 < normalized_matrix_entropy(skewed) < 1
-    model = tiny_vw([64, 32, 48, 64])
-    batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16))) for _ in range(2)]
-    entropy = matrix_entropy_per_layer(model, batches)
-    lens = logit_lens(model, batches)
-    assert len(entropy) == 5 and all(0 <= e <= 1 for e in entropy)
-    assert len(lens["target_logprob"]) == 5 and lens["sym_kl"][0] == 0 and all(k > 0 for k in lens["sym_kl"][1:])
-    # the last layer of the lens is the model itself
-    idx, targets = batches[0]
-    logp = torch.log_softmax(all_logits(model.eval(), idx), -1)
-    final = logit_lens(model, batches[:1])["target_logprob"][-1]
-    assert abs(final - logp.gather(-1, targets.unsqueeze(-1)).mean().item()) < 1e-5
-
-
 def test_bad_widths_give_errors_that_say_what_to_do():
     with pytest.raises(ValueError, match="multiple of 2 \\* n_head"):
         tiny_vw([64, 30])
@@ -190,21 +170,6 @@ def test_checkpoint_round_trip_rebuilds_the_same_model(tmp_path):
     assert isinstance(loaded, VariableWidthGPT) and torch.equal(all_logits(model, idx), all_logits(loaded, idx))
 
 
-def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
-    from checkpoint import save_checkpoint
-    from variable_width import analyze_checkpoints
-    runs = {"const": dict(layer_widths=[32, 32, 32]), "x": dict(layer_widths=[64, 16, 64])}
-    for name, extra in runs.items():
-        args = dict(vocab_size=64, block_size=16, n_layer=3, n_embd=32, n_head=2, **extra)
-        (tmp_path / name).mkdir()
-        save_checkpoint(dict(model=build_model(**args).state_dict(), model_type="variable_width", model_args=args),
-                        tmp_path / name / "ckpt.pt")
-    results = analyze_checkpoints([str(tmp_path / n) for n in runs], char_dataset, n_batches=1, batch_size=2,
-                                  png_prefix=str(tmp_path / "vw"))
-    assert (tmp_path / "vw_entropy.png").stat().st_size > 0 and (tmp_path / "vw_logit_lens.png").stat().st_size > 0
-    assert all(len(r["matrix_entropy"]) == 4 and len(r["entropy"]) == 4 for r in results.values())
-
-
 @pytest.mark.slow
 def test_compiled_x_former_matches_eager_and_trains():
     model = tiny_vw([64, 32, 48, 64])
@@ -214,3 +179,18 @@ def test_compiled_x_former_matches_eager_and_trains():
     _, loss = compiled(idx, idx)
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+def test_command_line_prints_the_200m_shape_table():
+    import subprocess
+    import sys
+    from conftest import ROOT
+    result = subprocess.run([sys.executable, "variable_width.py", "--n_layer=16", "--n_embd=640"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"widths: {PAPER_200M}" in result.stdout and "endpoint width 1146.80" in result.stdout
+    kv_row = next(line for line in result.stdout.splitlines() if line.startswith("KV cache bytes/token"))
+    assert kv_row.split()[-3:] == ["36,864.0", "40,960.0", "0.9000"]
+    bad = subprocess.run([sys.executable, "variable_width.py", "--width_schedule=hourglass"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "width_schedule" in bad.stderr
