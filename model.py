@@ -43,6 +43,14 @@ inside). A mechanism swaps a sublayer by subclassing GPT and overriding `make_at
 or `make_ffn`; parameter accounting and FLOPs per token stay correct because every
 sublayer reports its own FLOPs.
 
+Accounting every model shares
+-----------------------------
+`param_counts()` (embedding, attention, FFN, norms, ... the way the papers report them),
+`budget()` (non-embedding parameters without an untied head: what every shape in this repo is
+matched on), `flops_per_token()`, `kv_cache_bytes_per_token()`, and `peak_flops()`, the peak that
+MFU is measured against (a GPU's by name, a CPU's measured). Drivers (compare.py, bench.py,
+train.py) take them from here and need no mechanism file for them.
+
 Run `python model.py` to print the parameter split and FLOPs/token of the default shape.
 """
 

@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, tiny_config
-from model import GPT, GPTConfig, LayerSpec
+from model import GPT, GPTConfig, LayerSpec, peak_flops
 
 
 def test_causal_changing_token_t_leaves_earlier_logits_unchanged():
@@ -87,6 +87,10 @@ def test_param_counts_equal_hand_count_for_non_uniform_layers():
     assert counts["total"] == sum(p.numel() for p in model.parameters())
     assert counts["non_embedding"] == counts["total"] - V * d
     assert counts["other"] == 0
+    assert model.budget() == attention + ffn + norms  # the matched budget leaves the untied head out
+    # keys and values of every layer, bf16: 2 (k, v) x n_kv_head x head_dim x 2 bytes
+    assert model.kv_cache_bytes_per_token() == 2 * 2 * (2 * 16 + 3 * 16 + 1 * 32)
+    assert model.kv_cache_bytes_per_token(bytes_per_element=4) == 2 * model.kv_cache_bytes_per_token()
 
 
 def test_tied_head_is_counted_once():
@@ -94,6 +98,13 @@ def test_tied_head_is_counted_once():
     counts = model.param_counts()
     assert counts["lm_head"] == 0
     assert counts["total"] == sum(p.numel() for p in model.parameters())
+    assert model.budget() == counts["non_embedding"]
+
+
+def test_peak_flops_are_named_for_the_device_and_measured_on_a_cpu():
+    peak, note = peak_flops("cpu")
+    assert peak > 1e9 and "matmul peak measured now" in note
+    assert peak_flops("xla") == (None, "no peak FLOP/s known for xla")
 
 
 @pytest.mark.parametrize("n_kv_head", [4, 2])
