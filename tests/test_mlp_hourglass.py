@@ -1,17 +1,19 @@
-"""Tests for mlp_hourglass.py: parameter counts from the paper, the frozen lift, shape checks,
-degradations, metrics against closed forms, the IDX / npz loaders on fixtures written in the
-official formats, and a tiny denoiser that must beat the noisy input. CPU, offline, a few seconds."""
-import gzip
+"""Tests for mlp_hourglass.py: parameter counts from the paper, shape checks, the builder,
+degradations, prototypes, metrics against closed forms, the shape table of `python mlp_hourglass.py`,
+and the file's imports. The data scripts are tested in test_mlp_data.py, training / sweep /
+checkpoints in test_train_mlp.py. CPU, offline, a few seconds."""
+import ast
 import math
 import os
-import struct
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 import mlp_hourglass as M  # noqa: E402
 
 
@@ -44,67 +46,6 @@ def test_section_4_3_trainable_counts():
     assert M.param_formula(784, 784, 2048, 1, 784, "none")["total"] == 2 * 784 * 2048 + 784 * 784
 
 
-# ---------------------------------------------------------------- synthetic data (digit-like images)
-
-def bar_templates(seed=123, size=28):
-    """Ten 'digit' templates (uint8): two or three bright bars each on a black background."""
-    rng = np.random.default_rng(seed)
-    tmpl = np.zeros((10, 1, size, size), dtype=np.uint8)
-    for k in range(10):
-        for _ in range(rng.integers(2, 4)):
-            r, c = rng.integers(4, size - 8, size=2)
-            if rng.random() < 0.5:
-                tmpl[k, 0, r:r + 3, c:c + rng.integers(6, 14)] = 255
-            else:
-                tmpl[k, 0, r:r + rng.integers(6, 14), c:c + 3] = 255
-    return tmpl
-
-
-def digit_like(n, seed):
-    """n images: the template of a random class at a random brightness in [0.6, 1]."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 10, size=n)
-    scale = rng.uniform(0.6, 1.0, size=(n, 1, 1, 1))
-    imgs = (bar_templates()[labels] * scale).round().astype(np.uint8)
-    return torch.from_numpy(imgs), torch.from_numpy(labels).long()
-
-
-def digit_splits(n_train=768, n_val=128, n_test=256):
-    return M.ImageSplits("synthetic bar digits", *digit_like(n_train, 0), *digit_like(n_val, 1),
-                         *digit_like(n_test, 2))
-
-
-def tiny_config(tmp_path, **kw):
-    base = dict(task="mnist_denoise", latent_dim=1024, hidden_dim=64, n_blocks=2, batch_size=64, lr=1e-3,
-                max_steps=8, eval_interval=4, dtype="float32", device="cpu", out_dir=str(tmp_path),
-                save_checkpoint=False, save_samples=False, quiet=True)
-    base.update(kw)
-    return M.TrainConfig(**base)
-
-
-# ---------------------------------------------------------------- frozen W_in
-
-def test_frozen_input_projection_not_in_optimizer_and_unchanged(tmp_path):
-    cfg = M.resolve_config(tiny_config(tmp_path))
-    torch.manual_seed(cfg.seed)
-    initial = M.build_model(cfg).lift.weight.detach().clone()
-
-    model = M.build_model(cfg)
-    optimizer = M.make_optimizer(model, cfg)
-    in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    assert id(model.lift.weight) not in in_opt
-    assert all(id(p) in in_opt for n, p in model.named_parameters() if not n.startswith("lift"))
-
-    res = M.train(cfg, digit_splits())
-    trained = res["model"]
-    assert torch.equal(trained.lift.weight, initial)            # bit-identical after 8 AdamW steps
-    assert not torch.equal(trained.out_proj.weight, M.build_model(cfg).out_proj.weight)
-
-    # the same run with a learned W_in does move it (so the check above can fail)
-    res_learned = M.train(tiny_config(tmp_path, input_proj="learned"), digit_splits())
-    assert not torch.equal(res_learned["model"].lift.weight, initial)
-
-
 # ---------------------------------------------------------------- shapes and bad input
 
 def test_hourglass_and_conventional_shape_checks():
@@ -122,10 +63,24 @@ def test_hourglass_and_conventional_shape_checks():
         M.ImageMLP(784, 784, 1024, 64, 2, input_proj="none")
     with pytest.raises(ValueError, match="unknown task"):
         M.get_task("cifar_denoise")
-    with pytest.raises(ValueError, match="flip augmentation"):
-        M.resolve_config(M.TrainConfig(task="mnist_classify", flips=4))
-    assert M.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
-        ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
+    with pytest.raises(ValueError, match="n_blocks"):
+        M.ImageMLP(784, 784, 1024, 64, 0)
+    with pytest.raises(ValueError, match="latent_dim >= input_dim"):
+        M.ImageMLP(784, 784, 512, 64, 2, input_proj="identity")
+
+
+def test_build_model_takes_dims_from_the_task():
+    model = M.build_model("mnist_sr")                       # the task's default (2048, 128, 4)
+    assert (model.input_dim, model.output_dim) == (196, 784)
+    assert (model.latent_dim, model.hidden_dim, model.n_blocks) == (2048, 128, 4)
+    assert model.lift.weight.shape == (2048, 196) and not model.lift.weight.requires_grad
+    conv = M.build_model("mnist_denoise", 784, 2048, 1, shape="conventional", input_proj="learned")
+    assert conv.lift.weight.requires_grad and len(conv.blocks) == 1
+    assert M.count_params(conv)["trainable"] == M.param_formula(784, 784, 2048, 1, 784, "learned")["total"]
+    with torch.device("meta"):
+        big = M.build_model("imagenet32_denoise")          # the paper's (3546, 270, 5): 31.36M / 20.47M
+    p = M.count_params(big)
+    assert (round(p["total"] / 1e6, 2), round(p["trainable"] / 1e6, 2)) == (31.36, 20.47)
 
 
 def test_forward_shapes_and_range_for_every_input_projection():
@@ -165,7 +120,8 @@ def test_degradations_shapes_and_ranges():
     assert torch.equal(f[0], x[0]) and torch.equal(f[1], x[1].flip(-1))
     assert torch.equal(f[2], x[2].flip(-2)) and torch.equal(f[3], x[3].flip(-1).flip(-2))
 
-    imgs_u8, labels = digit_like(6, 0)
+    imgs_u8 = torch.randint(0, 256, (6, 1, 28, 28), dtype=torch.uint8)
+    labels = torch.tensor([0, 3, 3, 9, 1, 5])
     protos = torch.rand(10, 784)
     for name, dx in (("mnist_denoise", 784), ("mnist_sr", 196), ("mnist_classify", 784)):
         task = M.get_task(name)
@@ -175,6 +131,19 @@ def test_degradations_shapes_and_ranges():
         assert xb.min() >= 0 and xb.max() <= 1
     assert torch.equal(tb, protos[labels])                 # classification targets are the prototypes
     assert M.get_task("imagenet32_sr").input_dim == 768 and M.get_task("imagenet32_denoise").input_dim == 3072
+
+
+def test_prototypes_are_one_training_image_per_class():
+    images = torch.arange(40, dtype=torch.uint8).view(40, 1, 1, 1).expand(40, 1, 2, 2).contiguous()
+    labels = torch.arange(40) % 4                            # image i has pixel value i, class i % 4
+    protos = M.choose_prototypes(images, labels)
+    assert protos.shape == (4, 4)
+    for c in range(4):
+        value = round(protos[c, 0].item() * 255)
+        assert value % 4 == c and torch.all(protos[c] == protos[c, 0])   # an image of its own class
+    assert torch.equal(protos, M.choose_prototypes(images, labels))      # seeded: the same every run
+    with pytest.raises(ValueError, match="class 1 has no training image"):
+        M.choose_prototypes(images[labels != 1], labels[labels != 1])
 
 
 def test_bicubic_matches_pil_resize():
@@ -228,102 +197,36 @@ def test_ssim_closed_forms():
     assert w[5, 5] / w[5, 6] == pytest.approx(math.exp(1 / (2 * 1.5 ** 2)))
 
 
-# ---------------------------------------------------------------- loaders on official-format fixtures
 
-def write_idx(path, array):
-    """IDX as published: 0x00 0x00, dtype 0x08 (uint8), ndim, big-endian dims, raw bytes."""
-    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(">" + "I" * array.ndim, *array.shape)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
+# ---------------------------------------------------------------- the shape table and the file's imports
 
-
-def test_idx_reader_and_28x28_loader(tmp_path):
-    rng = np.random.default_rng(0)
-    tr = rng.integers(0, 256, size=(120, 28, 28), dtype=np.uint8)
-    trl = rng.integers(0, 10, size=120).astype(np.uint8)
-    te = rng.integers(0, 256, size=(30, 28, 28), dtype=np.uint8)
-    tel = rng.integers(0, 10, size=30).astype(np.uint8)
-    write_idx(str(tmp_path / "train-images-idx3-ubyte.gz"), tr)
-    write_idx(str(tmp_path / "train-labels-idx1-ubyte.gz"), trl)
-    write_idx(str(tmp_path / "t10k-images-idx3-ubyte"), te)          # one uncompressed, as some mirrors have
-    write_idx(str(tmp_path / "t10k-labels-idx1-ubyte.gz"), tel)
-    assert np.array_equal(M.read_idx(str(tmp_path / "train-images-idx3-ubyte.gz")), tr)
-    assert np.array_equal(M.read_idx(str(tmp_path / "t10k-labels-idx1-ubyte.gz")), tel)
-
-    splits = M.load_28x28("fashion_mnist", data_dir=str(tmp_path), cache_dir=str(tmp_path / "cache"))
-    assert "local IDX" in splits.source
-    assert splits.train.shape == (100, 1, 28, 28) and splits.val.shape == (20, 1, 28, 28)
-    assert splits.test.shape == (30, 1, 28, 28) and splits.train.dtype == torch.uint8
-    assert torch.equal(splits.test[:, 0], torch.from_numpy(te))
-    # the train / val split is a permutation of the official training set
-    seen = torch.cat([splits.train, splits.val]).flatten(1).numpy()
-    assert sorted(map(bytes, seen)) == sorted(map(bytes, tr.reshape(120, -1)))
-
-    bad = tmp_path / "bad-idx"
-    bad.write_bytes(b"\x12\x34\x08\x01\x00\x00\x00\x02ab")
-    with pytest.raises(ValueError, match="not an IDX"):
-        M.read_idx(str(bad))
-    short = tmp_path / "short-idx"
-    short.write_bytes(bytes([0, 0, 8, 1]) + struct.pack(">I", 5) + b"abc")
-    with pytest.raises(ValueError, match="header says"):
-        M.read_idx(str(short))
+def test_main_prints_paper_checks_and_shape_table():
+    run = subprocess.run([sys.executable, "mlp_hourglass.py"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    for paper_total in ("37.77M", "22.07M", "31.36M", "30.69M"):
+        assert f"total {paper_total} (paper {paper_total})" in run.stdout
+    assert "20.47M (paper 20.47M)" in run.stdout
+    assert "| mnist_denoise | hourglass | 784 | 2048 | 128 | 4 | 784 | 1.61M | 2.10M | 1.61M | 5.31M | 3.70M |" in run.stdout
+    one = subprocess.run([sys.executable, "mlp_hourglass.py", "--task=mnist_sr", "--latent_dim=1024",
+                          "--hidden_dim=64", "--n_blocks=8"], cwd=ROOT, capture_output=True, text=True)
+    assert one.returncode == 0, one.stderr
+    assert "| mnist_sr | hourglass | 196 | 1024 | 64 | 8 | 784 |" in one.stdout and "mnist_denoise" not in one.stdout
+    bad = subprocess.run([sys.executable, "mlp_hourglass.py", "--task=cifar"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown task" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_imagenet32_npz_loader(tmp_path, monkeypatch):
-    monkeypatch.setattr(M, "_reachable", lambda *a, **k: False)       # never touch the network
-    with pytest.raises(FileNotFoundError, match="Imagenet32_train_npz"):
-        M.load_imagenet32(str(tmp_path))
-
-    def batch(n, offset):
-        data = np.empty((n, 3072), dtype=np.uint8)
-        data[:, :1024], data[:, 1024:2048], data[:, 2048:] = 10, 20, 30    # R, G, B planes
-        data[:, 0] = np.arange(n) + offset                                    # tag each image
-        return data, list(range(1, n + 1))                                     # labels 1..n
-    (tmp_path / "Imagenet32_train_npz").mkdir()
-    (tmp_path / "Imagenet32_val_npz").mkdir()
-    for i, (n, off) in enumerate(((6, 0), (4, 100)), start=1):
-        d, lab = batch(n, off)
-        np.savez(tmp_path / "Imagenet32_train_npz" / f"train_data_batch_{i}.npz", data=d, labels=lab,
-                 mean=d.mean(0))
-    d, lab = batch(10, 200)
-    np.savez(tmp_path / "Imagenet32_val_npz" / "val_data.npz", data=d, labels=lab)
-
-    s = M.load_imagenet32(str(tmp_path))
-    assert s.train.shape == (10, 3, 32, 32) and s.train.dtype == torch.uint8
-    assert (s.train[:, 1] == 20).all() and (s.train[:, 2] == 30).all()
-    assert s.train[:, 0, 0, 0].tolist() == [0, 1, 2, 3, 4, 5, 100, 101, 102, 103]   # batch order kept
-    assert s.train_labels.tolist() == [0, 1, 2, 3, 4, 5, 0, 1, 2, 3]                 # labels - 1
-    assert len(s.val) == 5 and len(s.test) == 5
-    assert sorted(s.val[:, 0, 0, 0].tolist() + s.test[:, 0, 0, 0].tolist()) == list(range(200, 210))
-    assert len(M.load_imagenet32(str(tmp_path), max_train_images=7).train) == 7
+def repo_imports(path):
+    """Top-level names of every import in a file, function bodies included."""
+    names = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    repo_modules = {f[:-3] for f in os.listdir(ROOT) if f.endswith(".py")}
+    return names & repo_modules
 
 
-# ---------------------------------------------------------------- training end to end
-
-def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
-    cfg = tiny_config(tmp_path, max_steps=100, eval_interval=50, save_checkpoint=True)
-    res = M.train(cfg, digit_splits())
-    gain = res["test"]["psnr_batchmse"] - res["baseline"]["psnr_batchmse"]
-    assert res["baseline_name"] == "noisy input"
-    assert gain > 3.0, (res["test"], res["baseline"])
-    assert res["test"]["ssim"] > res["baseline"]["ssim"]
-
-    model, loaded_cfg, ckpt = M.load_checkpoint(str(tmp_path / "ckpt.pt"))
-    assert loaded_cfg.latent_dim == 1024 and ckpt["step"] == res["best_step"]
-    x = torch.rand(4, 784)
-    model.eval()
-    res["model"].eval()
-    assert torch.equal(model(x), res["model"](x))
-    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
-
-
-def test_generative_classification_reports_accuracy(tmp_path):
-    res = M.train(tiny_config(tmp_path, task="mnist_classify", max_steps=60, eval_interval=30), digit_splits())
-    assert res["test"]["accuracy"] > 0.9 and "ssim" in res["test"]       # ten well-separated classes
-    assert res["test"]["psnr_batchmse"] > res["baseline"]["psnr_batchmse"]
-
-
-def test_pareto_front():
-    pts = [(10, 20.0), (5, 18.0), (20, 19.0), (30, 25.0), (5, 17.0)]
-    assert M.pareto_front(pts) == [(5, 18.0), (10, 20.0), (30, 25.0)]
+def test_mechanism_file_imports_only_model_and_configurator():
+    assert repo_imports(os.path.join(ROOT, "mlp_hourglass.py")) <= {"model", "configurator"}
+    assert "mlp_hourglass" in repo_imports(os.path.join(ROOT, "train_mlp.py"))    # the check sees imports

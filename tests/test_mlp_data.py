@@ -1,0 +1,172 @@
+"""Tests of data/mnist/prepare.py and data/imagenet32/prepare.py (the image MLPs' data): the IDX
+reader and the 28x28 loader on fixtures written in the official IDX format, the ImageNet-32 npz
+loader on fixtures in the official npz layout, the prepared files (npz + meta.json with the
+source) they write, and that no data script imports a model or training file. CPU, offline."""
+import ast
+import gzip
+import importlib.util
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relpath):
+    """Import data/<name>/prepare.py as a module (data/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(relpath.replace("/", "_").removesuffix(".py"), ROOT / relpath)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MNIST = load_script("data/mnist/prepare.py")
+IMAGENET32 = load_script("data/imagenet32/prepare.py")
+
+
+def write_idx(path, array):
+    """IDX as published: 0x00 0x00, dtype 0x08 (uint8), ndim, big-endian dims, raw bytes."""
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(">" + "I" * array.ndim, *array.shape)
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def idx_fixture(folder, n_train=120, n_test=30, seed=0):
+    """The four IDX files of a tiny MNIST-format set in folder; returns the arrays written."""
+    rng = np.random.default_rng(seed)
+    tr = rng.integers(0, 256, size=(n_train, 28, 28), dtype=np.uint8)
+    trl = rng.integers(0, 10, size=n_train).astype(np.uint8)
+    te = rng.integers(0, 256, size=(n_test, 28, 28), dtype=np.uint8)
+    tel = rng.integers(0, 10, size=n_test).astype(np.uint8)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_idx(folder / "train-images-idx3-ubyte.gz", tr)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", trl)
+    write_idx(folder / "t10k-images-idx3-ubyte", te)          # one uncompressed, as some mirrors have
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", tel)
+    return tr, trl, te, tel
+
+
+def test_idx_reader_and_28x28_loader(tmp_path):
+    tr, trl, te, tel = idx_fixture(tmp_path)
+    assert np.array_equal(MNIST.read_idx(tmp_path / "train-images-idx3-ubyte.gz"), tr)
+    assert np.array_equal(MNIST.read_idx(tmp_path / "t10k-labels-idx1-ubyte.gz"), tel)
+
+    splits, source, loaded = MNIST.load_28x28("fashion_mnist", data_dir=str(tmp_path), cache_dir=tmp_path / "cache")
+    assert "local IDX" in source and loaded == "fashion_mnist"
+    (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = splits["train"], splits["val"], splits["test"]
+    assert x_tr.shape == (100, 1, 28, 28) and x_va.shape == (20, 1, 28, 28)
+    assert x_te.shape == (30, 1, 28, 28) and x_tr.dtype == np.uint8 and y_tr.dtype == np.int64
+    assert np.array_equal(x_te[:, 0], te) and np.array_equal(y_te, tel)
+    # the train / val split is a permutation of the official training set, labels kept with their images
+    seen = np.concatenate([x_tr, x_va]).reshape(120, -1)
+    assert sorted(map(bytes, seen)) == sorted(map(bytes, tr.reshape(120, -1)))
+    label_of = {bytes(img): lab for img, lab in zip(tr.reshape(120, -1), trl)}
+    assert all(label_of[bytes(img)] == lab for img, lab in zip(seen, np.concatenate([y_tr, y_va])))
+
+    bad = tmp_path / "bad-idx"
+    bad.write_bytes(b"\x12\x34\x08\x01\x00\x00\x00\x02ab")
+    with pytest.raises(ValueError, match="not an IDX"):
+        MNIST.read_idx(bad)
+    short = tmp_path / "short-idx"
+    short.write_bytes(bytes([0, 0, 8, 1]) + struct.pack(">I", 5) + b"abc")
+    with pytest.raises(ValueError, match="header says"):
+        MNIST.read_idx(short)
+
+
+def test_5k_subset_split_sizes():
+    images = np.arange(5000, dtype=np.int64).reshape(5000, 1, 1) % 256
+    splits = MNIST.split_train_val_test(images.astype(np.uint8), np.arange(5000) % 10, None, None, n_val=500, n_test=1000)
+    assert [len(splits[s][0]) for s in ("train", "val", "test")] == [3500, 500, 1000]
+    labels = np.concatenate([splits[s][1] for s in ("train", "val", "test")])
+    assert sorted(labels.tolist()) == sorted((np.arange(5000) % 10).tolist())        # each image used once
+
+
+def test_mnist_prepare_writes_npz_and_meta_with_the_source(tmp_path):
+    tr, trl, te, tel = idx_fixture(tmp_path / "raw")
+    out = tmp_path / "prepared"
+    run = subprocess.run([sys.executable, str(ROOT / "data/mnist/prepare.py"), "--dataset=mnist",
+                          f"--data_dir={tmp_path / 'raw'}", f"--out_dir={out}"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "source: mnist from local IDX files" in run.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["dataset"] == meta["requested"] == "mnist" and "local IDX files" in meta["source"]
+    assert meta["data_dir"] == str((tmp_path / "raw").resolve()) and meta["split_seed"] == 42
+    assert meta["image_shape"] == [1, 28, 28] and meta["splits"] == {"train": 100, "val": 20, "test": 30}
+    with np.load(out / "test.npz") as f:
+        assert f["images"].dtype == np.uint8 and f["labels"].dtype == np.int64
+        assert np.array_equal(f["images"][:, 0], te) and np.array_equal(f["labels"], tel)
+    with np.load(out / "train.npz") as f:
+        assert f["images"].shape == (100, 1, 28, 28)
+    assert not list(out.glob("*.tmp"))
+
+    empty = subprocess.run([sys.executable, str(ROOT / "data/mnist/prepare.py"), "--dataset=nist"],
+                           capture_output=True, text=True)
+    assert empty.returncode != 0 and "invalid choice" in empty.stderr
+
+
+def test_default_prepared_folders():
+    assert MNIST.default_out_dir("mnist") == ROOT / "data" / "mnist"
+    assert MNIST.default_out_dir("fashion_mnist") == ROOT / "data" / "mnist" / "fashion_mnist"
+    assert MNIST.default_out_dir("mnist5k") == ROOT / "data" / "mnist" / "mnist5k"
+
+
+def imagenet32_fixture(folder):
+    """Two training batches (6 + 4 images) and a 10-image validation file in the official layout."""
+    def batch(n, offset):
+        data = np.empty((n, 3072), dtype=np.uint8)
+        data[:, :1024], data[:, 1024:2048], data[:, 2048:] = 10, 20, 30    # R, G, B planes
+        data[:, 0] = np.arange(n) + offset                                    # tag each image
+        return data, list(range(1, n + 1))                                     # labels 1..n
+    (folder / "Imagenet32_train_npz").mkdir(parents=True)
+    (folder / "Imagenet32_val_npz").mkdir()
+    for i, (n, off) in enumerate(((6, 0), (4, 100)), start=1):
+        d, lab = batch(n, off)
+        np.savez(folder / "Imagenet32_train_npz" / f"train_data_batch_{i}.npz", data=d, labels=lab, mean=d.mean(0))
+    d, lab = batch(10, 200)
+    np.savez(folder / "Imagenet32_val_npz" / "val_data.npz", data=d, labels=lab)
+
+
+def test_imagenet32_npz_loader(tmp_path, monkeypatch):
+    monkeypatch.setattr(IMAGENET32.mnist_prepare, "reachable", lambda *a, **k: False)   # never touch the network
+    with pytest.raises(FileNotFoundError, match="Imagenet32_train_npz"):
+        IMAGENET32.load_imagenet32(str(tmp_path))
+    imagenet32_fixture(tmp_path)
+
+    splits, source = IMAGENET32.load_imagenet32(str(tmp_path))
+    assert "npz files" in source
+    x_tr, y_tr = splits["train"]
+    assert x_tr.shape == (10, 3, 32, 32) and x_tr.dtype == np.uint8
+    assert (x_tr[:, 1] == 20).all() and (x_tr[:, 2] == 30).all()
+    assert x_tr[:, 0, 0, 0].tolist() == [0, 1, 2, 3, 4, 5, 100, 101, 102, 103]   # batch order kept
+    assert y_tr.tolist() == [0, 1, 2, 3, 4, 5, 0, 1, 2, 3]                        # labels - 1
+    x_va, x_te = splits["val"][0], splits["test"][0]
+    assert len(x_va) == 5 and len(x_te) == 5
+    assert sorted(x_va[:, 0, 0, 0].tolist() + x_te[:, 0, 0, 0].tolist()) == list(range(200, 210))
+    assert len(IMAGENET32.load_imagenet32(str(tmp_path), max_train_images=7)[0]["train"][0]) == 7
+
+    meta = IMAGENET32.prepare(str(tmp_path), tmp_path / "prepared", max_train_images=7)
+    assert meta["dataset"] == "imagenet32" and meta["splits"] == {"train": 7, "val": 5, "test": 5}
+    assert meta["image_shape"] == [3, 32, 32] and meta["max_train_images"] == 7
+    assert json.loads((tmp_path / "prepared" / "meta.json").read_text())["source"] == source.replace("10 train", "7 train")
+    with np.load(tmp_path / "prepared" / "train.npz") as f:
+        assert np.array_equal(f["images"], x_tr[:7]) and np.array_equal(f["labels"], y_tr[:7])
+
+
+def test_data_scripts_import_no_model_or_training_file():
+    repo_modules = {p.stem for p in ROOT.glob("*.py")}
+    allowed = {"tokenizer"}                                   # small leaves only
+    for script in ("data/mnist/prepare.py", "data/imagenet32/prepare.py"):
+        names = set()
+        for node in ast.walk(ast.parse((ROOT / script).read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names.add(node.module.split(".")[0])
+        assert names & repo_modules <= allowed, script
+        assert "numpy" in names                               # the walk does see the imports

@@ -1,0 +1,227 @@
+"""Tests for train_mlp.py: the frozen W_in stays out of the optimizer and bit-identical, config
+checks, a tiny denoiser that must beat the noisy input, the checkpoint round trip, generative
+classification accuracy, the Pareto front, reading prepared data (and preparing it through the
+data script when it is missing), and the command line: train, eval, sweep (with resume), pareto,
+compare_input_proj, prepare. CPU, offline, tiny models."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import train_mlp as T  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_mlp_data import idx_fixture  # noqa: E402  (IDX files in the official format)
+
+
+# ---------------------------------------------------------------- synthetic data (digit-like images)
+
+def bar_templates(seed=123, size=28):
+    """Ten 'digit' templates (uint8): two or three bright bars each on a black background."""
+    rng = np.random.default_rng(seed)
+    tmpl = np.zeros((10, 1, size, size), dtype=np.uint8)
+    for k in range(10):
+        for _ in range(rng.integers(2, 4)):
+            r, c = rng.integers(4, size - 8, size=2)
+            if rng.random() < 0.5:
+                tmpl[k, 0, r:r + 3, c:c + rng.integers(6, 14)] = 255
+            else:
+                tmpl[k, 0, r:r + rng.integers(6, 14), c:c + 3] = 255
+    return tmpl
+
+
+def digit_like(n, seed):
+    """n images: the template of a random class at a random brightness in [0.6, 1]."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, size=n)
+    scale = rng.uniform(0.6, 1.0, size=(n, 1, 1, 1))
+    imgs = (bar_templates()[labels] * scale).round().astype(np.uint8)
+    return torch.from_numpy(imgs), torch.from_numpy(labels).long()
+
+
+def digit_splits(n_train=768, n_val=128, n_test=256):
+    return T.ImageSplits("synthetic bar digits", *digit_like(n_train, 0), *digit_like(n_val, 1),
+                         *digit_like(n_test, 2))
+
+
+def tiny_config(tmp_path, **kw):
+    base = dict(task="mnist_denoise", latent_dim=1024, hidden_dim=64, n_blocks=2, batch_size=64, lr=1e-3,
+                max_steps=8, eval_interval=4, dtype="float32", device="cpu", out_dir=str(tmp_path),
+                save_checkpoint=False, save_samples=False, quiet=True)
+    base.update(kw)
+    return T.TrainConfig(**base)
+
+
+# ---------------------------------------------------------------- frozen W_in
+
+def test_frozen_input_projection_not_in_optimizer_and_unchanged(tmp_path):
+    cfg = T.resolve_config(tiny_config(tmp_path))
+    torch.manual_seed(cfg.seed)
+    initial = T.model_from_config(cfg).lift.weight.detach().clone()
+
+    model = T.model_from_config(cfg)
+    optimizer = T.make_optimizer(model, cfg)
+    in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    assert id(model.lift.weight) not in in_opt
+    assert all(id(p) in in_opt for n, p in model.named_parameters() if not n.startswith("lift"))
+
+    res = T.train(cfg, digit_splits())
+    trained = res["model"]
+    assert torch.equal(trained.lift.weight, initial)            # bit-identical after 8 AdamW steps
+    assert not torch.equal(trained.out_proj.weight, T.model_from_config(cfg).out_proj.weight)
+
+    # the same run with a learned W_in does move it (so the check above can fail)
+    res_learned = T.train(tiny_config(tmp_path, input_proj="learned"), digit_splits())
+    assert not torch.equal(res_learned["model"].lift.weight, initial)
+
+
+# ---------------------------------------------------------------- training end to end
+
+def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
+    cfg = tiny_config(tmp_path, max_steps=100, eval_interval=50, save_checkpoint=True)
+    res = T.train(cfg, digit_splits())
+    gain = res["test"]["psnr_batchmse"] - res["baseline"]["psnr_batchmse"]
+    assert res["baseline_name"] == "noisy input"
+    assert gain > 3.0, (res["test"], res["baseline"])
+    assert res["test"]["ssim"] > res["baseline"]["ssim"]
+
+    model, loaded_cfg, ckpt = T.load_checkpoint(str(tmp_path / "ckpt.pt"))
+    assert loaded_cfg.latent_dim == 1024 and ckpt["step"] == res["best_step"]
+    x = torch.rand(4, 784)
+    model.eval()
+    res["model"].eval()
+    assert torch.equal(model(x), res["model"](x))
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_generative_classification_reports_accuracy(tmp_path):
+    res = T.train(tiny_config(tmp_path, task="mnist_classify", max_steps=60, eval_interval=30), digit_splits())
+    assert res["test"]["accuracy"] > 0.9 and "ssim" in res["test"]       # ten well-separated classes
+    assert res["test"]["psnr_batchmse"] > res["baseline"]["psnr_batchmse"]
+
+
+def test_pareto_front():
+    pts = [(10, 20.0), (5, 18.0), (20, 19.0), (30, 25.0), (5, 17.0)]
+    assert T.pareto_front(pts) == [(5, 18.0), (10, 20.0), (30, 25.0)]
+
+
+def test_config_checks_and_sweep_grid():
+    with pytest.raises(ValueError, match="flip augmentation"):
+        T.resolve_config(T.TrainConfig(task="mnist_classify", flips=4))
+    with pytest.raises(ValueError, match="d_h < d_z"):
+        T.resolve_config(T.TrainConfig(task="mnist_denoise", latent_dim=512, hidden_dim=1024))
+    cfg = T.resolve_config(T.TrainConfig(task="imagenet32_sr", device="cpu"))
+    assert (cfg.latent_dim, cfg.hidden_dim, cfg.n_blocks, cfg.flips, cfg.batch_size) == (3546, 270, 5, 4, 512)
+    assert T.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
+        ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
+
+
+# ---------------------------------------------------------------- prepared data
+
+def write_prepared(folder, splits, source="synthetic bar digits", data_dir=None):
+    """A prepared folder in the format of data/mnist/prepare.py: {split}.npz + meta.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("train", "val", "test"):
+        images, labels = getattr(splits, name), getattr(splits, name + "_labels")
+        np.savez(folder / f"{name}.npz", images=images.numpy(), labels=labels.numpy())
+    (folder / "meta.json").write_text(json.dumps({
+        "dataset": "mnist", "source": source, "data_dir": data_dir, "image_shape": list(splits.train.shape[1:]),
+        "splits": {"train": len(splits.train), "val": len(splits.val), "test": len(splits.test)}}))
+    return folder
+
+
+def test_load_data_reads_prepared_folder_and_checks_the_task(tmp_path):
+    splits = digit_splits()
+    folder = write_prepared(tmp_path / "prepared", splits)
+    data = T.load_data(T.get_task("mnist_sr"), prepared_dir=str(folder), max_train_images=100)
+    assert data.source == "synthetic bar digits" and len(data.train) == 100
+    assert torch.equal(data.test, splits.test) and data.val_labels.dtype == torch.int64
+    with pytest.raises(ValueError, match="needs --dataset=imagenet32"):
+        T.load_data(T.get_task("imagenet32_denoise"), dataset="mnist", prepared_dir=str(folder))
+    with pytest.raises(ValueError, match="needs --dataset=mnist"):
+        T.load_data(T.get_task("mnist_denoise"), dataset="imagenet32", prepared_dir=str(folder))
+    with pytest.raises(ValueError, match="needs \\(3, 32, 32\\)"):
+        T.load_data(T.get_task("imagenet32_denoise"), prepared_dir=str(folder))
+
+
+def test_load_data_prepares_a_missing_folder_with_the_data_script(tmp_path, capfd):
+    idx_fixture(tmp_path / "raw_a", seed=0)
+    idx_fixture(tmp_path / "raw_b", seed=1)
+    folder = tmp_path / "prepared"
+    task = T.get_task("mnist_denoise")
+    a = T.load_data(task, "fashion_mnist", str(tmp_path / "raw_a"), prepared_dir=str(folder))
+    assert "preparing" in capfd.readouterr().out and "local IDX files in" in a.source
+    assert a.train.shape == (100, 1, 28, 28) and len(a.test) == 30
+    again = T.load_data(task, "fashion_mnist", str(tmp_path / "raw_a"), prepared_dir=str(folder))
+    assert "preparing" not in capfd.readouterr().out and torch.equal(again.train, a.train)   # reused
+    b = T.load_data(task, "fashion_mnist", str(tmp_path / "raw_b"), prepared_dir=str(folder))
+    assert "preparing it again" in capfd.readouterr().out and not torch.equal(b.test, a.test)
+    assert json.loads((folder / "meta.json").read_text())["data_dir"] == str((tmp_path / "raw_b").resolve())
+    assert T.PREPARED_DIRS["mnist"] == ROOT / "data" / "mnist"       # where data/mnist/prepare.py writes
+    assert T.PREPARED_DIRS["fashion_mnist"] == ROOT / "data" / "mnist" / "fashion_mnist"
+
+
+def test_a_failing_data_script_is_a_clear_error(tmp_path, monkeypatch):
+    failing = tmp_path / "prepare.py"
+    failing.write_text("import sys\nsys.exit('error: no data here')\n")
+    monkeypatch.setitem(T.PREPARE_SCRIPTS, "imagenet32", failing)
+    with pytest.raises(ValueError, match="preparing imagenet32 failed"):
+        T.load_data(T.get_task("imagenet32_sr"), prepared_dir=str(tmp_path / "none"))
+    assert not (tmp_path / "none").exists()
+
+
+# ---------------------------------------------------------------- the command line
+
+def test_cli_train_eval_sweep_resume_pareto_compare(tmp_path, capsys):
+    folder = str(write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64)))
+    tiny = ["--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu", "--batch_size=64",
+            "--max_steps=4", "--eval_interval=2"]
+    T.main(["train", *tiny, "--latent_dim=256", "--hidden_dim=16", "--n_blocks=2", f"--out_dir={tmp_path / 'run'}"])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["data"] == "synthetic bar digits" and metrics["steps"] == 4
+    assert {"ckpt.pt", "history.csv", "samples.png"} <= set(os.listdir(tmp_path / "run"))
+    capsys.readouterr()
+    T.main(["eval", f"--ckpt={tmp_path / 'run' / 'ckpt.pt'}", "--device=cpu"])
+    out = capsys.readouterr().out
+    evaluated = json.loads(out[out.index("{"):])                             # after the "data: ..." line
+    assert evaluated["test"]["psnr_batchmse"] == pytest.approx(metrics["test"]["psnr_batchmse"], abs=1e-9)
+
+    sweep = ["sweep", *tiny, "--hg_latent=256", "--hg_hidden=16,32", "--hg_blocks=1", "--conv_latent=196",
+             "--conv_hidden=256", "--conv_blocks=1", f"--out_dir={tmp_path / 'sweep'}"]
+    T.main(sweep)
+    rows = T.read_csv(tmp_path / "sweep" / "sweep.csv")
+    assert [(r["shape"], r["hidden_dim"]) for r in rows] == [("hourglass", "16"), ("hourglass", "32"),
+                                                            ("conventional", "256")]
+    assert {"pareto.csv", "pareto.png", "pareto_trainable.png"} <= set(os.listdir(tmp_path / "sweep"))
+    capsys.readouterr()
+    T.main(sweep)                                             # resume: every run is already in the CSV
+    assert "(3 already in" in capsys.readouterr().out
+    assert len(T.read_csv(tmp_path / "sweep" / "sweep.csv")) == 3
+    T.main(["pareto", str(tmp_path / "sweep" / "sweep.csv"), "--params=trainable", f"--out={tmp_path / 'p.png'}"])
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+    T.main(["compare_input_proj", *tiny, "--latent_dim=256", "--hidden_dim=16", "--n_blocks=1",
+            f"--out_dir={tmp_path / 'cmp'}"])
+    summary = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert summary["frozen"]["params"]["trainable"] == summary["learned"]["params"]["trainable"] - 196 * 256
+    assert (tmp_path / "cmp" / "compare_input_proj.png").exists()
+
+    with pytest.raises(SystemExit, match="d_h < d_z"):
+        T.main(["train", *tiny, "--latent_dim=256", "--hidden_dim=512"])
+
+
+def test_cli_prepare_runs_the_data_script(tmp_path):
+    idx_fixture(tmp_path / "raw")
+    run = subprocess.run([sys.executable, str(ROOT / "train_mlp.py"), "prepare", "--dataset=fashion_mnist",
+                          f"--data_dir={tmp_path / 'raw'}", f"--prepared_dir={tmp_path / 'out'}"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "source: fashion_mnist from local IDX files" in run.stdout
+    assert json.loads((tmp_path / "out" / "meta.json").read_text())["requested"] == "fashion_mnist"
