@@ -2,8 +2,8 @@
 Layer-wise scaling (LWS): vanilla, framed, reverse and crown.
 
 Paper: "Crown, Frame, Reverse: Layer-Wise Scaling Variants for LLM Pre-Training",
-Andrei Baroian and Kasper Notebomer, 2025 (../shared/papers/lws_crown_frame_reverse.txt).
-It builds on the layer-wise scaling of OpenELM (Mehta et al., 2024).
+Andrei Baroian and Kasper Notebomer, 2025 (code: https://github.com/baroian/OLMo-custom).
+It builds on the layer-wise scaling of OpenELM (Mehta et al., 2024; https://github.com/apple/corenet).
 
 The idea
 --------
@@ -36,7 +36,7 @@ The schedule formulas only. `layer_specs()` turns a schedule into a list of
 model.LayerSpec (query heads, KV heads, head dim, FFN width per layer) and
 `build_model()` feeds it to model.GPTConfig(layers=...): an LWS model IS model.GPT with
 different layer sizes, nothing is subclassed. The exact rounding rules that reproduce
-every row of the paper's Table 2 (see REFERENCE_FACTS.md and OpenELM):
+every row of the paper's Table 2 (those of OpenELM and the paper's OLMo-custom code):
 
     beta_i, alpha_i   round(x, 2) for two-point schedules (2), (4)
     crown             knots at layers [0, ceil(N/2)-1, N-1] for odd N; for even N at
@@ -58,7 +58,7 @@ Deviations from the paper, and why
 ----------------------------------
 - KV heads scale with the query heads (n_kv_i = n_head_i / group). The paper's prose says
   the KV heads are "kept fixed", but that does not reproduce its own Table 2; the
-  group rule does (every row, to 0.1M). DESIGN.md records this decision.
+  group rule does (every row, to 0.1M), so we follow the table.
 - The divisor of the FFN width (`ffn_multiple`, 256 in the paper) is a parameter: at the
   CPU scale of our Shakespeare configs (d = 128) a multiple of 256 would only allow
   widths 2d, 4d, 6d..., so those configs use 32.
@@ -71,11 +71,15 @@ Deviations from the paper, and why
 
 Run it
 ------
-    python lws.py                       # paper shapes next to Table 2, saves docs/lws_layer_sizes.png
+    python lws.py                       # the paper's shapes next to its Table 2
     python lws.py --scale=cpu           # the matched CPU shapes our Shakespeare configs use
-    python lws.py --scale=cpu --bench=True --threads=1 --plot=   # + tokens/s of each, ratio to the baseline
     OMP_NUM_THREADS=1 python train.py config/lws_crown_shakespeare_char.py   # one CPU run (a few minutes)
     python train.py config/lws_crown_180m.py                 # the paper's Crown LWS shape, on a GPU
+    python experiments/lws_layer_sizes.py [--scale=cpu]      # the per-layer bar chart (Figure 3)
+    python bench.py config/lws_baseline_shakespeare_char.py config/lws_vanilla_shakespeare_char.py \
+        config/lws_framed_shakespeare_char.py config/lws_reverse_shakespeare_char.py \
+        config/lws_crown_shakespeare_char.py --dtypes=float32 --modes=eager   # tokens/s, ratio to the baseline
+The write-up with the measured results is docs/lws.md.
 """
 
 import math
@@ -255,6 +259,13 @@ def match_params(baseline, variant, tolerance=1e-3):
     return with_scale(best), count(best)
 
 
+def paper_shapes(block_size=1024):
+    """The seven shapes of the paper's Table 2, {name: build_model kwargs}."""
+    return {name: dict(PAPER_BASE, block_size=block_size, n_layer=n_layer, ffn_scalars=fnn, qkv_scalars=qkv,
+                       framed=framed)
+            for name, (n_layer, fnn, qkv, framed, _, _) in PAPER_TABLE2.items()}
+
+
 def cpu_shapes():
     """The five CPU shapes of our Shakespeare comparison, {name: build_model kwargs}: the
     isotropic baseline, and the four variants matched to its non-embedding count."""
@@ -264,39 +275,7 @@ def cpu_shapes():
 
 
 # ----------------------------------------------------------------------------------------
-# The paper's Figure 3: per-layer sizes of every variant
-
-
-def layer_params(model):
-    """(attention, FFN) parameters of every layer, norms included."""
-    return [(sum(p.numel() for p in b.attn.parameters()), sum(p.numel() for p in b.ffn.parameters()))
-            for b in model.blocks]
-
-
-def plot_layer_sizes(models, path, title):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(models), 1, figsize=(7, 1.5 * len(models) + 0.6), sharex=True, sharey=True)
-    for ax, (name, model) in zip(axes, models.items()):
-        sizes = layer_params(model)
-        layers = range(1, len(sizes) + 1)
-        attn = [a / 1e6 for a, _ in sizes]
-        ffn = [f / 1e6 for _, f in sizes]
-        ax.bar(layers, attn, color="tab:orange", label="attention")
-        ax.bar(layers, ffn, bottom=attn, color="tab:blue", label="FFN")
-        for x, spec, a, f in zip(layers, model.config.layers, attn, ffn):
-            ax.text(x, a + f, str(spec.n_head), ha="center", va="bottom", fontsize=6)
-        ax.set_ylabel("M params", fontsize=7)
-        ax.set_title(name, fontsize=8, loc="left")
-        ax.tick_params(labelsize=7)
-        ax.set_xticks(list(layers))
-    axes[0].legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
-    axes[-1].set_xlabel("layer (number on a bar: query heads)", fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+# The shape table
 
 
 def shape_report(name, model, paper=None):
@@ -317,38 +296,18 @@ def shape_report(name, model, paper=None):
 if __name__ == "__main__":
     import sys
     from configurator import parse_overrides
-    args = parse_overrides(sys.argv[1:], dict(scale="paper", plot="docs/lws_layer_sizes.png", bench=False,
-                                              dtype="float32", threads=0, batch_size=16, steps=10))
-    models = {}
-    with torch.device("meta"):
-        if args["scale"] == "paper":
-            for name, (n_layer, fnn, qkv, framed, total, non_emb) in PAPER_TABLE2.items():
-                models[name] = build_model(**PAPER_BASE, block_size=1024, n_layer=n_layer, ffn_scalars=fnn,
-                                           qkv_scalars=qkv, framed=framed)
-                print(shape_report(name, models[name], (total, non_emb)))
-            title = "LWS variants at the paper's 180M scale (d=768, Table 2 / Figure 3)"
-        elif args["scale"] == "cpu":
-            for name, kwargs in cpu_shapes().items():
-                models[name] = build_model(**kwargs)
-                print(shape_report(name, models[name]))
-                print(f"  model_args = {{'ffn_scalars': {kwargs['ffn_scalars']}, 'qkv_scalars': "
-                      f"{kwargs['qkv_scalars']}, 'framed': {kwargs['framed']}, 'ffn_multiple': 32}}")
-            title = "LWS variants at our CPU scale (d=128, 9 layers, matched parameters)"
-        else:
-            raise SystemExit(f"--scale={args['scale']!r}: use paper or cpu")
-    if args["plot"]:
-        plot_layer_sizes(models, args["plot"], title)
-        print(f"saved {args['plot']}")
-    if args["bench"]:  # tokens/s of every shape, measured in this one run, as a ratio to the first
-        from bench import benchmark_shapes, markdown_table
-        if args["threads"]:
-            torch.set_num_threads(args["threads"])
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        shapes = cpu_shapes() if args["scale"] == "cpu" else {
-            name: dict(PAPER_BASE, block_size=1024, n_layer=row[0], ffn_scalars=row[1], qkv_scalars=row[2],
-                       framed=row[3]) for name, row in PAPER_TABLE2.items()}
-        rows, _ = benchmark_shapes({name: ("lws", kwargs) for name, kwargs in shapes.items()}, args["batch_size"],
-                                   device, [getattr(torch, args["dtype"])], [False], steps=args["steps"])
-        print(markdown_table(rows))
-        for r in rows:
-            print(f"{r['model']}: {r['ratio']:.3f}x the tokens/s of {rows[0]['model']}")
+    args = parse_overrides(sys.argv[1:], dict(scale="paper"))
+    if args["scale"] == "paper":
+        for name, kwargs in paper_shapes().items():
+            with torch.device("meta"):
+                model = build_model(**kwargs)
+            print(shape_report(name, model, PAPER_TABLE2[name][4:]))
+    elif args["scale"] == "cpu":
+        for name, kwargs in cpu_shapes().items():
+            with torch.device("meta"):
+                model = build_model(**kwargs)
+            print(shape_report(name, model))
+            print(f"  model_args = {{'ffn_scalars': {kwargs['ffn_scalars']}, 'qkv_scalars': "
+                  f"{kwargs['qkv_scalars']}, 'framed': {kwargs['framed']}, 'ffn_multiple': {kwargs['ffn_multiple']}}}")
+    else:
+        raise SystemExit(f"--scale={args['scale']!r}: use paper or cpu")

@@ -1,6 +1,8 @@
 """Layer-wise scaling: schedules, Table 2 shapes and counts, equivalence with the plain GPT."""
 
 import random
+import runpy
+import sys
 
 import pytest
 import torch
@@ -16,10 +18,8 @@ FRAMED_18L_HEADS = [12, 6] + [9] * 10 + [12] * 6
 
 
 def paper_model(row):
-    n_layer, fnn, qkv, framed, _, _ = lws.PAPER_TABLE2[row]
     with torch.device("meta"):
-        return lws.build_model(**lws.PAPER_BASE, block_size=1024, n_layer=n_layer, ffn_scalars=fnn,
-                               qkv_scalars=qkv, framed=framed)
+        return lws.build_model(**lws.paper_shapes()[row])
 
 
 def tiny_lws(**schedule):
@@ -62,7 +62,7 @@ def test_isotropic_schedule_equals_the_plain_gpt():
     assert torch.equal(all_logits(plain, idx), all_logits(iso, idx))
 
 
-def test_framed_18l_per_layer_widths_and_heads_match_reference_facts():
+def test_framed_18l_per_layer_ffn_widths_and_heads_follow_the_openelm_rounding():
     specs = paper_model("Framed LWS").config.layers
     assert [s.ffn_hidden for s in specs] == FRAMED_18L_FFN
     assert [s.n_head for s in specs] == FRAMED_18L_HEADS
@@ -81,11 +81,45 @@ def test_parameter_counts_equal_table_2(row):
     assert round(c["non_embedding"] / 1e6, 1) == non_embedding
 
 
-def test_table_2_rows_named_in_the_issue_exactly():
+def test_baseline_12l_and_framed_totals_equal_table_2_with_an_untied_head():
     base, framed = paper_model("Baseline 12L").param_counts(), paper_model("Framed LWS").param_counts()
     assert (round(base["total"] / 1e6, 1), round(base["non_embedding"] / 1e6, 1)) == (181.1, 142.5)
     assert (round(framed["total"] / 1e6, 1), round(framed["non_embedding"] / 1e6, 1)) == (179.4, 140.7)
     assert base["embedding"] == 50304 * 768 and base["lm_head"] == 50304 * 768  # untied head
+
+
+def test_paper_shapes_are_table_2_on_the_olmo2_base():
+    shapes = lws.paper_shapes()
+    assert list(shapes) == list(lws.PAPER_TABLE2)
+    for name, shape in shapes.items():
+        n_layer, fnn, qkv, framed, _, _ = lws.PAPER_TABLE2[name]
+        assert shape == {**lws.PAPER_BASE, "block_size": 1024, "n_layer": n_layer, "ffn_scalars": fnn,
+                         "qkv_scalars": qkv, "framed": framed}
+
+
+def test_command_line_prints_every_table_2_row_next_to_the_paper(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["lws.py"])
+    runpy.run_path(str(ROOT / "lws.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    for name, (n_layer, _, _, _, total, non_embedding) in lws.PAPER_TABLE2.items():
+        assert f"{name}: {n_layer} layers" in out
+        ours = f"params: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
+        paper = f"paper Table 2: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
+        assert ours in out and paper in out, name
+    assert "FFN widths: " + str(FRAMED_18L_FFN) in out
+
+
+def test_command_line_prints_the_cpu_shapes_with_their_model_args(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["lws.py", "--scale=cpu"])
+    runpy.run_path(str(ROOT / "lws.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    for name, shape in lws.cpu_shapes().items():
+        assert f"{name}: {shape['n_layer']} layers" in out
+        assert f"'ffn_scalars': {shape['ffn_scalars']}, 'qkv_scalars': {shape['qkv_scalars']}, " \
+               f"'framed': {shape['framed']}, 'ffn_multiple': 32" in out
+    monkeypatch.setattr(sys, "argv", ["lws.py", "--scale=gpu"])
+    with pytest.raises(SystemExit, match="use paper or cpu"):
+        runpy.run_path(str(ROOT / "lws.py"), run_name="__main__")
 
 
 def test_query_heads_are_always_a_multiple_of_the_group_size():
