@@ -36,7 +36,7 @@ The schedule formulas only. `layer_specs()` turns a schedule into a list of
 model.LayerSpec (query heads, KV heads, head dim, FFN width per layer) and
 `build_model()` feeds it to model.GPTConfig(layers=...): an LWS model IS model.GPT with
 different layer sizes, nothing is subclassed. The exact rounding rules that reproduce
-every row of the paper's Table 2 (those of OpenELM and the paper's OLMo-custom code):
+every row of the paper's Table 2 (OpenELM's rules, checked against the table in the tests):
 
     beta_i, alpha_i   round(x, 2) for two-point schedules (2), (4)
     crown             knots at layers [0, ceil(N/2)-1, N-1] for odd N; for even N at
