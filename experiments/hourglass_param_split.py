@@ -1,0 +1,59 @@
+"""
+Where the parameters of a 113M model go, conventional vs hourglass: the five 113M shapes of
+Table 2 of "Revisiting the Shape Convention of Transformer Language Models" (Liao, Chen, Yi,
+Shiu, 2026), counted by hourglass.py and drawn as stacked bars (attention 4 d^2 L, FFN 3 K d_h d L).
+
+The point of the paper's Table 2 in one picture: at the same budget, the hourglass shapes move
+parameters out of the FFN (K narrow sub-blocks of width d_h) into a wider residual stream d, so
+attention gets a much larger share. The shapes are built on the meta device (no memory, instant).
+
+    python experiments/hourglass_param_split.py                  # -> docs/hourglass_param_split.png
+    python experiments/hourglass_param_split.py --out=split.png  # somewhere else
+
+`python hourglass.py` prints the same counts (and every other row of Tables 2 and 3) as a table.
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repo root, for hourglass.py, model.py and configurator.py
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import hourglass  # noqa: E402
+from configurator import parse_overrides  # noqa: E402
+
+
+def rows_113m():
+    """hourglass.paper_rows() of the 113M shapes (Table 2)."""
+    return [r for r in hourglass.paper_rows() if r["label"].startswith("113M")]
+
+
+def plot_param_split(rows, path):
+    labels = [f"{r['d_model']}/{r['d_h']}\nK{r['K']} L{r['L']}" for r in rows]
+    attention = [r["attention"] / 1e6 for r in rows]
+    ffn = [r["ffn"] / 1e6 for r in rows]
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    ax.bar(labels, attention, label="attention (4 d\u00b2 L)")
+    ax.bar(labels, ffn, bottom=attention, label="FFN (3 K d_h d L)")
+    ax.set_ylabel("parameters (M)")
+    ax.set_title("113M models of the paper's Table 2, counted by hourglass.py", fontsize=10)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    args = parse_overrides(sys.argv[1:], dict(out=str(ROOT / "docs" / "hourglass_param_split.png")))
+    rows = rows_113m()
+    for r in rows:
+        print(f"d={r['d_model']:5d} d_h={r['d_h']:5d} K={r['K']} L={r['L']:2d}: attention {r['attention'] / 1e6:5.1f}M "
+              f"(paper {r['paper_attention_M']}M), FFN {r['ffn'] / 1e6:5.1f}M (paper {r['paper_ffn_M']}M)")
+    plot_param_split(rows, args["out"])
+    print(f"wrote {args['out']}")
