@@ -49,7 +49,7 @@ import numpy as np
 GPT2_VOCAB_SIZE = 50257
 GPT2_EOT = 50256  # <|endoftext|>
 
-# the registry fallback for the GPT-2 ranks (see /work/shared/DATA.md)
+# the registry fallback for the GPT-2 ranks: the PyPI source archive of openai-whisper ships them
 WHISPER_SDIST = "openai-whisper==20250625"
 WHISPER_GPT2_MEMBER = "whisper/assets/gpt2.tiktoken"  # under the sdist's top directory
 GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"

@@ -137,9 +137,10 @@ def test_docs_name_only_files_that_exist():
 
 def test_the_repo_stands_alone():
     """Readers have only the repo: it cites papers and public code, never notes they cannot see."""
-    pattern = re.compile(r"DESIGN\.md|REFERENCE_FACTS|\.\./shared|shared/papers|\bthe issue\b|issue #?\d")
+    pattern = re.compile(r"DESIGN\.md|REFERENCE_FACTS|DATA\.md|\.\./shared|/shared/|shared/papers|\bthe issue\b|issue #?\d")
     hits = []
-    for path in list(repo_files().values()) + doc_files() + sorted(ROOT.glob("config/*.py")):
+    tests = [p for p in sorted(ROOT.glob("tests/*.py")) if p.name != "test_layout.py"]  # this file names them
+    for path in list(repo_files().values()) + doc_files() + sorted(ROOT.glob("config/*.py")) + tests:
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if pattern.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
