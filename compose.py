@@ -35,7 +35,10 @@ constant widths it is exactly model.GPT. So:
 
 The second half of this file, `matched_shapes`, builds the plain GPT and every mechanism at
 the baseline's parameter budget (non-embedding parameters without an untied LM head), each
-with its own paper's matching rule; compare.py trains them and bench.py times them.
+with its own paper's matching rule; compare.py trains them and bench.py times them. The last
+part holds the two presets both of them read (CPU: a 6-layer, 128-wide baseline on Shakespeare
+characters; GPU: the papers' 12-layer, 768-wide baseline on TinyStories) and the table of shapes
+that `python compose.py` prints.
 
 A ><former schedule given as `width_schedule` is solved by Appendix A with the FFN multiple
 of this FFN slot, E = K d_h / d, so it matches the constant-width model of the same d, K, d_h.

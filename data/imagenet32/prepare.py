@@ -125,9 +125,6 @@ def prepare(data_dir=None, out_dir=None, max_train_images=None):
             "data_dir": os.path.abspath(data_dir) if data_dir else None, "n_classes": 1000,
             "split_seed": SPLIT_SEED, "max_train_images": max_train_images}
     meta = mnist_prepare.write_prepared(out_dir, splits, meta)
-    print(f"source: {source}")
-    print(" ".join(f"{name} {n:,}" for name, n in meta["splits"].items()) + f" images {tuple(meta['image_shape'])}")
-    print(f"wrote {out_dir}/{{train,val,test}}.npz and meta.json")
     return meta
 
 

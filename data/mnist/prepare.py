@@ -254,7 +254,7 @@ def split_train_val_test(images, labels, test_images, test_labels, n_val, seed=S
 
 def write_prepared(out_dir, splits, meta):
     """Write {split}.npz (images uint8 (N, C, H, W), labels int64 (N,)) and meta.json into out_dir,
-    each through a temporary file and a rename. Returns meta with image_shape and split sizes added."""
+    each through a temporary file and a rename, and say so. Returns meta with image_shape and split sizes added."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta, image_shape=list(splits["train"][0].shape[1:]),
@@ -265,6 +265,9 @@ def write_prepared(out_dir, splits, meta):
             np.savez(f, images=np.ascontiguousarray(images, dtype=np.uint8), labels=np.asarray(labels, dtype=np.int64))
         os.replace(tmp, out_dir / f"{name}.npz")
     write_meta(out_dir, meta)
+    print(f"source: {meta['source']}")
+    print(" ".join(f"{name} {n:,}" for name, n in meta["splits"].items()) + f" images {tuple(meta['image_shape'])}")
+    print(f"wrote {out_dir}/{{train,val,test}}.npz and meta.json")
     return meta
 
 
@@ -325,9 +328,6 @@ def prepare(dataset="mnist", data_dir=None, out_dir=None, cache_dir=DEFAULT_CACH
             "data_dir": os.path.abspath(data_dir) if data_dir else None,
             "n_classes": int(splits["train"][1].max()) + 1, "split_seed": SPLIT_SEED}
     meta = write_prepared(out_dir, splits, meta)
-    print(f"source: {source}")
-    print(" ".join(f"{name} {n:,}" for name, n in meta["splits"].items()) + f" images {tuple(meta['image_shape'])}")
-    print(f"wrote {out_dir}/{{train,val,test}}.npz and meta.json")
     return meta
 
 
