@@ -192,7 +192,7 @@ def test_bad_arguments_say_what_to_do():
 
 def test_config_files_load_and_build():
     from configurator import build_model, parse_overrides
-    from test_train import train_defaults
+    from configurator import train_defaults
     files = sorted((ROOT / "config").glob("cea_*.py"))
     assert len(files) >= 4
     defaults = train_defaults()

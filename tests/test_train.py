@@ -13,7 +13,7 @@ import torch
 
 from conftest import ROOT
 from checkpoint import load_checkpoint, save_checkpoint
-from configurator import ConfigError, build_model, parse_overrides, train_defaults  # noqa: F401 (other tests import it from here)
+from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides, train_defaults
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=2",
         "--log_interval=1", "--dropout=0.1", "--dtype=float32", "--sample_tokens=0", "--warmup_iters=2",
@@ -121,11 +121,21 @@ def test_every_config_file_loads_and_builds_its_model(config_file):
     meta = ROOT / "data" / cfg["dataset"] / "prepare.py"
     assert cfg["data_dir"] or meta.exists(), f"{config_file.name}: no prepare script for dataset {cfg['dataset']}"
     vocab = {"shakespeare_char": 84}.get(cfg["dataset"], 50304)
-    common = {k: cfg[k] for k in ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim",
-                                  "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
+    common = {k: cfg[k] for k in MODEL_KEYS}
     with torch.device("meta"):  # builds any size instantly, without memory
         model = build_model(cfg["model_type"], vocab_size=vocab, **common, **cfg["model_args"])
     assert model.param_counts()["total"] > 0
+
+
+def test_train_defaults_are_every_setting_train_py_runs_with():
+    """configurator.train_defaults reads train.py's settings without running it (bench.py reads config
+    files through it): it must find every one, with the value train.py itself has."""
+    header = (ROOT / "train.py").read_text().split("\nconfig_keys =")[0]
+    namespace = {}
+    exec(compile(header, "train.py", "exec"), namespace)
+    executed = {k: v for k, v in namespace.items()
+                if not k.startswith("_") and isinstance(v, (int, float, bool, str, dict, type(None)))}
+    assert train_defaults() == executed and set(MODEL_KEYS) <= set(executed)
 
 
 def test_default_config_is_the_documented_cpu_job():
