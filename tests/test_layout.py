@@ -137,7 +137,9 @@ def test_docs_name_only_files_that_exist():
 
 def test_the_repo_stands_alone():
     """Readers have only the repo: it cites papers and public code, never notes they cannot see."""
-    pattern = re.compile(r"DESIGN\.md|REFERENCE_FACTS|DATA\.md|\.\./shared|/shared/|shared/papers|\bthe issue\b|issue #?\d")
+    # (character classes keep this line from matching itself in a plain grep of the repo)
+    pattern = re.compile(r"DESIGN[.]md|REFERENCE[_]FACTS|DATA[.]md|[.][.]/shared|[/]shared/|shared[/]papers|"
+                         r"\bthe issue\b|issue #?\d")
     hits = []
     tests = [p for p in sorted(ROOT.glob("tests/*.py")) if p.name != "test_layout.py"]  # this file names them
     for path in list(repo_files().values()) + doc_files() + sorted(ROOT.glob("config/*.py")) + tests:
