@@ -33,12 +33,15 @@ What this file implements
   model.FFNSublayer(d, d_h) = x + SwiGLU(RMSNorm(x)) with its own RMSNorm, its own fused
   W_d1/W_d2 (`gate_up_proj`, d -> 2 d_h), its own W_u (`out_proj`, d_h -> d) and its own
   residual add. The layer's usual pre-FFN norm and residual are replaced by these, as in the
-  reference code. With K = 1 and d_h = the plain FFN hidden size it *is* the plain GPT's FFN
-  sublayer: same parameter names, same registration order, so the same seed gives the same
-  weights and bit-identical logits (tested).
+  reference code. An HourglassFFN always keeps its sub-blocks in a list (parameter names
+  `ffn.sub_blocks.<i>.norm.weight`, ...), even for K = 1.
 - `HourglassGPT` (GPT with `make_ffn` overridden) and `build_model(...)`, the builder
   train.py and checkpoints use: `--model_type=hourglass --model_args="{'n_sub_blocks': 4,
-  'bottleneck_dim': 418}"` (or 'bottleneck_ratio': 0.4 for d_h = round(0.4 d)).
+  'bottleneck_dim': 418}"` (or 'bottleneck_ratio': 0.4 for d_h = round(0.4 d)). With K = 1
+  HourglassGPT builds no HourglassFFN but model.FFNSublayer, the plain GPT's FFN sublayer
+  (compose.py does the same), so with d_h = the plain FFN hidden size the model IS the plain
+  GPT: the same state_dict keys in the same order (checkpoints load either way), the same
+  init draws from the same seed, bit-identical logits (tested).
 - `match_baseline(...)`: the hourglass shape at the baseline's parameter budget. Step 1: with
   d_h = round(ratio d), pick the d_model (a multiple of 2 n_head: the paper keeps the head
   count, and RoPE needs an even head size) whose count is closest to the baseline's. Step 2:
@@ -127,6 +130,8 @@ class HourglassGPT(GPT):
     """The plain GPT with every FFN sublayer replaced by an HourglassFFN (attention unchanged, eq. 2)."""
 
     def make_ffn(self, layer_idx, spec: LayerSpec) -> nn.Module:
+        if self.config.n_sub_blocks == 1:  # K = 1: the plain FFN sublayer itself (names, init order), as compose.py
+            return FFNSublayer(self.config.n_embd, spec.ffn_hidden, self.config)
         return HourglassFFN(self.config.n_embd, spec.ffn_hidden, self.config.n_sub_blocks, self.config)
 
 
