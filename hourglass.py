@@ -51,6 +51,10 @@ What this file implements
   model.budget(), the transformer body: attention + FFN + norm gains (non-embedding, without
   an untied LM head, which the paper's "non-embedding" does not count either; the norms are
   < 0.05%).
+- `match_ffn_at_fixed_width(...)`: the paper's Table 1 mode: d_model, L and the attention stay
+  the baseline's; d_h is solved so the K sub-blocks' FFN matrices match the baseline's FFN
+  (768/3072/L12 -> d_h = 614, 512, 384, 307 for K = 5, 6, 8, 10, as in Table 1).
+  `python hourglass.py --match=ffn --n_sub_blocks=K`.
 - `paper_rows()` / `python hourglass.py`: the parameter split of every shape in the paper's
   Tables 2 and 3, and the matched shape for a baseline given on the command line.
 
@@ -73,6 +77,7 @@ Deviations from the paper, and why
 Run it
 ------
     python hourglass.py                                  # Table 3-style split for 768/3072/L12, K=4, ratio 0.4
+    python hourglass.py --match=ffn --n_sub_blocks=8     # Table 1 mode: d=768, L=12 kept, d_h=384 for K=8
     python hourglass.py --n_embd=192 --n_layer=4 --n_head=6 --n_sub_blocks=4 --bottleneck_ratio=0.4
     python train.py config/hourglass_shakespeare_cpu_baseline.py   # CPU comparison, then:
     python train.py config/hourglass_shakespeare_cpu.py
@@ -217,6 +222,22 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
     return result
 
 
+def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
+    """The paper's Table 1 mode: keep the baseline's d_model, L and heads (so the attention is
+    the same), and pick the d_h whose hourglass FFN matrices (3 K d_h d per layer) come closest
+    to the baseline's FFN matrices; the K extra norm gains per layer are not matched (FFN-only
+    matching, as Table 1 does). Against 768/3072/L12 this gives d_h = 614, 512, 384, 307 for
+    K = 5, 6, 8, 10 (Table 1). Returns hourglass build_model keyword arguments."""
+    from model import build_model as build_plain
+    with torch.device("meta"):
+        target = build_plain(**baseline_args).param_counts()["ffn"]
+    args = {k: v for k, v in baseline_args.items() if k != "ffn_hidden"}
+    args.update(n_embd=baseline_args.get("n_embd", 384), n_sub_blocks=n_sub_blocks)
+    ffn = lambda d_h: count_params(**dict(args, block_size=2), bottleneck_dim=d_h)["ffn"]
+    base, per_unit = ffn(1), ffn(2) - ffn(1)  # linear in d_h: 3 K L d per unit
+    return dict(args, bottleneck_dim=max(1, 1 + round((target - base) / per_unit)))
+
+
 # Shapes the paper lists (Tables 2 and 3) with its rounded attention / FFN sizes in millions.
 # (label, d_model, d_h, K, L, n_head, paper attention M, paper FFN M)
 PAPER_ROWS = [
@@ -265,16 +286,26 @@ if __name__ == "__main__":
     from configurator import parse_overrides
     args = parse_overrides(sys.argv[1:], dict(
         n_layer=12, n_head=12, n_embd=768, ffn_hidden=None, vocab_size=50304, block_size=2048,  # the 113M baseline
-        n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0))  # 0: the baseline's n_layer
+        n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0,  # 0: the baseline's n_layer
+        match="budget"))  # budget: Tables 2-3 (d and d_h move); ffn: Table 1 (d and L fixed, FFN matrices matched)
     k, ratio, hourglass_layers = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio"), args.pop("hourglass_n_layer")
-    baseline = args
-    try:
-        matched = match_baseline(baseline, k, ratio, n_layer=hourglass_layers or None)
-    except ValueError as e:
-        raise SystemExit(str(e))
-    print(f"baseline {baseline}\nhourglass K={k}, target d_h/d={ratio}: matched d_model={matched['n_embd']}, "
-          f"d_h={matched['bottleneck_dim']} (d_h/d={matched['bottleneck_dim'] / matched['n_embd']:.3f}), "
-          f"L={matched['n_layer']}\n")
+    mode, baseline = args.pop("match"), args
+    if mode == "ffn":  # Table 1: the fixed-width comparison
+        if hourglass_layers:
+            raise SystemExit("--match=ffn keeps the baseline's d_model and L: leave --hourglass_n_layer unset")
+        matched = match_ffn_at_fixed_width(baseline, k)
+        print(f"baseline {baseline}\nhourglass K={k} at the baseline's d_model={matched['n_embd']} and "
+              f"L={matched['n_layer']} (Table 1 mode, FFN matrices matched): d_h={matched['bottleneck_dim']}\n")
+    elif mode == "budget":
+        try:
+            matched = match_baseline(baseline, k, ratio, n_layer=hourglass_layers or None)
+        except ValueError as e:
+            raise SystemExit(str(e))
+        print(f"baseline {baseline}\nhourglass K={k}, target d_h/d={ratio}: matched d_model={matched['n_embd']}, "
+              f"d_h={matched['bottleneck_dim']} (d_h/d={matched['bottleneck_dim'] / matched['n_embd']:.3f}), "
+              f"L={matched['n_layer']}\n")
+    else:
+        raise SystemExit(f"--match={mode!r}: use budget (Tables 2-3) or ffn (Table 1: fixed d_model and L)")
     print(split_table([("conventional", dict(baseline)), ("hourglass", matched)]))
     print("\nThe paper's shapes (Tables 2 and 3), counted by this code, vs the paper's rounded sizes:")
     print("| row | d_model | d_h | K | L | attention (ours / paper) | FFN (ours / paper) |")

@@ -12,7 +12,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
 from configurator import build_model as build_by_name, parse_overrides
-from hourglass import PAPER_ROWS, HourglassFFN, build_model, count_params, match_baseline, paper_rows
+from hourglass import (PAPER_ROWS, HourglassFFN, build_model, count_params, match_baseline, match_ffn_at_fixed_width,
+                       paper_rows)
 from model import GPT, FFNSublayer
 from model import build_model as build_plain
 
@@ -97,6 +98,51 @@ def test_matcher_finds_the_papers_113m_shape_and_stays_within_half_a_percent():
     shallow = match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.5, n_layer=6)  # the K4 L6 row
     assert shallow["n_layer"] == 6 and shallow["n_embd"] % 24 == 0
     assert abs(budget(build_model, **shallow) - target) / target < 0.005
+
+
+# each hourglass row of Tables 2 and 3 with the conventional baseline of its size (Table 3)
+BASELINE_OF = {"113M": (768, 12, 12), "403M": (1024, 24, 16), "906M": (1536, 24, 16), "1074M": (2048, 16, 16)}
+HOURGLASS_ROWS = [r for r in PAPER_ROWS if "hourglass" in r[0]]
+
+
+@pytest.mark.parametrize("row", HOURGLASS_ROWS, ids=lambda r: r[0])
+def test_matcher_finds_every_hourglass_shape_of_tables_2_and_3(row):
+    """Matched against its conventional baseline with the row's K, L and d_h/d, every row comes
+    out as the paper lists it. The 403M row too: only its attention / FFN split is misprinted,
+    its shape (and so its total) is consistent and is what the matcher finds."""
+    label, d, d_h, k, n_layer, n_head, *_ = row
+    base_d, base_l, base_heads = BASELINE_OF[label.split()[0]]
+    baseline = dict(n_embd=base_d, n_layer=base_l, n_head=base_heads, vocab_size=50304, block_size=2)
+    assert n_head == base_heads  # the paper keeps the head count
+    matched = match_baseline(baseline, n_sub_blocks=k, bottleneck_ratio=d_h / d, n_layer=n_layer)
+    assert (matched["n_embd"], matched["bottleneck_dim"], matched["n_layer"], matched["n_sub_blocks"]) == \
+        (d, d_h, n_layer, k)
+    target = budget(build_plain, **baseline)
+    assert abs(budget(build_model, **matched) - target) / target < 5e-4  # every row within 0.05% (the paper: 0.001%)
+
+
+TABLE_1 = {5: 614, 6: 512, 8: 384, 10: 307}  # K -> d_h at d_model = 768, L = 12 (the paper's Table 1)
+
+
+@pytest.mark.parametrize("k", TABLE_1)
+def test_fixed_width_mode_gives_table_1(k):
+    baseline = dict(n_embd=768, n_layer=12, n_head=12, vocab_size=50304, block_size=2)
+    matched = match_ffn_at_fixed_width(baseline, k)
+    assert (matched["n_embd"], matched["n_layer"], matched["n_head"], matched["bottleneck_dim"]) == (768, 12, 12, TABLE_1[k])
+    base, hg = count_params(**baseline), count_params(**matched)
+    assert hg["attention"] == base["attention"]  # Table 1: 28M attention for every row
+    assert round(hg["attention"] / 1e6) == 28 and round(hg["ffn"] / 1e6) == 85  # and 85M FFN
+    assert abs(hg["ffn"] - base["ffn"]) <= 3 * k * 12 * 768 / 2  # within half a unit of d_h
+
+
+def test_command_line_fixed_width_mode(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["hourglass.py", "--match=ffn", "--n_sub_blocks=8"])
+    runpy.run_path(str(ROOT / "hourglass.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "d_h=384" in out and "| hourglass | 768 | 384 | 8 | 12 |" in out
+    monkeypatch.setattr(sys, "argv", ["hourglass.py", "--match=width"])
+    with pytest.raises(SystemExit, match="budget"):
+        runpy.run_path(str(ROOT / "hourglass.py"), run_name="__main__")
 
 
 def test_matcher_for_the_cpu_config_and_its_error():
