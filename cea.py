@@ -281,10 +281,12 @@ class CEAAttentionSublayer(nn.Module):
 
 
 class CEAGPT(GPT):
-    """model.GPT with the attention and FFN slots of CAA / CEA / MoE. forward() returns the
-    language-modelling loss PLUS balance_coef x the MoE balancing losses (when there is a MoE)."""
+    """model.GPT with the attention and FFN slots of CAA / CEA / MoE. In training mode forward()
+    returns the language-modelling loss PLUS balance_coef x the MoE balancing losses (when there
+    is a MoE); in eval mode the plain LM loss. `aux_loss`: that weighted term, last forward."""
 
     config: CEAConfig
+    aux_loss = None  # balance_coef x balancing loss of the last forward (detached); None without MoE
 
     def make_attention(self, layer_idx, spec):
         c = self.config
@@ -307,10 +309,15 @@ class CEAGPT(GPT):
         return sum(losses) if losses else None
 
     def forward(self, idx, targets=None):
+        """While training, the loss is the LM loss + balance_coef x the balancing loss (so train.py
+        optimises both unchanged); in eval mode it is the plain LM loss (what val / OOD losses
+        compare). Either way self.aux_loss holds the auxiliary term of this pass (detached; None
+        without a MoE), for logging."""
         logits, loss = super().forward(idx, targets)
         aux = self.balancing_loss()
-        if loss is not None and aux is not None:
-            loss = loss + self.config.balance_coef * aux  # the auxiliary loss reaches train.py this way
+        self.aux_loss = None if aux is None else (self.config.balance_coef * aux).detach()
+        if loss is not None and aux is not None and self.training:
+            loss = loss + self.config.balance_coef * aux
         return logits, loss
 
 

@@ -15,7 +15,10 @@ What it does, top to bottom: set up devices, precision and DDP; prepare the data
 it is missing (the small ones only); build the model or resume it; then loop: evaluate
 and checkpoint every eval_interval steps, take one optimizer step (gradient accumulation,
 clipping, warm-up + cosine learning rate), and log loss, ms/iter, tokens/s and MFU to the
-console and to out_dir/metrics.jsonl. At the end it prints a short sample.
+console and to out_dir/metrics.jsonl (plus `aux_loss` for a model that has an auxiliary loss,
+e.g. a MoE's balancing loss: its `aux_loss` attribute after the forward pass). With
+stop_val_loss > 0 it stops at the first evaluation that reaches that validation loss (to compare
+models at equal loss, not equal steps). At the end it prints a short sample.
 
 Resuming (init_from='resume') is exact: the checkpoint holds the model, the optimizer,
 the step, and the RNG states of the batch sampler and of torch (dropout), so the losses
@@ -51,6 +54,7 @@ eval_iters = 20  # batches per split in an evaluation (always the same batches)
 log_interval = 50
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 sample_tokens = 300  # print a sample of this many tokens at the end (0: no sample)
+stop_val_loss = 0.0  # > 0: stop (and save) at the first evaluation whose val loss is <= this; 0: off
 # data
 dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
 data_dir = ""  # '' means data/<dataset>; or any folder holding train.bin, val.bin and meta.json
@@ -267,14 +271,17 @@ while True:
         group["lr"] = lr
 
     # evaluate and save (not again right after a resume: that state was just saved)
-    if master_process and (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
-            init_from == "resume" and iter_num == start_iter):
+    eval_step = (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
+        init_from == "resume" and iter_num == start_iter)
+    reached_target = False  # stop_val_loss reached at this evaluation
+    if master_process and eval_step:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
         log_metrics(dict(iter=iter_num, tokens=iter_num * tokens_per_iter, train_loss=losses["train"],
                          val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2)))
         best_val_loss = min(best_val_loss, losses["val"])
-        if iter_num > 0:
+        reached_target = stop_val_loss > 0 and losses["val"] <= stop_val_loss
+        if iter_num > 0 or reached_target:
             rng = {"sampler": train_sampler.get_state(), "torch": torch.get_rng_state()}
             if device_type == "cuda":
                 rng["cuda"] = torch.cuda.get_rng_state()
@@ -283,8 +290,17 @@ while True:
                                  best_val_loss=best_val_loss, config=config, rng=rng,
                                  elapsed_s=time.time() - run_start), out_dir / "ckpt.pt")
             print(f"saved checkpoint to {out_dir / 'ckpt.pt'}")
+        if reached_target:
+            print(f"step {iter_num}: val loss {losses['val']:.4f} reached stop_val_loss={stop_val_loss}: "
+                  f"stopping (the checkpoint of this step is {out_dir / 'ckpt.pt'})")
+            log_metrics(dict(iter=iter_num, tokens=iter_num * tokens_per_iter, stopped_at_val_loss=losses["val"],
+                             stop_val_loss=stop_val_loss))
         t0 = time.time()  # do not count the evaluation in the step time
-    if iter_num >= max_iters:
+    if ddp and eval_step and stop_val_loss > 0:  # every process stops together
+        flag = torch.tensor([float(reached_target)], device=device)
+        torch.distributed.broadcast(flag, src=0)
+        reached_target = bool(flag.item())
+    if iter_num >= max_iters or reached_target:
         break
 
     # one optimizer step, accumulating gradients over micro-batches
@@ -304,6 +320,7 @@ while True:
     optimizer.zero_grad(set_to_none=True)
 
     lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
+    aux = getattr(raw_model, "aux_loss", None)  # the auxiliary term inside that loss (e.g. MoE balancing), if any
     if not math.isfinite(lossf):
         raise SystemExit(f"step {iter_num}: the loss is {lossf}. Training diverged; try a lower learning_rate "
                          f"(now {learning_rate}), more warmup_iters (now {warmup_iters}), grad_clip=1.0, or "
@@ -314,10 +331,14 @@ while True:
         tokens_per_s = tokens_per_iter / dt
         mfu = flops_per_iter / dt / peak if peak else None
         mfu_text = f", MFU {100 * mfu:.1f}%" if mfu is not None else ""
-        print(f"iter {iter_num}: loss {lossf:.4f}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
+        aux_text = f" (aux {aux.item():.4f})" if aux is not None else ""
+        print(f"iter {iter_num}: loss {lossf:.4f}{aux_text}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
               f"{tokens_per_s:,.0f} tok/s{mfu_text}")
-        log_metrics(dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
-                         tokens_per_s=round(tokens_per_s), mfu=mfu, elapsed_s=round(time.time() - run_start, 2)))
+        record = dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
+                      tokens_per_s=round(tokens_per_s), mfu=mfu, elapsed_s=round(time.time() - run_start, 2))
+        if aux is not None:
+            record["aux_loss"] = aux.item()  # `loss` includes it; loss - aux_loss is the LM loss
+        log_metrics(record)
     iter_num += 1
 
 if master_process:

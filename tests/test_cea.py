@@ -142,11 +142,30 @@ def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_incl
     assert before.flops_per_token(16) == plain.flops_per_token(16) + 2 * dense_expert
     idx = torch.randint(0, 50, (2, 16))
     for model in (before, inner):
+        model.train()
         logits, loss = model(idx, idx)
         lm = torch.nn.functional.cross_entropy(logits.view(-1, 50), idx.view(-1))
         aux = model.balancing_loss()
         assert aux.item() > 0
-        torch.testing.assert_close(loss, lm + 0.01 * aux)
+        torch.testing.assert_close(loss, lm + 0.01 * aux)  # training: LM loss + balance_coef x balancing loss
+
+
+@pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
+def test_eval_mode_loss_is_the_plain_lm_loss_and_training_loss_adds_the_balancing_loss(moe_place):
+    """Validation and OOD losses must not include the MoE balancing loss; training must."""
+    model = tiny(ffn_mult=4, n_experts=4, expert_hidden=64, moe_place=moe_place, balance_coef=0.5)
+    idx = torch.randint(0, 50, (2, 16))
+    with torch.no_grad():
+        logits, loss = model.eval()(idx, idx)
+        lm = torch.nn.functional.cross_entropy(logits.view(-1, 50), idx.view(-1))
+        torch.testing.assert_close(loss, lm)
+        aux = model.balancing_loss()
+        assert aux.item() > 0
+        torch.testing.assert_close(model.aux_loss, 0.5 * aux)  # the weighted term is exposed for logging
+        logits_train, loss_train = model.train()(idx, idx)  # no dropout: the same logits
+        torch.testing.assert_close(logits_train, logits)
+        torch.testing.assert_close(loss_train, lm + 0.5 * model.balancing_loss())
+    assert tiny(ffn_mult=4)(idx, idx) is not None and tiny(ffn_mult=4).aux_loss is None  # no MoE: no aux loss
 
 
 def test_flops_match_flop_counter():

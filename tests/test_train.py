@@ -186,3 +186,35 @@ def test_ddp_with_torchrun_on_cpu(char_dataset, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 process(es)" in result.stdout
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 4
+
+
+def test_a_moe_run_logs_its_auxiliary_loss_as_its_own_column(char_dataset, tmp_path):
+    """metrics.jsonl has `aux_loss` (the balancing term inside `loss`) for a MoE model; none for a plain GPT."""
+    moe, plain = tmp_path / "moe", tmp_path / "plain"
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={moe}", "--max_iters=3",
+                 "--eval_interval=3", "--model_type=cea", "--dropout=0.0",
+                 "--model_args={'ffn_mult': 4, 'outer_ratio': 1.0, 'n_experts': 2, 'expert_hidden': 16}")
+    steps = [json.loads(l) for l in (moe / "metrics.jsonl").read_text().splitlines() if '"loss"' in l]
+    assert len(steps) == 3 and all(0 < r["aux_loss"] < r["loss"] for r in steps)
+    assert all(r["aux_loss"] <= 0.01 * 2 * 2 for r in steps)  # 0.01 x the sum over 2 layers of E sum f P <= E = 2
+    assert "(aux 0.0" in result.stdout
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={plain}", "--max_iters=2", "--eval_interval=2")
+    assert not any("aux_loss" in l for l in (plain / "metrics.jsonl").read_text().splitlines())
+
+
+def test_stop_val_loss_stops_at_the_first_evaluation_that_reaches_it_and_saves(char_dataset, tmp_path):
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    args = [*TINY, f"--data_dir={char_dataset}", "--max_iters=40", "--eval_interval=5", "--learning_rate=1e-2",
+            "--lr_decay_iters=40"]
+    run("train.py", *args, f"--out_dir={whole}")
+    evals = [json.loads(l) for l in (whole / "metrics.jsonl").read_text().splitlines() if "val_loss" in l]
+    target = evals[3]["val_loss"] + 1e-6  # reached at step 15 at the latest
+    first = next(r["iter"] for r in evals if r["val_loss"] <= target)
+    result = run("train.py", *args, f"--out_dir={stopped}", f"--stop_val_loss={target}")
+    assert f"reached stop_val_loss={target}" in result.stdout and "stopping" in result.stdout
+    ckpt = load_checkpoint(stopped / "ckpt.pt")
+    assert ckpt["iter_num"] == first and ckpt["config"]["stop_val_loss"] == target
+    records = [json.loads(l) for l in (stopped / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["iter"] for r in records) == first and records[-1]["stopped_at_val_loss"] <= target
+    # off by default: the run goes to max_iters
+    assert load_checkpoint(whole / "ckpt.pt")["iter_num"] == 40 and train_defaults()["stop_val_loss"] == 0.0
