@@ -35,19 +35,27 @@ What this file implements
 The schedule formulas only. `layer_specs()` turns a schedule into a list of
 model.LayerSpec (query heads, KV heads, head dim, FFN width per layer) and
 `build_model()` feeds it to model.GPTConfig(layers=...): an LWS model IS model.GPT with
-different layer sizes, nothing is subclassed. The exact rounding rules that reproduce
-every row of the paper's Table 2 (OpenELM's rules, checked against the table in the tests):
+different layer sizes, nothing is subclassed. The rules are the reference code's
+(github.com/baroian/OLMo-custom, olmo_core/nn/transformer/model.py), computed with the same
+numpy calls so every multiplier is the same double (a test compares 3000 random schedules
+with an independent re-implementation); they reproduce every row of the paper's Table 2:
 
-    beta_i, alpha_i   round(x, 2) for two-point schedules (2), (4)
-    crown             knots at layers [0, ceil(N/2)-1, N-1] for odd N; for even N at
-                      [0, N/2-1, N/2, N-1] with values [start, mid, mid, end]
+    beta_i, alpha_i   two-point schedules (2), (4): np.linspace(start, end, N), then
+                      round(x, 2) on each np.float64, i.e. numpy's rounding (as corenet's
+                      OpenELM): 2.675 -> 2.68, where Python's round on a float gives 2.67
+    crown             np.interp over the layer indices, not rounded; knots at layers
+                      [0, ceil(N/2)-1, N-1] with [start, mid, end] for odd N; for even N at
+                      [0, N/2-1, N/2, N-1] with [start, mid, mid, start]: the reference
+                      ignores `end` there, so we refuse an even-depth crown with end != start
     framing           after interpolation beta_0 = beta_{N-1} = 4.0, alpha_0 = alpha_{N-1} = 1.0
     FFN width         make_divisible(beta_i * d, 256)
     query dim         make_divisible(alpha_i * d, group * d_h); n_head_i = q_dim / d_h
     KV heads          n_head_i / group   (group = query heads per KV head, 3 in the paper)
 
 with make_divisible(v, D) = D if v < D, else v rounded to the nearest multiple of D,
-plus D if that lost more than 10% of v (OpenELM's 0.9 guard).
+plus D if that lost 10% of v or more (OpenELM's 0.9 guard, `rounded <= 0.9 v` as in
+OLMo-custom and corenet's MLX OpenELM; corenet's math_utils writes `<`, which differs only
+when the rounding loses exactly 10%).
 
 A schedule is any list of numbers: two values are a line (vanilla, reverse, isotropic),
 three are a crown, and a list of n_layer values is used as written. `match_params()`
@@ -84,6 +92,7 @@ The write-up with the measured results is docs/lws.md.
 
 import math
 
+import numpy as np
 import torch
 
 from model import GPT, GPTConfig, LayerSpec
@@ -134,33 +143,33 @@ def make_divisible(value, divisor):
 
 
 def interpolate(values, n_layer):
-    """Per-layer multipliers from a schedule (a list of numbers):
-    2 values: a line from the first to the last layer, eq. (2) / (4), rounded to 2 decimals;
-    3 values: crown, a line through [start, middle, end];
+    """Per-layer multipliers from a schedule (a list of numbers), computed as the reference does,
+    to the last bit (the widths round at fixed thresholds, so one bit can move a layer a step):
+    2 values: a line from the first to the last layer, eq. (2) / (4): np.linspace, then round(., 2)
+      on each np.float64, which is numpy's rounding (x * 100 rounded half-even, / 100), as in
+      corenet's OpenELM and OLMo-custom (Python's round on a float would give 2.67 for 2.675);
+    3 values: crown, np.interp through [start, middle, end] (not rounded, as in the reference);
     n_layer values: used as written."""
     values = [float(v) for v in values]
     if any(not v > 0 for v in values):
         raise ValueError(f"schedule {values}: every multiplier must be > 0")
+    if n_layer == 1 and len(values) != 1:
+        raise ValueError(f"a 1-layer model takes a schedule of one value, got {values}")
+    if len(values) == 2:  # eq. (2), (4)
+        return [float(round(v, 2)) for v in np.linspace(values[0], values[1], num=n_layer)]
     if len(values) == n_layer:
         return values
-    if n_layer == 1:
-        raise ValueError(f"a 1-layer model takes a schedule of one value, got {values}")
-    if len(values) == 2:
-        start, end = values
-        return [round(start + (end - start) * i / (n_layer - 1), 2) for i in range(n_layer)]  # eq. (2), (4)
     if len(values) == 3 and n_layer > 3:
         start, middle, end = values
         if n_layer % 2:  # odd: one middle layer
             knots, knot_values = [0, math.ceil(n_layer / 2) - 1, n_layer - 1], [start, middle, end]
-        else:  # even: the two middle layers both take the middle value
-            knots, knot_values = [0, n_layer // 2 - 1, n_layer // 2, n_layer - 1], [start, middle, middle, end]
-        out = []
-        for i in range(n_layer):
-            j = max(k for k in range(len(knots) - 1) if knots[k] <= i)  # the segment layer i lies in
-            a, b = knots[j], knots[j + 1]
-            t = (i - a) / (b - a) if b > a else 0.0
-            out.append(knot_values[j] + (knot_values[j + 1] - knot_values[j]) * t)
-        return out
+        else:  # even: the two middle layers both take the middle value, and the crown is symmetric
+            if end != start:  # the reference uses [start, middle, middle, start]: it would drop `end`
+                raise ValueError(f"crown {values} with an even n_layer={n_layer}: the reference code "
+                                 f"(github.com/baroian/OLMo-custom) builds an even-depth crown symmetric from start "
+                                 f"and middle only; give end == start, an odd depth, or one value per layer")
+            knots, knot_values = [0, n_layer // 2 - 1, n_layer // 2, n_layer - 1], [start, middle, middle, start]
+        return [float(v) for v in np.interp(np.arange(n_layer), knots, knot_values)]
     raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown, for 4+ layers) or one per layer ({n_layer})")
 
 

@@ -4,6 +4,7 @@ import random
 import runpy
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,6 +48,78 @@ def test_interpolation_rules():
     assert lws.interpolate([1, 2, 3, 4], 4) == [1.0, 2.0, 3.0, 4.0]  # one per layer: as written
     betas, alphas = lws.layer_multipliers(5, [1.0, 2.0], [0.5, 0.5], framed=True)
     assert betas == [4.0, 1.25, 1.5, 1.75, 4.0] and alphas == [1.0, 0.5, 0.5, 0.5, 1.0]
+
+
+# ----------------------------------------------------------------------------------------
+# The reference's schedule rule, written out here from github.com/baroian/OLMo-custom
+# (olmo_core/nn/transformer/model.py), independently of lws.py: it is what built the paper's models.
+
+
+def reference_multipliers(n_layer, scalars):
+    """Two values: np.linspace, then Python's round(., 2) on each np.float64 (numpy's rounding,
+    as corenet's OpenELM does). Three values: np.interp over the layer indices, knots at
+    [0, ceil(N/2)-1, N-1] (odd N) or [0, ceil(N/2)-1, ceil(N/2), N-1] with values
+    [start, middle, middle, start] (even N); no rounding."""
+    if len(scalars) == 2:
+        return [float(round(v, 2)) for v in np.linspace(scalars[0], scalars[1], num=n_layer, dtype=float)]
+    if n_layer % 2 == 0:
+        xs = [0, np.ceil(n_layer / 2) - 1, np.ceil(n_layer / 2), n_layer - 1]
+        ys = [scalars[0], scalars[1], scalars[1], scalars[0]]
+    else:
+        xs, ys = [0, np.ceil(n_layer / 2) - 1, n_layer - 1], scalars
+    return [float(v) for v in np.interp(np.arange(0, n_layer), xs, ys)]
+
+
+def reference_make_divisible(value, divisor):
+    if value < divisor:
+        return divisor
+    rounded = int(value + divisor / 2) // divisor * divisor
+    return rounded + divisor if rounded <= 0.9 * value else rounded
+
+
+def reference_layers(n_embd, n_layer, fnn, qkv, framed, head_dim, group):
+    betas, alphas = reference_multipliers(n_layer, fnn), reference_multipliers(n_layer, qkv)
+    if framed:  # the reference's layer_freeze
+        betas[0] = betas[-1] = 4.0
+        alphas[0] = alphas[-1] = 1.0
+    widths = [reference_make_divisible(b * n_embd, 256) for b in betas]
+    heads = [int(reference_make_divisible(n_embd * a, group * head_dim)) // head_dim for a in alphas]
+    return betas, alphas, widths, heads
+
+
+def random_schedule(rng, n_layer):
+    decimals = rng.choice([1, 2, 3])  # the paper's scalars have 1-2 decimals, match_params' have 3
+    values = [round(rng.uniform(0.2, 6.0), decimals) for _ in range(rng.choice([2, 3]) if n_layer >= 4 else 2)]
+    if len(values) == 3 and n_layer % 2 == 0:
+        values[2] = values[0]  # the reference's even-depth crown is symmetric (see below)
+    return values
+
+
+def test_multipliers_and_widths_are_the_references_over_many_random_schedules():
+    rng = random.Random(13)
+    for _ in range(3000):
+        n_layer = rng.randint(2, 40)
+        fnn, qkv = random_schedule(rng, n_layer), [round(v / 3, 2) for v in random_schedule(rng, n_layer)]
+        framed, group, head_dim = rng.random() < 0.5, rng.choice([1, 2, 3, 4]), rng.choice([32, 64])
+        n_embd = rng.choice([512, 768, 1024])
+        betas, alphas, widths, heads = reference_layers(n_embd, n_layer, fnn, qkv, framed, head_dim, group)
+        assert lws.layer_multipliers(n_layer, fnn, qkv, framed) == (betas, alphas), (n_layer, fnn, qkv, framed)
+        specs = lws.layer_specs(n_embd, n_layer, fnn, qkv, framed, head_dim=head_dim, group_size=group)
+        assert [s.ffn_hidden for s in specs] == widths and [s.n_head for s in specs] == heads, (n_layer, fnn, qkv)
+
+
+def test_rounding_follows_numpy_on_a_case_where_python_round_differs():
+    # the double nearest 2.675 lies just below it: Python's round(2.675, 2) = 2.67 (correctly rounded), numpy's
+    # (x * 100 rounded half-even, / 100; the reference calls round() on an np.float64) = 2.68
+    assert lws.interpolate([2.675, 2.675], 4) == [2.68] * 4 == reference_multipliers(4, [2.675, 2.675])
+
+
+def test_an_even_depth_crown_must_be_symmetric():
+    # the reference builds an even-depth crown from [start, middle] only ([start, mid, mid, start]);
+    # an end value that differs would be dropped without a word, so it is refused
+    with pytest.raises(ValueError, match="symmetric"):
+        lws.interpolate([0.5, 3.8, 1.0], 18)
+    assert lws.interpolate([0.5, 3.8, 1.0], 17) == reference_multipliers(17, [0.5, 3.8, 1.0])  # odd: any end
 
 
 def test_isotropic_schedule_equals_the_plain_gpt():
@@ -129,6 +202,9 @@ def test_query_heads_are_always_a_multiple_of_the_group_size():
         n_layer = rng.randint(4, 24)
         qkv = [round(rng.uniform(0.1, 3.0), 2) for _ in range(rng.choice([2, 3]))]
         fnn = [round(rng.uniform(0.1, 6.0), 2) for _ in range(rng.choice([2, 3]))]
+        for schedule in (qkv, fnn):
+            if len(schedule) == 3 and n_layer % 2 == 0:
+                schedule[2] = schedule[0]  # an even-depth crown is symmetric (as in the reference)
         specs = lws.layer_specs(768, n_layer, fnn, qkv, framed=rng.random() < 0.5, head_dim=head_dim,
                                 group_size=group)
         for s in specs:
