@@ -62,20 +62,42 @@ three are a crown, and a list of n_layer values is used as written. `match_param
 scales a shape's FFN multipliers until its non-embedding parameter count matches a
 baseline's (the paper's way of comparing at a fixed budget).
 
-Deviations from the paper, and why
-----------------------------------
-- KV heads scale with the query heads (n_kv_i = n_head_i / group). The paper's prose says
-  the KV heads are "kept fixed", but that does not reproduce its own Table 2; the
-  group rule does (every row, to 0.1M), so we follow the table.
-- The divisor of the FFN width (`ffn_multiple`, 256 in the paper) is a parameter: at the
-  CPU scale of our Shakespeare configs (d = 128) a multiple of 256 would only allow
-  widths 2d, 4d, 6d..., so those configs use 32.
-- The frame values (4.0, 1.0) are parameters too (`frame_ffn`, `frame_qkv`).
-- Parameter matching scales only the FFN multipliers (not the frame and not alpha): FFN
-  widths move in fine steps, head counts in coarse ones. The paper hand-picked its
-  scalars; its rows are within 2% of each other, ours are matched closer.
-- Training: our train.py (AdamW, cosine schedule) on character-level Shakespeare on a
-  CPU, not OLMo-core on 5B DCLM tokens. Numbers from the CPU runs are labelled so.
+Deviations from the paper, and why (each marked: the paper / the reference code / ours)
+----------------------------------------------------------------------------------------
+Schedules and rounding
+- KV heads scale with the query heads (n_kv_i = n_head_i / group): the reference code
+  (github.com/baroian/OLMo-custom passes the group count, and its attention divides). The
+  paper's prose says the KV heads are "kept fixed"; that does not reproduce its own Table 2,
+  the group rule does (every row, to 0.1M).
+- Interpolation and rounding: the reference code's, bit for bit (above). An even-depth crown
+  with end != start is refused (ours): the reference would silently use start for end.
+- With plain multi-head attention (n_kv_head = n_head, group 1) the query dim is rounded to a
+  multiple of head_dim; the reference code rounds to 2 head_dim when it has no KV heads set
+  (ours: group 1 is the GQA rule with one query per KV head). The paper's models use GQA.
+- `ffn_multiple` (256 in the paper and the reference code) is a parameter (ours): at the CPU
+  scale (d = 128) a multiple of 256 would only allow widths 2d, 4d, 6d..., so those configs
+  use 32. The frame values (4.0, 1.0: the reference's layer_freeze) are parameters too.
+- Parameter matching (ours): `match_params()` scales only the FFN multipliers (not the frame,
+  not alpha): FFN widths move in fine steps, head counts in coarse ones. The paper
+  hand-picked its scalars; its rows are within 2% of each other, ours are matched closer.
+Base model (the paper: OLMo-2 190M, built by OLMo-core's olmo2_190M in the reference code)
+- Norm placement (ours): OLMo-2 normalises each sublayer's OUTPUT (x + norm(Attn(x)),
+  "reordered norm"); model.py is pre-norm (x + Attn(norm(x))), the convention every
+  mechanism in this repo shares. Not offered as an option.
+- RoPE theta 500000 and RMSNorm eps 1e-6 (reference code): build_model takes `rope_theta` and
+  `norm_eps`; PAPER_BASE and config/lws_*_180m.py set OLMo-2's values, the CPU configs keep
+  model.py's 10000 and 1e-5 (ours: the CPU runs in docs/lws.md were made with them).
+- QK-norm: RMSNorm over the full q and k projections (qk_norm="full"), as the reference code;
+  no biases, SwiGLU, untied LM head, final RMSNorm: as the paper and the reference code.
+- Init (ours): model.py's normal(0, 0.02) with out_proj at 0.02 / sqrt(2 L); OLMo-core's
+  default (reference code) is a normal(0, 0.02) truncated at 3 std for every matrix and the
+  embedding, with no depth scaling.
+- Training (ours): train.py (AdamW, weight decay 0.1 on matrices and embeddings, betas
+  (0.9, 0.95) in the 180M configs, cosine schedule, clip 1.0) on TinyStories (GPT-2 BPE,
+  vocab 50257) or character-level Shakespeare on a CPU. The reference code: OLMo-core, AdamW
+  lr 6e-4, betas (0.9, 0.95), weight decay 0.01 on everything but the embedding, clip 1.0,
+  bf16, 13k steps of 384 x 1024 tokens = 5B DCLM tokens (the paper), GPT-NeoX/OLMo tokenizer
+  (vocab 50279 padded to 50304). Numbers from the CPU runs are labelled so.
 
 Run it
 ------
@@ -103,7 +125,7 @@ from model import GPT, GPTConfig, LayerSpec
 # untied LM head, vocab padded to 50304, QK-norm over the full q and k projections.
 
 PAPER_BASE = dict(vocab_size=50304, n_embd=768, n_head=12, n_kv_head=4, head_dim=64,
-                  qk_norm="full", tie_embeddings=False)
+                  qk_norm="full", tie_embeddings=False, rope_theta=500_000.0, norm_eps=1e-6)  # OLMo-2's theta, eps
 PAPER_TABLE2 = {
     "Baseline 12L": (12, [4.0, 4.0], [1.0, 1.0], False, 181.1, 142.5),
     "Vanilla LWS 12L": (12, [2.0, 5.3], [0.5, 2.0], False, 178.8, 140.1),
@@ -133,7 +155,7 @@ CPU_VARIANTS = {
 
 def make_divisible(value, divisor):
     """OpenELM's rounding: the nearest multiple of divisor (at least divisor), plus one
-    more divisor if rounding down lost more than 10% of value."""
+    more divisor if rounding down lost 10% of value or more (`<=`, as OLMo-custom)."""
     if value < divisor:
         return divisor
     rounded = int((value + divisor / 2) // divisor) * divisor
@@ -217,14 +239,16 @@ def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
 
 def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
                 ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0,
-                ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
+                ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0,
+                rope_theta=10000.0, norm_eps=1e-5):
     """An LWS model. n_head / n_kv_head fix the group size (query heads per KV head) and,
     with n_embd, the head dim; the schedule (ffn_scalars = beta, qkv_scalars = alpha)
-    sets every layer's FFN width and head counts. No schedule: the plain GPT."""
+    sets every layer's FFN width and head counts. No schedule: the plain GPT. rope_theta and
+    norm_eps default to model.py's; the paper's OLMo-2 base uses 500000 and 1e-6."""
     n_kv_head, head_dim = head_layout(n_embd, n_head, n_kv_head, head_dim)
     common = dict(vocab_size=vocab_size, block_size=block_size, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
                   n_kv_head=n_kv_head, head_dim=head_dim, ffn_hidden=ffn_hidden, qk_norm=qk_norm,
-                  tie_embeddings=tie_embeddings, dropout=dropout)
+                  tie_embeddings=tie_embeddings, dropout=dropout, rope_theta=rope_theta, norm_eps=norm_eps)
     if ffn_scalars is None and qkv_scalars is None:
         return GPT(GPTConfig(**common))
     if ffn_scalars is None or qkv_scalars is None:

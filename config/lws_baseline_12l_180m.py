@@ -19,7 +19,8 @@ n_kv_head = 4
 qk_norm = "full"
 tie_embeddings = False
 dropout = 0.0
-model_args = {"ffn_scalars": [4.0, 4.0], "qkv_scalars": [1.0, 1.0], "framed": False}
+# rope_theta and the RMSNorm eps are OLMo-2 190M's (500000, 1e-6); the norms stay pre-norm (see docs/lws.md)
+model_args = {"ffn_scalars": [4.0, 4.0], "qkv_scalars": [1.0, 1.0], "framed": False, "rope_theta": 500000.0, "norm_eps": 1e-6}
 learning_rate = 6e-4
 max_iters = 2500
 lr_decay_iters = 2500

@@ -268,3 +268,19 @@ def test_bad_input_gets_a_clear_error():
         lws.build_model(n_layer=6, ffn_scalars=[1.0, 2.0])
     with pytest.raises(ValueError, match="ffn_hidden"):
         lws.build_model(n_layer=6, ffn_hidden=512, ffn_scalars=[1.0, 2.0], qkv_scalars=[1, 1])
+
+
+@pytest.mark.parametrize("row, name", [("Baseline 12L", "baseline_12l"), ("Vanilla LWS 12L", "vanilla_12l"),
+                                       ("Baseline 18L", "baseline"), ("Vanilla LWS 18L", "vanilla"),
+                                       ("Framed LWS", "framed"), ("Reverse LWS", "reverse"), ("Crown LWS", "crown")])
+def test_paper_scale_configs_build_table_2_on_the_olmo2_base(row, name):
+    from configurator import build_model as build_by_name, train_defaults
+    cfg = parse_overrides([str(ROOT / f"config/lws_{name}_180m.py")], train_defaults())
+    keys = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim", "ffn_hidden", "qk_norm",
+            "tie_embeddings", "dropout")
+    with torch.device("meta"):
+        model = build_by_name(cfg["model_type"], vocab_size=50304, **{k: cfg[k] for k in keys}, **cfg["model_args"])
+    assert model.config.layers == paper_model(row).config.layers
+    assert (model.config.rope_theta, model.config.norm_eps) == (500_000.0, 1e-6)  # OLMo-2 190M's values
+    c = model.param_counts()
+    assert (round(c["total"] / 1e6, 1), round(c["non_embedding"] / 1e6, 1)) == tuple(lws.PAPER_TABLE2[row][4:])
