@@ -2,79 +2,62 @@
 Image MLPs with a frozen random lift: hourglass (wide-narrow-wide) vs conventional blocks.
 
 Paper: "Rethinking the Shape Convention of an MLP", Meng-Hsi Chen, Yu-Ang Lee, Feng-Ting Liao,
-Da-shan Shiu, 2025. Reference code: github.com/mtkresearch/Hourglass_LM.
-
-"Hourglass" here means the wide-narrow-wide shape of one MLP block (skip connection at the
-wide width, residual branch through a narrow bottleneck). It is NOT Nawrot et al.'s Hourglass
-Transformer, which downsamples the token sequence.
+Da-shan Shiu, 2025 (arXiv:2510.01796). Reference code: https://github.com/mtkresearch/Hourglass_LM
+(its hourglass_mlp/ folder: run.py, utils/model.py, utils/ds.py, utils/train_eval.py).
+"Hourglass" means the wide-narrow-wide shape of one MLP block (skip at the wide width, branch
+through a narrow bottleneck), NOT Nawrot et al.'s sequence-downsampling Hourglass Transformer.
 
 The idea, for a learner
 -----------------------
 A residual MLP block adds a correction to its input: z <- z + W2 relu(W1 norm(z)). The usual
-block is narrow-wide-narrow: the skip connection lives at the small width d_z and the branch
-expands to d_h = 4 d_z. The paper flips it: first lift the image to a *wide* latent (d_z larger
-than the number of pixels d_x) with a projection W_in that is random and never trained, then let
-every block refine that wide vector through a *narrow* bottleneck (d_h << d_z). Because a block
-costs 2 d_z d_h parameters, a narrow d_h buys depth. On image-to-image tasks (denoising, 2x
-super-resolution, "generative classification" = map a digit to its class prototype) the paper
-finds that hourglass stacks sit on a better PSNR-vs-parameters Pareto front than conventional
-ones, and that freezing W_in at its random init costs almost nothing (section 4.3).
+block is narrow-wide-narrow (skip at the small width d_z, branch expands to d_h = 4 d_z). The
+paper flips it: lift the image to a *wide* latent (d_z > d_x pixels) with a projection W_in that
+is random and never trained, then let every block refine that wide vector through a *narrow*
+bottleneck (d_h << d_z). A block costs 2 d_z d_h parameters, so a narrow d_h buys depth. On
+denoising, 2x super-resolution and "generative classification" (map a digit to its class
+prototype) the paper finds hourglass stacks on a better PSNR-vs-parameters Pareto front, and
+that freezing W_in at its random init costs almost nothing (4.3). A frozen random W_in need not
+be stored (3.2): here it is a buffer rebuilt from its seed, never a parameter or in a checkpoint.
 
 Equations (paper numbering)
 ---------------------------
   (1)  x_{i+1} = x_i + W2 sigma(W1 norm(x_i))            conventional block, d_h > d_x
   (2)  z_0 = W_in x,         W_in in R^{d_z x d_x}        input-to-latent lift (frozen random here)
   (3)  z_{i+1} = z_i + W2_i sigma(W1_i norm(z_i)),  W1_i in R^{d_h x d_z}, W2_i in R^{d_z x d_h}
-       hourglass if d_z > d_h, conventional if d_z < d_h
-  (4)  y_hat = W_out z_L     (we follow the reference code and put a sigmoid on it: outputs in [0, 1])
-  Parameters (section 3.3 plus W_out): P = d_x d_z + 2 L d_z d_h + d_z d_out, of which d_x d_z is
-  frozen when W_in is. The paper's tables count W_in in "Params" (for conventional rows too).
+  (4)  y_hat = W_out z_L     (+ a sigmoid, as the reference code: outputs in [0, 1])
+  P = d_x d_z + 2 L d_z d_h + d_z d_out (section 3.3 plus W_out); the paper's tables count the
+  frozen W_in in "Params" (conventional rows too), so count_params gives total and trainable.
 
-What this file implements
--------------------------
-The model, the tasks and the metrics. The data lives in data/mnist/ and data/imagenet32/ (their
-prepare.py scripts), the training loop, sweep and Pareto plots in train_mlp.py.
-- ImageMLP: W_in (frozen random = default nn.Linear init, not in the optimizer; or learned;
-  or identity = copy x into the first d_x coordinates of z, zeros elsewhere; or none = z_0 = x),
-  L residual blocks with BatchNorm1d(affine=False) as norm and ReLU as sigma, no biases anywhere,
-  W_out + sigmoid. The block shape is checked: a hourglass with d_h >= d_z is an error.
-- Tasks: mnist_classify (target = one prototype image per class, randomly chosen from the
-  training split; PSNR against it plus nearest-prototype accuracy), mnist_denoise
-  (clamp(y + N(0, 0.25^2), 0, 1)), mnist_sr (2x bicubic, 14x14 -> 28x28), imagenet32_denoise,
-  imagenet32_sr (16x16x3 -> 32x32x3); flip augmentation codes (x2 / x4 enlarge the data set).
-- Metrics: PSNR two ways - `psnr_batchmse` (the reference's convention: PSNR of each eval
-  batch's MSE, averaged weighted by batch size; it depends on the eval batch size, which is the
-  training batch size) and `psnr_per_image` (mean of every image's own PSNR) - and SSIM
-  (Gaussian window 11x11, sigma 1.5, K1 = 0.01, K2 = 0.03, data range 1, Wang et al. 2004).
-- The parameter formula, parameters by component (total / trainable), and the rows of the
-  paper's Tables 1-2 and section 4.3 that check it.
+Here: the model (ImageMLP; W_in frozen | learned | identity = [x, 0] | none = x), the tasks
+(mnist_classify: map to a per-class prototype, + nearest-prototype accuracy; *_denoise; *_sr;
+flips), PSNR (per eval batch `psnr_batchmse`, per image `psnr_per_image`), SSIM (Gaussian 11x11,
+sigma 1.5, Wang et al. 2004). Data: data/*/prepare.py; training, sweeps: train_mlp.py.
 
-Deviations from the paper, and why
-----------------------------------
-Those of the data are in data/mnist/prepare.py, those of training in train_mlp.py; this file's:
-- Bicubic downsampling uses F.interpolate(mode="bicubic", antialias=True, align_corners=False).
-  We checked it against PIL's BICUBIC resize (what torchvision's Resize does): max difference
-  2e-5 on a 0-255 scale; antialias=False differs by up to ~98/255. The paper only says
-  "bicubic", so we take the PIL-equivalent filter. The low-resolution input stays float and is
-  clamped to [0, 1] (PIL on uint8 would round it to integers).
-- Conventional models also get the frozen random W_in by default (with d_z of your choice,
-  usually d_z = d_x). The paper's prose says conventional MLPs skip W_in, but its parameter
-  counts (e.g. 37.77M for 3072/3075/L1) include a d_x x d_z matrix. input_proj="none" gives
-  the prose version.
-- Default shapes (d_z, d_h, L) for MNIST are ours (the paper gives only search ranges for
-  MNIST); ImageNet-32 defaults to the paper's (3546, 270, 5). Default learning rates (1e-3
-  MNIST, 5e-4 ImageNet-32) are single picks from inside the paper's lr grids.
-- eq. (4) has no output nonlinearity in the paper's text; like the reference code we apply a
-  sigmoid so that outputs lie in [0, 1], the range of the targets.
-- Added: nearest-prototype accuracy for generative classification, SSIM with the 'valid'
-  Gaussian window (no padding) averaged over channels (the paper does not say which SSIM
-  variant it used), identity / none input projections for ablations.
+Where each choice comes from (the paper / the reference code above / ours)
+---------------------------------------------------------------------------
+Data choices are in data/mnist/prepare.py, training choices in train_mlp.py; this file's:
+- The paper: eqs. (1)-(4), the parameter count, the tasks, sigma 0.25, 2x bicubic, flips, W_in
+  fixed at its random init (section 3.2), hourglass d_z > d_x / d_h < d_z, conventional d_h > d_z.
+- The reference code: norm = BatchNorm1d(affine=False), sigma = ReLU, no biases (the paper
+  writes only "norm" and "sigma"); the sigmoid on W_out (eq. 4 has none); W_in's distribution
+  uniform(+-1/sqrt(d_x)) (nn.Linear's default init there); the noise clamp to [0, 1] (the paper
+  says only "adding Gaussian noise"): it moves the noisy-input baseline on MNIST-5k test from
+  12.04 to 14.85 dB, so our PSNRs are not comparable with an unclamped reading; `psnr_batchmse`
+  (torchmetrics PSNR per eval batch, weighted by batch size); identity W_in (its I_Win; fixed here).
+- Ours: W_in drawn from its own generator seeded by w_in_seed (the reference: the global RNG),
+  a buffer outside state_dict; a learned W_in starts from the same matrix and neither touches the
+  global RNG, so frozen and learned runs share their block init. Old checkpoints still load.
+- Ours: bicubic = F.interpolate(bicubic, antialias=True), within 2e-5 (0-255 scale) of PIL's
+  resize (antialias=False: up to ~98/255; the paper says "bicubic"); low-res input float in [0, 1].
+- Ours: conventional models also get the frozen random W_in by default (the paper's prose skips
+  it, but its counts, e.g. 37.77M for 3072/3075/L1, include it); input_proj="none" is the prose
+  version (the reference's wo_Win also drops W_out; ours keeps it).
+- Ours: default MNIST shapes (the paper gives only ranges; ImageNet-32's 3546/270/5 is the
+  paper's), lrs 1e-3 / 5e-4 (single picks from its grids), nearest-prototype accuracy, SSIM on
+  'valid' windows averaged over channels (the reference calls torchmetrics; not compared).
 
-Commands
---------
-  python mlp_hourglass.py                       # paper parameter checks + the tasks' default shapes
-  python mlp_hourglass.py --task=mnist_sr --latent_dim=1024 --hidden_dim=64 --n_blocks=8   # one shape
-  python train_mlp.py train --task=mnist_denoise   # train one (prepares data/mnist/ if missing); see its docstring
+`python mlp_hourglass.py` prints the paper's parameter checks and the tasks' default shapes;
+`python mlp_hourglass.py --task=mnist_sr --latent_dim=1024 --hidden_dim=64 --n_blocks=8` one shape.
 """
 
 import sys
@@ -101,15 +84,12 @@ def check_shape(shape, latent_dim, hidden_dim):
     if shape not in SHAPES:
         raise ConfigError(f"unknown shape {shape!r}; choose one of {SHAPES}")
     if shape == "hourglass" and not hidden_dim < latent_dim:
-        raise ConfigError(
-            f"a hourglass (wide-narrow-wide) block needs d_h < d_z, got hidden_dim={hidden_dim} "
-            f">= latent_dim={latent_dim}. Lower --hidden_dim, raise --latent_dim, or use "
-            f"--shape=conventional for d_h > d_z.")
+        raise ConfigError(f"a hourglass (wide-narrow-wide) block needs d_h < d_z, got hidden_dim={hidden_dim} >= "
+                          f"latent_dim={latent_dim}. Lower --hidden_dim, raise --latent_dim, or use "
+                          f"--shape=conventional for d_h > d_z.")
     if shape == "conventional" and not hidden_dim > latent_dim:
-        raise ConfigError(
-            f"a conventional (narrow-wide-narrow) block needs d_h > d_z, got hidden_dim="
-            f"{hidden_dim} <= latent_dim={latent_dim}. Raise --hidden_dim, or use "
-            f"--shape=hourglass for d_h < d_z.")
+        raise ConfigError(f"a conventional (narrow-wide-narrow) block needs d_h > d_z, got hidden_dim={hidden_dim} "
+                          f"<= latent_dim={latent_dim}. Raise --hidden_dim, or use --shape=hourglass for d_h < d_z.")
 
 
 class ResidualMLPBlock(nn.Module):
@@ -126,11 +106,37 @@ class ResidualMLPBlock(nn.Module):
         return z + self.fc2(h).float()         # (B, d_z); the residual stream stays fp32
 
 
+class InputProjection(nn.Module):
+    """W_in (eq. 2), d_x -> d_z, uniform(+-1/sqrt(d_x)) drawn from its own generator (seed).
+    Frozen: a non-persistent buffer - regenerated from the seed, never stored, never a
+    parameter (cannot be unfrozen by accident). Learned: a parameter with the same start."""
+
+    def __init__(self, input_dim, latent_dim, seed=0, trainable=False):
+        super().__init__()
+        w = torch.empty(latent_dim, input_dim)
+        if w.device.type != "meta":      # meta: counting only
+            g = torch.Generator().manual_seed(seed)
+            w = ((torch.rand(latent_dim, input_dim, generator=g, device="cpu") * 2 - 1) * input_dim ** -0.5).to(w.device)
+        self.trainable = trainable
+        if trainable:
+            self.weight = nn.Parameter(w)
+        else:
+            self.register_buffer("weight", w, persistent=False)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if not self.trainable and prefix + "weight" in state_dict:   # an old checkpoint stored it: it wins
+            self.weight = state_dict.pop(prefix + "weight").to(self.weight, copy=True)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def forward(self, x):
+        return F.linear(x, self.weight)
+
+
 class ImageMLP(nn.Module):
     """x (B, d_x) in [0,1] -> W_in -> L residual blocks -> W_out -> sigmoid -> (B, d_out)."""
 
     def __init__(self, input_dim, output_dim, latent_dim, hidden_dim, n_blocks,
-                 shape="hourglass", input_proj="frozen"):
+                 shape="hourglass", input_proj="frozen", w_in_seed=0):
         super().__init__()
         check_shape(shape, latent_dim, hidden_dim)
         if n_blocks < 1:
@@ -145,16 +151,13 @@ class ImageMLP(nn.Module):
             raise ConfigError(f"--input_proj=identity zero-pads x to d_z, so it needs latent_dim >= "
                               f"input_dim ({input_dim}); got {latent_dim}")
         if shape == "hourglass" and latent_dim <= input_dim:
-            print(f"warning: hourglass with d_z={latent_dim} <= d_x={input_dim}: the paper always "
-                  f"lifts (d_z > d_x)", file=sys.stderr)
+            print(f"warning: hourglass with d_z={latent_dim} <= d_x={input_dim}: the paper lifts (d_z > d_x)", file=sys.stderr)
         self.input_dim, self.output_dim = input_dim, output_dim          # d_x, d_out
         self.latent_dim, self.hidden_dim, self.n_blocks = latent_dim, hidden_dim, n_blocks  # d_z, d_h, L
         self.shape, self.input_proj = shape, input_proj
         self.lift = None
-        if input_proj in ("frozen", "learned"):
-            # eq. (2). Default nn.Linear init: uniform(+-1/sqrt(d_x)), as in the reference.
-            self.lift = nn.Linear(input_dim, latent_dim, bias=False)     # W_in: d_x -> d_z
-            self.lift.weight.requires_grad_(input_proj == "learned")
+        if input_proj in ("frozen", "learned"):                          # W_in: d_x -> d_z, eq. (2)
+            self.lift = InputProjection(input_dim, latent_dim, w_in_seed, trainable=input_proj == "learned")
         self.blocks = nn.ModuleList(ResidualMLPBlock(latent_dim, hidden_dim) for _ in range(n_blocks))
         self.out_proj = nn.Linear(latent_dim, output_dim, bias=False)    # W_out: d_z -> d_out
 
@@ -171,11 +174,11 @@ class ImageMLP(nn.Module):
 
 
 def build_model(task_name, latent_dim=None, hidden_dim=None, n_blocks=None, shape="hourglass",
-                input_proj="frozen"):
+                input_proj="frozen", w_in_seed=0):
     """The ImageMLP for a task; d_x and d_out come from the task, d_z / d_h / L default to its defaults."""
     task = get_task(task_name)
-    return ImageMLP(task.input_dim, task.output_dim, latent_dim or task.latent_dim,
-                    hidden_dim or task.hidden_dim, n_blocks or task.n_blocks, shape=shape, input_proj=input_proj)
+    return ImageMLP(task.input_dim, task.output_dim, latent_dim or task.latent_dim, hidden_dim or task.hidden_dim,
+                    n_blocks or task.n_blocks, shape=shape, input_proj=input_proj, w_in_seed=w_in_seed)
 
 
 def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input_proj="frozen"):
@@ -187,13 +190,15 @@ def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input
 
 
 def count_params(model):
-    """Parameters of a built model, total and trainable, and by component."""
+    """Parameters of a built model, total and trainable, and by component. A frozen W_in is a
+    buffer, not a parameter; it counts in the total (the paper's convention), not as trainable."""
     def n(params):
         return sum(p.numel() for p in params)
+    w_in = model.lift.weight.numel() if model.lift is not None else 0
     return {
-        "total": n(model.parameters()),
+        "total": n(model.parameters()) + (w_in if model.input_proj == "frozen" else 0),
         "trainable": n(p for p in model.parameters() if p.requires_grad),
-        "input_proj": n(model.lift.parameters()) if model.lift is not None else 0,
+        "input_proj": w_in,
         "blocks": n(model.blocks.parameters()),
         "output_proj": n(model.out_proj.parameters()),
     }
@@ -379,21 +384,18 @@ class MetricAccumulator:
         self.psnr_batch_sum += psnr_from_mse(per_image_mse.mean()).item() * b
         self.psnr_image_sum += psnr_from_mse(per_image_mse).sum().item()
         if with_ssim:
-            shape = (b,) + tuple(image_shape)
-            self.ssim_sum += ssim(pred.view(shape), target.view(shape)).sum().item()
+            self.ssim_sum += ssim(pred.view(b, *image_shape), target.view(b, *image_shape)).sum().item()
             self.n_ssim += b
         if correct is not None:
             self.correct += int(correct.sum().item())
             self.n_acc += b
 
     def result(self):
-        out = {"n_images": self.n, "loss": self.sq_err / max(self.n, 1),
-               "psnr_batchmse": self.psnr_batch_sum / max(self.n, 1),
-               "psnr_per_image": self.psnr_image_sum / max(self.n, 1)}
-        if self.n_ssim:
-            out["ssim"] = self.ssim_sum / self.n_ssim
-        if self.n_acc:
-            out["accuracy"] = self.correct / self.n_acc
+        n = max(self.n, 1)
+        out = {"n_images": self.n, "loss": self.sq_err / n, "psnr_batchmse": self.psnr_batch_sum / n,
+               "psnr_per_image": self.psnr_image_sum / n}
+        out.update({"ssim": self.ssim_sum / self.n_ssim} if self.n_ssim else {})
+        out.update({"accuracy": self.correct / self.n_acc} if self.n_acc else {})
         return out
 
 # -----------------------------------------------------------------------------
@@ -407,11 +409,9 @@ def param_checks():
         shape = "hourglass" if dh < dz else "conventional"
         with torch.device("meta"):                       # count without allocating 30M floats
             p = count_params(ImageMLP(dx, dout, dz, dh, L, shape=shape, input_proj="frozen"))
-        line = (f"  {name:52s} d_z={dz} d_h={dh} L={L}: total {p['total'] / 1e6:.2f}M (paper {paper_total}M), "
-                f"trainable with frozen W_in {p['trainable'] / 1e6:.2f}M")
-        if paper_trainable:
-            line += f" (paper {paper_trainable}M)"
-        lines.append(line)
+        lines.append(f"  {name:52s} d_z={dz} d_h={dh} L={L}: total {p['total'] / 1e6:.2f}M (paper {paper_total}M), "
+                     f"trainable with frozen W_in {p['trainable'] / 1e6:.2f}M"
+                     + (f" (paper {paper_trainable}M)" if paper_trainable else ""))
     return "\n".join(lines)
 
 

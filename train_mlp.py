@@ -91,6 +91,7 @@ class ImageSplits:
     val_labels: torch.Tensor
     test: torch.Tensor
     test_labels: torch.Tensor
+    dataset: str = ""            # meta.json's "dataset" (what actually loaded, e.g. mnist5k for --dataset=mnist offline)
 
 
 def run_prepare(dataset, data_dir=None, prepared_dir=None, max_train_images=None):
@@ -117,7 +118,7 @@ def load_prepared(prepared_dir):
     for split in ("train", "val", "test"):
         with np.load(prepared_dir / f"{split}.npz") as f:
             arrays += [torch.from_numpy(f["images"]), torch.from_numpy(f["labels"]).long()]
-    return ImageSplits(meta["source"], *arrays), meta
+    return ImageSplits(meta["source"], *arrays, dataset=meta.get("dataset", "")), meta
 
 
 def load_data(task, dataset=None, data_dir=None, max_train_images=None, prepared_dir=None):
@@ -172,7 +173,7 @@ class TrainConfig:
     log_interval: int = 50
     seed: int = 0
     device: str = "auto"
-    dtype: str = "auto"            # auto | bfloat16 | float32
+    dtype: str = "auto"            # auto (float32 on CPU, bf16 on CUDA that has it) | bfloat16 | float32
     compile: bool = False
     num_threads: int = 0           # 0 = leave torch's default
     out_dir: str = None
@@ -197,7 +198,7 @@ def resolve_config(cfg):
         cfg.device = "cuda" if torch.cuda.is_available() else "cpu"
     if cfg.dtype == "auto":
         cuda_bf16 = cfg.device.startswith("cuda") and torch.cuda.is_bf16_supported()
-        cfg.dtype = "bfloat16" if (cfg.device == "cpu" or cuda_bf16) else "float32"
+        cfg.dtype = "bfloat16" if cuda_bf16 else "float32"   # CPU: fp32 (bf16 matmuls crawl without AMX)
     if cfg.dtype not in ("bfloat16", "float32"):
         raise ConfigError(f"--dtype must be bfloat16 or float32, got {cfg.dtype!r}")
     if cfg.out_dir is None:
@@ -214,7 +215,7 @@ def autocast_ctx(cfg):
 
 def model_from_config(cfg):
     return build_model(cfg.task, cfg.latent_dim, cfg.hidden_dim, cfg.n_blocks, shape=cfg.shape,
-                       input_proj=cfg.input_proj)
+                       input_proj=cfg.input_proj, w_in_seed=cfg.seed)   # W_in is regenerated from the seed
 
 
 def make_optimizer(model, cfg):
@@ -264,6 +265,22 @@ def load_checkpoint(path, device="cpu"):
     model = model_from_config(cfg)
     model.load_state_dict(ckpt["model"])
     return model.to(device), cfg, ckpt
+
+
+def check_data_source(ckpt, data, ckpt_path, allow_other=False):
+    """Refuse to score a checkpoint on another data source than the one it was trained on (the
+    prepared folder of a --dataset can change: full MNIST online, the 5k subset offline...).
+    Checkpoints written before the source was recorded get a warning."""
+    trained = (ckpt.get("data") or {}).get("source")
+    if trained is None:
+        print(f"warning: {ckpt_path} does not record the data it was trained on (written before checkpoints "
+              f"recorded it); scoring it on {data.source!r} without being able to check", file=sys.stderr)
+    elif trained != data.source:
+        msg = (f"{ckpt_path} was trained on {trained!r}, but the prepared data now is {data.source!r}")
+        if not allow_other:
+            raise ConfigError(msg + ". Prepare the training source again (python train_mlp.py prepare ...) or pass "
+                              "--prepared_dir=<folder holding it>; --allow_other_data scores it on this data anyway.")
+        print(f"warning: {msg} (--allow_other_data)", file=sys.stderr)
 
 
 def save_sample_grid(task, x, pred, target, path, title="", n=8):
@@ -324,8 +341,11 @@ def train(cfg, data=None):
     order_rng = torch.Generator().manual_seed(cfg.seed + 2)              # data order
     protos_dev = prototypes.to(cfg.device) if prototypes is not None else None
 
+    data_record = {"dataset": data.dataset, "source": data.source, "n_train": n_train}
     if cfg.save_checkpoint or cfg.save_samples:
         os.makedirs(cfg.out_dir, exist_ok=True)
+        with open(os.path.join(cfg.out_dir, "data.json"), "w") as f:     # what this out_dir was trained on
+            json.dump(data_record, f, indent=2)
     history, best = [], {"val_loss": float("inf"), "step": 0, "state": None}
     val_psnr, order, t0, t_last, loss_sum, n_loss = float("nan"), None, time.time(), time.time(), 0.0, 0
     model.train()
@@ -364,7 +384,7 @@ def train(cfg, data=None):
                         "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
                 if cfg.save_checkpoint:
                     save_checkpoint({"model": best["state"], "config": asdict(cfg), "step": step + 1,
-                                     "val_loss": val["loss"], "prototypes": prototypes},
+                                     "val_loss": val["loss"], "prototypes": prototypes, "data": data_record},
                                     os.path.join(cfg.out_dir, "ckpt.pt"))
         if (step + 1) % cfg.log_interval == 0 or last:
             now = time.time()
@@ -375,11 +395,17 @@ def train(cfg, data=None):
                 f"lr {lr:.2e} | {its:.1f} it/s")
     train_time = time.time() - t0
 
-    model.load_state_dict(best["state"])     # test the model with the lowest validation loss
-    test = evaluate(model, task, data.test, data.test_labels, prototypes, cfg, with_ssim=True, seed=cfg.seed + 2000)
+    if best["state"] is None:     # every validation loss was NaN (diverged): NaN metrics, no exception
+        say("warning: every validation loss was NaN (the run diverged); its test metrics are NaN")
+        test = {k: float("nan") for k in ("loss", "psnr_batchmse", "psnr_per_image", "ssim")}
+        test.update({"n_images": len(data.test)}, **({"accuracy": float("nan")} if task.target == "prototype" else {}))
+        best["val_loss"] = float("nan")
+    else:
+        model.load_state_dict(best["state"])     # test the model with the lowest validation loss
+        test = evaluate(model, task, data.test, data.test_labels, prototypes, cfg, with_ssim=True, seed=cfg.seed + 2000)
     base = evaluate(model, task, data.test, data.test_labels, prototypes, cfg, with_ssim=True,
                     seed=cfg.seed + 2000, baseline=True)
-    result = {"task": cfg.task, "data": data.source, "config": asdict(cfg), "params": params,
+    result = {"task": cfg.task, "data": data.source, "dataset": data.dataset, "config": asdict(cfg), "params": params,
               "steps": total_steps, "best_step": best["step"], "best_val_loss": best["val_loss"],
               "train_time_s": train_time, "it_per_s": total_steps / max(train_time, 1e-9),
               "test": test, "baseline": base,
@@ -423,9 +449,56 @@ def write_csv(path, rows):
 # Sweep and Pareto fronts (Figures 2-4)
 
 
-SWEEP_FIELDS = ["shape", "latent_dim", "hidden_dim", "n_blocks", "lr", "seed", "params_total",
+# the run's setting: every sweep row records it, the resume check keys on it, and one CSV holds one setting
+SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips", "noise_sigma",
+                  "input_proj", "dtype", "weight_decay", "eval_interval"]
+SWEEP_FIELDS = SETTING_FIELDS + ["shape", "latent_dim", "hidden_dim", "n_blocks", "lr", "seed", "params_total",
                 "params_trainable", "val_loss", "test_psnr_batchmse", "test_psnr_per_image", "test_ssim",
                 "test_accuracy", "baseline_psnr_batchmse", "steps", "train_time_s"]
+
+
+def _canon(v):
+    """A setting value as the CSV holds it (30 and 30.0 alike, None as '')."""
+    if v is None or v == "":
+        return ""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return repr(float(v))
+    try:
+        return repr(float(v))
+    except ValueError:
+        return str(v)
+
+
+def sweep_setting(cfg, data):
+    """{field: canonical string} of everything but the shape, lr and seed that changes a run's result."""
+    raw = {"data_source": data.source, "n_train": len(data.train)}
+    raw.update({k: getattr(cfg, k) for k in SETTING_FIELDS if k not in raw})
+    return {k: _canon(raw[k]) for k in SETTING_FIELDS}
+
+
+def run_key(row):
+    """A sweep row's identity: the shape, lr, seed and the full setting."""
+    return ((row["shape"], int(row["latent_dim"]), int(row["hidden_dim"]), int(row["n_blocks"]), float(row["lr"]),
+             int(row["seed"])) + tuple(_canon(row[k]) for k in SETTING_FIELDS))
+
+
+def check_one_setting(rows, csv_path, setting=None):
+    """Raise a clear error when the rows of a sweep CSV (and `setting`, the one about to run) are not
+    all one setting: a Pareto front must not mix them, and a resume must not count another setting's
+    runs as done."""
+    old = [r for r in rows if any(k not in r for k in SETTING_FIELDS)]
+    if old:
+        raise ConfigError(f"{csv_path} was written before sweep rows recorded their setting (data, steps, "
+                          f"batch, flips, sigma, W_in, dtype...), so its runs cannot be matched to this one. "
+                          f"Use another --out_dir, or delete it to start over.")
+    settings = {tuple(_canon(r[k]) for k in SETTING_FIELDS) for r in rows}
+    if setting is not None:
+        settings.add(tuple(setting[k] for k in SETTING_FIELDS))
+    if len(settings) > 1:
+        diffs = [f"{k}: " + " vs ".join(sorted({s[i] or "-" for s in settings}))
+                 for i, k in enumerate(SETTING_FIELDS) if len({s[i] for s in settings}) > 1]
+        raise ConfigError(f"{csv_path} holds runs of another setting ({'; '.join(diffs)}); one sweep CSV holds "
+                          f"one setting. Use another --out_dir for this one (or delete the CSV to start over).")
 
 
 def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_blocks):
@@ -447,7 +520,7 @@ def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_b
 def pareto_front(points):
     """points: list of (params, psnr, ...) -> the ones no other point beats with fewer-or-equal params."""
     front, best = [], -float("inf")
-    for p in sorted(points, key=lambda t: (t[0], -t[1])):
+    for p in sorted((p for p in points if math.isfinite(p[1])), key=lambda t: (t[0], -t[1])):   # NaN: diverged
         if p[1] > best:
             front.append(p)
             best = p[1]
@@ -462,7 +535,10 @@ def aggregate_sweep(rows, metric="test_psnr_batchmse"):
         by_arch.setdefault(key, {}).setdefault(float(r["lr"]), []).append(r)
     out = []
     for (shape, dz, dh, L), by_lr in sorted(by_arch.items()):
-        lr, runs = min(by_lr.items(), key=lambda kv: np.mean([float(r["val_loss"]) for r in kv[1]]))
+        def mean_val(kv):      # a diverged lr (NaN val loss) is never the pick, unless all are
+            m = np.mean([float(r["val_loss"]) for r in kv[1]])
+            return m if math.isfinite(m) else float("inf")
+        lr, runs = min(by_lr.items(), key=mean_val)
         vals = [float(r[metric]) for r in runs]
         out.append({"shape": shape, "latent_dim": dz, "hidden_dim": dh, "n_blocks": L, "lr": lr,
                     "params_total": int(runs[0]["params_total"]), "params_trainable": int(runs[0]["params_trainable"]),
@@ -479,7 +555,8 @@ def plot_pareto(rows, path, metric="test_psnr_batchmse", title="", params_key="p
     colors = {"hourglass": "tab:red", "conventional": "tab:blue"}
     labels = {"hourglass": "hourglass (wide-narrow-wide)", "conventional": "conventional (narrow-wide-narrow)"}
     for shape in SHAPES:
-        pts = [(a[params_key], a[metric], a["latent_dim"], a["hidden_dim"], a["n_blocks"]) for a in agg if a["shape"] == shape]
+        pts = [(a[params_key], a[metric], a["latent_dim"], a["hidden_dim"], a["n_blocks"]) for a in agg
+               if a["shape"] == shape and math.isfinite(a[metric])]       # a diverged (NaN) run is no point
         if not pts:
             continue
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.35, color=colors[shape])
@@ -490,9 +567,12 @@ def plot_pareto(rows, path, metric="test_psnr_batchmse", title="", params_key="p
                         textcoords="offset points", color=colors[shape])
     if baseline is not None:
         ax.axhline(baseline[1], color="gray", ls="--", lw=1, label=baseline[0])
-    ax.set_xscale("log")
+    if any(math.isfinite(a[metric]) for a in agg):
+        ax.set_xscale("log")
+    else:
+        ax.text(0.5, 0.5, "no finite result: every run diverged (NaN)", ha="center", transform=ax.transAxes)
     ax.set_xlabel("parameters (" + ("total, incl. W_in" if params_key == "params_total" else "trainable") + ")")
-    ax.set_ylabel(metric.replace("test_", "test ").replace("_", " ") + " (dB)")
+    ax.set_ylabel(metric.replace("test_", "test ").replace("_", " ") + (" (dB)" if "psnr" in metric else ""))
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(title, fontsize=8)
@@ -513,22 +593,25 @@ def run_sweep(args):
     out_dir = args.out_dir or os.path.join("out", f"mlp_sweep_{base.task}")
     os.makedirs(out_dir, exist_ok=True)
     csv_path = os.path.join(out_dir, "sweep.csv")
-    done = {(r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]), float(r["lr"]), int(r["seed"]))
-            for r in (read_csv(csv_path) if os.path.exists(csv_path) else [])}
     if base.num_threads:
         torch.set_num_threads(base.num_threads)
     data = load_data(task, base.dataset, base.data_dir, base.max_train_images, base.prepared_dir)
+    setting = sweep_setting(base, data)
+    existing = read_csv(csv_path) if os.path.exists(csv_path) else []
+    check_one_setting(existing, csv_path, setting)       # resume only runs of this very setting
+    done = {run_key(r) for r in existing}
     runs = [(g, lr, s) for g in grid for lr in args.lrs for s in args.seeds]
     print(f"sweep: {len(grid)} shapes x {len(args.lrs)} lr x {len(args.seeds)} seeds = {len(runs)} runs "
           f"({len(done)} already in {csv_path})")
     t0 = time.time()
     for i, ((shape, dz, dh, L), lr, seed) in enumerate(runs):
-        if (shape, dz, dh, L, float(lr), seed) in done:
+        if run_key({**setting, "shape": shape, "latent_dim": dz, "hidden_dim": dh, "n_blocks": L, "lr": lr,
+                    "seed": seed}) in done:
             continue
         cfg = replace(base, shape=shape, latent_dim=dz, hidden_dim=dh, n_blocks=L, lr=lr, seed=seed,
                       save_checkpoint=False, save_samples=False, quiet=not args.verbose)
         res = train(cfg, data)
-        row = {"shape": shape, "latent_dim": dz, "hidden_dim": dh, "n_blocks": L, "lr": lr, "seed": seed,
+        row = {**setting, "shape": shape, "latent_dim": dz, "hidden_dim": dh, "n_blocks": L, "lr": lr, "seed": seed,
                "params_total": res["params"]["total"], "params_trainable": res["params"]["trainable"],
                "val_loss": res["best_val_loss"], "test_psnr_batchmse": res["test"]["psnr_batchmse"],
                "test_psnr_per_image": res["test"]["psnr_per_image"], "test_ssim": res["test"]["ssim"],
@@ -548,6 +631,7 @@ def run_sweep(args):
 
 
 def finish_sweep(rows, out_dir, base, source=""):
+    """pareto.csv, pareto.png (x = total params), pareto_trainable.png, pareto_ssim.png."""
     agg = aggregate_sweep(rows)
     write_csv(os.path.join(out_dir, "pareto.csv"), agg)
     png = os.path.join(out_dir, "pareto.png")
@@ -555,62 +639,86 @@ def finish_sweep(rows, out_dir, base, source=""):
     if rows and rows[0].get("baseline_psnr_batchmse"):
         name = BASELINE_NAMES[get_task(base.task).degradation]
         baseline = (f"baseline: {name}", float(rows[0]["baseline_psnr_batchmse"]))
-    title = f"{base.task}: {source}\nepochs={base.epochs}, batch {base.batch_size}, W_in={base.input_proj}"
+    title = (f"{base.task}: {source}\nepochs={base.epochs}, max_steps={base.max_steps}, batch {base.batch_size}, "
+             f"flips {base.flips}, W_in={base.input_proj}, {base.dtype}")
     plot_pareto(rows, png, title=title, baseline=baseline)
     plot_pareto(rows, png.replace(".png", "_trainable.png"), title=title, baseline=baseline,
                 params_key="params_trainable")
+    plot_pareto(rows, png.replace(".png", "_ssim.png"), metric="test_ssim", title=title)
     for shape in SHAPES:
         pts = [(a["params_total"], a["test_psnr_batchmse"], a["latent_dim"], a["hidden_dim"], a["n_blocks"])
                for a in agg if a["shape"] == shape]
         print(f"{shape} Pareto front: " + ", ".join(f"{p[0] / 1e6:.2f}M ({p[2]}/{p[3]}/L{p[4]}) {p[1]:.2f} dB"
                                                      for p in pareto_front(pts)))
     print(f"wrote {os.path.join(out_dir, 'sweep.csv')}, {os.path.join(out_dir, 'pareto.csv')}, {png} "
-          f"(x = total params, the paper's convention) and pareto_trainable.png (x = trainable params)")
+          f"(x = total params, the paper's convention), pareto_trainable.png (x = trainable params), pareto_ssim.png")
 
 # -----------------------------------------------------------------------------
 # Section 4.3: fixed (frozen random) vs learned W_in
 
 
 def compare_input_proj(args):
+    """Each W_in variant at each d_z (--latent_dims; default the one --latent_dim), same seed: the
+    same initial W_in and blocks. Writes compare.json, compare.csv and compare_input_proj.png."""
     base = config_from_args(args)
     out_dir = args.out_dir or os.path.join("out", f"mlp_compare_input_proj_{base.task}")
     os.makedirs(out_dir, exist_ok=True)
     base = resolve_config(replace(base, out_dir=out_dir))
+    latents = args.latent_dims or [base.latent_dim]
+    for dz in latents:
+        check_shape(base.shape, dz, base.hidden_dim)
     if base.num_threads:
         torch.set_num_threads(base.num_threads)
     data = load_data(get_task(base.task), base.dataset, base.data_dir, base.max_train_images, base.prepared_dir)
-    results = {}
-    for variant in args.variants:
-        print(f"--- W_in = {variant}")
-        cfg = replace(base, input_proj=variant, out_dir=os.path.join(out_dir, variant), save_checkpoint=False)
-        results[variant] = train(cfg, data)
-    summary = {v: {"params": r["params"], "test": r["test"], "best_val_loss": r["best_val_loss"],
-                   "train_time_s": r["train_time_s"]} for v, r in results.items()}
-    summary["data"] = data.source
+    results, grid = {}, []
+    for dz in latents:
+        for variant in args.variants:
+            print(f"--- d_z = {dz}, W_in = {variant}")
+            sub = variant if len(latents) == 1 else f"dz{dz}_{variant}"
+            cfg = replace(base, latent_dim=dz, input_proj=variant, out_dir=os.path.join(out_dir, sub),
+                          save_checkpoint=False)
+            r = results[(dz, variant)] = train(cfg, data)
+            grid.append({"latent_dim": dz, "hidden_dim": base.hidden_dim, "n_blocks": base.n_blocks,
+                         "input_proj": variant, "params_total": r["params"]["total"],
+                         "params_trainable": r["params"]["trainable"], "best_val_loss": r["best_val_loss"],
+                         "test_psnr_batchmse": r["test"]["psnr_batchmse"],
+                         "test_psnr_per_image": r["test"]["psnr_per_image"], "test_ssim": r["test"]["ssim"],
+                         "steps": r["steps"], "train_time_s": round(r["train_time_s"], 1)})
+    summary = {"data": data.source, "dataset": data.dataset, "setting": sweep_setting(base, data), "grid": grid}
+    if len(latents) == 1:       # one d_z: the variants by name, as before
+        summary.update({v: {"params": r["params"], "test": r["test"], "best_val_loss": r["best_val_loss"],
+                            "train_time_s": r["train_time_s"]} for (_, v), r in results.items()})
     with open(os.path.join(out_dir, "compare.json"), "w") as f:
         json.dump(summary, f, indent=2)
+    write_csv(os.path.join(out_dir, "compare.csv"), grid)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for v, r in results.items():
-        h = r["history"]
-        ax.plot([e["epoch"] for e in h], [e["val_psnr_batchmse"] for e in h], "-o", ms=3,
-                label=f"W_in {v}: {r['params']['trainable'] / 1e6:.2f}M trainable / {r['params']['total'] / 1e6:.2f}M")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("val PSNR (dB, batch-MSE)")
-    ax.set_title(f"{base.task} {base.shape} ({base.latent_dim},{base.hidden_dim},{base.n_blocks})\n{data.source}", fontsize=7)
+    if len(latents) == 1:       # validation curves of the variants
+        for (_, v), r in results.items():
+            h = r["history"]
+            ax.plot([e["epoch"] for e in h], [e["val_psnr_batchmse"] for e in h], "-o", ms=3,
+                    label=f"W_in {v}: {r['params']['trainable'] / 1e6:.2f}M trainable / {r['params']['total'] / 1e6:.2f}M")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("val PSNR (dB, batch-MSE)")
+    else:                       # test PSNR against d_z, one line per variant (section 4.3 across d_z)
+        for v in args.variants:
+            pts = [g for g in grid if g["input_proj"] == v]
+            ax.plot([g["latent_dim"] for g in pts], [g["test_psnr_batchmse"] for g in pts], "-o", ms=4, label=f"W_in {v}")
+        ax.set_xlabel("d_z (latent width)")
+        ax.set_ylabel("test PSNR (dB, batch-MSE)")
+    ax.set_title(f"{base.task} {base.shape} d_h={base.hidden_dim} L={base.n_blocks}, {base.dtype}\n{data.source}", fontsize=7)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "compare_input_proj.png"), dpi=90)
     plt.close(fig)
-    print("W_in     params(trainable/total)   test psnr_batchmse  psnr_per_image  ssim")
-    for v, r in results.items():
-        t = r["test"]
-        print(f"{v:8s} {r['params']['trainable'] / 1e6:7.2f}M / {r['params']['total'] / 1e6:6.2f}M   "
-              f"{t['psnr_batchmse']:8.2f} dB       {t['psnr_per_image']:6.2f} dB     {t['ssim']:.4f}")
-    print(f"wrote {out_dir}/compare.json and compare_input_proj.png")
+    print("d_z    W_in     params(trainable/total)   test psnr_batchmse  psnr_per_image  ssim")
+    for g in grid:
+        print(f"{g['latent_dim']:5d}  {g['input_proj']:8s} {g['params_trainable'] / 1e6:7.2f}M / {g['params_total'] / 1e6:6.2f}M   "
+              f"{g['test_psnr_batchmse']:8.2f} dB       {g['test_psnr_per_image']:6.2f} dB     {g['test_ssim']:.4f}")
+    print(f"wrote {out_dir}/compare.json, compare.csv and compare_input_proj.png")
 
 # -----------------------------------------------------------------------------
 # Command line
@@ -696,12 +804,17 @@ def main(argv=None):
     p.add_argument("--title", default="")
     p.add_argument("--task", default="mnist_denoise", choices=sorted(TASKS), help="names the baseline line")
     p.add_argument("--params", default="total", choices=["total", "trainable"], help="x axis")
+    p.add_argument("--metric", default="test_psnr_batchmse", help="y axis",
+                   choices=["test_psnr_batchmse", "test_psnr_per_image", "test_ssim", "test_accuracy"])
     p = sub.add_parser("compare_input_proj", help="section 4.3: frozen random vs learned W_in")
     add_train_args(p)
     p.add_argument("--variants", type=lambda s: s.split(","), default=["frozen", "learned"])
+    p.add_argument("--latent_dims", type=_ints, default=None, help="several d_z values (default: --latent_dim)")
     p = sub.add_parser("eval", help="test metrics of a checkpoint")
     p.add_argument("--ckpt", required=True)
     add_data_args(p)
+    p.add_argument("--allow_other_data", action="store_true",
+                   help="score the checkpoint even if the prepared data is not the source it was trained on")
     p.add_argument("--device", default="auto")
     p = sub.add_parser("prepare", help="prepare a data set (runs data/<name>/prepare.py)")
     p.add_argument("--dataset", default="mnist", choices=DATASETS)
@@ -721,12 +834,21 @@ def run_command(args):
         run_sweep(args)
     elif args.command == "pareto":
         rows = read_csv(args.csv)
-        out = args.out or os.path.join(os.path.dirname(args.csv), "pareto.png")
+        if rows and any(k not in rows[0] for k in SETTING_FIELDS):
+            print(f"warning: {args.csv} does not record its runs' setting (an older sweep); plotting it as is",
+                  file=sys.stderr)
+        else:
+            check_one_setting(rows, args.csv)
+        suffix = "" if args.metric == "test_psnr_batchmse" else "_" + args.metric.replace("test_", "")
+        out = args.out or os.path.join(os.path.dirname(args.csv), f"pareto{suffix}.png")
+        if args.metric == "test_accuracy" and not any(r.get("test_accuracy") for r in rows):
+            raise ConfigError(f"{args.csv} has no test_accuracy (only generative classification reports it)")
         baseline = None
-        if rows and rows[0].get("baseline_psnr_batchmse"):
+        if rows and rows[0].get("baseline_psnr_batchmse") and args.metric == "test_psnr_batchmse":
             baseline = (f"baseline: {BASELINE_NAMES[get_task(args.task).degradation]}",
                         float(rows[0]["baseline_psnr_batchmse"]))
-        plot_pareto(rows, out, title=args.title, baseline=baseline, params_key="params_" + args.params)
+        plot_pareto(rows, out, metric=args.metric, title=args.title, baseline=baseline,
+                    params_key="params_" + args.params)
         print(f"wrote {out}")
     elif args.command == "compare_input_proj":
         compare_input_proj(args)
@@ -737,6 +859,7 @@ def run_command(args):
                       prepared_dir=args.prepared_dir or cfg.prepared_dir)
         task = get_task(cfg.task)
         data = load_data(task, cfg.dataset, cfg.data_dir, cfg.max_train_images, cfg.prepared_dir)
+        check_data_source(ckpt, data, args.ckpt, args.allow_other_data)
         protos = ckpt.get("prototypes")
         test = evaluate(model, task, data.test, data.test_labels, protos, cfg, with_ssim=True, seed=cfg.seed + 2000)
         print(json.dumps({"checkpoint": args.ckpt, "step": ckpt["step"], "data": data.source, "test": test}, indent=2))

@@ -92,6 +92,49 @@ def test_forward_shapes_and_range_for_every_input_projection():
         assert y.shape == (5, 784) and y.min() >= 0 and y.max() <= 1
 
 
+def test_frozen_w_in_is_a_buffer_regenerated_from_its_seed():
+    """The paper's memory argument (section 3.2): a frozen random W_in need not be stored. It is a
+    non-persistent buffer rebuilt from its seed: not a parameter (nothing can unfreeze it), not in
+    state_dict or a checkpoint, yet counted in the total as the paper's tables count it."""
+    torch.manual_seed(0)
+    rng_before = torch.get_rng_state()
+    a = M.InputProjection(196, 512, seed=7)
+    assert torch.equal(torch.get_rng_state(), rng_before)             # its own generator, not the global RNG
+    assert torch.equal(a.weight, M.InputProjection(196, 512, seed=7).weight)       # regenerated exactly
+    assert not torch.equal(a.weight, M.InputProjection(196, 512, seed=8).weight)
+    assert a.weight.abs().max() <= 196 ** -0.5 and a.weight.std() > 0.5 * 196 ** -0.5 / math.sqrt(3)
+    learned = M.InputProjection(196, 512, seed=7, trainable=True)
+    assert torch.equal(learned.weight, a.weight) and isinstance(learned.weight, torch.nn.Parameter)
+
+    model = M.ImageMLP(196, 784, 512, 32, 2, w_in_seed=7)
+    assert torch.equal(model.lift.weight, a.weight)
+    assert "lift.weight" not in model.state_dict() and "lift.weight" in dict(model.named_buffers())
+    assert all(p is not model.lift.weight for p in model.parameters())
+    model.requires_grad_(True)                                          # "unfreeze everything"
+    assert not model.lift.weight.requires_grad and all(p is not model.lift.weight for p in model.parameters())
+    c = M.count_params(model)
+    assert c["total"] == M.param_formula(196, 512, 32, 2, 784)["total"] and c["input_proj"] == 196 * 512
+    assert c["total"] - c["trainable"] == 196 * 512
+
+    rebuilt = M.ImageMLP(196, 784, 512, 32, 2, w_in_seed=7)
+    rebuilt.load_state_dict(model.state_dict())                         # strict: no missing W_in
+    x = torch.rand(4, 196)
+    model.eval(), rebuilt.eval()
+    assert torch.equal(model(x), rebuilt(x))
+    learned_model = M.ImageMLP(196, 784, 512, 32, 2, input_proj="learned", w_in_seed=7)
+    assert "lift.weight" in learned_model.state_dict()                  # a learned W_in is stored, of course
+
+
+def test_old_checkpoints_that_stored_the_frozen_w_in_still_load():
+    old_state = M.ImageMLP(196, 784, 512, 32, 2, w_in_seed=1).state_dict()
+    stored = torch.randn(512, 196)                                       # the old code kept W_in in state_dict
+    old_state["lift.weight"] = stored
+    model = M.ImageMLP(196, 784, 512, 32, 2, w_in_seed=2)
+    model.load_state_dict(old_state)                                     # strict, no unexpected key
+    assert torch.equal(model.lift.weight, stored) and not model.lift.weight.requires_grad
+    assert "lift.weight" not in model.state_dict()
+
+
 # ---------------------------------------------------------------- degradations
 
 def test_degradations_shapes_and_ranges():

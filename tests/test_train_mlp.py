@@ -4,6 +4,7 @@ classification accuracy, the Pareto front, reading prepared data (and preparing 
 data script when it is missing), and the command line: train, eval, sweep (with resume), pareto,
 compare_input_proj, prepare. CPU, offline, tiny models."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -102,7 +103,7 @@ def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
 
 
 def test_generative_classification_reports_accuracy(tmp_path):
-    res = T.train(tiny_config(tmp_path, task="mnist_classify", max_steps=60, eval_interval=30), digit_splits())
+    res = T.train(tiny_config(tmp_path, task="mnist_classify", max_steps=120, eval_interval=30), digit_splits())
     assert res["test"]["accuracy"] > 0.9 and "ssim" in res["test"]       # ten well-separated classes
     assert res["test"]["psnr_batchmse"] > res["baseline"]["psnr_batchmse"]
 
@@ -225,3 +226,108 @@ def test_cli_prepare_runs_the_data_script(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "source: fashion_mnist from local IDX files" in run.stdout
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["requested"] == "fashion_mnist"
+
+
+# ---------------------------------------------------------------- every number is the run's own
+
+def tiny_sweep(tmp_path, folder, *extra):
+    return ["sweep", "--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
+            "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--hg_latent=256", "--hg_hidden=16",
+            "--hg_blocks=1", "--conv_latent=196", "--conv_hidden=256", "--conv_blocks=1",
+            f"--out_dir={tmp_path / 'sweep'}", *extra]
+
+
+def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
+    """A second sweep with other steps, another W_in or other data must not count the first
+    sweep's rows as its own (it used to train nothing and re-plot the old numbers)."""
+    folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
+    T.main(tiny_sweep(tmp_path, folder))
+    rows = T.read_csv(tmp_path / "sweep" / "sweep.csv")
+    assert len(rows) == 2
+    assert {r["data_source"] for r in rows} == {"synthetic bar digits"} and rows[0]["input_proj"] == "frozen"
+    assert {r["max_steps"] for r in rows} == {"4.0"} and {r["n_train"] for r in rows} == {"256.0"}
+    capsys.readouterr()
+    T.main(tiny_sweep(tmp_path, folder))                       # the same setting: a real resume
+    assert "(2 already in" in capsys.readouterr().out
+    for other in (["--max_steps=6"], ["--input_proj=learned"], ["--noise_sigma=0.1"], ["--flips=2"],
+                  ["--max_train_images=128"]):
+        with pytest.raises(SystemExit, match="holds runs of another setting"):
+            T.main(tiny_sweep(tmp_path, folder, *other))
+    write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64), source="other digits")
+    with pytest.raises(SystemExit, match="data_source: other digits vs synthetic bar digits"):
+        T.main(tiny_sweep(tmp_path, folder))
+    assert len(T.read_csv(tmp_path / "sweep" / "sweep.csv")) == 2    # nothing mixed in
+    # the key itself: the same shape / lr / seed under another setting is another run
+    row = dict(rows[0])
+    assert T.run_key(row) != T.run_key(dict(row, max_steps="6"))
+    assert T.run_key(row) != T.run_key(dict(row, input_proj="learned"))
+    assert T.run_key(dict(row, epochs="30")) == T.run_key(dict(row, epochs="30.0"))     # one number, one key
+    # an older CSV without the setting columns: a clear error, not a silent resume
+    old = tmp_path / "old" / "sweep.csv"
+    old.parent.mkdir()
+    old.write_text("shape,latent_dim,hidden_dim,n_blocks,lr,seed\nhourglass,256,16,1,0.001,0\n")
+    with pytest.raises(SystemExit, match="before sweep rows recorded their setting"):
+        T.main(tiny_sweep(tmp_path, folder)[:-1] + [f"--out_dir={old.parent}"])
+
+
+def test_all_nan_validation_writes_a_nan_row_and_the_sweep_goes_on(tmp_path):
+    folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
+    res = T.train(tiny_config(tmp_path, noise_sigma=float("nan")), digit_splits(n_train=256, n_val=64, n_test=64))
+    assert math.isnan(res["best_val_loss"]) and math.isnan(res["test"]["psnr_batchmse"]) and res["best_step"] == 0
+    T.main(tiny_sweep(tmp_path, folder, "--task=mnist_denoise", "--noise_sigma=nan"))  # both diverge; it finishes
+    rows = T.read_csv(tmp_path / "sweep" / "sweep.csv")
+    assert [r["shape"] for r in rows] == ["hourglass", "conventional"]
+    assert all(math.isnan(float(r["test_psnr_batchmse"])) and math.isnan(float(r["val_loss"])) for r in rows)
+    assert (tmp_path / "sweep" / "pareto.png").exists()
+    assert T.pareto_front([(1, float("nan")), (2, 20.0)]) == [(2, 20.0)]
+
+
+def test_eval_refuses_a_checkpoint_on_another_data_source(tmp_path, capsys):
+    folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
+    T.main(["train", "--task=mnist_denoise", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
+            "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--latent_dim=1024", "--hidden_dim=16",
+            "--n_blocks=1", f"--out_dir={tmp_path / 'run'}"])
+    ckpt_path = tmp_path / "run" / "ckpt.pt"
+    ckpt = torch.load(ckpt_path, weights_only=True)
+    assert ckpt["data"]["source"] == "synthetic bar digits" and ckpt["data"]["n_train"] == 256
+    assert json.loads((tmp_path / "run" / "data.json").read_text())["source"] == "synthetic bar digits"
+    capsys.readouterr()
+    T.main(["eval", f"--ckpt={ckpt_path}", "--device=cpu"])         # the same source: scored
+    assert '"test"' in capsys.readouterr().out
+
+    write_prepared(folder, digit_splits(n_train=256, n_val=64, n_test=64), source="other digits")  # same name, new data
+    with pytest.raises(SystemExit, match="was trained on 'synthetic bar digits'.*now is 'other digits'"):
+        T.main(["eval", f"--ckpt={ckpt_path}", "--device=cpu"])
+    T.main(["eval", f"--ckpt={ckpt_path}", "--device=cpu", "--allow_other_data"])
+    assert "--allow_other_data" in capsys.readouterr().err
+
+    del ckpt["data"]                                                   # a checkpoint from before the field
+    torch.save(ckpt, tmp_path / "old.pt")
+    T.main(["eval", f"--ckpt={tmp_path / 'old.pt'}", "--device=cpu"])
+    captured = capsys.readouterr()
+    assert "does not record the data it was trained on" in captured.err and '"test"' in captured.out
+
+
+def test_ssim_pareto_and_the_frozen_vs_learned_grid_from_the_command_line(tmp_path):
+    folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
+    T.main(tiny_sweep(tmp_path, folder))
+    assert (tmp_path / "sweep" / "pareto_ssim.png").exists()
+    T.main(["pareto", str(tmp_path / "sweep" / "sweep.csv"), "--metric=test_ssim"])
+    assert (tmp_path / "sweep" / "pareto_ssim.png").stat().st_size > 0
+    with pytest.raises(SystemExit, match="no test_accuracy"):
+        T.main(["pareto", str(tmp_path / "sweep" / "sweep.csv"), "--metric=test_accuracy"])
+
+    T.main(["compare_input_proj", "--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
+            "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--latent_dims=256,320", "--hidden_dim=16",
+            "--n_blocks=1", f"--out_dir={tmp_path / 'cmp'}"])
+    grid = T.read_csv(tmp_path / "cmp" / "compare.csv")
+    assert [(g["latent_dim"], g["input_proj"]) for g in grid] == [("256", "frozen"), ("256", "learned"),
+                                                                  ("320", "frozen"), ("320", "learned")]
+    for g in grid:       # W_in counts in the total either way, and is trainable only when learned
+        w_in = 196 * int(g["latent_dim"])
+        assert int(g["params_total"]) - int(g["params_trainable"]) == (w_in if g["input_proj"] == "frozen" else 0)
+    assert (tmp_path / "cmp" / "compare_input_proj.png").exists()
+
+
+def test_dtype_auto_is_float32_on_cpu():
+    assert T.resolve_config(T.TrainConfig(device="cpu")).dtype == "float32"
