@@ -58,21 +58,40 @@ What this file implements
 - `paper_rows()` / `python hourglass.py`: the parameter split of every shape in the paper's
   Tables 2 and 3, and the matched shape for a baseline given on the command line.
 
-Deviations from the paper, and why
-----------------------------------
-- Init: the reference (OLMo-2 code) uses normal(0, 0.02) for every matrix. We keep model.py's
-  rule (0.02, and 0.02/sqrt(2 n_layer) for every `out_proj`, i.e. each sub-block's W_u too),
-  so K = 1 is the plain GPT exactly. With K sub-blocks there are (K + 1) L residual writes,
-  not 2 L; we do not rescale for that (a choice to revisit at large K).
-- Training recipe: the paper trains 113M-1B models on the first 2.5B-21B tokens of OLMo-2's
-  stage-1 data with the OLMo-2 tokenizer, seq 2048, cosine LR with warm-up, AdamW
-  (0.9, 0.95, wd 0.1), and an auxiliary softmax (z-) loss. We use train.py as it is (no z-loss),
-  GPT-2 BPE on TinyStories for the 113M configs (vocab 50304, so embeddings differ; the
-  non-embedding counts the paper reports do not), and a tiny character-level Shakespeare
-  comparison on a CPU. Results at that scale say nothing about the paper's claim.
+Deviations and sources (each marked: the paper / the reference code / ours)
+---------------------------------------------------------------------------
+The reference code (github.com/mtkresearch/Hourglass_LM) is a patch of Megatron-Bridge: its
+MultiLayerMLP on the Llama 3.2 1B model provider, trained on OLMo-2's data and tokenizer.
+- Sub-block = RMSNorm, SwiGLU d -> d_h -> d without biases, residual add; the layer's own
+  pre-FFN norm and residual removed: the paper (eq. 3-5) and the reference code. Not a deviation.
+- One d_h for all K sub-blocks: the paper. The reference code also allows a different size per
+  sub-block (`mlp_intermediate_sizes`); not offered here (ours).
+- Init (ours): model.py's rule, normal(0, 0.02) and 0.02/sqrt(2 n_layer) for every `out_proj`
+  (each sub-block's W_u too), so K = 1 is the plain GPT exactly. The reference code draws
+  normal(0, 0.02) for every matrix, output projections included (its Megatron patch turns the
+  depth scaling off). With K sub-blocks there are (K + 1) L residual writes, not 2 L; we do not
+  rescale for that (a choice to revisit at large K).
+- Attention (ours): model.py's, RoPE theta 10000, no RoPE scaling, no QK-norm (the configs leave
+  qk_norm off; the paper does not mention it). The reference code's provider uses RoPE base
+  500000 with Llama-3.1-style scaling (factor 32), and its released configs set QK layer-norm on.
+  Both: multi-head attention with the paper's head counts (12 at 113M, 16 above), RMSNorm eps 1e-5,
+  tied input / output embeddings, no dropout.
+- Parameter matching (ours): `match_baseline`'s two steps are our reading; the paper "searched"
+  configurations. They reproduce every hourglass row of Tables 2 and 3 (tested); those rows sit
+  within 0.05% of their baselines by model.budget(), not the "0.001%" of Table 3's caption.
+  Table 1's fixed-width mode is the paper's (FFN matrices matched, the K norm gains not).
 - Table 3's 403M hourglass row (1376/557/L24/K4) lists 150M attention / 253M FFN, but that
-  shape gives 182M / 221M (the 403M total does match); every other row follows from its
-  listed shape. `paper_rows()` prints both.
+  shape gives 182M / 221M (the 403M total does match): a misprint in the paper; every other row
+  follows from its listed shape. `paper_rows()` prints both.
+- The reference code's released configs are not the paper's rows (e.g. its 906M config is
+  2496/2016/K4/L12 at context 4096, Table 3's is 2080/819/K4/L24): we follow the paper's tables.
+- Training recipe (ours): the paper trains 113M-1B models on the first 2.5B-21B tokens of OLMo-2's
+  stage-1 data with the OLMo-2 tokenizer (vocab 100278), context 2048 (4096 at 1074M), cosine LR
+  with warm-up, AdamW (0.9, 0.95, eps 1e-8, wd 0.1) and an auxiliary softmax (z-) loss. We use
+  train.py as it is (no z-loss), GPT-2 BPE on TinyStories for the 113M configs (vocab 50304, so
+  embeddings differ; the non-embedding counts the paper reports do not) at context 1024, and a
+  tiny character-level Shakespeare comparison on a CPU. Results at that scale say nothing about
+  the paper's claim.
 
 Run it
 ------
