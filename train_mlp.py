@@ -1,6 +1,6 @@
 """
 Train, evaluate and sweep the image MLPs of mlp_hourglass.py ("Rethinking the Shape Convention of
-an MLP", Chen, Lee, Liao, Shiu 2025): one model, a grid of hourglass and conventional shapes with
+an MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796): one model, a grid of hourglass and conventional shapes with
 their PSNR-vs-parameters Pareto fronts (the paper's Figures 2-4), and frozen vs learned W_in
 (section 4.3). The model, tasks and metrics are in mlp_hourglass.py; the data comes prepared
 from data/mnist/prepare.py and data/imagenet32/prepare.py (this file runs them when the prepared
@@ -12,7 +12,9 @@ folder is missing). Write-up with the measured results: docs/mlp_hourglass.md.
     python train_mlp.py train --task=imagenet32_denoise --data_dir=/path/to/imagenet32   # GPU-sized
     python train_mlp.py sweep --task=mnist_denoise               # CPU-sized grid, CSV + Pareto PNGs
     python train_mlp.py pareto out/mlp_sweep_mnist_denoise/sweep.csv --params=trainable
+    python train_mlp.py pareto out/mlp_sweep_mnist_denoise/sweep.csv --metric=test_ssim   # SSIM front
     python train_mlp.py compare_input_proj --task=mnist_denoise  # fixed vs learned W_in (4.3)
+    python train_mlp.py compare_input_proj --task=mnist_denoise --latent_dims=1024,2048,4096 --epochs=10
     python train_mlp.py eval --ckpt=out/mlp_mnist_denoise/ckpt.pt
     python train_mlp.py prepare --dataset=fashion_mnist          # = python data/mnist/prepare.py --dataset=fashion_mnist
 
@@ -24,29 +26,40 @@ Data: --dataset = mnist (default for mnist_* tasks; offline it is the real 5k su
 fashion_mnist | imagenet32. The prepared arrays are read from data/mnist/, data/mnist/<dataset>/
 or data/imagenet32/ (--prepared_dir to use another folder); if that folder has no meta.json, or
 --data_dir (a folder of raw IDX / official npz files) differs from the one it was prepared from,
-the prepare script runs first. The data source is printed and saved in every metrics.json.
+the prepare script runs first. The data source (meta.json's dataset / source) is printed and
+saved in every data.json, metrics.json, checkpoint and sweep row.
 
 Training: AdamW (torch defaults except lr) over the trainable parameters only (a frozen W_in is
-not in the optimizer), linear decay to 0 without warm-up, bf16 autocast, optional torch.compile,
-a progress line, the best checkpoint by validation loss (written atomically), test metrics of
-the best model against the trivial baseline, a PNG grid of inputs / outputs / targets.
-A run writes out/mlp_<task>/: metrics.json, history.csv, samples.png, ckpt.pt.
+a buffer, not a parameter), linear decay to 0 without warm-up, float32 (bf16 autocast only on
+CUDA that supports it, or --dtype=bfloat16), optional torch.compile, a progress line, the best
+checkpoint by validation loss (written atomically, with the data source it was trained on), test
+metrics of the best model against the trivial baseline, a PNG grid of inputs / outputs / targets.
+A run writes out/mlp_<task>/: data.json (the data source), metrics.json, history.csv,
+samples.png, ckpt.pt. `eval` refuses a checkpoint whose recorded source differs from the
+prepared data it would be scored on (--allow_other_data to do it anyway, with a warning).
+A sweep row records the run's full setting (data source, train-set size, epochs, max_steps,
+batch, flips, sigma, W_in, dtype, weight decay, eval interval); a resume skips only runs of the
+same setting, and one sweep CSV holds one setting (another one is a clear error: use another
+--out_dir). A run whose every validation loss is NaN writes a NaN row and the sweep goes on.
 
-Deviations from the paper in training, and why
-----------------------------------------------
-- Training noise is drawn fresh every time an image is seen (the paper says the noisy images
-  were "prepared"; it does not say whether once); validation / test noise is fixed by a seed so
-  that numbers are comparable between runs.
-- The paper repeats each configuration 5 times and searches 4 learning rates; the CPU sweep
-  defaults to 1 seed and lr 1e-3 (pass --seeds / --lrs for more; the Pareto plot then uses, per
-  shape, the lr with the best mean validation loss and the mean test PSNR over seeds). The CPU
-  sweep grid is ours (the paper gives only search ranges for MNIST).
-- The best checkpoint is chosen by validation loss measured once per epoch (MNIST) or every
-  1000 steps (ImageNet-32, 2 long epochs); the paper says only "lowest validation loss".
-- bf16 autocast for the matmuls (the paper trained in fp32); the residual stream z, the norms,
-  the sigmoid and the loss stay fp32. `--dtype=float32` turns it off.
-- The learning rate decays linearly per optimizer step (the reference's scheduler granularity
-  is not stated in the paper).
+Where each training choice comes from (the paper = arXiv:2510.01796 / the reference code =
+https://github.com/mtkresearch/Hourglass_LM, hourglass_mlp/ / ours)
+-----------------------------------------------------------------------------------------------
+- The paper (A.3.2): AdamW, a linear learning-rate schedule without warm-up, batch 128 (MNIST) /
+  512 (ImageNet-32), the epochs, x4 flips for SR and ImageNet-32, test on the model with the
+  lowest validation loss, 5 repeats x 4 learning rates.
+- The reference code: AdamW over the requires_grad parameters with torch's defaults (weight decay
+  0.01), decay to 0 (min_lr 0), fp32 (no autocast anywhere; the paper does not say), eval / test
+  batch 128 for psnr_batchmse, training noise drawn afresh every time an image is seen.
+- Ours: the decay is per optimizer step for every task (the reference steps per epoch on MNIST,
+  per step on ImageNet-32); validation / test noise fixed by a seed so that runs are comparable
+  (the reference redraws it at every evaluation); validation once per epoch (MNIST) or every
+  1000 steps (ImageNet-32); default seed 0 (the reference: 42 + run id); the CPU sweep's grid,
+  1 seed and lr 1e-3 (pass --seeds / --lrs; the Pareto plot then uses, per shape, the lr with
+  the best mean validation loss and the mean test metric over seeds); bf16 autocast on CUDA.
+- Ours: generative-classification prototypes are a seeded random training image per class (seed
+  42; the paper: "randomly selected"; the reference takes the first image of each class in its
+  shuffled train split).
 """
 
 import argparse
@@ -71,6 +84,7 @@ from mlp_hourglass import (BASELINE_NAMES, INPUT_PROJECTIONS, SHAPES, TASKS, Con
                            get_task, make_batch)
 
 ROOT = Path(__file__).resolve().parent
+EVAL_BATCH_SIZE = 128   # the reference code's eval / test loaders; psnr_batchmse depends on it
 DATASETS = ("mnist", "mnist5k", "fashion_mnist", "imagenet32")
 PREPARE_SCRIPTS = {"mnist": ROOT / "data" / "mnist" / "prepare.py", "mnist5k": ROOT / "data" / "mnist" / "prepare.py",
                    "fashion_mnist": ROOT / "data" / "mnist" / "prepare.py",
@@ -236,9 +250,9 @@ def evaluate(model, task, images, labels, prototypes, cfg, with_ssim=False, seed
     g = torch.Generator(device=device).manual_seed(seed)
     acc = MetricAccumulator()
     protos = prototypes.to(device) if prototypes is not None else None
-    for i in range(0, len(images), cfg.batch_size):
-        imgs = images[i:i + cfg.batch_size].to(device)
-        labs = labels[i:i + cfg.batch_size].to(device)
+    for i in range(0, len(images), EVAL_BATCH_SIZE):
+        imgs = images[i:i + EVAL_BATCH_SIZE].to(device)
+        labs = labels[i:i + EVAL_BATCH_SIZE].to(device)
         x, target = make_batch(task, imgs, labs, protos, g, cfg.noise_sigma)
         if baseline:
             if task.degradation == "bicubic2x":

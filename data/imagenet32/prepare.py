@@ -23,7 +23,9 @@ Output: {train,val,test}.npz, each with `images` uint8 (N, 3, 32, 32) and `label
 images, 3.9 GB as uint8; --max_train_images=N keeps only the first N (in batch order).
 
 Splits, as in the paper: train = the official training set; the official 50k validation set is
-split 25k validation / 25k test (random, seed 42).
+split 25k validation / 25k test at random. The seed, 42, is the reference code's
+(https://github.com/mtkresearch/Hourglass_LM, hourglass_mlp/utils/ds.py), but we permute with
+numpy's default_rng(42) and it with RandomState(42), so the halves hold other images (ours).
 """
 
 import argparse

@@ -29,9 +29,12 @@ and meta.json: {"dataset": what was loaded ("mnist" or, offline, "mnist5k"), "re
 "source" (in words), "data_dir", "image_shape", "n_classes", "splits": {"train": N, ...},
 "split_seed"}.
 
-Splits: full MNIST / Fashion-MNIST use the paper's 50k train / 10k validation (random, seed 42)
-from the official training set and the official 10k test set. The 5k subset is split
-3500 / 500 / 1000 (train / val / test, seed 42).
+Splits: full MNIST / Fashion-MNIST use the paper's 50k train / 10k validation (random) from the
+official training set and the official 10k test set. The 5k subset is split 3500 / 500 / 1000
+(train / val / test). The seed, 42, is the reference code's (https://github.com/mtkresearch/
+Hourglass_LM, hourglass_mlp/utils/ds.py; the paper gives none), but we permute with numpy's
+default_rng(42), the reference with RandomState(42) and takes train = the first 50k: our 50k /
+10k hold other images than the reference's (ours).
 
 Deviation from the paper (data): full MNIST is not on any package registry; offline,
 `--dataset=mnist` falls back to the real 5k subset (3500 / 500 / 1000 instead of 50k / 10k /
@@ -235,7 +238,8 @@ def deb_fashion_mnist(cache_dir):
 
 
 def split_train_val_test(images, labels, test_images, test_labels, n_val, seed=SPLIT_SEED, n_test=0):
-    """Random train/val split of the training set (seed 42, as in the paper); when there is no
+    """Random train/val split of the training set (seed 42 as in the reference code; see the module
+    docstring: the permutation is numpy's default_rng, not the reference's RandomState); when there is no
     official test set (test_images is None), carve n_test test images from the same permutation.
     -> {"train": (images, labels), "val": ..., "test": ...}, images (N, C, H, W) uint8, labels int64."""
     def nchw(a):
