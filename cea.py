@@ -330,7 +330,8 @@ def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=No
     round(outer_ratio * W) and an Inner-FFN of the rest. outer_ratio=1: FFN-Wider (with
     ffn_mult=32) or the vanilla GPT (ffn_mult=4); outer_ratio=0.125: CEA for GPT.
     n_experts > 0: a top-1 MoE of n_experts SwiGLU experts (hidden expert_hidden, default
-    4 * n_embd), before the FFN (moe_place='before_ffn') or as the Inner-FFN ('inner')."""
+    n_embd as in appendix C.2: "intermediate dimension is 4,096" at d = 4,096), before the FFN
+    (moe_place='before_ffn') or as the Inner-FFN ('inner')."""
     if not 0.0 <= outer_ratio <= 1.0:
         raise ValueError(f"outer_ratio={outer_ratio}: it is the Outer-FFN's share of the FFN width, in [0, 1]")
     if current_position not in CURRENT_POSITION_RULES:
@@ -351,7 +352,7 @@ def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=No
                        n_kv_head=n_kv_head, n_embd=n_embd, head_dim=head_dim, ffn_hidden=width, qk_norm=qk_norm,
                        tie_embeddings=tie_embeddings, dropout=dropout, inner_hidden=inner,
                        current_position=current_position, n_experts=n_experts,
-                       expert_hidden=(expert_hidden or 4 * n_embd) if n_experts else 0, moe_place=moe_place,
+                       expert_hidden=(expert_hidden or n_embd) if n_experts else 0, moe_place=moe_place,
                        balance_coef=balance_coef)
     # layers[i].ffn_hidden becomes the Outer-FFN width (GPTConfig would read ffn_hidden=0 as "default 4d")
     config.layers = [LayerSpec(s.n_head, s.n_kv_head, s.head_dim, outer) for s in config.layers]

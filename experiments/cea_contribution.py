@@ -1,12 +1,15 @@
 """
 How much of the language modelling does the FFN do, and how much attention? The Token
-Prediction contribution ratio and an out-of-distribution loss of trained checkpoints of
-cea.py's models (vanilla GPT, FFN-Wider, CEA, ...), and the plot docs/cea_contribution.png.
+Prediction contribution ratio, the mutual-information contribution ratio and out-of-distribution
+losses of trained checkpoints of cea.py's models (vanilla GPT, FFN-Wider, CEA, ...), and the plot
+docs/cea_contribution.png. experiments/cea_outer_ratio_sweep.py trains the runs at equal loss and
+uses these functions.
 
 Paper: Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the Base
 Capabilities of Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE
-Transformers" (NeurIPS 2024): section 4.2.2 (Token Prediction), Figure 4 (the FFN's
-contribution over depth), Figure 6 (contribution ratio and OOD loss against the outer ratio).
+Transformers" (NeurIPS 2024): section 4.2.1 + appendix F (mutual information), section 4.2.2
+(Token Prediction), Figure 4 (the FFN's contribution over depth), Figure 6 (contribution ratio and
+OOD loss against the outer ratio).
 
 Token Prediction (4.2.2): take the representation after every sublayer, group the positions
 by their target token; the normalised mean of a group's normalised representations is that
@@ -15,6 +18,10 @@ by the most cosine-similar class vector. The accuracy gain of each sublayer over
 before it is its contribution; the FFN ratio is the FFN sublayers' gains over all gains, the
 attention ratio the rest.
 
+Mutual information (4.2.1, appendix F, after Voita et al.): cluster each sublayer's representations
+with mini-batch k-means (k-means++ initialisation, batches of 1024), and take the MI between the
+cluster labels and the target tokens; the FFN ratio is the FFN sublayers' share of the MI gains.
+
 Choices the paper leaves open:
 - Representations are taken after the embedding and after each residual sublayer (before
   the final norm). The MoE baseline's FFN slot (MoE sublayer + FFN) counts as one FFN step;
@@ -22,19 +29,28 @@ Choices the paper leaves open:
   positions whose target kept a class vector. Gains may be negative.
 - The positions: n_batches x batch_size windows of block_size tokens drawn with a fixed
   seed from the checkpoint's validation split (16 x 16 x 128 = 32,768 characters by default).
-- The OOD text (the paper uses the Pile): the Python 3 documentation's topic pages
-  (CPython's pydoc_data/topics.py, shipped with every CPython, no download), i.e. technical
-  English and code instead of Shakespeare; characters outside the checkpoint's vocabulary
-  are dropped. The loss is the mean next-character loss (what the model's forward returns)
-  over n_windows evenly spaced windows of block_size. Character-level checkpoints only.
+- MI (ours where the paper gives numbers for 6.94M tokens): k = --mi_clusters (100 by default in
+  the sweep; the paper 2000), 100 mini-batch steps, on the same 32,768 positions as Token
+  Prediction; the plug-in MI estimate from the joint counts. With k clusters, V targets and N
+  positions it is biased upwards by about (k-1)(V-1)/(2N) nats (0.13 for 100 x 84 / 32,768; the
+  same for every model, so the differences and ratios are what to read). Own code, no sklearn.
+- The OOD texts (the paper uses the 22 parts of the Pile): four texts that are not Shakespeare, all
+  shipped with CPython (no download): the Python documentation's topic pages
+  (pydoc_data/topics.py), the docstrings of 19 pure-Python stdlib modules, the interpreter's
+  LICENSE.txt and IDLE's change logs (idlelib/NEWS*.txt; the last two are skipped where a
+  distribution leaves them out). Each is scored ONLY on windows of block_size + 1 characters that
+  are entirely in the checkpoint's vocabulary (no character is dropped or replaced, so the model
+  is scored on text that exists), n_windows of them evenly spaced over all such windows; the loss
+  is the mean next-character loss over every position of those windows, and `ood_loss` is the
+  mean over the texts (like the paper's average over the Pile's parts). Char-level checkpoints only.
 
 Run it (from the repository root, after training the CPU runs of cea.py):
     nice -n 10 python train.py config/cea_shakespeare_char_vanilla.py    # then _wider, _cea
     python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
 For Figure 6's sweep, train the CEA config with other ratios (--out_dir=out-cea-r0.5
 --model_args="{'ffn_mult': 32, 'outer_ratio': 0.5}") and list those folders too.
-It prints one JSON line per checkpoint (ffn_ratio, attention_ratio, ood_loss, accuracies)
-and writes the plot (--plot=docs/cea_contribution.png, relative to the working directory).
+It prints one JSON line per checkpoint (ffn_ratio, attention_ratio, ood_loss and the loss per text
+in ood, accuracies; with --mi_clusters=100 also mi_ffn_ratio and mi) and writes the plot (--plot=docs/cea_contribution.png, relative to the working directory).
 """
 
 import json
@@ -109,8 +125,9 @@ def load_run(out_dir):
 
 
 @torch.no_grad()
-def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0):
-    """Token Prediction contribution of a trained checkpoint on fixed random windows of its dataset."""
+def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0, mi_clusters=0):
+    """Token Prediction contribution of a trained checkpoint on fixed random windows of its dataset,
+    and with mi_clusters > 0 the mutual-information contribution (k-means with that many clusters)."""
     model, T, data_dir = load_run(out_dir)
     data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
     g = torch.Generator().manual_seed(seed)
@@ -123,30 +140,123 @@ def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_co
         per_batch.append(reps)
     reps = [torch.cat([r[i] for r in per_batch]) for i in range(len(kinds))]  # each (N, C)
     result = contribution_ratio(token_prediction_accuracies(reps, y.reshape(-1), min_count), kinds)
+    if mi_clusters:
+        result.update(mi_contribution(reps, y.reshape(-1), kinds, k=mi_clusters, seed=seed))
     result["name"] = Path(out_dir).name
     return result
 
 
-def ood_text():
-    """The out-of-distribution text: the Python 3 documentation's topic pages (CPython's
-    pydoc_data/topics.py), technical English prose and code. Returns one string."""
+# Modules whose docstrings form the "stdlib docstrings" text (pure-Python stdlib, any CPython 3).
+DOCSTRING_MODULES = ("argparse", "calendar", "collections", "csv", "difflib", "email.message", "functools",
+                     "http.client", "inspect", "logging", "pathlib", "shutil", "subprocess", "tarfile", "textwrap",
+                     "threading", "unittest.case", "urllib.request", "zipfile")
+
+
+def ood_texts():
+    """The out-of-distribution texts, none of them Shakespeare, all shipped with CPython (no download):
+    name -> text. python_docs: the language reference and library topics (pydoc_data/topics.py);
+    stdlib_docstrings: the docstrings of DOCSTRING_MODULES and their public functions and classes;
+    python_license: the interpreter's LICENSE.txt (its history and legal English); idle_news: IDLE's
+    change logs (idlelib/NEWS*.txt). The last two are left out where a distribution does not ship them."""
+    import importlib
+    import inspect
+    import sysconfig
     from pydoc_data.topics import topics
-    return "\n\n".join(topics[k] for k in sorted(topics))
+    texts = {"python_docs": "\n\n".join(topics[k] for k in sorted(topics))}
+    docs = []
+    for name in DOCSTRING_MODULES:
+        module = importlib.import_module(name)
+        docs.append(inspect.getdoc(module) or "")
+        for attr in sorted(getattr(module, "__all__", None) or dir(module)):
+            obj = getattr(module, attr, None)
+            if not attr.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__doc__:
+                docs.append(inspect.getdoc(obj))
+    texts["stdlib_docstrings"] = "\n\n".join(d for d in docs if d)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = {"python_license": [stdlib / "LICENSE.txt"],
+             "idle_news": [stdlib / "idlelib" / "NEWS.txt", stdlib / "idlelib" / "NEWS2x.txt"]}
+    for name, paths in files.items():
+        found = [p.read_text(encoding="utf-8", errors="replace") for p in paths if p.exists()]
+        if found:
+            texts[name] = "\n\n".join(found)
+    return texts
+
+
+def in_vocab_windows(text, chars, length, n_windows):
+    """Start offsets of up to n_windows windows of `length` characters of `text` whose characters
+    are ALL in `chars`, evenly spaced over every such window (the text is never edited: a model is
+    scored only on text that exists). Raises if there is none."""
+    ok = np.fromiter((c in set(chars) for c in text), dtype=bool, count=len(text))
+    bad_before = np.concatenate([[0], np.cumsum(~ok)])  # out-of-vocabulary characters before each offset
+    starts = np.nonzero(bad_before[length:] == bad_before[:-length] if len(text) >= length else [])[0]
+    if len(starts) == 0:
+        raise ValueError(f"no window of {length} characters of this text is entirely in the vocabulary: "
+                         f"use a text closer to the training data or a shorter block_size")
+    pick = np.unique(np.linspace(0, len(starts) - 1, min(n_windows, len(starts))).round().astype(int))
+    return starts[pick].tolist()
 
 
 @torch.no_grad()
 def char_text_loss(out_dir, text, n_windows=64, batch_size=16):
-    """Mean next-character loss of a char-level checkpoint on `text` (characters outside the
-    checkpoint's vocabulary are dropped), over n_windows evenly spaced windows of block_size."""
+    """Mean next-character loss of a char-level checkpoint on `text`, over up to n_windows evenly
+    spaced windows of block_size + 1 characters that are entirely in the checkpoint's vocabulary."""
     model, T, data_dir = load_run(out_dir)
     chars = json.loads((data_dir / "meta.json").read_text())["chars"]
     index = {c: i for i, c in enumerate(chars)}
-    ids = torch.tensor([index[c] for c in text if c in index], dtype=torch.long)
-    starts = torch.linspace(0, len(ids) - T - 1, n_windows).long().tolist()
-    x = torch.stack([ids[s:s + T] for s in starts])  # (n_windows, T)
-    y = torch.stack([ids[s + 1:s + 1 + T] for s in starts])
-    losses = [model(x[i:i + batch_size], y[i:i + batch_size])[1].item() for i in range(0, n_windows, batch_size)]
-    return sum(losses) / len(losses)
+    windows = [[index[c] for c in text[s:s + T + 1]] for s in in_vocab_windows(text, chars, T + 1, n_windows)]
+    ids = torch.tensor(windows, dtype=torch.long)  # (n, T + 1)
+    x, y = ids[:, :-1], ids[:, 1:]
+    losses = [F.cross_entropy(model(x[i:i + batch_size], y[i:i + batch_size])[0].flatten(0, 1),
+                              y[i:i + batch_size].flatten(), reduction="sum").item() for i in range(0, len(ids), batch_size)]
+    return sum(losses) / y.numel()
+
+
+def ood_losses(out_dir, texts, n_windows=64):
+    """char_text_loss on each of `texts` (name -> text): name -> loss."""
+    return {name: char_text_loss(out_dir, text, n_windows) for name, text in texts.items()}
+
+
+# ----------------------------------------------------------------------------------------
+# Mutual information (section 4.2.1, appendix F)
+
+
+def minibatch_kmeans(x, k, batch=1024, steps=100, seed=0):
+    """Mini-batch k-means (Sculley 2010) with k-means++ initialisation, as appendix F: cluster the
+    rows of x (N, C) into k clusters. Returns the label of every row (N,)."""
+    g = torch.Generator().manual_seed(seed)
+    centers = x[torch.randint(len(x), (1,), generator=g)]  # k-means++: each next center with prob ~ d^2
+    d2 = torch.cdist(x, centers).square().squeeze(1)
+    for _ in range(1, k):
+        centers = torch.cat([centers, x[torch.multinomial(d2 + 1e-12, 1, generator=g)]])
+        d2 = torch.minimum(d2, (x - centers[-1]).square().sum(-1))
+    counts = torch.zeros(k)
+    for _ in range(steps):
+        b = x[torch.randint(len(x), (batch,), generator=g)]
+        nearest = torch.cdist(b, centers).argmin(dim=1)
+        n = torch.bincount(nearest, minlength=k).float()  # (k,)
+        sums = torch.zeros_like(centers).index_add_(0, nearest, b)  # (k, C)
+        counts += n  # each center moves to the running mean of every row it has received (rate n / count)
+        moved = n > 0
+        centers[moved] += (sums[moved] - n[moved, None] * centers[moved]) / counts[moved, None]
+    return torch.cat([torch.cdist(chunk, centers).argmin(dim=1) for chunk in x.split(8192)])
+
+
+def mutual_information(labels, targets):
+    """Plug-in estimate of I(label; target) in nats from the joint counts."""
+    joint = torch.zeros(int(labels.max()) + 1, int(targets.max()) + 1)
+    joint.index_put_((labels, targets), torch.ones(len(labels)), accumulate=True)
+    p = joint / joint.sum()
+    outer = p.sum(1, keepdim=True) * p.sum(0, keepdim=True)
+    nz = p > 0
+    return (p[nz] * (p[nz] / outer[nz]).log()).sum().item()
+
+
+def mi_contribution(reps, targets, kinds, k=100, seed=0):
+    """MI between k-means labels of each representation and the target tokens, and the FFN's share
+    of the MI gains (section 4.2.1): like contribution_ratio, with MI in place of accuracy."""
+    mi = [mutual_information(minibatch_kmeans(r, k, seed=seed), targets) for r in reps]
+    result = contribution_ratio(mi, kinds)
+    return dict(mi=mi, mi_gains=result["gains"], mi_ffn_ratio=result["ffn_ratio"])
 
 
 def plot_contributions(results, path):
@@ -179,7 +289,7 @@ def plot_contributions(results, path):
 
 
 DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16, batch_size=16, min_count=50,
-                    ood_windows=64, seed=0)
+                    ood_windows=64, mi_clusters=0, seed=0)
 
 
 def main(argv):
@@ -188,15 +298,19 @@ def main(argv):
     if not out_dirs:
         raise SystemExit("give the trained runs: --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea "
                          "(train them with python train.py config/cea_shakespeare_char_vanilla.py, _wider, _cea)")
-    text = ood_text()
+    texts = ood_texts()
     results = []
     for d in out_dirs:
         r = analyze_checkpoint(d, n_batches=args["n_batches"], batch_size=args["batch_size"],
-                               min_count=args["min_count"], seed=args["seed"])
-        r["ood_loss"] = char_text_loss(d, text, n_windows=args["ood_windows"])
-        print(json.dumps(dict(name=r["name"], ffn_ratio=round(r["ffn_ratio"], 4),
-                              attention_ratio=round(r["attention_ratio"], 4), ood_loss=round(r["ood_loss"], 4),
-                              accuracies=[round(a, 4) for a in r["accuracies"]])))
+                               min_count=args["min_count"], seed=args["seed"], mi_clusters=args["mi_clusters"])
+        r["ood"] = ood_losses(d, texts, n_windows=args["ood_windows"])
+        r["ood_loss"] = sum(r["ood"].values()) / len(r["ood"])  # the mean over the texts
+        line = dict(name=r["name"], ffn_ratio=round(r["ffn_ratio"], 4), attention_ratio=round(r["attention_ratio"], 4),
+                    ood_loss=round(r["ood_loss"], 4), ood={k: round(v, 4) for k, v in r["ood"].items()},
+                    accuracies=[round(a, 4) for a in r["accuracies"]])
+        if "mi_ffn_ratio" in r:
+            line.update(mi_ffn_ratio=round(r["mi_ffn_ratio"], 4), mi=[round(m, 4) for m in r["mi"]])
+        print(json.dumps(line))
         results.append(r)
     plot_contributions(results, args["plot"])
     print(f"wrote {args['plot']}")

@@ -236,7 +236,7 @@ def test_moe_at_the_papers_c2_shape():
     vocabulary 32,000, untied): baseline and Inner-MoE have the same matrices; the baseline has one
     RMSNorm gain (d parameters) more per layer. SwiGLU experts have 3 matrices each."""
     shape = dict(vocab_size=32000, block_size=2048, n_layer=6, n_head=32, n_embd=4096, tie_embeddings=False,
-                 ffn_mult=4, outer_ratio=1.0, n_experts=64, expert_hidden=4096)
+                 ffn_mult=4, outer_ratio=1.0, n_experts=64)  # expert_hidden: the default is C.2's d = 4096
     with torch.device("meta"):
         before = cea.param_split(cea.build_model(**shape, moe_place="before_ffn"))
         inner = cea.param_split(cea.build_model(**shape, moe_place="inner", current_position="masked"))
@@ -247,6 +247,11 @@ def test_moe_at_the_papers_c2_shape():
     assert before["outer_ffn"] == inner["outer_ffn"] == L * 3 * d * 4 * d == 1_207_959_552
     assert before["active_ffn"] == inner["active_ffn"] == L * (3 * d * 4 * d + 3 * d * 4096 + d * 64) == 1_511_522_304
     assert before["total"] - inner["total"] == L * d
+    # The paper's 14B: its experts are GPT-3 FFNs (2 matrices of d x 4096), 2/3 of our SwiGLU experts, on top of
+    # its 1.3B GPT (12 d^2 per layer + a 32,000 x d embedding = 1.34B); with experts of hidden 4d it would be 53B.
+    paper_experts = (experts_and_routers - L * d * 64) * 2 // 3
+    assert paper_experts == L * 64 * 2 * d * d
+    assert round((paper_experts + L * 12 * d * d + 32000 * d) / 1e9) == 14
 
 
 def test_shape_table_command_prints_the_cea_split_at_the_papers_h768_shape():

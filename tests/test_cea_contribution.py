@@ -103,9 +103,51 @@ def test_a_checkpoint_without_data_dir_reads_the_repos_data_folder(char_dataset,
     assert block_size == 16 and data_dir == ROOT / "data" / "shakespeare_char"
 
 
-def test_ood_text_is_the_python_documentation():
-    text = cea_contribution.ood_text()
-    assert len(text) > 100_000 and "def " in text and "Python" in text
+SHAKESPEARE_CHARS = "\n !\"&'()*,-./0123456789:;?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]_abcdefghijklmnopqrstuvwxyz{}"
+
+
+def test_ood_texts_are_several_texts_that_are_not_shakespeare_with_enough_in_vocabulary_windows():
+    texts = cea_contribution.ood_texts()
+    assert {"python_docs", "stdlib_docstrings"} <= set(texts) and len(texts) >= 2
+    assert "def " in texts["python_docs"] and "Python" in texts["python_docs"]
+    for name, text in texts.items():
+        assert "First Citizen" not in text and "ROMEO" not in text, name
+        starts = cea_contribution.in_vocab_windows(text, SHAKESPEARE_CHARS, 129, 64)
+        assert len(starts) == 64, name  # enough clean windows of the CPU runs' block_size + 1
+
+
+def test_ood_loss_scores_only_windows_of_the_real_text_whose_characters_are_all_in_the_vocabulary(char_dataset,
+                                                                                                 tmp_path):
+    """Out-of-vocabulary characters are not deleted: a window containing one is not scored at all."""
+    save_tiny_run(tmp_path, char_dataset)
+    clean = "Speak, speak. All: First Citizen. " * 8  # every character in the fixture's vocabulary
+    dirty = "#S#p#e#a#k#,# #s#p#e#a#k#.# " * 20  # deleting '#' would make it look like the clean text
+    starts = cea_contribution.in_vocab_windows(clean + dirty, clean, 17, 1000)
+    assert starts and max(starts) + 17 <= len(clean)  # no window reaches into the dirty part
+    assert all(set((clean + dirty)[s:s + 17]) <= set(clean) for s in starts)
+    assert starts == list(range(len(clean) - 17 + 1))  # every clean window, and only those
+    assert cea_contribution.in_vocab_windows(clean + dirty, clean, 17, 3) == [0, 128, 255]  # evenly spaced
+    # the score of the mixed text is exactly the score of its clean part
+    assert cea_contribution.char_text_loss(tmp_path, clean + dirty, n_windows=8) == \
+        cea_contribution.char_text_loss(tmp_path, clean, n_windows=8)
+    with pytest.raises(ValueError, match="entirely in the vocabulary"):
+        cea_contribution.char_text_loss(tmp_path, dirty, n_windows=8)
+
+
+def test_mutual_information_of_kmeans_labels_and_its_contribution_ratio():
+    torch.manual_seed(0)
+    blobs = torch.cat([torch.randn(300, 4) * 0.1 + 5 * i for i in range(3)])
+    targets = torch.arange(3).repeat_interleave(300)
+    labels = cea_contribution.minibatch_kmeans(blobs, 3, batch=128, steps=20)
+    assert cea_contribution.mutual_information(labels, targets) == pytest.approx(math.log(3), abs=1e-6)
+    assert cea_contribution.mutual_information(torch.zeros(900, dtype=torch.long), targets) == pytest.approx(0.0)
+    # embedding: noise; after attention: one blob separated; after the FFN: all three
+    noise = torch.randn(900, 4)
+    half = torch.cat([torch.zeros(600, 4), blobs[600:]]) + 0.01 * noise  # blobs 0 and 1 merged
+    result = cea_contribution.mi_contribution([noise, half, blobs], targets, ["embedding", "attention", "ffn"], k=3)
+    mi = result["mi"]
+    assert mi[0] < 0.05 and mi[1] == pytest.approx(0.6365, abs=0.01) and mi[2] == pytest.approx(math.log(3), abs=1e-6)
+    assert result["mi_ffn_ratio"] == pytest.approx((mi[2] - mi[1]) / (mi[2] - mi[0]))
 
 
 def test_command_line_prints_one_json_line_per_run_and_writes_the_plot(char_dataset, tmp_path, capsys):
@@ -117,8 +159,10 @@ def test_command_line_prints_one_json_line_per_run_and_writes_the_plot(char_data
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [line["name"] for line in lines] == ["run-a", "run-b"] == [r["name"] for r in results]
     for line in lines:
-        assert set(line) == {"name", "ffn_ratio", "attention_ratio", "ood_loss", "accuracies"}
+        assert set(line) == {"name", "ffn_ratio", "attention_ratio", "ood_loss", "ood", "accuracies"}
         assert line["ood_loss"] > 0 and len(line["accuracies"]) == 5
+        assert set(line["ood"]) == set(cea_contribution.ood_texts())
+        assert line["ood_loss"] == pytest.approx(sum(line["ood"].values()) / len(line["ood"]), abs=1e-3)
     assert plot.stat().st_size > 1000
     with pytest.raises(SystemExit, match="--out_dirs="):
         cea_contribution.main([])

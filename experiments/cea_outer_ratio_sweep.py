@@ -1,0 +1,185 @@
+"""
+The outer-ratio sweep of the CEA paper's Figure 6, at CPU scale and at equal pre-training loss:
+train the vanilla GPT, then the FFN-Wider GPT with CAA at several outer ratios rho (1.0 is
+FFN-Wider itself, 0.125 is CEA), each until it reaches the vanilla's validation loss; then the
+Token Prediction contribution ratio of the Outer-FFN, the mutual-information contribution and the
+out-of-distribution loss of every run, a results file and the plot docs/cea_outer_ratio_sweep.png.
+
+Paper: Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the Base Capabilities of
+Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024):
+section 2.2 and appendix A (compare at aligned pre-training performance, not equal steps), section
+6.1 / Figure 6 (rho from 100 % to 0 %: the Outer-FFN's contribution ratio falls and the base
+capability rises, except at rho = 0 for GPT), appendix C.1 (the small shape: hidden 128, 12 layers,
+2 heads, context 128, FFN 4d vs 32d).
+
+The protocol (ours; the paper's exact alignment procedure is "mid-training checkpoints were used
+for alignment"):
+1. the vanilla GPT (config/cea_paper_small_vanilla.py) trains for --vanilla_iters steps; the target
+   is its last validation loss (or --target_loss when given);
+2. each rho trains config/cea_paper_small_cea.py with outer_ratio = rho and stop_val_loss = target,
+   so it stops at the first evaluation (every eval_interval steps) at or below the target, or at
+   --max_iters (then the row says "not reached");
+3. every checkpoint is analysed by experiments/cea_contribution.py's functions on the same windows.
+Each run is a subprocess of train.py with its log in <out_root>/<run>/train.log. Resumable: a run
+whose checkpoint shows it finished (target reached or max_iters) is skipped, an interrupted one
+resumes (train.py's resume is exact); the analysis is redone each time (a minute per model).
+
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.5,0.125,0.0
+    python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125 --train=False   # analyse what is there
+
+Prints one JSON line per run and writes <out_root>/results.jsonl and the plot.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+from checkpoint import load_checkpoint  # noqa: E402
+from configurator import parse_overrides, train_defaults  # noqa: E402
+import cea_contribution  # noqa: E402
+
+DEFAULT_ARGS = dict(out_root="out-cea-sweep", ratios="1.0,0.875,0.75,0.5,0.25,0.125,0.0", vanilla_iters=120,
+                    target_loss=0.0, max_iters=200, vanilla_config="config/cea_paper_small_vanilla.py",
+                    caa_config="config/cea_paper_small_cea.py", train_args="--dtype=float32", train=True,
+                    plot="docs/cea_outer_ratio_sweep.png", n_batches=16, batch_size=16, min_count=50,
+                    ood_windows=64, mi_clusters=100, seed=0)
+
+
+def run_name(rho):
+    return f"rho{rho:g}"
+
+
+def read_metrics(run_dir):
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def last_val_loss(run_dir):
+    evals = [r for r in read_metrics(run_dir) if "val_loss" in r]
+    return evals[-1]["val_loss"] if evals else None
+
+
+def finished(run_dir, max_iters, target=0.0):
+    """True when run_dir's checkpoint reached max_iters, or its last evaluation reached target."""
+    path = Path(run_dir) / "ckpt.pt"
+    if not path.exists():
+        return False
+    ckpt = load_checkpoint(path)
+    if ckpt["iter_num"] >= max_iters:
+        return True
+    return target > 0 and ckpt["best_val_loss"] <= target
+
+
+def train(run_dir, config, overrides, max_iters, target=0.0):
+    """Train (or resume, or skip) one run of train.py as a subprocess, its output in run_dir/train.log."""
+    run_dir = Path(run_dir)
+    if finished(run_dir, max_iters, target):
+        print(f"{run_dir}: done, skipped")
+        return
+    resume = (run_dir / "ckpt.pt").exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(ROOT / "train.py"), str(ROOT / config), *overrides, f"--out_dir={run_dir}",
+               f"--max_iters={max_iters}", f"--stop_val_loss={target}",
+               f"--init_from={'resume' if resume else 'scratch'}"]
+    print(f"{run_dir}: {'resuming' if resume else 'training'} (log: {run_dir / 'train.log'})")
+    with open(run_dir / "train.log", "a") as log:
+        if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode != 0:
+            raise SystemExit(f"{run_dir}: train.py failed, see {run_dir / 'train.log'}")
+
+
+def analyse(run_dir, args, texts):
+    """Contribution ratio (TP), MI contribution, in-distribution val loss, OOD loss of one checkpoint."""
+    result = cea_contribution.analyze_checkpoint(run_dir, n_batches=args["n_batches"], batch_size=args["batch_size"],
+                                                 min_count=args["min_count"], seed=args["seed"],
+                                                 mi_clusters=args["mi_clusters"])
+    ckpt = load_checkpoint(Path(run_dir) / "ckpt.pt")
+    result.update(iters=ckpt["iter_num"], tokens=ckpt["iter_num"] * ckpt["config"]["batch_size"] *
+                  ckpt["config"]["block_size"], val_loss=last_val_loss(run_dir),
+                  ood=cea_contribution.ood_losses(run_dir, texts, n_windows=args["ood_windows"]))
+    result["ood_loss"] = sum(result["ood"].values()) / len(result["ood"])
+    return result
+
+
+def plot_sweep(rows, vanilla, path):
+    """Figure 6 at CPU scale: the Outer-FFN contribution ratio (TP and MI) and the mean OOD loss against rho."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.6, 3.8), dpi=100)
+    rho = [100 * r["outer_ratio"] for r in rows]
+    ax1.plot(rho, [r["ffn_ratio"] for r in rows], "-o", label="Token Prediction")
+    ax1.plot(rho, [r["mi_ffn_ratio"] for r in rows], "-s", label="mutual information")
+    if vanilla:
+        ax1.axhline(vanilla["ffn_ratio"], color="grey", ls="--", label="vanilla GPT (TP)")
+    ax1.set_xlabel("outer ratio rho (%)")
+    ax1.set_ylabel("FFN contribution ratio")
+    ax1.set_title("(a) contribution of the FFN")
+    ax2.plot(rho, [r["ood_loss"] for r in rows], "-o", color="C3", label="FFN-Wider w/ CAA")
+    for r, x in zip(rows, rho):
+        if not r["reached"]:
+            ax2.annotate("target not reached", (x, r["ood_loss"]), fontsize=7)
+    if vanilla:
+        ax2.axhline(vanilla["ood_loss"], color="grey", ls="--", label="vanilla GPT")
+    ax2.set_xlabel("outer ratio rho (%)")
+    ax2.set_ylabel("mean OOD loss (nats/char, lower is better)")
+    ax2.set_title("(b) out-of-distribution loss")
+    for ax in (ax1, ax2):
+        ax.invert_xaxis()  # the paper's Figure 6 runs from 100 % to 0 %
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv):
+    args = parse_overrides(argv, DEFAULT_ARGS)
+    root = Path(args["out_root"])
+    ratios = [float(r) for r in args["ratios"].split(",") if r]
+    if not ratios or not all(0.0 <= r <= 1.0 for r in ratios):
+        raise SystemExit(f"--ratios={args['ratios']!r}: give outer ratios in [0, 1], e.g. --ratios=1.0,0.5,0.125,0.0")
+    overrides = args["train_args"].split()
+    if args["train"]:
+        train(root / "vanilla", args["vanilla_config"], overrides, args["vanilla_iters"])
+    target = args["target_loss"] or last_val_loss(root / "vanilla")
+    if not target:
+        raise SystemExit(f"no target loss: train the vanilla run ({root / 'vanilla'}) or give --target_loss")
+    print(f"target validation loss {target:.4f}")
+    caa_args = parse_overrides([str(ROOT / args["caa_config"])], train_defaults())
+    for rho in ratios:
+        if args["train"]:
+            model_args = {**caa_args["model_args"], "outer_ratio": rho}
+            train(root / run_name(rho), args["caa_config"], [*overrides, f"--model_args={model_args}"],
+                  args["max_iters"], target)
+    texts = cea_contribution.ood_texts()
+    rows, vanilla = [], None
+    for name, rho in [("vanilla", None)] + [(run_name(r), r) for r in ratios]:
+        if not (root / name / "ckpt.pt").exists():
+            print(f"{root / name}: no checkpoint, left out")
+            continue
+        r = analyse(root / name, args, texts)
+        r.update(name=name, outer_ratio=rho, target=target, reached=r["val_loss"] is not None and r["val_loss"] <= target)
+        keep = ("name", "outer_ratio", "iters", "tokens", "val_loss", "target", "reached", "ffn_ratio", "mi_ffn_ratio",
+                "ood_loss", "ood")
+        line = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k in keep}
+        line["ood"] = {k: round(v, 4) for k, v in r["ood"].items()}
+        print(json.dumps(line))
+        if rho is None:
+            vanilla = r
+        else:
+            rows.append(r)
+    with open(root / "results.jsonl", "w") as f:
+        for r in ([vanilla] if vanilla else []) + rows:
+            f.write(json.dumps({k: v for k, v in r.items() if k not in ("kinds",)}) + "\n")
+    if rows:
+        plot_sweep(rows, vanilla, args["plot"])
+        print(f"wrote {args['plot']} and {root / 'results.jsonl'}")
+    return vanilla, rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
