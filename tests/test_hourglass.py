@@ -41,6 +41,18 @@ def test_k1_with_the_plain_hidden_size_is_the_plain_gpt_exactly():
     assert plain.flops_per_token() == hourglass.flops_per_token()
 
 
+@pytest.mark.parametrize("k", [1, 3])
+def test_compose_builds_the_same_ffn_slot_for_every_k(k):
+    """compose.py's K = 1 is the plain FFNSublayer and its K > 1 an HourglassFFN: hourglass.py agrees."""
+    import compose
+    torch.manual_seed(3)
+    composed = compose.build_model(**TINY, n_sub_blocks=k, bottleneck_dim=40)
+    torch.manual_seed(3)
+    ours = build_model(**TINY, n_sub_blocks=k, bottleneck_dim=40)
+    a, b = composed.state_dict(), ours.state_dict()
+    assert list(a) == list(b) and all(torch.equal(a[key], b[key]) for key in a)
+
+
 def test_k1_sublayer_equals_ffn_sublayer_with_the_same_weights():
     config = tiny_config()
     plain, hourglass = FFNSublayer(64, 40, config), HourglassFFN(64, 40, 1, config)
