@@ -42,8 +42,10 @@ that `python compose.py` prints.
 
 A ><former schedule given as `width_schedule` is solved by Appendix A with the FFN multiple
 of this FFN slot, E = K d_h / d, so it matches the constant-width model of the same d, K, d_h.
-Not composed: the MoE forms of cea.py (their router and balancing loss stay in cea.py). Not
-tracked: Appendix A's endpoint count W_end for composed models (endpoint_params returns 0).
+Not composed: the MoE forms of cea.py (their router and balancing loss stay in cea.py). Appendix A's
+endpoint count W_end of a composed model (ComposedGPT.endpoint_params) is not K times one
+sub-block's: only the last sub-block's rows past d are truncated, and with CEA only W_q and the
+Inner-FFN's input read the first layer's zero padding; the solver uses the same count.
 
     python compose.py                                   # the matched shapes of the CPU preset
     python compose.py --preset=gpu                      # ... of the GPU preset (meta device)
@@ -81,9 +83,12 @@ class ComposedConfig(GPTConfig):
     n_sub_blocks: int = 1  # hourglass K
     outer_ratio: float = 1.0  # CEA rho: the FFN slot keeps rho of every sub-block's width
     current_position: str = "direct"  # CEA's rule for the current position (cea.CURRENT_POSITION_RULES)
+    scale_init_by_width: bool = True  # the ><former's init rule (variable_width.py); no-op at w_l = d
+    attention_multiplier: str = "sqrt"  # 'sqrt' (1/sqrt(head_dim)) or the reference's 'head_dim'
 
     def __post_init__(self):
         super().__post_init__()
+        variable_width.check_width_rules(self)
         self.layer_widths = list(self.layer_widths) or [self.n_embd] * self.n_layer
         if len(self.layer_widths) != self.n_layer:
             raise ValueError(f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")
@@ -128,14 +133,44 @@ class ComposedGPT(variable_width.VariableWidthGPT):
         return hourglass.HourglassFFN(width, outer, K, self.config)  # eq. (3): K sub-blocks of width outer
 
     def endpoint_params(self):
-        return 0  # Appendix A's W_end is the ><former file's accounting; not tracked for compositions
+        """Appendix A's W_end for this composition, counted on the modules. First layer (w_1 > d):
+        the input columns that read only the zero padding: all QKV rows with plain attention; with
+        CEA W_q's rows and the Inner-FFN's W_1, W_3 (they read a = n(x)), but not W_k, W_v, which
+        also read t = a + InnerFFN(a), nonzero past d. Last layer (w_L > d): the rows past d of
+        the LAST sublayer only (an earlier sub-block's rows feed the sub-blocks after it): the last
+        sub-block's W_u, or W_o when rho = 0 leaves the FFN slot empty."""
+        d, widths = self.config.n_embd, self.config.layer_widths
+        attn = self.blocks[0].attn
+        if isinstance(attn, cea.CEAAttentionSublayer):
+            cols = attn.q_dim + attn.inner_ffn.gate_up_proj.weight.size(0)
+        else:
+            cols = attn.attn.qkv_proj.weight.size(0)
+        ffn, last_attn = self.blocks[-1].ffn, self.blocks[-1].attn
+        if isinstance(ffn, hourglass.HourglassFFN):
+            out = ffn.sub_blocks[-1].mlp.out_proj
+        elif isinstance(ffn, FFNSublayer):
+            out = ffn.mlp.out_proj
+        else:  # rho = 0: the attention sublayer writes last
+            out = last_attn.out_proj if isinstance(last_attn, cea.CEAAttentionSublayer) else last_attn.attn.out_proj
+        return cols * max(widths[0] - d, 0) + out.weight.size(1) * max(widths[-1] - d, 0)
+
+
+def endpoint_multiples(e_sub, n_sub_blocks, outer_ratio, kv_ratio=1.0):
+    """W_end of a composed layer per unit of width, as ComposedGPT.endpoint_params counts it:
+    end_in (first-layer columns per padded coordinate, / w_1) and end_out (last-sublayer row
+    length, / w_L), for sub-blocks of hidden e_sub w each (before CEA's split)."""
+    inner = n_sub_blocks * (1 - outer_ratio) * e_sub  # the Inner-FFN's width / w
+    end_in = 1 + 2 * inner if outer_ratio < 1 else 1 + 2 * kv_ratio  # W_q (+ W_1, W_3) or W_q, W_k, W_v
+    end_out = outer_ratio * e_sub if outer_ratio > 0 else 1.0  # the last sub-block's W_u, or W_o
+    return dict(end_in=end_in, end_out=end_out)
 
 
 def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
                 ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0,
                 # the ><former schedule (variable_width.py)
                 layer_widths=None, width_schedule="constant", bottleneck_layer_ratio=0.75,
-                bottleneck_width_ratio=0.3, width_multiple=32, expansion="carry",
+                bottleneck_width_ratio=0.3, width_multiple=32, expansion="carry", scale_init_by_width=True,
+                attention_multiplier="sqrt",
                 # the LWS schedule (lws.py)
                 ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256,
                 # the hourglass FFN (hourglass.py)
@@ -170,7 +205,8 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
         if not layer_widths:  # Appendix A's solver, with the FFN multiple E = K d_h / d of this FFN slot
             layer_widths, _ = variable_width.solve_widths(
                 width_schedule, n_layer, n_embd, bottleneck_layer_ratio, bottleneck_width_ratio, width_multiple,
-                ffn_mult=n_sub_blocks * hidden / n_embd, kv_ratio=n_kv_head / n_head)
+                ffn_mult=n_sub_blocks * hidden / n_embd, kv_ratio=n_kv_head / n_head,
+                **endpoint_multiples(hidden / n_embd, n_sub_blocks, outer_ratio, n_kv_head / n_head))
         widths = list(layer_widths)
         variable_width.check_widths(widths, n_head)
         layers = [LayerSpec(n_head, n_kv_head, w // n_head, max(1, round(hidden * w / n_embd))) for w in widths]
@@ -180,7 +216,8 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
                             n_kv_head=n_kv_head, n_embd=n_embd, head_dim=head_dim, ffn_hidden=hidden, qk_norm=qk_norm,
                             tie_embeddings=tie_embeddings, dropout=dropout, layers=layers, layer_widths=widths,
                             expansion=expansion, n_sub_blocks=n_sub_blocks, outer_ratio=outer_ratio,
-                            current_position=current_position)
+                            current_position=current_position, scale_init_by_width=scale_init_by_width,
+                            attention_multiplier=attention_multiplier)
     return ComposedGPT(config)
 
 
@@ -353,6 +390,7 @@ def describe_shapes(shapes, seq_len):
         c = model.param_counts()
         out[name] = dict(model_type=model_type, shape=shape_label(model), embedding=c["embedding"] + c["lm_head"],
                          attention=c["attention"], ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
+                         endpoint=model.endpoint_params() if hasattr(model, "endpoint_params") else 0,
                          total=c["total"], flops_per_token=model.flops_per_token(seq_len),
                          kv_bytes_per_token=model.kv_cache_bytes_per_token())  # bf16 keys + values, all layers
     return out
@@ -363,14 +401,15 @@ def shapes_table(shapes_info, extra_columns=None):
     cells}) appended on the right (compare.py adds its training results this way)."""
     names = list(shapes_info)
     first, base_budget = names[0], shapes_info[names[0]]["budget"]  # the plain GPT, unless --models left it out
-    head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})", "fwd FLOPs/token",
-            "KV bytes/token"]
+    head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
+            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token"]
     extra_head, extra_cells = extra_columns or ([], {})
     lines = ["| " + " | ".join(head + extra_head) + " |", "|---|---|" + "---:|" * (len(head) - 2 + len(extra_head))]
     for name in names:
         r = shapes_info[name]
         cells = [name, r["shape"], f"{r['embedding'] / 1e6:.3f}M", f"{r['attention'] / 1e6:.3f}M",
                  f"{r['ffn'] / 1e6:.3f}M", f"{r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base_budget - 1):+.1f}%)",
+                 f"{(r['budget'] - r['endpoint']) / 1e6:.3f}M ({100 * ((r['budget'] - r['endpoint']) / base_budget - 1):+.1f}%)",
                  f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}"]
         lines.append("| " + " | ".join(cells + list(extra_cells.get(name, []))) + " |")
     return "\n".join(lines)

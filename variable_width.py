@@ -7,71 +7,56 @@ https://github.com/ZhaofengWu/variable-width-transformers
 
 The idea
 --------
-A plain transformer gives every layer the same width d. The ><former gives layer l its own
-width d_l (we write w_l): wide early layers, a narrow bottleneck at ~3/4 of the depth, wide
-late layers ("><", narrowing then growing). A layer's parameters grow like w_l^2 but its
-attention FLOPs and KV cache grow like w_l, so at the same parameter count the average width
-is smaller: ~10% less KV cache and fewer FLOPs, and in the paper a lower loss too.
-
-The layers talk through one residual stream R of width D = max(d, max_l w_l). It starts as
-the embedding padded with zeros; layer l reads and writes only R[:w_l]; coordinates it does
-not cover keep the value written by the last layer that covered them. That is the paper's
-parameter-free resize f^l:
+Layer l gets its own width d_l (we write w_l): wide, a narrow bottleneck at ~3/4 of the depth,
+wide ("><"). Parameters grow like w_l^2, attention FLOPs and KV cache like w_l: at equal parameters
+the average width is smaller. One residual stream R of width D = max(d, max_l w_l), starting as
+[embedding, zeros]; the resize f^l carries each coordinate from the last layer that wrote it:
 
     x^l = B^l(f^l(x^{l-1})) + f^l(x^{l-1})                                     (sec. 2)
     [f^l(x^{l-1})]_i = [x^{l'}]_i,  l' = max{ l~ < l : d_l~ >= i }   (0 if none)   (1)
+    i.e.  R <- cat( Block_l(R[:w_l]), R[w_l:] )                                (eq. 1 in code)
 
-so layer l is an ordinary pre-norm block of width w_l applied to R[:w_l]:
-
-    R <- cat( Block_l(R[:w_l]), R[w_l:] )                                      (eq. 1 in code)
-
-Widths (sec. 2, Appendix A): a bottleneck layer l* = r_l L of width d_l* = r_d d, geometric on
-each side (d_l = a^- d_{l-1} up to l*, d_l = a^+ d_{l-1} after it), equal endpoints
-d_1 = d_L = d_bar, and parameter count matched to a constant-width baseline:
+Widths (Appendix A): bottleneck layer l* = r_l L of width r_d d, geometric on each side (a^-
+before, a^+ after), equal endpoints d_1 = d_L = d_bar, parameters matched to the constant width:
 
     a^+ = (a^-)^(-(l*-1)/(L-l*))
     K d_bar^2 S2(a^-) - W_end(d_bar) = L K d^2,  S2 = sum_l c_l^2,  K = 4 + 3E    (App. A)
-    W_end(d_bar) = 1{d_bar > d} (3 + E) d_bar (d_bar - d)       (unused first-QKV columns and
-                                                                  last-MLP-down rows)
+    W_end(d_bar) = 1{d_bar > d} (3 + E) d_bar (d_bar - d)  (first QKV on the padding, last W_2 rows cut)
     b(a^-) = d_bar(a^-) (a^-)^(l*-1) = d_l*   solved by bisection, then round(d_l / 32) * 32
 
 What this file implements
 -------------------------
-- `VariableWidthConfig` / `VariableWidthGPT`: model.GPT with per-layer widths; every layer is a
-  plain model.Block built at width w_l with the same number of heads (head_dim = w_l / n_head,
-  SwiGLU hidden 4 w_l). Constant widths give exactly model.GPT (same seed, same logits).
-  `residual_streams` (the stream after every layer) and `head_input` (the final norm) are what
-  experiments/variable_width_analysis.py reads for sec. 4 (matrix entropy, eq. 2; logit lens).
-- Expansion methods of sec. 4.4: 'carry' (eq. 1, default), 'zero' (new coordinates are zeros:
-  a naive resize) and 'project' (a learned linear map predicts only the new coordinates from
-  the previous layer's w_{l-1} coordinates).
-- Schedules: constant, x (><former), diamond, v (growing), lambda (narrowing), each from
-  (r_l, r_d) with the Appendix A solver, or any explicit list `layer_widths`.
-- Accounting: Appendix A's W_end and "matched" count (`param_summary`), the table against the
-  constant width (`compare`, `report`); FLOPs and KV cache per token are model.GPT's.
+`VariableWidthGPT`: model.GPT whose layer l is a plain model.Block of width w_l (n_head heads of
+w_l / n_head, SwiGLU hidden 4 w_l; constant widths: exactly model.GPT). Expansions of sec. 4.4:
+'carry' (eq. 1), 'zero', 'project' (a learned map from the kept w_{l-1} coordinates predicts the
+new ones). Schedules constant | x | diamond | v | lambda by Appendix A, or `layer_widths`. W_end and
+the "matched" count (`param_summary`); the table against the constant width (`report`).
 
-Deviations from the paper, and why
-----------------------------------
-- No muP (the reference trains with muP: init std 0.1, embedding x12, logits /8, residual x0.22,
-  lr 1e-2): we use the repo's standard init (0.02, residual projections 0.02/sqrt(2L)) and
-  train.py's AdamW so that the ><former and the baseline differ only in shape.
-- The final RMSNorm runs over R[:w_L] and its output is truncated to d before the head. So the
-  last MLP's rows beyond d still affect the norm's scale; they are the paper's "unused" endpoint
-  parameters, which we count separately (`param_summary`). If w_L < d (a lambda shape) the norm
-  runs over R[:d] instead (the head needs d coordinates).
-- The embedding is always zero-padded (also in the 'project' variant), as Appendix A assumes.
-- For v and lambda shapes (no symmetric endpoints) the solver scales one geometric progression;
-  the endpoint correction then applies to whichever end is wider than d. GQA changes K to
-  2 + 2 n_kv/n_head + 3E; with plain attention this is the paper's K = 16.
+Deviations: where each choice comes from (the paper / the reference code (URL above) / ours)
+- Final norm (the reference code): RMSNorm over R[:w_L], then truncated to d before the head, so
+  the last MLP's rows past d (W_end) still move the norm's scale. If w_L < d (lambda) ours norms
+  R[:d]; the reference norms R[:w_L] and fills the rest from earlier layers, un-normed.
+- Per-layer init (the reference code's `variable_initialization`, on in its configs): layer l's
+  matrices at std * sqrt(d / w_l), Var[W] ~ 1 / fan_in at every width. `scale_init_by_width`,
+  default on, applied to the repo's std (0.02; out_proj 0.02 / sqrt(2L)).
+- Attention multiplier: the reference code uses 1/head_dim (a muP rule; the paper trains every
+  model, baseline included, with muP). Ours by default 1/sqrt(head_dim), as our baseline model.GPT;
+  `attention_multiplier='head_dim'` gives the reference's (plain attention, no qk_norm).
+- No muP (ours): the reference's configs use init 0.1, embedding x12, logits /8, residual x0.22,
+  AdamW lr 1e-2 with muP groups; we use the repo's init and train.py's AdamW, as the baseline.
+- Rounding (ours): continuous d_bar, widths floor(w / 32 + 1/2) * 32; the reference rounds d_bar to
+  an integer first, then uses Python's round. Ours gives the paper's 200M widths (tested).
+- The embedding is zero-padded in every expansion variant (ours; W_end assumes it); the
+  reference's learned expansions also map the embedding to w_1.
+- v / lambda (ours): one geometric progression, W_end at whichever end is wider than d. GQA
+  (ours): K = 2 + 2 n_kv/n_head + 3E (16 without GQA, as in the paper).
 
-Run (write-up and measured results: docs/variable_width.md)
----------------------------------------------------------
+Run (write-up and results: docs/variable_width.md)
+-------------------------------------------------
     python variable_width.py --n_layer=16 --n_embd=640         # the 200M shape table (meta device)
     python variable_width.py config/variable_width_shakespeare_char_x.py   # the CPU shapes
-    python train.py config/variable_width_shakespeare_char_x.py   # CPU ><former on Shakespeare
-    python train.py config/variable_width_shakespeare_char_constant.py
-    python bench.py config/variable_width_shakespeare_char_constant.py config/variable_width_shakespeare_char_x.py
-    python experiments/variable_width_analysis.py --out_dirs=out-vw-constant,out-vw-x   # entropy + lens PNGs
+    python train.py config/variable_width_shakespeare_char_x.py   # (and ..._constant.py)
+    python experiments/variable_width_analysis.py --out_dirs=out-vw-constant,out-vw-x
 """
 
 import math
@@ -102,20 +87,21 @@ def shape_factors(shape, n_layer, bottleneck_layer, alpha):
     return [alpha ** (l - 1) if l <= k else alpha ** (k - 1) * alpha_plus ** (l - k) for l in range(1, L + 1)]
 
 
-def matched_scale(factors, n_embd, ffn_mult=4, kv_ratio=1.0):
-    """The scale s (= d_bar for x / diamond) with K s^2 S2 - W_end = L K d^2 (Appendix A).
-    W_end counts the first layer's QKV columns and the last layer's MLP-down rows that face
-    the zero padding / truncation, when that end is wider than d. Quadratic in s; the
-    indicators 1{w_1 > d}, 1{w_L > d} are guessed and the self-consistent root is kept."""
+def matched_scale(factors, n_embd, ffn_mult=4, kv_ratio=1.0, end_in=None, end_out=None):
+    """The scale s (= d_bar for x / diamond) with K s^2 S2 - W_end = L K d^2 (Appendix A). W_end:
+    end_in w_1 first-layer columns per padded coordinate (default 1 + 2 kv_ratio: QKV) and last
+    rows of end_out w_L entries (default E: the MLP's W_2) past d; compose.py passes its own.
+    The indicators 1{w_1 > d}, 1{w_L > d} are guessed and the self-consistent root kept."""
     d, L = n_embd, len(factors)
     qkv = 1 + 2 * kv_ratio  # 3 with plain attention
     K = qkv + 1 + 3 * ffn_mult  # 4 + 3E = 16 with plain attention
+    e_in, e_out = qkv if end_in is None else end_in, ffn_mult if end_out is None else end_out
     S2 = sum(c * c for c in factors)
     c1, cL = factors[0], factors[-1]
     for first_wide in (0, 1):
         for last_wide in (0, 1):
-            A = K * S2 - first_wide * qkv * c1 ** 2 - last_wide * ffn_mult * cL ** 2
-            B = (first_wide * qkv * c1 + last_wide * ffn_mult * cL) * d
+            A = K * S2 - first_wide * e_in * c1 ** 2 - last_wide * e_out * cL ** 2
+            B = (first_wide * e_in * c1 + last_wide * e_out * cL) * d
             C = -L * K * d * d
             s = (-B + math.sqrt(B * B - 4 * A * C)) / (2 * A)
             consistent = all(abs(s * c - d) <= 1e-9 * d or (s * c > d) == bool(wide)
@@ -126,19 +112,18 @@ def matched_scale(factors, n_embd, ffn_mult=4, kv_ratio=1.0):
 
 
 def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
-    if shape == "v":
-        return 1
-    if shape == "lambda":
-        return n_layer
+    if shape in ("v", "lambda"):
+        return 1 if shape == "v" else n_layer
     if n_layer < 3:
         raise ValueError(f"a {shape} shape needs n_layer >= 3 (a bottleneck strictly inside), got {n_layer}")
     return min(max(round(bottleneck_layer_ratio * n_layer), 2), n_layer - 1)  # l* = r_l L
 
 
 def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
-                 width_multiple=32, ffn_mult=4, kv_ratio=1.0):
-    """Per-layer widths for a shape, parameter-matched to a constant width n_embd (Appendix A).
-    Returns (widths rounded to width_multiple, dict with the unrounded widths, alpha, l*)."""
+                 width_multiple=32, ffn_mult=4, kv_ratio=1.0, end_in=None, end_out=None):
+    """Per-layer widths for a shape, parameter-matched to a constant width n_embd (Appendix A;
+    end_in / end_out: W_end's multiples, see matched_scale). Returns (widths rounded to
+    width_multiple, dict with the unrounded widths, alpha, l*)."""
     if shape not in SHAPES:
         raise ValueError(f"width_schedule={shape!r}: choose one of {', '.join(SHAPES)} or give layer_widths")
     d, L = n_embd, n_layer
@@ -149,7 +134,7 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
 
     def bottleneck_width(alpha):  # b(a^-) = d_bar(a^-) c_l*(a^-)
         c = shape_factors(shape, L, k, alpha)
-        return matched_scale(c, d, ffn_mult, kv_ratio) * c[k - 1]
+        return matched_scale(c, d, ffn_mult, kv_ratio, end_in, end_out) * c[k - 1]
 
     lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)  # diamond widens: a^- > 1
     f_lo, f_hi = bottleneck_width(lo) - target, bottleneck_width(hi) - target
@@ -167,7 +152,7 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
             hi = mid
     alpha = 0.5 * (lo + hi)
     c = shape_factors(shape, L, k, alpha)
-    scale = matched_scale(c, d, ffn_mult, kv_ratio)
+    scale = matched_scale(c, d, ffn_mult, kv_ratio, end_in, end_out)
     unrounded = [scale * ci for ci in c]  # continuous widths; round only at the very end
     widths = [max(width_multiple, int(math.floor(w / width_multiple + 0.5)) * width_multiple) for w in unrounded]
     return widths, dict(unrounded=unrounded, alpha=alpha, bottleneck_layer=k)
@@ -186,16 +171,34 @@ def check_widths(widths, n_head):
                              f"to such a multiple (width_multiple)")
 
 
+def check_width_rules(config):
+    if config.attention_multiplier not in ("sqrt", "head_dim"):
+        raise ValueError(f"attention_multiplier={config.attention_multiplier!r}: choose 'sqrt' (1/sqrt(head_dim)) "
+                         f"or 'head_dim' (1/head_dim, the reference code's)")
+    if config.attention_multiplier == "head_dim" and config.qk_norm:
+        raise ValueError("attention_multiplier='head_dim' scales q before qk_norm, which would undo it: "
+                         "use qk_norm='' with it")
+
+
+def scale_queries(spec):
+    """A forward hook on qkv_proj: q * head_dim^-1/2, so that SDPA's own 1/sqrt(head_dim) makes 1/head_dim."""
+    q_dim = spec.n_head * spec.head_dim
+    return lambda module, inputs, out: torch.cat((out[..., :q_dim] * spec.head_dim ** -0.5, out[..., q_dim:]), -1)
+
+
 @dataclass
 class VariableWidthConfig(GPTConfig):
     layer_widths: list[int] = field(default_factory=list)  # w_l; empty: n_embd everywhere
     expansion: str = "carry"  # how coordinates a layer gains are filled: carry | zero | project
+    scale_init_by_width: bool = True  # layer l's matrices at std * sqrt(d / w_l), as the reference trained
+    attention_multiplier: str = "sqrt"  # softmax(q.k * m): 'sqrt' m = 1/sqrt(hd) (ours), 'head_dim' 1/hd
 
     def __post_init__(self):
         if self.layers:
             raise ValueError("VariableWidthConfig builds its layers from layer_widths; do not pass layers")
         if self.expansion not in EXPANSIONS:
             raise ValueError(f"expansion={self.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
+        check_width_rules(self)
         d = self.n_embd
         self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
         if len(self.layer_widths) != self.n_layer:
@@ -234,6 +237,20 @@ class VariableWidthGPT(GPT):
                     proj = nn.Linear(widths[l - 1], widths[l] - widths[l - 1], bias=False)
                     torch.nn.init.normal_(proj.weight, mean=0.0, std=0.02)
                     self.expansions[str(l)] = proj
+        if config.attention_multiplier == "head_dim":  # the reference's 1/head_dim (a muP rule)
+            for block, spec in zip(self.blocks, config.layers):
+                if not isinstance(block.attn, AttentionSublayer):
+                    raise ValueError("attention_multiplier='head_dim' is built for plain attention only")
+                block.attn.attn.qkv_proj.register_forward_hook(scale_queries(spec))
+
+    def init_weights(self):
+        """model.GPT's init, then (scale_init_by_width) layer l's matrices times sqrt(d / w_l)."""
+        super().init_weights()
+        with torch.no_grad():
+            for block, w in zip(self.blocks, self.config.layer_widths):
+                for p in block.parameters():
+                    if self.config.scale_init_by_width and p.dim() >= 2 and w != self.config.n_embd:
+                        p.mul_(math.sqrt(self.config.n_embd / w))
 
     def make_attention(self, layer_idx, spec):
         return AttentionSublayer(self.config.layer_widths[layer_idx], spec, self.config)
@@ -287,8 +304,7 @@ class VariableWidthGPT(GPT):
         return super().flops_per_token(seq_len) + linear_flops(self.expansions)
 
     def endpoint_params(self):
-        """Appendix A's W_end: first-layer QKV columns that read the zero padding (w_1 > d) and
-        last-layer MLP-down rows beyond d (w_L > d)."""
+        """Appendix A's W_end: first-layer QKV columns on the zero padding, last MLP-down rows past d."""
         d, widths = self.config.n_embd, self.config.layer_widths
         qkv = self.blocks[0].attn.attn.qkv_proj.weight  # (q + 2 kv, w_1)
         down = self.blocks[-1].ffn.mlp.out_proj.weight  # (w_L, hidden)
@@ -298,11 +314,9 @@ class VariableWidthGPT(GPT):
 def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
                 ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0, layer_widths=None,
                 width_schedule="x", bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3, width_multiple=32,
-                expansion="carry"):
-    """A ><former from the common GPT keywords plus the schedule: explicit `layer_widths`, or
-    `width_schedule` in constant | x | diamond | v | lambda with l* = r_l L
-    (bottleneck_layer_ratio) and d_l* = r_d d (bottleneck_width_ratio), parameter-matched to
-    the constant width n_embd and rounded to width_multiple."""
+                expansion="carry", scale_init_by_width=True, attention_multiplier="sqrt"):
+    """A ><former: explicit `layer_widths`, or `width_schedule` (constant | x | diamond | v | lambda)
+    with l* = r_l L, d_l* = r_d d, matched to the constant width n_embd, rounded to width_multiple."""
     if not layer_widths:
         ffn_mult = (ffn_hidden or 4 * n_embd) / n_embd
         layer_widths, _ = solve_widths(width_schedule, n_layer, n_embd, bottleneck_layer_ratio,
@@ -311,7 +325,8 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
     return VariableWidthGPT(VariableWidthConfig(
         vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head,
         n_embd=n_embd, head_dim=head_dim, ffn_hidden=ffn_hidden, qk_norm=qk_norm, tie_embeddings=tie_embeddings,
-        dropout=dropout, layer_widths=list(layer_widths), expansion=expansion))
+        dropout=dropout, layer_widths=list(layer_widths), expansion=expansion,
+        scale_init_by_width=scale_init_by_width, attention_multiplier=attention_multiplier))
 
 
 # ----------------------------------------------------------------------------------------
@@ -354,17 +369,14 @@ def report(args):
     """The printable table of `python variable_width.py`: per-layer shapes, then ratios."""
     common = {k: args[k] for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd",
                                    "head_dim", "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")}
-    mine = {k: args[k] for k in ("layer_widths", "width_schedule", "bottleneck_layer_ratio",
-                                 "bottleneck_width_ratio", "width_multiple", "expansion")}
+    keys = ("width_schedule", "n_layer", "n_embd", "bottleneck_layer_ratio", "bottleneck_width_ratio", "width_multiple")
     with torch.device("meta"):  # any size, instantly
-        model = build_model(**common, **mine)
+        model = build_model(**common, **{k: args[k] for k in keys + ("layer_widths", "expansion") if k not in common})
         baseline = GPT(GPTConfig(**common))
     lines = [f"{args['width_schedule'] if not args['layer_widths'] else 'explicit'} widths, "
              f"expansion={args['expansion']}, matched to a constant width d={args['n_embd']}, L={args['n_layer']}"]
     if not args["layer_widths"] and args["width_schedule"] != "constant":
-        _, info = solve_widths(args["width_schedule"], args["n_layer"], args["n_embd"], args["bottleneck_layer_ratio"],
-                               args["bottleneck_width_ratio"], args["width_multiple"],
-                               (args["ffn_hidden"] or 4 * args["n_embd"]) / args["n_embd"],
+        _, info = solve_widths(*(args[k] for k in keys), (args["ffn_hidden"] or 4 * args["n_embd"]) / args["n_embd"],
                                (args["n_kv_head"] or args["n_head"]) / args["n_head"])
         lines.append(f"solver: endpoint width {info['unrounded'][0]:.2f} (unrounded), alpha^- = {info['alpha']:.5f}, "
                      f"bottleneck layer l* = {info['bottleneck_layer']} (1-indexed)")
@@ -373,8 +385,7 @@ def report(args):
         n = sum(p.numel() for p in block.parameters())
         lines.append(f"{i + 1:5d}  {s.n_head * s.head_dim:5d}  {s.n_head:5d}  {s.head_dim:8d}  {s.n_kv_head:8d}"
                      f"  {s.ffn_hidden:10d}  {n / 1e6:9.2f}M")
-    lines.append(f"widths: {layer_widths_of(model)}")
-    lines.append(f"\n{'':32s} {'><former':>14s} {'constant':>14s}  ratio")
+    lines += [f"widths: {layer_widths_of(model)}", f"\n{'':32s} {'><former':>14s} {'constant':>14s}  ratio"]
     for name, a, b in compare(model, baseline):
         lines.append(f"{name:32s} {a:14,.1f} {b:14,.1f}  {a / b:.4f}")
     pm = param_summary(model)
@@ -391,8 +402,7 @@ if __name__ == "__main__":
 
     from configurator import ConfigError, parse_overrides, train_defaults
     from model import default_args
-    # train.py's keys too, so that a training config file can be passed (only its model keys,
-    # model_args, and dataset / data_dir for the vocabulary size of its data are used)
+    # train.py's keys too, so a training config file can be passed (its model keys, model_args, data's vocabulary)
     defaults = {**train_defaults(), **{k: v for k, v in default_args().items() if k not in ("layers", "rope_theta",
                                                                                            "norm_eps")}}
     defaults.update(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16, tie_embeddings=False,

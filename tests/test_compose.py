@@ -45,6 +45,13 @@ def test_k1_in_a_former_is_the_former():
     same_model(lambda: compose.build_model(**COMMON, **former), lambda: variable_width.build_model(**COMMON, **former))
 
 
+def test_k1_in_a_former_is_the_former_with_the_reference_rules():
+    former = dict(width_schedule="x", width_multiple=8, attention_multiplier="head_dim", scale_init_by_width=False)
+    same_model(lambda: compose.build_model(**COMMON, **former), lambda: variable_width.build_model(**COMMON, **former))
+    with pytest.raises(ValueError, match="plain attention only"):
+        compose.build_model(**COMMON, attention_multiplier="head_dim", ffn_hidden=32 * 64, outer_ratio=0.125)
+
+
 def test_constant_widths_k4_is_the_hourglass():
     same_model(lambda: compose.build_model(**COMMON, n_sub_blocks=4, bottleneck_dim=24),
                lambda: hourglass.build_model(**COMMON, n_sub_blocks=4, bottleneck_dim=24))
@@ -140,6 +147,56 @@ def test_cpu_preset_shapes_match_the_budget():
         former = variable_width.build_model(**shapes["><former"][1])
     matched = variable_width.param_summary(former)["matched"]
     assert abs(matched / target - 1) < 0.02
+
+
+def test_composed_endpoint_params_is_the_hand_count():
+    """Appendix A's W_end of a K-sub-block slot: the first layer's QKV columns facing the zero
+    padding, and only the LAST sub-block's W_u rows past d (not K of them); with CEA attention
+    W_q and the Inner-FFN's input read the padding, W_k / W_v read t (not zero past d)."""
+    d, w, hid = 64, 96, 40  # w_1 = w_L = 96 > d; each sub-block's hidden at w: 40 * 96 / 64 = 60
+    shape = dict(vocab_size=50, block_size=8, n_layer=4, n_head=4, n_embd=d, layer_widths=[w, 64, 32, w],
+                 bottleneck_dim=hid)
+    cases = {  # (K, rho): W_end by hand
+        (4, 1.0): 3 * w * (w - d) + 60 * (w - d),  # QKV rows 3w; one sub-block of hidden 60
+        (1, 1.0): 3 * w * (w - d) + 60 * (w - d),  # the plain FFN: the ><former's (3 + E) d_bar (d_bar - d)
+        (2, 0.5): (w + 2 * 60) * (w - d) + 30 * (w - d),  # W_q + Inner-FFN W_1, W_3 (2 x K(1-rho)W = 60 wide)
+        (2, 0.0): (w + 2 * 120) * (w - d) + w * (w - d),  # no Outer-FFN: W_o writes last
+    }
+    for (k, rho), by_hand in cases.items():
+        with torch.device("meta"):
+            model = compose.build_model(**shape, n_sub_blocks=k, outer_ratio=rho)
+        assert model.endpoint_params() == by_hand, (k, rho)
+        m = compose.endpoint_multiples(hid / d, k, rho)  # what the solver subtracts, per unit width
+        assert m["end_in"] * w * (w - d) + m["end_out"] * w * (w - d) == pytest.approx(by_hand), (k, rho)
+
+
+@pytest.mark.parametrize("preset", ["cpu", "gpu"])
+def test_preset_formers_match_the_budget_without_w_end(preset):
+    """Appendix A matches the budget less W_end: the ><former rows land within 1.5% of the GPT's
+    (the GPU preset's hourglass+><former was solved with K sub-blocks' W_end: widths 1824, +2.2%)."""
+    from compose import MATCHING_KEYS, PRESETS, baseline_of
+    settings = PRESETS[preset]
+    shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+    info = compose.describe_shapes(shapes, settings["block_size"])
+    target = info["GPT"]["budget"]
+    for name in ("><former", "hourglass+><former"):
+        assert info[name]["endpoint"] > 0, name
+        assert abs((info[name]["budget"] - info[name]["endpoint"]) / target - 1) < 0.015, name
+    table = compose.shapes_table(info)
+    assert "budget without W_end (vs GPT)" in table.splitlines()[0]
+
+
+def test_compose_prints_the_budget_without_w_end():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "compose.py"], cwd=compose.ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
+    head = [c.strip() for c in rows["model"].split("|")]
+    col = head.index("budget without W_end (vs GPT)")
+    for name in ("><former", "hourglass+><former"):
+        cell = rows[name].split("|")[col]  # e.g. ' 1.597M (+1.4%) '
+        assert abs(float(cell.split("(")[1].rstrip("%) "))) < 1.5, cell
 
 
 def test_gpu_preset_hourglass_is_the_papers_113m_row():

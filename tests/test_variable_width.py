@@ -194,3 +194,46 @@ def test_command_line_prints_the_200m_shape_table():
     bad = subprocess.run([sys.executable, "variable_width.py", "--width_schedule=hourglass"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "width_schedule" in bad.stderr
+
+
+# The reference code's width-dependent rules (github.com/ZhaofengWu/variable-width-transformers)
+
+
+def test_init_std_of_a_narrow_layer_scales_with_sqrt_d_over_w():
+    """scale_init_by_width (default, as the reference trained): layer l's matrices at std * sqrt(d / w_l)."""
+    d, widths = 256, [256, 64, 256]
+    torch.manual_seed(0)
+    on = build_model(vocab_size=50, block_size=8, n_layer=3, n_embd=d, n_head=4, layer_widths=widths)
+    torch.manual_seed(0)
+    off = build_model(vocab_size=50, block_size=8, n_layer=3, n_embd=d, n_head=4, layer_widths=widths,
+                      scale_init_by_width=False)
+    narrow_on, narrow_off = on.blocks[1].attn.attn.qkv_proj.weight, off.blocks[1].attn.attn.qkv_proj.weight
+    assert narrow_off.std().item() == pytest.approx(0.02, rel=0.03)
+    assert narrow_on.std().item() == pytest.approx(0.02 * (d / 64) ** 0.5, rel=0.03)  # 0.04
+    # the same draws, scaled: off is today's init bit for bit, on multiplies the narrow layer only
+    for (name, a), b in zip(on.named_parameters(), off.parameters()):
+        scaled = name.startswith("blocks.1.") and a.dim() >= 2
+        assert torch.equal(a, b * 2.0 if scaled else b), name
+
+
+def test_attention_multiplier_head_dim_is_q_scaled_by_rsqrt_head_dim():
+    """'head_dim' (the reference's 1/head_dim) changes the logits and equals 'sqrt' (1/sqrt(head_dim),
+    the default, today's logits) with W_q scaled by head_dim^-1/2; refused with qk_norm."""
+    widths = [64, 32, 64]
+    torch.manual_seed(0)
+    default = tiny_vw(widths).eval()
+    torch.manual_seed(0)
+    sqrt = tiny_vw(widths, attention_multiplier="sqrt").eval()
+    torch.manual_seed(0)
+    inverse = tiny_vw(widths, attention_multiplier="head_dim").eval()
+    idx = torch.randint(50, (2, 32))
+    with torch.no_grad():
+        assert torch.equal(all_logits(default, idx), all_logits(sqrt, idx))
+        assert not torch.allclose(all_logits(sqrt, idx), all_logits(inverse, idx), atol=1e-4)
+        for block, spec in zip(sqrt.blocks, sqrt.config.layers):
+            block.attn.attn.qkv_proj.weight[:spec.n_head * spec.head_dim] *= spec.head_dim ** -0.5
+        torch.testing.assert_close(all_logits(sqrt, idx), all_logits(inverse, idx), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="qk_norm"):
+        tiny_vw(widths, attention_multiplier="head_dim", qk_norm="head")
+    with pytest.raises(ValueError, match="choose 'sqrt'"):
+        tiny_vw(widths, attention_multiplier="1/d")
