@@ -58,7 +58,8 @@ OLMo-custom and corenet's MLX OpenELM; corenet's math_utils writes `<`, which di
 when the rounding loses exactly 10%).
 
 A schedule is any list of numbers: two values are a line (vanilla, reverse, isotropic),
-three are a crown, and a list of n_layer values is used as written. `match_params()`
+three are a crown, and a list of n_layer values is used as written (except for two
+layers: two values always make a rounded line, as in the reference). `match_params()`
 scales a shape's FFN multipliers until its non-embedding parameter count matches a
 baseline's (the paper's way of comparing at a fixed budget).
 
@@ -87,7 +88,8 @@ Base model (the paper: OLMo-2 190M, built by OLMo-core's olmo2_190M in the refer
 - RoPE theta 500000 and RMSNorm eps 1e-6 (reference code): build_model takes `rope_theta` and
   `norm_eps`; PAPER_BASE and config/lws_*_180m.py set OLMo-2's values, the CPU configs keep
   model.py's 10000 and 1e-5 (ours: the CPU runs in docs/lws.md were made with them).
-- QK-norm: RMSNorm over the full q and k projections (qk_norm="full"), as the reference code;
+- QK-norm (the paper): RMSNorm over the full q and k projections (qk_norm="full"), as the
+  reference code;
   no biases, SwiGLU, untied LM head, final RMSNorm: as the paper and the reference code.
 - Init (ours): model.py's normal(0, 0.02) with out_proj at 0.02 / sqrt(2 L); OLMo-core's
   default (reference code) is a normal(0, 0.02) truncated at 3 std for every matrix and the
