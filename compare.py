@@ -238,8 +238,9 @@ def main(argv):
               f"lr {settings['learning_rate']}, seeds {','.join(map(str, seeds))}. "
               f"budget = non-embedding parameters without an untied LM head; tokens/s = median training speed "
               f"of the run (a measurement: it varies between machines and runs), val loss at the last step. "
-              f"CEA's attention column includes its Inner-FFN; the ><former rows include Appendix A's endpoint "
-              f"matrices W_end, which its matching leaves out.\n\n")
+              f"CEA's attention column includes its Inner-FFN; 'budget without W_end' leaves out Appendix A's "
+              f"endpoint matrices (the ><formers' first-layer columns on the zero padding and last rows cut to d), "
+              f"as the ><formers' matching does.\n\n")
     (out_dir / "results.md").write_text(header + table + "\n")
     (out_dir / "results.json").write_text(json.dumps(dict(
         settings=settings, shapes={n: dict(info, model_args=shapes[n][1]) for n, info in shapes_info.items()},

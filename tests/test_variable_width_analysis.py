@@ -37,6 +37,7 @@ def test_matrix_entropy_and_logit_lens_have_one_value_per_layer():
     lens = analysis.logit_lens(model, batches)
     assert len(entropy) == 5 and all(0 <= e <= 1 for e in entropy)
     assert len(lens["target_logprob"]) == 5 and lens["sym_kl"][0] == 0 and all(k > 0 for k in lens["sym_kl"][1:])
+    assert len(analysis.mlp_activation_stats(model, batches)) == 4  # one per layer (no MLP after the embedding)
     assert [s.shape[-1] for s in analysis.hidden_states(model, batches[0][0])] == [64] * 5  # the whole wide stream
 
 
@@ -48,6 +49,61 @@ def test_last_layer_of_the_logit_lens_is_the_model_itself(kind):
     logp = torch.log_softmax(all_logits(model.eval(), idx), -1)
     final = analysis.logit_lens(model, batches)["target_logprob"][-1]
     assert abs(final - logp.gather(-1, targets.unsqueeze(-1)).mean().item()) < 1e-5
+
+
+def all_at_once_logit_lens(model, batches):
+    """The logit lens as it was before streaming: every layer's (B, T, V) log-probs held at once."""
+    sums = None
+    with torch.no_grad():
+        for idx, targets in batches:
+            logps = [torch.log_softmax(analysis.decode(model, s).float(), dim=-1)
+                     for s in analysis.hidden_states(model, idx)]
+            rows = []
+            for l, lp in enumerate(logps):
+                kl = 0.0
+                if l > 0:
+                    q = logps[l - 1]
+                    kl = 0.5 * ((lp.exp() * (lp - q)).sum(-1) + (q.exp() * (q - lp)).sum(-1)).mean().item()
+                rows.append((lp.gather(-1, targets.unsqueeze(-1)).mean().item(),
+                             -(lp.exp() * lp).sum(-1).mean().item(), kl))
+            sums = rows if sums is None else [tuple(a + b for a, b in zip(r, s)) for r, s in zip(rows, sums)]
+    n = len(batches)
+    return dict(target_logprob=[r[0] / n for r in sums], entropy=[r[1] / n for r in sums],
+                sym_kl=[r[2] / n for r in sums])
+
+
+def test_streamed_logit_lens_equals_the_all_at_once_one():
+    torch.manual_seed(0)
+    model = tiny_vw([64, 32, 48, 64]).eval()
+    batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16))) for _ in range(3)]
+    assert analysis.logit_lens(model, batches, device="cpu") == all_at_once_logit_lens(model, batches)
+
+
+def test_mlp_activation_stats_match_a_hand_computation():
+    """Density, utilisation and the participation ratio from the hooks equal the same numbers
+    computed from activations captured by hand; N_eff lies in [1, dims]."""
+    torch.manual_seed(0)
+    model = tiny_vw([64, 32, 48, 64]).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(8.0)  # activations of order 0.1-1, so the thresholds matter
+    batches = [(torch.randint(50, (2, 16)), None) for _ in range(2)]
+    captured = {l: [] for l in range(4)}
+    hooks = [b.ffn.mlp.out_proj.register_forward_pre_hook(
+        lambda m, i, l=l: captured[l].append(i[0].reshape(-1, i[0].size(-1)))) for l, b in enumerate(model.blocks)]
+    stats = analysis.mlp_activation_stats(model, batches, threshold=0.1, thresholds=(0.1, 0.5))
+    for h in hooks:
+        h.remove()
+    for l, r in enumerate(stats):
+        a = torch.cat(captured[l]).double()  # (64 tokens, 4 w_l)
+        assert r["dims"] == 4 * [64, 32, 48, 64][l]
+        assert r["density"][0.1] == pytest.approx(float((a.abs() > 0.1).double().mean()))
+        assert r["density"][0.5] <= r["density"][0.1]
+        assert r["utilisation"] == pytest.approx(sorted((a.abs() > 0.1).double().mean(0).tolist()))
+        e = (a ** 2).sum(0)
+        assert r["n_eff"] == pytest.approx(float(e.sum() ** 2 / (e ** 2).sum()))
+        assert 1 <= r["n_eff"] <= r["dims"] and r["n_eff_frac"] == pytest.approx(r["n_eff"] / r["dims"])
+    assert 0 < stats[0]["density"][0.1] < 1
 
 
 def save_tiny_runs(tmp_path):
@@ -65,6 +121,7 @@ def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
     results = analysis.analyze_checkpoints(out_dirs, char_dataset, n_batches=1, batch_size=2,
                                            png_prefix=str(tmp_path / "vw"))
     assert (tmp_path / "vw_entropy.png").stat().st_size > 0 and (tmp_path / "vw_logit_lens.png").stat().st_size > 0
+    assert (tmp_path / "vw_mlp.png").stat().st_size > 0
     assert all(len(r["matrix_entropy"]) == 4 and len(r["entropy"]) == 4 for r in results.values())
 
 
