@@ -698,7 +698,8 @@ def compare_input_proj(args):
                          "test_psnr_batchmse": r["test"]["psnr_batchmse"],
                          "test_psnr_per_image": r["test"]["psnr_per_image"], "test_ssim": r["test"]["ssim"],
                          "steps": r["steps"], "train_time_s": round(r["train_time_s"], 1)})
-    summary = {"data": data.source, "dataset": data.dataset, "setting": sweep_setting(base, data), "grid": grid}
+    setting = {k: v for k, v in sweep_setting(base, data).items() if k != "input_proj"}   # W_in varies here
+    summary = {"data": data.source, "dataset": data.dataset, "setting": setting, "grid": grid}
     if len(latents) == 1:       # one d_z: the variants by name, as before
         summary.update({v: {"params": r["params"], "test": r["test"], "best_val_loss": r["best_val_loss"],
                             "train_time_s": r["train_time_s"]} for (_, v), r in results.items()})

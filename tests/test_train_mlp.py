@@ -1,8 +1,9 @@
 """Tests for train_mlp.py: the frozen W_in stays out of the optimizer and bit-identical, config
 checks, a tiny denoiser that must beat the noisy input, the checkpoint round trip, generative
 classification accuracy, the Pareto front, reading prepared data (and preparing it through the
-data script when it is missing), and the command line: train, eval, sweep (with resume), pareto,
-compare_input_proj, prepare. CPU, offline, tiny models."""
+data script when it is missing), the command line: train, eval, sweep (with resume), pareto,
+compare_input_proj, prepare; and that every number is the run's own: sweep rows keyed on their
+full setting, NaN runs as NaN rows, eval refusing another data source. CPU, offline, tiny models."""
 import json
 import math
 import os
