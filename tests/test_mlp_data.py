@@ -66,6 +66,10 @@ def test_idx_reader_and_28x28_loader(tmp_path):
     # the train / val split is a permutation of the official training set, labels kept with their images
     seen = np.concatenate([x_tr, x_va]).reshape(120, -1)
     assert sorted(map(bytes, seen)) == sorted(map(bytes, tr.reshape(120, -1)))
+    # ... drawn exactly as the reference code (github.com/mtkresearch/Hourglass_LM) draws it
+    perm = np.random.RandomState(42).permutation(120)
+    assert np.array_equal(x_tr[:, 0], tr[perm[:100]]) and np.array_equal(x_va[:, 0], tr[perm[100:]])
+    assert "as the reference code (RandomState(42))" in source
     label_of = {bytes(img): lab for img, lab in zip(tr.reshape(120, -1), trl)}
     assert all(label_of[bytes(img)] == lab for img, lab in zip(seen, np.concatenate([y_tr, y_va])))
 
@@ -148,6 +152,8 @@ def test_imagenet32_npz_loader(tmp_path, monkeypatch):
     x_va, x_te = splits["val"][0], splits["test"][0]
     assert len(x_va) == 5 and len(x_te) == 5
     assert sorted(x_va[:, 0, 0, 0].tolist() + x_te[:, 0, 0, 0].tolist()) == list(range(200, 210))
+    perm = np.random.RandomState(42).permutation(10)                             # the reference's halves
+    assert x_va[:, 0, 0, 0].tolist() == (200 + perm[:5]).tolist() and x_te[:, 0, 0, 0].tolist() == (200 + perm[5:]).tolist()
     assert len(IMAGENET32.load_imagenet32(str(tmp_path), max_train_images=7)[0]["train"][0]) == 7
 
     meta = IMAGENET32.prepare(str(tmp_path), tmp_path / "prepared", max_train_images=7)

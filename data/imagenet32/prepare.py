@@ -23,9 +23,9 @@ Output: {train,val,test}.npz, each with `images` uint8 (N, 3, 32, 32) and `label
 images, 3.9 GB as uint8; --max_train_images=N keeps only the first N (in batch order).
 
 Splits, as in the paper: train = the official training set; the official 50k validation set is
-split 25k validation / 25k test at random. The seed, 42, is the reference code's
-(https://github.com/mtkresearch/Hourglass_LM, hourglass_mlp/utils/ds.py), but we permute with
-numpy's default_rng(42) and it with RandomState(42), so the halves hold other images (ours).
+split 25k validation / 25k test at random, exactly as the reference code draws it
+(https://github.com/mtkresearch/Hourglass_LM, hourglass_mlp/utils/ds.py: RandomState(42)
+permutation, validation = the first half; the paper gives no seed), so the halves match its.
 """
 
 import argparse
@@ -55,8 +55,9 @@ mnist_prepare = _load_mnist_prepare()
 
 
 def split_val_test(images, labels, seed=SPLIT_SEED):
-    """The official validation set -> (val, test) halves of a random permutation (seed 42)."""
-    perm = np.random.default_rng(seed).permutation(len(images))
+    """The official validation set -> (val, test) halves of a random permutation, drawn as the
+    reference code draws it (np.random.RandomState(42); val = the first half)."""
+    perm = np.random.RandomState(seed).permutation(len(images))
     half = len(images) // 2
     return (images[perm[:half]], labels[perm[:half]]), (images[perm[half:]], labels[perm[half:]])
 
@@ -81,7 +82,8 @@ def load_imagenet32_npz(data_dir, max_train_images=None):
         va_x = f["data"].reshape(-1, 3, 32, 32)
         va_y = np.asarray(f["labels"], dtype=np.int64) - 1
     val, test = split_val_test(va_x, va_y)
-    source = f"imagenet32 from npz files in {data_dir} ({len(tr_x)} train images)"
+    source = (f"imagenet32 from npz files in {data_dir} ({len(tr_x)} train images; val/test halves as the "
+              f"reference code, RandomState(42))")
     return {"train": (tr_x, tr_y), "val": val, "test": test}, source
 
 
@@ -100,7 +102,8 @@ def load_imagenet32_hub(max_train_images=None):
     def nchw(a):
         return a.transpose(0, 3, 1, 2)                  # (N, 32, 32, 3) -> (N, 3, 32, 32)
     val, test = split_val_test(nchw(va_x), va_y)
-    return {"train": (nchw(tr_x), tr_y), "val": val, "test": test}, f"imagenet32 from the hub ({HUB_REPO})"
+    return {"train": (nchw(tr_x), tr_y), "val": val, "test": test}, (
+        f"imagenet32 from the hub ({HUB_REPO}; val/test: RandomState(42) halves of the hub's validation order)")
 
 
 def load_imagenet32(data_dir=None, max_train_images=None):

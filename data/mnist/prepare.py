@@ -30,11 +30,12 @@ and meta.json: {"dataset": what was loaded ("mnist" or, offline, "mnist5k"), "re
 "split_seed"}.
 
 Splits: full MNIST / Fashion-MNIST use the paper's 50k train / 10k validation (random) from the
-official training set and the official 10k test set. The 5k subset is split 3500 / 500 / 1000
-(train / val / test). The seed, 42, is the reference code's (https://github.com/mtkresearch/
-Hourglass_LM, hourglass_mlp/utils/ds.py; the paper gives none), but we permute with numpy's
-default_rng(42), the reference with RandomState(42) and takes train = the first 50k: our 50k /
-10k hold other images than the reference's (ours).
+official training set and the official 10k test set, drawn exactly as the reference code draws
+them (https://github.com/mtkresearch/Hourglass_LM, hourglass_mlp/utils/ds.py: RandomState(42)
+permutation, train = the first 50k; the paper gives no seed), so the images match its split.
+The source string says so; folders prepared before this (numpy default_rng(42), other images)
+keep their old source string and are not silently re-split. The 5k subset is split 3500 / 500 /
+1000 (train / val / test) with default_rng(42) (ours: the reference has no such subset).
 
 Deviation from the paper (data): full MNIST is not on any package registry; offline,
 `--dataset=mnist` falls back to the real 5k subset (3500 / 500 / 1000 instead of 50k / 10k /
@@ -238,13 +239,19 @@ def deb_fashion_mnist(cache_dir):
 
 
 def split_train_val_test(images, labels, test_images, test_labels, n_val, seed=SPLIT_SEED, n_test=0):
-    """Random train/val split of the training set (seed 42 as in the reference code; see the module
-    docstring: the permutation is numpy's default_rng, not the reference's RandomState); when there is no
-    official test set (test_images is None), carve n_test test images from the same permutation.
+    """Random train/val split of the training set, seed 42. With an official test set (full MNIST /
+    Fashion-MNIST) it is the reference code's split: np.random.RandomState(42).permutation, train =
+    the first N - n_val, val = the rest (hourglass_mlp/utils/ds.py). Without one (the 5k subset;
+    test_images is None) it is ours: default_rng(42), val = the first n_val, test = the next n_test.
     -> {"train": (images, labels), "val": ..., "test": ...}, images (N, C, H, W) uint8, labels int64."""
     def nchw(a):
         return a[:, None] if a.ndim == 3 else a     # (N, 28, 28) -> (N, 1, 28, 28)
     images, labels = nchw(images), np.asarray(labels, dtype=np.int64)
+    if test_images is not None:                     # the reference's rule
+        perm = np.random.RandomState(seed).permutation(len(images))
+        train_idx, val_idx = perm[:len(images) - n_val], perm[len(images) - n_val:]
+        return {"train": (images[train_idx], labels[train_idx]), "val": (images[val_idx], labels[val_idx]),
+                "test": (nchw(test_images), np.asarray(test_labels, dtype=np.int64))}
     perm = np.random.default_rng(seed).permutation(len(images))
     val_idx, rest = perm[:n_val], perm[n_val:]
     if test_images is None:
@@ -306,6 +313,7 @@ def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
     if full is not None:
         tr_x, tr_y, te_x, te_y = full
         n_val = 10_000 if len(tr_x) >= 20_000 else len(tr_x) // 6    # paper: 50k/10k of MNIST's 60k
+        source += f", split {len(tr_x) - n_val}/{n_val} + official test as the reference code (RandomState(42))"
         return split_train_val_test(tr_x, tr_y, te_x, te_y, n_val=n_val), source, dataset
     if dataset == "mnist":
         print("mnist: full MNIST is not reachable; falling back to the real 5k MNIST subset "
