@@ -54,7 +54,7 @@ Data choices are in data/mnist/prepare.py, training choices in train_mlp.py; thi
   version (the reference's wo_Win also drops W_out; ours keeps it).
 - Ours: default MNIST shapes (the paper gives only ranges; ImageNet-32's 3546/270/5 is the
   paper's), lrs 1e-3 / 5e-4 (single picks from its grids), nearest-prototype accuracy, SSIM on
-  'valid' windows averaged over channels (the reference calls torchmetrics; not compared).
+  'valid' windows averaged over channels (vs torchmetrics 1.9's, which the reference calls: 0.002).
 
 `python mlp_hourglass.py` prints the paper's parameter checks and the tasks' default shapes;
 `python mlp_hourglass.py --task=mnist_sr --latent_dim=1024 --hidden_dim=64 --n_blocks=8` one shape.
