@@ -39,41 +39,40 @@ What this file implements
   FFN-Wider, 4: vanilla); outer_ratio=1.0 is exactly FFN-Wider (model.GPT's sublayers, same
   logits), 0.125 is CEA; current_position 'direct' (5.1.2), 'masked' (C.2), 'transformed'
   (ablation); n_experts > 0 adds a top-1 MoE before the FFN (moe_place='before_ffn', the
-  MoE baseline) or inside attention ('inner', MoE w/ CEA). CEAGPT.forward returns the LM
-  loss plus balance_coef x the MoE balancing loss, so train.py optimises it unchanged.
-- `CEAAttentionSublayer`, `TopOneMoE`, `load_balancing_loss`, `MoESublayer`, `FFNSlot`;
-  `param_split` (parameters by role), `match_ffn_hidden` (the W matching a baseline).
+  MoE baseline) or inside attention ('inner', MoE w/ CEA). While training, CEAGPT.forward
+  returns the LM loss + balance_coef x the balancing loss (train.py optimises it unchanged);
+  in eval mode the plain LM loss; `model.aux_loss` is the added term (train.py logs it).
+- The modules below; `param_split` (parameters by role), `match_ffn_hidden` (W matching a baseline).
 
-Choices the paper leaves open (and deviations)
-----------------------------------------------
-- Base model: our pre-norm LLaMA-style GPT (RMSNorm, RoPE, SwiGLU), not the paper's
-  post-LN GPT-1 with GELU. The FFN width is the SwiGLU hidden size: "32x" means
-  ffn_hidden = 32 d (3 matrices of d x 32d).
-- The Inner-FFN is a SwiGLU without a norm of its own: it reads a = n(x), attention's
-  normed input, and adds back residually; the paper's figure gives no norm placement.
-- Exact direct pathway: the keys are [W_k t_1..T | W_k a_1..T] (2T keys, RoPE at the same
-  positions for both halves) with a boolean mask that allows the strictly-earlier
-  transformed keys and the diagonal of the untransformed ones: one softmax, one SDPA
-  call. Half of its 2T scores per query are masked, and the FLOPs count all 2T (as
-  torch's flop_counter does). qk_norm treats both key sets as model.py does.
-- Masked variant at position 0 (nothing earlier to attend to): the attention output is
-  defined as zero (position 0 sees itself, then its row is zeroed), so no NaN.
-- MoE: Switch-Transformer top-1 routing, the expert output scaled by its router
-  probability (so the router learns), no capacity limit, no token dropping (the paper used
-  fastmoe); balancing loss E * sum_i f_i P_i (1.0 at perfect balance), weight balance_coef
-  0.01. FLOPs per token count the router and ONE expert. The baseline's MoE sublayer has
-  its own RMSNorm (d parameters); the Inner-MoE reads attention's normed input, so it has
-  one norm fewer per layer - the matrices (total and active) are identical.
+Every choice, and whose it is (no public code exists, so "the paper" or "ours")
+----------------------------------------------------------------------------
+- Inner-FFN reads attention's input, adds back residually (t = a + InnerFFN(a)), keys/values
+  of earlier positions from t, query from a, the current position's key/value from a: the paper
+  (5.1.1, 5.1.2, Figure 5). Outer ratio rho of one total width W; CEA rho = 12.5 % for GPT:
+  the paper (6.1). C.2's masked current position for the Inner-MoE: the paper.
+- Base model: ours - the repo's pre-norm LLaMA-style GPT (RMSNorm, RoPE, SwiGLU, no biases),
+  not the paper's post-LN GPT with GELU (C.1; C.2's backbone has RoPE + RMSNorm like ours). So
+  "32x" is a SwiGLU hidden size of 32 d (3 matrices) and counts are ~1.5x the paper's.
+- Inner-FFN as a SwiGLU with no norm of its own, reading a = n(x): ours (the figure places none).
+- Exact direct pathway as ONE softmax over [W_k t_1..T | W_k a_1..T] (2T keys, RoPE at the same
+  positions, a mask allowing s < t of the first half and the diagonal of the second): ours, to
+  stay one fused SDPA call; FLOPs count all 2T scores (as torch's flop_counter does).
+- Masked variant at position 0 (nothing earlier): output defined as zero: ours (C.2 is silent).
+- MoE: Switch-Transformer top-1 routing, expert output x router probability, no capacity limit,
+  no token dropping, balancing loss E sum_i f_i P_i with weight 0.01, added only while training:
+  ours (the paper used fastmoe and gives none of these). 64 experts, top-1, before the FFN,
+  expert hidden d (the default of `expert_hidden`): the paper (C.2). Experts are SwiGLU (3
+  matrices): ours, so C.2's shape has 21.2B parameters here, not 14B (2-matrix experts).
+- The baseline's MoE sublayer has its own RMSNorm and residual: ours; the Inner-MoE reads
+  attention's normed input, so it has d parameters fewer per layer (same matrices, active
+  parameters and FLOPs). FLOPs count the router and ONE expert.
+- Measurement choices (equal-loss protocol, texts, MI settings): experiments/cea_*.py, docs/cea.md.
 
-Run it
+Run it (every command, with measured results: docs/cea.md)
 ------
     python cea.py                          # shape table + parameter split of CEA, the paper's H=768 GPT
-    python cea.py --outer_ratio=1.0        # FFN-Wider
     python cea.py --ffn_mult=4 --outer_ratio=1.0 --n_experts=64 --moe_place=inner --current_position=masked
-    python train.py config/cea_shakespeare_char_cea.py    # CPU runs (also _vanilla, _wider)
-    python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
-    python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py   # tokens/s
-Measured results: docs/cea.md.
+    python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125   # the paper's small GPT, equal loss, CPU
 """
 
 from dataclasses import dataclass

@@ -22,12 +22,14 @@ for alignment"):
 3. every checkpoint is analysed by experiments/cea_contribution.py's functions on the same windows.
 Each run is a subprocess of train.py with its log in <out_root>/<run>/train.log. Resumable: a run
 whose checkpoint shows it finished (target reached or max_iters) is skipped, an interrupted one
-resumes (train.py's resume is exact); the analysis is redone each time (a minute per model).
+resumes (train.py's resume is exact); each run's analysis is kept in <run>/analysis.json and reused
+while its checkpoint and the analysis settings are unchanged (it costs minutes per 12-layer model).
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.5,0.125,0.0
     python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125 --train=False   # analyse what is there
 
-Prints one JSON line per run and writes <out_root>/results.jsonl and the plot.
+Prints one JSON line per run and writes <out_root>/results.jsonl, the plot (--plot) and the
+Figure-4-like contribution over depth of every run (--depth_plot).
 """
 
 import json
@@ -42,10 +44,11 @@ from checkpoint import load_checkpoint  # noqa: E402
 from configurator import parse_overrides, train_defaults  # noqa: E402
 import cea_contribution  # noqa: E402
 
-DEFAULT_ARGS = dict(out_root="out-cea-sweep", ratios="1.0,0.875,0.75,0.5,0.25,0.125,0.0", vanilla_iters=120,
+DEFAULT_ARGS = dict(out_root="out-cea-sweep", ratios="1.0,0.875,0.75,0.5,0.25,0.125,0.0", vanilla_iters=90,
                     target_loss=0.0, max_iters=200, vanilla_config="config/cea_paper_small_vanilla.py",
                     caa_config="config/cea_paper_small_cea.py", train_args="--dtype=float32", train=True,
-                    plot="docs/cea_outer_ratio_sweep.png", n_batches=16, batch_size=16, min_count=50,
+                    plot="docs/cea_outer_ratio_sweep.png",
+                    depth_plot="docs/cea_paper_small_contribution.png", n_batches=16, batch_size=16, min_count=50,
                     ood_windows=64, mi_clusters=100, seed=0)
 
 
@@ -91,8 +94,17 @@ def train(run_dir, config, overrides, max_iters, target=0.0):
             raise SystemExit(f"{run_dir}: train.py failed, see {run_dir / 'train.log'}")
 
 
+ANALYSIS_KEYS = ("n_batches", "batch_size", "min_count", "ood_windows", "mi_clusters", "seed")
+
+
 def analyse(run_dir, args, texts):
-    """Contribution ratio (TP), MI contribution, in-distribution val loss, OOD loss of one checkpoint."""
+    """Contribution ratio (TP), MI contribution, in-distribution val loss, OOD loss of one checkpoint.
+    Kept in run_dir/analysis.json and reused while the checkpoint step, the settings and the texts match."""
+    cache = Path(run_dir) / "analysis.json"
+    key = dict({k: args[k] for k in ANALYSIS_KEYS}, iter=load_checkpoint(Path(run_dir) / "ckpt.pt")["iter_num"],
+               texts=sorted(texts))
+    if cache.exists() and json.loads(cache.read_text())["key"] == key:
+        return json.loads(cache.read_text())["result"]
     result = cea_contribution.analyze_checkpoint(run_dir, n_batches=args["n_batches"], batch_size=args["batch_size"],
                                                  min_count=args["min_count"], seed=args["seed"],
                                                  mi_clusters=args["mi_clusters"])
@@ -101,6 +113,7 @@ def analyse(run_dir, args, texts):
                   ckpt["config"]["block_size"], val_loss=last_val_loss(run_dir),
                   ood=cea_contribution.ood_losses(run_dir, texts, n_windows=args["ood_windows"]))
     result["ood_loss"] = sum(result["ood"].values()) / len(result["ood"])
+    cache.write_text(json.dumps(dict(key=key, result=result)))
     return result
 
 
@@ -177,7 +190,8 @@ def main(argv):
             f.write(json.dumps({k: v for k, v in r.items() if k not in ("kinds",)}) + "\n")
     if rows:
         plot_sweep(rows, vanilla, args["plot"])
-        print(f"wrote {args['plot']} and {root / 'results.jsonl'}")
+        cea_contribution.plot_contributions(([vanilla] if vanilla else []) + rows, args["depth_plot"])
+        print(f"wrote {args['plot']}, {args['depth_plot']} and {root / 'results.jsonl'}")
     return vanilla, rows
 
 

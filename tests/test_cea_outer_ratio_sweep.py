@@ -23,7 +23,7 @@ def test_the_sweep_trains_to_the_vanillas_loss_analyses_plots_and_resumes(char_d
     root, plot = tmp_path / "sweep", tmp_path / "sweep.png"
     argv = [f"--out_root={root}", "--ratios=1.0,0.0", "--vanilla_iters=6", "--max_iters=8", f"--plot={plot}",
             f"--train_args={TINY_TRAIN} --data_dir={char_dataset}", "--n_batches=2", "--batch_size=8",
-            "--min_count=5", "--ood_windows=4", "--mi_clusters=4"]
+            "--min_count=5", "--ood_windows=4", "--mi_clusters=4", f"--depth_plot={tmp_path / 'depth.png'}"]
     vanilla, rows = sweep.main(argv)
     target = [json.loads(l) for l in (root / "vanilla/metrics.jsonl").read_text().splitlines() if "val_loss" in l][-1]
     assert load_checkpoint(root / "vanilla/ckpt.pt")["iter_num"] == 6 and vanilla["val_loss"] == target["val_loss"]
@@ -36,10 +36,14 @@ def test_the_sweep_trains_to_the_vanillas_loss_analyses_plots_and_resumes(char_d
         assert r["reached"] or ckpt["iter_num"] == 8  # it stops at the target, or at max_iters
         assert set(r["ood"]) == {"speech"} and r["ood_loss"] > 0 and 0 <= r["mi"][0]
     assert len((root / "results.jsonl").read_text().splitlines()) == 3 and plot.stat().st_size > 1000
+    assert (tmp_path / "depth.png").stat().st_size > 1000
     logs = {r["name"]: (root / r["name"] / "metrics.jsonl").read_text() for r in rows}
     capsys.readouterr()
-    sweep.main(argv)  # a second call trains nothing
+    analysed = {name: (root / name / "analysis.json").stat().st_mtime_ns for name in ("vanilla", "rho1", "rho0")}
+    _, again = sweep.main(argv)  # a second call trains nothing and reuses the analysis
     assert capsys.readouterr().out.count("done, skipped") == 3
+    assert [r["ffn_ratio"] for r in again] == [r["ffn_ratio"] for r in rows]
+    assert analysed == {name: (root / name / "analysis.json").stat().st_mtime_ns for name in analysed}
     assert logs == {name: (root / name / "metrics.jsonl").read_text() for name in logs}
 
 
