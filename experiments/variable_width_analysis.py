@@ -260,4 +260,4 @@ if __name__ == "__main__":
         print(label)
         for key, values in r.items():
             print(f"  {key:15s} " + " ".join(f"{v:7.3f}" for v in values))
-    print(f"wrote {args['png_prefix']}_entropy.png, {args['png_prefix']}_logit_lens.png and {args['png_prefix']}_mlp.png")
+    print("wrote " + ", ".join(f"{args['png_prefix']}_{kind}.png" for kind in ("entropy", "logit_lens", "mlp")))
