@@ -42,10 +42,12 @@ that `python compose.py` prints.
 
 A ><former schedule given as `width_schedule` is solved by Appendix A with the FFN multiple
 of this FFN slot, E = K d_h / d, so it matches the constant-width model of the same d, K, d_h.
-Not composed: the MoE forms of cea.py (their router and balancing loss stay in cea.py). Appendix A's
-endpoint count W_end of a composed model (ComposedGPT.endpoint_params) is not K times one
-sub-block's: only the last sub-block's rows past d are truncated, and with CEA only W_q and the
-Inner-FFN's input read the first layer's zero padding; the solver uses the same count.
+Appendix A's endpoint count W_end of a composed model (ComposedGPT.endpoint_params) is not K
+times one sub-block's: only the last sub-block's rows past d are truncated, and with CEA only
+W_q and the Inner-FFN's input read the first layer's zero padding; the solver uses the same
+count, and the shapes table shows the budget without W_end. The ><former's init rule
+(scale_init_by_width) applies to composed layers too. Not composed: the MoE forms of cea.py
+(their router and balancing loss stay in cea.py).
 
     python compose.py                                   # the matched shapes of the CPU preset
     python compose.py --preset=gpu                      # ... of the GPU preset (meta device)
