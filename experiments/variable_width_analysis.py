@@ -241,8 +241,8 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefi
     for ax, name in zip(axes[1:], ("share of dims active on < 1% of tokens", "participation ratio N_eff",
                                    "N_eff / activation dims")):
         ax.set(xlabel="layer", ylabel=name)
-    axes[0].legend(fontsize=6)
-    fig.tight_layout()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=7)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(f"{png_prefix}_mlp.png", dpi=90)
     return results
 
