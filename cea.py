@@ -69,7 +69,7 @@ Every choice, and whose it is (no public code exists, so "the paper" or "ours")
 - Measurement choices (equal-loss protocol, texts, MI settings): experiments/cea_*.py, docs/cea.md.
 
 Run it (every command, with measured results: docs/cea.md)
-------
+----------------------------------------------------------
     python cea.py                          # shape table + parameter split of CEA, the paper's H=768 GPT
     python cea.py --ffn_mult=4 --outer_ratio=1.0 --n_experts=64 --moe_place=inner --current_position=masked
     python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125   # the paper's small GPT, equal loss, CPU

@@ -47,10 +47,10 @@ Choices the paper leaves open:
 Run it (from the repository root, after training the CPU runs of cea.py):
     nice -n 10 python train.py config/cea_shakespeare_char_vanilla.py    # then _wider, _cea
     python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
-For Figure 6's sweep, train the CEA config with other ratios (--out_dir=out-cea-r0.5
---model_args="{'ffn_mult': 32, 'outer_ratio': 0.5}") and list those folders too.
-It prints one JSON line per checkpoint (ffn_ratio, attention_ratio, ood_loss and the loss per text
-in ood, accuracies; with --mi_clusters=100 also mi_ffn_ratio and mi) and writes the plot (--plot=docs/cea_contribution.png, relative to the working directory).
+Figure 6's sweep at equal loss: experiments/cea_outer_ratio_sweep.py (it trains the runs and calls
+these functions). This script prints one JSON line per checkpoint (ffn_ratio, attention_ratio,
+ood_loss and the loss per text in ood, accuracies; with --mi_clusters=100 also mi_ffn_ratio and mi)
+and writes the plot (--plot=docs/cea_contribution.png, relative to the working directory).
 """
 
 import json
