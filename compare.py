@@ -39,8 +39,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from compose import (MATCHING_KEYS, ROOT, baseline_of, describe_shapes, matched_shapes, preset_settings, select_models,
                      shapes_table, slug)
 from configurator import ConfigError

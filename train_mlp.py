@@ -588,7 +588,8 @@ def plot_pareto(rows, path, metric="test_psnr_batchmse", title="", params_key="p
     ax.set_xlabel("parameters (" + ("total, incl. W_in" if params_key == "params_total" else "trainable") + ")")
     ax.set_ylabel(metric.replace("test_", "test ").replace("_", " ") + (" (dB)" if "psnr" in metric else ""))
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:  # nothing to name when every run diverged
+        ax.legend(fontsize=8, loc="lower right")
     ax.set_title(title, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

@@ -268,8 +268,3 @@ def repo_imports(path):
             names.add(node.module.split(".")[0])
     repo_modules = {f[:-3] for f in os.listdir(ROOT) if f.endswith(".py")}
     return names & repo_modules
-
-
-def test_mechanism_file_imports_only_model_and_configurator():
-    assert repo_imports(os.path.join(ROOT, "mlp_hourglass.py")) <= {"model", "configurator"}
-    assert "mlp_hourglass" in repo_imports(os.path.join(ROOT, "train_mlp.py"))    # the check sees imports
