@@ -8,6 +8,10 @@ Checkpoints that are never lost and never run pickled code.
   containers are unpickled, so a checkpoint from someone else cannot execute code.
   That is why everything we store (model arguments, the training config, RNG states)
   is kept as plain dicts, lists, numbers, strings and tensors.
+  A file it cannot read (empty, truncated, another program's pickle, not a dict) raises
+  CheckpointError, a SystemExit: uncaught, it prints one line and no traceback,
+  "<path> (N bytes) is corrupt or truncated: <why>. <what to do>". It never suggests
+  loading with weights_only=False, which would run whatever code the file holds.
 - `model_from_checkpoint` rebuilds whatever model_type the checkpoint names.
 """
 
@@ -29,12 +33,45 @@ def save_checkpoint(state, path):
     os.replace(tmp, path)
 
 
+class CheckpointError(SystemExit):
+    """A checkpoint file that exists but cannot be used. A SystemExit, so that train.py, sample.py
+    and the experiments print its one-line message and exit 1 without a traceback."""
+
+
+def _why_unreadable(error):
+    """A short reason for a torch.load failure, without torch's hint to pass weights_only=False."""
+    if "Weights only load failed" in str(error):
+        return ("it holds Python objects other than tensors and plain containers (a pickle written by "
+                "another program?), and those are never unpickled here because they can run code")
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if "weights_only" in first or "weights only" in first.lower():
+        first = ""
+    first = first[:120] + ("..." if len(first) > 120 else "")
+    return f"torch.load failed with {type(error).__name__}" + (f" ({first})" if first else "")
+
+
 def load_checkpoint(path, map_location="cpu"):
+    """The dict saved by save_checkpoint, loaded with weights_only=True. Raises FileNotFoundError if
+    there is no file, CheckpointError (one line) if the file is empty, truncated or not ours."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: train one first (python train.py) "
                                 f"or point --out_dir at the folder that holds ckpt.pt")
-    return torch.load(path, map_location=map_location, weights_only=True)
+    size = path.stat().st_size
+    todo = ("Delete it and train again (python train.py), or point --out_dir at a folder "
+            "with a good ckpt.pt")
+    if size == 0:
+        raise CheckpointError(f"{path} ({size} bytes) is corrupt or truncated: the file is empty. {todo}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except (PermissionError, IsADirectoryError) as e:
+        raise CheckpointError(f"{path} ({size} bytes) cannot be read: {e}") from None
+    except Exception as e:  # each way a damaged file fails: EOFError, RuntimeError, OSError, UnpicklingError, KeyError...
+        raise CheckpointError(f"{path} ({size} bytes) is corrupt or truncated: {_why_unreadable(e)}. {todo}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} ({size} bytes) is corrupt or truncated: it holds a "
+                              f"{type(state).__name__}, not the dict a checkpoint is. {todo}")
+    return state
 
 
 def model_from_checkpoint(checkpoint):
