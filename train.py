@@ -177,6 +177,7 @@ train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
 # -----------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, elapsed_before = 0, float("inf"), 0.0
+last_good_step = None  # the step of the checkpoint in out_dir, once one is saved (or resumed from)
 common_args = dict(vocab_size=vocab_size, **{k: config[k] for k in MODEL_KEYS})
 if init_from == "scratch":
     model_args = {**common_args, **model_args}
@@ -187,6 +188,7 @@ elif init_from == "resume":
     model_type, model_args = checkpoint["model_type"], checkpoint["model_args"]  # the shape is the checkpoint's
     model = model_from_checkpoint(checkpoint)
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
+    last_good_step = iter_num
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
     train_sampler.set_state(checkpoint["rng"]["sampler"])
     torch.set_rng_state(checkpoint["rng"]["torch"])
@@ -251,6 +253,17 @@ def get_lr(it):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
+def stop_diverged(what):
+    """End a diverged run with one message that names the last good checkpoint, if there is one."""
+    if last_good_step is not None and (out_dir / "ckpt.pt").exists():
+        good = f"The last good checkpoint is {out_dir / 'ckpt.pt'} (step {last_good_step})."
+    else:
+        good = "No good checkpoint was saved (only finite losses and weights are ever saved)."
+    raise SystemExit(f"step {iter_num}: {what}. Training diverged; try a lower learning_rate (now {learning_rate}), "
+                     f"more warmup_iters (now {warmup_iters}), grad_clip=1.0, or dtype='bfloat16' instead of "
+                     f"float16. {good}")
+
+
 def log_metrics(record):
     with open(out_dir / "metrics.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
@@ -274,14 +287,20 @@ while True:
     eval_step = (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
         init_from == "resume" and iter_num == start_iter)
     reached_target = False  # stop_val_loss reached at this evaluation
+    diverged = ""  # why the evaluation found the model diverged, if it did
     if master_process and eval_step:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
         log_metrics(dict(iter=iter_num, tokens=iter_num * tokens_per_iter, train_loss=losses["train"],
                          val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2)))
-        best_val_loss = min(best_val_loss, losses["val"])
-        reached_target = stop_val_loss > 0 and losses["val"] <= stop_val_loss
-        if iter_num > 0 or reached_target:
+        finite = math.isfinite(losses["train"]) and math.isfinite(losses["val"]) and all(
+            bool(torch.isfinite(p).all()) for p in raw_model.parameters())
+        if not finite:  # never save a diverged model over the last good checkpoint
+            diverged = f"the evaluation's losses are {losses['train']} (train) and {losses['val']} (val)"
+        else:
+            best_val_loss = min(best_val_loss, losses["val"])
+            reached_target = stop_val_loss > 0 and losses["val"] <= stop_val_loss
+        if finite and (iter_num > 0 or reached_target):
             rng = {"sampler": train_sampler.get_state(), "torch": torch.get_rng_state()}
             if device_type == "cuda":
                 rng["cuda"] = torch.cuda.get_rng_state()
@@ -289,6 +308,7 @@ while True:
                                  model_type=model_type, model_args=model_args, iter_num=iter_num,
                                  best_val_loss=best_val_loss, config=config, rng=rng,
                                  elapsed_s=time.time() - run_start), out_dir / "ckpt.pt")
+            last_good_step = iter_num
             print(f"saved checkpoint to {out_dir / 'ckpt.pt'}")
         if reached_target:
             print(f"step {iter_num}: val loss {losses['val']:.4f} reached stop_val_loss={stop_val_loss}: "
@@ -296,10 +316,13 @@ while True:
             log_metrics(dict(iter=iter_num, tokens=iter_num * tokens_per_iter, stopped_at_val_loss=losses["val"],
                              stop_val_loss=stop_val_loss))
         t0 = time.time()  # do not count the evaluation in the step time
-    if ddp and eval_step and stop_val_loss > 0:  # every process stops together
-        flag = torch.tensor([float(reached_target)], device=device)
+    if ddp and eval_step:  # every process stops together
+        flag = torch.tensor([float(reached_target), float(bool(diverged))], device=device)
         torch.distributed.broadcast(flag, src=0)
-        reached_target = bool(flag.item())
+        reached_target = bool(flag[0].item())
+        diverged = diverged or ("the evaluation on rank 0 was not finite" if flag[1].item() else "")
+    if diverged:
+        stop_diverged(diverged)
     if iter_num >= max_iters or reached_target:
         break
 
@@ -322,9 +345,7 @@ while True:
     lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
     aux = getattr(raw_model, "aux_loss", None)  # the auxiliary term inside that loss (e.g. MoE balancing), if any
     if not math.isfinite(lossf):
-        raise SystemExit(f"step {iter_num}: the loss is {lossf}. Training diverged; try a lower learning_rate "
-                         f"(now {learning_rate}), more warmup_iters (now {warmup_iters}), grad_clip=1.0, or "
-                         f"dtype='bfloat16' instead of float16. The last good checkpoint is {out_dir / 'ckpt.pt'}.")
+        stop_diverged(f"the loss is {lossf}")
     t1 = time.time()
     dt, t0 = t1 - t0, t1
     if master_process and iter_num % log_interval == 0:

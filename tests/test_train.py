@@ -218,3 +218,30 @@ def test_stop_val_loss_stops_at_the_first_evaluation_that_reaches_it_and_saves(c
     assert max(r["iter"] for r in records) == first and records[-1]["stopped_at_val_loss"] <= target
     # off by default: the run goes to max_iters
     assert load_checkpoint(whole / "ckpt.pt")["iter_num"] == 40 and train_defaults()["stop_val_loss"] == 0.0
+
+
+def one_line_error(result):
+    """A user's mistake ends the run with a short message, never a traceback."""
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr.strip()
+
+
+def test_a_diverged_run_never_saves_its_nan_checkpoint(char_dataset, tmp_path):
+    """With an evaluation every step, the first non-finite evaluation must not replace the good checkpoint,
+    and the message names a checkpoint only if there is a good one."""
+    out = tmp_path / "o"
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=50",
+                 "--eval_interval=1", "--learning_rate=1e8", "--grad_clip=0.0", "--warmup_iters=0", check=False)
+    message = one_line_error(result)
+    assert "Training diverged" in message
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert all(torch.isfinite(v).all() for v in ckpt["model"].values())
+    assert torch.isfinite(torch.tensor(ckpt["best_val_loss"]))
+    assert ckpt["iter_num"] == 1  # lr 1e8: the evaluation at step 2 is the first non-finite one
+    assert f"last good checkpoint is {out / 'ckpt.pt'} (step 1)" in message
+    # with a long interval no checkpoint is ever saved: the message must not name one
+    long = tmp_path / "long"
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={long}", "--max_iters=50",
+                 "--eval_interval=100", "--learning_rate=1e8", "--grad_clip=0.0", "--warmup_iters=0", check=False)
+    assert not (long / "ckpt.pt").exists() and "ckpt.pt" not in one_line_error(result)
