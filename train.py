@@ -53,6 +53,7 @@ eval_interval = 100  # evaluate and checkpoint every this many steps (and at the
 eval_iters = 20  # batches per split in an evaluation (always the same batches)
 log_interval = 50
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+overwrite = False  # True: a scratch run may replace the run already in out_dir (otherwise it refuses)
 sample_tokens = 300  # print a sample of this many tokens at the end (0: no sample)
 stop_val_loss = 0.0  # > 0: stop (and save) at the first evaluation whose val loss is <= this; 0: off
 # data
@@ -97,6 +98,12 @@ config = {k: globals()[k] for k in config_keys}  # what this run used, saved in 
 sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
 # -----------------------------------------------------------------------------------------
 
+# A scratch run never replaces a previous run in out_dir by accident (every process checks, before DDP starts).
+previous = [name for name in ("ckpt.pt", "metrics.jsonl") if (Path(out_dir) / name).exists()]
+if init_from == "scratch" and previous and not overwrite:
+    raise SystemExit(f"{out_dir} already holds a run ({', '.join(previous)}): continue it with --init_from=resume, "
+                     f"train into another --out_dir, or pass --overwrite=True to replace it")
+
 # DDP: torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; otherwise this is a single process.
 ddp = int(os.environ.get("RANK", -1)) != -1
 if device == "auto":
@@ -137,6 +144,9 @@ tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * bl
 out_dir = Path(out_dir)
 if master_process:
     out_dir.mkdir(parents=True, exist_ok=True)
+    if init_from == "scratch":  # a fresh run: nothing of an overwritten one stays
+        for name in ("ckpt.pt", "metrics.jsonl"):
+            (out_dir / name).unlink(missing_ok=True)
     print(f"device {device}, {dtype}, compile={compile}, {ddp_world_size} process(es), "
           f"{tokens_per_iter:,} tokens per iteration")
 
@@ -196,6 +206,16 @@ elif init_from == "resume":
         torch.cuda.set_rng_state(checkpoint["rng"]["cuda"])
     if master_process:
         print(f"resuming {model_type} from {out_dir / 'ckpt.pt'} at step {iter_num}")
+        # the steps after the checkpoint are trained again: drop their rows (a killed run may have logged them)
+        metrics = out_dir / "metrics.jsonl"
+        if metrics.exists():
+            rows = [line for line in metrics.read_text().splitlines() if line.strip()]
+            kept = [line for line in rows if json.loads(line)["iter"] < iter_num
+                    or (json.loads(line)["iter"] == iter_num and "loss" not in json.loads(line))]
+            if len(kept) < len(rows):
+                tmp = metrics.with_name("metrics.jsonl.tmp")
+                tmp.write_text("".join(line + "\n" for line in kept))
+                os.replace(tmp, metrics)
 else:
     raise SystemExit(f"init_from={init_from!r}: use 'scratch' or 'resume'")
 model.to(device)
