@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tarfile
@@ -100,23 +101,36 @@ def check_sha256(path, expected_sha256: str, what: str = "") -> None:
                                 f"expected {expected_sha256}, got {got}; refusing to unpack or use it")
 
 
-def index_urls() -> list[str]:
-    """The package indexes pip is set up to use, in pip's order: index-url (PyPI's simple index
-    unless pip's config or PIP_INDEX_URL says otherwise), then each extra-index-url."""
-    main, extra = None, []
+def _pip_config() -> list[tuple[str, str]]:
+    """(key, value) of each line of `pip config list` (files and PIP_* variables), or [] if pip cannot say."""
     try:
         out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
                              text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
-        out = ""
+        return []
+    pairs = []
     for line in out.splitlines():
         key, _, value = line.partition("=")
-        value = value.strip().strip("'\"")
+        pairs.append((key.strip(), value.strip().strip("'\"")))
+    return pairs
+
+
+def index_urls() -> list[str]:
+    """The package indexes pip is set up to use, in pip's order: index-url (PyPI's simple index
+    unless pip's config or PIP_INDEX_URL says otherwise), then each extra-index-url."""
+    main, extra = None, []
+    for key, value in _pip_config():
         if key.endswith(".index-url") and not key.endswith("extra-index-url"):
             main = value.split()[0] if value.split() else main
         elif key.endswith(".extra-index-url"):
             extra += [u for u in value.split() if u not in extra]
     return [main or PYPI_SIMPLE_URL] + extra
+
+
+def _ssl_context():
+    """The certificate bundle pip is told to use (its `cert` setting), else the system's."""
+    cafile = next((v for k, v in _pip_config() if k.endswith(".cert") and os.path.isfile(v)), None)
+    return ssl.create_default_context(cafile=cafile)
 
 
 class _Anchors(HTMLParser):
@@ -137,7 +151,8 @@ class _Anchors(HTMLParser):
 
 def _read_url(url: str, dest=None, timeout_s: float = 60):
     """GET url (https or file); the body as bytes, or streamed into the file dest."""
-    with urllib.request.urlopen(url, timeout=timeout_s) as r:
+    context = _ssl_context() if url.startswith("https:") else None
+    with urllib.request.urlopen(url, timeout=timeout_s, context=context) as r:
         if dest is None:
             return r.read()
         with open(dest, "wb") as f:

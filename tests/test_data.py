@@ -259,9 +259,10 @@ def test_gpt2_prepare_stops_with_the_message_when_no_ranks_can_be_had(tmp_path, 
 def test_index_urls_follow_pips_config(monkeypatch):
     class Done:
         stdout = ("global.index-url='https://mirror.example/simple'\n"
-                  ":env:.extra-index-url='file:///a/simple file:///b/simple'\nglobal.cert='/x'\n")
+                  ":env:.extra-index-url='file:///a/simple file:///b/simple'\nglobal.cert='/no/such/ca.pem'\n")
     monkeypatch.setattr(tokenizer.subprocess, "run", lambda *a, **k: Done)
     assert tokenizer.index_urls() == ["https://mirror.example/simple", "file:///a/simple", "file:///b/simple"]
+    assert tokenizer._ssl_context() is not None      # a cert path that does not exist falls back to the system's
     Done.stdout = ""
     assert tokenizer.index_urls() == [tokenizer.PYPI_SIMPLE_URL]
 
