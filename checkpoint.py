@@ -16,6 +16,7 @@ Checkpoints that are never lost and never run pickled code.
 """
 
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -63,7 +64,9 @@ def load_checkpoint(path, map_location="cpu"):
     if size == 0:
         raise CheckpointError(f"{path} ({size} bytes) is corrupt or truncated: the file is empty. {todo}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a foreign pickle also draws torch's protocol warning: one line is ours
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except (PermissionError, IsADirectoryError) as e:
         raise CheckpointError(f"{path} ({size} bytes) cannot be read: {e}") from None
     except Exception as e:  # each way a damaged file fails: EOFError, RuntimeError, OSError, UnpicklingError, KeyError...

@@ -89,9 +89,14 @@ def test_a_corrupt_checkpoint_stops_a_script_with_one_line(tmp_path):
     """What a user sees: the process exits 1 with the one line on stderr and no traceback."""
     path = real_checkpoint(tmp_path / "ckpt.pt")
     path.write_bytes(path.read_bytes()[:1000])
-    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from checkpoint import load_checkpoint; load_checkpoint({str(path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert "Traceback" not in proc.stderr and "weights_only" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert lines == [lines[0]] and lines[0].startswith(f"{path} (1000 bytes) is corrupt or truncated: "), proc.stderr
+    foreign = tmp_path / "foreign.pt"
+    with open(foreign, "wb") as f:
+        pickle.dump({"model": NotATensor()}, f, protocol=4)   # torch also warns about the protocol
+    for bad in (path, foreign):
+        code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from checkpoint import load_checkpoint; load_checkpoint({str(bad)!r})"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1
+        assert "Traceback" not in proc.stderr and "weights_only" not in proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        size = bad.stat().st_size
+        assert lines == [lines[0]] and lines[0].startswith(f"{bad} ({size} bytes) is corrupt or truncated: "), proc.stderr
