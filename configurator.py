@@ -23,19 +23,27 @@ class ConfigError(ValueError):
     pass
 
 
-def _checked(key, value, default, where):
-    """Return value converted to the default's type, or raise a ConfigError naming key."""
-    if default is None or value is None:
-        return value
-    if isinstance(default, bool) or isinstance(value, bool):
-        ok = isinstance(value, bool) and isinstance(default, bool)
-    elif isinstance(default, float) and isinstance(value, int):
+def _checked(key, value, default, where, types=None):
+    """Return value converted to the key's type, or raise a ConfigError naming key. The type is the
+    default's, or types[key] for a key whose default is None (which may then also be None)."""
+    if types is None and (default is None or value is None):
+        return value  # no declared types: a None default takes any value (the mechanism CLIs)
+    if default is None:
+        if value is None:
+            return value
+        expected = types[key]
+    else:
+        expected = type(default)
+    if expected is bool or isinstance(value, bool):
+        ok = isinstance(value, bool) and expected is bool
+    elif expected is float and isinstance(value, int):
         return float(value)
     else:
-        ok = isinstance(value, type(default))
+        ok = isinstance(value, expected)
     if not ok:
+        allowed = " or None" if default is None else ""
         raise ConfigError(f"{where}: {key}={value!r} is a {type(value).__name__}, but {key} must be a "
-                          f"{type(default).__name__} (default {default!r})")
+                          f"{expected.__name__}{allowed} (default {default!r})")
     return value
 
 
@@ -49,10 +57,18 @@ def _parse_value(text, default):
     return value
 
 
-def parse_overrides(argv, defaults, apply_to=None):
+def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
     """Apply config files and --key=value overrides in argv to a copy of `defaults`.
-    Returns the new dict; if `apply_to` (e.g. globals()) is given it is updated too."""
+    Returns the new dict; if `apply_to` (e.g. globals()) is given it is updated too.
+    `types` gives the type of each key whose default is None (train.py declares them): with it, every
+    key is type-checked and a None default must have an entry. If `given` is a set, the keys that the
+    arguments set are added to it."""
+    if types is not None:
+        untyped = [k for k, v in defaults.items() if v is None and k not in types]
+        if untyped:
+            raise ValueError(f"no declared type for {', '.join(untyped)} (default None): add it to `types`")
     config = dict(defaults)
+    given = set() if given is None else given
     for arg in argv:
         if not arg.startswith("--"):
             path = Path(arg)
@@ -67,7 +83,8 @@ def parse_overrides(argv, defaults, apply_to=None):
                     continue
                 if key not in config:
                     raise ConfigError(f"config file {arg}: unknown key {key!r}. Known keys: {', '.join(sorted(config))}")
-                config[key] = _checked(key, value, defaults[key], f"config file {arg}")
+                config[key] = _checked(key, value, defaults[key], f"config file {arg}", types)
+                given.add(key)
         else:
             key, sep, text = arg[2:].partition("=")
             if not sep:
@@ -76,7 +93,8 @@ def parse_overrides(argv, defaults, apply_to=None):
                 close = [k for k in config if k.startswith(key[:3])]
                 hint = f" Did you mean {', '.join(close)}?" if close else ""
                 raise ConfigError(f"unknown config key {key!r} in {arg!r}.{hint} Known keys: {', '.join(sorted(config))}")
-            config[key] = _checked(key, _parse_value(text, defaults[key]), defaults[key], f"override {arg}")
+            config[key] = _checked(key, _parse_value(text, defaults[key]), defaults[key], f"override {arg}", types)
+            given.add(key)
     if apply_to is not None:
         apply_to.update(config)
     return config

@@ -40,7 +40,7 @@ from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
-from configurator import MODEL_KEYS, build_model, parse_overrides
+from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides
 from model import peak_flops
 
 # -----------------------------------------------------------------------------------------
@@ -93,15 +93,45 @@ compile = None  # None: on for CUDA, off for CPU and MPS (compiling costs ~40 s 
 seed = 1337
 # -----------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_") and isinstance(v, (int, float, bool, str, dict, type(None)))]
-parse_overrides(sys.argv[1:], {k: globals()[k] for k in config_keys}, apply_to=globals())
+config_types = dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool)  # of the keys whose default is None
+given_keys = set()  # the keys the config files and --key=value set
+try:
+    parse_overrides(sys.argv[1:], {k: globals()[k] for k in config_keys}, apply_to=globals(), types=config_types,
+                    given=given_keys)
+except ConfigError as e:
+    raise SystemExit(f"error: {e}") from None
 config = {k: globals()[k] for k in config_keys}  # what this run used, saved in the checkpoint
 sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
 # -----------------------------------------------------------------------------------------
 
+# Resume: the model's shape is the checkpoint's. A shape key set on the command line or in a config file
+# must agree with it (else the run would train one shape and save a config that names another).
+if init_from not in ("scratch", "resume"):
+    raise SystemExit(f"error: init_from={init_from!r}: use 'scratch' or 'resume'")
+checkpoint = None
+if init_from == "resume":
+    try:
+        checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location="cpu")
+    except FileNotFoundError as e:
+        raise SystemExit(f"error: {e}") from None
+    saved_args = checkpoint["model_args"]
+    saved = {"model_type": checkpoint["model_type"], **{k: saved_args[k] for k in MODEL_KEYS if k in saved_args}}
+    clashes = [f"{k}={globals()[k]!r} (the checkpoint has {saved[k]!r})" for k in saved
+               if k in given_keys and globals()[k] != saved[k]]
+    if "model_args" in given_keys:
+        clashes += [f"model_args[{k!r}]={v!r} (the checkpoint has {saved_args.get(k)!r})"
+                    for k, v in model_args.items() if saved_args.get(k) != v]
+    if clashes:
+        raise SystemExit(f"error: resuming {Path(out_dir) / 'ckpt.pt'} with a different model: {'; '.join(clashes)}. "
+                         f"Drop these settings to resume, or train the new shape into another --out_dir")
+    globals().update(saved)  # block_size etc. as the checkpoint's model has them
+    model_args = dict(checkpoint["config"].get("model_args", model_args))
+    config.update(saved, model_args=model_args)
+
 # A scratch run never replaces a previous run in out_dir by accident (every process checks, before DDP starts).
 previous = [name for name in ("ckpt.pt", "metrics.jsonl") if (Path(out_dir) / name).exists()]
 if init_from == "scratch" and previous and not overwrite:
-    raise SystemExit(f"{out_dir} already holds a run ({', '.join(previous)}): continue it with --init_from=resume, "
+    raise SystemExit(f"error: {out_dir} already holds a run ({', '.join(previous)}): continue it with --init_from=resume, "
                      f"train into another --out_dir, or pass --overwrite=True to replace it")
 
 # DDP: torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; otherwise this is a single process.
@@ -191,11 +221,12 @@ last_good_step = None  # the step of the checkpoint in out_dir, once one is save
 common_args = dict(vocab_size=vocab_size, **{k: config[k] for k in MODEL_KEYS})
 if init_from == "scratch":
     model_args = {**common_args, **model_args}
-    model = build_model(model_type, **model_args)
-    checkpoint = None
+    try:
+        model = build_model(model_type, **model_args)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
 elif init_from == "resume":
-    checkpoint = load_checkpoint(out_dir / "ckpt.pt", map_location=device)
-    model_type, model_args = checkpoint["model_type"], checkpoint["model_args"]  # the shape is the checkpoint's
+    model_args = checkpoint["model_args"]  # loaded (and checked) at start-up
     model = model_from_checkpoint(checkpoint)
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
     last_good_step = iter_num

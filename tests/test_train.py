@@ -245,3 +245,64 @@ def test_a_diverged_run_never_saves_its_nan_checkpoint(char_dataset, tmp_path):
     result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={long}", "--max_iters=50",
                  "--eval_interval=100", "--learning_rate=1e8", "--grad_clip=0.0", "--warmup_iters=0", check=False)
     assert not (long / "ckpt.pt").exists() and "ckpt.pt" not in one_line_error(result)
+
+
+def test_a_scratch_run_never_replaces_a_previous_run_and_resume_leaves_no_duplicate_rows(char_dataset, tmp_path):
+    out = tmp_path / "o"
+    args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=4"]
+    run("train.py", *args, "--max_iters=4")
+    before = (out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()
+    message = one_line_error(run("train.py", *args, "--max_iters=4", "--seed=7", check=False))
+    assert "--init_from=resume" in message and "--overwrite=True" in message and "--out_dir" in message
+    assert len(message.splitlines()) == 1
+    assert ((out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()) == before
+    # an explicit overwrite starts a fresh metrics.jsonl: every step once
+    run("train.py", *args, "--max_iters=4", "--overwrite=True")
+    steps = [json.loads(l)["iter"] for l in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in l]
+    assert steps == [0, 1, 2, 3]
+    # a run killed after step 5, before its next checkpoint: the resume repeats steps 4 and 5 once only
+    step4 = (out / "ckpt.pt").read_bytes()
+    run("train.py", *args, "--max_iters=6", "--init_from=resume")
+    (out / "ckpt.pt").write_bytes(step4)
+    run("train.py", *args, "--max_iters=8", "--init_from=resume")
+    records = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["iter"] for r in records if "loss" in r]
+    evals = [r["iter"] for r in records if "val_loss" in r]
+    assert steps == list(range(8)) and evals == [0, 4, 8]
+    whole = tmp_path / "whole"
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={whole}", "--eval_interval=4", "--max_iters=8")
+    assert step_losses(out) == step_losses(whole)
+
+
+def test_resume_refuses_a_shape_that_differs_from_the_checkpoint(char_dataset, tmp_path):
+    out = tmp_path / "o"
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=2", "--eval_interval=2")
+    for override in ("--n_layer=3", "--n_embd=64", "--model_type=lws", "--block_size=32"):
+        message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
+                                     "--max_iters=4", "--init_from=resume", override, check=False))
+        key = override[2:].split("=")[0]
+        assert key in message and "checkpoint" in message, message
+    assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 2
+    # without shape keys the checkpoint's shape is used, and the saved config says so
+    run("train.py", f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=4", "--eval_interval=2",
+        "--init_from=resume", "--dtype=float32", "--sample_tokens=0", "--eval_iters=2", "--batch_size=4")
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["iter_num"] == 4 and ckpt["config"]["n_layer"] == 2 and ckpt["config"]["block_size"] == 16
+
+
+def test_every_setting_has_a_type_even_when_its_default_is_none(char_dataset, tmp_path):
+    for override, key in (("--compile=false", "compile"), ("--n_kv_head=two", "n_kv_head"),
+                          ("--head_dim=1.5", "head_dim"), ("--ffn_hidden=True", "ffn_hidden"),
+                          ("--n_layer=None", "n_layer")):
+        message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / key}",
+                                     "--max_iters=0", override, check=False))
+        assert f"{key}=" in message and len(message.splitlines()) == 1, message
+    defaults = dict(compile=None, n_kv_head=None, n_layer=2)
+    types = dict(compile=bool, n_kv_head=int)
+    assert parse_overrides(["--compile=False", "--n_kv_head=1"], defaults, types=types) == dict(
+        compile=False, n_kv_head=1, n_layer=2)
+    assert parse_overrides(["--n_kv_head=None"], defaults, types=types)["n_kv_head"] is None
+    with pytest.raises(ConfigError, match="compile"):
+        parse_overrides(["--compile=false"], defaults, types=types)
+    with pytest.raises(ValueError, match="n_kv_head"):  # train.py must declare a type for each None default
+        parse_overrides([], defaults, types=dict(compile=bool))
