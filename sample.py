@@ -6,8 +6,10 @@ Generate text from a trained checkpoint.
     python sample.py --start=FILE:prompt.txt --temperature=0.6 --top_k=50 --seed=7
     python sample.py --temperature=0                   # greedy: the same text every time
 
-Works for every model_type: the checkpoint names the file that builds its model, and the
-dataset's meta.json names the tokenizer (characters or GPT-2 BPE) used to decode.
+Works for every model_type: the checkpoint names the file that builds its model, and holds the
+dataset's meta.json from training time, which names the tokenizer (characters or GPT-2 BPE) used to
+encode and decode - so re-preparing the data later cannot garble the text (a checkpoint older than
+that falls back to the meta.json on disk). A negative temperature or top_k is refused.
 """
 
 import sys
@@ -17,8 +19,8 @@ from pathlib import Path
 import torch
 
 from checkpoint import load_checkpoint, model_from_checkpoint
-from configurator import parse_overrides
-from tokenizer import load_tokenizer
+from configurator import ConfigError, parse_overrides
+from tokenizer import Tokenizer, load_tokenizer
 
 # -----------------------------------------------------------------------------------------
 out_dir = "out"  # the folder with ckpt.pt
@@ -31,8 +33,17 @@ seed = 1337
 device = "auto"
 dtype = "auto"  # auto: bfloat16 where supported, else float32
 # -----------------------------------------------------------------------------------------
-parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
-                               and isinstance(v, (int, float, str))}, apply_to=globals())
+try:
+    parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
+                                   and isinstance(v, (int, float, str))}, apply_to=globals())
+except ConfigError as e:
+    raise SystemExit(f"error: {e}") from None
+for bad, why in ((temperature < 0, f"temperature={temperature}: use 0 (greedy) or more"),
+                 (top_k < 0, f"top_k={top_k}: use 1 or more (0: all tokens)"),
+                 (num_samples < 1, f"num_samples={num_samples}: use 1 or more"),
+                 (max_new_tokens < 0, f"max_new_tokens={max_new_tokens}: use 0 or more")):
+    if bad:
+        raise SystemExit(f"error: {why}")
 
 if device == "auto":
     device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
@@ -44,11 +55,16 @@ ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
 torch.manual_seed(seed)
 
-checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
+try:
+    checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
+except FileNotFoundError as e:
+    raise SystemExit(f"error: {e}") from None
 model = model_from_checkpoint(checkpoint).to(device).eval()
 dataset = checkpoint["config"]["dataset"]
 data_dir = checkpoint["config"]["data_dir"] or Path(__file__).resolve().parent / "data" / dataset
-tokenizer = load_tokenizer(data_dir)
+meta = checkpoint.get("meta")  # the vocabulary the model was trained with (older checkpoints: the one on disk)
+tokenizer = (Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()) if meta \
+    else load_tokenizer(data_dir)
 print(f"{checkpoint['model_type']} from {out_dir}/ckpt.pt (step {checkpoint['iter_num']}, "
       f"val loss {checkpoint['best_val_loss']:.4f}), {dataset}")
 

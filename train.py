@@ -195,6 +195,14 @@ if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
 meta = json.loads((data_dir / "meta.json").read_text())
 vocab_size = meta["vocab_size"]
+VOCAB_FIELDS = ("tokenizer", "vocab_size", "chars")  # what decides which id is which token
+if checkpoint is not None and "meta" in checkpoint:
+    saved_vocab = {k: checkpoint["meta"].get(k) for k in VOCAB_FIELDS}
+    if saved_vocab != {k: meta.get(k) for k in VOCAB_FIELDS}:
+        raise SystemExit(f"error: {data_dir / 'meta.json'} has another vocabulary than the checkpoint's "
+                         f"({meta.get('tokenizer')}, {meta.get('vocab_size')} tokens now; {saved_vocab['tokenizer']}, "
+                         f"{saved_vocab['vocab_size']} tokens in {out_dir / 'ckpt.pt'}): the data was prepared again "
+                         f"differently. Resume on the data it was trained on, or train from scratch")
 
 
 def get_batch(split, generator):
@@ -357,7 +365,7 @@ while True:
                 rng["cuda"] = torch.cuda.get_rng_state()
             save_checkpoint(dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                                  model_type=model_type, model_args=model_args, iter_num=iter_num,
-                                 best_val_loss=best_val_loss, config=config, rng=rng,
+                                 best_val_loss=best_val_loss, config=config, rng=rng, meta=meta,
                                  elapsed_s=time.time() - run_start), out_dir / "ckpt.pt")
             last_good_step = iter_num
             print(f"saved checkpoint to {out_dir / 'ckpt.pt'}")
@@ -416,8 +424,8 @@ while True:
 if master_process:
     print(f"done: {iter_num} steps in {time.time() - run_start:.0f} s (all sessions), best val loss {best_val_loss:.4f}")
     if sample_tokens > 0:
-        from tokenizer import load_tokenizer
-        tok = load_tokenizer(data_dir)
+        from tokenizer import Tokenizer
+        tok = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()  # the run's own
         raw_model.eval()
         start = torch.tensor([tok.encode("\n")], device=device)
         with autocast:

@@ -306,3 +306,22 @@ def test_every_setting_has_a_type_even_when_its_default_is_none(char_dataset, tm
         parse_overrides(["--compile=false"], defaults, types=types)
     with pytest.raises(ValueError, match="n_kv_head"):  # train.py must declare a type for each None default
         parse_overrides([], defaults, types=dict(compile=bool))
+
+
+def test_the_checkpoint_keeps_its_vocabulary_for_sampling_and_resume(char_dataset, tmp_path):
+    """After the dataset is re-prepared with another vocabulary, sample.py still decodes with the
+    checkpoint's own, and a resume on the changed data is refused."""
+    out = tmp_path / "o"
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=20", "--eval_interval=20",
+        "--learning_rate=1e-2", "--lr_decay_iters=20")
+    args = [f"--out_dir={out}", "--start=All:", "--num_samples=1", "--max_new_tokens=30", "--temperature=0"]
+    before = run("sample.py", *args).stdout
+    meta = json.loads((char_dataset / "meta.json").read_text())
+    (char_dataset / "meta.json").write_text(json.dumps(dict(meta, chars=meta["chars"][::-1])))  # same size, other ids
+    assert run("sample.py", *args).stdout == before
+    message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
+                                 "--max_iters=30", "--init_from=resume", check=False))
+    assert "meta.json" in message and "vocabulary" in message
+    for bad, key in (("--temperature=-1.0", "temperature"), ("--top_k=-5", "top_k"), ("--num_samples=0", "num_samples")):
+        message = one_line_error(run("sample.py", f"--out_dir={out}", bad, "--max_new_tokens=5", check=False))
+        assert key in message and len(message.splitlines()) == 1, message
