@@ -20,9 +20,17 @@ e.g. a MoE's balancing loss: its `aux_loss` attribute after the forward pass). W
 stop_val_loss > 0 it stops at the first evaluation that reaches that validation loss (to compare
 models at equal loss, not equal steps). At the end it prints a short sample.
 
-Resuming (init_from='resume') is exact: the checkpoint holds the model, the optimizer,
-the step, and the RNG states of the batch sampler and of torch (dropout), so the losses
-after a resume equal those of a run that was never interrupted.
+Resuming (init_from='resume') is exact, under torchrun too: the checkpoint holds the model, the
+optimizer, the step, and every process's RNG states (its batch sampler's and torch's, for dropout),
+each restored to its own process, so the losses after a resume equal those of a run that was never
+interrupted (with the same number of processes). The model's shape and the vocabulary are the
+checkpoint's: a shape key set to another value, or a dataset prepared again with another vocabulary,
+is refused. Rows that metrics.jsonl holds for the steps a resume repeats are dropped.
+
+What never happens silently: a scratch run into an out_dir that holds a run (ckpt.pt or metrics.jsonl)
+refuses unless overwrite=True; an evaluation whose losses or weights are not finite is never saved
+(the run stops and names the last good checkpoint, if any). A mistake in the settings ends the run
+with one line naming the key; every key has a type (config_types for those whose default is None).
 """
 
 import json
@@ -239,12 +247,23 @@ elif init_from == "resume":
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
     last_good_step = iter_num
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
-    train_sampler.set_state(checkpoint["rng"]["sampler"])
-    torch.set_rng_state(checkpoint["rng"]["torch"])
-    if device_type == "cuda" and "cuda" in checkpoint["rng"]:
-        torch.cuda.set_rng_state(checkpoint["rng"]["cuda"])
+    # each process gets its own sampler and torch RNG states back (a checkpoint from before they were
+    # saved per process has rank 0's alone)
+    saved_states = checkpoint["rng"].get("ranks", [checkpoint["rng"]])
+    if ddp_rank < len(saved_states):
+        own = saved_states[ddp_rank]
+        train_sampler.set_state(own["sampler"])
+        torch.set_rng_state(own["torch"])
+        if device_type == "cuda" and "cuda" in own:
+            torch.cuda.set_rng_state(own["cuda"])
+    else:  # more processes than saved: a fresh stream of its own, not another rank's batches
+        train_sampler.manual_seed(seed + ddp_rank + 7919 * iter_num)
+        torch.manual_seed(seed + ddp_rank + 7919 * iter_num)
     if master_process:
         print(f"resuming {model_type} from {out_dir / 'ckpt.pt'} at step {iter_num}")
+        if len(saved_states) != ddp_world_size:
+            print(f"note: the checkpoint holds the RNG states of {len(saved_states)} process(es), this run has "
+                  f"{ddp_world_size}: it continues, but not exactly as the saved run would have")
         # the steps after the checkpoint are trained again: drop their rows (a killed run may have logged them)
         metrics = out_dir / "metrics.jsonl"
         if metrics.exists():
@@ -312,6 +331,14 @@ def get_lr(it):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
+def rng_states():
+    """This process's RNG states: its batch sampler's and torch's (dropout), and CUDA's on a GPU."""
+    states = {"sampler": train_sampler.get_state(), "torch": torch.get_rng_state()}
+    if device_type == "cuda":
+        states["cuda"] = torch.cuda.get_rng_state()
+    return states
+
+
 def stop_diverged(what):
     """End a diverged run with one message that names the last good checkpoint, if there is one."""
     if last_good_step is not None and (out_dir / "ckpt.pt").exists():
@@ -347,6 +374,11 @@ while True:
         init_from == "resume" and iter_num == start_iter)
     reached_target = False  # stop_val_loss reached at this evaluation
     diverged = ""  # why the evaluation found the model diverged, if it did
+    if eval_step:  # every process's RNG states, for the checkpoint (the evaluation draws nothing from them)
+        rank_states = [rng_states()]
+        if ddp:
+            rank_states = [None] * ddp_world_size
+            torch.distributed.all_gather_object(rank_states, rng_states())
     if master_process and eval_step:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
@@ -360,9 +392,7 @@ while True:
             best_val_loss = min(best_val_loss, losses["val"])
             reached_target = stop_val_loss > 0 and losses["val"] <= stop_val_loss
         if finite and (iter_num > 0 or reached_target):
-            rng = {"sampler": train_sampler.get_state(), "torch": torch.get_rng_state()}
-            if device_type == "cuda":
-                rng["cuda"] = torch.cuda.get_rng_state()
+            rng = dict(rank_states[0], ranks=rank_states)  # rank 0's at the top level, as before
             save_checkpoint(dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                                  model_type=model_type, model_args=model_args, iter_num=iter_num,
                                  best_val_loss=best_val_loss, config=config, rng=rng, meta=meta,

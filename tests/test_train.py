@@ -325,3 +325,21 @@ def test_the_checkpoint_keeps_its_vocabulary_for_sampling_and_resume(char_datase
     for bad, key in (("--temperature=-1.0", "temperature"), ("--top_k=-5", "top_k"), ("--num_samples=0", "num_samples")):
         message = one_line_error(run("sample.py", f"--out_dir={out}", bad, "--max_new_tokens=5", check=False))
         assert key in message and len(message.splitlines()) == 1, message
+
+
+def test_ddp_resume_gives_the_same_losses_as_an_uninterrupted_ddp_run(char_dataset, tmp_path):
+    """Two gloo processes: each rank's batch sampler and dropout RNG are saved and each rank gets its own back."""
+    def torchrun(out, *extra):
+        result = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+             str(ROOT / "train.py"), *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=4",
+             "--gradient_accumulation_steps=2", *extra],
+            cwd=ROOT, capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert result.returncode == 0, result.stdout + result.stderr
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    torchrun(whole, "--max_iters=8")
+    torchrun(part, "--max_iters=4")
+    torchrun(part, "--max_iters=8", "--init_from=resume")
+    assert step_losses(part) == step_losses(whole) and sorted(step_losses(part)) == list(range(8))
+    a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(part / "ckpt.pt")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
