@@ -125,7 +125,7 @@ if init_from == "resume":
     saved_args = checkpoint["model_args"]
     saved = {"model_type": checkpoint["model_type"], **{k: saved_args[k] for k in MODEL_KEYS if k in saved_args}}
     clashes = [f"{k}={globals()[k]!r} (the checkpoint has {saved[k]!r})" for k in saved
-               if k in given_keys and globals()[k] != saved[k]]
+               if k in given_keys and k not in model_args and globals()[k] != saved[k]]  # model_args has the last word
     if "model_args" in given_keys:
         clashes += [f"model_args[{k!r}]={v!r} (the checkpoint has {saved_args.get(k)!r})"
                     for k, v in model_args.items() if saved_args.get(k) != v]
