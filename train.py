@@ -136,6 +136,20 @@ if init_from == "resume":
     model_args = dict(checkpoint["config"].get("model_args", model_args))
     config.update(saved, model_args=model_args)
 
+# Settings checked once, before anything is built
+for key in ("batch_size", "block_size", "eval_interval", "log_interval", "eval_iters", "gradient_accumulation_steps"):
+    if globals()[key] < 1:
+        raise SystemExit(f"error: {key}={globals()[key]}: it must be 1 or more")
+if max_iters < 0:
+    raise SystemExit(f"error: max_iters={max_iters}: it must be 0 or more")
+if dtype not in ("auto", "float32", "bfloat16", "float16"):
+    raise SystemExit(f"error: dtype={dtype!r}: use one of auto, float32, bfloat16, float16")
+if device.startswith("cuda") and not torch.cuda.is_available():
+    raise SystemExit(f"error: device={device!r}, but this machine has no CUDA GPU (torch sees none): use "
+                     f"--device=cpu or --device=auto")
+if device == "mps" and not torch.backends.mps.is_available():
+    raise SystemExit("error: device='mps', but MPS is not available here: use --device=cpu or --device=auto")
+
 # A scratch run never replaces a previous run in out_dir by accident (every process checks, before DDP starts).
 previous = [name for name in ("ckpt.pt", "metrics.jsonl") if (Path(out_dir) / name).exists()]
 if init_from == "scratch" and previous and not overwrite:
@@ -189,19 +203,50 @@ if master_process:
           f"{tokens_per_iter:,} tokens per iteration")
 
 # -----------------------------------------------------------------------------------------
+def check_data(data_dir):
+    """meta.json and the two splits, checked once before training: one line naming the file if not usable."""
+    path = data_dir / "meta.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SystemExit(f"error: {path} is not valid JSON ({e}): prepare the data again") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("vocab_size"), int) or meta.get("tokenizer") not in (
+            "char", "gpt2") or (meta.get("tokenizer") == "char" and not (
+            isinstance(meta.get("chars"), str) and len(meta["chars"]) == meta["vocab_size"])):
+        raise SystemExit(f"error: {path} does not describe a tokenizer (it needs tokenizer 'char' with chars of "
+                         f"vocab_size characters, or 'gpt2', and an integer vocab_size): prepare the data again")
+    for split in ("train", "val"):
+        bin_path = data_dir / f"{split}.bin"
+        if not bin_path.exists():
+            raise SystemExit(f"error: {bin_path} is missing: prepare the data again")
+        size = bin_path.stat().st_size
+        if size % 2:
+            raise SystemExit(f"error: {bin_path} has {size} bytes, not a whole number of uint16 token ids: "
+                             f"it is truncated or not a token file; prepare the data again")
+        if size // 2 <= block_size:
+            raise SystemExit(f"error: {bin_path} has {size // 2} tokens, fewer than block_size + 1 = {block_size + 1}")
+        largest = int(np.memmap(bin_path, dtype=np.uint16, mode="r").max())
+        if largest >= meta["vocab_size"]:
+            raise SystemExit(f"error: {bin_path} holds token id {largest}, but {path} says vocab_size="
+                             f"{meta['vocab_size']}: the files come from different preparations; prepare the data again")
+    return meta
+
+
 # data: uint16 token ids in data/<dataset>/{train,val}.bin, read through a memmap.
 data_dir = Path(data_dir) if data_dir else Path(__file__).resolve().parent / "data" / dataset
-if not (data_dir / "train.bin").exists():
+if not (data_dir / "meta.json").exists():  # prepare.py writes meta.json last: without it the data is not ready
     prepare = data_dir / "prepare.py"
-    if dataset in ("shakespeare_char", "shakespeare") and master_process:
-        print(f"{data_dir / 'train.bin'} is missing: preparing it now (python {prepare})")
-        subprocess.run([sys.executable, str(prepare)], check=True)
-    elif not ddp:
+    if dataset in ("shakespeare_char", "shakespeare") and prepare.exists():  # the small ones: prepared here
+        if master_process:
+            print(f"{data_dir / 'meta.json'} is missing: preparing the data now (python {prepare})")
+            if subprocess.run([sys.executable, str(prepare)]).returncode != 0:
+                raise SystemExit(f"error: python {prepare} failed (its message is above)")
+    else:  # every process stops with the same line (under torchrun too)
         hint = f"run: python {prepare}" if prepare.exists() else f"there is no {prepare}; known datasets are in data/"
-        raise SystemExit(f"dataset {dataset!r} is not prepared ({data_dir / 'train.bin'} is missing): {hint}")
+        raise SystemExit(f"error: dataset {dataset!r} is not prepared ({data_dir / 'meta.json'} is missing): {hint}")
 if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
-meta = json.loads((data_dir / "meta.json").read_text())
+meta = check_data(data_dir)
 vocab_size = meta["vocab_size"]
 VOCAB_FIELDS = ("tokenizer", "vocab_size", "chars")  # what decides which id is which token
 if checkpoint is not None and "meta" in checkpoint:

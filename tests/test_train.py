@@ -343,3 +343,56 @@ def test_ddp_resume_gives_the_same_losses_as_an_uninterrupted_ddp_run(char_datas
     assert step_losses(part) == step_losses(whole) and sorted(step_losses(part)) == list(range(8))
     a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(part / "ckpt.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def _spoil(data_dir, what):
+    """Damage a prepared dataset one way."""
+    meta = json.loads((data_dir / "meta.json").read_text())
+    if what == "no meta":
+        (data_dir / "meta.json").unlink()
+    elif what == "bad json":
+        (data_dir / "meta.json").write_text("{not json")
+    elif what == "no chars":
+        (data_dir / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "chars"}))
+    elif what == "odd size":
+        with open(data_dir / "val.bin", "ab") as f:
+            f.write(b"\0")
+    elif what == "short split":
+        (data_dir / "val.bin").write_bytes((data_dir / "val.bin").read_bytes()[:2 * 16])
+    elif what == "id too large":
+        (data_dir / "meta.json").write_text(json.dumps(dict(meta, vocab_size=5, chars=meta["chars"][:5])))
+
+
+# every mistake a user can make in a setting or in the data, and the one line it gets
+BAD_INPUTS = [
+    (["--batch_size=0"], None, "batch_size=0: it must be 1 or more"),
+    (["--eval_interval=0"], None, "eval_interval=0: it must be 1 or more"),
+    (["--log_interval=-1"], None, "log_interval=-1: it must be 1 or more"),
+    (["--eval_iters=0"], None, "eval_iters=0: it must be 1 or more"),
+    (["--gradient_accumulation_steps=0"], None, "gradient_accumulation_steps=0: it must be 1 or more"),
+    (["--dtype=fp32"], None, "dtype='fp32': use one of auto, float32, bfloat16, float16"),
+    (["--device=cuda"], None, "no CUDA GPU"),
+    (["--init_from=restart"], None, "init_from='restart': use 'scratch' or 'resume'"),
+    (["--compile=false"], None, "compile='false' is a str, but compile must be a bool"),
+    (["--n_kv_head=two"], None, "n_kv_head='two' is a str, but n_kv_head must be a int"),
+    (["--n_layr=2"], None, "Did you mean n_layer"),
+    ([], "no meta", "is not prepared"),
+    ([], "bad json", "meta.json is not valid JSON"),
+    ([], "no chars", "meta.json does not describe a tokenizer"),
+    ([], "odd size", "not a whole number of uint16"),
+    ([], "short split", "fewer than block_size + 1"),
+    ([], "id too large", "says vocab_size=5"),
+]
+
+
+@pytest.mark.parametrize("args,spoil,expected", BAD_INPUTS, ids=[b[2][:30] for b in BAD_INPUTS])
+def test_a_bad_setting_or_dataset_gets_one_line_before_anything_is_built(char_dataset, tmp_path, args, spoil, expected):
+    if expected == "no CUDA GPU" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    if spoil:
+        _spoil(char_dataset, spoil)
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}", "--max_iters=2",
+                 *args, check=False)
+    message = one_line_error(result)
+    assert expected in message and len(message.splitlines()) == 1, message
+    assert not (tmp_path / "o" / "ckpt.pt").exists() and "step 0" not in result.stdout
