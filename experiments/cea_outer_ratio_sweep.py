@@ -85,6 +85,8 @@ def train(run_dir, config, overrides, max_iters, target=0.0):
         return
     resume = (run_dir / "ckpt.pt").exists()
     run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:  # killed before its first checkpoint: start clean (train.py refuses to mix two runs)
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
     command = [sys.executable, str(ROOT / "train.py"), str(ROOT / config), *overrides, f"--out_dir={run_dir}",
                f"--max_iters={max_iters}", f"--stop_val_loss={target}",
                f"--init_from={'resume' if resume else 'scratch'}"]

@@ -51,3 +51,13 @@ def test_bad_ratios_say_what_to_do(tmp_path):
         sweep.main([f"--out_root={tmp_path}", "--ratios=1.5"])
     with pytest.raises(SystemExit, match="--target_loss"):
         sweep.main([f"--out_root={tmp_path}", "--ratios=0.5", "--train=False"])
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_again_clean(char_dataset, tmp_path):
+    run_dir = tmp_path / "rho1"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"iter": 0, "loss": 9.0}\n')  # left by a run killed at step 0
+    sweep.train(run_dir, "config/cea_paper_small_wider.py", [*TINY_TRAIN.split(), f"--data_dir={char_dataset}"],
+                max_iters=2)
+    assert load_checkpoint(run_dir / "ckpt.pt")["iter_num"] == 2
+    assert '"loss": 9.0' not in (run_dir / "metrics.jsonl").read_text()
