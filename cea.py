@@ -107,14 +107,23 @@ def load_balancing_loss(router_probs, expert_index, n_experts):
     """Switch Transformer's auxiliary loss E * sum_i f_i P_i: f_i = fraction of tokens sent
     to expert i, P_i = mean router probability of i. Equals 1 for uniform routing.
     router_probs: (N, E); expert_index: (N,)."""
-    f = torch.bincount(expert_index, minlength=n_experts).to(router_probs.dtype) / expert_index.numel()  # (E,)
+    experts = torch.arange(n_experts, device=expert_index.device)
+    f = (expert_index[:, None] == experts).to(router_probs.dtype).mean(dim=0)  # (E,), one-hot counts: no bincount
     P = router_probs.mean(dim=0)  # (E,)
     return n_experts * (f * P).sum()
 
 
 class TopOneMoE(nn.Module):
     """n_experts SwiGLU experts; each token goes to the one expert its router ranks first,
-    and the expert's output is scaled by that router probability. No norm, no residual."""
+    and the expert's output is scaled by that router probability. No norm, no residual.
+
+    Dispatch is dense: every expert runs on every token and torch.where keeps the rows routed
+    to it. Exact, fixed shapes (no nonzero(), no host sync, no graph break under torch.compile),
+    and every expert is in the graph, so one that gets no tokens still gets a zero gradient (DDP
+    with find_unused_parameters=False needs a gradient for every parameter). The price: the
+    experts cost E x the FLOPs of one (flops_per_token counts the one active expert, the
+    paper's accounting). Right for the few experts our runs use; for many experts on a GPU,
+    a sort plus a grouped GEMM (torch's F.grouped_mm) is the route."""
 
     def __init__(self, dim, n_experts, expert_hidden):
         super().__init__()
@@ -130,9 +139,8 @@ class TopOneMoE(nn.Module):
         self.aux_loss = load_balancing_loss(probs, expert_index, self.n_experts)
         out = torch.zeros_like(flat)
         for e, expert in enumerate(self.experts):  # a loop over experts, not over tokens
-            rows = (expert_index == e).nonzero(as_tuple=True)[0]
-            if rows.numel():
-                out[rows] = (expert(flat[rows]) * gate[rows, None]).to(out.dtype)
+            routed_here = (expert_index == e)[:, None]  # (N, 1)
+            out = torch.where(routed_here, (expert(flat) * gate[:, None]).to(out.dtype), out)
         return out.view_as(x)
 
     def flops_per_token(self):

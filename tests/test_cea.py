@@ -260,3 +260,68 @@ def test_shape_table_command_prints_the_cea_split_at_the_papers_h768_shape():
     out = subprocess.run([sys.executable, "cea.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "split: attention 28.312M, inner_ffn 594.543M, outer_ffn 84.935M" in out
     assert "total 731.249M" in out and "forward FLOPs/token at T=128: 1500.21M" in out
+
+
+# ----------------------------------------------------------------------------------------
+# MoE dispatch: every expert in the graph, no host syncs, no graph breaks
+
+
+def loop_over_experts(moe, x):
+    """The dispatch cea.TopOneMoE used before (a reference to compare with): each expert on the rows
+    routed to it, found with nonzero() (a host sync and a graph break per expert)."""
+    flat = x.reshape(-1, x.size(-1))
+    probs = torch.softmax(moe.router(flat).float(), dim=-1)
+    gate, expert_index = probs.max(dim=-1)
+    out = torch.zeros_like(flat)
+    for e, expert in enumerate(moe.experts):
+        rows = (expert_index == e).nonzero(as_tuple=True)[0]
+        if rows.numel():
+            out[rows] = (expert(flat[rows]) * gate[rows, None]).to(out.dtype)
+    return out.view_as(x)
+
+
+def test_moe_dispatch_equals_the_loop_over_experts_in_values_and_gradients():
+    torch.manual_seed(0)
+    moe = cea.TopOneMoE(8, 4, 16)
+    x = torch.randn(3, 7, 8, requires_grad=True)
+    y = moe(x)
+    assert len(set(moe.router(x).argmax(-1).flatten().tolist())) > 1  # several experts are used
+    grads = torch.autograd.grad(y.square().sum(), [x, *moe.parameters()])
+    x_ref = x.detach().clone().requires_grad_()
+    y_ref = loop_over_experts(moe, x_ref)
+    params = list(moe.parameters())
+    grads_ref = torch.autograd.grad(y_ref.square().sum(), [x_ref, *params], allow_unused=True)
+    torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-6)
+    for p, g, g_ref in zip([x, *params], grads, grads_ref):
+        torch.testing.assert_close(g, torch.zeros_like(p) if g_ref is None else g_ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
+def test_moe_models_trace_without_graph_breaks(moe_place):
+    """No nonzero(), no .numel() branches, no bincount: torch.compile sees one graph (and a GPU
+    never waits for the host inside a MoE layer)."""
+    model = tiny(ffn_mult=4, n_experts=4, expert_hidden=16, moe_place=moe_place,
+                 current_position="masked" if moe_place == "inner" else "direct").train()
+    idx = torch.randint(0, 50, (2, 16))
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(idx, idx)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count == 1
+
+
+@pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
+def test_every_expert_gets_a_gradient_even_when_no_token_is_routed_to_it(moe_place):
+    """Under DDP (find_unused_parameters=False) a parameter without a .grad would hang the other ranks."""
+    model = tiny(ffn_mult=4, n_experts=4, expert_hidden=16, moe_place=moe_place).train()
+    moes = [m for m in model.modules() if isinstance(m, cea.TopOneMoE)]
+    for moe in moes:  # the router sends every token to expert 0
+        moe.router.register_forward_hook(lambda m, inputs, out: out + torch.tensor([100.0, 0.0, 0.0, 0.0]))
+    idx = torch.randint(0, 50, (2, 16))
+    _, loss = model(idx, idx)
+    loss.backward()
+    for moe in moes:
+        assert moe.experts[0].out_proj.weight.grad.abs().sum() > 0
+        for expert in moe.experts[1:]:
+            for p in expert.parameters():
+                assert p.grad is not None and torch.equal(p.grad, torch.zeros_like(p))
+    assert all(p.grad is not None for p in model.parameters())
