@@ -35,3 +35,69 @@ def test_every_shape_gets_a_row_and_a_ratio_to_the_first():
                                                                    ("hourglass", "eager", "float32")]
     assert rows[0]["ratio"] == 1.0 and rows[1]["ratio"] == pytest.approx(rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"])
     assert all(r["tokens_per_s"] > 0 and r["mfu"] > 0 for r in rows) and "peak" in note
+
+
+TINY = dict(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32)
+
+
+def test_a_model_out_of_memory_gets_oom_in_its_cells_and_the_run_goes_on(monkeypatch):
+    """On a GPU one shape may not fit: it is reported as OOM, its memory freed, the others timed."""
+    timed, freed = [], []
+    real_step = bench.time_training_steps
+
+    def step_that_runs_out_on_two_layers(model, *args, **kwargs):
+        timed.append(model.config.n_layer)
+        if model.config.n_layer == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return real_step(model, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "time_training_steps", step_that_runs_out_on_two_layers)
+    monkeypatch.setattr(bench, "free_memory", lambda device_type: freed.append(device_type))
+    shapes = {"big": ("gpt", dict(TINY, n_layer=2)), "gpt": ("gpt", TINY), "gqa": ("gpt", dict(TINY, n_kv_head=1))}
+    rows, _ = bench.benchmark_shapes(shapes, 2, "cpu", [torch.float32], [False], steps=1, rounds=2)
+    assert timed == [2, 1, 1, 1, 1]  # the OOM model is not tried again in the second round
+    assert freed and [r["oom"] for r in rows] == [True, False, False]
+    assert rows[0]["tokens_per_s"] is None and rows[1]["ratio"] == 1.0  # ratios to the first model that ran
+    assert rows[2]["ratio"] == pytest.approx(rows[2]["tokens_per_s"] / rows[1]["tokens_per_s"])
+    assert "| big | eager | float32 | OOM | OOM | OOM | OOM |" in bench.markdown_table(rows)
+    assert bench.ratio_table(rows).splitlines()[2] == "| big | OOM |"
+
+
+def test_fp32_on_cuda_runs_on_tf32_tensor_cores(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    bench.prepare_device("cpu")
+    assert not torch.backends.cuda.matmul.allow_tf32
+    bench.prepare_device("cuda:0")
+    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+
+
+def test_generation_mode_measures_the_kv_cache_the_accounting_counts():
+    """Cached and uncached greedy decoding give the same tokens, and the cache's measured bytes per
+    token equal model.kv_cache_bytes_per_token() at fp32's 4 bytes, for GQA and per-layer heads too."""
+    shapes = {"gpt": ("gpt", TINY), "gqa": ("gpt", dict(TINY, n_layer=2, n_head=4, n_kv_head=2)),
+              "lws": ("lws", dict(TINY, n_layer=3, n_head=2, n_kv_head=1, ffn_scalars=[0.5, 4.0],
+                                  qkv_scalars=[0.5, 1.0], head_dim=8, ffn_multiple=8))}
+    rows = bench.benchmark_generation(shapes, "cpu", [torch.float32], prompt_tokens=4, new_tokens=6, rounds=1)
+    assert [r["model"] for r in rows] == ["gpt", "gqa", "lws"]
+    for r in rows:
+        assert r["same_tokens"] and r["new_tokens"] == 6 and r["cached_tokens_per_s"] > 0 and r["speedup"] > 0
+        assert r["kv_measured"] == r["kv_counted"]
+    assert rows[0]["kv_counted"] == 2 * 32 * 4  # one layer: keys and values of 32 floats
+    assert rows[1]["kv_counted"] == 2 * 2 * (2 * 8) * 4  # two layers of 2 kv heads x 8
+    table = bench.generation_table(rows)
+    assert "| gqa | float32 |" in table and f"| {rows[1]['kv_measured']:,.0f} | {rows[1]['kv_counted']:,} |" in table
+
+
+def test_generate_command_line_prints_the_table_and_fails_on_a_cache_the_accounting_miscounts(capsys, monkeypatch):
+    argv = [str(ROOT / "config/train_shakespeare_char.py"), "--generate", "--prompt_tokens=4", "--dtypes=float32",
+            "--rounds=1", "--vocab_size=50", "--new_tokens=4"]
+    bench.main(argv)
+    out = capsys.readouterr().out
+    assert "a 4-token prompt" in out and "| train_shakespeare_char | float32 |" in out and "(!)" not in out
+    monkeypatch.setattr(bench, "measured_kv_bytes_per_token", lambda *args: 1.0)
+    with pytest.raises(SystemExit, match="measured KV cache differs"):
+        bench.main(argv)
+    assert "| 1 (!) |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="must fit block_size=128"):
+        bench.main(argv[:-1] + ["--new_tokens=125"])
