@@ -128,6 +128,18 @@ class GPTConfig:
         return asdict(self)
 
 
+def padded_vocab_size(vocab_size, multiple=64):
+    """The embedding / LM-head size for a tokenizer of vocab_size ids: a BPE vocabulary (more
+    than 1024 ids) rounded up to a multiple of 64 (GPT-2's 50257 -> 50304), so the LM head, the
+    largest matmul of a small model, tiles evenly on a GPU's tensor cores (nanoGPT's trick). The
+    extra rows are never a target and generate(vocab_size=...) never samples them. A character
+    vocabulary (65 ids) stays as it is: its head costs next to nothing, and padding it would only
+    change the parameter counts and checkpoints of every char run for no speed."""
+    if vocab_size <= 1024:
+        return vocab_size
+    return -(-vocab_size // multiple) * multiple
+
+
 # ----------------------------------------------------------------------------------------
 # Building blocks
 
@@ -164,6 +176,21 @@ def linear_flops(module):
     return sum(2 * m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
 
 
+def causal_attention(q, k, v, pos=0, enable_gqa=False):
+    """Softmax attention of the T queries q (B, H, T, hd) at positions pos..pos+T-1 over the keys
+    and values k, v (B, Hkv, pos+T, hd) of positions 0..pos+T-1, each query seeing keys up to its
+    own position. Training and prefill (pos = 0): the usual causal mask. One new token: it may see
+    every key, no mask. T > 1 new tokens after a cache: the causal mask shifted by pos (SDPA's
+    is_causal would align it to the top-left, i.e. to position 0)."""
+    T, S = q.size(2), k.size(2)
+    if pos == 0:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
+    if T == 1:
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=enable_gqa)
+    mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=pos)  # key s <= pos + t
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal attention with RoPE and optional GQA / QK-norm. No norm, no residual."""
 
@@ -184,8 +211,12 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
+        """x: (B, T, C). With a LayerKVCache, x holds the new tokens at positions pos..pos+T-1
+        (pos = cache.length): their keys/values join the cache and every query attends to all
+        cached positions up to its own."""
         B, T, _ = x.shape
+        pos = 0 if cache is None else cache.length
         q, k, v = self.qkv_proj(x).split(
             [self.n_head * self.head_dim, self.n_kv_head * self.head_dim, self.n_kv_head * self.head_dim], dim=-1)
         if self.qk_norm == "full":
@@ -195,9 +226,11 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
-        q = apply_rope(q, self.rope_cos[:T], self.rope_sin[:T])
-        k = apply_rope(k, self.rope_cos[:T], self.rope_sin[:T])
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head != self.n_head)  # (B, H, T, hd)
+        cos, sin = self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T]  # absolute positions
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, Hkv, pos + T, hd): every position so far
+        y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)  # (B, H, T, hd)
         y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # (B, T, H*hd)
         return self.out_proj(y)
 
@@ -229,8 +262,8 @@ class AttentionSublayer(nn.Module):
         self.attn = CausalSelfAttention(dim, spec, config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x):  # (B, T, C) -> (B, T, C)
-        return x + self.dropout(self.attn(self.norm(x)))
+    def forward(self, x, cache=None):  # (B, T, C) -> (B, T, C)
+        return x + self.dropout(self.attn(self.norm(x), cache))
 
     def flops_per_token(self, seq_len):
         return self.attn.flops_per_token(seq_len)
@@ -259,11 +292,74 @@ class Block(nn.Module):
         super().__init__()
         self.attn, self.ffn = attn, ffn
 
-    def forward(self, x):
-        return self.ffn(self.attn(x))
+    def forward(self, x, cache=None):
+        """cache: this layer's LayerKVCache (generation), for the attention sublayer only."""
+        return self.ffn(self.attn(x) if cache is None else self.attn(x, cache=cache))
 
     def flops_per_token(self, seq_len):
         return self.attn.flops_per_token(seq_len) + self.ffn.flops_per_token(seq_len)
+
+
+# ----------------------------------------------------------------------------------------
+# The KV cache of generation
+
+
+class LayerKVCache:
+    """The keys and values one attention layer has computed so far, kept so that each new token
+    costs one position of work instead of the whole context. The buffers are allocated on the
+    first append, for max_len positions, in the dtype of the keys (the model's activation dtype:
+    bf16 under autocast)."""
+
+    def __init__(self, max_len):
+        self.max_len = max_len  # the model's block_size: RoPE tables and training end there
+        self.keys = self.values = None  # (B, Hkv, max_len, hd) each, once allocated
+        self.length = 0  # positions stored = the position of the next new token
+
+    def append(self, k, v):
+        """Store k, v (B, Hkv, T, hd) at positions length..length+T-1; return the keys and values
+        of every position so far, (B, Hkv, length, hd) each."""
+        T = k.size(2)
+        if self.length + T > self.max_len:
+            raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} (block_size)")
+        if self.keys is None:
+            B, H, _, hd = k.shape
+            self.keys = k.new_empty(B, H, self.max_len, hd)
+            self.values = v.new_empty(B, v.size(1), self.max_len, v.size(3))
+        self.keys[:, :, self.length:self.length + T] = k
+        self.values[:, :, self.length:self.length + T] = v
+        self.length += T
+        return self.keys[:, :, :self.length], self.values[:, :, :self.length]
+
+    @property
+    def nbytes(self):
+        """Bytes of the keys and values stored so far (the buffer holds max_len positions)."""
+        if self.keys is None:
+            return 0
+        per_position = self.keys[:, :, :1].numel() * self.keys.element_size()
+        per_position += self.values[:, :, :1].numel() * self.values.element_size()
+        return per_position * self.length
+
+
+class KVCache:
+    """One LayerKVCache per layer (`layers[l]`), for GPT.forward(idx, cache=...)."""
+
+    def __init__(self, model_or_n_layers, max_len=None):
+        """KVCache(model), or KVCache(n_layers, max_len) for a hand-built stack of blocks."""
+        if isinstance(model_or_n_layers, int):
+            if max_len is None:
+                raise ValueError("KVCache(n_layers, max_len): give max_len (the model's block_size)")
+            n_layers = model_or_n_layers
+        else:
+            n_layers, max_len = len(model_or_n_layers.blocks), max_len or model_or_n_layers.config.block_size
+        self.layers = [LayerKVCache(max_len) for _ in range(n_layers)]
+
+    @property
+    def length(self):
+        return self.layers[0].length
+
+    @property
+    def nbytes(self):
+        return sum(layer.nbytes for layer in self.layers)
 
 
 # ----------------------------------------------------------------------------------------
@@ -305,15 +401,18 @@ class GPT(nn.Module):
             std = residual_std if name.endswith("out_proj.weight") else 0.02
             torch.nn.init.normal_(p, mean=0.0, std=std)
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, cache=None):
         """idx: (B, T) token ids. Returns (logits, loss); loss is None without targets, and
-        then only the last position's logits are computed (all that sampling needs)."""
+        then only the last position's logits are computed (all that sampling needs).
+        cache: a KVCache (generation); idx then holds only the new tokens, at positions
+        cache.length .. cache.length + T - 1."""
         B, T = idx.shape
-        if T > self.config.block_size:
-            raise ValueError(f"sequence of length {T} is longer than block_size={self.config.block_size}")
+        pos = 0 if cache is None else cache.length
+        if pos + T > self.config.block_size:
+            raise ValueError(f"sequence of length {pos + T} is longer than block_size={self.config.block_size}")
         x = self.emb_dropout(self.tok_emb(idx))  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)  # (B, T, C)
+        for l, block in enumerate(self.blocks):
+            x = block(x, None if cache is None else cache.layers[l])  # (B, T, C)
         return self.logits_and_loss(self.norm_f(x), targets)
 
     def logits_and_loss(self, x, targets=None):
@@ -325,12 +424,30 @@ class GPT(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
-        """Append max_new_tokens tokens to idx (B, T). temperature=0 (or top_k=1) is greedy."""
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=True,
+                 vocab_size=None):
+        """Append max_new_tokens tokens to idx (B, T). temperature=0 (or top_k=1) is greedy.
+        vocab_size: the tokenizer's vocabulary; ids >= vocab_size (rows that pad the embedding,
+        see padded_vocab_size) are never sampled.
+        use_cache=True: prefill a KVCache with the context, then feed one token per step.
+        use_cache=False: recompute the whole context (up to block_size tokens) every step.
+        Both give the same tokens until the sequence outgrows block_size. Then the uncached path
+        slides its window one token per step, while the cache, full, is rebuilt from the last
+        block_size // 2 tokens (a prefill) and filled again: from there on the two see different
+        contexts and their samples differ."""
+        block_size, cache = self.config.block_size, None
         for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size:]
-            logits, _ = self(context)
+            if not use_cache:
+                logits, _ = self(idx[:, -block_size:])
+            elif cache is None or cache.length == block_size:  # prefill: first step, or a full cache
+                keep = block_size if cache is None else block_size // 2
+                cache = KVCache(self)
+                logits, _ = self(idx[:, -keep:], cache=cache)
+            else:
+                logits, _ = self(idx[:, -1:], cache=cache)  # only the newest token
             logits = logits[:, -1, :].float()  # (B, vocab)
+            if vocab_size is not None and vocab_size < logits.size(-1):
+                logits[:, vocab_size:] = float("-inf")  # padding ids
             if temperature == 0 or top_k == 1:
                 next_id = logits.argmax(dim=-1, keepdim=True)
             else:

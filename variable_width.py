@@ -269,10 +269,11 @@ class VariableWidthGPT(GPT):
             return F.pad(kept, (0, w - w_prev))  # new coordinates start at 0
         return torch.cat((kept, self.expansions[str(l)](kept)), dim=-1)  # predict only the new ones
 
-    def layer_step(self, l, R):
-        """R (B, T, D) -> R: layer l rewrites R[:w_l] and leaves R[w_l:] untouched (carry)."""
+    def layer_step(self, l, R, cache=None):
+        """R (B, T, D) -> R: layer l rewrites R[:w_l] and leaves R[w_l:] untouched (carry).
+        cache: layer l's model.LayerKVCache (generation); it holds keys/values of width w_l."""
         w = self.config.layer_widths[l]
-        out = self.blocks[l](self.layer_input(l, R))  # (B, T, w_l)
+        out = self.blocks[l](self.layer_input(l, R), cache)  # (B, T, w_l)
         # torch.cat, not R[..., :w] += ...: an in-place write would clobber what RMSNorm saved
         return out if w == R.size(-1) else torch.cat((out, R[..., w:]), dim=-1)
 
@@ -290,14 +291,16 @@ class VariableWidthGPT(GPT):
         """Final norm over R[:w_L], truncated to the d coordinates the LM head sees."""
         return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]  # (B, T, d)
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, cache=None):
+        """model.GPT.forward on the wide stream; cache: a model.KVCache, idx then the new tokens."""
         B, T = idx.shape
-        if T > self.config.block_size:
-            raise ValueError(f"sequence of length {T} is longer than block_size={self.config.block_size}")
+        pos = 0 if cache is None else cache.length
+        if pos + T > self.config.block_size:
+            raise ValueError(f"sequence of length {pos + T} is longer than block_size={self.config.block_size}")
         x = self.emb_dropout(self.tok_emb(idx))  # (B, T, d)
         R = F.pad(x, (0, self.stream_width - x.size(-1)))  # (B, T, D)
         for l in range(len(self.blocks)):
-            R = self.layer_step(l, R)
+            R = self.layer_step(l, R, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.head_input(R), targets)  # final norm at w_L, truncated to d
 
     def flops_per_token(self, seq_len=None):
