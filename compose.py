@@ -56,7 +56,9 @@ count, and the shapes table shows the budget without W_end. The ><former's init 
 """
 
 import json
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import torch
@@ -178,7 +180,9 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
                 # the hourglass FFN (hourglass.py)
                 n_sub_blocks=1, bottleneck_dim=None,
                 # CEA attention (cea.py)
-                outer_ratio=1.0, current_position="direct"):
+                outer_ratio=1.0, current_position="direct",
+                # ours: round each ><former layer's d_h,l to a multiple (8 feeds a GPU's tensor cores)
+                hidden_multiple=1):
     """A ComposedGPT. The schedule is constant (default), a ><former (`width_schedule` or
     `layer_widths`) or LWS (`ffn_scalars` + `qkv_scalars`). Each FFN slot has K = n_sub_blocks
     sub-blocks of hidden d_h = bottleneck_dim or ffn_hidden or 4 n_embd (scaled by w_l / d in
@@ -211,7 +215,9 @@ def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=No
                 **endpoint_multiples(hidden / n_embd, n_sub_blocks, outer_ratio, n_kv_head / n_head))
         widths = list(layer_widths)
         variable_width.check_widths(widths, n_head)
-        layers = [LayerSpec(n_head, n_kv_head, w // n_head, max(1, round(hidden * w / n_embd))) for w in widths]
+        layers = [LayerSpec(n_head, n_kv_head, w // n_head,
+                            max(hidden_multiple, hidden_multiple * round(hidden * w / n_embd / hidden_multiple)))
+                  for w in widths]
     else:
         widths, layers = [], []  # GPTConfig makes the uniform layers
     config = ComposedConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
@@ -234,13 +240,16 @@ def count_budget(model_type, **model_args):
         return build_any(model_type, **dict(model_args, block_size=2)).budget()
 
 
-def match_ffn_wider(baseline, ffn_mult=32, multiple=8):
+def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
     """FFN-Wider at the baseline's budget: same depth and heads, a narrower d and an FFN
-    about ffn_mult x d wide. For each d (a multiple of 2 n_head) cea.match_ffn_hidden solves
+    about ffn_mult x d wide. For each d (head_dim_multiple x n_head apart: head dims stay even
+    for RoPE, or multiples of 8 for the GPU's fast attention kernels) cea.match_ffn_hidden solves
     the FFN width W (a multiple of `multiple`) that matches the budget; the d whose W / d is
     closest to ffn_mult wins. Returns cea.build_model kwargs (outer_ratio 1)."""
+    if head_dim_multiple % 2:
+        raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use 2, 8, ...")
     target = count_budget("gpt", **baseline)
-    step = 2 * baseline["n_head"]
+    step = head_dim_multiple * baseline["n_head"]
     shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
     best = None
     for d in range(step, baseline["n_embd"] + 1, step):
@@ -257,7 +266,8 @@ LWS_SCHEDULES = {  # the paper's 18-layer schedules (Table 2), before parameter 
 
 
 def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=32,
-                   ffn_wider_mult=32, cea_outer_ratio=0.125, ffn_multiple=256):
+                   ffn_wider_mult=32, cea_outer_ratio=0.125, ffn_multiple=256, head_dim_multiple=2,
+                   hidden_multiple=1):
     """{name: (model_type, model_args)}: the plain GPT `baseline` (model.build_model kwargs) and
     every mechanism at its budget, each matched by its own paper's rule:
 
@@ -268,14 +278,23 @@ def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule=
     FFN-Wider            match_ffn_wider: a narrower d with a ~32 d FFN
     CEA                  the FFN-Wider shape with rho = cea_outer_ratio (the same parameters)
     LWS <variant>        the paper's schedules, FFN multipliers scaled by lws.match_params
+
+    Where a paper does not fix a rounding, ours keeps the GPU's kernels fed (the GPU preset):
+    head dims multiples of head_dim_multiple (FFN-Wider's d; the ><former's width_multiple is
+    given as n_head x 8 there), and FFN hidden sizes multiples of hidden_multiple (the composed
+    model's d_h,l, and CEA's Outer- and Inner-FFN: W is then a multiple of hidden_multiple / rho). The hourglass shape is the paper's (d = 1032, d_h = 418 for the 12L/768
+    baseline): not rounded.
     """
     shapes = {"GPT": ("gpt", dict(baseline))}
     hg = hourglass.match_baseline(baseline, hourglass_k, hourglass_ratio)
     shapes["hourglass"] = ("hourglass", hg)
     former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
     shapes["><former"] = ("variable_width", {**baseline, **former})
-    shapes["hourglass+><former"] = ("composed", {**hg, **former})
-    wider = match_ffn_wider(baseline, ffn_wider_mult)
+    rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
+    shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
+    # W a multiple of 8, and of hidden_multiple / rho, so that CEA's split rho W keeps that rounding too
+    rho = Fraction(cea_outer_ratio).limit_denominator(64)
+    wider = match_ffn_wider(baseline, ffn_wider_mult, math.lcm(8, rho.denominator * hidden_multiple), head_dim_multiple)
     shapes["FFN-Wider"] = ("cea", wider)
     shapes["CEA"] = ("cea", {**wider, "outer_ratio": cea_outer_ratio})
     lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
@@ -311,7 +330,7 @@ def shape_label(model):
 
 # Keys handed to compose.matched_shapes; the rest of a preset is the baseline and training.
 MATCHING_KEYS = ("hourglass_k", "hourglass_ratio", "width_schedule", "width_multiple", "ffn_wider_mult",
-                 "cea_outer_ratio", "ffn_multiple")
+                 "cea_outer_ratio", "ffn_multiple", "head_dim_multiple", "hidden_multiple")
 BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
 
 # 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
@@ -323,7 +342,7 @@ CPU_PRESET = dict(
     min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
     device="auto", dtype="auto", compile=False,
     hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
-    cea_outer_ratio=0.125, ffn_multiple=32)
+    cea_outer_ratio=0.125, ffn_multiple=32, head_dim_multiple=2, hidden_multiple=1)
 # The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
 # gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
 # 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
@@ -331,7 +350,9 @@ GPU_PRESET = dict(
     CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
     block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200, eval_interval=250,
     eval_iters=50, log_interval=50, compile=True,
-    width_multiple=48,  # widths: multiples of 2 x 12 heads
+    width_multiple=96,  # widths: multiples of 8 x 12 heads, so every head dim is a multiple of 8
+    head_dim_multiple=8,  # FFN-Wider / CEA: d = 12 heads x a multiple of 8 (fast SDPA kernels on CUDA)
+    hidden_multiple=8,  # hourglass+><former: each layer's d_h,l a multiple of 8 (tensor cores)
     ffn_multiple=256)  # the LWS paper's FFN divisor
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 

@@ -1,6 +1,7 @@
 """compose.py: composed models reduce exactly to each single mechanism and to the plain GPT,
 and matched_shapes matches every shape to the baseline's budget."""
 
+import functools
 import json
 
 import pytest
@@ -127,6 +128,19 @@ def test_train_builds_composed_by_name():
 # matched_shapes
 
 
+@functools.lru_cache(maxsize=None)
+def _preset_shapes(items):
+    from compose import MATCHING_KEYS, baseline_of
+    settings = dict(items)
+    return compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+
+
+def preset_shapes(settings):
+    """compose.matched_shapes of a preset, computed once per preset for the whole file."""
+    shapes = _preset_shapes(tuple(sorted(settings.items())))
+    return {name: (model_type, dict(args)) for name, (model_type, args) in shapes.items()}
+
+
 def budgets(shapes):
     return {name: compose.count_budget(model_type, **args) for name, (model_type, args) in shapes.items()}
 
@@ -134,7 +148,7 @@ def budgets(shapes):
 def test_cpu_preset_shapes_match_the_budget():
     from compose import MATCHING_KEYS, PRESETS, baseline_of
     settings = PRESETS["cpu"]
-    shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+    shapes = preset_shapes(settings)
     assert list(shapes) == ["GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA", "LWS vanilla",
                             "LWS framed", "LWS reverse", "LWS crown"]
     counts = budgets(shapes)
@@ -170,18 +184,19 @@ def test_composed_endpoint_params_is_the_hand_count():
         assert m["end_in"] * w * (w - d) + m["end_out"] * w * (w - d) == pytest.approx(by_hand), (k, rho)
 
 
-@pytest.mark.parametrize("preset", ["cpu", "gpu"])
-def test_preset_formers_match_the_budget_without_w_end(preset):
-    """Appendix A matches the budget less W_end: the ><former rows land within 1.5% of the GPT's
-    (the GPU preset's hourglass+><former was solved with K sub-blocks' W_end: widths 1824, +2.2%)."""
+@pytest.mark.parametrize("preset, tolerance", [("cpu", 0.015), ("gpu", 0.025)])
+def test_preset_formers_match_the_budget_without_w_end(preset, tolerance):
+    """Appendix A matches the budget less W_end: the ><former rows land within 1.5% of the GPT's on
+    the CPU preset. The GPU preset rounds widths to multiples of 96 (12 heads x a head dim that is a
+    multiple of 8): rounding each of 12 widths by up to +-48 leaves +1.1% / +2.2% (measured), so 2.5%."""
     from compose import MATCHING_KEYS, PRESETS, baseline_of
     settings = PRESETS[preset]
-    shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+    shapes = preset_shapes(settings)
     info = compose.describe_shapes(shapes, settings["block_size"])
     target = info["GPT"]["budget"]
     for name in ("><former", "hourglass+><former"):
         assert info[name]["endpoint"] > 0, name
-        assert abs((info[name]["budget"] - info[name]["endpoint"]) / target - 1) < 0.015, name
+        assert abs((info[name]["budget"] - info[name]["endpoint"]) / target - 1) < tolerance, name
     table = compose.shapes_table(info)
     assert "budget without W_end (vs GPT)" in table.splitlines()[0]
 
@@ -202,11 +217,38 @@ def test_compose_prints_the_budget_without_w_end():
 def test_gpu_preset_hourglass_is_the_papers_113m_row():
     from compose import MATCHING_KEYS, PRESETS, baseline_of
     settings = PRESETS["gpu"]
-    shapes = compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+    shapes = preset_shapes(settings)
     args = shapes["hourglass"][1]
     assert (args["n_embd"], args["bottleneck_dim"], args["n_sub_blocks"], args["n_layer"]) == (1032, 418, 4, 12)
     wider = shapes["FFN-Wider"][1]
-    assert 28 <= wider["ffn_hidden"] / wider["n_embd"] <= 36
+    # d steps by 12 heads x 8 = 96: d = 288 gives W / d = 36.7, the closest to 32 (d = 384 gives ~20)
+    assert 28 <= wider["ffn_hidden"] / wider["n_embd"] <= 38
+
+
+def test_gpu_preset_shapes_keep_head_dims_and_ffn_widths_at_multiples_of_8():
+    """CUDA's fast attention kernels want head_dim % 8 == 0 (otherwise SDPA may fall back to the math
+    kernel, which saves the fp32 score matrix), tensor cores want FFN widths in multiples of 8. Every
+    GPU-preset shape keeps both, except the hourglass paper's own 113M row (d = 1032: head dim 86,
+    d_h = 418), kept as the paper has it, and what composes with it."""
+    from compose import MATCHING_KEYS, PRESETS, baseline_of
+    settings = PRESETS["gpu"]
+    shapes = preset_shapes(settings)
+    for name, (model_type, args) in shapes.items():
+        with torch.device("meta"):
+            model = compose.build_any(model_type, **dict(args, block_size=2))
+        head_dims = {s.head_dim for s in model.config.layers}
+        hidden = {s.ffn_hidden for s in model.config.layers} | {getattr(model.config, "inner_hidden", 0)}
+        if name == "hourglass":
+            assert head_dims == {86} and hidden == {418, 0}  # the paper's shape
+            continue
+        assert all(h % 8 == 0 for h in head_dims), (name, head_dims)
+        if name != "hourglass+><former":  # its layers' d_h,l are multiples of 8, see below
+            assert all(h % 8 == 0 for h in hidden), (name, hidden)
+    composed = shapes["hourglass+><former"][1]
+    with torch.device("meta"):
+        model = compose.build_any("composed", **dict(composed, block_size=2))
+    assert all(s.ffn_hidden % 8 == 0 for s in model.config.layers)
+    assert shapes["FFN-Wider"][1]["n_embd"] % (8 * settings["n_head"]) == 0
 
 
 def test_the_shapes_use_the_datasets_vocabulary(char_dataset):
