@@ -69,7 +69,7 @@ import lws
 import variable_width
 from configurator import ConfigError, parse_overrides
 from configurator import build_model as build_any
-from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU
+from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU, padded_vocab_size
 
 ROOT = Path(__file__).resolve().parent
 
@@ -391,8 +391,9 @@ def dataset_vocab_size(dataset, data_dir=""):
 
 
 def baseline_of(settings):
-    """The plain GPT's build kwargs from a preset."""
-    return dict(vocab_size=dataset_vocab_size(settings["dataset"], settings["data_dir"]),
+    """The plain GPT's build kwargs from a preset. The vocabulary is the data's, padded as train.py
+    pads it (model.padded_vocab_size: GPT-2's 50257 -> 50304), so the tables count what trains."""
+    return dict(vocab_size=padded_vocab_size(dataset_vocab_size(settings["dataset"], settings["data_dir"])),
                 block_size=settings["block_size"], **{k: settings[k] for k in BASELINE_KEYS})
 
 

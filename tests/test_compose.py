@@ -272,3 +272,11 @@ def test_presets_and_model_selection_on_the_command_line():
     assert list(compose.select_models(shapes, "lws-crown,GPT")) == ["GPT", "LWS crown"]  # slugs, preset order
     with pytest.raises(ConfigError, match="unknown \\['nope'\\]"):
         compose.select_models(shapes, "GPT,nope")
+
+
+def test_a_gpt2_vocabulary_is_padded_as_train_py_pads_it():
+    """compare.py hands the baseline's vocab_size to train.py in model_args (it has the last word),
+    so the shapes must carry the padded size: 50257 -> 50304; a character vocabulary stays."""
+    settings = dict(compose.PRESETS["gpu"], data_dir="/nonexistent")  # no meta.json: the known sizes
+    assert compose.baseline_of(settings)["vocab_size"] == 50304
+    assert compose.baseline_of(dict(settings, dataset="shakespeare_char"))["vocab_size"] == 65
