@@ -512,13 +512,38 @@ class GPT(nn.Module):
 # ----------------------------------------------------------------------------------------
 # The peak that MFU is measured against (train.py and bench.py)
 
-# Dense bf16 tensor-core peaks in FLOP/s (no sparsity), matched against the device name.
-GPU_BF16_PEAK = [
-    ("H200", 989e12), ("H100 NVL", 835e12), ("H100 PCIe", 756e12), ("H100", 989e12),
-    ("GH200", 989e12), ("B200", 2250e12), ("A100", 312e12), ("A10G", 70e12), ("A10", 125e12),
-    ("L40S", 362e12), ("L4", 121e12), ("RTX 4090", 165e12), ("RTX 3090", 71e12),
-    ("V100", 125e12), ("T4", 65e12),  # V100 and T4 have no bf16: their fp16 peak
-]
+# Dense bf16 tensor-core peaks in FLOP/s of one GPU (no 2:4 sparsity), by model name. NVIDIA's
+# datasheets print the sparse figure (twice these) with an asterisk; each row gives the source.
+# V100 and T4 have no bf16: their fp16 peak (train.py uses fp16 there).
+GPU_BF16_PEAK = {
+    # nvidia.com/en-us/data-center/h100 and /h200: SXM 1,979, PCIe 1,513, NVL 1,671 TFLOPS sparse
+    "H100": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12,  # plain "H100 80GB HBM3" is the SXM
+    "H200": 989e12, "H200 NVL": 835e12, "GH200": 989e12,  # GH200 Grace Hopper datasheet: 1,979 sparse
+    # HGX B200 / GB200 NVL72 datasheets, per GPU: FP16/BF16 4.5 and 5 PFLOPS sparse
+    "B200": 2250e12, "GB200": 2500e12,
+    "A100": 312e12, "A800": 312e12, "A30": 165e12, "A40": 149.7e12, "A10": 125e12,  # A100: 624 sparse, SXM and PCIe
+    "A10G": 70e12,  # AWS's A10 variant: no NVIDIA datasheet; the commonly measured figure
+    "L40S": 362e12, "L40": 181e12, "L4": 121e12,  # L40S / L40 / L4 datasheets: 733 / 362 / 242 sparse
+    "RTX 4090": 165e12, "RTX 3090": 71e12,  # Ada / Ampere GA102 whitepapers, fp32 accumulation
+    "V100": 125e12, "V100 PCIe": 112e12, "V100S": 130e12, "T4": 65e12,  # V100 / T4 datasheets (fp16)
+}
+
+
+def name_words(name):
+    """'NVIDIA A100-SXM4-80GB' -> {'NVIDIA', 'A100', 'SXM4', '80GB'}: the whole words of a name."""
+    return set(name.upper().replace("-", " ").replace("_", " ").split())
+
+
+def gpu_bf16_peak(device_name):
+    """(table key, peak FLOP/s) for a torch.cuda.get_device_name(), or (None, None). A key matches
+    when all its words are whole words of the name (so 'L4' is not 'L40', 'B200' not 'GB200'); the
+    key with the most words wins ('H200 NVL' over 'H200')."""
+    words = name_words(device_name)
+    matches = [key for key in GPU_BF16_PEAK if name_words(key) <= words]
+    if not matches:
+        return None, None
+    key = max(matches, key=lambda k: len(name_words(k)))
+    return key, GPU_BF16_PEAK[key]
 
 _cpu_peak_cache = {}
 
@@ -551,10 +576,10 @@ def peak_flops(device_type):
     """(peak FLOP/s, description) for MFU on this device, or (None, reason)."""
     if device_type == "cuda":
         name = torch.cuda.get_device_name()
-        for key, flops in GPU_BF16_PEAK:
-            if key in name:
-                return flops, f"{name} bf16 peak {flops / 1e12:.0f} TFLOP/s"
-        return None, f"{name}: peak unknown, add it to GPU_BF16_PEAK in model.py"
+        key, flops = gpu_bf16_peak(name)
+        if flops is None:
+            return None, f"{name}: peak unknown, add it to GPU_BF16_PEAK in model.py"
+        return flops, f"{name} ({key}) bf16 peak {flops / 1e12:.0f} TFLOP/s"
     if device_type == "cpu":
         flops = measure_cpu_peak_flops()
         dtype = str(cpu_matmul_dtype()).replace("torch.", "")

@@ -107,6 +107,26 @@ def test_peak_flops_are_named_for_the_device_and_measured_on_a_cpu():
     assert peak_flops("xla") == (None, "no peak FLOP/s known for xla")
 
 
+@pytest.mark.parametrize("device_name, peak_tflops", [
+    ("NVIDIA H100 80GB HBM3", 989), ("NVIDIA H100 PCIe", 756), ("NVIDIA H100 NVL", 835),
+    ("NVIDIA H200", 989), ("NVIDIA H200 NVL", 835), ("NVIDIA GH200 480GB", 989),
+    ("NVIDIA B200", 2250), ("NVIDIA GB200", 2500),
+    ("NVIDIA A100-SXM4-80GB", 312), ("NVIDIA A100-PCIE-40GB", 312), ("NVIDIA A10", 125), ("NVIDIA A10G", 70),
+    ("NVIDIA L40S", 362), ("NVIDIA L40", 181), ("NVIDIA L4", 121), ("NVIDIA GeForce RTX 4090", 165),
+    ("Tesla V100-SXM2-16GB", 125), ("Tesla V100-PCIE-32GB", 112), ("Tesla T4", 65),
+])
+def test_gpu_peak_is_matched_by_whole_model_name_most_specific_first(monkeypatch, device_name, peak_tflops):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: device_name)
+    peak, note = peak_flops("cuda")
+    assert peak == peak_tflops * 1e12 and device_name in note
+
+
+@pytest.mark.parametrize("device_name", ["NVIDIA B300", "NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 4080"])
+def test_an_unknown_gpu_has_no_peak_and_says_where_to_add_it(monkeypatch, device_name):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: device_name)
+    assert peak_flops("cuda") == (None, f"{device_name}: peak unknown, add it to GPU_BF16_PEAK in model.py")
+
+
 @pytest.mark.parametrize("n_kv_head", [4, 2])
 def test_flops_per_token_agree_with_flop_counter(n_kv_head):
     layers = [LayerSpec(4, n_kv_head, 16, 128), LayerSpec(8, n_kv_head, 8, 320), LayerSpec(2, 2, 32, 96)]
