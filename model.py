@@ -43,6 +43,22 @@ inside). A mechanism swaps a sublayer by subclassing GPT and overriding `make_at
 or `make_ffn`; parameter accounting and FLOPs per token stay correct because every
 sublayer reports its own FLOPs.
 
+Generation with a KV cache
+--------------------------
+`generate()` adds one token at a time. Recomputing the whole context for each one repeats all
+the earlier positions' work; a `KVCache` instead keeps every attention layer's keys and values
+(`LayerKVCache`: (B, n_kv_head, block_size, head_dim) each, allocated on first use, in the
+activation dtype). One prefill pass over the prompt fills it, then each step feeds only the newest
+token: RoPE rotates its query and key at its absolute position, its key/value join the cache, and
+it attends to every cached position. The cache stores sum_l 2 n_kv_head_l head_dim_l numbers per
+token, `kv_cache_bytes_per_token()` (GQA, fewer or narrower heads shrink it; `cache.nbytes`
+measures it). At block_size positions (where the RoPE tables and the training context end) a full
+cache is rebuilt from the last block_size // 2 tokens; the reference path (`use_cache=False`)
+slides its window by one token per step instead, so the two agree token for token only while the
+sequence fits in block_size. Every attention sublayer takes `forward(x, cache=None)`; FFN
+sublayers never see the cache. `generate(vocab_size=...)` never samples the rows that pad a BPE
+vocabulary (`padded_vocab_size`: GPT-2's 50257 -> 50304).
+
 Accounting every model shares
 -----------------------------
 `param_counts()` (embedding, attention, FFN, norms, ... the way the papers report them),

@@ -31,6 +31,10 @@ w_l / n_head, SwiGLU hidden 4 w_l; constant widths: exactly model.GPT). Expansio
 'carry' (eq. 1), 'zero', 'project' (a learned map from the kept w_{l-1} coordinates predicts the
 new ones). Schedules constant | x | diamond | v | lambda by Appendix A, or `layer_widths`. W_end and
 the "matched" count (`param_summary`); the table against the constant width (`report`).
+Generation: forward(idx, cache=model.KVCache(model)) threads layer l's cache through layer_step;
+layer l stores keys/values of its own width w_l, so narrow layers store narrower keys and the
+cache's measured bytes (cache.nbytes) fall with the average width, as kv_cache_bytes_per_token
+counts: the paper's KV-cache saving, measurable.
 
 Deviations: where each choice comes from (the paper / the reference code (URL above) / ours)
 - Final norm (the reference code): RMSNorm over R[:w_L], then truncated to d before the head, so
