@@ -87,16 +87,18 @@ def test_cached_logits_equal_a_full_recompute_at_every_step(name):
 @torch.no_grad()
 def test_greedy_generation_cached_equals_uncached_and_long_samples_work(name):
     model = make(name)
-    prompt = torch.randint(VOCAB, (2, 5))
-    cached = model.generate(prompt, 3 * BLOCK, temperature=0)
-    uncached = model.generate(prompt, 3 * BLOCK, temperature=0, use_cache=False)
-    assert cached.shape == uncached.shape == (2, 5 + 3 * BLOCK)
-    assert torch.equal(cached[:, :BLOCK + 1], uncached[:, :BLOCK + 1])  # every context fits the block
+    prompt = torch.randint(VOCAB, (2, BLOCK - 12))
+    cached = model.generate(prompt, 2 * BLOCK + 12, temperature=0)  # 3 x BLOCK tokens: the cache is rebuilt 4 times
+    uncached = model.generate(prompt, 13, temperature=0, use_cache=False)
+    assert cached.shape == (2, 3 * BLOCK)
+    assert torch.equal(cached[:, :BLOCK + 1], uncached)  # as long as every context fits the block
     # the cache fills at BLOCK + 1 tokens; the next token comes from a prefill of the last BLOCK // 2
     rebuilt = all_logits(model, cached[:, BLOCK + 1 - BLOCK // 2:BLOCK + 1])[:, -1].argmax(-1)
     assert torch.equal(cached[:, BLOCK + 1], rebuilt)
-    sampled = model.generate(prompt, 3 * BLOCK, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(0))
-    assert sampled.shape == (2, 5 + 3 * BLOCK) and sampled.max() < VOCAB
+    long_prompt = torch.randint(VOCAB, (2, BLOCK + 3))  # prefill the last BLOCK, rebuild, then one token a step
+    sampled = model.generate(long_prompt, 4, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(0))
+    assert sampled.shape == (2, BLOCK + 7) and torch.equal(sampled[:, :BLOCK + 3], long_prompt)
+    assert sampled.max() < VOCAB
 
 
 @torch.no_grad()
