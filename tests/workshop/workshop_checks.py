@@ -1,0 +1,214 @@
+"""The self-checks of the workshop's exercises (docs/workshop.md), one function per exercise.
+
+Each check_<exercise>(module) takes the participant's module (workshop/<exercise>.py) or the
+reference solution (the fenced block after `<!-- solution: <exercise> -->` in
+docs/workshop_solutions.md) and raises AssertionError with a message a participant can act on.
+The checks compute what they compare against from the repo's own code (lws.py, hourglass.py, ...),
+so they follow the code when it changes.
+"""
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+for path in (ROOT, ROOT / "experiments"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+EXERCISES = ("hourglass_exercise", "variable_width_exercise", "cea_exercise", "lws_exercise", "mlp_exercise")
+SOLUTIONS = ROOT / "docs" / "workshop_solutions.md"
+SOLUTION_BLOCK = re.compile(r"<!-- solution: (\w+) -->\s*```python\n(.*?)```", re.S)
+
+
+# ----------------------------------------------------------------------------------------
+# Loading a participant's file or a reference solution
+
+
+def load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def solution_sources():
+    """{exercise: source} of every solution block in docs/workshop_solutions.md."""
+    return {name: source for name, source in SOLUTION_BLOCK.findall(SOLUTIONS.read_text())}
+
+
+def load_solution(name, folder):
+    """The reference solution of `name`, written to folder/<name>.py and imported from there (as a
+    participant would after pasting it over workshop/<name>.py)."""
+    sources = solution_sources()
+    assert name in sources, f"docs/workshop_solutions.md has no block after <!-- solution: {name} -->"
+    path = Path(folder) / f"{name}.py"
+    path.write_text(sources[name])
+    return load_module(path, f"workshop_solution_{name}")
+
+
+def load_exercise(name):
+    return load_module(ROOT / "workshop" / f"{name}.py", f"workshop_participant_{name}")
+
+
+def relative_gap(value, target):
+    return abs(value - target) / target
+
+
+# ----------------------------------------------------------------------------------------
+# Part 1: hourglass with K = 2 matched to the main job's GPT
+
+
+def check_hourglass_exercise(module):
+    import hourglass
+    from model import build_model as build_gpt
+    args = module.hourglass_k2()
+    model = hourglass.build_model(**args)
+    cfg, baseline = model.config, build_gpt(**module.BASELINE)
+    d, d_h = cfg.n_embd, cfg.layers[0].ffn_hidden
+    assert cfg.n_sub_blocks == 2, f"K = n_sub_blocks is {cfg.n_sub_blocks}: the exercise asks for K = 2"
+    assert d_h < d, f"d_h = {d_h} >= d = {d}: an hourglass sub-block is wide-narrow-wide (d_h < d)"
+    assert (cfg.n_layer, cfg.n_head) == (baseline.config.n_layer, baseline.config.n_head), \
+        "keep the baseline's layers and heads (the paper keeps the head count; match_baseline does)"
+    assert d % (2 * cfg.n_head) == 0, f"d = {d} must be a multiple of 2 x {cfg.n_head} heads (even head size for RoPE)"
+    gap = relative_gap(model.budget(), baseline.budget())
+    assert gap <= 0.005, (f"budget {model.budget():,} vs the baseline's {baseline.budget():,}: {gap:.2%} apart "
+                          f"(at most 0.5%): use hourglass.match_baseline")
+    share = model.param_counts()["attention"] / model.budget()
+    assert abs(module.ATTENTION_SHARE - share) <= 0.01, \
+        f"ATTENTION_SHARE = {module.ATTENTION_SHARE}: count again (attention is 4 d^2 per layer here)"
+    return dict(n_embd=d, bottleneck_dim=d_h, budget=model.budget(), attention_share=round(share, 3))
+
+
+# ----------------------------------------------------------------------------------------
+# Part 2: the ><former's bottleneck at layer 2 of 8
+
+
+def check_variable_width_exercise(module):
+    import variable_width
+    from model import build_model as build_gpt
+    model = variable_width.build_model(**module.early_bottleneck())
+    widths = model.config.layer_widths
+    baseline = build_gpt(**module.BASELINE)
+    assert len(widths) == 8 and model.config.n_embd == 128, "keep the baseline's 8 layers and d = 128"
+    narrowest = [i + 1 for i, w in enumerate(widths) if w == min(widths)]
+    assert narrowest == [2], f"widths {widths}: the narrowest layer (1-indexed) is {narrowest}, not [2]"
+    falls, rises = widths[:2], widths[1:]
+    assert falls == sorted(falls, reverse=True) and rises == sorted(rises), \
+        f"widths {widths}: they should fall to layer 2 and rise after it (the ><former's shape)"
+    matched = variable_width.param_summary(model)["matched"]
+    gap = relative_gap(matched, baseline.budget())
+    assert gap <= 0.02, (f"Appendix A's matched count {matched:,} is {gap:.1%} away from the constant width's "
+                         f"{baseline.budget():,} (at most 2%): let the solver choose the widths, width_multiple=8")
+    return dict(widths=widths, matched=matched, baseline=baseline.budget())
+
+
+# ----------------------------------------------------------------------------------------
+# Part 3: CEA's outer ratio moved, the contribution ratio measured
+
+
+def tiny_corpus():
+    """A small character text (vocabulary < 30) as a 1-D tensor of ids, and its vocabulary size."""
+    text = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
+            "First Citizen:\nYou are all resolved rather to die than to famish?\n\n") * 40
+    chars = sorted(set(text))
+    return torch.tensor([chars.index(c) for c in text]), len(chars)
+
+
+def check_cea_exercise(module):
+    import cea
+    import cea_contribution
+    tokens, vocab_size = tiny_corpus()
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = module.build(vocab_size)
+    width = 32 * model.config.n_embd  # W of the 32x FFN-Wider
+    outer, inner = model.config.layers[0].ffn_hidden, model.config.inner_hidden
+    assert outer == width // 2 and inner == width // 2, (
+        f"Outer-FFN {outer}, Inner-FFN {inner} of W = {width}: set OUTER_RATIO so that each holds half")
+    wider = cea.build_model(vocab_size=vocab_size, block_size=32, n_layer=2, n_head=2, n_embd=32, ffn_mult=32,
+                            outer_ratio=1.0)
+    assert model.param_counts()["non_embedding"] == wider.param_counts()["non_embedding"], \
+        "the split should move FFN parameters into attention, not add any: build() must stay a 2-layer FFN-Wider"
+    # a few dozen steps on the text, so that the representations mean something (about a second)
+    block, batch = 32, 8
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(40):
+        starts = torch.randint(len(tokens) - block - 1, (batch,), generator=generator)
+        x = torch.stack([tokens[s:s + block] for s in starts])
+        y = torch.stack([tokens[s + 1:s + block + 1] for s in starts])
+        _, loss = model(x, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    starts = torch.arange(16) * ((len(tokens) - block - 1) // 16)
+    idx = torch.stack([tokens[s:s + block] for s in starts])  # (16, 32): 512 positions
+    targets = torch.stack([tokens[s + 1:s + block + 1] for s in starts])
+    reps, kinds = cea_contribution.sublayer_representations(model, idx)
+    accuracies = cea_contribution.token_prediction_accuracies(reps, targets.reshape(-1), min_count=50)
+    expected = cea_contribution.contribution_ratio(accuracies, kinds)["ffn_ratio"]
+    got = module.ffn_contribution(model, idx, targets)
+    assert isinstance(got, float) and abs(got - expected) <= 1e-6, (
+        f"ffn_contribution returned {got!r}; the FFN's Token Prediction contribution ratio of this model "
+        f"measures {expected:.4f} (gains per sublayer, FFN share): see experiments/cea_contribution.py")
+    print(f"outer ratio {outer / width}: FFN contribution ratio {expected:.4f}")
+    return dict(ffn_ratio=expected)
+
+
+# ----------------------------------------------------------------------------------------
+# Part 4: a valley schedule, parameter-matched
+
+
+def check_lws_exercise(module):
+    import lws
+    args = module.valley_shape()
+    model = lws.build_model(**args)
+    specs = model.config.layers
+    widths, heads = [s.ffn_hidden for s in specs], [s.n_head for s in specs]
+    assert len(specs) == 9 and model.config.n_embd == 128, "keep lws.CPU_BASE and 9 layers"
+    middle = len(specs) // 2
+    falls, rises = widths[:middle + 1], widths[middle:]
+    assert widths[middle] < min(widths[0], widths[-1]) and falls == sorted(falls, reverse=True) \
+        and rises == sorted(rises), f"FFN widths {widths}: not a valley with its minimum in the middle layer"
+    assert heads[middle] < min(heads[0], heads[-1]), f"query heads {heads}: the attention should make a valley too"
+    target = lws.count_params(**module.BASELINE)["non_embedding"]
+    count = model.param_counts()["non_embedding"]
+    gap = relative_gap(count, target)
+    assert gap <= 0.015, (f"{count:,} non-embedding parameters vs the baseline's {target:,}: {gap:.2%} apart "
+                          f"(at most 1.5%): use lws.match_params")
+    return dict(ffn_widths=widths, heads=heads, count=count, target=target)
+
+
+# ----------------------------------------------------------------------------------------
+# Part 5: a learned W_in
+
+
+def check_mlp_exercise(module):
+    import mlp_hourglass
+    torch.manual_seed(0)
+    model = module.build()
+    frozen = mlp_hourglass.build_model("mnist_denoise", latent_dim=256, hidden_dim=32, n_blocks=2)
+    w_in = model.lift.weight if model.lift is not None else None
+    assert isinstance(w_in, torch.nn.Parameter) and w_in.requires_grad, \
+        "W_in (model.lift.weight) is not a trainable nn.Parameter: the optimizer would never see it"
+    assert any(p is w_in for p in model.parameters()), "W_in is not among model.parameters()"
+    assert torch.equal(w_in.detach(), frozen.lift.weight), \
+        "the learned W_in should start from the frozen one (same seed, same matrix)"
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert module.TRAINABLE_PARAMS == trainable, \
+        f"TRAINABLE_PARAMS = {module.TRAINABLE_PARAMS}: the formula gives another number (d_x = 784, d_out = 784)"
+    before = w_in.detach().clone()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.rand(16, 784)
+    loss = torch.nn.functional.mse_loss(model(x), x)
+    loss.backward()
+    optimizer.step()
+    assert not torch.equal(before, model.lift.weight.detach()), "one AdamW step did not move W_in"
+    return dict(trainable=trainable)
+
+
+CHECKS = {name: globals()[f"check_{name}"] for name in EXERCISES}
