@@ -456,7 +456,7 @@ class GPT(nn.Module):
             if not use_cache:
                 logits, _ = self(idx[:, -block_size:])
             elif cache is None or cache.length == block_size:  # prefill: first step, or a full cache
-                keep = block_size if cache is None else block_size // 2
+                keep = block_size if cache is None else max(1, block_size // 2)
                 cache = KVCache(self)
                 logits, _ = self(idx[:, -keep:], cache=cache)
             else:

@@ -199,3 +199,15 @@ def test_padded_vocab_size_pads_only_bpe_vocabularies():
     assert padded_vocab_size(50304) == 50304
     assert padded_vocab_size(65) == 65 and padded_vocab_size(1024) == 1024  # character vocabularies
     assert padded_vocab_size(1025) == 1088 and padded_vocab_size(1025, multiple=128) == 1152
+
+
+@torch.no_grad()
+def test_tiny_blocks_generate_long_samples():
+    torch.manual_seed(0)
+    prompt = torch.randint(VOCAB, (1, 3))
+    for block_size in (1, 2, 3):  # a full cache keeps max(1, block_size // 2) tokens
+        model = build_plain(vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32, n_head=2).eval()
+        out = model.generate(prompt, 7, temperature=0)
+        assert out.shape == (1, 10)
+        if block_size == 1:  # both paths see only the newest token
+            assert torch.equal(out, model.generate(prompt, 7, temperature=0, use_cache=False))
