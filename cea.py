@@ -54,10 +54,17 @@ Every choice, and whose it is (no public code exists, so "the paper" or "ours")
   not the paper's post-LN GPT with GELU (C.1; C.2's backbone has RoPE + RMSNorm like ours). So
   "32x" is a SwiGLU hidden size of 32 d (3 matrices) and counts are ~1.5x the paper's.
 - Inner-FFN as a SwiGLU with no norm of its own, reading a = n(x): ours (the figure places none).
-- Exact direct pathway as ONE softmax over [W_k t_1..T | W_k a_1..T] (2T keys, RoPE at the same
-  positions, a mask allowing s < t of the first half and the diagonal of the second): ours, to
-  stay one fused SDPA call; FLOPs count all 2T scores (as torch's flop_counter does).
+- Attention paths (`attention_impl`, ours; equal to float rounding, tested). 'causal', the default:
+  every rule on the ordinary causal SDPA call, no mask (flash kernels on a GPU): 'masked' attends
+  keys/values shifted by one (what C.2 simplified it for); the exact direct pathway puts a_t's key
+  before that shifted context as a "sink" whose score each query carries in an extra head dimension
+  (`direct_pathway_attention`). 'reference', the readable form: ONE softmax over [W_k t_1..T |
+  W_k a_1..T] (2T keys, a dense (T, 2T) boolean mask). FLOPs count what runs, as torch's
+  flop_counter does (2T keys at head dim hd, or T keys at hd + 1 padded to a multiple of 8).
 - Masked variant at position 0 (nothing earlier): output defined as zero: ours (C.2 is silent).
+- KV cache (generation): per position the keys/values of t, what later positions attend to
+  (2 n_kv_head hd per layer, model.kv_cache_bytes_per_token); a new position's own key/value
+  come from a ('direct'), are t's ('transformed') or are absent ('masked').
 - MoE: Switch-Transformer top-1 routing, expert output x router probability, no capacity limit,
   no token dropping, balancing loss E sum_i f_i P_i with weight 0.01, added only while training:
   ours (the paper used fastmoe and gives none of these). 64 experts, top-1, before the FFN,
@@ -66,6 +73,9 @@ Every choice, and whose it is (no public code exists, so "the paper" or "ours")
 - The baseline's MoE sublayer has its own RMSNorm and residual: ours; the Inner-MoE reads
   attention's normed input, so it has d parameters fewer per layer (same matrices, active
   parameters and FLOPs). FLOPs count the router and ONE expert.
+- Dense MoE dispatch, ours: each expert runs on every token, keeps its routed rows. Exact, fixed
+  shapes, no host sync or graph break, a (zero) gradient for an expert without tokens (DDP needs
+  one), at E x one expert's FLOPs: fine for our few experts; for many, sort + F.grouped_mm.
 - Measurement choices (equal-loss protocol, texts, MI settings): experiments/cea_*.py, docs/cea.md.
 
 Run it (every command, with measured results: docs/cea.md)
@@ -75,16 +85,18 @@ Run it (every command, with measured results: docs/cea.md)
     python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125   # the paper's small GPT, equal loss, CPU
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import (GPT, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU, apply_rope, describe, linear_flops,
-                   rope_tables)
+from model import (GPT, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU, apply_rope, causal_attention, describe,
+                   linear_flops, rope_tables)
 
 CURRENT_POSITION_RULES = ("direct", "masked", "transformed")
+ATTENTION_IMPLS = ("causal", "reference")  # the fast paths (default), the one-SDPA dense-mask form
 
 
 @dataclass
@@ -93,6 +105,7 @@ class CEAConfig(GPTConfig):
 
     inner_hidden: int = 0  # (1 - rho) W: Inner-FFN width (0: no Inner-FFN)
     current_position: str = "direct"  # 'direct' | 'masked' | 'transformed'
+    attention_impl: str = "causal"  # 'causal' (no mask, fast kernels) | 'reference' (one SDPA, dense mask)
     n_experts: int = 0  # 0: no MoE
     expert_hidden: int = 0  # SwiGLU hidden size of one expert
     moe_place: str = "before_ffn"  # 'before_ffn' (MoE baseline) or 'inner' (MoE w/ CEA)
@@ -114,16 +127,8 @@ def load_balancing_loss(router_probs, expert_index, n_experts):
 
 
 class TopOneMoE(nn.Module):
-    """n_experts SwiGLU experts; each token goes to the one expert its router ranks first,
-    and the expert's output is scaled by that router probability. No norm, no residual.
-
-    Dispatch is dense: every expert runs on every token and torch.where keeps the rows routed
-    to it. Exact, fixed shapes (no nonzero(), no host sync, no graph break under torch.compile),
-    and every expert is in the graph, so one that gets no tokens still gets a zero gradient (DDP
-    with find_unused_parameters=False needs a gradient for every parameter). The price: the
-    experts cost E x the FLOPs of one (flops_per_token counts the one active expert, the
-    paper's accounting). Right for the few experts our runs use; for many experts on a GPU,
-    a sort plus a grouped GEMM (torch's F.grouped_mm) is the route."""
+    """n_experts SwiGLU experts; each token goes to the one its router ranks first, scaled by that
+    router probability. No norm, no residual. Dense dispatch (see the docstring)."""
 
     def __init__(self, dim, n_experts, expert_hidden):
         super().__init__()
@@ -184,17 +189,51 @@ class FFNSlot(nn.Module):
 # Attention with an Inner-FFN (CAA / CEA)
 
 
+def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
+    """The exact direct pathway (5.1.2), ONE softmax over [q_t.k_ctx_s for s < t] and q_t.k_own_t,
+    as one causal SDPA call with no mask: the own key is a "sink" in front of the context shifted
+    by one, seen by every query, its score q_t.k_own_t carried by an extra head dimension j = hd:
+        q'_t = [q_t, q_t.k_own_t]    k'_0 = v'_0 = e_j    k'_s+1, v'_s+1 = [k_ctx_s, 0], [v_ctx_s, 0]
+    so y'_t = [sum_s<t p_s v_ctx_s, p_own] and y_t = y'_t[:hd] + p_own v_own_t. q: (B, H, T, hd)
+    at positions pos..; k_ctx, v_ctx: (B, Hkv, pos+T, hd) (a cache's and the new); k_own, v_own: (B, Hkv, T, hd)."""
+    B, H, T, hd = q.shape
+    group = H // k_own.size(1)  # query heads per KV head (GQA)
+    k_own, v_own = k_own.repeat_interleave(group, dim=1), v_own.repeat_interleave(group, dim=1)  # (B, H, T, hd)
+    width = (hd // 8 + 1) * 8  # hd + 1, padded to a multiple of 8 (the alignment fast GPU kernels want)
+    own_score = (q * k_own).sum(dim=-1, keepdim=True)  # (B, H, T, 1)
+    q_ext = F.pad(torch.cat([q, own_score], dim=-1), (0, width - hd - 1))  # (B, H, T, width)
+    q_ext = q_ext * math.sqrt(width / hd)  # SDPA scales by 1/sqrt(width); the scores must stay q.k/sqrt(hd)
+    sink = F.pad(q.new_ones(B, k_ctx.size(1), 1, 1), (hd, width - hd - 1))  # (B, Hkv, 1, width): e_j
+    k_ext = torch.cat([sink, F.pad(k_ctx[:, :, :-1], (0, width - hd))], dim=2)  # (B, Hkv, pos+T, width)
+    v_ext = torch.cat([sink, F.pad(v_ctx[:, :, :-1], (0, width - hd))], dim=2)
+    y = causal_attention(q_ext, k_ext, v_ext, pos, enable_gqa=group > 1)  # (B, H, T, width)
+    return y[..., :hd] + y[..., hd:hd + 1] * v_own  # (B, H, T, hd)
+
+
+def masked_current_attention(q, k_ctx, v_ctx, pos=0):
+    """C.2's masked current position: query t sees only s < t, i.e. causal attention over the
+    keys/values shifted by one position. Position 0 has nothing to see: its output is defined 0."""
+    gqa = q.size(1) != k_ctx.size(1)
+    k_shifted, v_shifted = k_ctx[:, :, :-1], v_ctx[:, :, :-1]  # key s now sits at position s + 1
+    if pos > 0:
+        return causal_attention(q, k_shifted, v_shifted, pos - 1, enable_gqa=gqa)
+    later = causal_attention(q[:, :, 1:], k_shifted, v_shifted, enable_gqa=gqa) if q.size(2) > 1 else q[:, :, 1:]
+    return torch.cat([torch.zeros_like(q[:, :, :1]), later], dim=2)  # (B, H, T, hd)
+
+
 class CEAAttentionSublayer(nn.Module):
-    """x -> x + W_o Attn(q from a, context k/v from t = a + InnerFFN(a)), a = n(x).
-    The current position's key/value follow `current_position` (see the docstring)."""
+    """x -> x + W_o Attn(q from a, context k/v from t = a + InnerFFN(a)), a = n(x); the current
+    position's key/value follow `current_position`, the kernels `attention_impl` (see the docstring)."""
 
     def __init__(self, dim, spec: LayerSpec, config: CEAConfig, inner_ffn: nn.Module | None = None):
-        """inner_ffn: the module of t = a + InnerFFN(a); by default built from the config (an
-        Inner-FFN of width config.inner_hidden, or the Inner-MoE). compose.py passes its own."""
+        """inner_ffn: the module of t = a + InnerFFN(a); default from the config (an Inner-FFN of
+        width config.inner_hidden, or the Inner-MoE). compose.py passes its own."""
         super().__init__()
-        if config.current_position not in CURRENT_POSITION_RULES:
-            raise ValueError(f"current_position={config.current_position!r}: use one of {CURRENT_POSITION_RULES}")
         self.current_position = config.current_position
+        self.attention_impl = getattr(config, "attention_impl", "causal")  # compose.py's config may not set it
+        if self.current_position not in CURRENT_POSITION_RULES or self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"current_position={self.current_position!r}, attention_impl={self.attention_impl!r}: "
+                             f"use one of {CURRENT_POSITION_RULES} and one of {ATTENTION_IMPLS}")
         self.n_head, self.n_kv_head, self.head_dim = spec.n_head, spec.n_kv_head, spec.head_dim
         self.q_dim, self.kv_dim = spec.n_head * spec.head_dim, spec.n_kv_head * spec.head_dim
         self.norm = RMSNorm(dim, config.norm_eps)
@@ -207,7 +246,7 @@ class CEAAttentionSublayer(nn.Module):
         # W_q, W_k, W_v fused as in model.CausalSelfAttention; W_k, W_v also read t.
         self.qkv_proj = nn.Linear(dim, self.q_dim + 2 * self.kv_dim, bias=False)
         self.out_proj = nn.Linear(self.q_dim, dim, bias=False)  # W_o
-        self.qk_norm = config.qk_norm
+        self.qk_norm, self.q_norm, self.k_norm = config.qk_norm, None, None
         if config.qk_norm:
             q_size, k_size = (spec.head_dim, spec.head_dim) if config.qk_norm == "head" else (self.q_dim, self.kv_dim)
             self.q_norm, self.k_norm = RMSNorm(q_size, config.norm_eps), RMSNorm(k_size, config.norm_eps)
@@ -216,70 +255,90 @@ class CEAAttentionSublayer(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         self.dropout = nn.Dropout(config.dropout)
 
-    def _queries(self, q, T):
-        """(B, T, H*hd) -> normed, rotated (B, H, T, hd)."""
-        B = q.size(0)
+    def _rotated(self, x, n_heads, qk_norm, pos):
+        """(B, T, n_heads*hd) -> QK-normed, rotated at positions pos..pos+T-1: (B, n_heads, T, hd)."""
+        B, T, _ = x.shape
         if self.qk_norm == "full":
-            q = self.q_norm(q)
-        q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+            x = qk_norm(x)
+        x = x.view(B, T, n_heads, self.head_dim).transpose(1, 2)
         if self.qk_norm == "head":
-            q = self.q_norm(q)
-        return apply_rope(q, self.rope_cos[:T], self.rope_sin[:T])
+            x = qk_norm(x)
+        return apply_rope(x, self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T])
 
-    def _keys(self, k, T):
-        """(B, T, Hkv*hd) -> normed, rotated (B, Hkv, T, hd). Both key sets use the same RoPE positions."""
-        B = k.size(0)
-        if self.qk_norm == "full":
-            k = self.k_norm(k)
-        k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)
-        if self.qk_norm == "head":
-            k = self.k_norm(k)
-        return apply_rope(k, self.rope_cos[:T], self.rope_sin[:T])
+    def _queries(self, q, pos=0):  # (B, T, H*hd) -> (B, H, T, hd)
+        return self._rotated(q, self.n_head, self.q_norm, pos)
 
-    def _values(self, v, T):
-        return v.view(v.size(0), T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+    def _keys(self, k, pos=0):  # (B, T, Hkv*hd) -> (B, Hkv, T, hd); both key sets at the same positions
+        return self._rotated(k, self.n_kv_head, self.k_norm, pos)
 
-    def attend(self, a, t):
-        """Attention output (before W_o) from the normed input a and the transformed t,
-        both (B, T, C). Returns (B, T, H*hd)."""
+    def _values(self, v):
+        return v.view(v.size(0), v.size(1), self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
+
+    def attend(self, a, t, cache=None):
+        """Attention output (B, T, H*hd), before W_o, from a and t (B, T, C) at positions pos..pos+T-1
+        (pos = cache.length, 0 without a cache). The cache keeps t's keys/values (what later positions see)."""
         B, T, _ = a.shape
-        gqa = self.n_kv_head != self.n_head
+        pos = 0 if cache is None else cache.length
         W_q, W_kv = self.qkv_proj.weight.split([self.q_dim, 2 * self.kv_dim], dim=0)
         k_t, v_t = F.linear(t, W_kv).split(self.kv_dim, dim=-1)  # context keys/values from t (5.1.1)
+        k_ctx, v_ctx = self._keys(k_t, pos), self._values(v_t)  # (B, Hkv, T, hd)
+        if cache is not None:
+            k_ctx, v_ctx = cache.append(k_ctx, v_ctx)  # (B, Hkv, pos + T, hd): every position so far
         if self.current_position == "direct":
             q, k_a, v_a = self.qkv_proj(a).split([self.q_dim, self.kv_dim, self.kv_dim], dim=-1)
-            q = self._queries(q, T)  # (B, H, T, hd)
-            k = torch.cat([self._keys(k_t, T), self._keys(k_a, T)], dim=2)  # (B, Hkv, 2T, hd): [from t | from a]
-            v = torch.cat([self._values(v_t, T), self._values(v_a, T)], dim=2)  # (B, Hkv, 2T, hd)
-            earlier = torch.ones(T, T, dtype=torch.bool, device=a.device).tril(-1)  # s < t: transformed keys
-            current = torch.eye(T, dtype=torch.bool, device=a.device)  # s = t: direct pathway (5.1.2)
-            mask = torch.cat([earlier, current], dim=1)  # (T, 2T), True = may attend
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)  # one softmax over both
+            q, k_own, v_own = self._queries(q, pos), self._keys(k_a, pos), self._values(v_a)  # direct pathway (5.1.2)
         else:
-            q, k, v = self._queries(F.linear(a, W_q), T), self._keys(k_t, T), self._values(v_t, T)
-            if self.current_position == "transformed":  # w/o direct pathway: plain causal attention over t
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-            else:  # 'masked' (C.2): only s < t. Position 0 sees itself, then its output is zeroed.
-                mask = torch.ones(T, T, dtype=torch.bool, device=a.device).tril(-1)
-                mask[0, 0] = True
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-                y = y * (torch.arange(T, device=a.device) > 0).to(y.dtype)[:, None]  # defined as 0 at t = 0
+            q, k_own, v_own = self._queries(F.linear(a, W_q), pos), None, None
+        if self.current_position == "transformed":  # w/o direct pathway: plain causal attention over t
+            y = causal_attention(q, k_ctx, v_ctx, pos, enable_gqa=self.n_kv_head != self.n_head)
+        elif self.attention_impl == "reference":
+            y = self.reference_attention(q, k_ctx, v_ctx, k_own, v_own, pos)
+        elif self.current_position == "direct":
+            y = direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos)
+        else:
+            y = masked_current_attention(q, k_ctx, v_ctx, pos)
         return y.transpose(1, 2).reshape(B, T, self.q_dim)  # (B, T, H*hd)
 
-    def forward(self, x):  # (B, T, C) -> (B, T, C)
+    def reference_attention(self, q, k_ctx, v_ctx, k_own, v_own, pos):
+        """The readable form, one SDPA call with a boolean mask. 'direct': ONE softmax over 2T keys
+        [from t | from a], s < t allowed in the first half, s = t in the second; 'masked': s < t."""
+        T, S, gqa = q.size(2), k_ctx.size(2), self.n_kv_head != self.n_head
+        positions = torch.arange(pos, pos + T, device=q.device)[:, None]  # (T, 1): t
+        earlier = torch.arange(S, device=q.device) < positions  # (T, S): s < t
+        if self.current_position == "direct":
+            mask = torch.cat([earlier, torch.eye(T, dtype=torch.bool, device=q.device)], dim=1)  # (T, S + T)
+            k, v = torch.cat([k_ctx, k_own], dim=2), torch.cat([v_ctx, v_own], dim=2)  # [from t | from a]
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+        first = positions == 0  # (T, 1): the row of position 0
+        mask = earlier | (first & (torch.arange(S, device=q.device) == 0))  # position 0 sees itself ...
+        y = F.scaled_dot_product_attention(q, k_ctx, v_ctx, attn_mask=mask, enable_gqa=gqa)
+        return y.masked_fill(first, 0.0)  # ... and its output is defined as 0
+
+    def check_kernels(self, on_cuda):
+        """CUDA SDPA with a boolean mask needs head_dim % 8 == 0 for its memory-efficient / cuDNN
+        kernels, else its math fallback saves an fp32 (B, H, T, 2T) tensor per layer: refuse it."""
+        needs_mask = self.attention_impl == "reference" and self.current_position != "transformed"
+        if on_cuda and needs_mask and self.head_dim % 8:
+            raise ValueError(f"CEA attention_impl='reference' needs head_dim % 8 == 0 on CUDA (head_dim={self.head_dim})"
+                             f", else SDPA's math fallback saves an fp32 (B, H, T, 2T) tensor per layer: use "
+                             f"attention_impl='causal' (the default, no mask)")
+
+    def forward(self, x, cache=None):  # (B, T, C) -> (B, T, C)
+        self.check_kernels(x.is_cuda)
         a = self.norm(x)  # a = n(x)
-        t = a + self.inner_ffn(a)  # t = a + InnerFFN(a)   (5.1.1)
-        return x + self.dropout(self.out_proj(self.attend(a, t)))
+        t = a + self.inner_ffn(a)  # t = a + InnerFFN(a)   (5.1.1); with a cache, of the new positions only
+        return x + self.dropout(self.out_proj(self.attend(a, t, cache)))
 
     def flops_per_token(self, seq_len):
         attn_dim = self.n_head * self.head_dim
         inner = self.inner_ffn.flops_per_token() if isinstance(self.inner_ffn, TopOneMoE) else linear_flops(self.inner_ffn)
         projections = linear_flops(self.qkv_proj) + linear_flops(self.out_proj)
+        scores = 4 * seq_len * attn_dim  # q.k and p.v over T keys, as torch's flop_counter counts them
         if self.current_position == "direct":
             projections += 2 * self.qkv_proj.in_features * 2 * self.kv_dim  # W_k, W_v applied to both a and t
-            scores = 4 * (2 * seq_len) * attn_dim  # 2T keys per query
-        else:  # q from a, k/v from t: each projection applied once
-            scores = 4 * seq_len * attn_dim
+            # 'reference': 2T keys of head dim hd; 'causal': T keys (a_t's as the sink) of hd + 1 padded to 8s
+            width = 2 * self.head_dim if self.attention_impl == "reference" else (self.head_dim // 8 + 1) * 8
+            scores = 4 * seq_len * self.n_head * width
         return inner + projections + scores
 
 
@@ -315,12 +374,12 @@ class CEAGPT(GPT):
         losses = [m.aux_loss for m in self.modules() if isinstance(m, TopOneMoE) and m.aux_loss is not None]
         return sum(losses) if losses else None
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, cache=None):
         """While training, the loss is the LM loss + balance_coef x the balancing loss (so train.py
         optimises both unchanged); in eval mode it is the plain LM loss (what val / OOD losses
         compare). Either way self.aux_loss holds the auxiliary term of this pass (detached; None
         without a MoE), for logging."""
-        logits, loss = super().forward(idx, targets)
+        logits, loss = super().forward(idx, targets, cache)
         aux = self.balancing_loss()
         self.aux_loss = None if aux is None else (self.config.balance_coef * aux).detach()
         if loss is not None and aux is not None and self.training:
@@ -331,7 +390,7 @@ class CEAGPT(GPT):
 def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
                 ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0, ffn_mult=32, outer_ratio=1.0,
                 current_position="direct", n_experts=0, expert_hidden=None, moe_place="before_ffn",
-                balance_coef=0.01):
+                balance_coef=0.01, attention_impl="causal"):
     """FFN-Wider / CAA / CEA / MoE GPT.
     W = ffn_hidden or ffn_mult * n_embd is the total FFN width, split into an Outer-FFN of
     round(outer_ratio * W) and an Inner-FFN of the rest. outer_ratio=1: FFN-Wider (with
@@ -341,9 +400,10 @@ def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=No
     (moe_place='before_ffn') or as the Inner-FFN ('inner')."""
     if not 0.0 <= outer_ratio <= 1.0:
         raise ValueError(f"outer_ratio={outer_ratio}: it is the Outer-FFN's share of the FFN width, in [0, 1]")
-    if current_position not in CURRENT_POSITION_RULES:
-        raise ValueError(f"current_position={current_position!r}: use 'direct' (the paper's direct pathway), "
-                         f"'masked' (appendix C.2) or 'transformed' (w/o direct pathway)")
+    if current_position not in CURRENT_POSITION_RULES or attention_impl not in ATTENTION_IMPLS:
+        raise ValueError(f"current_position={current_position!r}, attention_impl={attention_impl!r}: use 'direct' (the "
+                         f"paper's direct pathway), 'masked' (appendix C.2) or 'transformed' (w/o direct pathway), "
+                         f"and 'causal' (no mask, the default) or 'reference' (one SDPA call with a dense mask)")
     if moe_place not in ("before_ffn", "inner"):
         raise ValueError(f"moe_place={moe_place!r}: use 'before_ffn' (MoE baseline) or 'inner' (MoE w/ CEA)")
     width = ffn_hidden or ffn_mult * n_embd  # W
@@ -360,17 +420,16 @@ def build_model(vocab_size=84, block_size=256, n_layer=6, n_head=6, n_kv_head=No
                        tie_embeddings=tie_embeddings, dropout=dropout, inner_hidden=inner,
                        current_position=current_position, n_experts=n_experts,
                        expert_hidden=(expert_hidden or n_embd) if n_experts else 0, moe_place=moe_place,
-                       balance_coef=balance_coef)
+                       balance_coef=balance_coef, attention_impl=attention_impl)
     # layers[i].ffn_hidden becomes the Outer-FFN width (GPTConfig would read ffn_hidden=0 as "default 4d")
     config.layers = [LayerSpec(s.n_head, s.n_kv_head, s.head_dim, outer) for s in config.layers]
     return CEAGPT(config)
 
 
 def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
-    """The total FFN width W (ffn_hidden, a multiple of `multiple`) whose model has the
-    non-embedding parameter count closest to target_non_embedding, e.g. a baseline's. The split
-    rho does not change the count (the Inner-FFN and Outer-FFN share W), so this works for any
-    outer_ratio."""
+    """The total FFN width W (ffn_hidden, a multiple of `multiple`) whose model has the non-embedding
+    parameter count closest to target_non_embedding, e.g. a baseline's. The split rho does not
+    change the count (the Inner-FFN and Outer-FFN share W), so this works for any outer_ratio."""
     def count(width):
         with torch.device("meta"):
             return build_model(**{**shape, "ffn_hidden": width}).param_counts()["non_embedding"]
@@ -388,12 +447,8 @@ def param_split(model):
         for name, p in block.named_parameters():
             if name.endswith("norm.weight"):
                 continue
-            if ".inner_ffn." in name:
-                role = "inner_ffn"
-            elif ".moe." in name:
-                role = "moe"
-            else:
-                role = "attention" if name.startswith("attn.") else "outer_ffn"
+            role = ("inner_ffn" if ".inner_ffn." in name else "moe" if ".moe." in name
+                    else "attention" if name.startswith("attn.") else "outer_ffn")
             split[role] += p.numel()
         moes = [m for m in block.modules() if isinstance(m, TopOneMoE)]
         in_moe = {id(e) for moe in moes for e in moe.experts}
@@ -407,14 +462,10 @@ def param_split(model):
     return split
 
 
-def format_split(split):
-    return ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in split.items())
-
-
 DEFAULT_ARGS = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_kv_head=None, n_embd=768,
                     head_dim=None, ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0, ffn_mult=32,
                     outer_ratio=0.125, current_position="direct", n_experts=0, expert_hidden=None,
-                    moe_place="before_ffn", balance_coef=0.01)
+                    moe_place="before_ffn", balance_coef=0.01, attention_impl="causal")
 
 if __name__ == "__main__":
     import sys
@@ -424,4 +475,4 @@ if __name__ == "__main__":
     with torch.device("meta"):  # instant, even for the H=768 shapes
         model = build_model(**args)
     print(describe(model))
-    print("split: " + format_split(param_split(model)))
+    print("split: " + ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in param_split(model).items()))
