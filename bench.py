@@ -386,6 +386,7 @@ def device_name(device):
 
 def write_json(path, **what):
     if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(what, indent=1))
 
 
