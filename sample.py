@@ -9,7 +9,14 @@ Generate text from a trained checkpoint.
 Works for every model_type: the checkpoint names the file that builds its model, and holds the
 dataset's meta.json from training time, which names the tokenizer (characters or GPT-2 BPE) used to
 encode and decode - so re-preparing the data later cannot garble the text (a checkpoint older than
-that falls back to the meta.json on disk). A negative temperature or top_k is refused.
+that falls back to the meta.json on disk). Only ids of that vocabulary are ever sampled: a GPT-2
+model's embedding is padded to 50304 rows for the GPU, and the padding ids are never drawn.
+
+--top_k=K keeps the K most likely tokens at each step; --top_k=0 keeps every token (no top-k).
+--temperature=0 is greedy. A negative temperature or top_k is refused.
+
+The checkpoint is read into CPU memory and only the model moves to the device (the optimizer
+state it also holds is dropped unread).
 """
 
 import sys
@@ -28,10 +35,10 @@ start = "\n"  # the prompt, or FILE:path/to/prompt.txt
 num_samples = 3
 max_new_tokens = 500
 temperature = 0.8  # 1.0: the model's distribution; < 1 sharper; 0: greedy
-top_k = 200  # keep only the top_k most likely tokens (0: all)
+top_k = 200  # keep only the top_k most likely tokens; 0: no top-k (every token)
 seed = 1337
 device = "auto"
-dtype = "auto"  # auto: bfloat16 where supported, else float32
+dtype = "auto"  # auto: bfloat16 where the device has it natively; else float16 on a GPU, float32 on a CPU
 # -----------------------------------------------------------------------------------------
 try:
     parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
@@ -48,17 +55,20 @@ for bad, why in ((temperature < 0, f"temperature={temperature}: use 0 (greedy) o
 if device == "auto":
     device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
 device_type = device.split(":")[0]
-if dtype == "auto":
-    bf16_ok = torch.cuda.is_bf16_supported() if device_type == "cuda" else device_type == "cpu"
-    dtype = "bfloat16" if bf16_ok else "float32"
+if dtype == "auto":  # native bf16 only: T4 / V100 emulate it slowly and sample in float16
+    if device_type == "cuda":
+        dtype = "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
+    else:
+        dtype = "bfloat16" if device_type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "float32"
 ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
 torch.manual_seed(seed)
 
 try:
-    checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
+    checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location="cpu")  # then only the model moves
 except FileNotFoundError as e:
     raise SystemExit(f"error: {e}") from None
+checkpoint.pop("optimizer", None)  # not needed to sample: never copied to the GPU
 model = model_from_checkpoint(checkpoint).to(device).eval()
 dataset = checkpoint["config"]["dataset"]
 data_dir = checkpoint["config"]["data_dir"] or Path(__file__).resolve().parent / "data" / dataset
@@ -78,6 +88,8 @@ generator = torch.Generator(device=device).manual_seed(seed)
 
 with torch.no_grad(), autocast:
     for _ in range(num_samples):
-        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None, generator=generator)
+        # vocab_size: the tokenizer's real vocabulary, so a padded embedding's extra ids are never sampled
+        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None, generator=generator,
+                           vocab_size=tokenizer.vocab_size)
         print(tokenizer.decode(y[0].tolist()))
         print("-" * 40)

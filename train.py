@@ -2,8 +2,8 @@
 The training loop of the shape lab, one flat script in nanoGPT's spirit.
 
     python train.py                                   # small char-level GPT on Shakespeare, CPU, ~6 minutes
-    python train.py config/train_shakespeare_gpu.py   # a config file, then overrides:
-    python train.py config/train_shakespeare_gpu.py --max_iters=2000 --compile=False
+    python train.py config/train_shakespeare_char_gpu.py   # a config file, then overrides:
+    python train.py config/train_shakespeare_char_gpu.py --max_iters=2000 --compile=False
     torchrun --standalone --nproc_per_node=4 train.py config/train_gpt2_tinystories.py   # DDP
 
 Every setting below can be set by a config file (plain Python assignments) or by
@@ -14,9 +14,14 @@ and `model_args` carries that mechanism's own arguments.
 What it does, top to bottom: set up devices, precision and DDP; prepare the dataset if
 it is missing (the small ones only); build the model or resume it; then loop: evaluate
 and checkpoint every eval_interval steps, take one optimizer step (gradient accumulation,
-clipping, warm-up + cosine learning rate), and log loss, ms/iter, tokens/s and MFU to the
-console and to out_dir/metrics.jsonl (plus `aux_loss` for a model that has an auxiliary loss,
-e.g. a MoE's balancing loss: its `aux_loss` attribute after the forward pass). With
+clipping, warm-up + cosine learning rate), and log loss, ms/iter, tokens/s (all processes) and MFU
+(per card: one process's FLOPs against one card's peak) to the console and to out_dir/metrics.jsonl
+(plus `aux_loss` for a model that has an auxiliary loss, e.g. a MoE's balancing loss: its `aux_loss`
+attribute after the forward pass). Between log steps the host never waits for the device: the loss
+is read (and checked to be finite) only at log steps and evaluations, and the next batch is fetched
+while the device computes. Under DDP the model is wrapped first and compiled second, so gradient
+all-reduces overlap the backward pass. dtype=auto picks bfloat16 on a GPU with native bf16 (Ampere
+or newer), float16 with a GradScaler on older ones (T4, V100), float32 on a CPU without native bf16. With
 stop_val_loss > 0 it stops at the first evaluation that reaches that validation loss (to compare
 models at equal loss, not equal steps). At the end it prints a short sample.
 
@@ -49,7 +54,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides
-from model import peak_flops
+from model import padded_vocab_size, peak_flops
 
 # -----------------------------------------------------------------------------------------
 # default config: a 4-layer, 128-wide character-level GPT on Shakespeare, the shape that reached the
@@ -167,7 +172,7 @@ if ddp:
         device = f"cuda:{ddp_local_rank}"
         torch.cuda.set_device(device)
     if gradient_accumulation_steps % ddp_world_size != 0:
-        raise SystemExit(f"gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of the "
+        raise SystemExit(f"error: gradient_accumulation_steps={gradient_accumulation_steps} must be a multiple of the "
                          f"number of processes ({ddp_world_size}): it is split between them")
     gradient_accumulation_steps //= ddp_world_size
 else:
@@ -177,7 +182,9 @@ device_type = device.split(":")[0]
 
 if dtype == "auto":
     if device_type == "cuda":
-        dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        # native bf16 only (Ampere and newer): T4 / V100 report bf16 "supported" through emulation, which is
+        # slow and which the compiler skips; they train in float16 with a GradScaler instead
+        dtype = "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
     elif device_type == "cpu":
         dtype = "bfloat16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "float32"
     else:
@@ -274,12 +281,25 @@ def get_batch(split, generator):
 
 # The batch sampler has its own RNG so its state can be saved and restored exactly.
 train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
+pending_batch_state = None  # the sampler state the batch fetched ahead was drawn from
+
+
+def fetch_train_batch():
+    """The next training batch, fetched ahead while the device still computes (nanoGPT's order). The sampler
+    state it was drawn from is kept: a checkpoint saves that one, so a resume draws this same batch again."""
+    global pending_batch_state
+    pending_batch_state = train_sampler.get_state()
+    return get_batch("train", train_sampler)
 
 # -----------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, elapsed_before = 0, float("inf"), 0.0
 last_good_step = None  # the step of the checkpoint in out_dir, once one is saved (or resumed from)
-common_args = dict(vocab_size=vocab_size, **{k: config[k] for k in MODEL_KEYS})
+# GPT-2's 50257 ids get an embedding and head of 50304 rows (a multiple of 64: tensor-core friendly
+# matmuls); the padding ids never occur as targets and are never sampled. A character vocabulary stays as it is.
+# (A resume builds the checkpoint's model, with the vocabulary size it was trained with.)
+model_vocab_size = padded_vocab_size(vocab_size, multiple=64)
+common_args = dict(vocab_size=model_vocab_size, **{k: config[k] for k in MODEL_KEYS})
 if init_from == "scratch":
     model_args = {**common_args, **model_args}
     try:
@@ -337,13 +357,18 @@ checkpoint = None  # free memory
 scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
 
 raw_model = model  # the plain module: what we save, sample from and count FLOPs of
+if ddp:  # the only buffers are constant RoPE tables: nothing to broadcast
+    model = ddp_model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None,
+                            broadcast_buffers=False)
+# Compile after wrapping in DDP (PyTorch's DDP notes): the compiler then splits the graph at DDP's gradient
+# buckets, so each bucket's all-reduce overlaps the rest of the backward pass.
 if compile:
     if master_process:
         print("compiling the model (takes a minute)...")
     model = torch.compile(model)
-eval_model = model  # evaluation runs on rank 0 alone, so it must not go through DDP
-if ddp:  # the only buffers are constant RoPE tables: nothing to broadcast
-    model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None, broadcast_buffers=False)
+# evaluation runs on rank 0 alone, so it must not go through DDP (a compiled no_grad forward is a graph of
+# its own anyway, so compiling the plain model for it costs no more than the recompile it would need)
+eval_model = (torch.compile(raw_model) if compile else raw_model) if ddp else model
 
 
 @torch.no_grad()
@@ -378,7 +403,7 @@ def get_lr(it):
 
 def rng_states():
     """This process's RNG states: its batch sampler's and torch's (dropout), and CUDA's on a GPU."""
-    states = {"sampler": train_sampler.get_state(), "torch": torch.get_rng_state()}
+    states = {"sampler": pending_batch_state, "torch": torch.get_rng_state()}
     if device_type == "cuda":
         states["cuda"] = torch.cuda.get_rng_state()
     return states
@@ -405,10 +430,12 @@ def log_metrics(record):
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")
-flops_per_iter = 3 * raw_model.flops_per_token(block_size) * tokens_per_iter  # forward + backward
+# MFU is per card: the FLOPs one process computes per iteration (its share of the tokens) against one card's peak
+flops_per_iter_per_card = 3 * raw_model.flops_per_token(block_size) * tokens_per_iter / ddp_world_size  # fwd + bwd
 start_iter = iter_num
 run_start = time.time() - elapsed_before
-t0 = time.time()
+t0, steps_timed = time.time(), 0  # the last point where the host waited for the device, and the steps since
+x, y = fetch_train_batch()
 while True:
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
@@ -449,7 +476,8 @@ while True:
                   f"stopping (the checkpoint of this step is {out_dir / 'ckpt.pt'})")
             log_metrics(dict(iter=iter_num, tokens=iter_num * tokens_per_iter, stopped_at_val_loss=losses["val"],
                              stop_val_loss=stop_val_loss))
-        t0 = time.time()  # do not count the evaluation in the step time
+    if eval_step:  # do not count the evaluation in the step time
+        t0, steps_timed = time.time(), 0
     if ddp and eval_step:  # every process stops together
         flag = torch.tensor([float(reached_target), float(bool(diverged))], device=device)
         torch.distributed.broadcast(flag, src=0)
@@ -460,32 +488,37 @@ while True:
     if iter_num >= max_iters or reached_target:
         break
 
-    # one optimizer step, accumulating gradients over micro-batches
+    # one optimizer step, accumulating gradients over micro-batches. Nothing here waits for the device: the
+    # host queues the work and fetches the next batch meanwhile; it syncs only at log steps (loss.item()).
     for micro_step in range(gradient_accumulation_steps):
         if ddp:  # average gradients across processes only on the last micro-step
-            model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
-        x, y = get_batch("train", train_sampler)
+            ddp_model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
         with autocast:
             _, loss = model(x, y)
             loss = loss / gradient_accumulation_steps
+        x, y = fetch_train_batch()  # the next micro-batch, while the device runs this forward pass
         scaler.scale(loss).backward()
     if grad_clip > 0:
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    scaler.step(optimizer)
+    scaler.step(optimizer)  # (with float16 the scaler itself checks for inf gradients: one sync per step)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
+    steps_timed += 1
 
-    lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
-    aux = getattr(raw_model, "aux_loss", None)  # the auxiliary term inside that loss (e.g. MoE balancing), if any
-    if not math.isfinite(lossf):
-        stop_diverged(f"the loss is {lossf}")
-    t1 = time.time()
-    dt, t0 = t1 - t0, t1
+    # log steps only (every process): the loss comes to the host, is checked, and timed over the steps since
+    # the last sync. A non-finite loss in between is caught here or by the next evaluation, which never saves it.
+    if iter_num % log_interval == 0:
+        lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
+        if not math.isfinite(lossf):
+            stop_diverged(f"the loss is {lossf}")
+        t1 = time.time()
+        dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
     if master_process and iter_num % log_interval == 0:
-        tokens_per_s = tokens_per_iter / dt
-        mfu = flops_per_iter / dt / peak if peak else None
-        mfu_text = f", MFU {100 * mfu:.1f}%" if mfu is not None else ""
+        aux = getattr(raw_model, "aux_loss", None)  # the auxiliary term inside that loss (e.g. MoE balancing), if any
+        tokens_per_s = tokens_per_iter / dt  # all processes together
+        mfu = flops_per_iter_per_card / dt / peak if peak else None
+        mfu_text = f", MFU {100 * mfu:.1f}% per card" if mfu is not None else ""
         aux_text = f" (aux {aux.item():.4f})" if aux is not None else ""
         print(f"iter {iter_num}: loss {lossf:.4f}{aux_text}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
               f"{tokens_per_s:,.0f} tok/s{mfu_text}")
@@ -504,7 +537,7 @@ if master_process:
         raw_model.eval()
         start = torch.tensor([tok.encode("\n")], device=device)
         with autocast:
-            ids = raw_model.generate(start, sample_tokens, temperature=0.8, top_k=200)
+            ids = raw_model.generate(start, sample_tokens, temperature=0.8, top_k=200, vocab_size=vocab_size)
         print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its evaluation and sample first
