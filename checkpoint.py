@@ -12,6 +12,11 @@ Checkpoints that are never lost and never run pickled code.
   CheckpointError, a SystemExit: uncaught, it prints one line and no traceback,
   "<path> (N bytes) is corrupt or truncated: <why>. <what to do>". It never suggests
   loading with weights_only=False, which would run whatever code the file holds.
+- `load_checkpoint` reads to the CPU by default, and train.py and sample.py keep it that way: the
+  RNG states inside are CPU ByteTensors, which torch.set_rng_state / Generator.set_state and
+  torch.cuda.set_rng_state require (mapped to a GPU they raise), and sample.py never needs the
+  optimizer state on the device. What must move (the model; the optimizer state, which
+  optimizer.load_state_dict moves to its parameters' device) moves after loading.
 - `model_from_checkpoint` rebuilds whatever model_type the checkpoint names.
 """
 

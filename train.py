@@ -357,9 +357,9 @@ checkpoint = None  # free memory
 scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
 
 raw_model = model  # the plain module: what we save, sample from and count FLOPs of
-if ddp:  # the only buffers are constant RoPE tables: nothing to broadcast
+if ddp:  # the only buffers are constant RoPE tables: nothing to sync before each forward
     model = ddp_model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None,
-                            broadcast_buffers=False)
+                            forward_sync_buffers=False)
 # Compile after wrapping in DDP (PyTorch's DDP notes): the compiler then splits the graph at DDP's gradient
 # buckets, so each bucket's all-reduce overlaps the rest of the backward pass.
 if compile:
