@@ -16,7 +16,7 @@ Two ways to say which models:
     python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py --modes=eager
 
     # generation instead of training: decode speed with and without the KV cache, and its size
-    python bench.py --generate --dtypes=float32        # every shape of the CPU preset (~1 min)
+    python bench.py --generate --dtypes=float32        # every shape of the CPU preset (~3 min)
 
 Options of both: --batch_size (config files: the first file's by default), --steps, --rounds,
 --modes=eager,compiled, --dtypes=bfloat16,float32, --device, --threads, --vocab_size (0: the

@@ -14,9 +14,10 @@ the README; the exit status is 1 if any part failed. The children's full output 
 out-gpu-check/<part>.log.
 
     data      data/shakespeare_char prepared (its prepare.py, if meta.json is missing)
-    bench     bench.py on the GPU preset's shapes (compose.py, 12 layers x 768 wide, context 1024),
-              compiled bf16: tokens/s and MFU against the card's peak; a shape that runs out of
-              memory fails the part (bench.py reports it as OOM and goes on)
+    bench     bench.py on the GPU preset's ten shapes (compose.py: 12 layers x 768 wide, context 1024),
+              compiled bf16 (fp16 on a card without native bf16), batch 8: tokens/s and MFU against
+              the card's peak; a shape that runs out of memory fails the part (bench.py reports it
+              as OOM and goes on). Most of this part is compiling the ten models.
     train     300 steps of config/train_shakespeare_char_gpu.py under TORCH_LOGS=recompiles: the
               validation loss falls, and nothing recompiles after the first log_interval steps
     resume    a run is killed (SIGKILL) right after its first checkpoint, then resumed: it must go
@@ -175,12 +176,13 @@ def check_data(settings):
 
 def check_bench(settings):
     json_path = Path(settings["out_dir"]) / "bench.json"
-    common = [f"--device={settings['device']}", "--steps=1" if settings["tiny"] else "--steps=5", "--rounds=1",
+    common = [f"--device={settings['device']}", "--steps=1" if settings["tiny"] else "--steps=3", "--rounds=1",
               f"--json={json_path}"]
     if settings["tiny"]:
         args = ["bench.py", *TINY_BENCH, "--batch_size=2", *common]
     else:
-        args = ["bench.py", "--preset=gpu", "--modes=compiled", "--dtypes=bfloat16",
+        native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)  # else fp16, as train.py picks
+        args = ["bench.py", "--preset=gpu", "--modes=compiled", f"--dtypes={'bfloat16' if native_bf16 else 'float16'}",
                 f"--batch_size={settings['bench_batch_size']}", *common]
     output = run(settings, "bench", args, timeout=120 if settings["tiny"] else 330)
     table = output[output.rfind("| model |"):].strip()
@@ -341,7 +343,8 @@ def main(argv):
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"error: --device={device}, but torch {torch.__version__} sees no CUDA GPU here; run this on "
                          f"a machine with one, or try the CPU-safe form: python gpu_check.py --device=cpu --tiny")
-    out_dir = Path(settings["out_dir"])
+    out_dir = Path(settings["out_dir"]).resolve()  # the children run in the repo root
+    settings.update(out_dir=str(out_dir), data_dir=str(Path(settings["data_dir"]).resolve()) if settings["data_dir"] else "")
     out_dir.mkdir(parents=True, exist_ok=True)
     for log in out_dir.glob("*.log"):
         log.unlink()
