@@ -26,7 +26,7 @@ stop_val_loss > 0 it stops at the first evaluation that reaches that validation 
 models at equal loss, not equal steps). At the end it prints a short sample.
 
 Resuming (init_from='resume') is exact, under torchrun too: the checkpoint holds the model, the
-optimizer, the step, and every process's RNG states (its batch sampler's and torch's, for dropout),
+optimizer, float16's loss scale, the step, and every process's RNG states (its batch sampler's and torch's, for dropout),
 each restored to its own process, so the losses after a resume equal those of a run that was never
 interrupted (with the same number of processes). The model's shape and the vocabulary are the
 checkpoint's: a shape key set to another value, or a dataset prepared again with another vocabulary,
@@ -351,10 +351,12 @@ no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]  #
 optimizer = torch.optim.AdamW(
     [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
     lr=learning_rate, betas=(beta1, beta2), fused=device_type == "cuda")
-if checkpoint is not None:
-    optimizer.load_state_dict(checkpoint["optimizer"])
-checkpoint = None  # free memory
 scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
+if checkpoint is not None:
+    optimizer.load_state_dict(checkpoint["optimizer"])  # (moves its state to the parameters' device)
+    if checkpoint.get("scaler"):  # a float16 run's loss scale goes on from where it was ({} when saved without one)
+        scaler.load_state_dict(checkpoint["scaler"])  # (a no-op unless this run is float16 too)
+checkpoint = None  # free memory
 
 raw_model = model  # the plain module: what we save, sample from and count FLOPs of
 if ddp:  # the only buffers are constant RoPE tables: nothing to sync before each forward
@@ -466,7 +468,7 @@ while True:
         if finite and (iter_num > 0 or reached_target):
             rng = dict(rank_states[0], ranks=rank_states)  # rank 0's at the top level, as before
             save_checkpoint(dict(model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
-                                 model_type=model_type, model_args=model_args, iter_num=iter_num,
+                                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args, iter_num=iter_num,
                                  best_val_loss=best_val_loss, config=config, rng=rng, meta=meta,
                                  elapsed_s=time.time() - run_start), out_dir / "ckpt.pt")
             last_good_step = iter_num

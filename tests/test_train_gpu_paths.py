@@ -53,6 +53,10 @@ if "load" in patches:  # a load asked for a device that is not the CPU lands els
         report.setdefault("rng_state", []).append([str(state.device), str(state.dtype)])
         return real_set_rng_state(state)
     torch.set_rng_state = set_rng_state
+if "scaler" in patches:  # a float16 run's GradScaler: what is saved, what a resume restores
+    torch.amp.GradScaler.state_dict = lambda self: {"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                                                    "growth_interval": 2000, "_growth_tracker": 7}
+    torch.amp.GradScaler.load_state_dict = lambda self, state: report.setdefault("scaler_loaded", []).append(state)
 if "stop_after_load" in patches:  # sample.py: what does the model get built from?
     import checkpoint
     def model_from_checkpoint(ckpt):
@@ -128,7 +132,7 @@ def gpt2_run(tmp_path_factory):
         ids.tofile(data_dir / f"{split}.bin")
     (data_dir / "meta.json").write_text(json.dumps({"tokenizer": "gpt2", "vocab_size": 50257, "source": "test"}))
     _, report = launch("train.py", *TINY, "--n_embd=16", f"--data_dir={data_dir}", f"--out_dir={out}",
-                       "--max_iters=2", "--eval_interval=2", "--sample_tokens=40", patches=("sample_vocab",),
+                       "--max_iters=2", "--eval_interval=2", "--sample_tokens=40", patches=("sample_vocab", "scaler"),
                        workdir=root)
     return data_dir, out, report
 
@@ -162,14 +166,17 @@ def test_train_dtype_auto_picks_float16_where_bf16_is_only_emulated(tmp_path):
 
 def test_a_resume_loads_to_the_cpu_and_no_training_step_syncs_between_log_steps(gpt2_run, tmp_path):
     """The resume (train.py's, and compare.py's, which runs train.py) reads the checkpoint to the CPU, so the
-    RNG states it restores are CPU ByteTensors as torch.set_rng_state requires. Between log steps train.py
+    RNG states it restores are CPU ByteTensors as torch.set_rng_state requires, and a float16 run's loss scale
+    (the GradScaler's state) is saved and restored. Between log steps train.py
     never calls .item(), .tolist(), bool(), float(), .cpu()... on a tensor: on a GPU each would make the
     host wait for the device every step."""
     data_dir, out, _ = gpt2_run
     _, report = launch("train.py", *TINY, "--n_embd=16", f"--data_dir={data_dir}", f"--out_dir={out}",
                        "--init_from=resume", "--max_iters=10", "--eval_interval=100", "--log_interval=4",
-                       patches=("load", "count_syncs"), workdir=tmp_path)
+                       patches=("load", "count_syncs", "scaler"), workdir=tmp_path)
     assert report["map_location"] == ["cpu"] and report["rng_state"] == [["cpu", "torch.uint8"]], report
+    assert report["scaler_loaded"] == [{"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+                                        "growth_interval": 2000, "_growth_tracker": 7}], report
     syncs = report["syncs_per_step"]  # syncs[k]: from the end of the k-th optimizer step before to the end of this one
     assert len(syncs) == 9, syncs  # steps 2..9, then the final evaluation
     # log steps are 4 and 8 (k = 2, 6): their loss.item() lands in syncs[3] and syncs[7]; every other step is quiet
