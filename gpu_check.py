@@ -181,7 +181,8 @@ def check_bench(settings):
     if settings["tiny"]:
         args = ["bench.py", *TINY_BENCH, "--batch_size=2", *common]
     else:
-        native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)  # else fp16, as train.py picks
+        native_bf16 = not settings["device"].startswith("cuda") or torch.cuda.is_bf16_supported(
+            including_emulation=False)  # else fp16, as train.py picks on such a card
         args = ["bench.py", "--preset=gpu", "--modes=compiled", f"--dtypes={'bfloat16' if native_bf16 else 'float16'}",
                 f"--batch_size={settings['bench_batch_size']}", *common]
     output = run(settings, "bench", args, timeout=120 if settings["tiny"] else 330)
@@ -243,7 +244,7 @@ def check_resume(settings):
     # 2. resume, for `every` more steps: it must go on from the checkpoint's step
     output = run(settings, "resume", args + ["--init_from=resume", f"--max_iters={saved_step + every}"],
                  timeout=90 if settings["tiny"] else 150)
-    resumed = re.search(r"resuming \S+ from \S+ at step (\d+)", output)
+    resumed = re.search(r"resuming \S+ from .+ at step (\d+)", output)
     if resumed is None or int(resumed.group(1)) != saved_step:
         raise PartFailed(f"killed with the step-{saved_step} checkpoint on disk, but the resume says: "
                          f"{resumed.group(0) if resumed else error_line(output)}")
