@@ -90,6 +90,9 @@ def unless_out_of_memory(device_type, fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except torch.OutOfMemoryError:  # (torch.cuda.OutOfMemoryError is the same class)
         pass
+    except RuntimeError as e:  # the same, raised inside torch.compile and wrapped by it
+        if "out of memory" not in str(e):
+            raise
     free_memory(device_type)  # after the except block: the tensors its traceback held are gone
     return None
 

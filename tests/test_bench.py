@@ -40,15 +40,18 @@ def test_every_shape_gets_a_row_and_a_ratio_to_the_first():
 TINY = dict(vocab_size=50, block_size=16, n_layer=1, n_head=2, n_embd=32)
 
 
-def test_a_model_out_of_memory_gets_oom_in_its_cells_and_the_run_goes_on(monkeypatch):
-    """On a GPU one shape may not fit: it is reported as OOM, its memory freed, the others timed."""
+@pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+                                   RuntimeError("BackendCompilerFailed: ... CUDA out of memory. Tried to allocate")])
+def test_a_model_out_of_memory_gets_oom_in_its_cells_and_the_run_goes_on(monkeypatch, error):
+    """On a GPU one shape may not fit: it is reported as OOM, its memory freed, the others timed
+    (also when torch.compile wraps the error)."""
     timed, freed = [], []
     real_step = bench.time_training_steps
 
     def step_that_runs_out_on_two_layers(model, *args, **kwargs):
         timed.append(model.config.n_layer)
         if model.config.n_layer == 2:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+            raise error
         return real_step(model, *args, **kwargs)
 
     monkeypatch.setattr(bench, "time_training_steps", step_that_runs_out_on_two_layers)
@@ -61,6 +64,15 @@ def test_a_model_out_of_memory_gets_oom_in_its_cells_and_the_run_goes_on(monkeyp
     assert rows[2]["ratio"] == pytest.approx(rows[2]["tokens_per_s"] / rows[1]["tokens_per_s"])
     assert "| big | eager | float32 | OOM | OOM | OOM | OOM |" in bench.markdown_table(rows)
     assert bench.ratio_table(rows).splitlines()[2] == "| big | OOM |"
+
+
+def test_an_error_that_is_not_out_of_memory_still_stops_the_run(monkeypatch):
+    monkeypatch.setattr(bench, "time_training_steps", lambda *args, **kwargs: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        bench.benchmark_shapes({"gpt": ("gpt", TINY)}, 2, "cpu", [torch.float32], [False], steps=1, rounds=1)
+    monkeypatch.setattr(bench, "time_training_steps", lambda *args, **kwargs: torch.ones(2) @ torch.ones(3))
+    with pytest.raises(RuntimeError, match="size mismatch|shapes cannot be multiplied|inconsistent"):
+        bench.benchmark_shapes({"gpt": ("gpt", TINY)}, 2, "cpu", [torch.float32], [False], steps=1, rounds=1)
 
 
 def test_fp32_on_cuda_runs_on_tf32_tensor_cores(monkeypatch):
