@@ -11,7 +11,8 @@ Each part runs the repo's own command lines as child processes (what a user woul
 progress line, and ends PASS or FAIL; a failing part is reported with its last error line and the
 rest goes on. At the end: one markdown table (part, result, figure, seconds) and the device, for
 the README; the exit status is 1 if any part failed. The children's full output is in
-out-gpu-check/<part>.log.
+out-gpu-check/<part>.log. Options: --out_dir (out-gpu-check), --data_dir (a prepared char dataset
+instead of data/shakespeare_char), --train_iters (300), --bench_batch_size (8).
 
     data      data/shakespeare_char prepared (its prepare.py, if meta.json is missing)
     bench     bench.py on the GPU preset's ten shapes (compose.py: 12 layers x 768 wide, context 1024),
