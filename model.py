@@ -412,8 +412,8 @@ class GPT(nn.Module):
         """normal(0, 0.02) for every matrix; residual output projections at 0.02 / sqrt(2L)."""
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
         for name, p in self.named_parameters():
-            if p.dim() < 2:
-                continue  # norm gains stay at 1
+            if p.dim() < 2 or p.is_meta:
+                continue  # norm gains stay at 1; a meta tensor has a shape but no values to draw
             std = residual_std if name.endswith("out_proj.weight") else 0.02
             torch.nn.init.normal_(p, mean=0.0, std=std)
 
