@@ -43,6 +43,7 @@ RULES = [
     (r"export \w+=\S+$", "", "sets the environment of the commands after it"),
     (r"python train.py", TINY_TRAIN, ""),
     (r"python sample.py", "--out_dir={tmp}/out --num_samples=1 --max_new_tokens=5", ""),
+    (r"python model.py", "", ""),
     (r"python hourglass.py", "", ""),
     (r"python variable_width.py --n_layer=16 --n_embd=640$", None, "runs as written in tests/test_variable_width.py"),
     (r"python experiments/cea_contribution.py",

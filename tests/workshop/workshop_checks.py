@@ -110,34 +110,55 @@ def check_variable_width_exercise(module):
 # Part 3: CEA's outer ratio moved, the contribution ratio measured
 
 
-def tiny_corpus():
-    """A small character text (vocabulary < 30) as a 1-D tensor of ids, and its vocabulary size."""
-    text = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\n"
-            "First Citizen:\nYou are all resolved rather to die than to famish?\n\n") * 40
+def small_corpus():
+    """Python's own documentation (pydoc_data, shipped with CPython) as character ids, and its vocabulary size."""
+    from pydoc_data.topics import topics
+    text = "".join(topics[k] for k in sorted(topics))[:200_000]
     chars = sorted(set(text))
-    return torch.tensor([chars.index(c) for c in text]), len(chars)
+    index = {c: i for i, c in enumerate(chars)}
+    return torch.tensor([index[c] for c in text]), len(chars)
 
 
-def check_cea_exercise(module):
-    import cea
+def windows(tokens, n, block):
+    """n evenly spaced windows of `block` tokens (n, block) and their next tokens (n, block)."""
+    starts = torch.arange(n) * ((len(tokens) - block - 1) // n)
+    return torch.stack([tokens[s:s + block] for s in starts]), torch.stack([tokens[s + 1:s + block + 1] for s in starts])
+
+
+def measured_ffn_ratio(model, idx, targets):
     import cea_contribution
-    tokens, vocab_size = tiny_corpus()
-    generator = torch.Generator().manual_seed(0)
+    reps, kinds = cea_contribution.sublayer_representations(model, idx)
+    accuracies = cea_contribution.token_prediction_accuracies(reps, targets.reshape(-1), min_count=50)
+    return cea_contribution.contribution_ratio(accuracies, kinds)["ffn_ratio"]
+
+
+def check_cea_exercise(module, steps=150):
+    import math
+
+    import cea
+    tokens, vocab_size = small_corpus()
     torch.manual_seed(0)
     model = module.build(vocab_size)
+    block = model.config.block_size
     width = 32 * model.config.n_embd  # W of the 32x FFN-Wider
     outer, inner = model.config.layers[0].ffn_hidden, model.config.inner_hidden
-    assert outer == width // 2 and inner == width // 2, (
-        f"Outer-FFN {outer}, Inner-FFN {inner} of W = {width}: set OUTER_RATIO so that each holds half")
-    wider = cea.build_model(vocab_size=vocab_size, block_size=32, n_layer=2, n_head=2, n_embd=32, ffn_mult=32,
+    wider = cea.build_model(vocab_size=vocab_size, block_size=block, n_layer=2, n_head=2, n_embd=32, ffn_mult=32,
                             outer_ratio=1.0)
     assert model.param_counts()["non_embedding"] == wider.param_counts()["non_embedding"], \
         "the split should move FFN parameters into attention, not add any: build() must stay a 2-layer FFN-Wider"
-    # a few dozen steps on the text, so that the representations mean something (about a second)
-    block, batch = 32, 8
+    idx, targets = windows(tokens, 64, block)  # 64 x 64 = 4,096 positions
+    # 1. the participant's measurement is the measurement (on the untrained model: quick)
+    model.eval()
+    expected, got = measured_ffn_ratio(model, idx, targets), module.ffn_contribution(model, idx, targets)
+    assert isinstance(got, float) and (got == expected or math.isnan(got) and math.isnan(expected)), (
+        f"ffn_contribution returned {got!r}; the FFN's Token Prediction contribution ratio of this model "
+        f"measures {expected:.4f} (gains per sublayer, FFN share): see experiments/cea_contribution.py")
+    # 2. train it a little (a few seconds) so that the ratio means something, and show it
+    model.train()
+    generator = torch.Generator().manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(40):
-        starts = torch.randint(len(tokens) - block - 1, (batch,), generator=generator)
+    for _ in range(steps):
+        starts = torch.randint(len(tokens) - block - 1, (8,), generator=generator)
         x = torch.stack([tokens[s:s + block] for s in starts])
         y = torch.stack([tokens[s + 1:s + block + 1] for s in starts])
         _, loss = model(x, y)
@@ -145,18 +166,13 @@ def check_cea_exercise(module):
         loss.backward()
         optimizer.step()
     model.eval()
-    starts = torch.arange(16) * ((len(tokens) - block - 1) // 16)
-    idx = torch.stack([tokens[s:s + block] for s in starts])  # (16, 32): 512 positions
-    targets = torch.stack([tokens[s + 1:s + block + 1] for s in starts])
-    reps, kinds = cea_contribution.sublayer_representations(model, idx)
-    accuracies = cea_contribution.token_prediction_accuracies(reps, targets.reshape(-1), min_count=50)
-    expected = cea_contribution.contribution_ratio(accuracies, kinds)["ffn_ratio"]
-    got = module.ffn_contribution(model, idx, targets)
-    assert isinstance(got, float) and abs(got - expected) <= 1e-6, (
-        f"ffn_contribution returned {got!r}; the FFN's Token Prediction contribution ratio of this model "
-        f"measures {expected:.4f} (gains per sublayer, FFN share): see experiments/cea_contribution.py")
-    print(f"outer ratio {outer / width}: FFN contribution ratio {expected:.4f}")
-    return dict(ffn_ratio=expected)
+    ratio = module.ffn_contribution(model, idx, targets)
+    print(f"outer ratio {outer / width}: FFN contribution ratio {ratio:.3f} after {steps} steps "
+          f"(train loss {loss.item():.3f})")
+    # 3. the split the exercise asks for
+    assert outer == width // 2 and inner == width // 2, (
+        f"Outer-FFN {outer}, Inner-FFN {inner} of W = {width}: set OUTER_RATIO so that each holds half")
+    return dict(ffn_ratio=ratio, loss=loss.item())
 
 
 # ----------------------------------------------------------------------------------------
