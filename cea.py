@@ -61,7 +61,7 @@ Every choice, and whose it is (no public code exists, so "the paper" or "ours")
   (`direct_pathway_attention`). 'reference', the readable form: ONE softmax over [W_k t_1..T |
   W_k a_1..T] (2T keys, a dense (T, 2T) boolean mask). FLOPs count what runs, as torch's
   flop_counter does (2T keys at head dim hd, or T keys at hd + 1 padded to a multiple of 8). CEA /
-  FFN-Wider tokens/s (bench.py, compiled fp32, CPU preset, AMD EPYC AVX2): reference 0.46x, default 1.01x.
+  FFN-Wider tokens/s, compiled fp32, CPU preset, AMD EPYC (AVX2): reference 0.89x, default 0.97x.
 - Masked variant at position 0 (nothing earlier): output defined as zero: ours (C.2 is silent).
 - KV cache (generation): per position the keys/values of t, what later positions attend to
   (2 n_kv_head hd per layer, model.kv_cache_bytes_per_token); a new position's own key/value
