@@ -27,6 +27,6 @@ TRAINABLE_PARAMS = 0  # TODO: by hand, from the formula
 
 
 def build():
-    """The mnist_denoise ImageMLP, d_z = 256, d_h = 32, L = 2 - with a learned W_in."""
-    model = mlp_hourglass.build_model("mnist_denoise", latent_dim=256, hidden_dim=32, n_blocks=2)  # W_in frozen
+    """The mnist_denoise ImageMLP, d_z = 1024, d_h = 32, L = 2 - with a learned W_in."""
+    model = mlp_hourglass.build_model("mnist_denoise", latent_dim=1024, hidden_dim=32, n_blocks=2)  # W_in frozen
     return model  # TODO: a learned W_in that starts from the frozen one

@@ -7,7 +7,7 @@ narrowest layer is layer 2 (1-indexed), still parameter-matched to the constant 
 What to change: `early_bottleneck()` below. Today it returns the paper's default placement. Make it
 return variable_width.build_model keyword arguments whose narrowest layer is layer 2 of 8. Read
 variable_width.py's bottleneck_index and solve_widths to see which argument moves it; use
-width_multiple=8 (d = 128 is small: rounding to 32 would cost the match several percent).
+width_multiple=8 (at d = 128, widths rounded to multiples of 32 are too coarse for a close match).
 
 Check:  python -m pytest tests/workshop --workshop -k variable_width_exercise
 It passes when layer 2 is the only narrowest layer, the widths fall to it and rise after it, and

@@ -45,7 +45,7 @@ WRONG_ANSWERS = {
     "variable_width_exercise": ("bottleneck_layer_ratio=0.25", "bottleneck_layer_ratio=0.5"),  # layer 4
     "cea_exercise": ("min_count=50", "min_count=5"),  # not the paper's rule: another set of class vectors
     "lws_exercise": ("ffn_scalars=[4.0, 0.5, 4.0]", "ffn_scalars=[0.5, 4.0, 0.5]"),  # a crown, not a valley
-    "mlp_exercise": ("TRAINABLE_PARAMS = 784 * 256 + ", "TRAINABLE_PARAMS = "),  # forgot the learned W_in
+    "mlp_exercise": ("TRAINABLE_PARAMS = 784 * 1024 + ", "TRAINABLE_PARAMS = "),  # forgot the learned W_in
 }
 
 

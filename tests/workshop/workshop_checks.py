@@ -207,7 +207,7 @@ def check_mlp_exercise(module):
     import mlp_hourglass
     torch.manual_seed(0)
     model = module.build()
-    frozen = mlp_hourglass.build_model("mnist_denoise", latent_dim=256, hidden_dim=32, n_blocks=2)
+    frozen = mlp_hourglass.build_model("mnist_denoise", latent_dim=1024, hidden_dim=32, n_blocks=2)
     w_in = model.lift.weight if model.lift is not None else None
     assert isinstance(w_in, torch.nn.Parameter) and w_in.requires_grad, \
         "W_in (model.lift.weight) is not a trainable nn.Parameter: the optimizer would never see it"
