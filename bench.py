@@ -34,7 +34,7 @@ MFU (model FLOPs utilization) = achieved training FLOPs/s / peak FLOPs/s, where 
 training step costs 3x the forward FLOPs that model.flops_per_token() counts.
 - On a GPU the peak is the card's dense bf16 tensor-core peak, looked up by name.
 - On a CPU there is no spec sheet we can trust for a cloud VM, so the peak is measured
-  in the same run (model.measure_cpu_peak_flops): the best matmul throughput of torch itself
+  in the same run (hardware.measure_cpu_peak_flops): the best matmul throughput of torch itself
   on large square matrices, in bf16 where the CPU has it natively (AMX, AVX512-BF16), else in
   fp32. MFU on a CPU therefore says "how close to torch's own best matmul speed"; every dtype
   is scored against that one peak.
@@ -66,7 +66,8 @@ import torch
 from compose import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes, preset_settings,
                      select_models)
 from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides, train_defaults
-from model import KVCache, peak_flops
+from hardware import peak_flops
+from model import KVCache
 
 
 def prepare_device(device):
@@ -176,8 +177,7 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
                     tokens_per_s = batch_size * model_args["block_size"] / best[name]
                     first = first or tokens_per_s
                     row.update(ms_per_iter=1000 * best[name], tokens_per_s=tokens_per_s, ratio=tokens_per_s / first,
-                               mfu=3 * model.flops_per_token(model_args["block_size"]) * tokens_per_s / peak
-                               if peak else None)
+                               mfu=model.estimate_mfu(tokens_per_s, peak, model_args["block_size"]) if peak else None)
                 rows.append(row)
             del runners
             if compiled:

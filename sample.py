@@ -27,6 +27,7 @@ import torch
 
 from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import ConfigError, parse_overrides
+from hardware import auto_dtype
 from tokenizer import Tokenizer, load_tokenizer
 
 # -----------------------------------------------------------------------------------------
@@ -56,10 +57,7 @@ if device == "auto":
     device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
 device_type = device.split(":")[0]
 if dtype == "auto":  # native bf16 only: T4 / V100 emulate it slowly and sample in float16
-    if device_type == "cuda":
-        dtype = "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
-    else:
-        dtype = "bfloat16" if device_type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "float32"
+    dtype = auto_dtype(device_type)
 ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
 torch.manual_seed(seed)

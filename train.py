@@ -54,7 +54,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides
-from model import padded_vocab_size, peak_flops
+from hardware import auto_dtype, peak_flops
+from model import padded_vocab_size
 
 # -----------------------------------------------------------------------------------------
 # default config: a 4-layer, 128-wide character-level GPT on Shakespeare, the shape that reached the
@@ -180,15 +181,8 @@ else:
 master_process = ddp_rank == 0
 device_type = device.split(":")[0]
 
-if dtype == "auto":
-    if device_type == "cuda":
-        # native bf16 only (Ampere and newer): T4 / V100 report bf16 "supported" through emulation, which is
-        # slow and which the compiler skips; they train in float16 with a GradScaler instead
-        dtype = "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
-    elif device_type == "cpu":
-        dtype = "bfloat16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "float32"
-    else:
-        dtype = "float32"
+if dtype == "auto":  # native bf16 only; T4 / V100 train in float16 with a GradScaler (hardware.py says why)
+    dtype = auto_dtype(device_type)
 if dtype == "float16" and device_type != "cuda":
     raise SystemExit("dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use bfloat16 or float32")
 if compile is None:
@@ -432,8 +426,6 @@ def log_metrics(record):
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")
-# MFU is per card: the FLOPs one process computes per iteration (its share of the tokens) against one card's peak
-flops_per_iter_per_card = 3 * raw_model.flops_per_token(block_size) * tokens_per_iter / ddp_world_size  # fwd + bwd
 start_iter = iter_num
 run_start = time.time() - elapsed_before
 t0, steps_timed = time.time(), 0  # the last point where the host waited for the device, and the steps since
@@ -519,7 +511,8 @@ while True:
     if master_process and iter_num % log_interval == 0:
         aux = getattr(raw_model, "aux_loss", None)  # the auxiliary term inside that loss (e.g. MoE balancing), if any
         tokens_per_s = tokens_per_iter / dt  # all processes together
-        mfu = flops_per_iter_per_card / dt / peak if peak else None
+        # MFU is per card: one process's share of the tokens (fwd + bwd FLOPs) against one card's peak
+        mfu = raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size) if peak else None
         mfu_text = f", MFU {100 * mfu:.1f}% per card" if mfu is not None else ""
         aux_text = f" (aux {aux.item():.4f})" if aux is not None else ""
         print(f"iter {iter_num}: loss {lossf:.4f}{aux_text}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "

@@ -15,7 +15,7 @@ import re
 import pytest
 from conftest import ROOT
 
-LEAVES = {"model", "configurator", "checkpoint", "tokenizer", "plot"}
+LEAVES = {"model", "hardware", "configurator", "checkpoint", "tokenizer", "plot"}
 MECHANISMS = {"hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
 ENTRY_POINTS = {"train", "sample"}  # import leaves only
 README_MAX_LINES = 320

@@ -8,7 +8,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, tiny_config
-from model import GPT, GPTConfig, LayerSpec, peak_flops
+from hardware import peak_flops
+from model import GPT, GPTConfig, LayerSpec
 
 
 def test_causal_changing_token_t_leaves_earlier_logits_unchanged():
@@ -124,7 +125,7 @@ def test_gpu_peak_is_matched_by_whole_model_name_most_specific_first(monkeypatch
 @pytest.mark.parametrize("device_name", ["NVIDIA B300", "NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 4080"])
 def test_an_unknown_gpu_has_no_peak_and_says_where_to_add_it(monkeypatch, device_name):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: device_name)
-    assert peak_flops("cuda") == (None, f"{device_name}: peak unknown, add it to GPU_BF16_PEAK in model.py")
+    assert peak_flops("cuda") == (None, f"{device_name}: peak unknown, add it to GPU_BF16_PEAK in hardware.py")
 
 
 @pytest.mark.parametrize("n_kv_head", [4, 2])

@@ -40,8 +40,8 @@ if "compile" in patches:  # record what is compiled, run it eagerly
         return module
     torch.compile = fake_compile
 if "peak" in patches:  # a known peak, so the test can recompute MFU
-    import model
-    model.peak_flops = lambda device_type: (1e12, "test peak 1 TFLOP/s")
+    import hardware
+    hardware.peak_flops = lambda device_type: (1e12, "test peak 1 TFLOP/s")
 if "load" in patches:  # a load asked for a device that is not the CPU lands elsewhere (here: 'meta')
     real_load = torch.load
     def load(*args, map_location=None, **kwargs):

@@ -1,0 +1,102 @@
+"""
+What this machine is fast at: the precision `dtype='auto'` picks (train.py, sample.py), and the peak
+FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs are model.py's).
+
+- A GPU's peak is its datasheet's dense bf16 tensor-core figure, looked up by the card's name
+  (`GPU_BF16_PEAK`: add yours if the log says "peak unknown").
+- A CPU has no spec sheet to trust on a cloud VM, so its peak is measured: torch's own best
+  matmul speed in the CPU's fastest dtype. A CPU's MFU says "how close to that".
+- bf16 only where the hardware has it: T4 / V100 report bf16 as supported through emulation,
+  which is slow and which torch.compile skips, so they take fp16 (with a GradScaler in train.py);
+  a CPU without AMX / AVX512-BF16 emulates bf16 matmuls far slower than fp32, so it takes fp32.
+"""
+
+import time
+
+import torch
+
+
+def auto_dtype(device_type):
+    """'bfloat16' where the device computes it natively, else 'float16' on CUDA, else 'float32'."""
+    if device_type == "cuda":
+        return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
+    if device_type == "cpu":
+        return "bfloat16" if cpu_matmul_dtype() == torch.bfloat16 else "float32"
+    return "float32"
+
+
+
+# Dense bf16 tensor-core peaks in FLOP/s of one GPU (no 2:4 sparsity), by model name. NVIDIA's
+# datasheets print the sparse figure (twice these) with an asterisk; each row gives the source.
+# V100 and T4 have no bf16: their fp16 peak (train.py uses fp16 there).
+GPU_BF16_PEAK = {
+    # nvidia.com/en-us/data-center/h100 and /h200: SXM 1,979, PCIe 1,513, NVL 1,671 TFLOPS sparse
+    "H100": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12,  # plain "H100 80GB HBM3" is the SXM
+    "H200": 989e12, "H200 NVL": 835e12, "GH200": 989e12,  # GH200 Grace Hopper datasheet: 1,979 sparse
+    # HGX B200 / GB200 NVL72 datasheets, per GPU: FP16/BF16 4.5 and 5 PFLOPS sparse
+    "B200": 2250e12, "GB200": 2500e12,
+    "A100": 312e12, "A800": 312e12, "A30": 165e12, "A40": 149.7e12, "A10": 125e12,  # A100: 624 sparse, SXM and PCIe
+    "A10G": 70e12,  # AWS's A10 variant: no NVIDIA datasheet; the commonly measured figure
+    "L40S": 362e12, "L40": 181e12, "L4": 121e12,  # L40S / L40 / L4 datasheets: 733 / 362 / 242 sparse
+    "RTX 4090": 165e12, "RTX 3090": 71e12,  # Ada / Ampere GA102 whitepapers, fp32 accumulation
+    "V100": 125e12, "V100 PCIe": 112e12, "V100S": 130e12, "T4": 65e12,  # V100 / T4 datasheets (fp16)
+}
+
+
+def name_words(name):
+    """'NVIDIA A100-SXM4-80GB' -> {'NVIDIA', 'A100', 'SXM4', '80GB'}: the whole words of a name."""
+    return set(name.upper().replace("-", " ").replace("_", " ").split())
+
+
+def gpu_bf16_peak(device_name):
+    """(table key, peak FLOP/s) for a torch.cuda.get_device_name(), or (None, None). A key matches
+    when all its words are whole words of the name (so 'L4' is not 'L40', 'B200' not 'GB200'); the
+    key with the most words wins ('H200 NVL' over 'H200')."""
+    words = name_words(device_name)
+    matches = [key for key in GPU_BF16_PEAK if name_words(key) <= words]
+    if not matches:
+        return None, None
+    key = max(matches, key=lambda k: len(name_words(k)))
+    return key, GPU_BF16_PEAK[key]
+
+
+_cpu_peak_cache = {}
+
+
+def cpu_matmul_dtype():
+    """bf16 where the CPU multiplies it natively (AMX, AVX512-BF16), else fp32: without hardware
+    support torch emulates bf16 matmuls at a small fraction of the fp32 speed."""
+    return torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else torch.float32
+
+
+def measure_cpu_peak_flops(size=1024, seconds=0.5):
+    """Best matmul FLOP/s torch reaches on this CPU (all its threads) in its fastest dtype. A cloud VM
+    has no spec sheet to trust, so a CPU's MFU says "how close to torch's own best matmul speed"."""
+    dtype = cpu_matmul_dtype()
+    key = (size, dtype, torch.get_num_threads())
+    if key not in _cpu_peak_cache:
+        generator = torch.Generator().manual_seed(0)  # leave the global RNG alone (exact resume)
+        a, b = (torch.randn(size, size, dtype=dtype, generator=generator) for _ in range(2))
+        a @ b  # warm-up
+        best, start = float("inf"), time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+        _cpu_peak_cache[key] = 2 * size ** 3 / best
+    return _cpu_peak_cache[key]
+
+
+def peak_flops(device_type):
+    """(peak FLOP/s, description) for MFU on this device, or (None, reason)."""
+    if device_type == "cuda":
+        name = torch.cuda.get_device_name()
+        key, flops = gpu_bf16_peak(name)
+        if flops is None:
+            return None, f"{name}: peak unknown, add it to GPU_BF16_PEAK in hardware.py"
+        return flops, f"{name} ({key}) bf16 peak {flops / 1e12:.0f} TFLOP/s"
+    if device_type == "cpu":
+        flops = measure_cpu_peak_flops()
+        dtype = str(cpu_matmul_dtype()).replace("torch.", "")
+        return flops, f"CPU {dtype} matmul peak measured now: {flops / 1e12:.2f} TFLOP/s"
+    return None, f"no peak FLOP/s known for {device_type}"
