@@ -290,6 +290,7 @@ def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule=
     shapes["hourglass"] = ("hourglass", hg)
     former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
     shapes["><former"] = ("variable_width", {**baseline, **former})
+    # (only when it rounds: the CPU preset's model_args stay as before, so its finished runs still resume)
     rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
     shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
     # W a multiple of 8, and of hidden_multiple / rho, so that CEA's split rho W keeps that rounding too
