@@ -38,6 +38,7 @@ refuses unless overwrite=True; an evaluation whose losses or weights are not fin
 with one line naming the key; every key has a type (config_types for those whose default is None).
 """
 
+import inspect
 import json
 import math
 import os
@@ -354,8 +355,11 @@ checkpoint = None  # free memory
 
 raw_model = model  # the plain module: what we save, sample from and count FLOPs of
 if ddp:  # the only buffers are constant RoPE tables: nothing to sync before each forward
+    # (torch 2.13 renamed broadcast_buffers to forward_sync_buffers; older versions know only the first)
+    no_sync = "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(DDP).parameters \
+        else "broadcast_buffers"
     model = ddp_model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None,
-                            forward_sync_buffers=False)
+                            **{no_sync: False})
 # Compile after wrapping in DDP (PyTorch's DDP notes): the compiler then splits the graph at DDP's gradient
 # buckets, so each bucket's all-reduce overlaps the rest of the backward pass.
 if compile:
