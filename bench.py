@@ -66,16 +66,14 @@ import torch
 from compose import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes, preset_settings,
                      select_models)
 from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides, train_defaults
-from hardware import peak_flops
+from hardware import peak_flops, set_fp32_matmul_precision
 from model import KVCache
 
 
 def prepare_device(device):
-    """On CUDA, fp32 matmuls and convolutions run on the TF32 tensor cores (train.py's setting), so an
-    fp32 column measures what fp32 training costs there, not the several times slower IEEE path."""
-    if device.startswith("cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    """On CUDA, fp32 matmuls run on the TF32 tensor cores (train.py's setting), so an fp32 column
+    measures what fp32 training costs there, not the several times slower IEEE path."""
+    set_fp32_matmul_precision(device.split(":")[0])
 
 
 def free_memory(device_type):

@@ -25,6 +25,17 @@ def auto_dtype(device_type):
     return "float32"
 
 
+def fp32_matmul_precision(device_type):
+    """torch's float32 matmul precision for a device: 'high' (TF32 tensor cores: inputs rounded to
+    a 10-bit mantissa, fp32 accumulation) on CUDA, as nanoGPT sets it, so fp32 work there runs at
+    tensor-core speed; 'highest' (IEEE fp32, torch's default) elsewhere."""
+    return "high" if device_type == "cuda" else "highest"
+
+
+def set_fp32_matmul_precision(device_type):
+    """Apply fp32_matmul_precision (train.py and bench.py call this once at start-up)."""
+    torch.set_float32_matmul_precision(fp32_matmul_precision(device_type))
+
 
 # Dense bf16 tensor-core peaks in FLOP/s of one GPU (no 2:4 sparsity), by model name. NVIDIA's
 # datasheets print the sparse figure (twice these) with an asterisk; each row gives the source.

@@ -55,7 +55,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides
-from hardware import auto_dtype, peak_flops
+from hardware import auto_dtype, peak_flops, set_fp32_matmul_precision
 from model import padded_vocab_size
 
 # -----------------------------------------------------------------------------------------
@@ -191,9 +191,7 @@ if compile is None:
 ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
 torch.manual_seed(seed + ddp_rank)
-if device_type == "cuda":
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+set_fp32_matmul_precision(device_type)  # TF32 tensor cores for fp32 matmuls on CUDA
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
 out_dir = Path(out_dir)
 if master_process:

@@ -6,6 +6,7 @@ import torch
 from conftest import ROOT
 
 import bench
+import hardware
 from configurator import ConfigError, train_defaults
 
 
@@ -75,13 +76,22 @@ def test_an_error_that_is_not_out_of_memory_still_stops_the_run(monkeypatch):
         bench.benchmark_shapes({"gpt": ("gpt", TINY)}, 2, "cpu", [torch.float32], [False], steps=1, rounds=1)
 
 
-def test_fp32_on_cuda_runs_on_tf32_tensor_cores(monkeypatch):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    bench.prepare_device("cpu")
-    assert not torch.backends.cuda.matmul.allow_tf32
-    bench.prepare_device("cuda:0")
-    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+def test_fp32_on_cuda_runs_on_tf32_tensor_cores():
+    """bench.py and train.py set fp32 matmuls to TF32 on CUDA ('high') and leave torch's IEEE
+    default elsewhere. The decision is checked as a function; applying it on this CPU machine must
+    leave the global setting at its default (global state: restored whatever happens)."""
+    assert hardware.fp32_matmul_precision("cuda") == "high"
+    assert hardware.fp32_matmul_precision("cpu") == "highest"
+    assert hardware.fp32_matmul_precision("mps") == "highest"
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        bench.prepare_device("cpu")
+        assert torch.get_float32_matmul_precision() == "highest"
+        bench.prepare_device("cuda:0")  # only sets the precision: no CUDA call
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def test_generation_mode_measures_the_kv_cache_the_accounting_counts():
