@@ -15,6 +15,7 @@ mechanisms compose in this config/build code, never by importing each other.
 """
 
 import ast
+import dataclasses
 import importlib
 from pathlib import Path
 
@@ -42,8 +43,8 @@ def _checked(key, value, default, where, types=None):
         ok = isinstance(value, expected)
     if not ok:
         allowed = " or None" if default is None else ""
-        raise ConfigError(f"{where}: {key}={value!r} is a {type(value).__name__}, but {key} must be a "
-                          f"{expected.__name__}{allowed} (default {default!r})")
+        raise ConfigError(f"{where}: {key}={value!r} is a {type(value).__name__}, but {key} must "
+                          f"be a {expected.__name__}{allowed} (default {default!r})")
     return value
 
 
@@ -60,29 +61,32 @@ def _parse_value(text, default):
 def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
     """Apply config files and --key=value overrides in argv to a copy of `defaults`.
     Returns the new dict; if `apply_to` (e.g. globals()) is given it is updated too.
-    `types` gives the type of each key whose default is None (train.py declares them): with it, every
-    key is type-checked and a None default must have an entry. If `given` is a set, the keys that the
-    arguments set are added to it."""
+    `types` gives the type of each key whose default is None (train.py declares them): with it,
+    every key is type-checked and a None default must have an entry. If `given` is a set, the keys
+    that the arguments set are added to it."""
     if types is not None:
         untyped = [k for k, v in defaults.items() if v is None and k not in types]
         if untyped:
-            raise ValueError(f"no declared type for {', '.join(untyped)} (default None): add it to `types`")
+            raise ValueError(f"no declared type for {', '.join(untyped)} (default None): add it to "
+                             f"`types`")
     config = dict(defaults)
     given = set() if given is None else given
     for arg in argv:
         if not arg.startswith("--"):
             path = Path(arg)
             if path.suffix != ".py":
-                raise ConfigError(f"argument {arg!r}: expected a config file (path/to/file.py) or --key=value")
+                raise ConfigError(f"argument {arg!r}: expected a config file (path/to/file.py) or "
+                                  f"--key=value")
             if not path.is_file():
                 raise ConfigError(f"config file {arg} not found (the configs live in config/)")
             namespace = {}
             exec(compile(path.read_text(), str(path), "exec"), namespace)
             for key, value in namespace.items():
-                if key.startswith("_") or key == "__builtins__" or callable(value) or type(value).__name__ == "module":
-                    continue
+                if key.startswith("_") or callable(value) or type(value).__name__ == "module":
+                    continue  # (__builtins__, imports, helper functions)
                 if key not in config:
-                    raise ConfigError(f"config file {arg}: unknown key {key!r}. Known keys: {', '.join(sorted(config))}")
+                    raise ConfigError(f"config file {arg}: unknown key {key!r}. Known keys: "
+                                      f"{', '.join(sorted(config))}")
                 config[key] = _checked(key, value, defaults[key], f"config file {arg}", types)
                 given.add(key)
         else:
@@ -92,22 +96,19 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
             if key not in config:
                 close = [k for k in config if k.startswith(key[:3])]
                 hint = f" Did you mean {', '.join(close)}?" if close else ""
-                raise ConfigError(f"unknown config key {key!r} in {arg!r}.{hint} Known keys: {', '.join(sorted(config))}")
-            config[key] = _checked(key, _parse_value(text, defaults[key]), defaults[key], f"override {arg}", types)
+                raise ConfigError(f"unknown config key {key!r} in {arg!r}.{hint} Known keys: "
+                                  f"{', '.join(sorted(config))}")
+            value = _parse_value(text, defaults[key])
+            config[key] = _checked(key, value, defaults[key], f"override {arg}", types)
             given.add(key)
     if apply_to is not None:
         apply_to.update(config)
     return config
 
 
-# The train.py settings every model builder takes; `model_args` adds a mechanism's own.
-MODEL_KEYS = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim", "ffn_hidden", "qk_norm",
-              "tie_embeddings", "dropout")
-
-
 def train_defaults():
-    """train.py's default settings, read (not run) from its `key = literal` lines above `config_keys`,
-    so that other tools read a train.py config file exactly as train.py does."""
+    """train.py's default settings, read (not run) from its `key = literal` lines above
+    `config_keys`, so that other tools read a train.py config file exactly as train.py does."""
     defaults = {}
     for node in ast.parse((Path(__file__).resolve().parent / "train.py").read_text()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
@@ -117,24 +118,76 @@ def train_defaults():
     return defaults
 
 
-# model_type -> the file that defines it. Each file has build_model(**model_args) -> GPT.
-MODEL_FILES = {
-    "gpt": "model",
-    "hourglass": "hourglass",
-    "variable_width": "variable_width",
-    "cea": "cea",
-    "lws": "lws",
-    "composed": "compose",  # several mechanisms in one model (hourglass FFNs in a ><former, ...)
+# model_type -> (file, model class, config class). Every model is built the same way,
+# Model(Config(**model_args)): the config dataclass extends model.GPTConfig with the mechanism's own
+# fields and derives the per-layer shapes from them; the model class builds the modules.
+MODELS = {
+    "gpt": ("model", "GPT", "GPTConfig"),
+    "hourglass": ("hourglass", "HourglassGPT", "HourglassConfig"),
+    "variable_width": ("variable_width", "VariableWidthGPT", "VariableWidthConfig"),
+    "cea": ("cea", "CEAGPT", "CEAConfig"),
+    "lws": ("lws", "LWSGPT", "LWSConfig"),
+    "composed": ("compose", "ComposedGPT", "ComposedConfig"),  # several mechanisms in one model
 }
 
 
+def model_classes(model_type):
+    """(model class, config class) of a model_type name."""
+    if model_type not in MODELS:
+        raise ConfigError(f"model_type={model_type!r} is unknown; choose one of "
+                          f"{', '.join(MODELS)}")
+    file, model_cls, config_cls = MODELS[model_type]
+    module = importlib.import_module(file)
+    return getattr(module, model_cls), getattr(module, config_cls)
+
+
+def model_keys(settings):
+    """The keys of `settings` (e.g. train.py's) that are model.GPTConfig fields: what every model
+    takes from the run's settings (block_size, n_layer, ...); model_args adds a mechanism's own."""
+    from model import GPTConfig
+
+    return [f.name for f in dataclasses.fields(GPTConfig) if f.name in settings]
+
+
 def build_model(model_type, **model_args):
-    """Build a model from a model_type name and the keyword arguments of its builder."""
-    if model_type not in MODEL_FILES:
-        raise ConfigError(f"model_type={model_type!r} is unknown; choose one of {', '.join(MODEL_FILES)}")
-    module = importlib.import_module(MODEL_FILES[model_type])
+    """Model(Config(**model_args)) for a model_type name. A setting the config does not have, or
+    one its checks refuse, is a ConfigError of one line naming the model type and the key."""
+    model_cls, config_cls = model_classes(model_type)
+    known = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(model_args) - known)
+    if unknown:
+        raise ConfigError(
+            f"model_type={model_type!r} has no setting {', '.join(unknown)}; its settings: "
+            f"{', '.join(sorted(known - {'layers'}))}"
+        )
     try:
-        return module.build_model(**model_args)
-    except TypeError as e:  # a misspelled model_args key lands here
-        raise ConfigError(f"model_type={model_type!r}: {e}. Check model_args against "
-                          f"{MODEL_FILES[model_type]}.py's build_model().") from e
+        return model_cls(config_cls(**model_args))
+    except (AssertionError, ValueError, TypeError) as e:  # the models' short asserts, worded here
+        raise ConfigError(f"model_type={model_type!r}: {e}") from None
+
+
+def check_train_settings(config):
+    """train.py's settings that no run can use, each a ConfigError of one line."""
+    import torch  # (only here: the rest of the configurator needs no torch)
+
+    if config["init_from"] not in ("scratch", "resume"):
+        raise ConfigError(f"init_from={config['init_from']!r}: use 'scratch' or 'resume'")
+    for key in ("batch_size", "block_size", "eval_interval", "log_interval", "eval_iters",
+                "gradient_accumulation_steps"):
+        if config[key] < 1:
+            raise ConfigError(f"{key}={config[key]}: it must be 1 or more")
+    if config["max_iters"] < 0:
+        raise ConfigError(f"max_iters={config['max_iters']}: it must be 0 or more")
+    if config["dtype"] not in ("auto", "float32", "bfloat16", "float16"):
+        raise ConfigError(f"dtype={config['dtype']!r}: use one of auto, float32, bfloat16, float16")
+    device, cuda = config["device"], torch.cuda.is_available()
+    if device.startswith("cuda") and not cuda:
+        raise ConfigError(f"device={device!r}, but this machine has no CUDA GPU (torch sees none): "
+                          f"use --device=cpu or --device=auto")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("device='mps', but MPS is not available here: use --device=cpu or "
+                          "--device=auto")
+    on_cuda = device.startswith("cuda") or (device == "auto" and cuda)
+    if config["dtype"] == "float16" and not on_cuda:
+        raise ConfigError("dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use "
+                          "bfloat16 or float32")

@@ -116,27 +116,27 @@ class GPTConfig:
         if not self.layers:
             self.layers = [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
-        if self.qk_norm not in ("", "head", "full"):
-            raise ValueError(f"qk_norm={self.qk_norm!r}: use '' (off), 'head' or 'full'")
+        assert self.n_layer >= 1 and self.n_embd >= 1, "n_layer and n_embd must be >= 1"
+        assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', 'head' or 'full'"
         for i, s in enumerate(self.layers):
-            if s.n_kv_head < 1 or s.n_head % s.n_kv_head != 0:
-                raise ValueError(f"layer {i}: n_head={s.n_head} must be a multiple of n_kv_head={s.n_kv_head} "
-                                 f"(each KV head serves a whole group of query heads)")
-            if s.head_dim % 2 != 0:
-                raise ValueError(f"layer {i}: head_dim={s.head_dim} must be even for rotary embeddings")
+            assert s.n_kv_head >= 1 and s.n_head % s.n_kv_head == 0, (
+                f"layer {i}: n_head={s.n_head} must be a multiple of n_kv_head={s.n_kv_head}")
+            assert s.head_dim >= 2 and s.head_dim % 2 == 0, (
+                f"layer {i}: head_dim={s.head_dim} must be even (rotary embeddings rotate pairs)")
+            assert s.ffn_hidden >= 0, f"layer {i}: ffn_hidden={s.ffn_hidden} must be >= 0"
 
     def uniform_layer(self):
         """The layer shape of a plain GPT, from n_head, n_kv_head, head_dim and ffn_hidden."""
+        assert self.n_head >= 1, f"n_head={self.n_head} must be >= 1"
         n_kv_head = self.n_kv_head or self.n_head
         head_dim = self.head_dim
         if head_dim is None:
-            if self.n_embd % self.n_head != 0:
-                raise ValueError(
-                    f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: pick a width "
-                    f"that is a multiple of the head count (e.g. {self.n_head * round(self.n_embd / self.n_head)}) "
-                    f"or set head_dim explicitly")
+            assert self.n_embd % self.n_head == 0, (
+                f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: pick a multiple "
+                f"(e.g. {self.n_head * max(1, round(self.n_embd / self.n_head))}) or set head_dim")
             head_dim = self.n_embd // self.n_head
-        return LayerSpec(self.n_head, n_kv_head, head_dim, 4 * self.n_embd if self.ffn_hidden is None else self.ffn_hidden)
+        ffn_hidden = 4 * self.n_embd if self.ffn_hidden is None else self.ffn_hidden
+        return LayerSpec(self.n_head, n_kv_head, head_dim, ffn_hidden)
 
     def to_dict(self):
         """Plain types only, so a checkpoint loads with torch.load(weights_only=True)."""
@@ -519,11 +519,6 @@ class GPT(nn.Module):
 # Command line and printing
 
 
-def build_model(**model_args):
-    """The plain GPT from GPTConfig keyword arguments (what train.py's build uses)."""
-    return GPT(GPTConfig(**model_args))
-
-
 def format_counts(counts):
     return ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v)
 
@@ -546,5 +541,7 @@ def default_args(cls=GPTConfig):
 
 if __name__ == "__main__":
     import sys
-    from configurator import parse_overrides
-    print(describe(build_model(**parse_overrides(sys.argv[1:], default_args()))))
+
+    from configurator import build_model, parse_overrides
+
+    print(describe(build_model("gpt", **parse_overrides(sys.argv[1:], default_args()))))

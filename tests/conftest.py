@@ -37,8 +37,11 @@ def char_dataset(tmp_path):
     data_dir.mkdir()
     ids[:split].tofile(data_dir / "train.bin")
     ids[split:].tofile(data_dir / "val.bin")
+    splits = {name: {"tokens": int(part.size), "max_id": int(part.max())}
+              for name, part in (("train", ids[:split]), ("val", ids[split:]))}
     (data_dir / "meta.json").write_text(json.dumps(
-        {"tokenizer": "char", "vocab_size": len(chars), "chars": "".join(chars), "source": "test fixture"}))
+        {"tokenizer": "char", "vocab_size": len(chars), "chars": "".join(chars), "source": "test fixture",
+         "splits": splits}))
     return data_dir
 
 

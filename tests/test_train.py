@@ -355,8 +355,14 @@ def _spoil(data_dir, what):
     elif what == "odd size":
         with open(data_dir / "val.bin", "ab") as f:
             f.write(b"\0")
-    elif what == "short split":
+    elif what == "short split":  # a split prepared with only 16 tokens
         (data_dir / "val.bin").write_bytes((data_dir / "val.bin").read_bytes()[:2 * 16])
+        meta["splits"]["val"]["tokens"] = 16
+        (data_dir / "meta.json").write_text(json.dumps(meta))
+    elif what == "even truncation":  # cut short after prepare: an even length, so no odd byte shows it
+        (data_dir / "train.bin").write_bytes((data_dir / "train.bin").read_bytes()[:2 * 1000])
+    elif what == "duplicate chars":
+        (data_dir / "meta.json").write_text(json.dumps(dict(meta, chars="a" + meta["chars"][1:])))
     elif what == "id too large":
         (data_dir / "meta.json").write_text(json.dumps(dict(meta, vocab_size=5, chars=meta["chars"][:5])))
 
@@ -379,6 +385,8 @@ BAD_INPUTS = [
     ([], "no chars", "meta.json does not describe a tokenizer"),
     ([], "odd size", "not a whole number of uint16"),
     ([], "short split", "fewer than block_size + 1"),
+    ([], "even truncation", "holds 1,000 tokens, but"),
+    ([], "duplicate chars", "meta.json does not describe a tokenizer"),
     ([], "id too large", "says vocab_size=5"),
 ]
 
