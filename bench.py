@@ -65,7 +65,7 @@ import torch
 
 from compose import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes, preset_settings,
                      select_models)
-from configurator import MODEL_KEYS, ConfigError, build_model, parse_overrides, train_defaults
+from configurator import ConfigError, build_model, model_keys, parse_overrides, train_defaults
 from hardware import peak_flops, set_fp32_matmul_precision
 from model import KVCache
 
@@ -325,7 +325,8 @@ def config_shapes(paths, vocab_size=0):
     for path in paths:
         settings = parse_overrides([path], defaults)
         vocab = vocab_size or dataset_vocab_size(settings["dataset"], settings["data_dir"])
-        model_args = dict(vocab_size=vocab, **{k: settings[k] for k in MODEL_KEYS}, **settings["model_args"])
+        common = {k: settings[k] for k in model_keys(settings)}
+        model_args = dict(vocab_size=vocab, **common, **settings["model_args"])
         shapes[Path(path).stem] = (settings["model_type"], model_args)
     return shapes, parse_overrides([paths[0]], defaults)["batch_size"]
 

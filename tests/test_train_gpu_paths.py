@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 from checkpoint import load_checkpoint
-from configurator import MODEL_KEYS, build_model
+from configurator import build_model, model_keys
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=2",
         "--log_interval=1", "--dropout=0.1", "--dtype=float32", "--sample_tokens=0", "--warmup_iters=2",
@@ -197,7 +197,8 @@ def test_ddp_with_torchrun_on_cpu_compiles_after_wrapping_and_logs_mfu_per_card(
     assert ckpt["iter_num"] == 4
     # (both processes write the one report; either compiled the DDP module first, then the plain one for eval)
     assert report["compiled"] == ["DistributedDataParallel", "GPT"], report
-    model = build_model("gpt", **{k: ckpt["model_args"][k] for k in ("vocab_size", *MODEL_KEYS)})
+    keys = ("vocab_size", *model_keys(ckpt["model_args"]))
+    model = build_model("gpt", **{k: ckpt["model_args"][k] for k in keys})
     flops_per_token = 3 * model.flops_per_token(16)
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     assert len(steps) == 4
