@@ -20,8 +20,11 @@ Checkpoints that are never lost and never run pickled code.
 - `model_from_checkpoint` rebuilds whatever model_type the checkpoint names.
 """
 
+import errno
+import fcntl
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -30,14 +33,55 @@ import torch
 from configurator import build_model
 
 
-def save_checkpoint(state, path):
+class _RecordedWrites:
+    """A file whose write errors are kept: torch.save wraps an OSError from the disk into a
+    RuntimeError that no longer says which ('... unexpected pos 704 vs 598' for a full disk)."""
+
+    def __init__(self, file):
+        self.file, self.error = file, None
+
+    def write(self, data):
+        try:
+            return self.file.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self):
+        self.file.flush()
+
+
+class DiskFull(SystemExit):
+    """Saving or logging failed for lack of space: one line, what failed and what is intact."""
+
+
+def save_checkpoint(state, path, previous=""):
+    """Write `state` to `<path>.tmp.<pid>`, fsync it, then rename it over `path` (atomic within a
+    folder): a run killed mid-save, or a disk that fills up, leaves the previous file intact.
+    `previous` says what that previous file is (e.g. 'step 500'), for the disk-full message."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    for stale in path.parent.glob(path.name + ".tmp*"):  # left by a killed run (one writer: locked)
+        stale.unlink(missing_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            recorded = _RecordedWrites(f)
+            try:
+                torch.save(state, recorded)
+                f.flush()
+                os.fsync(f.fileno())
+            except (OSError, RuntimeError) as e:
+                raise (recorded.error or e) from None
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        intact = (f"the previous {path.name} ({previous}) is intact" if previous and path.exists()
+                  else f"nothing was written to {path}")
+        raise DiskFull(f"error: no space left on the disk of {path.parent} while saving "
+                       f"{path.name}: {intact}. Free some space, then continue the run with "
+                       f"--init_from=resume") from None
 
 
 class CheckpointError(SystemExit):
@@ -94,36 +138,155 @@ def model_from_checkpoint(checkpoint):
 
 
 # ----------------------------------------------------------------------------------------
-# Resuming a run exactly (train.py): settings, RNG streams, the metrics log
+# A run's folder (train.py): one run at a time, logs whole lines or nothing, resumes exactly
+
+# what a resume never takes from the checkpoint: where and how this invocation runs
+NOT_RESUMED = ("init_from", "overwrite", "out_dir")
 
 
-def refuse_to_replace(out_dir, init_from, overwrite):
-    """A scratch run never replaces a previous run in out_dir by accident."""
-    previous = [name for name in ("ckpt.pt", "metrics.jsonl") if (out_dir / name).exists()]
-    if init_from == "scratch" and previous and not overwrite:
-        raise SystemExit(f"error: {out_dir} already holds a run ({', '.join(previous)}): continue "
-                         f"it with --init_from=resume, train into another --out_dir, or pass "
-                         f"--overwrite=True to replace it")
+class RunDir:
+    """out_dir of a training run: ckpt.pt, metrics.jsonl and the lock that keeps a second run out.
+
+    The lock is an exclusive flock on out_dir/run.lock, held while the process lives: the
+    operating system releases it when the process ends, however it ends (kill -9 included), so it
+    never goes stale. A second run into the same folder stops in one line naming the holder."""
+
+    def __init__(self, out_dir, lock=True):
+        self.dir = Path(out_dir)
+        self.ckpt, self.metrics = self.dir / "ckpt.pt", self.dir / "metrics.jsonl"
+        self.last_good_step = None  # the step of ckpt.pt, once saved or resumed from
+        self._lock = None
+        if lock:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._lock = open(self.dir / "run.lock", "a+")
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._lock.seek(0)
+                holder = self._lock.read().strip() or "unknown"
+                raise SystemExit(f"error: {self.dir} is in use by another training run (PID "
+                                 f"{holder}): wait for it to finish, or use another --out_dir")
+            self._lock.seek(0)
+            self._lock.truncate()
+            self._lock.write(str(os.getpid()))
+            self._lock.flush()
+
+    def refuse_to_replace(self, init_from, overwrite):
+        """A scratch run never replaces a previous run in out_dir by accident."""
+        previous = [p.name for p in (self.ckpt, self.metrics) if p.exists()]
+        if init_from == "scratch" and previous and not overwrite:
+            raise SystemExit(f"error: {self.dir} already holds a run ({', '.join(previous)}): "
+                             f"continue it with --init_from=resume, train into another --out_dir, "
+                             f"or pass --overwrite=True to replace it")
+
+    def remove_previous_run(self):
+        """overwrite=True: called once the new run's settings, data and model are checked."""
+        for path in (self.ckpt, self.metrics):
+            path.unlink(missing_ok=True)
+
+    def save(self, state):
+        previous = f"step {self.last_good_step}" if self.last_good_step is not None else ""
+        save_checkpoint(state, self.ckpt, previous)
+        self.last_good_step = state["iter_num"]
+
+    def log(self, record):
+        """Append one row to metrics.jsonl, the whole line or nothing: a disk that fills up midway
+        leaves the file as it was, and the run stops in one line."""
+        line = (json.dumps(record) + "\n").encode()
+        fd = os.open(self.metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, line) != len(line):
+                raise OSError(errno.ENOSPC, "short write")
+        except OSError as e:
+            os.ftruncate(fd, size)  # drop the part that was written
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise DiskFull(f"error: no space left on the disk of {self.dir} while logging step "
+                           f"{record.get('iter')} to metrics.jsonl: {self.intact()}. Free some "
+                           f"space, then continue the run with --init_from=resume") from None
+        finally:
+            os.close(fd)
+
+    def intact(self):
+        if self.last_good_step is None:
+            return "no checkpoint was saved yet"
+        return f"the last checkpoint, {self.ckpt} (step {self.last_good_step}), is intact"
+
+    def drop_repeated_metrics(self, iter_num):
+        """A resume trains the steps after its checkpoint again: drop the rows a killed run logged
+        for them (a row of step iter_num stays only if it is the evaluation the checkpoint saved),
+        and a torn last line (a disk that filled up under an older version), with a warning."""
+        lines = self.metrics.read_text().splitlines() if self.metrics.exists() else []
+        kept = [r for r in read_jsonl(self.metrics)
+                if r["iter"] < iter_num or (r["iter"] == iter_num and "loss" not in r)]
+        if len(kept) < len(lines):
+            tmp = self.metrics.with_name(f"metrics.jsonl.tmp.{os.getpid()}")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            os.replace(tmp, self.metrics)
+
+    def diverged(self, step, what, config):
+        """The one message that ends a diverged run: what went wrong, what to try, and the last
+        good checkpoint, if there is one (only finite losses and weights are ever saved)."""
+        good = (f"The last good checkpoint is {self.ckpt} (step {self.last_good_step})."
+                if self.last_good_step is not None and self.ckpt.exists()
+                else "No good checkpoint was saved (only finite losses and weights are saved).")
+        return SystemExit(f"step {step}: {what}. Training diverged; try a lower learning_rate (now "
+                          f"{config['learning_rate']}), more warmup_iters (now "
+                          f"{config['warmup_iters']}), grad_clip=1.0, or dtype='bfloat16' instead "
+                          f"of float16. {good}")
+
+    def interrupted(self, signum=None, frame=None):
+        """Ctrl-C (SIGINT handler): stop with one line naming the last checkpoint and the command
+        that continues the run. (A save cut short leaves the previous checkpoint intact.)"""
+        args = [a for a in sys.argv[1:] if not a.startswith(("--init_from=", "--overwrite="))]
+        resume = " ".join(["python", sys.argv[0], *args, "--init_from=resume"])
+        if self.last_good_step is None or not self.ckpt.exists():
+            raise SystemExit(f"interrupted before the first checkpoint: nothing to resume; start "
+                             f"again with: {' '.join(['python', *sys.argv])}")
+        raise SystemExit(f"interrupted: the last checkpoint is {self.ckpt} (step "
+                         f"{self.last_good_step}); continue the run with: {resume}")
+
+
+def read_jsonl(path):
+    """The rows of a JSON-lines file (metrics.jsonl); a torn last line, left by a write that the
+    disk cut short, is dropped with a one-line warning. [] if there is no file."""
+    if not Path(path).exists():
+        return []
+    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1:
+                raise SystemExit(f"error: {path}, line {i + 1}, is not JSON: {line[:60]!r}")
+            print(f"warning: {path} ends in a torn line (a write cut short): dropped {line[:40]!r}",
+                  file=sys.stderr)
+    return rows
 
 
 def resume_settings(path, config, given, model_keys):
-    """Load the checkpoint at `path` for init_from='resume' and return (checkpoint, config), config
-    updated so the model is the checkpoint's: model_type, the shape keys and model_args come from
-    it. A shape key or model_args entry the user set (in `given`) to another value is refused in one
-    line: the run would train one shape and save a config that names another."""
+    """Load the checkpoint at `path` for init_from='resume' and return (checkpoint, config, notes):
+    the run goes on as it was. Every setting comes from the checkpoint's config (batch size,
+    schedule, evaluation, data, ...) except where this invocation runs (NOT_RESUMED) and the keys
+    given on the command line or in a config file, each of which is named in a note when it
+    differs. The model's shape is the checkpoint's: a shape key or model_args entry given with
+    another value is refused in one line (the run would train one shape and save another)."""
     try:
         checkpoint = load_checkpoint(path)
     except FileNotFoundError as e:
         raise SystemExit(f"error: {e}") from None
-    if "model_type" not in checkpoint or "model_args" not in checkpoint:
-        raise SystemExit(f"error: {path} is not a checkpoint of this repo's train.py (it has no "
-                         f"model_type / model_args; keys: {', '.join(sorted(checkpoint)[:8])})")
-    saved_args = checkpoint["model_args"]
-    saved = {"model_type": checkpoint["model_type"],
+    if not all(k in checkpoint for k in ("model_type", "model_args", "config", "iter_num")):
+        raise SystemExit(f"error: {path} is not a checkpoint of this repo's train.py (it has "
+                         f"{', '.join(sorted(checkpoint)[:8])}): resume only runs this train.py "
+                         f"saved, or start a new one in another --out_dir")
+    saved_args, saved_config = checkpoint["model_args"], checkpoint["config"]
+    shape = {"model_type": checkpoint["model_type"],
              **{k: saved_args[k] for k in model_keys if k in saved_args}}
     model_args = config["model_args"]
-    clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in saved
-               if k in given and k not in model_args and config[k] != saved[k]]  # model_args wins
+    clashes = [f"{k}={config[k]!r} (the checkpoint has {shape[k]!r})" for k in shape
+               if k in given and k not in model_args and config[k] != shape[k]]  # model_args wins
     if "model_args" in given:
         clashes += [f"model_args[{k!r}]={v!r} (the checkpoint has {saved_args.get(k)!r})"
                     for k, v in model_args.items() if saved_args.get(k) != v]
@@ -131,9 +294,24 @@ def resume_settings(path, config, given, model_keys):
         raise SystemExit(f"error: resuming {path} with a different model: {'; '.join(clashes)}. "
                          f"Drop these settings to resume, or train the new shape into another "
                          f"--out_dir")
-    saved_config = checkpoint.get("config", {})
-    config = dict(config, **saved, model_args=dict(saved_config.get("model_args", model_args)))
-    return checkpoint, config
+    resumed = {k: v for k, v in saved_config.items()
+               if k in config and k not in NOT_RESUMED and k not in given}
+    notes = [f"{k}={config[k]!r} (the checkpoint's run had {saved_config[k]!r})"
+             for k in sorted(given) if k in saved_config and k not in NOT_RESUMED and k not in shape
+             and k != "model_args" and saved_config[k] != config[k]]
+    config = {**config, **resumed, **shape, "model_args": dict(saved_config["model_args"])}
+    return checkpoint, config, notes
+
+
+def reached_its_target(checkpoint, stop_val_loss):
+    """True (and says so) if the checkpoint's run stopped at a validation loss that this resume's
+    stop_val_loss also accepts: there is nothing left to train."""
+    if not (checkpoint.get("reached_target") and checkpoint["best_val_loss"] <= stop_val_loss):
+        return False
+    print(f"this run stopped at step {checkpoint['iter_num']}: its val loss "
+          f"{checkpoint['best_val_loss']:.4f} reached stop_val_loss={stop_val_loss}. Nothing to "
+          f"train; pass a lower --stop_val_loss (0: off) to train on")
+    return True
 
 
 def restore_rng(checkpoint, rank, world_size, sampler, seed, device_type):
@@ -167,36 +345,3 @@ def all_rng_states(sampler_state, device_type, ddp):
     gathered = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(gathered, states)
     return gathered
-
-
-def drop_repeated_metrics(path, iter_num):
-    """A resume trains the steps after its checkpoint again: drop the rows a killed run logged for
-    them (a row of step iter_num itself stays only if it is the evaluation the checkpoint saved)."""
-    if not path.exists():
-        return
-    rows = [line for line in path.read_text().splitlines() if line.strip()]
-    kept = [line for line in rows if (r := json.loads(line))["iter"] < iter_num
-            or (r["iter"] == iter_num and "loss" not in r)]
-    if len(kept) < len(rows):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        os.replace(tmp, path)
-
-
-def log_metrics(path, record):
-    """Append one row (a JSON object) to the run's metrics.jsonl."""
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-def diverged(step, what, out_dir, last_good_step, config):
-    """The one message that ends a diverged run: what went wrong, what to try, and the last good
-    checkpoint, if there is one (only finite losses and weights are ever saved)."""
-    if last_good_step is not None and (out_dir / "ckpt.pt").exists():
-        good = f"The last good checkpoint is {out_dir / 'ckpt.pt'} (step {last_good_step})."
-    else:
-        good = "No good checkpoint was saved (only finite losses and weights are ever saved)."
-    return SystemExit(f"step {step}: {what}. Training diverged; try a lower learning_rate (now "
-                      f"{config['learning_rate']}), more warmup_iters (now "
-                      f"{config['warmup_iters']}), grad_clip=1.0, "
-                      f"or dtype='bfloat16' instead of float16. {good}")

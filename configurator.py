@@ -167,27 +167,41 @@ def build_model(model_type, **model_args):
 
 
 def check_train_settings(config):
-    """train.py's settings that no run can use, each a ConfigError of one line."""
+    """train.py's settings that no run can use, each a ConfigError of one line naming the key and
+    what it takes; for a new run the model too (built on the meta device: no memory, no time)."""
     import torch  # (only here: the rest of the configurator needs no torch)
 
-    if config["init_from"] not in ("scratch", "resume"):
-        raise ConfigError(f"init_from={config['init_from']!r}: use 'scratch' or 'resume'")
+    def need(ok, message):
+        if not ok:
+            raise ConfigError(message)
+
+    need(config["init_from"] in ("scratch", "resume"),
+         f"init_from={config['init_from']!r}: use 'scratch' or 'resume'")
+    need(config["out_dir"] != "", "out_dir='': name a folder for the run (default 'out')")
     for key in ("batch_size", "block_size", "eval_interval", "log_interval", "eval_iters",
                 "gradient_accumulation_steps"):
-        if config[key] < 1:
-            raise ConfigError(f"{key}={config[key]}: it must be 1 or more")
-    if config["max_iters"] < 0:
-        raise ConfigError(f"max_iters={config['max_iters']}: it must be 0 or more")
-    if config["dtype"] not in ("auto", "float32", "bfloat16", "float16"):
-        raise ConfigError(f"dtype={config['dtype']!r}: use one of auto, float32, bfloat16, float16")
+        need(config[key] >= 1, f"{key}={config[key]}: it must be 1 or more")
+    for key in ("max_iters", "warmup_iters", "lr_decay_iters", "min_lr", "weight_decay",
+                "grad_clip", "stop_val_loss", "sample_tokens"):
+        need(config[key] >= 0, f"{key}={config[key]}: it must be 0 or more")
+    need(config["learning_rate"] > 0, f"learning_rate={config['learning_rate']}: it must be > 0")
+    for key in ("beta1", "beta2", "dropout"):
+        need(0 <= config[key] < 1, f"{key}={config[key]}: it must be in [0, 1)")
+    need(config["dtype"] in ("auto", "float32", "bfloat16", "float16"),
+         f"dtype={config['dtype']!r}: use one of auto, float32, bfloat16, float16")
     device, cuda = config["device"], torch.cuda.is_available()
-    if device.startswith("cuda") and not cuda:
-        raise ConfigError(f"device={device!r}, but this machine has no CUDA GPU (torch sees none): "
-                          f"use --device=cpu or --device=auto")
-    if device == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError("device='mps', but MPS is not available here: use --device=cpu or "
-                          "--device=auto")
-    on_cuda = device.startswith("cuda") or (device == "auto" and cuda)
-    if config["dtype"] == "float16" and not on_cuda:
-        raise ConfigError("dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use "
-                          "bfloat16 or float32")
+    kind, _, index = device.partition(":")
+    indexed = not index or (kind == "cuda" and index.isdigit())
+    need(kind in ("auto", "cpu", "cuda", "mps") and indexed,
+         f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps")
+    need(kind != "cuda" or cuda, f"device={device!r}, but this machine has no CUDA GPU (torch "
+         f"sees none): use --device=cpu or --device=auto")
+    need(kind != "mps" or torch.backends.mps.is_available(),
+         "device='mps', but MPS is not available here: use --device=cpu or --device=auto")
+    need(config["dtype"] != "float16" or kind == "cuda" or (kind == "auto" and cuda),
+         "dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use bfloat16 or float32")
+    if config["init_from"] == "scratch":  # (a resume builds the checkpoint's model)
+        with torch.device("meta"):
+            common = {k: config[k] for k in model_keys(config)}
+            build_model(config["model_type"], **{"vocab_size": 256, **common,
+                                                 **config["model_args"]})

@@ -113,10 +113,11 @@ class GPTConfig:
     def __post_init__(self):
         # layers may arrive as plain dicts (from a checkpoint or a config file)
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
+        assert self.n_embd >= 1, f"n_embd={self.n_embd} must be >= 1"
         if not self.layers:
+            assert self.n_layer >= 1, f"n_layer={self.n_layer} must be >= 1"
             self.layers = [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
-        assert self.n_layer >= 1 and self.n_embd >= 1, "n_layer and n_embd must be >= 1"
         assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', 'head' or 'full'"
         for i, s in enumerate(self.layers):
             assert s.n_kv_head >= 1 and s.n_head % s.n_kv_head == 0, (
@@ -128,6 +129,10 @@ class GPTConfig:
     def uniform_layer(self):
         """The layer shape of a plain GPT, from n_head, n_kv_head, head_dim and ffn_hidden."""
         assert self.n_head >= 1, f"n_head={self.n_head} must be >= 1"
+        assert self.n_kv_head is None or self.n_kv_head >= 1, (
+            f"n_kv_head={self.n_kv_head} must be >= 1 (or None: one per query head)")
+        assert self.ffn_hidden is None or self.ffn_hidden >= 1, (
+            f"ffn_hidden={self.ffn_hidden} must be >= 1 (or None: 4 * n_embd)")
         n_kv_head = self.n_kv_head or self.n_head
         head_dim = self.head_dim
         if head_dim is None:

@@ -21,10 +21,10 @@ reading it) lives in checkpoint.py and dataset.py.
 import inspect
 import math
 import os
+import signal
 import sys
 import time
 from contextlib import nullcontext
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint as run_state
-from checkpoint import model_from_checkpoint, save_checkpoint
+from checkpoint import model_from_checkpoint
 from configurator import ConfigError, build_model, check_train_settings, model_keys, parse_overrides
 from dataset import check_dataset, check_same_vocabulary, find_dataset
 from hardware import auto_dtype, peak_flops, set_fp32_matmul_precision
@@ -99,13 +99,18 @@ except ConfigError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(2)
 MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes from here
-checkpoint = None
-if config["init_from"] == "resume":  # the model's shape is the checkpoint's
-    checkpoint, config = run_state.resume_settings(Path(config["out_dir"]) / "ckpt.pt", config,
-                                                   given_keys, MODEL_KEYS)
-globals().update(config)  # what this run uses (config is saved in the checkpoint)
 sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
-run_state.refuse_to_replace(Path(out_dir), init_from, overwrite)  # every process, before DDP starts
+# out_dir is this run's alone (a lock; rank 0 holds it); a scratch run never replaces another
+run = run_state.RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)
+checkpoint = None
+if config["init_from"] == "resume":  # the run goes on as it was saved: its model, its settings
+    checkpoint, config, notes = run_state.resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
+    if notes and int(os.environ.get("RANK", 0)) == 0:
+        print("note: resuming with settings that differ from the run's: " + "; ".join(notes))
+    if run_state.reached_its_target(checkpoint, config["stop_val_loss"]):
+        sys.exit(0)  # (it said so: a run that stopped at its target loss has nothing to train)
+run.refuse_to_replace(config["init_from"], config["overwrite"])
+globals().update(config)  # what this run uses (config is saved in the checkpoint)
 # -----------------------------------------------------------------------------------------------
 
 # DDP: torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; otherwise this is a single process.
@@ -138,12 +143,7 @@ autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type, 
 torch.manual_seed(seed + ddp_rank)
 set_fp32_matmul_precision(device_type)  # TF32 tensor cores for fp32 matmuls on CUDA
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
-out_dir = Path(out_dir)
 if master_process:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if init_from == "scratch":  # a fresh run: nothing of an overwritten one stays
-        for name in ("ckpt.pt", "metrics.jsonl"):
-            (out_dir / name).unlink(missing_ok=True)
     print(f"device {device}, {dtype}, compile={compile}, {ddp_world_size} process(es), "
           f"{tokens_per_iter:,} tokens per iteration")
 
@@ -155,7 +155,7 @@ if ddp:
 meta = check_dataset(data_dir, block_size)
 vocab_size = meta["vocab_size"]
 if checkpoint is not None:
-    check_same_vocabulary(checkpoint["meta"], meta, data_dir, out_dir / "ckpt.pt")
+    check_same_vocabulary(checkpoint["meta"], meta, data_dir, run.ckpt)
 
 
 def get_batch(split, generator):
@@ -186,30 +186,28 @@ def fetch_train_batch():
 
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
-iter_num, best_val_loss, elapsed_before = 0, float("inf"), 0.0
-last_good_step = None  # the step of the checkpoint in out_dir, once one is saved (or resumed from)
+iter_num, best_val_loss, elapsed_before, tokens_before = 0, float("inf"), 0.0, 0
 if init_from == "scratch":
     # GPT-2's 50257 ids get an embedding and head of 50304 rows (tensor-core friendly); the padding
     # ids are never targets and never sampled. A character vocabulary stays as it is.
-    model_args = dict(vocab_size=padded_vocab_size(vocab_size, multiple=64),
-                      **{k: config[k] for k in MODEL_KEYS}, **model_args)
-    try:
-        model = build_model(model_type, **model_args)
-    except ConfigError as e:
-        raise SystemExit(f"error: {e}") from None
+    model_args = {"vocab_size": padded_vocab_size(vocab_size, multiple=64),
+                  **{k: config[k] for k in MODEL_KEYS}, **model_args}  # model_args: the last word
+    model = build_model(model_type, **model_args)  # (the settings were checked on the meta device)
+    if master_process:  # overwrite=True: only now, with settings, data and model checked
+        run.remove_previous_run()
 else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint)
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
-    last_good_step = iter_num
+    run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
     note = run_state.restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed,
                                  device_type)
     if master_process:
-        print(f"resuming {model_type} from {out_dir / 'ckpt.pt'} at step {iter_num}")
+        print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
         if note:
             print(note)
-        run_state.drop_repeated_metrics(out_dir / "metrics.jsonl", iter_num)
+        run.drop_repeated_metrics(iter_num)
 model.to(device)
 if master_process:
     print(f"{model_type}: {format_counts(model.param_counts())}")
@@ -276,15 +274,16 @@ def get_lr(it):
 
 # -----------------------------------------------------------------------------------------------
 # training loop
-metrics_path = out_dir / "metrics.jsonl"
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")
+signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line, the last checkpoint, how to go on
 start_iter = iter_num
 run_start = time.time() - elapsed_before
 t0, steps_timed = time.time(), 0  # the last time the host waited for the device, steps since
 x, y = fetch_train_batch()
 while True:
+    tokens = tokens_before + (iter_num - start_iter) * tokens_per_iter  # seen before this step
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -298,8 +297,8 @@ while True:
     if master_process and eval_step:
         losses = estimate_loss()
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-        run_state.log_metrics(metrics_path, dict(
-            iter=iter_num, tokens=iter_num * tokens_per_iter, train_loss=losses["train"],
+        run.log(dict(
+            iter=iter_num, tokens=tokens, train_loss=losses["train"],
             val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2)))
         finite = math.isfinite(losses["train"]) and math.isfinite(losses["val"]) and all(
             bool(torch.isfinite(p).all()) for p in raw_model.parameters())
@@ -309,20 +308,18 @@ while True:
             best_val_loss = min(best_val_loss, losses["val"])
             reached_target = stop_val_loss > 0 and losses["val"] <= stop_val_loss
         if finite and (iter_num > 0 or reached_target):
-            save_checkpoint(dict(
+            run.save(dict(
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
-                rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.time() - run_start),
-                out_dir / "ckpt.pt")
-            last_good_step = iter_num
-            print(f"saved checkpoint to {out_dir / 'ckpt.pt'}")
+                rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.time() - run_start,
+                tokens=tokens, reached_target=reached_target))
+            print(f"saved checkpoint to {run.ckpt}")
         if reached_target:
             print(f"step {iter_num}: val loss {losses['val']:.4f} reached stop_val_loss="
-                  f"{stop_val_loss}: stopping (this step's checkpoint is {out_dir / 'ckpt.pt'})")
-            run_state.log_metrics(metrics_path, dict(
-                iter=iter_num, tokens=iter_num * tokens_per_iter, stopped_at_val_loss=losses["val"],
-                stop_val_loss=stop_val_loss))
+                  f"{stop_val_loss}: stopping (this step's checkpoint is {run.ckpt})")
+            run.log(dict(iter=iter_num, tokens=tokens, stopped_at_val_loss=losses["val"],
+                         stop_val_loss=stop_val_loss))
     if eval_step:  # do not count the evaluation in the step time
         t0, steps_timed = time.time(), 0
     if ddp and eval_step:  # every process stops together
@@ -331,7 +328,7 @@ while True:
         reached_target = bool(flag[0].item())
         diverged = diverged or ("the evaluation on rank 0 was not finite" if flag[1].item() else "")
     if diverged:  # the run ends, naming the last good checkpoint
-        raise run_state.diverged(iter_num, diverged, out_dir, last_good_step, config)
+        raise run.diverged(iter_num, diverged, config)
     if iter_num >= max_iters or reached_target:
         break
 
@@ -359,8 +356,7 @@ while True:
     if iter_num % log_interval == 0:
         lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
         if not math.isfinite(lossf):
-            raise run_state.diverged(iter_num, f"the loss is {lossf}", out_dir, last_good_step,
-                                     config)
+            raise run.diverged(iter_num, f"the loss is {lossf}", config)
         t1 = time.time()
         dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
     if master_process and iter_num % log_interval == 0:
@@ -377,7 +373,7 @@ while True:
                       elapsed_s=round(time.time() - run_start, 2))
         if aux is not None:
             record["aux_loss"] = aux.item()  # `loss` includes it; loss - aux_loss is the LM loss
-        run_state.log_metrics(metrics_path, record)
+        run.log(record)
     iter_num += 1
 
 if master_process:
