@@ -547,6 +547,10 @@ def default_args(cls=GPTConfig):
 if __name__ == "__main__":
     import sys
 
-    from configurator import build_model, parse_overrides
+    from configurator import ConfigError, build_model, parse_overrides
 
-    print(describe(build_model("gpt", **parse_overrides(sys.argv[1:], default_args()))))
+    try:
+        print(describe(build_model("gpt", **parse_overrides(sys.argv[1:], default_args()))))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

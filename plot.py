@@ -9,7 +9,6 @@ the run started, evaluation time included; shown in minutes).
 """
 
 import argparse
-import json
 from pathlib import Path
 
 import matplotlib
@@ -17,15 +16,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from checkpoint import read_jsonl  # noqa: E402
+
 
 def read_evals(out_dir):
     """The evaluation records (iter, train_loss, val_loss, elapsed_s) of one run."""
     path = Path(out_dir) / "metrics.jsonl"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: is {out_dir} the out_dir of a train.py run?")
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        raise SystemExit(f"error: {path} not found: is {out_dir} the out_dir of a train.py run?")
     evals = {}
-    for r in records:
+    for r in read_jsonl(path):  # (a torn last line, left by a full disk, is dropped with a warning)
         if "val_loss" in r:
             evals[r["iter"]] = r  # a resumed run may log a step twice: keep the last
     return [evals[k] for k in sorted(evals)]
@@ -50,7 +50,8 @@ def plot_runs(out_dirs, out_path, x="iter", labels=None, title="validation loss"
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dirs", nargs="+")
     parser.add_argument("--x", choices=["iter", "tokens", "elapsed_s"], default="iter")
     parser.add_argument("--labels", default="", help="comma-separated, one per out_dir")

@@ -1,0 +1,251 @@
+"""Nothing lost at the edges: a full disk, two runs in one folder, --overwrite, a resume's settings,
+a run that reached its target, Ctrl-C, and one line for every bad setting. Each row reproduces
+what a user hit, run as a user runs it (train.py in a child process)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import ROOT
+from checkpoint import load_checkpoint, read_jsonl
+
+TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
+        "--eval_iters=2", "--log_interval=1", "--dtype=float32", "--sample_tokens=0",
+        "--warmup_iters=2", "--lr_decay_iters=12", "--device=cpu"]
+
+# Runs a script whose writes to metrics.jsonl fill the disk after $FULL_AFTER rows: the next row
+# is written halfway, then ENOSPC (what a full disk does), without needing a real full disk.
+FULL_DISK = r'''
+import errno, os, runpy, sys
+rows_left = [int(os.environ["FULL_AFTER"])]
+real_write = os.write
+def write(fd, data):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith("metrics.jsonl"):
+        if rows_left[0] == 0:
+            real_write(fd, data[:len(data) // 2])  # what fits, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        rows_left[0] -= 1
+    return real_write(fd, data)
+os.write = write
+sys.path.insert(0, sys.argv[1])
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def train(*args, check=True, env=None, launcher=None, timeout=180):
+    prefix = [sys.executable] if launcher is None else [sys.executable, str(launcher), str(ROOT)]
+    result = subprocess.run([*prefix, str(ROOT / "train.py"), *map(str, args)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def one_line(result, code=None):
+    assert result.returncode != 0 and (code is None or result.returncode == code), result
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def losses(out_dir):
+    return {r["iter"]: r["loss"] for r in read_jsonl(out_dir / "metrics.jsonl") if "loss" in r}
+
+
+def test_a_full_disk_while_logging_stops_in_one_line_and_resumes_exactly(char_dataset, tmp_path):
+    args = [*TINY, f"--data_dir={char_dataset}", "--eval_interval=4", "--max_iters=12"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    train(*args, f"--out_dir={whole}")
+    launcher = tmp_path / "full_disk.py"
+    launcher.write_text(FULL_DISK)
+    # rows: eval 0, steps 0-3, eval 4, steps 4-7, eval 8 (11 rows), then step 8's row is cut
+    result = train(*args, f"--out_dir={cut}", check=False, launcher=launcher,
+                   env={"FULL_AFTER": "11"})
+    message = one_line(result)
+    assert "no space left" in message and "metrics.jsonl" in message
+    assert f"{cut / 'ckpt.pt'} (step 8), is intact" in message and "--init_from=resume" in message
+    text = (cut / "metrics.jsonl").read_text()
+    assert text.endswith("\n") and all(json.loads(row) for row in text.splitlines())  # none torn
+    train(*args, f"--out_dir={cut}", "--init_from=resume")  # space is back
+    assert losses(cut) == losses(whole)
+
+
+def test_a_torn_metrics_line_is_dropped_with_a_warning_by_resume_and_plot(char_dataset, tmp_path):
+    out = tmp_path / "o"
+    args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=4"]
+    train(*args, "--max_iters=8")
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"iter": 150, "loss": 2.1')  # what an older version left on a full disk
+    resumed = train(*args, "--max_iters=12", "--init_from=resume")
+    assert "torn line" in resumed.stderr
+    assert sorted(losses(out)) == list(range(12))
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"iter": 150, "loss": 2.1')
+    plotted = subprocess.run([sys.executable, str(ROOT / "plot.py"), str(out),
+                              f"--out={tmp_path / 'p.png'}"], capture_output=True, text=True)
+    assert plotted.returncode == 0 and "torn line" in plotted.stderr, plotted.stderr
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_a_full_disk_while_saving_keeps_the_previous_checkpoint_and_names_it(tmp_path):
+    """The real thing where the machine lets us mount a small tmpfs: the save fails for lack of
+    space, the one line says so, and the previous checkpoint is intact."""
+    from checkpoint import DiskFull, save_checkpoint
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        save_checkpoint({"w": torch.zeros(10_000)}, mount / "ckpt.pt")  # 40 kB: fits
+        before = (mount / "ckpt.pt").read_bytes()
+        with pytest.raises(DiskFull) as info:
+            save_checkpoint({"w": torch.zeros(100_000)}, mount / "ckpt.pt", "step 4")  # 400 kB
+        message = str(info.value)
+        assert "no space left" in message and "(step 4) is intact" in message
+        assert (mount / "ckpt.pt").read_bytes() == before
+        assert [p.name for p in mount.iterdir()] == ["ckpt.pt"]  # no temp file left behind
+    finally:
+        subprocess.run(["umount", str(mount)])
+
+
+def test_two_runs_into_one_out_dir_one_trains_the_other_refuses(char_dataset, tmp_path):
+    out = tmp_path / "o"
+    args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=5"]
+    first = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, "--seed=1",
+                              "--max_iters=1000000"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.time() + 60
+        while not (out / "ckpt.pt").exists() and time.time() < deadline:
+            time.sleep(0.2)
+        second = train(*args, "--seed=2", "--overwrite=True", "--max_iters=10", check=False)
+        message = one_line(second)
+        assert "in use by another training run" in message and f"PID {first.pid}" in message
+    finally:
+        first.kill()  # kill -9: the lock must not outlive it
+        first.wait()
+    steps = [r["iter"] for r in read_jsonl(out / "metrics.jsonl") if "loss" in r]
+    assert steps == list(range(len(steps))) and len(steps) >= 5  # one run's rows, each step once
+    assert load_checkpoint(out / "ckpt.pt")["config"]["seed"] == 1
+    train(*args, "--max_iters=4", "--overwrite=True")  # the OS released the lock
+
+
+@pytest.mark.parametrize("bad", [["--n_embd=33", "--n_head=2"], ["--dataset=tinystories"]])
+def test_overwrite_keeps_the_old_run_when_the_new_one_cannot_start(char_dataset, tmp_path, bad):
+    out = tmp_path / "o"
+    train(*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=4",
+          "--eval_interval=4")
+    before = (out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()
+    data = [] if "--dataset" in bad[0] else [f"--data_dir={char_dataset}"]
+    result = train(*TINY, *data, f"--out_dir={out}", "--overwrite=True", *bad, check=False)
+    assert "error:" in one_line(result)
+    assert ((out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()) == before
+
+
+def test_a_resume_continues_the_run_it_resumes(char_dataset, tmp_path):
+    out = tmp_path / "o"
+    own = ["--batch_size=8", "--eval_interval=5", "--learning_rate=3e-3", "--max_iters=10",
+           "--lr_decay_iters=10", "--min_lr=1e-4"]
+    train(*TINY, *own, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=5")
+    resumed = train(f"--out_dir={out}", "--init_from=resume", "--max_iters=10", "--sample_tokens=0",
+                    "--device=cpu")
+    assert "max_iters=10 (the checkpoint's run had 5)" in resumed.stdout
+    whole = tmp_path / "whole"
+    train(*TINY, *own, f"--data_dir={char_dataset}", f"--out_dir={whole}")
+    assert losses(out) == losses(whole)
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    assert ckpt["config"]["batch_size"] == 8 and ckpt["config"]["eval_interval"] == 5
+    evals = [r for r in read_jsonl(out / "metrics.jsonl") if "val_loss" in r]
+    assert evals[-1]["tokens"] == 10 * 8 * 16 == ckpt["tokens"]
+
+
+def test_a_run_that_stopped_at_its_target_says_so_on_resume(char_dataset, tmp_path):
+    out = tmp_path / "o"
+    args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=2",
+            "--max_iters=200", "--learning_rate=1e-2", "--stop_val_loss=3.0"]
+    first = train(*args)
+    assert "reached stop_val_loss=3.0" in first.stdout
+    before = (out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()
+    again = train(*args, "--init_from=resume")
+    assert "Nothing to train" in again.stdout and "step" not in again.stdout.split("Nothing")[1]
+    assert ((out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()) == before
+
+
+def test_ctrl_c_names_the_last_checkpoint_and_the_command_that_resumes(char_dataset, tmp_path):
+    out = tmp_path / "o"
+    args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=3",
+            "--max_iters=100000"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 60
+    while not (out / "ckpt.pt").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in err, err
+    step = load_checkpoint(out / "ckpt.pt")["iter_num"]
+    assert f"the last checkpoint is {out / 'ckpt.pt'} (step {step})" in err
+    assert "--init_from=resume" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_foreign_checkpoint_is_one_line_on_resume(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    nanogpt = {"model": {}, "model_args": {"n_layer": 2}, "iter_num": 5, "config": {}}
+    torch.save(nanogpt, out / "ckpt.pt")
+    message = one_line(train(f"--out_dir={out}", "--init_from=resume", check=False))
+    assert "not a checkpoint of this repo's train.py" in message
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--n_embd=33", "--n_head=2"], "n_embd=33 is not divisible by n_head=2"),
+    (["--n_head=4", "--n_kv_head=3"], "must be a multiple of n_kv_head=3"),
+    (["--qk_norm=yes"], "qk_norm='yes'"),
+    (["--head_dim=7"], "head_dim=7 must be even"),
+    (["--n_head=0"], "n_head=0 must be >= 1"),
+    (["--n_layer=0"], "n_layer=0 must be >= 1"),
+    (["--n_layer=-2"], "n_layer=-2 must be >= 1"),
+    (["--n_embd=0"], "n_embd=0 must be >= 1"),
+    (["--n_kv_head=0"], "n_kv_head=0 must be >= 1"),
+    (["--ffn_hidden=0"], "ffn_hidden=0 must be >= 1"),
+    (["--dropout=2.0"], "dropout=2.0: it must be in [0, 1)"),
+    (["--learning_rate=-1e-3"], "learning_rate=-0.001: it must be > 0"),
+    (["--beta2=1.5"], "beta2=1.5: it must be in [0, 1)"),
+    (["--weight_decay=-1"], "weight_decay=-1.0: it must be 0 or more"),
+    (["--device=cpuu"], "device='cpuu': use auto, cpu, cuda"),
+    (["--out_dir="], "out_dir='': name a folder"),
+    (["--model_type=hourglass", "--model_args={'n_sub_blocks': 0}"], "n_sub_blocks"),
+    (["--model_type=variable_width", "--model_args={'layer_widths': [64]}"], "layer_widths"),
+    (["--model_type=variable_width", "--model_args={'expansion': 'foo'}"], "expansion='foo'"),
+    (["--model_type=variable_width", "--model_args={'width_multiple': 0}"], "width_multiple"),
+    (["--model_type=cea", "--model_args={'outer_ratio': 1.5}"], "outer_ratio=1.5"),
+    (["--model_type=lws", "--model_args={'ffn_scalars': [1.0, 4.0]}"], "qkv_scalars"),
+    (["--model_type=composed", "--model_args={'width_schedule': 'x', 'ffn_scalars': [1.0, 2.0],"
+      " 'qkv_scalars': [1.0, 1.0]}"], "pick one"),
+    (["--model_type=gpt", "--model_args={'n_sub_blocks': 2}"], "has no setting n_sub_blocks"),
+])
+def test_every_bad_model_setting_is_one_line_with_exit_status_2(char_dataset, tmp_path, args,
+                                                                 expected):
+    result = train(*TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}", *args,
+                   check=False)
+    message = one_line(result, code=2)
+    assert message.startswith("error: ") and expected in message, message
+    assert not (tmp_path / "o" / "ckpt.pt").exists()
+
+
+def test_model_py_prints_a_bad_shape_in_one_line():
+    result = subprocess.run([sys.executable, str(ROOT / "model.py"), "--n_embd=130", "--n_head=4"],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert "n_embd=130 is not divisible by n_head=4" in one_line(result, code=2)
