@@ -65,7 +65,7 @@ import torch
 
 from compose import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes, preset_settings,
                      select_models)
-from configurator import ConfigError, build_model, model_keys, parse_overrides, train_defaults
+from configurator import ConfigError, build_model, model_keys, parse_overrides, train_defaults, usage_error
 from hardware import peak_flops, set_fp32_matmul_precision
 from model import KVCache
 
@@ -151,37 +151,64 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
                     print(f"  {name}: out of memory building the model", flush=True)
                     continue
                 runners[name] = (model, torch.compile(model) if compiled else model, model_args)
-            for round_ in range(rounds):  # alternate the models; the first round also warms up / compiles
-                for name, (model, runner, args) in list(runners.items()):
-                    t0 = time.perf_counter()
-                    seconds = unless_out_of_memory(
-                        device_type, time_training_steps, runner, batch_size, args["block_size"], args["vocab_size"],
-                        device, dtype, steps=steps, warmup=(3 if compiled else 2) if round_ == 0 else 1)
-                    if seconds is None:  # out of memory: drop the model (and its gradients) and go on
-                        out_of_memory.add(name)
-                        del runners[name], model, runner
-                        free_memory(device_type)
-                        print(f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}: out of memory", flush=True)
-                        continue
-                    best[name] = min(best.get(name, float("inf")), seconds)
-                    print(f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}: {1000 * seconds:.0f} ms/iter "
-                          f"({time.perf_counter() - t0:.0f} s)", flush=True)
-            first = None
-            for name, (model_type, model_args) in shapes.items():
-                row = dict(model=name, mode=mode, dtype=str(dtype).replace("torch.", ""), oom=name in out_of_memory,
-                           ms_per_iter=None, tokens_per_s=None, ratio=None, mfu=None)
-                if name in runners:
-                    model = runners[name][0]
-                    tokens_per_s = batch_size * model_args["block_size"] / best[name]
-                    first = first or tokens_per_s
-                    row.update(ms_per_iter=1000 * best[name], tokens_per_s=tokens_per_s, ratio=tokens_per_s / first,
-                               mfu=model.estimate_mfu(tokens_per_s, peak, model_args["block_size"]) if peak else None)
-                rows.append(row)
+            try:
+                time_rounds(runners, best, out_of_memory, rounds, batch_size, device, dtype, mode,
+                            steps, compiled)
+            except KeyboardInterrupt:  # Ctrl-C: keep what was measured
+                rows += group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, peak)
+                raise Interrupted(rows, peak_note) from None
+            rows += group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, peak)
             del runners
             if compiled:
                 torch._dynamo.reset()  # drop the compiled graphs of this group (and what they hold)
             free_memory(device_type)
     return rows, peak_note
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a benchmark: the rows measured so far (a shape not yet timed has none)."""
+
+    def __init__(self, rows, peak_note):
+        super().__init__("interrupted")
+        self.rows, self.peak_note = rows, peak_note
+
+
+def time_rounds(runners, best, out_of_memory, rounds, batch_size, device, dtype, mode, steps,
+                compiled):
+    """Alternate the models for `rounds` rounds; the first round also warms up / compiles. Keeps
+    each model's best seconds per step in `best`; a model out of memory is dropped from runners."""
+    device_type = device.split(":")[0]
+    for round_ in range(rounds):
+        for name, (model, runner, args) in list(runners.items()):
+            t0 = time.perf_counter()
+            seconds = unless_out_of_memory(
+                device_type, time_training_steps, runner, batch_size, args["block_size"], args["vocab_size"],
+                device, dtype, steps=steps, warmup=(3 if compiled else 2) if round_ == 0 else 1)
+            if seconds is None:  # out of memory: drop the model (and its gradients) and go on
+                out_of_memory.add(name)
+                del runners[name], model, runner
+                free_memory(device_type)
+                print(f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}: out of memory", flush=True)
+                continue
+            best[name] = min(best.get(name, float("inf")), seconds)
+            print(f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}: {1000 * seconds:.0f} ms/iter "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+
+
+def group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, peak):
+    """One row per shape of a (mode, dtype) group; ratio = tokens/s over the first timed shape's."""
+    rows, first = [], None
+    for name, (model_type, model_args) in shapes.items():
+        row = dict(model=name, mode=mode, dtype=str(dtype).replace("torch.", ""), oom=name in out_of_memory,
+                   ms_per_iter=None, tokens_per_s=None, ratio=None, mfu=None)
+        if name in runners and name in best:
+            model = runners[name][0]
+            tokens_per_s = batch_size * model_args["block_size"] / best[name]
+            first = first or tokens_per_s
+            row.update(ms_per_iter=1000 * best[name], tokens_per_s=tokens_per_s, ratio=tokens_per_s / first,
+                       mfu=model.estimate_mfu(tokens_per_s, peak, model_args["block_size"]) if peak else None)
+        rows.append(row)
+    return rows
 
 
 def markdown_table(rows):
@@ -342,19 +369,21 @@ def main(argv):
     try:
         if files:  # the shapes of train.py config files, as ratios to the first
             args = parse_overrides([a for a in argv if a.startswith("--")], dict(OPTIONS, batch_size=0))
+            check_options(args, batch_size_zero_ok=True)
             shapes, batch_size = config_shapes(files, args["vocab_size"])
             args["batch_size"] = args["batch_size"] or batch_size
             what = f"{len(shapes)} config files"
         else:  # every mechanism at a preset's matched budget
             args = preset_settings(argv, keys=("dataset", "data_dir", "block_size", "batch_size", "models")
                                    + BASELINE_KEYS + MATCHING_KEYS, extra=OPTIONS)
+            check_options(args)
             baseline = baseline_of(args)
             if args["vocab_size"]:
                 baseline["vocab_size"] = args["vocab_size"]
             shapes = select_models(matched_shapes(baseline, **{k: args[k] for k in MATCHING_KEYS}), args["models"])
             what = f"{len(shapes)} shapes at the budget of {baseline}"
     except (ConfigError, ValueError) as e:
-        raise SystemExit(f"error: {e}")
+        usage_error(e)
     if args["threads"]:
         torch.set_num_threads(args["threads"])
     device = args["device"] if args["device"] != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
@@ -374,12 +403,43 @@ def main(argv):
     modes = [m == "compiled" for m in args["modes"].split(",")]
     print(f"benchmarking {what}, batch {args['batch_size']} on {device} ({torch.get_num_threads()} threads), "
           f"{args['rounds']} alternating rounds of {args['steps']} steps")
-    rows, peak_note = benchmark_shapes(shapes, args["batch_size"], device, dtypes, modes, args["steps"], args["rounds"])
+    try:
+        rows, peak_note = benchmark_shapes(shapes, args["batch_size"], device, dtypes, modes, args["steps"],
+                                           args["rounds"])
+    except Interrupted as stop:  # Ctrl-C: print what was measured, then one line
+        rows, peak_note = stop.rows, stop.peak_note
+        if any(r["tokens_per_s"] for r in rows):
+            print(f"\nMFU against: {peak_note}\n\n" + markdown_table(rows))
+        raise SystemExit("interrupted: the table above holds what was measured so far"
+                         if any(r["tokens_per_s"] for r in rows) else "interrupted before any shape was timed")
     print(f"\nMFU against: {peak_note}\n")
     print(markdown_table(rows) + "\n")
     print(f"tokens/s as a ratio to {next(iter(shapes))} in the same column (tokens/s, MFU):\n")
     print(ratio_table(rows))
     write_json(args["json"], rows=rows, peak=peak_note, device=device_name(device))
+
+
+def check_options(args, batch_size_zero_ok=False):
+    """Every option a benchmark cannot use is one line naming it and what it takes (before any
+    shape is matched or built). batch_size 0 means the first config file's, for config files."""
+    def need(ok, message):
+        if not ok:
+            raise ConfigError(message)
+
+    modes, dtypes = args["modes"].split(","), args["dtypes"].split(",")
+    need(set(modes) <= {"eager", "compiled"}, f"modes={args['modes']!r}: a comma-separated list of eager, compiled")
+    need(set(dtypes) <= {"float32", "bfloat16", "float16"},
+         f"dtypes={args['dtypes']!r}: a comma-separated list of float32, bfloat16, float16")
+    for key in ("steps", "rounds", "prompt_tokens"):
+        need(args[key] >= 1, f"{key}={args[key]}: it must be 1 or more")
+    for key in ("threads", "new_tokens", "vocab_size"):
+        need(args[key] >= 0, f"{key}={args[key]}: it must be 0 or more (0: the default)")
+    need(args["batch_size"] >= (0 if batch_size_zero_ok else 1), f"batch_size={args['batch_size']}: too small")
+    kind = args["device"].split(":")[0]
+    need(kind in ("auto", "cpu", "cuda", "mps"), f"device={args['device']!r}: use auto, cpu, cuda, cuda:<index> or mps")
+    need(kind != "cuda" or torch.cuda.is_available(),
+         f"device={args['device']!r}, but this machine has no CUDA GPU: use --device=cpu or auto")
+    need(kind != "mps" or torch.backends.mps.is_available(), "device='mps', but MPS is not available here")
 
 
 def device_name(device):

@@ -17,11 +17,18 @@ mechanisms compose in this config/build code, never by importing each other.
 import ast
 import dataclasses
 import importlib
+import sys
 from pathlib import Path
 
 
 class ConfigError(ValueError):
     pass
+
+
+def usage_error(error):
+    """End a command line on a setting it cannot use: one line on stderr, exit status 2."""
+    print(f"error: {error}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _checked(key, value, default, where, types=None):

@@ -118,7 +118,7 @@ class GPTConfig:
             assert self.n_layer >= 1, f"n_layer={self.n_layer} must be >= 1"
             self.layers = [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
-        assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', 'head' or 'full'"
+        assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: use '', head, full"
         for i, s in enumerate(self.layers):
             assert s.n_kv_head >= 1 and s.n_head % s.n_kv_head == 0, (
                 f"layer {i}: n_head={s.n_head} must be a multiple of n_kv_head={s.n_kv_head}")
@@ -207,7 +207,7 @@ def causal_attention(q, k, v, pos=0, enable_gqa=False):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
     if T == 1:
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=enable_gqa)
-    mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=pos)  # key s <= pos + t
+    mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=pos)  # s <= pos + t
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
 
 
@@ -237,8 +237,8 @@ class CausalSelfAttention(nn.Module):
         cached positions up to its own."""
         B, T, _ = x.shape
         pos = 0 if cache is None else cache.length
-        q, k, v = self.qkv_proj(x).split(
-            [self.n_head * self.head_dim, self.n_kv_head * self.head_dim, self.n_kv_head * self.head_dim], dim=-1)
+        q_dim, kv_dim = self.n_head * self.head_dim, self.n_kv_head * self.head_dim
+        q, k, v = self.qkv_proj(x).split([q_dim, kv_dim, kv_dim], dim=-1)
         if self.qk_norm == "full":
             q, k = self.q_norm(q), self.k_norm(k)
         q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
@@ -250,7 +250,7 @@ class CausalSelfAttention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, Hkv, pos + T, hd): every position so far
-        y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)  # (B, H, T, hd)
+        y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)  # (B,H,T,hd)
         y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # (B, T, H*hd)
         return self.out_proj(y)
 
@@ -340,7 +340,8 @@ class LayerKVCache:
         of every position so far, (B, Hkv, length, hd) each."""
         T = k.size(2)
         if self.length + T > self.max_len:
-            raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} (block_size)")
+            raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} "
+                             f"(block_size)")
         if self.keys is None:
             B, H, _, hd = k.shape
             self.keys = k.new_empty(B, H, self.max_len, hd)
@@ -386,7 +387,8 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, d)
         self.emb_dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
-            Block(self.make_attention(i, spec), self.make_ffn(i, spec)) for i, spec in enumerate(config.layers))
+            Block(self.make_attention(i, spec), self.make_ffn(i, spec))
+            for i, spec in enumerate(config.layers))
         self.norm_f = RMSNorm(d, config.norm_eps)
         self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -420,7 +422,8 @@ class GPT(nn.Module):
         B, T = idx.shape
         pos = 0 if cache is None else cache.length
         if pos + T > self.config.block_size:
-            raise ValueError(f"sequence of length {pos + T} is longer than block_size={self.config.block_size}")
+            raise ValueError(f"sequence of length {pos + T} is longer than block_size="
+                             f"{self.config.block_size}")
         x = self.emb_dropout(self.tok_emb(idx))  # (B, T, C)
         for l, block in enumerate(self.blocks):
             x = block(x, None if cache is None else cache.layers[l])  # (B, T, C)
@@ -431,12 +434,13 @@ class GPT(nn.Module):
         if targets is None:
             return self.lm_head(x[:, [-1], :]), None  # (B, 1, vocab)
         logits = self.lm_head(x)  # (B, T, vocab)
-        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
+        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1),
+                               ignore_index=-1)
         return logits, loss
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None, use_cache=True,
-                 vocab_size=None):
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None,
+                 use_cache=True, vocab_size=None):
         """Append max_new_tokens tokens to idx (B, T). temperature=0 (or top_k=1) is greedy.
         vocab_size: the tokenizer's vocabulary; ids >= vocab_size (rows that pad the embedding,
         see padded_vocab_size) are never sampled.
@@ -450,7 +454,7 @@ class GPT(nn.Module):
         for _ in range(max_new_tokens):
             if not use_cache:
                 logits, _ = self(idx[:, -block_size:])
-            elif cache is None or cache.length == block_size:  # prefill: first step, or a full cache
+            elif cache is None or cache.length == block_size:  # prefill: first step or a full cache
                 keep = block_size if cache is None else max(1, block_size // 2)
                 cache = KVCache(self)
                 logits, _ = self(idx[:, -keep:], cache=cache)
@@ -478,7 +482,8 @@ class GPT(nn.Module):
         embedding (token table), lm_head (0 when tied), attention and ffn (matrices of the
         attention / FFN sublayers), norms (every RMSNorm gain), non_embedding = total - embedding
         (so it includes an untied head), and total. Frozen parameters are counted too."""
-        counts = dict(embedding=self.tok_emb.weight.numel(), lm_head=0, attention=0, ffn=0, norms=0, other=0)
+        counts = dict(embedding=self.tok_emb.weight.numel(), lm_head=0, attention=0, ffn=0, norms=0,
+                      other=0)
         if not self.config.tie_embeddings:
             counts["lm_head"] = self.lm_head.weight.numel()
         seen = {id(self.tok_emb.weight), id(self.lm_head.weight)}
@@ -489,7 +494,7 @@ class GPT(nn.Module):
                         if id(p) not in seen:
                             seen.add(id(p))
                             counts["norms" if isinstance(m, RMSNorm) else part] += p.numel()
-        for p in self.parameters():  # anything outside the blocks: the final norm, extras of a mechanism
+        for p in self.parameters():  # outside the blocks: the final norm, a mechanism's extras
             if id(p) not in seen:
                 seen.add(id(p))
                 counts["norms" if p is self.norm_f.weight else "other"] += p.numel()
@@ -513,7 +518,8 @@ class GPT(nn.Module):
         """Forward FLOPs per token at context seq_len (default block_size): matmuls and
         attention scores, 2 FLOPs per multiply-add. Training costs ~3x this."""
         seq_len = seq_len or self.config.block_size
-        return sum(block.flops_per_token(seq_len) for block in self.blocks) + linear_flops(self.lm_head)
+        blocks = sum(block.flops_per_token(seq_len) for block in self.blocks)
+        return blocks + linear_flops(self.lm_head)
 
     def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
         """Model FLOPs utilization: achieved training FLOPs/s (3x forward) over the peak."""
@@ -541,16 +547,16 @@ def describe(model, seq_len=None):
 
 def default_args(cls=GPTConfig):
     """The un-resolved defaults of a config dataclass (None stays None), for command lines."""
-    return {f.name: (f.default_factory() if f.default_factory is not MISSING else f.default) for f in fields(cls)}
+    return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+            for f in fields(cls)}
 
 
 if __name__ == "__main__":
     import sys
 
-    from configurator import ConfigError, build_model, parse_overrides
+    from configurator import ConfigError, build_model, parse_overrides, usage_error
 
     try:
         print(describe(build_model("gpt", **parse_overrides(sys.argv[1:], default_args()))))
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        usage_error(e)

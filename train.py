@@ -33,7 +33,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import checkpoint as run_state
 from checkpoint import model_from_checkpoint
-from configurator import ConfigError, build_model, check_train_settings, model_keys, parse_overrides
+from configurator import (ConfigError, build_model, check_train_settings, model_keys,
+                          parse_overrides, usage_error)
 from dataset import check_dataset, check_same_vocabulary, find_dataset
 from hardware import auto_dtype, peak_flops, set_fp32_matmul_precision
 from model import format_counts, padded_vocab_size
@@ -96,8 +97,7 @@ try:  # a setting no run can use is one line (exit status 2) before anything is 
                              types=config_types, given=given_keys)
     check_train_settings(config)
 except ConfigError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
+    usage_error(e)
 MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes from here
 sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
 # out_dir is this run's alone (a lock; rank 0 holds it); a scratch run never replaces another
