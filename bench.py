@@ -380,7 +380,8 @@ def main(argv):
             baseline = baseline_of(args)
             if args["vocab_size"]:
                 baseline["vocab_size"] = args["vocab_size"]
-            shapes = select_models(matched_shapes(baseline, **{k: args[k] for k in MATCHING_KEYS}), args["models"])
+            matching = {k: args[k] for k in MATCHING_KEYS}
+            shapes = matched_shapes(baseline, **matching, models=select_models(args["models"]))
             what = f"{len(shapes)} shapes at the budget of {baseline}"
     except (ConfigError, ValueError) as e:
         usage_error(e)

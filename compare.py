@@ -39,26 +39,11 @@ import sys
 import time
 from pathlib import Path
 
-from compose import (MATCHING_KEYS, ROOT, baseline_of, describe_shapes, matched_shapes, preset_settings, select_models,
-                     shapes_table, slug)
-from configurator import ConfigError
+from compose import (MATCHING_KEYS, ROOT, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
+                     preset_settings, select_models, shapes_table, slug)
+from configurator import ConfigError, usage_error
+from dataset import find_dataset
 from plot import read_evals
-
-
-def prepare_data(settings):
-    """Make sure the dataset exists before the shapes are built: their vocab_size is the data's.
-    The small datasets are prepared here (as train.py would); the others say how."""
-    data_dir = Path(settings["data_dir"] or ROOT / "data" / settings["dataset"])
-    if (data_dir / "meta.json").exists():
-        return
-    prepare = data_dir / "prepare.py"
-    if settings["dataset"] in ("shakespeare_char", "shakespeare") and not settings["data_dir"]:
-        print(f"{data_dir / 'meta.json'} is missing: preparing the data now (python {prepare})")
-        subprocess.run([sys.executable, str(prepare)], check=True)
-    else:
-        raise SystemExit(f"dataset {settings['dataset']!r} is not prepared ({data_dir / 'meta.json'} is missing): "
-                         f"run python {prepare}" + (" (it needs the internet)" if settings["dataset"] == "tinystories"
-                                                     else ""))
 
 
 # ----------------------------------------------------------------------------------------
@@ -130,6 +115,32 @@ def train_one(run_dir, config_text, max_iters, tag):
     return result
 
 
+def parse_seeds(text):
+    try:
+        return [int(seed) for seed in str(text).split(",")]
+    except ValueError:
+        raise ConfigError(f"seeds={text!r}: give comma-separated integers, e.g. 1337,1338") from None
+
+
+def finished_elsewhere(settings, seeds, out_dir, matching, exclude):
+    """{name: ((model_type, model_args), {seed: result})} of the shapes not in `exclude` whose
+    runs of every seed finished in out_dir with exactly this command's settings (an earlier
+    `--models=...` run), so a run of a few models adds to the table instead of replacing it."""
+    names = [n for n in SHAPE_NAMES if n not in exclude and all(
+        (out_dir / f"{slug(n)}-s{seed}" / "result.json").exists() for seed in seeds)]
+    if not names:
+        return {}
+    shapes = matched_shapes(baseline_of(settings), **matching, models=names)
+    found = {}
+    for name, (model_type, model_args) in shapes.items():
+        dirs = {seed: out_dir / f"{slug(name)}-s{seed}" for seed in seeds}
+        if all((d / "config.py").read_text() == run_config(settings, model_type, model_args, seed, d)
+               for seed, d in dirs.items()):
+            found[name] = ((model_type, model_args),
+                           {seed: json.loads((d / "result.json").read_text()) for seed, d in dirs.items()})
+    return found
+
+
 # ----------------------------------------------------------------------------------------
 # The table and the plot
 
@@ -198,12 +209,16 @@ def plot_curves(names, results, seeds, path, title):
 def main(argv):
     try:
         settings = preset_settings(argv)
-        prepare_data(settings)
-        shapes = select_models(matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS}),
-                               settings["models"])
+        seeds = parse_seeds(settings["seeds"])
+        names = select_models(settings["models"])  # before matching: only these are built
+    except ConfigError as e:
+        usage_error(e)
+    find_dataset(settings["dataset"], settings["data_dir"])  # the shapes' vocab_size is the data's
+    matching = {k: settings[k] for k in MATCHING_KEYS}
+    try:
+        shapes = matched_shapes(baseline_of(settings), **matching, models=names)
     except (ConfigError, ValueError) as e:
-        raise SystemExit(f"error: {e}")
-    seeds = [int(s) for s in str(settings["seeds"]).split(",")]
+        usage_error(e)
     out_dir = Path(settings["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     shapes_info = describe_shapes(shapes, settings["block_size"])
@@ -228,6 +243,13 @@ def main(argv):
             print(f"{tag} val loss {results[(name, seed)]['val_loss']:.4f}; "
                   f"{(time.time() - start) / 60:.1f} min so far, ~{left * per_run / 60:.0f} min to go")
 
+    # the table holds every shape finished in out_dir with these settings, not only this command's
+    earlier = finished_elsewhere(settings, seeds, out_dir, matching, exclude=shapes)
+    for name, (shape, result) in earlier.items():
+        shapes[name] = shape
+        results.update({(name, seed): r for seed, r in result.items()})
+    shapes = {name: shapes[name] for name in SHAPE_NAMES if name in shapes}
+    shapes_info = describe_shapes(shapes, settings["block_size"])
     title = f"{settings['dataset']}, {tokens / 1e6:.1f}M tokens, matched budget ({settings['preset']} preset)"
     table = results_table(shapes_info, results, seeds)
     header = (f"# Shape comparison: {title}\n\n"

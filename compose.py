@@ -265,9 +265,13 @@ LWS_SCHEDULES = {  # the paper's 18-layer schedules (Table 2), before parameter 
     name: {k: v for k, v in shape.items() if k != "n_layer"} for name, shape in lws.CPU_VARIANTS.items()}
 
 
+SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA",
+               *(f"LWS {name}" for name in LWS_SCHEDULES))
+
+
 def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=32,
                    ffn_wider_mult=32, cea_outer_ratio=0.125, ffn_multiple=256, head_dim_multiple=2,
-                   hidden_multiple=1):
+                   hidden_multiple=1, models=SHAPE_NAMES):
     """{name: (model_type, model_args)}: the plain GPT `baseline` (model.build_model kwargs) and
     every mechanism at its budget, each matched by its own paper's rule:
 
@@ -282,27 +286,36 @@ def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule=
     Where a paper does not fix a rounding, ours keeps the GPU's kernels fed (the GPU preset):
     head dims multiples of head_dim_multiple (FFN-Wider's d; the ><former's width_multiple is
     given as n_head x 8 there), and FFN hidden sizes multiples of hidden_multiple (the composed
-    model's d_h,l, and CEA's Outer- and Inner-FFN: W is then a multiple of hidden_multiple / rho). The hourglass shape is the paper's (d = 1032, d_h = 418 for the 12L/768
-    baseline): not rounded.
+    model's d_h,l, and CEA's Outer- and Inner-FFN: W is then a multiple of hidden_multiple / rho).
+    The hourglass shape is the paper's (d = 1032, d_h = 418 for the 12L/768 baseline): not rounded.
+    `models`: the names to match (in SHAPE_NAMES' order); the others are never built.
     """
-    shapes = {"GPT": ("gpt", dict(baseline))}
-    hg = hourglass.match_baseline(baseline, hourglass_k, hourglass_ratio)
-    shapes["hourglass"] = ("hourglass", hg)
+    wanted = lambda *names: any(name in models for name in names)
+    shapes = {}
+    if wanted("GPT"):
+        shapes["GPT"] = ("gpt", dict(baseline))
+    if wanted("hourglass", "hourglass+><former"):
+        hg = hourglass.match_baseline(baseline, hourglass_k, hourglass_ratio)
+        shapes["hourglass"] = ("hourglass", hg)
     former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
     shapes["><former"] = ("variable_width", {**baseline, **former})
-    # (only when it rounds: the CPU preset's model_args stay as before, so its finished runs still resume)
-    rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
-    shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
-    # W a multiple of 8, and of hidden_multiple / rho, so that CEA's split rho W keeps that rounding too
-    rho = Fraction(cea_outer_ratio).limit_denominator(64)
-    wider = match_ffn_wider(baseline, ffn_wider_mult, math.lcm(8, rho.denominator * hidden_multiple), head_dim_multiple)
-    shapes["FFN-Wider"] = ("cea", wider)
-    shapes["CEA"] = ("cea", {**wider, "outer_ratio": cea_outer_ratio})
+    if wanted("hourglass+><former"):
+        # (only when it rounds: the CPU preset's model_args stay as before, so finished runs resume)
+        rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
+        shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
+    if wanted("FFN-Wider", "CEA"):
+        # W a multiple of 8, and of hidden_multiple / rho, so CEA's split rho W keeps that rounding
+        rho = Fraction(cea_outer_ratio).limit_denominator(64)
+        multiple = math.lcm(8, rho.denominator * hidden_multiple)
+        wider = match_ffn_wider(baseline, ffn_wider_mult, multiple, head_dim_multiple)
+        shapes["FFN-Wider"] = ("cea", wider)
+        shapes["CEA"] = ("cea", {**wider, "outer_ratio": cea_outer_ratio})
     lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
     for name, schedule in LWS_SCHEDULES.items():
-        matched, _ = lws.match_params(lws_base, {**lws_base, **schedule, "ffn_multiple": ffn_multiple})
-        shapes[f"LWS {name}"] = ("lws", matched)
-    return shapes
+        if wanted(f"LWS {name}"):
+            variant = {**lws_base, **schedule, "ffn_multiple": ffn_multiple}
+            shapes[f"LWS {name}"] = ("lws", lws.match_params(lws_base, variant)[0])
+    return {name: shapes[name] for name in SHAPE_NAMES if name in models}
 
 
 def shape_label(model):
@@ -370,16 +383,17 @@ def preset_settings(argv, keys=None, extra=None):
     return parse_overrides(argv, defaults)
 
 
-def select_models(shapes, models):
-    """The shapes named in `models`: comma-separated names or their folder slugs ('' = all)."""
+def select_models(models):
+    """The shape names that `models` picks: comma-separated names or their folder slugs ('' =
+    all), in SHAPE_NAMES' order, checked before anything is matched."""
     if not models:
-        return shapes
+        return SHAPE_NAMES
     wanted = [m.strip() for m in models.split(",")]
-    unknown = [m for m in wanted if m not in shapes and m not in map(slug, shapes)]
+    unknown = [m for m in wanted if m not in SHAPE_NAMES and m not in map(slug, SHAPE_NAMES)]
     if unknown:
-        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(shapes)} "
-                          f"(or {', '.join(map(slug, shapes))})")
-    return {name: shapes[name] for name in shapes if name in wanted or slug(name) in wanted}
+        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(SHAPE_NAMES)} "
+                          f"(or {', '.join(map(slug, SHAPE_NAMES))})")
+    return tuple(name for name in SHAPE_NAMES if name in wanted or slug(name) in wanted)
 
 
 def dataset_vocab_size(dataset, data_dir=""):

@@ -267,11 +267,10 @@ def test_presets_and_model_selection_on_the_command_line():
         compose.preset_settings(["--preset=tpu"])
     with pytest.raises(ConfigError, match="unknown config key"):
         compose.preset_settings(["--n_layers=3"])
-    shapes = {"GPT": 1, "hourglass+><former": 2, "LWS crown": 3}
-    assert compose.select_models(shapes, "") == shapes
-    assert list(compose.select_models(shapes, "lws-crown,GPT")) == ["GPT", "LWS crown"]  # slugs, preset order
+    assert compose.select_models("") == compose.SHAPE_NAMES
+    assert list(compose.select_models("lws-crown,GPT")) == ["GPT", "LWS crown"]  # slugs, preset order
     with pytest.raises(ConfigError, match="unknown \\['nope'\\]"):
-        compose.select_models(shapes, "GPT,nope")
+        compose.select_models("GPT,nope")
 
 
 def test_a_gpt2_vocabulary_is_padded_as_train_py_pads_it():
