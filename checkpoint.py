@@ -25,6 +25,7 @@ import fcntl
 import json
 import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -248,6 +249,42 @@ class RunDir:
                          f"{self.last_good_step}); continue the run with: {resume}")
 
 
+class TimeBudget:
+    """max_iters = 0: how many steps fit in a run of `minutes` of wall time on this machine. Steps
+    FIRST to LAST are timed (after the first steps' warm-up, within the learning rate's warm-up),
+    then the steps left are what the time left allows, evaluations (with their checkpoint, timed
+    at step 0) included. Under torchrun rank 0 decides for every process."""
+
+    FIRST, LAST = 10, 50
+
+    def __init__(self, minutes, script_start, eval_interval, ddp, master):
+        self.seconds, self.script_start = 60 * minutes, script_start
+        self.eval_interval = eval_interval
+        self.ddp, self.master, self.t_first = ddp, master, None
+
+    def measure(self, step, loss, eval_s):
+        """Called after every step; returns the run's max_iters at step LAST, else None."""
+        if step not in (self.FIRST, self.LAST):
+            return None
+        loss.item()  # wait for the device: the time must be its
+        if step == self.FIRST:
+            self.t_first = time.time()
+            return None
+        step_s = (time.time() - self.t_first) / (self.LAST - self.FIRST)
+        left = self.seconds - (time.time() - self.script_start)
+        steps = max(1, int(left / (step_s + eval_s / self.eval_interval)))
+        max_iters = step + 1 + steps
+        if self.ddp:  # one decision for every process
+            decided = torch.tensor([max_iters], device=loss.device)
+            torch.distributed.broadcast(decided, src=0)
+            max_iters = int(decided.item())
+        if self.master:
+            print(f"time budget {self.seconds / 60:g} min: max_iters={max_iters} (measured here: "
+                  f"{1000 * step_s:.0f} ms a step, {eval_s:.1f} s an evaluation every "
+                  f"{self.eval_interval} steps)")
+        return max_iters
+
+
 def read_jsonl(path):
     """The rows of a JSON-lines file (metrics.jsonl); a torn last line, left by a write that the
     disk cut short, is dropped with a one-line warning. [] if there is no file."""
@@ -267,12 +304,14 @@ def read_jsonl(path):
 
 
 def resume_settings(path, config, given, model_keys):
-    """Load the checkpoint at `path` for init_from='resume' and return (checkpoint, config, notes):
+    """Load the checkpoint at `path` for init_from='resume' and return (checkpoint, config):
     the run goes on as it was. Every setting comes from the checkpoint's config (batch size,
     schedule, evaluation, data, ...) except where this invocation runs (NOT_RESUMED) and the keys
     given on the command line or in a config file, each of which is named in a note when it
     differs. The model's shape is the checkpoint's: a shape key or model_args entry given with
-    another value is refused in one line (the run would train one shape and save another)."""
+    another value is refused in one line (the run would train one shape and save another). A run
+    that stopped at a target loss this resume also accepts says so and exits (nothing to train)."""
+    rank0 = int(os.environ.get("RANK", 0)) == 0  # (torchrun: one process speaks)
     try:
         checkpoint = load_checkpoint(path)
     except FileNotFoundError as e:
@@ -300,18 +339,16 @@ def resume_settings(path, config, given, model_keys):
              for k in sorted(given) if k in saved_config and k not in NOT_RESUMED and k not in shape
              and k != "model_args" and saved_config[k] != config[k]]
     config = {**config, **resumed, **shape, "model_args": dict(saved_config["model_args"])}
-    return checkpoint, config, notes
-
-
-def reached_its_target(checkpoint, stop_val_loss):
-    """True (and says so) if the checkpoint's run stopped at a validation loss that this resume's
-    stop_val_loss also accepts: there is nothing left to train."""
-    if not (checkpoint.get("reached_target") and checkpoint["best_val_loss"] <= stop_val_loss):
-        return False
-    print(f"this run stopped at step {checkpoint['iter_num']}: its val loss "
-          f"{checkpoint['best_val_loss']:.4f} reached stop_val_loss={stop_val_loss}. Nothing to "
-          f"train; pass a lower --stop_val_loss (0: off) to train on")
-    return True
+    if notes and rank0:
+        print("note: resuming with settings that differ from the run's: " + "; ".join(notes))
+    if checkpoint.get("reached_target") and checkpoint["best_val_loss"] <= config["stop_val_loss"]:
+        if rank0:
+            print(f"this run stopped at step {checkpoint['iter_num']}: its val loss "
+                  f"{checkpoint['best_val_loss']:.4f} reached stop_val_loss="
+                  f"{config['stop_val_loss']}. Nothing to train; pass a lower --stop_val_loss "
+                  f"(0: off) to train on")
+        raise SystemExit(0)
+    return checkpoint, config
 
 
 def restore_rng(checkpoint, rank, world_size, sampler, seed, device_type):

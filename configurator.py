@@ -17,6 +17,7 @@ mechanisms compose in this config/build code, never by importing each other.
 import ast
 import dataclasses
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -188,9 +189,15 @@ def check_train_settings(config):
     for key in ("batch_size", "block_size", "eval_interval", "log_interval", "eval_iters",
                 "gradient_accumulation_steps"):
         need(config[key] >= 1, f"{key}={config[key]}: it must be 1 or more")
-    for key in ("max_iters", "warmup_iters", "lr_decay_iters", "min_lr", "weight_decay",
-                "grad_clip", "stop_val_loss", "sample_tokens"):
+    for key in ("max_iters", "max_minutes", "warmup_iters", "lr_decay_iters", "min_lr",
+                "weight_decay", "grad_clip", "stop_val_loss", "sample_tokens"):
         need(config[key] >= 0, f"{key}={config[key]}: it must be 0 or more")
+    world = int(os.environ.get("WORLD_SIZE", 1))  # torchrun's processes share the accumulation
+    need(config["gradient_accumulation_steps"] % world == 0,
+         f"gradient_accumulation_steps={config['gradient_accumulation_steps']} must be a multiple "
+         f"of the number of processes ({world}): each takes its share")
+    need(config["max_iters"] > 0 or config["max_minutes"] > 0,
+         "max_iters=0 and max_minutes=0: give the run a length (steps) or a time budget (minutes)")
     need(config["learning_rate"] > 0, f"learning_rate={config['learning_rate']}: it must be > 0")
     for key in ("beta1", "beta2", "dropout"):
         need(0 <= config[key] < 1, f"{key}={config[key]}: it must be in [0, 1)")

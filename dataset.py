@@ -50,8 +50,9 @@ def find_dataset(dataset, data_dir="", may_prepare=True):
                     f"missing): {hint}")
 
 
-def check_dataset(folder, block_size):
-    """meta.json of a prepared folder, after checking it and the .bin files it describes."""
+def check_dataset(folder, block_size, resumed=None):
+    """meta.json of a prepared folder, after checking it and the .bin files it describes.
+    resumed: (the checkpoint's meta, its path) of a resumed run, whose vocabulary must be this."""
     path = folder / "meta.json"
     again = f"prepare the data again (python {folder / 'prepare.py'})"
     try:
@@ -87,6 +88,8 @@ def check_dataset(folder, block_size):
         if tokens <= block_size:
             raise DataError(f"error: {bin_path} has {tokens} tokens, fewer than block_size + 1 = "
                             f"{block_size + 1}: use a smaller --block_size or more data")
+    if resumed:
+        check_same_vocabulary(resumed[0], meta, folder, resumed[1])
     return meta
 
 

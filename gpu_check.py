@@ -127,7 +127,7 @@ def check_loss_falls(output, by=0.1):
 
 def speed(output):
     """', 12 ms/iter, MFU 30.1%' from train.py's last log line (empty if it has none)."""
-    lines = re.findall(r"^iter \d+: .*$", output, flags=re.M)
+    lines = re.findall(r"^iter \d+(?:/\S+)?: .*$", output, flags=re.M)
     if not lines:
         return ""
     ms, mfu = re.search(r"(\d+) ms/iter", lines[-1]), re.search(r"MFU (\S+%)", lines[-1])
@@ -138,7 +138,7 @@ def count_recompiles(output, warm_up_step):
     """(recompiles before, recompiles after) train.py's log line of step warm_up_step, in an output
     of TORCH_LOGS=recompiles (before it: the first compiles, for evaluation and for training). A
     recompile limit that dynamo hit (it then runs the function eager) counts as one."""
-    warm = re.search(rf"^iter {warm_up_step}: ", output, flags=re.M)
+    warm = re.search(rf"^iter {warm_up_step}(?:/\S+)?: ", output, flags=re.M)
     if warm is None:
         raise PartFailed(f"no log line for step {warm_up_step}: {error_line(output)}")
     recompiles = lambda text: len(re.findall(r"Recompiling function|hit config\.(?:recompile|cache_size)_limit", text))
@@ -250,7 +250,7 @@ def check_resume(settings):
     if resumed is None or int(resumed.group(1)) != saved_step:
         raise PartFailed(f"killed with the step-{saved_step} checkpoint on disk, but the resume says: "
                          f"{resumed.group(0) if resumed else error_line(output)}")
-    first_step = re.search(r"^iter (\d+): loss ([^\s,]+)", output, flags=re.M)
+    first_step = re.search(r"^iter (\d+)(?:/\S+)?: loss ([^\s,]+)", output, flags=re.M)
     if first_step is None or int(first_step.group(1)) != saved_step:
         raise PartFailed(f"the resumed run's first log line is {first_step.group(0) if first_step else 'missing'} "
                          f"(the checkpoint is step {saved_step})")

@@ -9,13 +9,12 @@ Every setting below can be set by a config file (plain Python assignments) or by
 typo or a value of the wrong type stops with one line naming it. `model_type` picks the file that
 builds the model (gpt = model.py, hourglass, lws, ...); `model_args` holds that mechanism's own.
 
-Top to bottom: settings (a resume takes the checkpoint's model); devices, precision, DDP; the data;
-the model and AdamW; then the loop: evaluate and checkpoint every eval_interval steps, one
-optimizer step (gradient accumulation, clipping, warm-up + cosine learning rate), a log line every
-log_interval steps (also in out_dir/metrics.jsonl). Between log steps the host never waits for the
-device. What keeps a run safe (atomic checkpoints, exact resume with every process's RNG states, a
-diverged model never saved, a previous run never replaced by accident, the data checked without
-reading it) lives in checkpoint.py and dataset.py.
+Top to bottom: settings (a resume takes the checkpoint's); devices, precision, DDP; the data; the
+model and AdamW; the loop: evaluate and checkpoint every eval_interval steps, one optimizer step
+(gradient accumulation, clipping, warm-up + cosine learning rate), a log line every log_interval
+steps (also in out_dir/metrics.jsonl). max_iters = 0 sizes the run to max_minutes on this machine.
+What keeps a run safe (locked out_dir, atomic checkpoints, exact resume, a diverged model never
+saved, data checked without reading it) lives in checkpoint.py and dataset.py.
 """
 
 import inspect
@@ -24,6 +23,8 @@ import os
 import signal
 import sys
 import time
+
+script_start = time.time()  # a time budget counts from here
 from contextlib import nullcontext
 
 import numpy as np
@@ -35,7 +36,7 @@ import checkpoint as run_state
 from checkpoint import model_from_checkpoint
 from configurator import (ConfigError, build_model, check_train_settings, model_keys,
                           parse_overrides, usage_error)
-from dataset import check_dataset, check_same_vocabulary, find_dataset
+from dataset import check_dataset, find_dataset
 from hardware import auto_dtype, peak_flops, set_fp32_matmul_precision
 from model import format_counts, padded_vocab_size
 
@@ -72,7 +73,8 @@ dropout = 0.0
 model_args = {}  # the mechanism's own settings, e.g. {'bottleneck_dim': 128, 'n_sub_blocks': 4}
 # optimizer: AdamW, weight decay on matrices only
 learning_rate = 2e-3
-max_iters = 1100
+max_iters = 0  # 0: as many steps as fit in max_minutes (measured on this machine)
+max_minutes = 5.0  # the wall-time budget of a run whose max_iters is 0
 weight_decay = 0.1
 beta1 = 0.9
 beta2 = 0.99
@@ -80,7 +82,7 @@ grad_clip = 1.0  # 0: no clipping
 # learning rate schedule: linear warm-up, then cosine decay to min_lr at lr_decay_iters
 decay_lr = True
 warmup_iters = 50
-lr_decay_iters = 1100
+lr_decay_iters = 0  # 0: max_iters
 min_lr = 2e-4
 # system
 device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
@@ -104,11 +106,7 @@ sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, e
 run = run_state.RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)
 checkpoint = None
 if config["init_from"] == "resume":  # the run goes on as it was saved: its model, its settings
-    checkpoint, config, notes = run_state.resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
-    if notes and int(os.environ.get("RANK", 0)) == 0:
-        print("note: resuming with settings that differ from the run's: " + "; ".join(notes))
-    if run_state.reached_its_target(checkpoint, config["stop_val_loss"]):
-        sys.exit(0)  # (it said so: a run that stopped at its target loss has nothing to train)
+    checkpoint, config = run_state.resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
 run.refuse_to_replace(config["init_from"], config["overwrite"])
 globals().update(config)  # what this run uses (config is saved in the checkpoint)
 # -----------------------------------------------------------------------------------------------
@@ -116,8 +114,8 @@ globals().update(config)  # what this run uses (config is saved in the checkpoin
 # DDP: torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; otherwise this is a single process.
 ddp = int(os.environ.get("RANK", -1)) != -1
 if device == "auto":
-    device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() \
-        else "cpu"
+    device = ("cuda" if torch.cuda.is_available()
+              else "mps" if torch.backends.mps.is_available() else "cpu")
 if ddp:
     init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     ddp_rank, ddp_local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
@@ -125,10 +123,7 @@ if ddp:
     if device.startswith("cuda"):
         device = f"cuda:{ddp_local_rank}"
         torch.cuda.set_device(device)
-    if gradient_accumulation_steps % ddp_world_size != 0:
-        raise SystemExit(f"error: gradient_accumulation_steps={gradient_accumulation_steps} must "
-                         f"be a multiple of the number of processes ({ddp_world_size})")
-    gradient_accumulation_steps //= ddp_world_size
+    gradient_accumulation_steps //= ddp_world_size  # (a multiple of it: checked with the settings)
 else:
     ddp_rank, ddp_world_size = 0, 1
 master_process = ddp_rank == 0
@@ -152,10 +147,8 @@ if master_process:
 data_dir = find_dataset(dataset, data_dir, may_prepare=master_process)
 if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
-meta = check_dataset(data_dir, block_size)
+meta = check_dataset(data_dir, block_size, resumed=checkpoint and (checkpoint["meta"], run.ckpt))
 vocab_size = meta["vocab_size"]
-if checkpoint is not None:
-    check_same_vocabulary(checkpoint["meta"], meta, data_dir, run.ckpt)
 
 
 def get_batch(split, generator):
@@ -227,16 +220,13 @@ checkpoint = None  # free memory
 raw_model = model  # the plain module: what we save, sample from and count FLOPs of
 if ddp:  # the only buffers are constant RoPE tables: nothing to sync before each forward
     # (torch 2.13 renamed broadcast_buffers to forward_sync_buffers; older ones know only the first)
-    no_sync = "forward_sync_buffers"
-    if no_sync not in inspect.signature(DDP).parameters:
-        no_sync = "broadcast_buffers"
+    no_sync = ("forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(DDP).parameters
+               else "broadcast_buffers")
     model = ddp_model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None,
                             **{no_sync: False})
 # Compile after wrapping in DDP (PyTorch's DDP notes): the compiler then splits the graph at DDP's
 # gradient buckets, so each bucket's all-reduce overlaps the rest of the backward pass.
-if compile:
-    if master_process:
-        print("compiling the model (takes a minute)...")
+if compile:  # (the first steps then take a minute: the compiling)
     model = torch.compile(model)
 # evaluation runs on rank 0 alone, so it must not go through DDP
 eval_model = (torch.compile(raw_model) if compile else raw_model) if ddp else model
@@ -266,9 +256,10 @@ def get_lr(it):
         return learning_rate
     if it < warmup_iters:
         return learning_rate * (it + 1) / (warmup_iters + 1)
-    if it > lr_decay_iters:
+    decay_iters = lr_decay_iters or max_iters or math.inf  # inf: before a time budget fixes it
+    if it > decay_iters:
         return min_lr
-    progress = (it - warmup_iters) / max(1, lr_decay_iters - warmup_iters)
+    progress = (it - warmup_iters) / max(1, decay_iters - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
@@ -280,6 +271,8 @@ if master_process:
 signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line, the last checkpoint, how to go on
 start_iter = iter_num
 run_start = time.time() - elapsed_before
+budget = run_state.TimeBudget(max_minutes, script_start, eval_interval, ddp, master_process)
+eval_s, val_loss = 0.0, float("nan")  # the last evaluation's seconds (with its save), val loss
 t0, steps_timed = time.time(), 0  # the last time the host waited for the device, steps since
 x, y = fetch_train_batch()
 while True:
@@ -295,7 +288,9 @@ while True:
     if eval_step:  # every process's RNG states, for the checkpoint (evaluation draws none of them)
         rank_states = run_state.all_rng_states(pending_batch_state, device_type, ddp)
     if master_process and eval_step:
+        eval_start = time.time()
         losses = estimate_loss()
+        val_loss = losses["val"]
         print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
         run.log(dict(
             iter=iter_num, tokens=tokens, train_loss=losses["train"],
@@ -315,6 +310,7 @@ while True:
                 rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.time() - run_start,
                 tokens=tokens, reached_target=reached_target))
             print(f"saved checkpoint to {run.ckpt}")
+        eval_s = time.time() - eval_start
         if reached_target:
             print(f"step {iter_num}: val loss {losses['val']:.4f} reached stop_val_loss="
                   f"{stop_val_loss}: stopping (this step's checkpoint is {run.ckpt})")
@@ -329,7 +325,7 @@ while True:
         diverged = diverged or ("the evaluation on rank 0 was not finite" if flag[1].item() else "")
     if diverged:  # the run ends, naming the last good checkpoint
         raise run.diverged(iter_num, diverged, config)
-    if iter_num >= max_iters or reached_target:
+    if (max_iters and iter_num >= max_iters) or reached_target:
         break
 
     # one optimizer step, accumulating gradients over micro-batches. Nothing here waits for the
@@ -349,6 +345,11 @@ while True:
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
     steps_timed += 1
+    # max_iters = 0: a few steps are timed, then the run's length is fixed once so that it ends at
+    # max_minutes (the checkpoints keep it: a resume is exact)
+    if max_iters == 0 and (decided := budget.measure(iter_num, loss, eval_s)):
+        max_iters = config["max_iters"] = decided
+        lr_decay_iters = config["lr_decay_iters"] = lr_decay_iters or decided
 
     # log steps only (every process): the loss comes to the host, is checked, and timed over the
     # steps since the last sync. A non-finite loss in between is caught here or by the next
@@ -364,10 +365,14 @@ while True:
         tokens_per_s = tokens_per_iter / dt  # all processes together
         # MFU per card: one process's share of the tokens (fwd + bwd FLOPs) against one card's peak
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)
-        mfu_text = f", MFU {100 * mfu:.1f}% per card" if mfu is not None else ""
+        mfu_text = f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else ""
         aux_text = f" (aux {aux.item():.4f})" if aux is not None else ""
-        print(f"iter {iter_num}: loss {lossf:.4f}{aux_text}, lr {lr:.2e}, {dt * 1000:.0f} ms/iter, "
-              f"{tokens_per_s:,.0f} tok/s{mfu_text}")
+        steps_left = max_iters - iter_num  # (and the evaluations among them)
+        seconds_left = steps_left * dt + steps_left // eval_interval * eval_s
+        to_go = (f", ~{seconds_left / 60:.1f} min to go" if seconds_left >= 60
+                 else f", ~{seconds_left:.0f} s to go") if max_iters else ""
+        print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}{aux_text}, lr {lr:.2e}, "
+              f"{dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s{mfu_text}{to_go}")
         record = dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
                       tokens_per_s=round(tokens_per_s), mfu=mfu,
                       elapsed_s=round(time.time() - run_start, 2))
@@ -377,8 +382,9 @@ while True:
     iter_num += 1
 
 if master_process:
-    print(f"done: {iter_num} steps in {time.time() - run_start:.0f} s (all sessions), "
-          f"best val loss {best_val_loss:.4f}")
+    minutes = (time.time() - run_start) / 60
+    print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
+          f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
     if sample_tokens > 0:
         from tokenizer import load_tokenizer
 

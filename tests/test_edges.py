@@ -249,3 +249,30 @@ def test_model_py_prints_a_bad_shape_in_one_line():
     result = subprocess.run([sys.executable, str(ROOT / "model.py"), "--n_embd=130", "--n_head=4"],
                             cwd=ROOT, capture_output=True, text=True)
     assert "n_embd=130 is not divisible by n_head=4" in one_line(result, code=2)
+
+
+def test_a_time_budget_fixes_max_iters_once_and_a_resume_is_exact(char_dataset, tmp_path):
+    """max_iters=0: train.py times steps 10-50 (inside the learning rate's warm-up, so the schedule
+    before the decision is the same for any length), fixes max_iters once, saves it in the
+    checkpoint; a run killed after that and resumed equals a run given that max_iters."""
+    out, fixed = tmp_path / "budget", tmp_path / "fixed"
+    args = [*TINY, f"--data_dir={char_dataset}", "--eval_interval=60", "--warmup_iters=50",
+            "--lr_decay_iters=0", "--log_interval=10"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"--out_dir={out}",
+                             "--max_iters=0", "--max_minutes=0.25"], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 90
+    while not (out / "ckpt.pt").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.kill()  # after the first checkpoint (step 60), past the decision at step 50
+    first_part = proc.communicate()[0]
+    assert first_part.count("time budget 0.25 min: max_iters=") == 1, first_part
+    saved = load_checkpoint(out / "ckpt.pt")
+    n = saved["config"]["max_iters"]
+    assert saved["iter_num"] == 60 < n and saved["config"]["lr_decay_iters"] == n
+    assert "iter 10/?: " in first_part and f"iter 60/{n}: " in first_part
+    resumed = train(*args, f"--out_dir={out}", "--init_from=resume", timeout=300)
+    assert "time budget" not in resumed.stdout and f"done: {n} steps" in resumed.stdout
+    train(*args, f"--out_dir={fixed}", f"--max_iters={n}", timeout=300)
+    assert losses(out) == losses(fixed)
