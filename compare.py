@@ -176,7 +176,7 @@ def plot_curves(names, results, seeds, path, title):
         losses = [[c[j]["val_loss"] for c in curves] for j in range(n)]
         mean = [statistics.fmean(v) for v in losses]
         finals.append(mean[-1])
-        earlies.append(mean[min(2, n - 1)])
+        earlies.append(mean[2] if n > 5 else max(mean))  # a short run: every evaluation shows
         worst_finals.append(max(mean[-1], mean[max(0, 2 * n // 3)]))
         for ax, key, scale in ((axes[0], "tokens", 1e6), (axes[1], "elapsed_s", 60), (zoom, "tokens", 1e6)):
             xs = [statistics.fmean(c[j][key] for c in curves) / scale for j in range(n)]
@@ -201,6 +201,7 @@ def plot_curves(names, results, seeds, path, title):
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return axes[0].get_ylim()
 
 
 # ----------------------------------------------------------------------------------------
