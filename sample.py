@@ -8,8 +8,8 @@ Generate text from a trained checkpoint.
 
 Works for every model_type: the checkpoint names the file that builds its model, and holds the
 dataset's meta.json from training time, which names the tokenizer (characters or GPT-2 BPE) used to
-encode and decode - so re-preparing the data later cannot garble the text (a checkpoint older than
-that falls back to the meta.json on disk). Only ids of that vocabulary are ever sampled: a GPT-2
+encode and decode - so re-preparing the data later cannot garble the text. Only ids of that
+vocabulary are ever sampled: a GPT-2
 model's embedding is padded to 50304 rows for the GPU, and the padding ids are never drawn.
 
 --top_k=K keeps the K most likely tokens at each step; --top_k=0 keeps every token (no top-k).
@@ -26,9 +26,22 @@ from pathlib import Path
 import torch
 
 from checkpoint import load_checkpoint, model_from_checkpoint
-from configurator import ConfigError, parse_overrides
+from configurator import ConfigError, parse_overrides, usage_error
 from hardware import auto_dtype
-from tokenizer import Tokenizer, load_tokenizer
+from tokenizer import Tokenizer
+
+
+def read_prompt(path):
+    """--start=FILE:path: the prompt from a UTF-8 text file, or one line saying what is wrong."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"--start=FILE:{path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--start=FILE:{path} is a folder: name a text file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"--start=FILE:{path} is not UTF-8 text ({e.reason} at byte {e.start})") \
+            from None
 
 # -----------------------------------------------------------------------------------------
 out_dir = "out"  # the folder with ckpt.pt
@@ -39,55 +52,68 @@ temperature = 0.8  # 1.0: the model's distribution; < 1 sharper; 0: greedy
 top_k = 200  # keep only the top_k most likely tokens; 0: no top-k (every token)
 seed = 1337
 device = "auto"
-dtype = "auto"  # auto: bfloat16 where the device has it natively; else float16 on a GPU, float32 on a CPU
+dtype = "auto"  # auto: bfloat16 where the device has it natively, else float16 (GPU), float32 (CPU)
 # -----------------------------------------------------------------------------------------
-try:
+try:  # every setting it cannot use is one line, exit status 2
     parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
                                    and isinstance(v, (int, float, str))}, apply_to=globals())
+    for bad, why in ((temperature < 0, f"temperature={temperature}: use 0 (greedy) or more"),
+                     (top_k < 0, f"top_k={top_k}: use 1 or more (0: all tokens)"),
+                     (num_samples < 1, f"num_samples={num_samples}: use 1 or more"),
+                     (max_new_tokens < 0, f"max_new_tokens={max_new_tokens}: use 0 or more"),
+                     (dtype not in ("auto", "float32", "bfloat16", "float16"),
+                      f"dtype={dtype!r}: use one of auto, float32, bfloat16, float16"),
+                     (device.split(":")[0] not in ("auto", "cpu", "cuda", "mps"),
+                      f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps"),
+                     (device.startswith("cuda") and not torch.cuda.is_available(),
+                      f"device={device!r}, but this machine has no CUDA GPU: use --device=cpu"),
+                     (device == "mps" and not torch.backends.mps.is_available(),
+                      "device='mps', but MPS is not available here: use --device=cpu or auto")):
+        if bad:
+            raise ConfigError(why)
+    if start.startswith("FILE:"):
+        start = read_prompt(start[5:])
 except ConfigError as e:
-    raise SystemExit(f"error: {e}") from None
-for bad, why in ((temperature < 0, f"temperature={temperature}: use 0 (greedy) or more"),
-                 (top_k < 0, f"top_k={top_k}: use 1 or more (0: all tokens)"),
-                 (num_samples < 1, f"num_samples={num_samples}: use 1 or more"),
-                 (max_new_tokens < 0, f"max_new_tokens={max_new_tokens}: use 0 or more")):
-    if bad:
-        raise SystemExit(f"error: {why}")
+    usage_error(e)
 
 if device == "auto":
-    device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    device = ("cuda" if torch.cuda.is_available()
+              else "mps" if torch.backends.mps.is_available() else "cpu")
 device_type = device.split(":")[0]
 if dtype == "auto":  # native bf16 only: T4 / V100 emulate it slowly and sample in float16
     dtype = auto_dtype(device_type)
 ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type=device_type, dtype=ptdtype)
+autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=ptdtype)
 torch.manual_seed(seed)
 
 try:
-    checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location="cpu")  # then only the model moves
+    # read to the CPU; then only the model moves
+    checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location="cpu")
 except FileNotFoundError as e:
     raise SystemExit(f"error: {e}") from None
+if not all(k in checkpoint for k in ("model_type", "model_args", "meta", "config")):
+    raise SystemExit(f"error: {out_dir}/ckpt.pt is not a checkpoint of this repo's train.py (it "
+                     f"has {', '.join(sorted(checkpoint)[:8])})")
 checkpoint.pop("optimizer", None)  # not needed to sample: never copied to the GPU
 model = model_from_checkpoint(checkpoint).to(device).eval()
-dataset = checkpoint["config"]["dataset"]
-data_dir = checkpoint["config"]["data_dir"] or Path(__file__).resolve().parent / "data" / dataset
-meta = checkpoint.get("meta")  # the vocabulary the model was trained with (older checkpoints: the one on disk)
-tokenizer = (Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()) if meta \
-    else load_tokenizer(data_dir)
+meta = checkpoint["meta"]  # the vocabulary the model was trained with, whatever is on disk now
+tokenizer = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
 print(f"{checkpoint['model_type']} from {out_dir}/ckpt.pt (step {checkpoint['iter_num']}, "
-      f"val loss {checkpoint['best_val_loss']:.4f}), {dataset}")
+      f"val loss {checkpoint['best_val_loss']:.4f}), {checkpoint['config']['dataset']}")
 
-if start.startswith("FILE:"):
-    start = Path(start[5:]).read_text(encoding="utf-8")
-start_ids = tokenizer.encode(start)
+try:
+    start_ids = tokenizer.encode(start)
+except ValueError as e:  # a character the training text never had
+    usage_error(f"--start: {e}")
 if not start_ids:
-    raise SystemExit("--start is empty after tokenization: give at least one character")
+    usage_error("--start is empty after tokenization: give at least one character")
 x = torch.tensor([start_ids], dtype=torch.long, device=device)
 generator = torch.Generator(device=device).manual_seed(seed)
 
 with torch.no_grad(), autocast:
     for _ in range(num_samples):
-        # vocab_size: the tokenizer's real vocabulary, so a padded embedding's extra ids are never sampled
-        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None, generator=generator,
-                           vocab_size=tokenizer.vocab_size)
+        # vocab_size: the tokenizer's real one, so a padded embedding's extra ids are never drawn
+        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None,
+                           generator=generator, vocab_size=tokenizer.vocab_size)
         print(tokenizer.decode(y[0].tolist()))
         print("-" * 40)

@@ -276,3 +276,25 @@ def test_a_time_budget_fixes_max_iters_once_and_a_resume_is_exact(char_dataset, 
     assert "time budget" not in resumed.stdout and f"done: {n} steps" in resumed.stdout
     train(*args, f"--out_dir={fixed}", f"--max_iters={n}", timeout=300)
     assert losses(out) == losses(fixed)
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--start=€"], "character '€' is not in this char vocabulary"),
+    (["--start=FILE:/nonexistent/prompt.txt"], "no such file"),
+    (["--start=FILE:{tmp}"], "is a folder"),
+    (["--start=FILE:{tmp}/latin1.txt"], "is not UTF-8 text"),
+    (["--dtype=fp16"], "dtype='fp16': use one of auto, float32, bfloat16, float16"),
+    (["--device=cpuu"], "device='cpuu'"),
+    (["--device=cuda"], "no CUDA GPU"),
+])
+def test_every_bad_sample_setting_is_one_line(char_dataset, tmp_path, args, expected):
+    if expected == "no CUDA GPU" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    out = tmp_path / "o"
+    train(*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=2",
+          "--eval_interval=2")
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
+    result = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={out}",
+                             "--max_new_tokens=3", *[a.format(tmp=tmp_path) for a in args]],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert expected in one_line(result, code=2)
