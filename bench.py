@@ -138,7 +138,7 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
         import torch._dynamo.config as dynamo_config
         key = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
         setattr(dynamo_config, key, max(getattr(dynamo_config, key), 4 * len(shapes) * len(dtypes)))
-    rows = []
+    rows, progress = [], Progress(len(compiled_modes) * len(dtypes) * rounds * len(shapes))
     for compiled in compiled_modes:
         mode = "compiled" if compiled else "eager"
         for dtype in dtypes:
@@ -153,7 +153,7 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
                 runners[name] = (model, torch.compile(model) if compiled else model, model_args)
             try:
                 time_rounds(runners, best, out_of_memory, rounds, batch_size, device, dtype, mode,
-                            steps, compiled)
+                            steps, compiled, progress)
             except KeyboardInterrupt:  # Ctrl-C: keep what was measured
                 rows += group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, peak)
                 raise Interrupted(rows, peak_note) from None
@@ -173,8 +173,21 @@ class Interrupted(Exception):
         self.rows, self.peak_note = rows, peak_note
 
 
+class Progress:
+    """'[k/N, ~M min to go]' for the progress lines: measurements done, and the time left at the
+    average pace so far (the first round also compiles, so the first guesses run long)."""
+
+    def __init__(self, total):
+        self.total, self.done, self.start = total, 0, time.perf_counter()
+
+    def tick(self):
+        self.done += 1
+        left = (time.perf_counter() - self.start) / self.done * (self.total - self.done)
+        return f"[{self.done}/{self.total}, ~{left / 60:.1f} min to go]"
+
+
 def time_rounds(runners, best, out_of_memory, rounds, batch_size, device, dtype, mode, steps,
-                compiled):
+                compiled, progress):
     """Alternate the models for `rounds` rounds; the first round also warms up / compiles. Keeps
     each model's best seconds per step in `best`; a model out of memory is dropped from runners."""
     device_type = device.split(":")[0]
@@ -182,17 +195,19 @@ def time_rounds(runners, best, out_of_memory, rounds, batch_size, device, dtype,
         for name, (model, runner, args) in list(runners.items()):
             t0 = time.perf_counter()
             seconds = unless_out_of_memory(
-                device_type, time_training_steps, runner, batch_size, args["block_size"], args["vocab_size"],
-                device, dtype, steps=steps, warmup=(3 if compiled else 2) if round_ == 0 else 1)
+                device_type, time_training_steps, runner, batch_size, args["block_size"],
+                args["vocab_size"], device, dtype, steps=steps,
+                warmup=(3 if compiled else 2) if round_ == 0 else 1)
+            what = f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}"
             if seconds is None:  # out of memory: drop the model (and its gradients) and go on
                 out_of_memory.add(name)
                 del runners[name], model, runner
                 free_memory(device_type)
-                print(f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}: out of memory", flush=True)
+                print(f"{what}: out of memory {progress.tick()}", flush=True)
                 continue
             best[name] = min(best.get(name, float("inf")), seconds)
-            print(f"  round {round_ + 1}/{rounds} {name} {mode} {str(dtype)[6:]}: {1000 * seconds:.0f} ms/iter "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+            print(f"{what}: {1000 * seconds:.0f} ms/iter ({time.perf_counter() - t0:.0f} s) "
+                  f"{progress.tick()}", flush=True)
 
 
 def group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, peak):

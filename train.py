@@ -23,8 +23,6 @@ import os
 import signal
 import sys
 import time
-
-script_start = time.time()  # a time budget counts from here
 from contextlib import nullcontext
 
 import numpy as np
@@ -92,6 +90,7 @@ seed = 1337
 # -----------------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_")
                and isinstance(v, (int, float, bool, str, dict, type(None)))]
+script_start = time.time()  # a time budget counts from here
 config_types = dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool)  # None defaults
 given_keys = set()  # the keys the config files and --key=value set
 try:  # a setting no run can use is one line (exit status 2) before anything is built
