@@ -30,7 +30,7 @@ constant widths it is exactly model.GPT. So:
     composed(x widths, K = 1)                       == variable_width ><former
     composed(constant, K = 4, d_h)                  == hourglass.HourglassGPT
     composed(constant, rho = 0.125, W = 32 d)       == cea.CEAGPT (CEA)
-    composed(LWS schedule)                          == lws.build_model(...)
+    composed(LWS schedule)                          == lws.LWSGPT
 (tests/test_compose.py checks each of these with the same seed and the same logits.)
 
 The second half of this file, `matched_shapes`, builds the plain GPT and every mechanism at
@@ -79,32 +79,80 @@ ROOT = Path(__file__).resolve().parent
 
 @dataclass
 class ComposedConfig(GPTConfig):
-    """GPTConfig with explicit per-layer `layers` and `layer_widths`, plus K and rho.
-    Each layer's ffn_hidden is W_l, the hidden size of one FFN sub-block before CEA's split."""
+    """GPTConfig plus one choice per row of the table above. Its __post_init__ turns the schedule
+    into explicit per-layer `layers` and `layer_widths`; each layer's ffn_hidden is W_l, the
+    hidden size of one FFN sub-block before CEA's split. Every default builds the plain GPT."""
 
-    layer_widths: list[int] = field(default_factory=list)  # ><former w_l; empty: n_embd everywhere
+    # the ><former schedule (variable_width.py): explicit widths, or Appendix A's solver
+    layer_widths: list[int] = field(default_factory=list)  # w_l; empty: from width_schedule
+    width_schedule: str = "constant"  # constant | x | diamond | v | lambda
+    bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer at r_l L
+    bottleneck_width_ratio: float = 0.3  # r_d: its width r_d d
+    width_multiple: int = 32  # widths rounded to a multiple of this
     expansion: str = "carry"  # how a widening layer fills new coordinates (variable_width.EXPANSIONS)
-    n_sub_blocks: int = 1  # hourglass K
-    outer_ratio: float = 1.0  # CEA rho: the FFN slot keeps rho of every sub-block's width
-    current_position: str = "direct"  # CEA's rule for the current position (cea.CURRENT_POSITION_RULES)
-    scale_init_by_width: bool = True  # the ><former's init rule (variable_width.py); no-op at w_l = d
+    scale_init_by_width: bool = True  # the ><former's init rule; a no-op at w_l = d
     attention_multiplier: str = "sqrt"  # 'sqrt' (1/sqrt(head_dim)) or the reference's 'head_dim'
+    # the LWS schedule (lws.py): beta (FFN) and alpha (attention) per layer
+    ffn_scalars: list[float] | None = None
+    qkv_scalars: list[float] | None = None
+    framed: bool = False
+    ffn_multiple: int = 256
+    # the hourglass FFN (hourglass.py): K sub-blocks of hidden d_h
+    n_sub_blocks: int = 1
+    bottleneck_dim: int | None = None  # d_h at width n_embd (None: ffn_hidden or 4 n_embd)
+    # CEA attention (cea.py): the FFN slot keeps rho of every sub-block's width
+    outer_ratio: float = 1.0
+    current_position: str = "direct"  # cea.CURRENT_POSITION_RULES
+    attention_impl: str = "causal"  # cea.py's attention paths: 'causal' (fast) or 'reference'
+    # ours: round each ><former layer's d_h,l to a multiple (8 feeds a GPU's tensor cores)
+    hidden_multiple: int = 1
 
     def __post_init__(self):
+        assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
+            f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: both "
+            f"name the hidden size of one FFN sub-block; give one of them")
+        is_former = bool(self.layer_widths) or self.width_schedule != "constant"
+        is_lws = self.ffn_scalars is not None or self.qkv_scalars is not None
+        assert not (is_former and is_lws), (
+            "a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars / "
+            "qkv_scalars) both set the per-layer shape and do not compose: pick one")
+        assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: K >= 1 sub-blocks"
+        assert 0.0 <= self.outer_ratio <= 1.0, (
+            f"outer_ratio={self.outer_ratio}: CEA's rho is the FFN slot's share, in [0, 1]")
+        assert self.current_position in cea.CURRENT_POSITION_RULES, (
+            f"current_position={self.current_position!r}: one of {cea.CURRENT_POSITION_RULES}")
+        assert self.expansion in variable_width.EXPANSIONS, (
+            f"expansion={self.expansion!r}: one of {', '.join(variable_width.EXPANSIONS)}")
+        d, n_head = self.n_embd, self.n_head
+        self.n_kv_head = self.n_kv_head or n_head
+        self.ffn_hidden = hidden = self.bottleneck_dim or self.ffn_hidden or 4 * d  # W at width d
+        if is_lws:
+            assert self.ffn_scalars is not None and self.qkv_scalars is not None, (
+                "an LWS schedule needs both ffn_scalars (beta) and qkv_scalars (alpha)")
+            _, base_head_dim = lws.head_layout(d, n_head, self.n_kv_head, self.head_dim)
+            self.layers = lws.layer_specs(d, self.n_layer, self.ffn_scalars, self.qkv_scalars,
+                                          self.framed, base_head_dim, n_head // self.n_kv_head,
+                                          self.ffn_multiple)
+        elif is_former:
+            assert self.head_dim is None or self.head_dim * n_head == d, (
+                f"head_dim={self.head_dim}: a ><former keeps n_head heads of w_l / n_head")
+            if not self.layer_widths:  # Appendix A, with this FFN slot's multiple E = K d_h / d
+                kv_ratio = self.n_kv_head / n_head
+                self.layer_widths, _ = variable_width.solve_widths(
+                    self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
+                    self.bottleneck_width_ratio, self.width_multiple,
+                    ffn_mult=self.n_sub_blocks * hidden / d, kv_ratio=kv_ratio,
+                    **endpoint_multiples(hidden / d, self.n_sub_blocks, self.outer_ratio, kv_ratio))
+            variable_width.check_widths(list(self.layer_widths), n_head)
+            m = self.hidden_multiple
+            self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
+                                     max(m, m * round(hidden * w / d / m)))
+                           for w in self.layer_widths]
         super().__post_init__()
         variable_width.check_width_rules(self)
-        self.layer_widths = list(self.layer_widths) or [self.n_embd] * self.n_layer
-        if len(self.layer_widths) != self.n_layer:
-            raise ValueError(f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")
-        if self.expansion not in variable_width.EXPANSIONS:
-            raise ValueError(f"expansion={self.expansion!r}: choose one of {', '.join(variable_width.EXPANSIONS)}")
-        if self.n_sub_blocks < 1:
-            raise ValueError(f"n_sub_blocks={self.n_sub_blocks}: an hourglass FFN needs K >= 1 sub-blocks")
-        if not 0.0 <= self.outer_ratio <= 1.0:
-            raise ValueError(f"outer_ratio={self.outer_ratio}: CEA's rho is the FFN slot's share, in [0, 1]")
-        if self.current_position not in cea.CURRENT_POSITION_RULES:
-            raise ValueError(f"current_position={self.current_position!r}: use one of "
-                             f"{', '.join(cea.CURRENT_POSITION_RULES)}")
+        self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
+        assert len(self.layer_widths) == self.n_layer, (
+            f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")
 
     def split(self, spec: LayerSpec):
         """(outer, inner): the hidden size of each of the K FFN sub-blocks (rho W) and of the
@@ -169,66 +217,6 @@ def endpoint_multiples(e_sub, n_sub_blocks, outer_ratio, kv_ratio=1.0):
     return dict(end_in=end_in, end_out=end_out)
 
 
-def build_model(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_kv_head=None, n_embd=384, head_dim=None,
-                ffn_hidden=None, qk_norm="", tie_embeddings=True, dropout=0.0,
-                # the ><former schedule (variable_width.py)
-                layer_widths=None, width_schedule="constant", bottleneck_layer_ratio=0.75,
-                bottleneck_width_ratio=0.3, width_multiple=32, expansion="carry", scale_init_by_width=True,
-                attention_multiplier="sqrt",
-                # the LWS schedule (lws.py)
-                ffn_scalars=None, qkv_scalars=None, framed=False, ffn_multiple=256,
-                # the hourglass FFN (hourglass.py)
-                n_sub_blocks=1, bottleneck_dim=None,
-                # CEA attention (cea.py)
-                outer_ratio=1.0, current_position="direct",
-                # ours: round each ><former layer's d_h,l to a multiple (8 feeds a GPU's tensor cores)
-                hidden_multiple=1):
-    """A ComposedGPT. The schedule is constant (default), a ><former (`width_schedule` or
-    `layer_widths`) or LWS (`ffn_scalars` + `qkv_scalars`). Each FFN slot has K = n_sub_blocks
-    sub-blocks of hidden d_h = bottleneck_dim or ffn_hidden or 4 n_embd (scaled by w_l / d in
-    a ><former, by the LWS multipliers in LWS); outer_ratio < 1 moves a share of it into CEA
-    attention. Every default together builds the plain GPT."""
-    if bottleneck_dim is not None and ffn_hidden is not None and bottleneck_dim != ffn_hidden:
-        raise ValueError(f"ffn_hidden={ffn_hidden} and bottleneck_dim={bottleneck_dim} disagree: both name the "
-                         f"hidden size of one FFN sub-block; give one of them")
-    n_kv_head = n_kv_head or n_head
-    hidden = bottleneck_dim or ffn_hidden or 4 * n_embd  # W (d_h) at the base width n_embd
-    is_former = bool(layer_widths) or width_schedule != "constant"
-    is_lws = ffn_scalars is not None or qkv_scalars is not None
-    if is_former and is_lws:
-        raise ValueError("a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars / "
-                         "qkv_scalars) both set the per-layer shape and do not compose: pick one")
-    if is_lws:
-        if ffn_scalars is None or qkv_scalars is None:
-            raise ValueError("an LWS schedule needs both ffn_scalars (beta) and qkv_scalars (alpha)")
-        _, base_head_dim = lws.head_layout(n_embd, n_head, n_kv_head, head_dim)
-        layers = lws.layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed, base_head_dim,
-                                 n_head // n_kv_head, ffn_multiple)
-        widths = [n_embd] * n_layer
-    elif is_former:
-        if head_dim is not None and head_dim * n_head != n_embd:
-            raise ValueError(f"head_dim={head_dim}: a ><former keeps n_head heads of w_l / n_head; leave it unset")
-        if not layer_widths:  # Appendix A's solver, with the FFN multiple E = K d_h / d of this FFN slot
-            layer_widths, _ = variable_width.solve_widths(
-                width_schedule, n_layer, n_embd, bottleneck_layer_ratio, bottleneck_width_ratio, width_multiple,
-                ffn_mult=n_sub_blocks * hidden / n_embd, kv_ratio=n_kv_head / n_head,
-                **endpoint_multiples(hidden / n_embd, n_sub_blocks, outer_ratio, n_kv_head / n_head))
-        widths = list(layer_widths)
-        variable_width.check_widths(widths, n_head)
-        layers = [LayerSpec(n_head, n_kv_head, w // n_head,
-                            max(hidden_multiple, hidden_multiple * round(hidden * w / n_embd / hidden_multiple)))
-                  for w in widths]
-    else:
-        widths, layers = [], []  # GPTConfig makes the uniform layers
-    config = ComposedConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head,
-                            n_kv_head=n_kv_head, n_embd=n_embd, head_dim=head_dim, ffn_hidden=hidden, qk_norm=qk_norm,
-                            tie_embeddings=tie_embeddings, dropout=dropout, layers=layers, layer_widths=widths,
-                            expansion=expansion, n_sub_blocks=n_sub_blocks, outer_ratio=outer_ratio,
-                            current_position=current_position, scale_init_by_width=scale_init_by_width,
-                            attention_multiplier=attention_multiplier)
-    return ComposedGPT(config)
-
-
 # ----------------------------------------------------------------------------------------
 # Every mechanism at one matched parameter budget
 
@@ -245,7 +233,7 @@ def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
     about ffn_mult x d wide. For each d (head_dim_multiple x n_head apart: head dims stay even
     for RoPE, or multiples of 8 for the GPU's fast attention kernels) cea.match_ffn_hidden solves
     the FFN width W (a multiple of `multiple`) that matches the budget; the d whose W / d is
-    closest to ffn_mult wins. Returns cea.build_model kwargs (outer_ratio 1)."""
+    closest to ffn_mult wins. Returns cea.CEAConfig keyword arguments (outer_ratio 1)."""
     if head_dim_multiple % 2:
         raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use 2, 8, ...")
     target = count_budget("gpt", **baseline)
@@ -272,7 +260,7 @@ SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider"
 def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=32,
                    ffn_wider_mult=32, cea_outer_ratio=0.125, ffn_multiple=256, head_dim_multiple=2,
                    hidden_multiple=1, models=SHAPE_NAMES):
-    """{name: (model_type, model_args)}: the plain GPT `baseline` (model.build_model kwargs) and
+    """{name: (model_type, model_args)}: the plain GPT `baseline` (GPTConfig keyword arguments) and
     every mechanism at its budget, each matched by its own paper's rule:
 
     hourglass            same depth and heads, d and d_h found by hourglass.match_baseline

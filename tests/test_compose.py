@@ -10,10 +10,9 @@ from conftest import all_logits, assert_causal, overfit_loss
 
 import cea
 import compose
-import hourglass
-import lws
 import variable_width
-from model import GPT, build_model as build_plain
+from configurator import build_model
+from model import GPT
 
 COMMON = dict(vocab_size=50, block_size=32, n_layer=4, n_head=4, n_embd=64)
 
@@ -31,46 +30,46 @@ def same_model(make_a, make_b, vocab_size=50):
 
 
 def test_defaults_are_the_plain_gpt():
-    same_model(lambda: compose.build_model(**COMMON), lambda: build_plain(**COMMON))
+    same_model(lambda: build_model("composed", **COMMON), lambda: build_model("gpt", **COMMON))
 
 
 def test_hourglass_former_degenerate_is_the_plain_gpt():
     """The issue's test: hourglass + ><former with K = 1 and constant widths is model.GPT."""
-    same_model(lambda: compose.build_model(**COMMON, width_schedule="constant", n_sub_blocks=1, bottleneck_dim=256,
+    same_model(lambda: build_model("composed", **COMMON, width_schedule="constant", n_sub_blocks=1, bottleneck_dim=256,
                                            layer_widths=[64] * 4),
-               lambda: build_plain(**COMMON))
+               lambda: build_model("gpt", **COMMON))
 
 
 def test_k1_in_a_former_is_the_former():
     former = dict(width_schedule="x", width_multiple=8)
-    same_model(lambda: compose.build_model(**COMMON, **former), lambda: variable_width.build_model(**COMMON, **former))
+    same_model(lambda: build_model("composed", **COMMON, **former), lambda: build_model("variable_width", **COMMON, **former))
 
 
 def test_k1_in_a_former_is_the_former_with_the_reference_rules():
     former = dict(width_schedule="x", width_multiple=8, attention_multiplier="head_dim", scale_init_by_width=False)
-    same_model(lambda: compose.build_model(**COMMON, **former), lambda: variable_width.build_model(**COMMON, **former))
+    same_model(lambda: build_model("composed", **COMMON, **former), lambda: build_model("variable_width", **COMMON, **former))
     with pytest.raises(ValueError, match="plain attention only"):
-        compose.build_model(**COMMON, attention_multiplier="head_dim", ffn_hidden=32 * 64, outer_ratio=0.125)
+        build_model("composed", **COMMON, attention_multiplier="head_dim", ffn_hidden=32 * 64, outer_ratio=0.125)
 
 
 def test_constant_widths_k4_is_the_hourglass():
-    same_model(lambda: compose.build_model(**COMMON, n_sub_blocks=4, bottleneck_dim=24),
-               lambda: hourglass.build_model(**COMMON, n_sub_blocks=4, bottleneck_dim=24))
+    same_model(lambda: build_model("composed", **COMMON, n_sub_blocks=4, bottleneck_dim=24),
+               lambda: build_model("hourglass", **COMMON, n_sub_blocks=4, bottleneck_dim=24))
 
 
 def test_cea_attention_is_cea():
-    same_model(lambda: compose.build_model(**COMMON, ffn_hidden=32 * 64, outer_ratio=0.125),
-               lambda: cea.build_model(**COMMON, ffn_mult=32, outer_ratio=0.125))
+    same_model(lambda: build_model("composed", **COMMON, ffn_hidden=32 * 64, outer_ratio=0.125),
+               lambda: build_model("cea", **COMMON, ffn_mult=32, outer_ratio=0.125))
 
 
 def test_lws_schedule_is_lws():
     schedule = dict(ffn_scalars=[0.5, 3.8, 0.5], qkv_scalars=[0.5, 1.0, 0.5], framed=True, ffn_multiple=32)
-    same_model(lambda: compose.build_model(**COMMON, **schedule), lambda: lws.build_model(**COMMON, **schedule))
+    same_model(lambda: build_model("composed", **COMMON, **schedule), lambda: build_model("lws", **COMMON, **schedule))
 
 
 def all_three():
     """Hourglass FFNs inside a ><former with CEA attention."""
-    return compose.build_model(**COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=3, bottleneck_dim=24,
+    return build_model("composed", **COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=3, bottleneck_dim=24,
                                outer_ratio=0.5)
 
 
@@ -89,7 +88,7 @@ def test_all_three_compose_causal_and_learn():
 
 
 def test_hourglass_in_lws():
-    model = compose.build_model(**COMMON, ffn_scalars=[1.0, 2.0], qkv_scalars=[0.5, 1.0], ffn_multiple=16,
+    model = build_model("composed", **COMMON, ffn_scalars=[1.0, 2.0], qkv_scalars=[0.5, 1.0], ffn_multiple=16,
                                 n_sub_blocks=2)
     hidden = [s.ffn_hidden for s in model.config.layers]
     assert len(set(hidden)) > 1
@@ -100,7 +99,7 @@ def test_hourglass_in_lws():
 def test_flops_match_the_flop_counter():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
-    model = compose.build_model(**COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=2, bottleneck_dim=24)
+    model = build_model("composed", **COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=2, bottleneck_dim=24)
     idx = torch.randint(50, (1, 32))
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(idx, idx)
@@ -109,17 +108,16 @@ def test_flops_match_the_flop_counter():
 
 def test_bad_compositions_are_refused():
     with pytest.raises(ValueError, match="do not compose"):
-        compose.build_model(**COMMON, width_schedule="x", ffn_scalars=[1.0, 2.0], qkv_scalars=[1.0, 1.0])
+        build_model("composed", **COMMON, width_schedule="x", ffn_scalars=[1.0, 2.0], qkv_scalars=[1.0, 1.0])
     with pytest.raises(ValueError, match="multiple of 2 \\* n_head"):
-        compose.build_model(**COMMON, layer_widths=[64, 36, 64, 64])
+        build_model("composed", **COMMON, layer_widths=[64, 36, 64, 64])
     with pytest.raises(ValueError, match="outer_ratio"):
-        compose.build_model(**COMMON, outer_ratio=1.5)
+        build_model("composed", **COMMON, outer_ratio=1.5)
     with pytest.raises(ValueError, match="both"):
-        compose.build_model(**COMMON, ffn_scalars=[1.0, 2.0])
+        build_model("composed", **COMMON, ffn_scalars=[1.0, 2.0])
 
 
 def test_train_builds_composed_by_name():
-    from configurator import build_model
     model = build_model("composed", **COMMON, width_schedule="x", width_multiple=8, n_sub_blocks=2)
     assert isinstance(model, compose.ComposedGPT) and isinstance(model, GPT)
 
@@ -146,7 +144,7 @@ def budgets(shapes):
 
 
 def test_cpu_preset_shapes_match_the_budget():
-    from compose import MATCHING_KEYS, PRESETS, baseline_of
+    from compose import PRESETS
     settings = PRESETS["cpu"]
     shapes = preset_shapes(settings)
     assert list(shapes) == ["GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA", "LWS vanilla",
@@ -158,7 +156,7 @@ def test_cpu_preset_shapes_match_the_budget():
     assert counts["CEA"] == counts["FFN-Wider"]  # CEA only moves FFN width inside attention
     # the ><formers are matched by Appendix A's rule, which leaves out the endpoint matrices W_end
     with torch.device("meta"):
-        former = variable_width.build_model(**shapes["><former"][1])
+        former = build_model("variable_width", **shapes["><former"][1])
     matched = variable_width.param_summary(former)["matched"]
     assert abs(matched / target - 1) < 0.02
 
@@ -178,7 +176,7 @@ def test_composed_endpoint_params_is_the_hand_count():
     }
     for (k, rho), by_hand in cases.items():
         with torch.device("meta"):
-            model = compose.build_model(**shape, n_sub_blocks=k, outer_ratio=rho)
+            model = build_model("composed", **shape, n_sub_blocks=k, outer_ratio=rho)
         assert model.endpoint_params() == by_hand, (k, rho)
         m = compose.endpoint_multiples(hid / d, k, rho)  # what the solver subtracts, per unit width
         assert m["end_in"] * w * (w - d) + m["end_out"] * w * (w - d) == pytest.approx(by_hand), (k, rho)
@@ -189,7 +187,7 @@ def test_preset_formers_match_the_budget_without_w_end(preset, tolerance):
     """Appendix A matches the budget less W_end: the ><former rows land within 1.5% of the GPT's on
     the CPU preset. The GPU preset rounds widths to multiples of 96 (12 heads x a head dim that is a
     multiple of 8): rounding each of 12 widths by up to +-48 leaves +1.1% / +2.2% (measured), so 2.5%."""
-    from compose import MATCHING_KEYS, PRESETS, baseline_of
+    from compose import PRESETS
     settings = PRESETS[preset]
     shapes = preset_shapes(settings)
     info = compose.describe_shapes(shapes, settings["block_size"])
@@ -215,7 +213,7 @@ def test_compose_prints_the_budget_without_w_end():
 
 
 def test_gpu_preset_hourglass_is_the_papers_113m_row():
-    from compose import MATCHING_KEYS, PRESETS, baseline_of
+    from compose import PRESETS
     settings = PRESETS["gpu"]
     shapes = preset_shapes(settings)
     args = shapes["hourglass"][1]
@@ -230,7 +228,7 @@ def test_gpu_preset_shapes_keep_head_dims_and_ffn_widths_at_multiples_of_8():
     kernel, which saves the fp32 score matrix), tensor cores want FFN widths in multiples of 8. Every
     GPU-preset shape keeps both, except the hourglass paper's own 113M row (d = 1032: head dim 86,
     d_h = 418), kept as the paper has it, and what composes with it."""
-    from compose import MATCHING_KEYS, PRESETS, baseline_of
+    from compose import PRESETS
     settings = PRESETS["gpu"]
     shapes = preset_shapes(settings)
     for name, (model_type, args) in shapes.items():

@@ -6,45 +6,41 @@ import pytest
 import torch
 from conftest import all_logits, assert_causal
 
-import cea
-import compose
-import hourglass
-import lws
-import variable_width
-from model import KVCache, LayerKVCache, build_model as build_plain, padded_vocab_size
+from configurator import build_model
+from model import KVCache, LayerKVCache, padded_vocab_size
 
 VOCAB, BLOCK = 50, 32
 COMMON = dict(vocab_size=VOCAB, block_size=BLOCK)
 
 MODELS = {
-    "gpt": lambda: build_plain(**COMMON, n_layer=2, n_embd=64, n_head=4),
-    "gpt_gqa_qknorm_head": lambda: build_plain(**COMMON, n_layer=2, n_embd=64, n_head=4, n_kv_head=2, qk_norm="head"),
-    "gpt_qknorm_full_untied": lambda: build_plain(**COMMON, n_layer=2, n_embd=64, n_head=4, n_kv_head=1,
+    "gpt": lambda: build_model("gpt", **COMMON, n_layer=2, n_embd=64, n_head=4),
+    "gpt_gqa_qknorm_head": lambda: build_model("gpt", **COMMON, n_layer=2, n_embd=64, n_head=4, n_kv_head=2, qk_norm="head"),
+    "gpt_qknorm_full_untied": lambda: build_model("gpt", **COMMON, n_layer=2, n_embd=64, n_head=4, n_kv_head=1,
                                                   qk_norm="full", tie_embeddings=False),
-    "lws_framed": lambda: lws.build_model(**COMMON, n_layer=5, n_head=8, n_kv_head=4, n_embd=64, head_dim=8,
+    "lws_framed": lambda: build_model("lws", **COMMON, n_layer=5, n_head=8, n_kv_head=4, n_embd=64, head_dim=8,
                                           ffn_scalars=[0.5, 4.0], qkv_scalars=[0.25, 1.0], framed=True,
                                           ffn_multiple=32),  # heads 8, 4, 6, 6, 8
-    "hourglass": lambda: hourglass.build_model(**COMMON, n_layer=2, n_embd=64, n_head=4, n_sub_blocks=3,
+    "hourglass": lambda: build_model("hourglass", **COMMON, n_layer=2, n_embd=64, n_head=4, n_sub_blocks=3,
                                                bottleneck_dim=24),
-    "former_x_project_head_dim": lambda: variable_width.build_model(  # widths 80, 48, 32, 80
+    "former_x_project_head_dim": lambda: build_model("variable_width",   # widths 80, 48, 32, 80
         **COMMON, n_layer=4, n_head=2, n_embd=64, width_schedule="x", bottleneck_width_ratio=0.5,
         width_multiple=16, expansion="project", attention_multiplier="head_dim"),
-    "former_v_carry_gqa": lambda: variable_width.build_model(
+    "former_v_carry_gqa": lambda: build_model("variable_width", 
         **COMMON, n_layer=3, n_head=4, n_kv_head=2, n_embd=64, width_schedule="v", bottleneck_width_ratio=0.5,
         width_multiple=16),
-    "composed_former_hourglass": lambda: compose.build_model(
+    "composed_former_hourglass": lambda: build_model("composed", 
         **COMMON, n_layer=4, n_head=2, n_kv_head=1, n_embd=64, width_schedule="x", bottleneck_width_ratio=0.5,
         width_multiple=16, n_sub_blocks=2, bottleneck_dim=32),
-    "composed_lws": lambda: compose.build_model(**COMMON, n_layer=3, n_head=8, n_kv_head=4, n_embd=64, head_dim=8,
+    "composed_lws": lambda: build_model("composed", **COMMON, n_layer=3, n_head=8, n_kv_head=4, n_embd=64, head_dim=8,
                                                 ffn_scalars=[0.5, 4.0], qkv_scalars=[0.25, 1.0], ffn_multiple=32),
 }
 CEA_MODELS = {
-    f"composed_cea_{rule}": (lambda rule=rule: compose.build_model(
+    f"composed_cea_{rule}": (lambda rule=rule: build_model("composed", 
         **COMMON, n_layer=3, n_head=2, n_embd=64, width_schedule="x", bottleneck_width_ratio=0.5,
         width_multiple=16, ffn_hidden=128, outer_ratio=0.5, current_position=rule))
     for rule in ("direct", "masked", "transformed")
 }
-CEA_MODELS["cea_gpt_gqa"] = lambda: cea.build_model(**COMMON, n_layer=2, n_head=4, n_kv_head=2, n_embd=64,
+CEA_MODELS["cea_gpt_gqa"] = lambda: build_model("cea", **COMMON, n_layer=2, n_head=4, n_kv_head=2, n_embd=64,
                                                      ffn_mult=8, outer_ratio=0.25)
 ALL = list(MODELS) + list(CEA_MODELS)  # CEA: the cache keeps the keys/values of t only
 
@@ -155,7 +151,7 @@ def test_causality_with_and_without_a_cache(name):
 @torch.no_grad()
 def test_padding_ids_are_never_sampled(use_cache):
     torch.manual_seed(0)
-    model = build_plain(vocab_size=64, block_size=BLOCK, n_layer=1, n_embd=32, n_head=2).eval()  # 50 ids + 14 pad
+    model = build_model("gpt", vocab_size=64, block_size=BLOCK, n_layer=1, n_embd=32, n_head=2).eval()  # 50 ids + 14 pad
 
     def favour_padding(module, inputs, logits):  # padded rows with huge logits
         return torch.cat((logits[..., :VOCAB], logits[..., VOCAB:] + 1e4), dim=-1)
@@ -199,7 +195,7 @@ def test_tiny_blocks_generate_long_samples():
     torch.manual_seed(0)
     prompt = torch.randint(VOCAB, (1, 3))
     for block_size in (1, 2, 3):  # a full cache keeps max(1, block_size // 2) tokens
-        model = build_plain(vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32, n_head=2).eval()
+        model = build_model("gpt", vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32, n_head=2).eval()
         out = model.generate(prompt, 7, temperature=0)
         assert out.shape == (1, 10)
         if block_size == 1:  # both paths see only the newest token
