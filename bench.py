@@ -7,13 +7,15 @@ Two ways to say which models:
 
     # every mechanism at the plain GPT's budget (compose.matched_shapes of a preset's baseline)
     python bench.py                                    # all 10 shapes of the CPU preset,
-                                                       # eager/compiled x bf16/fp32 (~25 min on 2 cores)
+                                                       # eager/compiled x bf16/fp32
+                                                       # (~25 min on 2 cores)
     python bench.py --modes=eager --dtypes=bfloat16    # one column, ~2 min
     python bench.py --preset=gpu --batch_size=16       # the GPU preset's shapes (12L/768 baseline)
     python bench.py --models=GPT,hourglass --n_layer=12 --n_head=12 --n_embd=768 --block_size=2048
 
     # the shapes of train.py config files, exactly as train.py builds them (ratios to the first)
-    python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py --modes=eager
+    python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py \
+        --modes=eager
 
     # generation instead of training: decode speed with and without the KV cache, and its size
     python bench.py --generate --dtypes=float32        # every shape of the CPU preset (~3 min)
@@ -22,7 +24,8 @@ Options of both: --batch_size (config files: the first file's by default), --ste
 --modes=eager,compiled, --dtypes=bfloat16,float32, --device, --threads, --vocab_size (0: the
 dataset's), --json=path (the rows as JSON too). The matched form also takes the preset keys
 (n_layer, n_embd, n_head, block_size, the matching keys of compose.py, --models=names).
-Generation takes --prompt_tokens (16) and --new_tokens (0: fill the context, block_size - prompt_tokens).
+Generation takes --prompt_tokens (16) and --new_tokens (0: fill the context,
+block_size - prompt_tokens).
 
 Training steps. For each (mode, dtype) every model is built (and compiled), warmed up, then timed
 in turn, `rounds` times: the models alternate, so a machine that gets busier slows all of them
@@ -63,9 +66,10 @@ from pathlib import Path
 
 import torch
 
-from compose import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes, preset_settings,
-                     select_models)
-from configurator import ConfigError, build_model, model_keys, parse_overrides, train_defaults, usage_error
+from compose import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
+                     preset_settings, select_models)
+from configurator import (ConfigError, build_model, model_keys, parse_overrides, train_defaults,
+                          usage_error)
 from hardware import peak_flops, set_fp32_matmul_precision
 from model import KVCache
 
@@ -97,7 +101,8 @@ def unless_out_of_memory(device_type, fn, *args, **kwargs):
 
 
 def autocast_for(device, dtype):
-    return torch.autocast(device.split(":")[0], dtype=dtype) if dtype != torch.float32 else nullcontext()
+    return (torch.autocast(device.split(":")[0], dtype=dtype) if dtype != torch.float32
+            else nullcontext())
 
 
 def synchronize(device):
@@ -105,7 +110,8 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def time_training_steps(model, batch_size, block_size, vocab_size, device, dtype, steps=10, warmup=3):
+def time_training_steps(model, batch_size, block_size, vocab_size, device, dtype, steps=10,
+                        warmup=3):
     """Median seconds per optimizer step of forward + backward + AdamW on random tokens."""
     ctx = autocast_for(device, dtype)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -133,8 +139,10 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
     device_type = device.split(":")[0]
     prepare_device(device)
     peak, peak_note = peak_flops(device_type)
-    if any(compiled_modes):  # many models share GPT.forward: let dynamo keep one compiled graph per model
-        # and dtype instead of falling back to eager after the default 8 (recompile_limit, once cache_size_limit)
+    if any(compiled_modes):
+        # many models share GPT.forward: let dynamo keep one compiled graph per model and dtype
+        # instead of falling back to eager after the default 8 (recompile_limit, once
+        # cache_size_limit)
         import torch._dynamo.config as dynamo_config
         key = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
         setattr(dynamo_config, key, max(getattr(dynamo_config, key), 4 * len(shapes) * len(dtypes)))
@@ -145,7 +153,8 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
             runners, best, out_of_memory = {}, {}, set()
             for name, (model_type, model_args) in shapes.items():
                 torch.manual_seed(0)
-                model = unless_out_of_memory(device_type, lambda: build_model(model_type, **model_args).to(device))
+                model = unless_out_of_memory(
+                    device_type, lambda: build_model(model_type, **model_args).to(device))
                 if model is None:
                     out_of_memory.add(name)
                     print(f"  {name}: out of memory building the model", flush=True)
@@ -155,7 +164,8 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, compiled_modes, steps=5
                 time_rounds(runners, best, out_of_memory, rounds, batch_size, device, dtype, mode,
                             steps, compiled, progress)
             except KeyboardInterrupt:  # Ctrl-C: keep what was measured
-                rows += group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, peak)
+                rows += group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size,
+                                   peak)
                 raise Interrupted(rows, peak_note) from None
             rows += group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, peak)
             del runners
@@ -214,29 +224,34 @@ def group_rows(shapes, runners, best, out_of_memory, mode, dtype, batch_size, pe
     """One row per shape of a (mode, dtype) group; ratio = tokens/s over the first timed shape's."""
     rows, first = [], None
     for name, (model_type, model_args) in shapes.items():
-        row = dict(model=name, mode=mode, dtype=str(dtype).replace("torch.", ""), oom=name in out_of_memory,
-                   ms_per_iter=None, tokens_per_s=None, ratio=None, mfu=None)
+        row = dict(model=name, mode=mode, dtype=str(dtype).replace("torch.", ""),
+                   oom=name in out_of_memory, ms_per_iter=None, tokens_per_s=None, ratio=None,
+                   mfu=None)
         if name in runners and name in best:
             model = runners[name][0]
             tokens_per_s = batch_size * model_args["block_size"] / best[name]
             first = first or tokens_per_s
-            row.update(ms_per_iter=1000 * best[name], tokens_per_s=tokens_per_s, ratio=tokens_per_s / first,
-                       mfu=model.estimate_mfu(tokens_per_s, peak, model_args["block_size"]) if peak else None)
+            row.update(ms_per_iter=1000 * best[name], tokens_per_s=tokens_per_s,
+                       ratio=tokens_per_s / first,
+                       mfu=model.estimate_mfu(tokens_per_s, peak, model_args["block_size"])
+                       if peak else None)
         rows.append(row)
     return rows
 
 
 def markdown_table(rows):
     ratio = "ratio" in rows[0] and len({r["model"] for r in rows}) > 1
-    lines = ["| model | mode | dtype | ms/iter | tokens/s |" + (" vs first |" if ratio else "") + " MFU |",
+    lines = ["| model | mode | dtype | ms/iter | tokens/s |" + (" vs first |" if ratio else "")
+             + " MFU |",
              "|---|---|---|---:|---:|" + ("---:|" if ratio else "") + "---:|"]
     for r in rows:
         if r.get("oom"):
-            lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | OOM | OOM |" + (" OOM |" if ratio else "")
-                         + " OOM |")
+            lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | OOM | OOM |"
+                         + (" OOM |" if ratio else "") + " OOM |")
             continue
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
-        lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | {r['ms_per_iter']:.0f} | {r['tokens_per_s']:,.0f} |"
+        lines.append(f"| {r['model']} | {r['mode']} | {r['dtype']} | {r['ms_per_iter']:.0f} | "
+                     f"{r['tokens_per_s']:,.0f} |"
                      + (f" {r['ratio']:.2f}x |" if ratio else "") + f" {mfu} |")
     return "\n".join(lines)
 
@@ -246,7 +261,8 @@ def ratio_table(rows):
     (the plain GPT), with the MFU under it."""
     columns = list(dict.fromkeys((r["mode"], r["dtype"]) for r in rows))
     cell = {(r["model"], r["mode"], r["dtype"]): r for r in rows}
-    lines = ["| model | " + " | ".join(f"{m} {d}" for m, d in columns) + " |", "|---|" + "---:|" * len(columns)]
+    lines = ["| model | " + " | ".join(f"{m} {d}" for m, d in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
     for name in dict.fromkeys(r["model"] for r in rows):
         cells = []
         for m, d in columns:
@@ -276,8 +292,9 @@ def time_generation(model, prompt, new_tokens, device, dtype, use_cache):
 
 @torch.no_grad()
 def measured_kv_bytes_per_token(model, ids, prompt_len, device, dtype):
-    """Replay a generated sequence ids (B, S) as generation feeds it (the prompt as one prefill, then
-    one token per step) through a model.KVCache; return its nbytes per position stored per sequence."""
+    """Replay a generated sequence ids (B, S) as generation feeds it (the prompt as one prefill,
+    then one token per step) through a model.KVCache; return its nbytes per position stored per
+    sequence."""
     cache = KVCache(model)
     with autocast_for(device, dtype):
         model(ids[:, :prompt_len], cache=cache)
@@ -299,19 +316,22 @@ def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0,
             torch.manual_seed(0)
             new = new_tokens or model_args["block_size"] - prompt_tokens
             if prompt_tokens < 1 or new < 1 or prompt_tokens + new > model_args["block_size"]:
-                raise ValueError(f"{name}: prompt_tokens={prompt_tokens} + new_tokens={new} must fit "
-                                 f"block_size={model_args['block_size']} (past it the cache is rebuilt)")
-            model = unless_out_of_memory(device_type, lambda: build_model(model_type, **model_args).to(device).eval())
+                raise ValueError(f"{name}: prompt_tokens={prompt_tokens} + new_tokens={new} "
+                                 f"must fit block_size={model_args['block_size']} "
+                                 "(past it the cache is rebuilt)")
+            model = unless_out_of_memory(
+                device_type, lambda: build_model(model_type, **model_args).to(device).eval())
             if model is None:
                 out_of_memory.add(name)
                 continue
             generator = torch.Generator().manual_seed(0)
-            prompt = torch.randint(model_args["vocab_size"], (1, prompt_tokens), generator=generator).to(device)
+            prompt = torch.randint(model_args["vocab_size"], (1, prompt_tokens),
+                                   generator=generator).to(device)
             models[name] = (model, prompt, new)
         for round_ in range(max(rounds, 1) + 1):  # round 0 warms up
             for name, (model, prompt, new) in list(models.items()):
-                timed = unless_out_of_memory(device_type, lambda: [time_generation(model, prompt, new, device, dtype, c)
-                                                                   for c in (True, False)])
+                timed = unless_out_of_memory(device_type, lambda: [
+                    time_generation(model, prompt, new, device, dtype, c) for c in (True, False)])
                 if timed is None:
                     out_of_memory.add(name)
                     del models[name], model
@@ -320,21 +340,25 @@ def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0,
                 (cached_s, cached_ids), (uncached_s, uncached_ids) = timed
                 if round_ > 0:
                     previous = best.get(name, (float("inf"), float("inf")))
-                    best[name] = (min(previous[0], cached_s), min(previous[1], uncached_s), cached_ids, uncached_ids)
-                    print(f"  round {round_}/{rounds} {name} {str(dtype)[6:]}: {new / cached_s:,.0f} tok/s cached, "
-                          f"{new / uncached_s:,.0f} uncached", flush=True)
+                    best[name] = (min(previous[0], cached_s), min(previous[1], uncached_s),
+                                  cached_ids, uncached_ids)
+                    print(f"  round {round_}/{rounds} {name} {str(dtype)[6:]}: "
+                          f"{new / cached_s:,.0f} tok/s cached, {new / uncached_s:,.0f} uncached",
+                          flush=True)
         first = None
         for name in shapes:
-            row = dict(model=name, dtype=str(dtype).replace("torch.", ""), oom=name in out_of_memory)
+            row = dict(model=name, dtype=str(dtype).replace("torch.", ""),
+                       oom=name in out_of_memory)
             if name in models:
                 model, prompt, new = models[name]
                 cached_s, uncached_s, cached_ids, uncached_ids = best[name]
                 cached, uncached = new / cached_s, new / uncached_s
                 first = first or cached
-                row.update(new_tokens=new, cached_tokens_per_s=cached, uncached_tokens_per_s=uncached,
-                           speedup=cached / uncached, ratio=cached / first,
-                           same_tokens=torch.equal(cached_ids, uncached_ids),
-                           kv_measured=measured_kv_bytes_per_token(model, cached_ids, prompt.size(1), device, dtype),
+                row.update(new_tokens=new, cached_tokens_per_s=cached,
+                           uncached_tokens_per_s=uncached, speedup=cached / uncached,
+                           ratio=cached / first, same_tokens=torch.equal(cached_ids, uncached_ids),
+                           kv_measured=measured_kv_bytes_per_token(
+                               model, cached_ids, prompt.size(1), device, dtype),
                            kv_counted=model.kv_cache_bytes_per_token(element_size))
             rows.append(row)
         del models
@@ -343,16 +367,18 @@ def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0,
 
 
 def generation_table(rows):
-    lines = ["| model | dtype | cached tok/s | uncached tok/s | speed-up | cached vs first | same tokens "
-             "| KV bytes/token measured | KV bytes/token counted |", "|---|---|---:|---:|---:|---:|---|---:|---:|"]
+    lines = ["| model | dtype | cached tok/s | uncached tok/s | speed-up | cached vs first "
+             "| same tokens | KV bytes/token measured | KV bytes/token counted |",
+             "|---|---|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         if r["oom"]:
             lines.append(f"| {r['model']} | {r['dtype']} |" + " OOM |" * 7)
             continue
         mismatch = "" if r["kv_measured"] == r["kv_counted"] else " (!)"
         lines.append(f"| {r['model']} | {r['dtype']} | {r['cached_tokens_per_s']:,.0f} | "
-                     f"{r['uncached_tokens_per_s']:,.0f} | {r['speedup']:.2f}x | {r['ratio']:.2f}x | "
-                     f"{'yes' if r['same_tokens'] else 'no'} | {r['kv_measured']:,.0f}{mismatch} | {r['kv_counted']:,} |")
+                     f"{r['uncached_tokens_per_s']:,.0f} | {r['speedup']:.2f}x | "
+                     f"{r['ratio']:.2f}x | {'yes' if r['same_tokens'] else 'no'} | "
+                     f"{r['kv_measured']:,.0f}{mismatch} | {r['kv_counted']:,} |")
     return "\n".join(lines)
 
 
@@ -361,8 +387,9 @@ def generation_table(rows):
 
 
 def config_shapes(paths, vocab_size=0):
-    """{file name: (model_type, model_args)} of train.py config files, built as train.py builds them
-    (train.py's defaults, the file on top; vocab_size 0: the dataset's), and the first file's batch size."""
+    """{file name: (model_type, model_args)} of train.py config files, built as train.py builds
+    them (train.py's defaults, the file on top; vocab_size 0: the dataset's), and the first file's
+    batch size."""
     shapes, defaults = {}, train_defaults()
     for path in paths:
         settings = parse_overrides([path], defaults)
@@ -373,8 +400,9 @@ def config_shapes(paths, vocab_size=0):
     return shapes, parse_overrides([paths[0]], defaults)["batch_size"]
 
 
-OPTIONS = dict(vocab_size=0, steps=5, rounds=2, device="auto", dtypes="bfloat16,float32", modes="eager,compiled",
-               threads=0, generate=False, prompt_tokens=16, new_tokens=0, json="")
+OPTIONS = dict(vocab_size=0, steps=5, rounds=2, device="auto", dtypes="bfloat16,float32",
+               modes="eager,compiled", threads=0, generate=False, prompt_tokens=16, new_tokens=0,
+               json="")
 # vocab_size 0: the dataset's; json: also write the rows to this file (gpu_check.py reads them)
 
 
@@ -383,14 +411,16 @@ def main(argv):
     files = [a for a in argv if not a.startswith("--")]
     try:
         if files:  # the shapes of train.py config files, as ratios to the first
-            args = parse_overrides([a for a in argv if a.startswith("--")], dict(OPTIONS, batch_size=0))
+            args = parse_overrides([a for a in argv if a.startswith("--")],
+                                   dict(OPTIONS, batch_size=0))
             check_options(args, batch_size_zero_ok=True)
             shapes, batch_size = config_shapes(files, args["vocab_size"])
             args["batch_size"] = args["batch_size"] or batch_size
             what = f"{len(shapes)} config files"
         else:  # every mechanism at a preset's matched budget
-            args = preset_settings(argv, keys=("dataset", "data_dir", "block_size", "batch_size", "models")
-                                   + BASELINE_KEYS + MATCHING_KEYS, extra=OPTIONS)
+            args = preset_settings(
+                argv, keys=("dataset", "data_dir", "block_size", "batch_size", "models")
+                + BASELINE_KEYS + MATCHING_KEYS, extra=OPTIONS)
             check_options(args)
             baseline = baseline_of(args)
             if args["vocab_size"]:
@@ -402,32 +432,38 @@ def main(argv):
         usage_error(e)
     if args["threads"]:
         torch.set_num_threads(args["threads"])
-    device = args["device"] if args["device"] != "auto" else "cuda" if torch.cuda.is_available() else "cpu"
+    device = (args["device"] if args["device"] != "auto"
+              else "cuda" if torch.cuda.is_available() else "cpu")
     dtypes = [getattr(torch, d) for d in args["dtypes"].split(",")]
     if args["generate"]:
-        print(f"generation speed of {what} on {device} ({torch.get_num_threads()} threads): batch 1, a "
-              f"{args['prompt_tokens']}-token prompt, greedy, eager, best of {args['rounds']} alternating rounds")
+        print(f"generation speed of {what} on {device} ({torch.get_num_threads()} threads): "
+              f"batch 1, a {args['prompt_tokens']}-token prompt, greedy, eager, best of "
+              f"{args['rounds']} alternating rounds")
         try:
-            rows = benchmark_generation(shapes, device, dtypes, args["prompt_tokens"], args["new_tokens"], args["rounds"])
+            rows = benchmark_generation(shapes, device, dtypes, args["prompt_tokens"],
+                                        args["new_tokens"], args["rounds"])
         except ValueError as e:
             raise SystemExit(f"error: {e}")
         print("\n" + generation_table(rows))
         write_json(args["json"], rows=rows)
         if any(not r["oom"] and r["kv_measured"] != r["kv_counted"] for r in rows):
-            raise SystemExit("error: the measured KV cache differs from model.kv_cache_bytes_per_token() (!)")
+            raise SystemExit("error: the measured KV cache differs from "
+                             "model.kv_cache_bytes_per_token() (!)")
         return
     modes = [m == "compiled" for m in args["modes"].split(",")]
-    print(f"benchmarking {what}, batch {args['batch_size']} on {device} ({torch.get_num_threads()} threads), "
-          f"{args['rounds']} alternating rounds of {args['steps']} steps")
+    print(f"benchmarking {what}, batch {args['batch_size']} on {device} "
+          f"({torch.get_num_threads()} threads), {args['rounds']} alternating rounds of "
+          f"{args['steps']} steps")
     try:
-        rows, peak_note = benchmark_shapes(shapes, args["batch_size"], device, dtypes, modes, args["steps"],
-                                           args["rounds"])
+        rows, peak_note = benchmark_shapes(shapes, args["batch_size"], device, dtypes, modes,
+                                           args["steps"], args["rounds"])
     except Interrupted as stop:  # Ctrl-C: print what was measured, then one line
         rows, peak_note = stop.rows, stop.peak_note
         if any(r["tokens_per_s"] for r in rows):
             print(f"\nMFU against: {peak_note}\n\n" + markdown_table(rows))
         raise SystemExit("interrupted: the table above holds what was measured so far"
-                         if any(r["tokens_per_s"] for r in rows) else "interrupted before any shape was timed")
+                         if any(r["tokens_per_s"] for r in rows)
+                         else "interrupted before any shape was timed")
     print(f"\nMFU against: {peak_note}\n")
     print(markdown_table(rows) + "\n")
     print(f"tokens/s as a ratio to {next(iter(shapes))} in the same column (tokens/s, MFU):\n")
@@ -443,19 +479,23 @@ def check_options(args, batch_size_zero_ok=False):
             raise ConfigError(message)
 
     modes, dtypes = args["modes"].split(","), args["dtypes"].split(",")
-    need(set(modes) <= {"eager", "compiled"}, f"modes={args['modes']!r}: a comma-separated list of eager, compiled")
+    need(set(modes) <= {"eager", "compiled"},
+         f"modes={args['modes']!r}: a comma-separated list of eager, compiled")
     need(set(dtypes) <= {"float32", "bfloat16", "float16"},
          f"dtypes={args['dtypes']!r}: a comma-separated list of float32, bfloat16, float16")
     for key in ("steps", "rounds", "prompt_tokens"):
         need(args[key] >= 1, f"{key}={args[key]}: it must be 1 or more")
     for key in ("threads", "new_tokens", "vocab_size"):
         need(args[key] >= 0, f"{key}={args[key]}: it must be 0 or more (0: the default)")
-    need(args["batch_size"] >= (0 if batch_size_zero_ok else 1), f"batch_size={args['batch_size']}: too small")
+    need(args["batch_size"] >= (0 if batch_size_zero_ok else 1),
+         f"batch_size={args['batch_size']}: too small")
     kind = args["device"].split(":")[0]
-    need(kind in ("auto", "cpu", "cuda", "mps"), f"device={args['device']!r}: use auto, cpu, cuda, cuda:<index> or mps")
+    need(kind in ("auto", "cpu", "cuda", "mps"),
+         f"device={args['device']!r}: use auto, cpu, cuda, cuda:<index> or mps")
     need(kind != "cuda" or torch.cuda.is_available(),
          f"device={args['device']!r}, but this machine has no CUDA GPU: use --device=cpu or auto")
-    need(kind != "mps" or torch.backends.mps.is_available(), "device='mps', but MPS is not available here")
+    need(kind != "mps" or torch.backends.mps.is_available(),
+         "device='mps', but MPS is not available here")
 
 
 def device_name(device):

@@ -43,14 +43,18 @@ def set_fp32_matmul_precision(device_type):
 GPU_BF16_PEAK = {
     # nvidia.com/en-us/data-center/h100 and /h200: SXM 1,979, PCIe 1,513, NVL 1,671 TFLOPS sparse
     "H100": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12,  # plain "H100 80GB HBM3" is the SXM
-    "H200": 989e12, "H200 NVL": 835e12, "GH200": 989e12,  # GH200 Grace Hopper datasheet: 1,979 sparse
+    # GH200 Grace Hopper datasheet: 1,979 sparse
+    "H200": 989e12, "H200 NVL": 835e12, "GH200": 989e12,
     # HGX B200 / GB200 NVL72 datasheets, per GPU: FP16/BF16 4.5 and 5 PFLOPS sparse
     "B200": 2250e12, "GB200": 2500e12,
-    "A100": 312e12, "A800": 312e12, "A30": 165e12, "A40": 149.7e12, "A10": 125e12,  # A100: 624 sparse, SXM and PCIe
+    # A100: 624 sparse, SXM and PCIe
+    "A100": 312e12, "A800": 312e12, "A30": 165e12, "A40": 149.7e12, "A10": 125e12,
     "A10G": 70e12,  # AWS's A10 variant: no NVIDIA datasheet; the commonly measured figure
-    "L40S": 362e12, "L40": 181e12, "L4": 121e12,  # L40S / L40 / L4 datasheets: 733 / 362 / 242 sparse
+    # L40S / L40 / L4 datasheets: 733 / 362 / 242 sparse
+    "L40S": 362e12, "L40": 181e12, "L4": 121e12,
     "RTX 4090": 165e12, "RTX 3090": 71e12,  # Ada / Ampere GA102 whitepapers, fp32 accumulation
-    "V100": 125e12, "V100 PCIe": 112e12, "V100S": 130e12, "T4": 65e12,  # V100 / T4 datasheets (fp16)
+    # V100 / T4 datasheets (fp16)
+    "V100": 125e12, "V100 PCIe": 112e12, "V100S": 130e12, "T4": 65e12,
 }
 
 
@@ -81,8 +85,9 @@ def cpu_matmul_dtype():
 
 
 def measure_cpu_peak_flops(size=1024, seconds=0.5):
-    """Best matmul FLOP/s torch reaches on this CPU (all its threads) in its fastest dtype. A cloud VM
-    has no spec sheet to trust, so a CPU's MFU says "how close to torch's own best matmul speed"."""
+    """Best matmul FLOP/s torch reaches on this CPU (all its threads) in its fastest dtype. A cloud
+    VM has no spec sheet to trust, so a CPU's MFU says "how close to torch's own best matmul
+    speed"."""
     dtype = cpu_matmul_dtype()
     key = (size, dtype, torch.get_num_threads())
     if key not in _cpu_peak_cache:

@@ -40,13 +40,14 @@ def char_dataset(tmp_path):
     splits = {name: {"tokens": int(part.size), "max_id": int(part.max())}
               for name, part in (("train", ids[:split]), ("val", ids[split:]))}
     (data_dir / "meta.json").write_text(json.dumps(
-        {"tokenizer": "char", "vocab_size": len(chars), "chars": "".join(chars), "source": "test fixture",
-         "splits": splits}))
+        {"tokenizer": "char", "vocab_size": len(chars), "chars": "".join(chars),
+         "source": "test fixture", "splits": splits}))
     return data_dir
 
 
 def assert_causal(model, vocab_size, t, batch=2, seq=32):
-    """Changing token t leaves the logits before t unchanged (exactly) and changes those from t on."""
+    """Changing token t leaves the logits before t unchanged (exactly) and changes those from t
+    on."""
     idx = torch.randint(vocab_size, (batch, seq))
     changed = idx.clone()
     changed[:, t] = (changed[:, t] + 1) % vocab_size

@@ -32,7 +32,8 @@ def real_checkpoint(path):
 
 
 def one_line_error(path):
-    """Load path, expect CheckpointError; return its message after the checks every message must pass."""
+    """Load path, expect CheckpointError; return its message after the checks every message must
+    pass."""
     with pytest.raises(CheckpointError) as info:
         load_checkpoint(path)
     message = str(info.value)
@@ -40,7 +41,8 @@ def one_line_error(path):
     assert message.startswith(f"{path} ({size} bytes) is corrupt or truncated: "), message
     assert "\n" not in message and "weights_only" not in message and "Weights only" not in message
     assert "delete it" in message.lower() and "--out_dir" in message
-    assert isinstance(info.value, SystemExit)   # uncaught, Python prints the line and exits 1, no traceback
+    # uncaught, Python prints the line and exits 1, no traceback
+    assert isinstance(info.value, SystemExit)
     return message
 
 
@@ -66,11 +68,11 @@ def test_truncated_real_checkpoint(tmp_path, keep):
 
 def test_foreign_pickle_that_weights_only_refuses(tmp_path):
     path = tmp_path / "ckpt.pt"
-    torch.save({"model": NotATensor()}, path)          # a zip checkpoint holding an arbitrary object
+    torch.save({"model": NotATensor()}, path)        # a zip checkpoint holding an arbitrary object
     assert "Python objects" in one_line_error(path)
     legacy = tmp_path / "legacy.pt"
     with open(legacy, "wb") as f:
-        pickle.dump({"model": NotATensor()}, f)         # a plain pickle, as other programs write them
+        pickle.dump({"model": NotATensor()}, f)       # a plain pickle, as other programs write them
     one_line_error(legacy)
     text = tmp_path / "notes.pt"
     text.write_text("these are not weights\n")
@@ -93,10 +95,13 @@ def test_a_corrupt_checkpoint_stops_a_script_with_one_line(tmp_path):
     with open(foreign, "wb") as f:
         pickle.dump({"model": NotATensor()}, f, protocol=4)   # torch also warns about the protocol
     for bad in (path, foreign):
-        code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from checkpoint import load_checkpoint; load_checkpoint({str(bad)!r})"
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                f"from checkpoint import load_checkpoint; load_checkpoint({str(bad)!r})")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
         assert proc.returncode == 1
         assert "Traceback" not in proc.stderr and "weights_only" not in proc.stderr
         lines = proc.stderr.strip().splitlines()
         size = bad.stat().st_size
-        assert lines == [lines[0]] and lines[0].startswith(f"{bad} ({size} bytes) is corrupt or truncated: "), proc.stderr
+        assert lines == [lines[0]] and lines[0].startswith(
+            f"{bad} ({size} bytes) is corrupt or truncated: "), proc.stderr

@@ -12,16 +12,18 @@ import pytest
 
 from conftest import ROOT
 
-TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=2",
-        "--width_multiple=4", "--ffn_multiple=8", "--models=GPT,hourglass+><former", "--dtype=float32"]
+TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
+        "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8",
+        "--models=GPT,hourglass+><former", "--dtype=float32"]
 
 
 def compare(out_dir, data_dir, *extra, wait=True):
-    command = [sys.executable, str(ROOT / "compare.py"), *TINY, f"--data_dir={data_dir}", f"--out_dir={out_dir}", *extra]
+    command = [sys.executable, str(ROOT / "compare.py"), *TINY, f"--data_dir={data_dir}",
+               f"--out_dir={out_dir}", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if not wait:
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
 
 
@@ -36,15 +38,19 @@ def test_compare_writes_table_and_plot(tmp_path, char_dataset):
     done = compare(out, char_dataset, "--max_iters=20", "--eval_interval=10", "--seeds=1,2")
     assert done.returncode == 0, done.stdout + done.stderr
     table = (out / "results.md").read_text()
-    assert "| GPT |" in table and "| hourglass+><former |" in table and "+-" in table  # spread over 2 seeds
+    # +-: the spread over 2 seeds
+    assert "| GPT |" in table and "| hourglass+><former |" in table and "+-" in table
     assert (out / "val_loss.png").stat().st_size > 10_000
-    assert {p.name for p in out.iterdir()} >= {"gpt-s1", "gpt-s2", "hourglass-xformer-s1", "hourglass-xformer-s2"}
+    assert {p.name for p in out.iterdir()} >= {"gpt-s1", "gpt-s2", "hourglass-xformer-s1",
+                                               "hourglass-xformer-s2"}
     assert len(losses(out)) == 4
     # the composed model (hourglass FFNs in a ><former) samples from its checkpoint like any other
-    sample = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={out / 'hourglass-xformer-s1'}",
-                             "--start=All:", "--num_samples=1", "--max_new_tokens=20"], cwd=ROOT, capture_output=True,
-                            text=True)
-    assert sample.returncode == 0 and sample.stdout.startswith("composed from"), sample.stdout + sample.stderr
+    sample = subprocess.run([sys.executable, str(ROOT / "sample.py"),
+                             f"--out_dir={out / 'hourglass-xformer-s1'}", "--start=All:",
+                             "--num_samples=1", "--max_new_tokens=20"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert sample.returncode == 0 and sample.stdout.startswith("composed from"), (
+        sample.stdout + sample.stderr)
     # a finished comparison is not retrained: the rerun only rebuilds the table
     again = compare(out, char_dataset, "--max_iters=20", "--eval_interval=10", "--seeds=1,2")
     assert again.stdout.count("finished before, skipping") == 4

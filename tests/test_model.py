@@ -44,7 +44,8 @@ def test_gqa_equals_multi_head_attention_with_repeated_kv_heads():
     for name, p in gqa_state.items():
         if name.endswith("qkv_proj.weight"):
             q, k, v = p.split([H * hd, Hkv * hd, Hkv * hd])
-            repeat = lambda w: w.view(Hkv, hd, -1).repeat_interleave(H // Hkv, dim=0).reshape(H * hd, -1)
+            repeat = lambda w: (w.view(Hkv, hd, -1).repeat_interleave(H // Hkv, dim=0)
+                                .reshape(H * hd, -1))
             p = torch.cat([q, repeat(k), repeat(v)])
         mha_state[name] = p
     mha.load_state_dict(mha_state)
@@ -77,7 +78,8 @@ def test_param_counts_equal_hand_count_for_non_uniform_layers():
               LayerSpec(n_head=2, n_kv_head=1, head_dim=32, ffn_hidden=64)]
     model = GPT(GPTConfig(vocab_size=V, block_size=32, n_embd=d, n_head=4, layers=layers,
                           tie_embeddings=False, qk_norm="full"))
-    attention = sum(d * (s.n_head + 2 * s.n_kv_head) * s.head_dim + s.n_head * s.head_dim * d for s in layers)
+    attention = sum(d * (s.n_head + 2 * s.n_kv_head) * s.head_dim + s.n_head * s.head_dim * d
+                    for s in layers)
     ffn = sum(3 * d * s.ffn_hidden for s in layers)
     norms = sum(2 * d + s.n_head * s.head_dim + s.n_kv_head * s.head_dim for s in layers) + d
     counts = model.param_counts()
@@ -88,10 +90,12 @@ def test_param_counts_equal_hand_count_for_non_uniform_layers():
     assert counts["total"] == sum(p.numel() for p in model.parameters())
     assert counts["non_embedding"] == counts["total"] - V * d
     assert counts["other"] == 0
-    assert model.budget() == attention + ffn + norms  # the matched budget leaves the untied head out
+    # the matched budget leaves the untied head out
+    assert model.budget() == attention + ffn + norms
     # keys and values of every layer, bf16: 2 (k, v) x n_kv_head x head_dim x 2 bytes
     assert model.kv_cache_bytes_per_token() == 2 * 2 * (2 * 16 + 3 * 16 + 1 * 32)
-    assert model.kv_cache_bytes_per_token(bytes_per_element=4) == 2 * model.kv_cache_bytes_per_token()
+    assert (model.kv_cache_bytes_per_token(bytes_per_element=4)
+            == 2 * model.kv_cache_bytes_per_token())
 
 
 def test_tied_head_is_counted_once():
@@ -112,26 +116,32 @@ def test_peak_flops_are_named_for_the_device_and_measured_on_a_cpu():
     ("NVIDIA H100 80GB HBM3", 989), ("NVIDIA H100 PCIe", 756), ("NVIDIA H100 NVL", 835),
     ("NVIDIA H200", 989), ("NVIDIA H200 NVL", 835), ("NVIDIA GH200 480GB", 989),
     ("NVIDIA B200", 2250), ("NVIDIA GB200", 2500),
-    ("NVIDIA A100-SXM4-80GB", 312), ("NVIDIA A100-PCIE-40GB", 312), ("NVIDIA A10", 125), ("NVIDIA A10G", 70),
+    ("NVIDIA A100-SXM4-80GB", 312), ("NVIDIA A100-PCIE-40GB", 312), ("NVIDIA A10", 125),
+    ("NVIDIA A10G", 70),
     ("NVIDIA L40S", 362), ("NVIDIA L40", 181), ("NVIDIA L4", 121), ("NVIDIA GeForce RTX 4090", 165),
     ("Tesla V100-SXM2-16GB", 125), ("Tesla V100-PCIE-32GB", 112), ("Tesla T4", 65),
 ])
-def test_gpu_peak_is_matched_by_whole_model_name_most_specific_first(monkeypatch, device_name, peak_tflops):
+def test_gpu_peak_is_matched_by_whole_model_name_most_specific_first(monkeypatch, device_name,
+                                                                     peak_tflops):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: device_name)
     peak, note = peak_flops("cuda")
     assert peak == peak_tflops * 1e12 and device_name in note
 
 
-@pytest.mark.parametrize("device_name", ["NVIDIA B300", "NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 4080"])
+@pytest.mark.parametrize("device_name", ["NVIDIA B300", "NVIDIA RTX 6000 Ada Generation",
+                                         "NVIDIA GeForce RTX 4080"])
 def test_an_unknown_gpu_has_no_peak_and_says_where_to_add_it(monkeypatch, device_name):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *args: device_name)
-    assert peak_flops("cuda") == (None, f"{device_name}: peak unknown, add it to GPU_BF16_PEAK in hardware.py")
+    assert peak_flops("cuda") == (
+        None, f"{device_name}: peak unknown, add it to GPU_BF16_PEAK in hardware.py")
 
 
 @pytest.mark.parametrize("n_kv_head", [4, 2])
 def test_flops_per_token_agree_with_flop_counter(n_kv_head):
-    layers = [LayerSpec(4, n_kv_head, 16, 128), LayerSpec(8, n_kv_head, 8, 320), LayerSpec(2, 2, 32, 96)]
-    model = GPT(GPTConfig(vocab_size=50, block_size=32, n_embd=64, layers=layers, tie_embeddings=False))
+    layers = [LayerSpec(4, n_kv_head, 16, 128), LayerSpec(8, n_kv_head, 8, 320),
+              LayerSpec(2, 2, 32, 96)]
+    model = GPT(GPTConfig(vocab_size=50, block_size=32, n_embd=64, layers=layers,
+                          tie_embeddings=False))
     idx = torch.randint(50, (2, 32))
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(idx, idx)  # with targets: the head runs at every position
@@ -156,7 +166,8 @@ def test_top_k_sampling_only_draws_from_the_top_k():
     start = torch.randint(50, (64, 3))
     logits = all_logits(model, start)[:, -1]
     top3 = logits.topk(3).indices
-    out = model.generate(start, 1, temperature=2.0, top_k=3, generator=torch.Generator().manual_seed(0))
+    out = model.generate(start, 1, temperature=2.0, top_k=3,
+                         generator=torch.Generator().manual_seed(0))
     assert (out[:, -1:] == top3).any(dim=1).all()
 
 

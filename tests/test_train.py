@@ -16,9 +16,9 @@ from conftest import ROOT
 from checkpoint import load_checkpoint, save_checkpoint
 from configurator import ConfigError, build_model, model_keys, parse_overrides, train_defaults
 
-TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=2",
-        "--log_interval=1", "--dropout=0.1", "--dtype=float32", "--sample_tokens=0", "--warmup_iters=2",
-        "--lr_decay_iters=8"]
+TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
+        "--eval_iters=2", "--log_interval=1", "--dropout=0.1", "--dtype=float32",
+        "--sample_tokens=0", "--warmup_iters=2", "--lr_decay_iters=8"]
 
 
 def run(script, *args, check=True, timeout=120):
@@ -30,17 +30,20 @@ def run(script, *args, check=True, timeout=120):
 
 
 def step_losses(out_dir):
-    records = [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line)
+               for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines()]
     return {r["iter"]: r["loss"] for r in records if "loss" in r}
 
 
 def test_resume_gives_the_same_losses_as_an_uninterrupted_run(char_dataset, tmp_path):
     whole, part = tmp_path / "whole", tmp_path / "part"
-    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={whole}", "--max_iters=8", "--eval_interval=4")
-    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={part}", "--max_iters=4", "--eval_interval=4")
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={whole}", "--max_iters=8",
+        "--eval_interval=4")
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={part}", "--max_iters=4",
+        "--eval_interval=4")
     assert load_checkpoint(part / "ckpt.pt")["iter_num"] == 4
-    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={part}", "--max_iters=8", "--eval_interval=4",
-        "--init_from=resume")
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={part}", "--max_iters=8",
+        "--eval_interval=4", "--init_from=resume")
     uninterrupted, resumed = step_losses(whole), step_losses(part)
     assert sorted(resumed) == list(range(8))
     for it in range(8):
@@ -50,7 +53,8 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(char_dataset, tmp_
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
 
-def test_training_lowers_the_loss_and_sample_prints_text_from_the_checkpoint(char_dataset, tmp_path):
+def test_training_lowers_the_loss_and_sample_prints_text_from_the_checkpoint(
+        char_dataset, tmp_path):
     out = tmp_path / "out"
     run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=60",
         "--eval_interval=60", "--learning_rate=1e-2", "--lr_decay_iters=60")
@@ -63,15 +67,18 @@ def test_training_lowers_the_loss_and_sample_prints_text_from_the_checkpoint(cha
     greedy_2 = run("sample.py", *args, "--temperature=0", "--seed=99").stdout
     assert greedy_1 == greedy_2 and "All:" in greedy_1
     sampled = run("sample.py", *args, "--temperature=1.0", "--seed=3").stdout
-    allowed = set(json.loads((char_dataset / "meta.json").read_text())["chars"]) | set("-()., 0123456789")
+    allowed = (set(json.loads((char_dataset / "meta.json").read_text())["chars"])
+               | set("-()., 0123456789"))
     assert set(sampled.split("\n", 1)[1]) <= allowed | {"\n"}
 
 
 def test_a_diverging_run_stops_and_says_at_which_step(char_dataset, tmp_path):
-    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}", "--max_iters=50",
-                 "--eval_interval=100", "--learning_rate=1e12", "--grad_clip=0.0", "--warmup_iters=0", check=False)
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}",
+                 "--max_iters=50", "--eval_interval=100", "--learning_rate=1e12", "--grad_clip=0.0",
+                 "--warmup_iters=0", check=False)
     assert result.returncode != 0
-    assert "Training diverged" in result.stderr and "step " in result.stderr and "learning_rate" in result.stderr
+    assert ("Training diverged" in result.stderr and "step " in result.stderr
+            and "learning_rate" in result.stderr)
 
 
 def test_train_rejects_unknown_keys_and_wrong_types():
@@ -89,7 +96,8 @@ def test_missing_dataset_says_how_to_prepare_it(tmp_path):
 
 
 def test_configurator_checks_keys_and_types(tmp_path):
-    defaults = dict(n_layer=6, learning_rate=1e-3, compile=False, device="auto", n_kv_head=None, model_args={})
+    defaults = dict(n_layer=6, learning_rate=1e-3, compile=False, device="auto", n_kv_head=None,
+                    model_args={})
     got = parse_overrides(["--n_layer=4", "--learning_rate=1", "--device=cuda:1", "--n_kv_head=2",
                            "--model_args={'n_sub_blocks': 4}"], defaults)
     assert got == dict(n_layer=4, learning_rate=1.0, compile=False, device="cuda:1", n_kv_head=2,
@@ -104,7 +112,8 @@ def test_configurator_checks_keys_and_types(tmp_path):
     with pytest.raises(ConfigError, match="--key=value|--n_layer=value"):
         parse_overrides(["--n_layer"], defaults)
     config_file = tmp_path / "c.py"
-    config_file.write_text("import math\nn_layer = 3\nlearning_rate = math.sqrt(1e-6)\nbatchsize = 8\n")
+    config_file.write_text("import math\nn_layer = 3\nlearning_rate = math.sqrt(1e-6)\n"
+                           "batchsize = 8\n")
     with pytest.raises(ConfigError, match="'batchsize'"):
         parse_overrides([str(config_file)], defaults)
     config_file.write_text("import math\nn_layer = 3\nlearning_rate = math.sqrt(1e-6)\n")
@@ -115,12 +124,14 @@ def test_configurator_checks_keys_and_types(tmp_path):
         build_model("transformer-xl")
 
 
-@pytest.mark.parametrize("config_file", sorted((ROOT / "config").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("config_file", sorted((ROOT / "config").glob("*.py")),
+                         ids=lambda p: p.name)
 def test_every_config_file_loads_and_builds_its_model(config_file):
     defaults = train_defaults()
     cfg = parse_overrides([str(config_file)], defaults)
     meta = ROOT / "data" / cfg["dataset"] / "prepare.py"
-    assert cfg["data_dir"] or meta.exists(), f"{config_file.name}: no prepare script for dataset {cfg['dataset']}"
+    assert cfg["data_dir"] or meta.exists(), (
+        f"{config_file.name}: no prepare script for dataset {cfg['dataset']}")
     vocab = {"shakespeare_char": 84}.get(cfg["dataset"], 50304)
     common = {k: cfg[k] for k in model_keys(cfg)}
     with torch.device("meta"):  # builds any size instantly, without memory
@@ -129,25 +140,29 @@ def test_every_config_file_loads_and_builds_its_model(config_file):
 
 
 def test_train_defaults_are_every_setting_train_py_runs_with():
-    """configurator.train_defaults reads train.py's settings without running it (bench.py reads config
-    files through it): it must find every one, with the value train.py itself has."""
+    """configurator.train_defaults reads train.py's settings without running it (bench.py reads
+    config files through it): it must find every one, with the value train.py itself has."""
     header = (ROOT / "train.py").read_text().split("\nconfig_keys =")[0]
     namespace = {}
     exec(compile(header, "train.py", "exec"), namespace)
-    executed = {k: v for k, v in namespace.items()
-                if not k.startswith("_") and isinstance(v, (int, float, bool, str, dict, type(None)))}
+    executed = {k: v for k, v in namespace.items() if not k.startswith("_")
+                and isinstance(v, (int, float, bool, str, dict, type(None)))}
     assert train_defaults() == executed
     # every model takes these from train.py's settings (derived from model.GPTConfig's fields)
-    assert model_keys(executed) == ["block_size", "n_embd", "n_layer", "n_head", "n_kv_head", "head_dim",
-                                    "ffn_hidden", "qk_norm", "tie_embeddings", "dropout"]
+    assert model_keys(executed) == ["block_size", "n_embd", "n_layer", "n_head", "n_kv_head",
+                                    "head_dim", "ffn_hidden", "qk_norm", "tie_embeddings",
+                                    "dropout"]
 
 
 def test_every_config_file_named_in_the_code_and_the_docs_exists():
-    """A command a reader copies from a docstring, a config comment or a doc must name a real config file."""
-    sources = [*ROOT.glob("*.py"), *ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("config/*.py"),
-               *ROOT.glob("experiments/*.py"), *ROOT.glob("data/*/*.py"), *ROOT.glob("data/*/*.md")]
+    """A command a reader copies from a docstring, a config comment or a doc must name a real
+    config file."""
+    sources = [*ROOT.glob("*.py"), *ROOT.glob("*.md"), *ROOT.glob("docs/*.md"),
+               *ROOT.glob("config/*.py"), *ROOT.glob("experiments/*.py"), *ROOT.glob("data/*/*.py"),
+               *ROOT.glob("data/*/*.md")]
     missing = {f"{path.relative_to(ROOT)}: {name}" for path in sources
-               for name in re.findall(r"(?<![\w/])config/[\w.-]+\.py", path.read_text(encoding="utf-8"))
+               for name in re.findall(r"(?<![\w/])config/[\w.-]+\.py",
+                                      path.read_text(encoding="utf-8"))
                if not (ROOT / name).is_file()}
     assert not missing, sorted(missing)
 
@@ -175,8 +190,10 @@ def test_save_checkpoint_is_atomic_when_the_writer_fails(tmp_path, monkeypatch):
 def test_a_killed_save_never_leaves_a_corrupt_checkpoint(tmp_path):
     """SIGKILL a process that saves a large checkpoint over and over; the file must always load."""
     path = tmp_path / "ckpt.pt"
-    writer = (f"import sys, torch; sys.path.insert(0, {str(ROOT)!r}); from checkpoint import save_checkpoint\n"
-              f"i = 0\nwhile True:\n    i += 1\n    save_checkpoint({{'step': i, 'w': torch.full((2_000_000,), float(i))}}, {str(path)!r})\n")
+    writer = (f"import sys, torch; sys.path.insert(0, {str(ROOT)!r}); "
+              f"from checkpoint import save_checkpoint\ni = 0\nwhile True:\n    i += 1\n"
+              f"    save_checkpoint({{'step': i, 'w': torch.full((2_000_000,), float(i))}}, "
+              f"{str(path)!r})\n")
     for delay in (0.7, 1.0, 1.3):
         proc = subprocess.Popen([sys.executable, "-c", writer])
         deadline = time.time() + 30
@@ -190,25 +207,32 @@ def test_a_killed_save_never_leaves_a_corrupt_checkpoint(tmp_path):
 
 
 def test_a_moe_run_logs_its_auxiliary_loss_as_its_own_column(char_dataset, tmp_path):
-    """metrics.jsonl has `aux_loss` (the balancing term inside `loss`) for a MoE model; none for a plain GPT."""
+    """metrics.jsonl has `aux_loss` (the balancing term inside `loss`) for a MoE model; none for a
+    plain GPT."""
     moe, plain = tmp_path / "moe", tmp_path / "plain"
-    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={moe}", "--max_iters=3",
-                 "--eval_interval=3", "--model_type=cea", "--dropout=0.0",
-                 "--model_args={'ffn_mult': 4, 'outer_ratio': 1.0, 'n_experts': 2, 'expert_hidden': 16}")
-    steps = [json.loads(l) for l in (moe / "metrics.jsonl").read_text().splitlines() if '"loss"' in l]
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={moe}",
+                 "--max_iters=3", "--eval_interval=3", "--model_type=cea", "--dropout=0.0",
+                 "--model_args={'ffn_mult': 4, 'outer_ratio': 1.0, 'n_experts': 2, "
+                 "'expert_hidden': 16}")
+    steps = [json.loads(l) for l in (moe / "metrics.jsonl").read_text().splitlines()
+             if '"loss"' in l]
     assert len(steps) == 3 and all(0 < r["aux_loss"] < r["loss"] for r in steps)
-    assert all(r["aux_loss"] <= 0.01 * 2 * 2 for r in steps)  # 0.01 x the sum over 2 layers of E sum f P <= E = 2
+    # 0.01 x the sum over 2 layers of E sum f P <= E = 2
+    assert all(r["aux_loss"] <= 0.01 * 2 * 2 for r in steps)
     assert "(aux 0.0" in result.stdout
-    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={plain}", "--max_iters=2", "--eval_interval=2")
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={plain}", "--max_iters=2",
+        "--eval_interval=2")
     assert not any("aux_loss" in l for l in (plain / "metrics.jsonl").read_text().splitlines())
 
 
-def test_stop_val_loss_stops_at_the_first_evaluation_that_reaches_it_and_saves(char_dataset, tmp_path):
+def test_stop_val_loss_stops_at_the_first_evaluation_that_reaches_it_and_saves(
+        char_dataset, tmp_path):
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
-    args = [*TINY, f"--data_dir={char_dataset}", "--max_iters=40", "--eval_interval=5", "--learning_rate=1e-2",
-            "--lr_decay_iters=40"]
+    args = [*TINY, f"--data_dir={char_dataset}", "--max_iters=40", "--eval_interval=5",
+            "--learning_rate=1e-2", "--lr_decay_iters=40"]
     run("train.py", *args, f"--out_dir={whole}")
-    evals = [json.loads(l) for l in (whole / "metrics.jsonl").read_text().splitlines() if "val_loss" in l]
+    evals = [json.loads(l) for l in (whole / "metrics.jsonl").read_text().splitlines()
+             if "val_loss" in l]
     target = evals[3]["val_loss"] + 1e-6  # reached at step 15 at the latest
     first = next(r["iter"] for r in evals if r["val_loss"] <= target)
     result = run("train.py", *args, f"--out_dir={stopped}", f"--stop_val_loss={target}")
@@ -218,7 +242,8 @@ def test_stop_val_loss_stops_at_the_first_evaluation_that_reaches_it_and_saves(c
     records = [json.loads(l) for l in (stopped / "metrics.jsonl").read_text().splitlines()]
     assert max(r["iter"] for r in records) == first and records[-1]["stopped_at_val_loss"] <= target
     # off by default: the run goes to max_iters
-    assert load_checkpoint(whole / "ckpt.pt")["iter_num"] == 40 and train_defaults()["stop_val_loss"] == 0.0
+    assert (load_checkpoint(whole / "ckpt.pt")["iter_num"] == 40
+            and train_defaults()["stop_val_loss"] == 0.0)
 
 
 def one_line_error(result):
@@ -229,11 +254,12 @@ def one_line_error(result):
 
 
 def test_a_diverged_run_never_saves_its_nan_checkpoint(char_dataset, tmp_path):
-    """With an evaluation every step, the first non-finite evaluation must not replace the good checkpoint,
-    and the message names a checkpoint only if there is a good one."""
+    """With an evaluation every step, the first non-finite evaluation must not replace the good
+    checkpoint, and the message names a checkpoint only if there is a good one."""
     out = tmp_path / "o"
-    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=50",
-                 "--eval_interval=1", "--learning_rate=1e8", "--grad_clip=0.0", "--warmup_iters=0", check=False)
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
+                 "--max_iters=50", "--eval_interval=1", "--learning_rate=1e8", "--grad_clip=0.0",
+                 "--warmup_iters=0", check=False)
     message = one_line_error(result)
     assert "Training diverged" in message
     ckpt = load_checkpoint(out / "ckpt.pt")
@@ -243,25 +269,30 @@ def test_a_diverged_run_never_saves_its_nan_checkpoint(char_dataset, tmp_path):
     assert f"last good checkpoint is {out / 'ckpt.pt'} (step 1)" in message
     # with a long interval no checkpoint is ever saved: the message must not name one
     long = tmp_path / "long"
-    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={long}", "--max_iters=50",
-                 "--eval_interval=100", "--learning_rate=1e8", "--grad_clip=0.0", "--warmup_iters=0", check=False)
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={long}",
+                 "--max_iters=50", "--eval_interval=100", "--learning_rate=1e8", "--grad_clip=0.0",
+                 "--warmup_iters=0", check=False)
     assert not (long / "ckpt.pt").exists() and "ckpt.pt" not in one_line_error(result)
 
 
-def test_a_scratch_run_never_replaces_a_previous_run_and_resume_leaves_no_duplicate_rows(char_dataset, tmp_path):
+def test_a_scratch_run_never_replaces_a_previous_run_and_resume_leaves_no_duplicate_rows(
+        char_dataset, tmp_path):
     out = tmp_path / "o"
     args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=4"]
     run("train.py", *args, "--max_iters=4")
     before = (out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()
     message = one_line_error(run("train.py", *args, "--max_iters=4", "--seed=7", check=False))
-    assert "--init_from=resume" in message and "--overwrite=True" in message and "--out_dir" in message
+    assert ("--init_from=resume" in message and "--overwrite=True" in message
+            and "--out_dir" in message)
     assert len(message.splitlines()) == 1
     assert ((out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_text()) == before
     # an explicit overwrite starts a fresh metrics.jsonl: every step once
     run("train.py", *args, "--max_iters=4", "--overwrite=True")
-    steps = [json.loads(l)["iter"] for l in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in l]
+    steps = [json.loads(l)["iter"] for l in (out / "metrics.jsonl").read_text().splitlines()
+             if '"loss"' in l]
     assert steps == [0, 1, 2, 3]
-    # a run killed after step 5, before its next checkpoint: the resume repeats steps 4 and 5 once only
+    # a run killed after step 5, before its next checkpoint: the resume repeats steps 4 and 5
+    # once only
     step4 = (out / "ckpt.pt").read_bytes()
     run("train.py", *args, "--max_iters=6", "--init_from=resume")
     (out / "ckpt.pt").write_bytes(step4)
@@ -271,32 +302,38 @@ def test_a_scratch_run_never_replaces_a_previous_run_and_resume_leaves_no_duplic
     evals = [r["iter"] for r in records if "val_loss" in r]
     assert steps == list(range(8)) and evals == [0, 4, 8]
     whole = tmp_path / "whole"
-    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={whole}", "--eval_interval=4", "--max_iters=8")
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={whole}", "--eval_interval=4",
+        "--max_iters=8")
     assert step_losses(out) == step_losses(whole)
 
 
 def test_resume_refuses_a_shape_that_differs_from_the_checkpoint(char_dataset, tmp_path):
     out = tmp_path / "o"
-    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=2", "--eval_interval=2")
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=2",
+        "--eval_interval=2")
     for override in ("--n_layer=3", "--n_embd=64", "--model_type=lws", "--block_size=32"):
-        message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
-                                     "--max_iters=4", "--init_from=resume", override, check=False))
+        message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}",
+                                     f"--out_dir={out}", "--max_iters=4", "--init_from=resume",
+                                     override, check=False))
         key = override[2:].split("=")[0]
         assert key in message and "checkpoint" in message, message
     assert load_checkpoint(out / "ckpt.pt")["iter_num"] == 2
     # without shape keys the checkpoint's shape is used, and the saved config says so
-    run("train.py", f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=4", "--eval_interval=2",
-        "--init_from=resume", "--dtype=float32", "--sample_tokens=0", "--eval_iters=2", "--batch_size=4")
+    run("train.py", f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=4",
+        "--eval_interval=2", "--init_from=resume", "--dtype=float32", "--sample_tokens=0",
+        "--eval_iters=2", "--batch_size=4")
     ckpt = load_checkpoint(out / "ckpt.pt")
-    assert ckpt["iter_num"] == 4 and ckpt["config"]["n_layer"] == 2 and ckpt["config"]["block_size"] == 16
+    assert (ckpt["iter_num"] == 4 and ckpt["config"]["n_layer"] == 2
+            and ckpt["config"]["block_size"] == 16)
 
 
 def test_every_setting_has_a_type_even_when_its_default_is_none(char_dataset, tmp_path):
     for override, key in (("--compile=false", "compile"), ("--n_kv_head=two", "n_kv_head"),
                           ("--head_dim=1.5", "head_dim"), ("--ffn_hidden=True", "ffn_hidden"),
                           ("--n_layer=None", "n_layer")):
-        message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / key}",
-                                     "--max_iters=0", override, check=False))
+        message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}",
+                                     f"--out_dir={tmp_path / key}", "--max_iters=0", override,
+                                     check=False))
         assert f"{key}=" in message and len(message.splitlines()) == 1, message
     defaults = dict(compile=None, n_kv_head=None, n_layer=2)
     types = dict(compile=bool, n_kv_head=int)
@@ -305,7 +342,8 @@ def test_every_setting_has_a_type_even_when_its_default_is_none(char_dataset, tm
     assert parse_overrides(["--n_kv_head=None"], defaults, types=types)["n_kv_head"] is None
     with pytest.raises(ConfigError, match="compile"):
         parse_overrides(["--compile=false"], defaults, types=types)
-    with pytest.raises(ValueError, match="n_kv_head"):  # train.py must declare a type for each None default
+    # train.py must declare a type for each None default
+    with pytest.raises(ValueError, match="n_kv_head"):
         parse_overrides([], defaults, types=dict(compile=bool))
 
 
@@ -313,29 +351,36 @@ def test_the_checkpoint_keeps_its_vocabulary_for_sampling_and_resume(char_datase
     """After the dataset is re-prepared with another vocabulary, sample.py still decodes with the
     checkpoint's own, and a resume on the changed data is refused."""
     out = tmp_path / "o"
-    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=20", "--eval_interval=20",
-        "--learning_rate=1e-2", "--lr_decay_iters=20")
-    args = [f"--out_dir={out}", "--start=All:", "--num_samples=1", "--max_new_tokens=30", "--temperature=0"]
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=20",
+        "--eval_interval=20", "--learning_rate=1e-2", "--lr_decay_iters=20")
+    args = [f"--out_dir={out}", "--start=All:", "--num_samples=1", "--max_new_tokens=30",
+            "--temperature=0"]
     before = run("sample.py", *args).stdout
     meta = json.loads((char_dataset / "meta.json").read_text())
-    (char_dataset / "meta.json").write_text(json.dumps(dict(meta, chars=meta["chars"][::-1])))  # same size, other ids
+    # same size, other ids
+    (char_dataset / "meta.json").write_text(json.dumps(dict(meta, chars=meta["chars"][::-1])))
     assert run("sample.py", *args).stdout == before
-    message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
-                                 "--max_iters=30", "--init_from=resume", check=False))
+    message = one_line_error(run("train.py", *TINY, f"--data_dir={char_dataset}",
+                                 f"--out_dir={out}", "--max_iters=30", "--init_from=resume",
+                                 check=False))
     assert "meta.json" in message and "vocabulary" in message
-    for bad, key in (("--temperature=-1.0", "temperature"), ("--top_k=-5", "top_k"), ("--num_samples=0", "num_samples")):
-        message = one_line_error(run("sample.py", f"--out_dir={out}", bad, "--max_new_tokens=5", check=False))
+    for bad, key in (("--temperature=-1.0", "temperature"), ("--top_k=-5", "top_k"),
+                     ("--num_samples=0", "num_samples")):
+        message = one_line_error(run("sample.py", f"--out_dir={out}", bad, "--max_new_tokens=5",
+                                     check=False))
         assert key in message and len(message.splitlines()) == 1, message
 
 
 def test_ddp_resume_gives_the_same_losses_as_an_uninterrupted_ddp_run(char_dataset, tmp_path):
-    """Two gloo processes: each rank's batch sampler and dropout RNG are saved and each rank gets its own back."""
+    """Two gloo processes: each rank's batch sampler and dropout RNG are saved and each rank gets
+    its own back."""
     def torchrun(out, *extra):
         result = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-             str(ROOT / "train.py"), *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=4",
-             "--gradient_accumulation_steps=2", *extra],
-            cwd=ROOT, capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"})
+             str(ROOT / "train.py"), *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
+             "--eval_interval=4", "--gradient_accumulation_steps=2", *extra],
+            cwd=ROOT, capture_output=True, text=True, timeout=180,
+            env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert result.returncode == 0, result.stdout + result.stderr
     whole, part = tmp_path / "whole", tmp_path / "part"
     torchrun(whole, "--max_iters=8")
@@ -354,7 +399,8 @@ def _spoil(data_dir, what):
     elif what == "bad json":
         (data_dir / "meta.json").write_text("{not json")
     elif what == "no chars":
-        (data_dir / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "chars"}))
+        (data_dir / "meta.json").write_text(
+            json.dumps({k: v for k, v in meta.items() if k != "chars"}))
     elif what == "odd size":
         with open(data_dir / "val.bin", "ab") as f:
             f.write(b"\0")
@@ -362,12 +408,14 @@ def _spoil(data_dir, what):
         (data_dir / "val.bin").write_bytes((data_dir / "val.bin").read_bytes()[:2 * 16])
         meta["splits"]["val"]["tokens"] = 16
         (data_dir / "meta.json").write_text(json.dumps(meta))
-    elif what == "even truncation":  # cut short after prepare: an even length, so no odd byte shows it
+    elif what == "even truncation":
+        # cut short after prepare: an even length, so no odd byte shows it
         (data_dir / "train.bin").write_bytes((data_dir / "train.bin").read_bytes()[:2 * 1000])
     elif what == "duplicate chars":
         (data_dir / "meta.json").write_text(json.dumps(dict(meta, chars="a" + meta["chars"][1:])))
     elif what == "id too large":
-        (data_dir / "meta.json").write_text(json.dumps(dict(meta, vocab_size=5, chars=meta["chars"][:5])))
+        (data_dir / "meta.json").write_text(
+            json.dumps(dict(meta, vocab_size=5, chars=meta["chars"][:5])))
 
 
 # every mistake a user can make in a setting or in the data, and the one line it gets
@@ -376,7 +424,8 @@ BAD_INPUTS = [
     (["--eval_interval=0"], None, "eval_interval=0: it must be 1 or more"),
     (["--log_interval=-1"], None, "log_interval=-1: it must be 1 or more"),
     (["--eval_iters=0"], None, "eval_iters=0: it must be 1 or more"),
-    (["--gradient_accumulation_steps=0"], None, "gradient_accumulation_steps=0: it must be 1 or more"),
+    (["--gradient_accumulation_steps=0"], None,
+     "gradient_accumulation_steps=0: it must be 1 or more"),
     (["--dtype=fp32"], None, "dtype='fp32': use one of auto, float32, bfloat16, float16"),
     (["--device=cuda"], None, "no CUDA GPU"),
     (["--init_from=restart"], None, "init_from='restart': use 'scratch' or 'resume'"),
@@ -395,13 +444,14 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("args,spoil,expected", BAD_INPUTS, ids=[b[2][:30] for b in BAD_INPUTS])
-def test_a_bad_setting_or_dataset_gets_one_line_before_anything_is_built(char_dataset, tmp_path, args, spoil, expected):
+def test_a_bad_setting_or_dataset_gets_one_line_before_anything_is_built(
+        char_dataset, tmp_path, args, spoil, expected):
     if expected == "no CUDA GPU" and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     if spoil:
         _spoil(char_dataset, spoil)
-    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}", "--max_iters=2",
-                 *args, check=False)
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}",
+                 "--max_iters=2", *args, check=False)
     message = one_line_error(result)
     assert expected in message and len(message.splitlines()) == 1, message
     assert not (tmp_path / "o" / "ckpt.pt").exists() and "step 0" not in result.stdout

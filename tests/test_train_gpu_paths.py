@@ -1,9 +1,9 @@
 """train.py's and sample.py's GPU code paths, checked on a CPU.
 
-No GPU here, so each test runs the real script through a small launcher that monkeypatches what a GPU
-run would differ in (torch.cuda's answers, torch.compile, torch.load's device, the peak FLOP/s) and
-records what the script did: which device the checkpoint was mapped to, which dtype dtype=auto picked,
-what was compiled, how often the training step made the host wait, what MFU it logged."""
+No GPU here, so each test runs the real script through a small launcher that monkeypatches what a
+GPU run would differ in (torch.cuda's answers, torch.compile, torch.load's device, the peak FLOP/s)
+and records what the script did: which device the checkpoint was mapped to, which dtype dtype=auto
+picked, what was compiled, how often the training step made the host wait, what MFU it logged."""
 
 import json
 import os
@@ -17,11 +17,12 @@ from conftest import ROOT
 from checkpoint import load_checkpoint
 from configurator import build_model, model_keys
 
-TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=2",
-        "--log_interval=1", "--dropout=0.1", "--dtype=float32", "--sample_tokens=0", "--warmup_iters=2",
-        "--lr_decay_iters=8"]
+TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
+        "--eval_iters=2", "--log_interval=1", "--dropout=0.1", "--dtype=float32",
+        "--sample_tokens=0", "--warmup_iters=2", "--lr_decay_iters=8"]
 
-# The launcher: apply the patches named in $PATCHES, then run the script as `python <script> args...` would.
+# The launcher: apply the patches named in $PATCHES, then run the script as
+# `python <script> args...` would.
 LAUNCHER = r'''
 import atexit, json, os, runpy, sys
 import torch
@@ -42,11 +43,12 @@ if "compile" in patches:  # record what is compiled, run it eagerly
 if "peak" in patches:  # a known peak, so the test can recompute MFU
     import hardware
     hardware.peak_flops = lambda device_type: (1e12, "test peak 1 TFLOP/s")
-if "load" in patches:  # a load asked for a device that is not the CPU lands elsewhere (here: 'meta')
+if "load" in patches:  # a load for a device that is not the CPU lands elsewhere (here: 'meta')
     real_load = torch.load
     def load(*args, map_location=None, **kwargs):
         report.setdefault("map_location", []).append(str(map_location))
-        return real_load(*args, map_location=map_location if str(map_location) == "cpu" else "meta", **kwargs)
+        return real_load(*args, map_location=map_location if str(map_location) == "cpu" else "meta",
+                         **kwargs)
     torch.load = load
     real_set_rng_state = torch.set_rng_state
     def set_rng_state(state):
@@ -54,16 +56,19 @@ if "load" in patches:  # a load asked for a device that is not the CPU lands els
         return real_set_rng_state(state)
     torch.set_rng_state = set_rng_state
 if "scaler" in patches:  # a float16 run's GradScaler: what is saved, what a resume restores
-    torch.amp.GradScaler.state_dict = lambda self: {"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5,
-                                                    "growth_interval": 2000, "_growth_tracker": 7}
-    torch.amp.GradScaler.load_state_dict = lambda self, state: report.setdefault("scaler_loaded", []).append(state)
+    torch.amp.GradScaler.state_dict = lambda self: {"scale": 512.0, "growth_factor": 2.0,
+                                                    "backoff_factor": 0.5, "growth_interval": 2000,
+                                                    "_growth_tracker": 7}
+    torch.amp.GradScaler.load_state_dict = lambda self, state: report.setdefault(
+        "scaler_loaded", []).append(state)
 if "stop_after_load" in patches:  # sample.py: what does the model get built from?
     import checkpoint
     def model_from_checkpoint(ckpt):
         tensors = [v for v in ckpt["model"].values()]
         report["devices"] = sorted({str(t.device) for t in tensors})
         report["has_optimizer"] = "optimizer" in ckpt
-        report["dtype"] = sys._getframe(1).f_globals.get("dtype")  # what sample.py's dtype=auto chose
+        # what sample.py's dtype=auto chose
+        report["dtype"] = sys._getframe(1).f_globals.get("dtype")
         raise SystemExit(0)
     checkpoint.model_from_checkpoint = model_from_checkpoint
 if "count_syncs" in patches:  # host syncs asked for by the script itself, per optimizer step
@@ -104,15 +109,18 @@ runpy.run_path(script, run_name="__main__")
 
 
 def launch(script, *args, patches=(), nproc=0, check=True, workdir):
-    """Run `python <script> args` (or torchrun with nproc processes) through LAUNCHER with `patches`;
-    return (CompletedProcess, the report dict it wrote)."""
-    launcher, report = workdir / "launch.py", workdir / f"report-{len(list(workdir.glob('report-*')))}.json"
+    """Run `python <script> args` (or torchrun with nproc processes) through LAUNCHER with
+    `patches`; return (CompletedProcess, the report dict it wrote)."""
+    launcher, report = (workdir / "launch.py",
+                        workdir / f"report-{len(list(workdir.glob('report-*')))}.json")
     launcher.write_text(LAUNCHER)
     prefix = [sys.executable] if not nproc else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    env = {**os.environ, "PATCHES": ",".join(patches), "REPORT": str(report), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([*prefix, str(launcher), str(ROOT), str(ROOT / script), *map(str, args)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
+    env = {**os.environ, "PATCHES": ",".join(patches), "REPORT": str(report),
+           "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([*prefix, str(launcher), str(ROOT), str(ROOT / script),
+                             *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                            timeout=180, env=env)
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result, (json.loads(report.read_text()) if report.exists() else {})
@@ -120,8 +128,9 @@ def launch(script, *args, patches=(), nproc=0, check=True, workdir):
 
 @pytest.fixture(scope="module")
 def gpt2_run(tmp_path_factory):
-    """One tiny run on a dataset in the GPT-2 BPE format (uint16 ids below 50257, meta.json saying gpt2),
-    with its closing sample: (data_dir, out_dir, the launcher's report). Later tests resume and sample it."""
+    """One tiny run on a dataset in the GPT-2 BPE format (uint16 ids below 50257, meta.json saying
+    gpt2), with its closing sample: (data_dir, out_dir, the launcher's report). Later tests resume
+    and sample it."""
     root = tmp_path_factory.mktemp("gpt2")
     data_dir, out = root / "data", root / "out"
     data_dir.mkdir()
@@ -130,91 +139,114 @@ def gpt2_run(tmp_path_factory):
         ids = rng.integers(0, 300, n).astype(np.uint16)
         ids[::97] = 50256  # <|endoftext|>, the largest id
         ids.tofile(data_dir / f"{split}.bin")
-    (data_dir / "meta.json").write_text(json.dumps({"tokenizer": "gpt2", "vocab_size": 50257, "source": "test"}))
-    _, report = launch("train.py", *TINY, "--n_embd=16", f"--data_dir={data_dir}", f"--out_dir={out}",
-                       "--max_iters=2", "--eval_interval=2", "--sample_tokens=40", patches=("sample_vocab", "scaler"),
-                       workdir=root)
+    (data_dir / "meta.json").write_text(json.dumps({"tokenizer": "gpt2", "vocab_size": 50257,
+                                                    "source": "test"}))
+    _, report = launch("train.py", *TINY, "--n_embd=16", f"--data_dir={data_dir}",
+                       f"--out_dir={out}", "--max_iters=2", "--eval_interval=2",
+                       "--sample_tokens=40", patches=("sample_vocab", "scaler"), workdir=root)
     return data_dir, out, report
 
 
 def test_gpt2_vocabulary_is_padded_and_the_padding_ids_are_never_sampled(gpt2_run):
     _, out, report = gpt2_run
     ckpt = load_checkpoint(out / "ckpt.pt")
-    assert ckpt["model_args"]["vocab_size"] == 50304 and ckpt["model"]["tok_emb.weight"].shape[0] == 50304
+    assert (ckpt["model_args"]["vocab_size"] == 50304
+            and ckpt["model"]["tok_emb.weight"].shape[0] == 50304)
     assert ckpt["meta"]["vocab_size"] == 50257
     assert report["generate_vocab_size"] == 50257 and report["largest_sampled_id"] < 50257, report
-    assert "vocab_size=tokenizer.vocab_size" in (ROOT / "sample.py").read_text()  # sample.py passes it as well
+    # sample.py passes it as well
+    assert "vocab_size=tokenizer.vocab_size" in (ROOT / "sample.py").read_text()
 
 
-def test_sample_on_a_gpu_maps_the_checkpoint_to_the_cpu_moves_only_the_model_and_picks_fp16_on_a_t4(gpt2_run,
-                                                                                                  tmp_path):
-    """On a GPU, sample.py must not put the optimizer state (or anything but the model) on the device: the
-    checkpoint is read to the CPU and only the model is moved. On a T4 (bf16 only emulated) dtype=auto is float16."""
+def test_sample_on_a_gpu_maps_the_checkpoint_to_the_cpu_moves_only_the_model_and_picks_fp16_on_a_t4(  # noqa: E501
+        gpt2_run, tmp_path):
+    """On a GPU, sample.py must not put the optimizer state (or anything but the model) on the
+    device: the checkpoint is read to the CPU and only the model is moved. On a T4 (bf16 only
+    emulated) dtype=auto is float16."""
     _, out, _ = gpt2_run
-    _, report = launch("sample.py", f"--out_dir={out}", "--device=cuda", patches=("fake_cuda", "load", "stop_after_load"),
-                       workdir=tmp_path)
+    _, report = launch("sample.py", f"--out_dir={out}", "--device=cuda",
+                       patches=("fake_cuda", "load", "stop_after_load"), workdir=tmp_path)
     assert report["map_location"] == ["cpu"] and report["devices"] == ["cpu"], report
     assert report["has_optimizer"] is False and report["dtype"] == "float16", report
 
 
 def test_train_dtype_auto_picks_float16_where_bf16_is_only_emulated(tmp_path):
-    """A T4 / V100 reports bf16 support through emulation; dtype=auto must choose float16 (+ GradScaler)."""
-    result, _ = launch("train.py", "--device=cuda", "--dataset=no_such_dataset", f"--out_dir={tmp_path / 'o'}",
-                       patches=("fake_cuda",), check=False, workdir=tmp_path)
+    """A T4 / V100 reports bf16 support through emulation; dtype=auto must choose
+    float16 (+ GradScaler)."""
+    result, _ = launch("train.py", "--device=cuda", "--dataset=no_such_dataset",
+                       f"--out_dir={tmp_path / 'o'}", patches=("fake_cuda",), check=False,
+                       workdir=tmp_path)
     assert "device cuda, float16," in result.stdout, result.stdout + result.stderr
 
 
-def test_a_resume_loads_to_the_cpu_and_no_training_step_syncs_between_log_steps(gpt2_run, tmp_path):
-    """The resume (train.py's, and compare.py's, which runs train.py) reads the checkpoint to the CPU, so the
-    RNG states it restores are CPU ByteTensors as torch.set_rng_state requires, and a float16 run's loss scale
-    (the GradScaler's state) is saved and restored. Between log steps train.py
-    never calls .item(), .tolist(), bool(), float(), .cpu()... on a tensor: on a GPU each would make the
-    host wait for the device every step."""
+def test_a_resume_loads_to_the_cpu_and_no_training_step_syncs_between_log_steps(
+        gpt2_run, tmp_path):
+    """The resume (train.py's, and compare.py's, which runs train.py) reads the checkpoint to the
+    CPU, so the RNG states it restores are CPU ByteTensors as torch.set_rng_state requires, and a
+    float16 run's loss scale (the GradScaler's state) is saved and restored. Between log steps
+    train.py never calls .item(), .tolist(), bool(), float(), .cpu()... on a tensor: on a GPU each
+    would make the host wait for the device every step."""
     data_dir, out, _ = gpt2_run
-    _, report = launch("train.py", *TINY, "--n_embd=16", f"--data_dir={data_dir}", f"--out_dir={out}",
-                       "--init_from=resume", "--max_iters=10", "--eval_interval=100", "--log_interval=4",
+    _, report = launch("train.py", *TINY, "--n_embd=16", f"--data_dir={data_dir}",
+                       f"--out_dir={out}", "--init_from=resume", "--max_iters=10",
+                       "--eval_interval=100", "--log_interval=4",
                        patches=("load", "count_syncs", "scaler"), workdir=tmp_path)
-    assert report["map_location"] == ["cpu"] and report["rng_state"] == [["cpu", "torch.uint8"]], report
-    assert report["scaler_loaded"] == [{"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5,
-                                        "growth_interval": 2000, "_growth_tracker": 7}], report
-    syncs = report["syncs_per_step"]  # syncs[k]: from the end of the k-th optimizer step before to the end of this one
+    assert (report["map_location"] == ["cpu"]
+            and report["rng_state"] == [["cpu", "torch.uint8"]]), report
+    assert report["scaler_loaded"] == [{"scale": 512.0, "growth_factor": 2.0,
+                                        "backoff_factor": 0.5, "growth_interval": 2000,
+                                        "_growth_tracker": 7}], report
+    # syncs[k]: from the end of the k-th optimizer step before to the end of this one
+    syncs = report["syncs_per_step"]
     assert len(syncs) == 9, syncs  # steps 2..9, then the final evaluation
-    # log steps are 4 and 8 (k = 2, 6): their loss.item() lands in syncs[3] and syncs[7]; every other step is quiet
+    # log steps are 4 and 8 (k = 2, 6): their loss.item() lands in syncs[3] and syncs[7]; every
+    # other step is quiet
     assert [syncs[k] for k in (1, 2, 4, 5, 6)] == [0] * 5, syncs
     assert syncs[3] > 0 and syncs[7] > 0, syncs  # the counter does see the log steps
 
 
-def test_ddp_with_torchrun_on_cpu_compiles_after_wrapping_and_logs_mfu_per_card(char_dataset, tmp_path):
-    """Two processes with the gloo backend train and save one checkpoint. torch.compile gets the DDP module (so
-    all-reduce overlaps backward), and the MFU in metrics.jsonl is one process's FLOPs per second against one
-    card's peak (the 1-process definition), while tokens/s counts both processes."""
+def test_ddp_with_torchrun_on_cpu_compiles_after_wrapping_and_logs_mfu_per_card(
+        char_dataset, tmp_path):
+    """Two processes with the gloo backend train and save one checkpoint. torch.compile gets the DDP
+    module (so all-reduce overlaps backward), and the MFU in metrics.jsonl is one process's FLOPs
+    per second against one card's peak (the 1-process definition), while tokens/s counts both
+    processes."""
     out = tmp_path / "ddp"
-    result, report = launch("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=4",
-                            "--eval_interval=4", "--gradient_accumulation_steps=2", "--compile=True",
-                            patches=("compile", "peak"), nproc=2, workdir=tmp_path)
+    result, report = launch("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
+                            "--max_iters=4", "--eval_interval=4", "--gradient_accumulation_steps=2",
+                            "--compile=True", patches=("compile", "peak"), nproc=2,
+                            workdir=tmp_path)
     assert "2 process(es)" in result.stdout
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["iter_num"] == 4
-    # (both processes write the one report; either compiled the DDP module first, then the plain one for eval)
+    # (both processes write the one report; either compiled the DDP module first, then the plain
+    # one for eval)
     assert report["compiled"] == ["DistributedDataParallel", "GPT"], report
     keys = ("vocab_size", *model_keys(ckpt["model_args"]))
     model = build_model("gpt", **{k: ckpt["model_args"][k] for k in keys})
     flops_per_token = 3 * model.flops_per_token(16)
-    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()
+             if '"loss"' in line]
     assert len(steps) == 4
     for r in steps:
-        assert r["mfu"] == pytest.approx(flops_per_token * r["tokens_per_s"] / 2 / 1e12, rel=1e-3), r
+        assert r["mfu"] == pytest.approx(flops_per_token * r["tokens_per_s"] / 2 / 1e12,
+                                         rel=1e-3), r
     assert "per card" in result.stdout
 
 
 def test_a_missing_dataset_under_torchrun_is_one_line(tmp_path):
     if (ROOT / "data/tinystories/meta.json").exists():
         pytest.skip("tinystories is prepared on this machine")
-    result, _ = launch("train.py", "--dataset=tinystories", f"--out_dir={tmp_path / 'o'}", "--device=cpu",
-                       "--gradient_accumulation_steps=2", nproc=2, check=False, workdir=tmp_path)
+    result, _ = launch("train.py", "--dataset=tinystories", f"--out_dir={tmp_path / 'o'}",
+                       "--device=cpu", "--gradient_accumulation_steps=2", nproc=2, check=False,
+                       workdir=tmp_path)
     assert result.returncode != 0
-    ours = result.stderr.split("Traceback")[0]  # what follows is torchrun's own report of the failed process
-    assert "FileNotFoundError" not in result.stderr and "File \"" not in ours.replace(str(ROOT / "train.py"), "")
-    line = f"error: dataset 'tinystories' is not prepared ({ROOT / 'data/tinystories/meta.json'} is missing): " \
-           f"run: python {ROOT / 'data/tinystories/prepare.py'}"
-    assert ours.count(line) == 2, result.stderr  # the same one line from each process (they may interleave)
+    # what follows is torchrun's own report of the failed process
+    ours = result.stderr.split("Traceback")[0]
+    assert ("FileNotFoundError" not in result.stderr
+            and "File \"" not in ours.replace(str(ROOT / "train.py"), ""))
+    line = (f"error: dataset 'tinystories' is not prepared "
+            f"({ROOT / 'data/tinystories/meta.json'} is missing): "
+            f"run: python {ROOT / 'data/tinystories/prepare.py'}")
+    # the same one line from each process (they may interleave)
+    assert ours.count(line) == 2, result.stderr

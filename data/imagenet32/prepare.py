@@ -2,7 +2,7 @@
 ImageNet-32 (Downsampled ImageNet, 32x32x3, 1000 classes) for train_mlp.py's imagenet32_* tasks.
 Writes train.npz, val.npz, test.npz and meta.json next to this script.
 
-    python data/imagenet32/prepare.py --data_dir=/path/to/imagenet32             # the official npz files
+    python data/imagenet32/prepare.py --data_dir=/path/to/imagenet32        # the official npz files
     python data/imagenet32/prepare.py --data_dir=/path/to/imagenet32 --max_train_images=100000
     options: --out_dir=FOLDER (write the prepared arrays there instead)
 
@@ -43,7 +43,8 @@ HUB_REPO = "benjamin-paine/imagenet-1k-32x32"
 
 
 def _load_mnist_prepare():
-    """data/mnist/prepare.py as a module (data/ is not a package): reachable, load_from_hub, write_prepared."""
+    """data/mnist/prepare.py as a module (data/ is not a package): reachable, load_from_hub,
+    write_prepared."""
     path = HERE.parent / "mnist" / "prepare.py"
     spec = importlib.util.spec_from_file_location("mnist_prepare", path)
     module = importlib.util.module_from_spec(spec)
@@ -63,8 +64,10 @@ def split_val_test(images, labels, seed=SPLIT_SEED):
 
 
 def load_imagenet32_npz(data_dir, max_train_images=None):
-    """The official npz files under data_dir -> ({"train": (images, labels), "val", "test"}, source), or None."""
-    train_files = sorted(glob.glob(os.path.join(data_dir, "**", "train_data_batch_*.npz"), recursive=True),
+    """The official npz files under data_dir -> ({"train": (images, labels), "val", "test"},
+    source), or None."""
+    train_files = sorted(glob.glob(os.path.join(data_dir, "**", "train_data_batch_*.npz"),
+                                   recursive=True),
                          key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
     val_files = glob.glob(os.path.join(data_dir, "**", "val_data.npz"), recursive=True)
     if not train_files or not val_files:
@@ -72,8 +75,8 @@ def load_imagenet32_npz(data_dir, max_train_images=None):
     xs, ys, n = [], [], 0
     for p in train_files:
         with np.load(p) as f:
-            xs.append(f["data"].reshape(-1, 3, 32, 32))                 # R, G, B planes -> (N, 3, 32, 32)
-            ys.append(np.asarray(f["labels"], dtype=np.int64) - 1)       # 1..1000 -> 0..999
+            xs.append(f["data"].reshape(-1, 3, 32, 32))  # R, G, B planes -> (N, 3, 32, 32)
+            ys.append(np.asarray(f["labels"], dtype=np.int64) - 1)  # 1..1000 -> 0..999
         n += len(xs[-1])
         if max_train_images and n >= max_train_images:
             break
@@ -82,8 +85,8 @@ def load_imagenet32_npz(data_dir, max_train_images=None):
         va_x = f["data"].reshape(-1, 3, 32, 32)
         va_y = np.asarray(f["labels"], dtype=np.int64) - 1
     val, test = split_val_test(va_x, va_y)
-    source = (f"imagenet32 from npz files in {data_dir} ({len(tr_x)} train images; val/test halves as the "
-              f"reference code, RandomState(42))")
+    source = (f"imagenet32 from npz files in {data_dir} ({len(tr_x)} train images; val/test halves "
+              f"as the reference code, RandomState(42))")
     return {"train": (tr_x, tr_y), "val": val, "test": test}, source
 
 
@@ -103,11 +106,13 @@ def load_imagenet32_hub(max_train_images=None):
         return a.transpose(0, 3, 1, 2)                  # (N, 32, 32, 3) -> (N, 3, 32, 32)
     val, test = split_val_test(nchw(va_x), va_y)
     return {"train": (nchw(tr_x), tr_y), "val": val, "test": test}, (
-        f"imagenet32 from the hub ({HUB_REPO}; val/test: RandomState(42) halves of the hub's validation order)")
+        f"imagenet32 from the hub ({HUB_REPO}; val/test: RandomState(42) halves of the hub's "
+        f"validation order)")
 
 
 def load_imagenet32(data_dir=None, max_train_images=None):
-    """The first source that works -> (splits, source); FileNotFoundError saying where to get the files."""
+    """The first source that works -> (splits, source); FileNotFoundError saying where to get the
+    files."""
     if data_dir:
         found = load_imagenet32_npz(data_dir, max_train_images)
         if found is not None:
@@ -118,8 +123,8 @@ def load_imagenet32(data_dir=None, max_train_images=None):
         return found
     raise FileNotFoundError(
         "ImageNet-32 not found. Download Imagenet32_train_npz and Imagenet32_val_npz (Downsampled "
-        "ImageNet 32x32, npz format, from image-net.org after accepting its terms), unpack them into "
-        "one folder and pass --data_dir=FOLDER (--max_train_images=N to use fewer).")
+        "ImageNet 32x32, npz format, from image-net.org after accepting its terms), unpack them "
+        "into one folder and pass --data_dir=FOLDER (--max_train_images=N to use fewer).")
 
 
 def prepare(data_dir=None, out_dir=None, max_train_images=None):
@@ -136,9 +141,11 @@ def prepare(data_dir=None, out_dir=None, max_train_images=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=None, help="folder with Imagenet32_train_npz/ and Imagenet32_val_npz/")
+    parser.add_argument("--data_dir", default=None,
+                        help="folder with Imagenet32_train_npz/ and Imagenet32_val_npz/")
     parser.add_argument("--out_dir", default=None, help="default: data/imagenet32/")
-    parser.add_argument("--max_train_images", type=int, default=None, help="keep only the first N training images")
+    parser.add_argument("--max_train_images", type=int, default=None,
+                        help="keep only the first N training images")
     args = parser.parse_args(argv)
     try:
         return prepare(args.data_dir, args.out_dir, args.max_train_images)
