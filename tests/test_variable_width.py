@@ -1,13 +1,19 @@
-"""variable_width.py: the ><former's stream semantics (eq. 1), solver (Appendix A), accounting."""
+"""variable_width.py: the ><former's stream semantics (eq. 1), solver (Appendix A), accounting.
+(The table against the constant width, experiments/variable_width_tables.py, is tested in
+tests/test_variable_width_tables.py.)"""
+
+import subprocess
+import sys
 
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from conftest import all_logits, assert_causal, overfit_loss, tiny_config
+from configurator import build_model
+from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
 from model import GPT, GPTConfig
-from variable_width import VariableWidthConfig, VariableWidthGPT, build_model, param_summary, solve_widths
+from variable_width import VariableWidthConfig, VariableWidthGPT, param_summary, solve_widths
 
 PAPER_200M = [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152]
 
@@ -16,7 +22,7 @@ def tiny_vw(widths, expansion="carry", **overrides):
     args = dict(vocab_size=50, block_size=32, n_layer=len(widths), n_embd=32, n_head=2,
                 layer_widths=widths, expansion=expansion)
     args.update(overrides)
-    return build_model(**args)
+    return build_model("variable_width", **args)
 
 
 @pytest.mark.parametrize("tie", [True, False])
@@ -24,8 +30,9 @@ def test_constant_widths_give_exactly_the_plain_gpt(tie):
     torch.manual_seed(3)
     plain = GPT(tiny_config(tie_embeddings=tie)).eval()
     torch.manual_seed(3)
-    vw = build_model(vocab_size=50, block_size=32, n_layer=2, n_embd=64, n_head=4, tie_embeddings=tie,
-                     width_schedule="constant").eval()
+    vw = VariableWidthGPT(VariableWidthConfig(vocab_size=50, block_size=32, n_layer=2, n_embd=64,
+                                              n_head=4, tie_embeddings=tie,
+                                              width_schedule="constant")).eval()
     a, b = plain.state_dict(), vw.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     idx = torch.randint(50, (2, 32))
@@ -41,10 +48,10 @@ def test_carry_forward_keeps_the_last_written_value_and_zero_before_any_write():
     assert all(r.shape[-1] == 96 for r in R)
     assert torch.equal(R[0][..., d:], torch.zeros_like(R[0][..., d:]))  # [embedding, zeros]
     assert torch.equal(R[1][..., 32:], torch.zeros_like(R[1][..., 32:]))  # nobody wrote 32: yet
-    assert not torch.equal(R[2][..., 32:64], torch.zeros_like(R[2][..., 32:64]))  # layer 2 (w=64) wrote
+    assert not torch.equal(R[2][..., 32:64], torch.zeros_like(R[2][..., 32:64]))  # layer 2 wrote
     assert torch.equal(R[3][..., 32:64], R[2][..., 32:64])  # narrow layer 3 leaves them
     assert torch.equal(R[4][..., 48:64], R[2][..., 48:64])  # still layer 2's values
-    assert torch.equal(R[4][..., 64:], torch.zeros_like(R[4][..., 64:]))  # never written before layer 5
+    assert torch.equal(R[4][..., 64:], torch.zeros_like(R[4][..., 64:]))  # unwritten before layer 5
     # eq. (1) written out coordinate by coordinate: layer l reads coordinate i from the output of
     # the last earlier layer at least i wide (the embedding counts as width d, else 0)
     widths, outputs = [32, 64, 32, 48, 96], [R[0]]
@@ -67,8 +74,9 @@ def test_zero_padding_and_projection_run_and_differ_from_carry_forward():
         model = tiny_vw([64, 32, 48, 64], expansion).eval()
         logits[expansion] = all_logits(model, idx)
         assert torch.isfinite(logits[expansion]).all()
-        if expansion == "project":  # one projection per expansion, predicting only the new coordinates
-            assert {k: tuple(m.weight.shape) for k, m in model.expansions.items()} == {"2": (16, 32), "3": (16, 48)}
+        if expansion == "project":  # one projection per expansion, predicting only the new ones
+            shapes = {k: tuple(m.weight.shape) for k, m in model.expansions.items()}
+            assert shapes == {"2": (16, 32), "3": (16, 48)}
             assert param_summary(model)["other"] == 16 * 32 + 16 * 48
         else:
             assert len(model.expansions) == 0
@@ -82,11 +90,11 @@ def test_solver_reproduces_the_paper_200m_widths_and_matches_parameters():
     assert widths == PAPER_200M
     assert sum(widths) / 16 == 576.0
     assert abs(info["unrounded"][0] - 1146.80) < 0.01 and abs(info["alpha"] - 0.85004) < 1e-5
+    shape = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
+                 tie_embeddings=False)
     with torch.device("meta"):
-        vw = build_model(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
-                         tie_embeddings=False)
-        base = GPT(GPTConfig(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
-                             tie_embeddings=False))
+        vw = VariableWidthGPT(VariableWidthConfig(**shape))  # default: x, r_l = 0.75, r_d = 0.3
+        base = GPT(GPTConfig(**shape))
     assert vw.config.layer_widths == PAPER_200M
     assert all(s.n_head == 16 and s.head_dim * 16 == w and s.ffn_hidden == 4 * w
                for s, w in zip(vw.config.layers, PAPER_200M))
@@ -96,7 +104,8 @@ def test_solver_reproduces_the_paper_200m_widths_and_matches_parameters():
     assert abs(mine["total"] / theirs["total"] - 1) < 0.03
 
 
-@pytest.mark.parametrize("n_layer,n_embd,avg", [(24, 960, 855), (32, 1280, 1145), (40, 1600, 1426)])
+@pytest.mark.parametrize("n_layer,n_embd,avg",
+                         [(24, 960, 855), (32, 1280, 1145), (40, 1600, 1426)])
 def test_solver_reproduces_table_2_average_widths(n_layer, n_embd, avg):
     widths, _ = solve_widths("x", n_layer, n_embd)
     assert round(sum(widths) / n_layer) == avg
@@ -114,9 +123,10 @@ def test_other_shapes_have_their_profiles():
 
 
 def test_kv_cache_and_flops_follow_the_widths():
+    shape = dict(vocab_size=100, block_size=4096, n_layer=16, n_embd=640, n_head=16)
     with torch.device("meta"):
-        vw = build_model(vocab_size=100, block_size=4096, n_layer=16, n_embd=640, n_head=16)
-        base = GPT(GPTConfig(vocab_size=100, block_size=4096, n_layer=16, n_embd=640, n_head=16))
+        vw = build_model("variable_width", **shape, width_schedule="x")
+        base = GPT(GPTConfig(**shape))
     assert vw.kv_cache_bytes_per_token() == 2 * 2 * sum(PAPER_200M)
     assert vw.kv_cache_bytes_per_token() / base.kv_cache_bytes_per_token() == 0.9
     assert vw.flops_per_token() < base.flops_per_token()
@@ -152,22 +162,24 @@ def test_bad_widths_give_errors_that_say_what_to_do():
     with pytest.raises(ValueError, match="multiple of 2 \\* n_head"):
         tiny_vw([64, 30])
     with pytest.raises(ValueError, match="one width per layer"):
-        VariableWidthConfig(n_layer=3, n_embd=32, n_head=2, layer_widths=[32, 32])
+        build_model("variable_width", n_layer=3, n_embd=32, n_head=2, layer_widths=[32, 32])
     with pytest.raises(ValueError, match="expansion"):
         tiny_vw([32, 32], "copy")
     with pytest.raises(ValueError, match="width_schedule"):
-        build_model(n_layer=4, n_embd=64, n_head=4, width_schedule="hourglass")
+        build_model("variable_width", n_layer=4, n_embd=64, n_head=4, width_schedule="hourglass")
 
 
 def test_checkpoint_round_trip_rebuilds_the_same_model(tmp_path):
     from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
-    args = dict(vocab_size=50, block_size=32, n_layer=4, n_embd=32, n_head=2, layer_widths=[64, 32, 48, 64],
-                expansion="project")
-    model = build_model(**args).eval()
-    save_checkpoint(dict(model=model.state_dict(), model_type="variable_width", model_args=args), tmp_path / "c.pt")
+    args = dict(vocab_size=50, block_size=32, n_layer=4, n_embd=32, n_head=2,
+                layer_widths=[64, 32, 48, 64], expansion="project")
+    model = build_model("variable_width", **args).eval()
+    save_checkpoint(dict(model=model.state_dict(), model_type="variable_width", model_args=args),
+                    tmp_path / "c.pt")
     loaded = model_from_checkpoint(load_checkpoint(tmp_path / "c.pt")).eval()
     idx = torch.randint(50, (1, 32))
-    assert isinstance(loaded, VariableWidthGPT) and torch.equal(all_logits(model, idx), all_logits(loaded, idx))
+    assert isinstance(loaded, VariableWidthGPT)
+    assert torch.equal(all_logits(model, idx), all_logits(loaded, idx))
 
 
 @pytest.mark.slow
@@ -175,39 +187,38 @@ def test_compiled_x_former_matches_eager_and_trains():
     model = tiny_vw([64, 32, 48, 64])
     compiled = torch.compile(model)
     idx = torch.randint(50, (2, 32))
-    torch.testing.assert_close(all_logits(compiled, idx), all_logits(model, idx), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(all_logits(compiled, idx), all_logits(model, idx), rtol=1e-4,
+                               atol=1e-4)
     _, loss = compiled(idx, idx)
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
 
 
 def test_command_line_prints_the_200m_shape_table():
-    import subprocess
-    import sys
-    from conftest import ROOT
-    result = subprocess.run([sys.executable, "variable_width.py", "--n_layer=16", "--n_embd=640"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "variable_width.py", "--n_layer=16", "--n_embd=640"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert f"widths: {PAPER_200M}" in result.stdout and "endpoint width 1146.80" in result.stdout
-    kv_row = next(line for line in result.stdout.splitlines() if line.startswith("KV cache bytes/token"))
-    assert kv_row.split()[-3:] == ["36,864.0", "40,960.0", "0.9000"]
-    bad = subprocess.run([sys.executable, "variable_width.py", "--width_schedule=hourglass"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "width_schedule" in bad.stderr
+    assert f"widths: {PAPER_200M} (mean 576.0, D = 1152)" in result.stdout
+    assert "Appendix A: W_end 4,128,768 unused" in result.stdout  # 7 * 1152 * (1152 - 640)
+    bad = subprocess.run([sys.executable, "variable_width.py", "--width_schedule=hourglass"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "width_schedule" in bad.stderr
 
 
 # The reference code's width-dependent rules (github.com/ZhaofengWu/variable-width-transformers)
 
 
 def test_init_std_of_a_narrow_layer_scales_with_sqrt_d_over_w():
-    """scale_init_by_width (default, as the reference trained): layer l's matrices at std * sqrt(d / w_l)."""
+    """scale_init_by_width (default, as the reference trained): layer l's matrices at
+    std * sqrt(d / w_l)."""
     d, widths = 256, [256, 64, 256]
+    shape = dict(vocab_size=50, block_size=8, n_layer=3, n_embd=d, n_head=4, layer_widths=widths)
     torch.manual_seed(0)
-    on = build_model(vocab_size=50, block_size=8, n_layer=3, n_embd=d, n_head=4, layer_widths=widths)
+    on = VariableWidthGPT(VariableWidthConfig(**shape))
     torch.manual_seed(0)
-    off = build_model(vocab_size=50, block_size=8, n_layer=3, n_embd=d, n_head=4, layer_widths=widths,
-                      scale_init_by_width=False)
-    narrow_on, narrow_off = on.blocks[1].attn.attn.qkv_proj.weight, off.blocks[1].attn.attn.qkv_proj.weight
+    off = VariableWidthGPT(VariableWidthConfig(**shape, scale_init_by_width=False))
+    narrow_on = on.blocks[1].attn.attn.qkv_proj.weight
+    narrow_off = off.blocks[1].attn.attn.qkv_proj.weight
     assert narrow_off.std().item() == pytest.approx(0.02, rel=0.03)
     assert narrow_on.std().item() == pytest.approx(0.02 * (d / 64) ** 0.5, rel=0.03)  # 0.04
     # the same draws, scaled: off is today's init bit for bit, on multiplies the narrow layer only
@@ -217,8 +228,9 @@ def test_init_std_of_a_narrow_layer_scales_with_sqrt_d_over_w():
 
 
 def test_attention_multiplier_head_dim_is_q_scaled_by_rsqrt_head_dim():
-    """'head_dim' (the reference's 1/head_dim) changes the logits and equals 'sqrt' (1/sqrt(head_dim),
-    the default, today's logits) with W_q scaled by head_dim^-1/2; refused with qk_norm."""
+    """'head_dim' (the reference's 1/head_dim) changes the logits and equals 'sqrt'
+    (1/sqrt(head_dim), the default, today's logits) with W_q scaled by head_dim^-1/2; refused
+    with qk_norm."""
     widths = [64, 32, 64]
     torch.manual_seed(0)
     default = tiny_vw(widths).eval()
@@ -232,7 +244,8 @@ def test_attention_multiplier_head_dim_is_q_scaled_by_rsqrt_head_dim():
         assert not torch.allclose(all_logits(sqrt, idx), all_logits(inverse, idx), atol=1e-4)
         for block, spec in zip(sqrt.blocks, sqrt.config.layers):
             block.attn.attn.qkv_proj.weight[:spec.n_head * spec.head_dim] *= spec.head_dim ** -0.5
-        torch.testing.assert_close(all_logits(sqrt, idx), all_logits(inverse, idx), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(all_logits(sqrt, idx), all_logits(inverse, idx), rtol=1e-5,
+                                   atol=1e-5)
     with pytest.raises(ValueError, match="qk_norm"):
         tiny_vw(widths, attention_multiplier="head_dim", qk_norm="head")
     with pytest.raises(ValueError, match="choose 'sqrt'"):

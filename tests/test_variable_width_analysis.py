@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from checkpoint import save_checkpoint
+from configurator import build_model
 from conftest import ROOT, all_logits, tiny_config
 from model import GPT
-from variable_width import build_model
 
 SCRIPT = ROOT / "experiments" / "variable_width_analysis.py"
 spec = importlib.util.spec_from_file_location("variable_width_analysis", SCRIPT)
@@ -20,12 +20,14 @@ spec.loader.exec_module(analysis)
 
 
 def tiny_vw(widths):
-    return build_model(vocab_size=50, block_size=32, n_layer=len(widths), n_embd=32, n_head=2, layer_widths=widths)
+    return build_model("variable_width", vocab_size=50, block_size=32, n_layer=len(widths),
+                       n_embd=32, n_head=2, layer_widths=widths)
 
 
 def test_normalized_matrix_entropy_is_one_for_even_directions_and_zero_for_rank_one():
-    assert abs(analysis.normalized_matrix_entropy(torch.eye(8)) - 1.0) < 1e-9  # all directions used evenly
-    assert analysis.normalized_matrix_entropy(torch.outer(torch.randn(10), torch.randn(6))) == 0.0  # rank 1
+    entropy = analysis.normalized_matrix_entropy
+    assert abs(entropy(torch.eye(8)) - 1.0) < 1e-9  # all directions used evenly
+    assert entropy(torch.outer(torch.randn(10), torch.randn(6))) == 0.0  # rank 1
     skewed = torch.diag(torch.tensor([10.0, 1.0, 1.0, 1.0]))
     assert 0 < analysis.normalized_matrix_entropy(skewed) < 1
 
@@ -36,9 +38,11 @@ def test_matrix_entropy_and_logit_lens_have_one_value_per_layer():
     entropy = analysis.matrix_entropy_per_layer(model, batches)
     lens = analysis.logit_lens(model, batches)
     assert len(entropy) == 5 and all(0 <= e <= 1 for e in entropy)
-    assert len(lens["target_logprob"]) == 5 and lens["sym_kl"][0] == 0 and all(k > 0 for k in lens["sym_kl"][1:])
-    assert len(analysis.mlp_activation_stats(model, batches)) == 4  # one per layer (no MLP after the embedding)
-    assert [s.shape[-1] for s in analysis.hidden_states(model, batches[0][0])] == [64] * 5  # the whole wide stream
+    assert len(lens["target_logprob"]) == 5 and lens["sym_kl"][0] == 0
+    assert all(k > 0 for k in lens["sym_kl"][1:])
+    assert len(analysis.mlp_activation_stats(model, batches)) == 4  # one per layer, none at layer 0
+    widths = [s.shape[-1] for s in analysis.hidden_states(model, batches[0][0])]
+    assert widths == [64] * 5  # the whole wide stream
 
 
 @pytest.mark.parametrize("kind", ["x_former", "plain_gpt"])
@@ -63,10 +67,12 @@ def all_at_once_logit_lens(model, batches):
                 kl = 0.0
                 if l > 0:
                     q = logps[l - 1]
-                    kl = 0.5 * ((lp.exp() * (lp - q)).sum(-1) + (q.exp() * (q - lp)).sum(-1)).mean().item()
+                    kl = 0.5 * ((lp.exp() * (lp - q)).sum(-1)
+                                + (q.exp() * (q - lp)).sum(-1)).mean().item()
                 rows.append((lp.gather(-1, targets.unsqueeze(-1)).mean().item(),
                              -(lp.exp() * lp).sum(-1).mean().item(), kl))
-            sums = rows if sums is None else [tuple(a + b for a, b in zip(r, s)) for r, s in zip(rows, sums)]
+            sums = rows if sums is None else [tuple(a + b for a, b in zip(r, s))
+                                              for r, s in zip(rows, sums)]
     n = len(batches)
     return dict(target_logprob=[r[0] / n for r in sums], entropy=[r[1] / n for r in sums],
                 sym_kl=[r[2] / n for r in sums])
@@ -76,7 +82,8 @@ def test_streamed_logit_lens_equals_the_all_at_once_one():
     torch.manual_seed(0)
     model = tiny_vw([64, 32, 48, 64]).eval()
     batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16))) for _ in range(3)]
-    assert analysis.logit_lens(model, batches, device="cpu") == all_at_once_logit_lens(model, batches)
+    streamed = analysis.logit_lens(model, batches, device="cpu")
+    assert streamed == all_at_once_logit_lens(model, batches)
 
 
 def test_mlp_activation_stats_match_a_hand_computation():
@@ -90,7 +97,8 @@ def test_mlp_activation_stats_match_a_hand_computation():
     batches = [(torch.randint(50, (2, 16)), None) for _ in range(2)]
     captured = {l: [] for l in range(4)}
     hooks = [b.ffn.mlp.out_proj.register_forward_pre_hook(
-        lambda m, i, l=l: captured[l].append(i[0].reshape(-1, i[0].size(-1)))) for l, b in enumerate(model.blocks)]
+        lambda m, i, l=l: captured[l].append(i[0].reshape(-1, i[0].size(-1))))
+        for l, b in enumerate(model.blocks)]
     stats = analysis.mlp_activation_stats(model, batches, threshold=0.1, thresholds=(0.1, 0.5))
     for h in hooks:
         h.remove()
@@ -102,7 +110,8 @@ def test_mlp_activation_stats_match_a_hand_computation():
         assert r["utilisation"] == pytest.approx(sorted((a.abs() > 0.1).double().mean(0).tolist()))
         e = (a ** 2).sum(0)
         assert r["n_eff"] == pytest.approx(float(e.sum() ** 2 / (e ** 2).sum()))
-        assert 1 <= r["n_eff"] <= r["dims"] and r["n_eff_frac"] == pytest.approx(r["n_eff"] / r["dims"])
+        assert 1 <= r["n_eff"] <= r["dims"]
+        assert r["n_eff_frac"] == pytest.approx(r["n_eff"] / r["dims"])
     assert 0 < stats[0]["density"][0.1] < 1
 
 
@@ -111,8 +120,9 @@ def save_tiny_runs(tmp_path):
     for name, extra in runs.items():
         args = dict(vocab_size=64, block_size=16, n_layer=3, n_embd=32, n_head=2, **extra)
         (tmp_path / name).mkdir()
-        save_checkpoint(dict(model=build_model(**args).state_dict(), model_type="variable_width", model_args=args),
-                        tmp_path / name / "ckpt.pt")
+        model = build_model("variable_width", **args)
+        save_checkpoint(dict(model=model.state_dict(), model_type="variable_width",
+                             model_args=args), tmp_path / name / "ckpt.pt")
     return [str(tmp_path / name) for name in runs]
 
 
@@ -120,7 +130,8 @@ def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
     out_dirs = save_tiny_runs(tmp_path)
     results = analysis.analyze_checkpoints(out_dirs, char_dataset, n_batches=1, batch_size=2,
                                            png_prefix=str(tmp_path / "vw"))
-    assert (tmp_path / "vw_entropy.png").stat().st_size > 0 and (tmp_path / "vw_logit_lens.png").stat().st_size > 0
+    assert (tmp_path / "vw_entropy.png").stat().st_size > 0
+    assert (tmp_path / "vw_logit_lens.png").stat().st_size > 0
     assert (tmp_path / "vw_mlp.png").stat().st_size > 0
     assert all(len(r["matrix_entropy"]) == 4 and len(r["entropy"]) == 4 for r in results.values())
 
@@ -129,9 +140,11 @@ def test_command_line_prints_the_numbers_and_writes_the_plots(tmp_path, char_dat
     out_dirs = save_tiny_runs(tmp_path)
     result = subprocess.run([sys.executable, str(SCRIPT), f"--out_dirs={','.join(out_dirs)}",
                              f"--data_dir={char_dataset}", "--n_batches=1", "--batch_size=2",
-                             f"--png_prefix={tmp_path / 'cli'}"], capture_output=True, text=True, timeout=120)
+                             f"--png_prefix={tmp_path / 'cli'}"], capture_output=True, text=True,
+                            timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("matrix_entropy") == 2 and "sym_kl" in result.stdout
     assert (tmp_path / "cli_entropy.png").is_file() and (tmp_path / "cli_logit_lens.png").is_file()
-    bad = subprocess.run([sys.executable, str(SCRIPT), "--out_dir=x"], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--out_dir=x"], capture_output=True,
+                         text=True, timeout=60)
     assert bad.returncode != 0 and "out_dirs" in bad.stderr  # a typo names the right key

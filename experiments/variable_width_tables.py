@@ -1,0 +1,116 @@
+"""
+The ><former against the constant width it is parameter-matched to, side by side: per-layer
+shapes, then the average layer width, the stream width D, parameters (total, non-embedding, and
+Appendix A's matched count), forward FLOPs/token (with and without W_end) and KV cache bytes/token,
+with their ratios. Paper: "Variable-Width Transformers", Wu, Sieberling, Tan, Panda, Polyanskiy,
+Kim, 2026, arXiv:2606.18246; the model is variable_width.py. Both models are built on the meta
+device: any size, instantly, no weights.
+
+    python experiments/variable_width_tables.py --n_layer=16 --n_embd=640     # the paper's 200M
+    python experiments/variable_width_tables.py config/variable_width_shakespeare_char_x.py
+
+The defaults are the paper's 200M shape (Table 1: L = 16, d = 640, 16 heads, cl100k_base's 100,277
+ids, T = 4096, untied head) with the x schedule. `--key=value` sets a variable_width.py setting
+(width_schedule, bottleneck_layer_ratio, bottleneck_width_ratio, width_multiple, layer_widths,
+expansion, ...) or a GPT one. A train.py config file is read as train.py reads it (its model keys
+and model_args), with its dataset's vocabulary from data/<dataset>/meta.json when prepared.
+docs/variable_width.md shows the 200M table.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
+
+from configurator import ConfigError, build_model, parse_overrides, train_defaults  # noqa: E402
+from model import GPT, GPTConfig, default_args  # noqa: E402
+from variable_width import (VariableWidthConfig, layer_widths_of, param_summary,  # noqa: E402
+                            solve_widths)
+
+PAPER_200M = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
+                  tie_embeddings=False)
+GPT_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim",
+            "ffn_hidden", "qk_norm", "tie_embeddings", "dropout")
+FORMER_KEYS = ("width_schedule", "bottleneck_layer_ratio", "bottleneck_width_ratio",
+               "width_multiple", "layer_widths", "expansion", "scale_init_by_width",
+               "attention_multiplier")
+
+
+def compare(model, baseline, seq_len=None):
+    """Rows (name, model value, baseline value) for the report."""
+    seq_len = seq_len or model.config.block_size
+    pm, pb = param_summary(model), param_summary(baseline)
+    wm, wb = layer_widths_of(model), layer_widths_of(baseline)
+    flops_m, flops_b = model.flops_per_token(seq_len), baseline.flops_per_token(seq_len)
+    return [
+        ("average layer width", sum(wm) / len(wm), sum(wb) / len(wb)),
+        ("residual stream width D", max(wm + [model.config.n_embd]),
+         max(wb + [baseline.config.n_embd])),
+        ("total params", pm["total"], pb["total"]),
+        ("non-embedding params", pm["non_embedding"], pb["non_embedding"]),
+        ("matched params (App. A)", pm["matched"], pb["matched"]),
+        (f"FLOPs/token fwd (T={seq_len})", flops_m, flops_b),
+        ("  same, less W_end's 2 FLOPs/param", flops_m - 2 * pm["endpoint"],
+         flops_b - 2 * pb["endpoint"]),
+        ("KV cache bytes/token (bf16)", model.kv_cache_bytes_per_token(),
+         baseline.kv_cache_bytes_per_token()),
+    ]
+
+
+def report(args):
+    """The printable table: the solver's numbers, per-layer shapes, then the ratios."""
+    common = {k: args[k] for k in GPT_KEYS}
+    former = {k: args[k] for k in FORMER_KEYS if k in args}
+    former["layer_widths"] = former.get("layer_widths") or []
+    with torch.device("meta"):  # any size, instantly
+        model = build_model("variable_width", **common, **former)
+        baseline = GPT(GPTConfig(**common))
+    schedule, d, L = args["width_schedule"], args["n_embd"], args["n_layer"]
+    lines = [f"{schedule if not former['layer_widths'] else 'explicit'} widths, expansion="
+             f"{args['expansion']}, matched to a constant width d={d}, L={L}"]
+    if not former["layer_widths"] and schedule != "constant":
+        _, info = solve_widths(schedule, L, d, args["bottleneck_layer_ratio"],
+                               args["bottleneck_width_ratio"], args["width_multiple"],
+                               (args["ffn_hidden"] or 4 * d) / d,
+                               (args["n_kv_head"] or args["n_head"]) / args["n_head"])
+        lines.append(f"solver: endpoint width {info['unrounded'][0]:.2f} (unrounded), alpha^- = "
+                     f"{info['alpha']:.5f}, bottleneck layer l* = {info['bottleneck_layer']} "
+                     f"(1-indexed)")
+    lines.append("layer  width  heads  head_dim  kv_heads  ffn_hidden      params")
+    for i, (block, s) in enumerate(zip(model.blocks, model.config.layers)):
+        n = sum(p.numel() for p in block.parameters())
+        lines.append(f"{i + 1:5d}  {s.n_head * s.head_dim:5d}  {s.n_head:5d}  {s.head_dim:8d}  "
+                     f"{s.n_kv_head:8d}  {s.ffn_hidden:10d}  {n / 1e6:9.2f}M")
+    lines += [f"widths: {layer_widths_of(model)}",
+              f"\n{'':32s} {'><former':>14s} {'constant':>14s}  ratio"]
+    for name, a, b in compare(model, baseline):
+        lines.append(f"{name:32s} {a:14,.1f} {b:14,.1f}  {a / b:.4f}")
+    pm = param_summary(model)
+    lines.append(f"\n><former params by component: embedding {pm['embedding']:,}, lm_head "
+                 f"{pm['lm_head']:,}, attention {pm['attention']:,}, ffn {pm['ffn']:,}, norms "
+                 f"{pm['norms']:,}, other {pm['other']:,}, endpoint (W_end) {pm['endpoint']:,}")
+    return "\n".join(lines)
+
+
+def read_args(argv):
+    """The settings of a command line: train.py's keys too, so that a training config file can be
+    given (its model keys, model_args, and its data's vocabulary)."""
+    model_defaults = {k: v for k, v in default_args(VariableWidthConfig).items()
+                      if k not in ("layers", "rope_theta", "norm_eps")}
+    defaults = {**train_defaults(), **model_defaults, **PAPER_200M, "dataset": ""}
+    args = parse_overrides(argv, defaults)
+    args.update(args.pop("model_args") or {})
+    meta = Path(args["data_dir"] or f"data/{args['dataset']}") / "meta.json"
+    if args["dataset"] and not any(a.startswith("--vocab_size=") for a in argv) and meta.exists():
+        args["vocab_size"] = json.loads(meta.read_text())["vocab_size"]
+    return args
+
+
+if __name__ == "__main__":
+    try:
+        print(report(read_args(sys.argv[1:])))
+    except (ConfigError, ValueError) as e:
+        raise SystemExit(f"error: {e}")
