@@ -197,11 +197,16 @@ def test_qk_norm_variants_are_causal(qk_norm):
 
 
 def test_bad_shapes_give_errors_that_say_what_to_do():
+    """Short asserts in the model; the configurator (every command line's boundary) words them
+    as a ConfigError, a ValueError of one line."""
+    from configurator import build_model
     with pytest.raises(ValueError, match="not divisible by n_head"):
-        GPTConfig(n_embd=100, n_head=6)
+        build_model("gpt", n_embd=100, n_head=6)
     with pytest.raises(ValueError, match="multiple of n_kv_head"):
-        GPTConfig(n_embd=64, n_head=4, n_kv_head=3)
+        build_model("gpt", n_embd=64, n_head=4, n_kv_head=3)
     with pytest.raises(ValueError, match="qk_norm"):
+        build_model("gpt", qk_norm="yes")
+    with pytest.raises(AssertionError, match="qk_norm"):  # the model itself: a short assert
         GPTConfig(qk_norm="yes")
     model = GPT(tiny_config(block_size=8))
     with pytest.raises(ValueError, match="block_size"):
