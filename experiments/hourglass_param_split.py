@@ -10,7 +10,8 @@ attention gets a much larger share. The shapes are built on the meta device (no 
     python experiments/hourglass_param_split.py                  # -> docs/hourglass_param_split.png
     python experiments/hourglass_param_split.py --out=split.png  # somewhere else
 
-`python hourglass.py` prints the same counts (and every other row of Tables 2 and 3) as a table.
+`python experiments/hourglass_tables.py` prints the same counts (and every other row of Tables 2
+and 3) as a table.
 """
 
 import sys
@@ -18,19 +19,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for hourglass.py, model.py and configurator.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/, for hourglass_tables.py
 
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import hourglass  # noqa: E402
 from configurator import parse_overrides  # noqa: E402
+from hourglass_tables import paper_rows  # noqa: E402
 
 
 def rows_113m():
-    """hourglass.paper_rows() of the 113M shapes (Table 2)."""
-    return [r for r in hourglass.paper_rows() if r["label"].startswith("113M")]
+    """paper_rows() of the 113M shapes (Table 2), counted by hourglass.py."""
+    return [r for r in paper_rows() if r["label"].startswith("113M")]
 
 
 def plot_param_split(rows, path):
@@ -53,7 +55,8 @@ if __name__ == "__main__":
     args = parse_overrides(sys.argv[1:], dict(out=str(ROOT / "docs" / "hourglass_param_split.png")))
     rows = rows_113m()
     for r in rows:
-        print(f"d={r['d_model']:5d} d_h={r['d_h']:5d} K={r['K']} L={r['L']:2d}: attention {r['attention'] / 1e6:5.1f}M "
-              f"(paper {r['paper_attention_M']}M), FFN {r['ffn'] / 1e6:5.1f}M (paper {r['paper_ffn_M']}M)")
+        print(f"d={r['d_model']:5d} d_h={r['d_h']:5d} K={r['K']} L={r['L']:2d}: attention "
+              f"{r['attention'] / 1e6:5.1f}M (paper {r['paper_attention_M']}M), FFN "
+              f"{r['ffn'] / 1e6:5.1f}M (paper {r['paper_ffn_M']}M)")
     plot_param_split(rows, args["out"])
     print(f"wrote {args['out']}")

@@ -1,0 +1,110 @@
+"""
+The hourglass paper's parameter tables, counted by hourglass.py: Tables 2 and 3 (every shape's
+attention / FFN split next to the paper's rounded sizes) and a Table 3-style split of a baseline
+and the hourglass shape matched to it (hourglass.match_baseline), or Table 1's fixed-width mode
+(hourglass.match_ffn_at_fixed_width). "Revisiting the Shape Convention of Transformer Language
+Models" (Liao, Chen, Yi, Shiu, 2026, arXiv:2602.06471). Built on the meta device: instant.
+
+    python experiments/hourglass_tables.py                       # 768/3072/L12 -> 1032/418/K4
+    python experiments/hourglass_tables.py --match=ffn --n_sub_blocks=8     # Table 1: d_h = 384
+    python experiments/hourglass_tables.py --n_embd=192 --n_layer=4 --n_head=6 --vocab_size=84 \\
+        --block_size=128                                         # the CPU pair's shape
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+
+import torch  # noqa: E402
+
+from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+from hourglass import (HourglassConfig, HourglassGPT, count_params, match_baseline,  # noqa: E402
+                       match_ffn_at_fixed_width)
+
+# Shapes the paper lists (Tables 2 and 3) with its rounded attention / FFN sizes in millions.
+# (label, d_model, d_h, K, L, n_head, paper attention M, paper FFN M)
+PAPER_ROWS = [
+    ("113M conventional (T2, T3)", 768, 3072, 1, 12, 12, 28, 85),
+    ("113M hourglass K2 L12 (T2)", 1176, 553, 2, 12, 12, 66, 47),
+    ("113M hourglass K2 L6 (T2)", 1488, 1122, 2, 6, 12, 53, 60),
+    ("113M hourglass K4 L12 (T2, T3)", 1032, 418, 4, 12, 12, 51, 62),
+    ("113M hourglass K4 L6 (T2)", 1368, 694, 4, 6, 12, 45, 68),
+    ("403M conventional (T3)", 1024, 4096, 1, 24, 16, 101, 302),
+    ("403M hourglass (T3)", 1376, 557, 4, 24, 16, 150, 253),  # the split misprinted: see docs
+    ("906M conventional (T3)", 1536, 6144, 1, 24, 16, 227, 679),
+    ("906M hourglass (T3)", 2080, 819, 4, 24, 16, 415, 491),
+    ("1074M conventional (T3)", 2048, 8192, 1, 16, 16, 269, 805),
+    ("1074M hourglass K1 (T3)", 2848, 2486, 1, 20, 16, 649, 425),
+]
+
+
+def paper_rows():
+    """Our attention / FFN counts (parameters) for each shape of PAPER_ROWS, beside the paper's."""
+    rows = []
+    for label, d, d_h, k, n_layer, n_head, paper_attn, paper_ffn in PAPER_ROWS:
+        c = count_params(n_embd=d, bottleneck_dim=d_h, n_sub_blocks=k, n_layer=n_layer,
+                         n_head=n_head, vocab_size=50304, block_size=2)
+        rows.append(dict(label=label, d_model=d, d_h=d_h, K=k, L=n_layer, attention=c["attention"],
+                         ffn=c["ffn"], norms=c["norms"], paper_attention_M=paper_attn,
+                         paper_ffn_M=paper_ffn))
+    return rows
+
+
+def split_table(named_args, seq_len=None):
+    """Table 3-style rows (name, d, d_h, K, L, attention, FFN, norms, budget, FLOPs/token)."""
+    lines = ["| model | d_model | d_h | K | L | attention | FFN | norms | non-embedding (body) | "
+             "fwd FLOPs/token |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, args in named_args:
+        with torch.device("meta"):
+            model = HourglassGPT(HourglassConfig(**args))
+        c, cfg = model.param_counts(), model.config
+        flops = model.flops_per_token(seq_len or cfg.block_size)
+        lines.append(f"| {name} | {cfg.n_embd} | {cfg.layers[0].ffn_hidden} | {cfg.n_sub_blocks} | "
+                     f"{cfg.n_layer} | {c['attention'] / 1e6:.2f}M | {c['ffn'] / 1e6:.2f}M | "
+                     f"{c['norms'] / 1e6:.3f}M | {model.budget() / 1e6:.3f}M | "
+                     f"{flops / 1e6:.1f}M |")
+    return "\n".join(lines)
+
+
+def main(argv):
+    try:
+        args = parse_overrides(argv, dict(
+            n_layer=12, n_head=12, n_embd=768, ffn_hidden=None, vocab_size=50304, block_size=2048,
+            n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0,  # 0: the baseline's n_layer
+            match="budget"))  # budget: Tables 2-3 (d and d_h move); ffn: Table 1 (d, L fixed)
+        k, ratio = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio")
+        hourglass_layers, mode, baseline = args.pop("hourglass_n_layer"), args.pop("match"), args
+        if mode not in ("budget", "ffn"):
+            raise ConfigError(f"--match={mode!r}: use budget (Tables 2-3) or ffn (Table 1: fixed "
+                              f"d_model and L)")
+        if mode == "ffn" and hourglass_layers:
+            raise ConfigError("--match=ffn keeps the baseline's d_model and L: leave "
+                              "--hourglass_n_layer unset")
+        if mode == "ffn":  # Table 1: the fixed-width comparison
+            matched = match_ffn_at_fixed_width(baseline, k)
+        else:
+            matched = match_baseline(baseline, k, ratio, n_layer=hourglass_layers or None)
+    except (ConfigError, ValueError) as e:
+        usage_error(e)
+    if mode == "ffn":
+        print(f"baseline {baseline}\nhourglass K={k} at the baseline's d_model={matched['n_embd']} "
+              f"and L={matched['n_layer']} (Table 1 mode, FFN matrices matched): "
+              f"d_h={matched['bottleneck_dim']}\n")
+    else:
+        print(f"baseline {baseline}\nhourglass K={k}, target d_h/d={ratio}: matched d_model="
+              f"{matched['n_embd']}, d_h={matched['bottleneck_dim']} (d_h/d="
+              f"{matched['bottleneck_dim'] / matched['n_embd']:.3f}), L={matched['n_layer']}\n")
+    print(split_table([("conventional", dict(baseline)), ("hourglass", matched)]))
+    print("\nThe paper's shapes (Tables 2 and 3), counted by this code, vs the paper's rounded "
+          "sizes:")
+    print("| row | d_model | d_h | K | L | attention (ours / paper) | FFN (ours / paper) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in paper_rows():
+        print(f"| {r['label']} | {r['d_model']} | {r['d_h']} | {r['K']} | {r['L']} | "
+              f"{r['attention'] / 1e6:.1f}M / {r['paper_attention_M']}M | "
+              f"{r['ffn'] / 1e6:.1f}M / {r['paper_ffn_M']}M |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
