@@ -249,8 +249,7 @@ def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
     return best[1]
 
 
-LWS_SCHEDULES = {  # the paper's 18-layer schedules (Table 2), before parameter matching
-    name: {k: v for k, v in shape.items() if k != "n_layer"} for name, shape in lws.CPU_VARIANTS.items()}
+LWS_SCHEDULES = dict(lws.VARIANTS)  # the paper's 18-layer schedules (Table 2), before matching
 
 
 SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA",

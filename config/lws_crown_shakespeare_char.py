@@ -1,8 +1,9 @@
-# Layer-wise scaling (lws.py), CPU scale: crown LWS: small - large - small through three points, framed.
-# One of five runs at matched non-embedding parameters (~1.45M; `python lws.py --scale=cpu` prints
-# the shapes; the variants' ffn_scalars come from lws.match_params against the isotropic baseline).
-# 9 layers, d=128, head dim 16, group 2, untied head, QK-norm over the full projections, as the
-# paper's 18-layer rows but ~100x smaller and trained for minutes on character-level Shakespeare.
+# Layer-wise scaling (lws.py), CPU scale: crown LWS: small - large - small through three points,
+# framed. One of five runs at matched non-embedding parameters (~1.45M;
+# `python experiments/lws_tables.py --scale=cpu` prints the shapes; the variants' ffn_scalars come
+# from lws.match_params against the isotropic baseline). 9 layers, d=128, head dim 16, group 2,
+# untied head, QK-norm over the full projections, as the paper's 18-layer rows but ~100x smaller and
+# trained for minutes on character-level Shakespeare.
 #   OMP_NUM_THREADS=1 python train.py config/lws_crown_shakespeare_char.py
 out_dir = "out-lws-crown-char"
 eval_interval = 100
@@ -21,8 +22,10 @@ head_dim = 16
 qk_norm = "full"
 tie_embeddings = False
 dropout = 0.0
-dtype = "float32"  # on this shared 2-core CPU, fp32 on one thread beat bf16 for these small matrices
-model_args = {"ffn_scalars": [0.399, 3.032, 0.399], "qkv_scalars": [0.5, 1.0, 0.5], "framed": True, "ffn_multiple": 32}
+# on this shared 2-core CPU, fp32 on one thread beat bf16 for these small matrices
+dtype = "float32"
+model_args = {"ffn_scalars": [0.399, 3.032, 0.399], "qkv_scalars": [0.5, 1.0, 0.5], "framed": True,
+              "ffn_multiple": 32}
 learning_rate = 2e-3
 max_iters = 200
 lr_decay_iters = 200

@@ -1,17 +1,17 @@
 """
 Per-layer sizes of the layer-wise scaling variants: a bar chart in the spirit of Figure 3 of
 "Crown, Frame, Reverse: Layer-Wise Scaling Variants for LLM Pre-Training" (Baroian and
-Notebomer, 2025), which draws the vanilla / framed / reverse / crown profiles schematically.
+Notebomer, 2025, arXiv:2509.06518), which draws the vanilla / framed / reverse / crown profiles
+schematically.
 
 What it measures: for every shape, the attention and FFN parameters of each layer (norm gains
-included), stacked, with the layer's query-head count written on its bar. The shapes are built
-on the meta device by lws.py (no memory, no training), so the chart is exact and instant.
+included), stacked, with the layer's query-head count written on its bar. The shapes are those
+experiments/lws_tables.py prints as text (lws.py's schedules), built on the meta device (no
+memory, no training), so the chart is exact and instant.
 
-    python experiments/lws_layer_sizes.py               # the paper's Table 2 shapes -> docs/lws_layer_sizes.png
-    python experiments/lws_layer_sizes.py --scale=cpu   # our matched CPU shapes -> docs/lws_layer_sizes_cpu.png
+    python experiments/lws_layer_sizes.py              # Table 2 -> docs/lws_layer_sizes.png
+    python experiments/lws_layer_sizes.py --scale=cpu  # CPU shapes -> docs/lws_layer_sizes_cpu.png
     python experiments/lws_layer_sizes.py --scale=cpu --out=sizes.png   # somewhere else
-
-`python lws.py [--scale=cpu]` prints the same shapes as text.
 """
 
 import sys
@@ -19,41 +19,42 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for lws.py, model.py and configurator.py
+sys.path.insert(0, str(ROOT / "experiments"))  # for lws_tables.py (already there when run)
 
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
 
-import lws  # noqa: E402
+import lws_tables  # noqa: E402
 from configurator import parse_overrides  # noqa: E402
 
 TITLES = {
     "paper": "LWS variants at the paper's 180M scale (d=768, Table 2 / Figure 3)",
     "cpu": "LWS variants at our CPU scale (d=128, 9 layers, matched parameters)",
 }
-DEFAULT_OUT = {"paper": ROOT / "docs" / "lws_layer_sizes.png", "cpu": ROOT / "docs" / "lws_layer_sizes_cpu.png"}
+DEFAULT_OUT = {"paper": ROOT / "docs" / "lws_layer_sizes.png",
+               "cpu": ROOT / "docs" / "lws_layer_sizes_cpu.png"}
 
 
 def layer_params(model):
     """(attention, FFN) parameters of every layer, each sublayer's norm included."""
-    return [(sum(p.numel() for p in block.attn.parameters()), sum(p.numel() for p in block.ffn.parameters()))
-            for block in model.blocks]
+    return [(sum(p.numel() for p in block.attn.parameters()),
+             sum(p.numel() for p in block.ffn.parameters())) for block in model.blocks]
 
 
 def build_models(scale):
     """{name: model on the meta device} of the paper's Table 2 rows or of our CPU shapes."""
     if scale not in TITLES:
         raise ValueError(f"--scale={scale!r}: use paper or cpu")
-    shapes = lws.paper_shapes() if scale == "paper" else lws.cpu_shapes()
-    with torch.device("meta"):
-        return {name: lws.build_model(**kwargs) for name, kwargs in shapes.items()}
+    shapes = lws_tables.paper_shapes() if scale == "paper" else lws_tables.cpu_shapes()
+    return {name: lws_tables.build(kwargs) for name, kwargs in shapes.items()}
 
 
 def plot_layer_sizes(models, path, title):
     """One panel per model: attention (bottom) and FFN (top) parameters per layer, in millions."""
-    fig, axes = plt.subplots(len(models), 1, figsize=(7, 1.5 * len(models) + 0.6), sharex=True, sharey=True)
+    fig, axes = plt.subplots(len(models), 1, figsize=(7, 1.5 * len(models) + 0.6), sharex=True,
+                             sharey=True)
     for ax, (name, model) in zip(axes, models.items()):
         sizes = layer_params(model)
         layers = range(1, len(sizes) + 1)

@@ -1,4 +1,6 @@
-"""Layer-wise scaling: schedules, Table 2 shapes and counts, equivalence with the plain GPT."""
+"""Layer-wise scaling: schedules and their rounding against the reference's rule, the per-layer
+shapes, equivalence with the plain GPT, bad input. (Table 2 and the CPU shapes:
+tests/test_lws_tables.py.)"""
 
 import random
 import runpy
@@ -9,30 +11,28 @@ import pytest
 import torch
 
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
-from configurator import parse_overrides
+from configurator import build_model
 from model import GPT
 import lws
+from lws import LWSConfig, LWSGPT
 
-FRAMED_18L_FFN = [3072, 512, 768, 1024, 1024, 1280, 1280, 1536, 1536, 1792, 2048, 2048, 2304, 2560,
-                  2560, 2816, 2816, 3072]
+FRAMED_18L_FFN = [3072, 512, 768, 1024, 1024, 1280, 1280, 1536, 1536, 1792, 2048, 2048, 2304,
+                  2560, 2560, 2816, 2816, 3072]
 FRAMED_18L_HEADS = [12, 6] + [9] * 10 + [12] * 6
-
-
-def paper_model(row):
-    with torch.device("meta"):
-        return lws.build_model(**lws.paper_shapes()[row])
+OLMO2_HEADS = dict(n_embd=768, n_head=12, n_kv_head=4, head_dim=64)  # d, 12 / 4 heads of 64
 
 
 def tiny_lws(**schedule):
-    args = dict(vocab_size=50, block_size=32, n_layer=4, n_embd=64, n_head=4, n_kv_head=2, ffn_multiple=32)
+    args = dict(vocab_size=50, block_size=32, n_layer=4, n_embd=64, n_head=4, n_kv_head=2,
+                ffn_multiple=32)
     args.update(schedule)
-    return lws.build_model(**args)
+    return LWSGPT(LWSConfig(**args))
 
 
 def test_make_divisible_follows_openelm_with_the_09_guard():
     assert lws.make_divisible(100, 256) == 256  # below the divisor: the divisor
     assert lws.make_divisible(0.5 * 768, 256) == 512  # 384 rounds half up to 512
-    # 867.8 rounds to 768, which lost more than 10% (768 <= 0.9 * 867.8): the guard adds one divisor
+    # 867.8 rounds to 768, which lost more than 10% (768 <= 0.9 * 867.8): the guard adds one
     assert lws.make_divisible(1.13 * 768, 256) == 1024
     assert lws.make_divisible(1100, 1000) == 1000  # lost 9%: kept
     assert lws.make_divisible(1000, 1000) == 1000
@@ -52,7 +52,7 @@ def test_interpolation_rules():
 
 # ----------------------------------------------------------------------------------------
 # The reference's schedule rule, written out here from github.com/baroian/OLMo-custom
-# (olmo_core/nn/transformer/model.py), independently of lws.py: it is what built the paper's models.
+# (olmo_core/nn/transformer/model.py), independently of lws.py: it built the paper's models.
 
 
 def reference_multipliers(n_layer, scalars):
@@ -61,7 +61,8 @@ def reference_multipliers(n_layer, scalars):
     [0, ceil(N/2)-1, N-1] (odd N) or [0, ceil(N/2)-1, ceil(N/2), N-1] with values
     [start, middle, middle, start] (even N); no rounding."""
     if len(scalars) == 2:
-        return [float(round(v, 2)) for v in np.linspace(scalars[0], scalars[1], num=n_layer, dtype=float)]
+        return [float(round(v, 2))
+                for v in np.linspace(scalars[0], scalars[1], num=n_layer, dtype=float)]
     if n_layer % 2 == 0:
         xs = [0, np.ceil(n_layer / 2) - 1, np.ceil(n_layer / 2), n_layer - 1]
         ys = [scalars[0], scalars[1], scalars[1], scalars[0]]
@@ -83,13 +84,15 @@ def reference_layers(n_embd, n_layer, fnn, qkv, framed, head_dim, group):
         betas[0] = betas[-1] = 4.0
         alphas[0] = alphas[-1] = 1.0
     widths = [reference_make_divisible(b * n_embd, 256) for b in betas]
-    heads = [int(reference_make_divisible(n_embd * a, group * head_dim)) // head_dim for a in alphas]
+    heads = [int(reference_make_divisible(n_embd * a, group * head_dim)) // head_dim
+             for a in alphas]
     return betas, alphas, widths, heads
 
 
 def random_schedule(rng, n_layer):
-    decimals = rng.choice([1, 2, 3])  # the paper's scalars have 1-2 decimals, match_params' have 3
-    values = [round(rng.uniform(0.2, 6.0), decimals) for _ in range(rng.choice([2, 3]) if n_layer >= 4 else 2)]
+    decimals = rng.choice([1, 2, 3])  # the paper's scalars have 1-2 decimals, match_params' 3
+    n_values = rng.choice([2, 3]) if n_layer >= 4 else 2
+    values = [round(rng.uniform(0.2, 6.0), decimals) for _ in range(n_values)]
     if len(values) == 3 and n_layer % 2 == 0:
         values[2] = values[0]  # the reference's even-depth crown is symmetric (see below)
     return values
@@ -99,19 +102,25 @@ def test_multipliers_and_widths_are_the_references_over_many_random_schedules():
     rng = random.Random(13)
     for _ in range(3000):
         n_layer = rng.randint(2, 40)
-        fnn, qkv = random_schedule(rng, n_layer), [round(v / 3, 2) for v in random_schedule(rng, n_layer)]
+        fnn = random_schedule(rng, n_layer)
+        qkv = [round(v / 3, 2) for v in random_schedule(rng, n_layer)]
         framed, group, head_dim = rng.random() < 0.5, rng.choice([1, 2, 3, 4]), rng.choice([32, 64])
         n_embd = rng.choice([512, 768, 1024])
-        betas, alphas, widths, heads = reference_layers(n_embd, n_layer, fnn, qkv, framed, head_dim, group)
-        assert lws.layer_multipliers(n_layer, fnn, qkv, framed) == (betas, alphas), (n_layer, fnn, qkv, framed)
-        specs = lws.layer_specs(n_embd, n_layer, fnn, qkv, framed, head_dim=head_dim, group_size=group)
-        assert [s.ffn_hidden for s in specs] == widths and [s.n_head for s in specs] == heads, (n_layer, fnn, qkv)
+        betas, alphas, widths, heads = reference_layers(n_embd, n_layer, fnn, qkv, framed, head_dim,
+                                                        group)
+        assert lws.layer_multipliers(n_layer, fnn, qkv, framed) == (betas, alphas), (
+            n_layer, fnn, qkv, framed)
+        specs = lws.layer_specs(n_embd, n_layer, fnn, qkv, framed, head_dim=head_dim,
+                                group_size=group)
+        assert [s.ffn_hidden for s in specs] == widths, (n_layer, fnn, qkv)
+        assert [s.n_head for s in specs] == heads, (n_layer, fnn, qkv)
 
 
 def test_rounding_follows_numpy_on_a_case_where_python_round_differs():
-    # the double nearest 2.675 lies just below it: Python's round(2.675, 2) = 2.67 (correctly rounded), numpy's
-    # (x * 100 rounded half-even, / 100; the reference calls round() on an np.float64) = 2.68
-    assert lws.interpolate([2.675, 2.675], 4) == [2.68] * 4 == reference_multipliers(4, [2.675, 2.675])
+    # the double nearest 2.675 lies just below it: Python's round(2.675, 2) = 2.67 (correctly
+    # rounded), numpy's (x * 100 rounded half-even, / 100; the reference calls round() on an
+    # np.float64) = 2.68
+    assert lws.interpolate([2.675, 2.675], 4) == [2.68] * 4 == reference_multipliers(4, [2.675] * 2)
 
 
 def test_an_even_depth_crown_must_be_symmetric():
@@ -119,80 +128,54 @@ def test_an_even_depth_crown_must_be_symmetric():
     # an end value that differs would be dropped without a word, so it is refused
     with pytest.raises(ValueError, match="symmetric"):
         lws.interpolate([0.5, 3.8, 1.0], 18)
-    assert lws.interpolate([0.5, 3.8, 1.0], 17) == reference_multipliers(17, [0.5, 3.8, 1.0])  # odd: any end
+    odd = lws.interpolate([0.5, 3.8, 1.0], 17)
+    assert odd == reference_multipliers(17, [0.5, 3.8, 1.0])  # odd: any end
 
 
-def test_isotropic_schedule_equals_the_plain_gpt():
+def test_no_schedule_and_the_isotropic_schedule_equal_the_plain_gpt():
     torch.manual_seed(7)
     plain = GPT(tiny_config(n_layer=4, n_kv_head=2, qk_norm="full", tie_embeddings=False)).eval()
-    torch.manual_seed(7)
-    iso = lws.build_model(vocab_size=50, block_size=32, n_layer=4, n_embd=64, n_head=4, n_kv_head=2,
-                          qk_norm="full", tie_embeddings=False, ffn_scalars=[4.0, 4.0], qkv_scalars=[1.0, 1.0]).eval()
-    assert iso.config.layers == plain.config.layers
-    a, b = plain.state_dict(), iso.state_dict()
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     idx = torch.randint(50, (2, 32))
-    assert torch.equal(all_logits(plain, idx), all_logits(iso, idx))
+    base = dict(vocab_size=50, block_size=32, n_layer=4, n_embd=64, n_head=4, n_kv_head=2,
+                qk_norm="full", tie_embeddings=False)
+    for schedule in ({}, dict(ffn_scalars=[4.0, 4.0], qkv_scalars=[1.0, 1.0])):
+        torch.manual_seed(7)
+        lws_model = LWSGPT(LWSConfig(**base, **schedule)).eval()
+        assert lws_model.config.layers == plain.config.layers, schedule
+        a, b = plain.state_dict(), lws_model.state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), schedule
+        assert torch.equal(all_logits(plain, idx), all_logits(lws_model, idx)), schedule
 
 
-def test_framed_18l_per_layer_ffn_widths_and_heads_follow_the_openelm_rounding():
-    specs = paper_model("Framed LWS").config.layers
+def test_the_variants_framed_18l_per_layer_ffn_widths_and_heads_follow_the_openelm_rounding():
+    specs = LWSConfig(n_layer=18, **OLMO2_HEADS, **lws.VARIANTS["framed"]).layers
     assert [s.ffn_hidden for s in specs] == FRAMED_18L_FFN
     assert [s.n_head for s in specs] == FRAMED_18L_HEADS
     assert [s.n_kv_head for s in specs] == [h // 3 for h in FRAMED_18L_HEADS]
     assert all(s.head_dim == 64 for s in specs)
     # reverse is framed's mirror image in the interior
-    reverse = paper_model("Reverse LWS").config.layers
+    reverse = LWSConfig(n_layer=18, **OLMO2_HEADS, **lws.VARIANTS["reverse"]).layers
     assert [s.ffn_hidden for s in reverse[1:-1]] == [s.ffn_hidden for s in specs[1:-1]][::-1]
 
 
-@pytest.mark.parametrize("row", list(lws.PAPER_TABLE2))
-def test_parameter_counts_equal_table_2(row):
-    total, non_embedding = lws.PAPER_TABLE2[row][4:]
-    c = paper_model(row).param_counts()
-    assert round(c["total"] / 1e6, 1) == total
-    assert round(c["non_embedding"] / 1e6, 1) == non_embedding
-
-
-def test_baseline_12l_and_framed_totals_equal_table_2_with_an_untied_head():
-    base, framed = paper_model("Baseline 12L").param_counts(), paper_model("Framed LWS").param_counts()
-    assert (round(base["total"] / 1e6, 1), round(base["non_embedding"] / 1e6, 1)) == (181.1, 142.5)
-    assert (round(framed["total"] / 1e6, 1), round(framed["non_embedding"] / 1e6, 1)) == (179.4, 140.7)
-    assert base["embedding"] == 50304 * 768 and base["lm_head"] == 50304 * 768  # untied head
-
-
-def test_paper_shapes_are_table_2_on_the_olmo2_base():
-    shapes = lws.paper_shapes()
-    assert list(shapes) == list(lws.PAPER_TABLE2)
-    for name, shape in shapes.items():
-        n_layer, fnn, qkv, framed, _, _ = lws.PAPER_TABLE2[name]
-        assert shape == {**lws.PAPER_BASE, "block_size": 1024, "n_layer": n_layer, "ffn_scalars": fnn,
-                         "qkv_scalars": qkv, "framed": framed}
-
-
-def test_command_line_prints_every_table_2_row_next_to_the_paper(monkeypatch, capsys):
+def test_command_line_prints_each_variants_layers_at_the_papers_shape(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["lws.py"])
     runpy.run_path(str(ROOT / "lws.py"), run_name="__main__")
-    out = capsys.readouterr().out
-    for name, (n_layer, _, _, _, total, non_embedding) in lws.PAPER_TABLE2.items():
-        assert f"{name}: {n_layer} layers" in out
-        ours = f"params: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
-        paper = f"paper Table 2: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
-        assert ours in out and paper in out, name
-    assert "FFN widths: " + str(FRAMED_18L_FFN) in out
-
-
-def test_command_line_prints_the_cpu_shapes_with_their_model_args(monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["lws.py", "--scale=cpu"])
+    tables = capsys.readouterr().out.split("\n\n")
+    assert [t.split(":")[0] for t in tables if t.strip()] == list(lws.VARIANTS)
+    rows = [line.split() for line in tables[1].splitlines()[2:20]]  # framed: one row per layer
+    assert [int(r[4]) for r in rows] == FRAMED_18L_FFN
+    assert [int(r[1]) for r in rows] == FRAMED_18L_HEADS
+    assert "total 179.35M, non_embedding 140.72M" in tables[1]  # Table 2: 179.4M / 140.7M
+    monkeypatch.setattr(sys, "argv", ["lws.py", "--n_layer=4", "--ffn_scalars=[1.0, 4.0]",
+                                      "--qkv_scalars=[0.5, 1.0]"])
     runpy.run_path(str(ROOT / "lws.py"), run_name="__main__")
     out = capsys.readouterr().out
-    for name, shape in lws.cpu_shapes().items():
-        assert f"{name}: {shape['n_layer']} layers" in out
-        assert f"'ffn_scalars': {shape['ffn_scalars']}, 'qkv_scalars': {shape['qkv_scalars']}, " \
-               f"'framed': {shape['framed']}, 'ffn_multiple': 32" in out
-    monkeypatch.setattr(sys, "argv", ["lws.py", "--scale=gpu"])
-    with pytest.raises(SystemExit, match="use paper or cpu"):
+    assert out.startswith("given: ffn_scalars [1.0, 4.0]") and out.count("layer  heads") == 1
+    monkeypatch.setattr(sys, "argv", ["lws.py", "--n_head=5"])
+    with pytest.raises(SystemExit):
         runpy.run_path(str(ROOT / "lws.py"), run_name="__main__")
+    assert "multiple of n_kv_head" in capsys.readouterr().err
 
 
 def test_query_heads_are_always_a_multiple_of_the_group_size():
@@ -204,9 +187,9 @@ def test_query_heads_are_always_a_multiple_of_the_group_size():
         fnn = [round(rng.uniform(0.1, 6.0), 2) for _ in range(rng.choice([2, 3]))]
         for schedule in (qkv, fnn):
             if len(schedule) == 3 and n_layer % 2 == 0:
-                schedule[2] = schedule[0]  # an even-depth crown is symmetric (as in the reference)
-        specs = lws.layer_specs(768, n_layer, fnn, qkv, framed=rng.random() < 0.5, head_dim=head_dim,
-                                group_size=group)
+                schedule[2] = schedule[0]  # an even-depth crown is symmetric (as the reference)
+        specs = lws.layer_specs(768, n_layer, fnn, qkv, framed=rng.random() < 0.5,
+                                head_dim=head_dim, group_size=group)
         for s in specs:
             assert s.n_head % group == 0 and s.n_kv_head * group == s.n_head and s.n_kv_head >= 1
             assert s.ffn_hidden % 256 == 0 and s.ffn_hidden >= 256
@@ -221,9 +204,10 @@ def test_causality():
 
 def test_tiny_lws_model_overfits_one_batch():
     torch.manual_seed(0)
-    model = lws.build_model(vocab_size=50, block_size=16, n_layer=3, n_embd=32, n_head=4, n_kv_head=2,
-                            ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0], ffn_multiple=16)
-    assert overfit_loss(model, vocab_size=50, steps=60, lr=2e-2, batch=2) < 0.2  # from ln(50) = 3.9
+    model = LWSGPT(LWSConfig(vocab_size=50, block_size=16, n_layer=3, n_embd=32, n_head=4,
+                             n_kv_head=2, ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0],
+                             ffn_multiple=16))
+    assert overfit_loss(model, vocab_size=50, steps=60, lr=2e-2, batch=2) < 0.2  # from ln(50)
 
 
 def test_flops_per_token_counts_each_layer_shape():
@@ -236,51 +220,38 @@ def test_flops_per_token_counts_each_layer_shape():
     assert model.flops_per_token(T) == expected
 
 
-def test_cpu_configs_are_the_baseline_and_the_variants_matched_to_it():
-    shapes = lws.cpu_shapes()  # runs match_params for the four variants
-    target = lws.count_params(**shapes["baseline"])["non_embedding"]
-    keys = ("out_dir", "eval_interval", "eval_iters", "log_interval", "sample_tokens", "dataset", "batch_size",
-            "block_size", "model_type", "n_layer", "n_embd", "n_head", "n_kv_head", "head_dim", "qk_norm",
-            "tie_embeddings", "dropout", "dtype", "model_args", "learning_rate", "max_iters", "lr_decay_iters",
-            "min_lr", "beta2", "warmup_iters")
-    for name, shape in shapes.items():
-        count = lws.count_params(**shape)["non_embedding"]
-        assert abs(count - target) / target < 0.01, name
-        assert shape["qkv_scalars"] == {**lws.CPU_VARIANTS, "baseline": lws.CPU_BASELINE}[name]["qkv_scalars"]
-        cfg = parse_overrides([str(ROOT / f"config/lws_{name}_shakespeare_char.py")], {k: None for k in keys})
-        assert cfg["model_type"] == "lws" and cfg["n_layer"] == shape["n_layer"]
-        for key in ("n_embd", "n_head", "n_kv_head", "head_dim", "qk_norm", "tie_embeddings"):
-            assert cfg[key] == shape[key], (name, key)
-        for key in ("ffn_scalars", "qkv_scalars", "framed", "ffn_multiple"):
-            assert cfg["model_args"][key] == shape[key], (name, key)
+def test_match_params_scales_only_beta_to_the_baselines_count():
+    base = dict(vocab_size=50, block_size=32, n_layer=5, n_embd=64, n_head=4, n_kv_head=2,
+                ffn_multiple=16)
+    baseline = dict(base, ffn_scalars=[2.5, 2.5], qkv_scalars=[0.75, 0.75])
+    variant = dict(base, **lws.VARIANTS["crown"])
+    matched, count = lws.match_params(baseline, variant, tolerance=1e-2)
+    target = lws.count_params(**baseline)["non_embedding"]
+    assert count == lws.count_params(**matched)["non_embedding"]
+    assert abs(count - target) / target < 0.02 and count != lws.count_params(**variant)[
+        "non_embedding"]
+    assert {k: v for k, v in matched.items() if k != "ffn_scalars"} == {
+        k: v for k, v in variant.items() if k != "ffn_scalars"}  # alpha and the frame stay
+    ratios = [m / v for m, v in zip(matched["ffn_scalars"], variant["ffn_scalars"])]
+    assert max(ratios) - min(ratios) < 0.005 and abs(ratios[0] - 1) > 0.01  # one factor for all
 
 
 def test_bad_input_gets_a_clear_error():
     with pytest.raises(ValueError, match="multiple of n_kv_head"):
-        lws.build_model(n_head=6, n_kv_head=4, n_embd=384, ffn_scalars=[1, 2], qkv_scalars=[1, 1])
+        build_model("lws", n_head=6, n_kv_head=4, n_embd=384, ffn_scalars=[1, 2],
+                    qkv_scalars=[1, 1])
     with pytest.raises(ValueError, match="2 values"):
-        lws.build_model(n_layer=6, ffn_scalars=[1, 2, 3, 4], qkv_scalars=[1, 1])
+        build_model("lws", n_layer=6, ffn_scalars=[1, 2, 3, 4], qkv_scalars=[1, 1])
     with pytest.raises(ValueError, match="a crown, for 4\\+ layers"):
         lws.interpolate([0.5, 3.0, 0.5], 2)  # a crown needs more layers than knots
     with pytest.raises(ValueError, match="> 0"):
-        lws.build_model(n_layer=6, ffn_scalars=[0.0, 2.0], qkv_scalars=[1, 1])
+        build_model("lws", n_layer=6, ffn_scalars=[0.0, 2.0], qkv_scalars=[1, 1])
     with pytest.raises(ValueError, match="both"):
-        lws.build_model(n_layer=6, ffn_scalars=[1.0, 2.0])
+        build_model("lws", n_layer=6, ffn_scalars=[1.0, 2.0])
     with pytest.raises(ValueError, match="ffn_hidden"):
-        lws.build_model(n_layer=6, ffn_hidden=512, ffn_scalars=[1.0, 2.0], qkv_scalars=[1, 1])
-
-
-@pytest.mark.parametrize("row, name", [("Baseline 12L", "baseline_12l"), ("Vanilla LWS 12L", "vanilla_12l"),
-                                       ("Baseline 18L", "baseline"), ("Vanilla LWS 18L", "vanilla"),
-                                       ("Framed LWS", "framed"), ("Reverse LWS", "reverse"), ("Crown LWS", "crown")])
-def test_paper_scale_configs_build_table_2_on_the_olmo2_base(row, name):
-    from configurator import build_model as build_by_name, train_defaults
-    cfg = parse_overrides([str(ROOT / f"config/lws_{name}_180m.py")], train_defaults())
-    keys = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim", "ffn_hidden", "qk_norm",
-            "tie_embeddings", "dropout")
-    with torch.device("meta"):
-        model = build_by_name(cfg["model_type"], vocab_size=50304, **{k: cfg[k] for k in keys}, **cfg["model_args"])
-    assert model.config.layers == paper_model(row).config.layers
-    assert (model.config.rope_theta, model.config.norm_eps) == (500_000.0, 1e-6)  # OLMo-2 190M's values
-    c = model.param_counts()
-    assert (round(c["total"] / 1e6, 1), round(c["non_embedding"] / 1e6, 1)) == tuple(lws.PAPER_TABLE2[row][4:])
+        build_model("lws", n_layer=6, ffn_hidden=512, ffn_scalars=[1.0, 2.0], qkv_scalars=[1, 1])
+    with pytest.raises(ValueError, match="ffn_multiple=0 must be >= 1"):
+        build_model("lws", n_layer=6, ffn_multiple=0, ffn_scalars=[1.0, 2.0], qkv_scalars=[1, 1])
+    with pytest.raises(ValueError, match="layers: an LWS model builds them"):
+        build_model("lws", layers=LWSConfig(n_layer=2).layers, ffn_scalars=[1.0, 2.0],
+                    qkv_scalars=[1, 1])

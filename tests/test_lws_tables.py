@@ -1,0 +1,127 @@
+"""experiments/lws_tables.py: every row of the paper's Table 2 (shapes and counts), the 180M and
+CPU config files, the CPU shapes matched to their baseline, and the command line."""
+
+import importlib.util
+import runpy
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+from configurator import build_model, parse_overrides, train_defaults
+import lws
+
+SCRIPT = ROOT / "experiments" / "lws_tables.py"
+spec = importlib.util.spec_from_file_location("lws_tables", SCRIPT)
+tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tables)
+
+FRAMED_18L_FFN = [3072, 512, 768, 1024, 1024, 1280, 1280, 1536, 1536, 1792, 2048, 2048, 2304,
+                  2560, 2560, 2816, 2816, 3072]
+
+
+def paper_model(row):
+    return tables.build(tables.paper_shapes()[row])
+
+
+@pytest.fixture(scope="module")
+def cpu_shapes():
+    return tables.cpu_shapes()  # runs match_params for the four variants: once
+
+
+def test_the_variants_are_the_papers_18_layer_rows():
+    rows = ("Vanilla LWS 18L", "Framed LWS", "Reverse LWS", "Crown LWS")
+    for (name, schedule), row in zip(lws.VARIANTS.items(), rows, strict=True):
+        n_layer, fnn, qkv, framed, _, _ = tables.PAPER_TABLE2[row]
+        assert n_layer == 18 and schedule == dict(ffn_scalars=fnn, qkv_scalars=qkv, framed=framed)
+
+
+@pytest.mark.parametrize("row", list(tables.PAPER_TABLE2))
+def test_parameter_counts_equal_table_2(row):
+    total, non_embedding = tables.PAPER_TABLE2[row][4:]
+    c = paper_model(row).param_counts()
+    assert round(c["total"] / 1e6, 1) == total
+    assert round(c["non_embedding"] / 1e6, 1) == non_embedding
+
+
+def test_baseline_12l_and_framed_totals_equal_table_2_with_an_untied_head():
+    base = paper_model("Baseline 12L").param_counts()
+    framed = paper_model("Framed LWS").param_counts()
+    assert (round(base["total"] / 1e6, 1), round(base["non_embedding"] / 1e6, 1)) == (181.1, 142.5)
+    assert (round(framed["total"] / 1e6, 1), round(framed["non_embedding"] / 1e6, 1)) == (
+        179.4, 140.7)
+    assert base["embedding"] == 50304 * 768 and base["lm_head"] == 50304 * 768  # untied head
+
+
+def test_paper_shapes_are_table_2_on_the_olmo2_base():
+    shapes = tables.paper_shapes()
+    assert list(shapes) == list(tables.PAPER_TABLE2)
+    for name, shape in shapes.items():
+        n_layer, fnn, qkv, framed, _, _ = tables.PAPER_TABLE2[name]
+        assert shape == {**tables.PAPER_BASE, "block_size": 1024, "n_layer": n_layer,
+                         "ffn_scalars": fnn, "qkv_scalars": qkv, "framed": framed}
+    assert next(paper_model("Crown LWS").parameters()).is_meta  # built without memory
+
+
+def test_command_line_prints_every_table_2_row_next_to_the_paper(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["lws_tables.py"])
+    runpy.run_path(str(SCRIPT), run_name="__main__")
+    out = capsys.readouterr().out
+    for name, (n_layer, _, _, _, total, non_embedding) in tables.PAPER_TABLE2.items():
+        assert f"{name}: {n_layer} layers" in out
+        ours = f"params: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
+        paper = f"paper Table 2: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
+        assert ours in out and paper in out, name
+    assert "FFN widths: " + str(FRAMED_18L_FFN) in out
+
+
+def test_command_line_prints_the_cpu_shapes_with_their_model_args(monkeypatch, capsys, cpu_shapes):
+    monkeypatch.setattr(sys, "argv", ["lws_tables.py", "--scale=cpu"])
+    runpy.run_path(str(SCRIPT), run_name="__main__")
+    out = capsys.readouterr().out
+    for name, shape in cpu_shapes.items():
+        assert f"{name}: {shape['n_layer']} layers" in out
+        assert (f"'ffn_scalars': {shape['ffn_scalars']}, 'qkv_scalars': {shape['qkv_scalars']}, "
+                f"'framed': {shape['framed']}, 'ffn_multiple': 32") in out
+    monkeypatch.setattr(sys, "argv", ["lws_tables.py", "--scale=gpu"])
+    with pytest.raises(SystemExit, match="use paper or cpu"):
+        runpy.run_path(str(SCRIPT), run_name="__main__")
+
+
+def test_cpu_configs_are_the_baseline_and_the_variants_matched_to_it(cpu_shapes):
+    target = lws.count_params(**cpu_shapes["baseline"])["non_embedding"]
+    keys = ("out_dir", "eval_interval", "eval_iters", "log_interval", "sample_tokens", "dataset",
+            "batch_size", "block_size", "model_type", "n_layer", "n_embd", "n_head", "n_kv_head",
+            "head_dim", "qk_norm", "tie_embeddings", "dropout", "dtype", "model_args",
+            "learning_rate", "max_iters", "lr_decay_iters", "min_lr", "beta2", "warmup_iters")
+    schedules = {**lws.VARIANTS, "baseline": tables.CPU_BASELINE}
+    for name, shape in cpu_shapes.items():
+        count = lws.count_params(**shape)["non_embedding"]
+        assert abs(count - target) / target < 0.01, name
+        assert shape["qkv_scalars"] == schedules[name]["qkv_scalars"]
+        cfg = parse_overrides([str(ROOT / f"config/lws_{name}_shakespeare_char.py")],
+                              {k: None for k in keys})
+        assert cfg["model_type"] == "lws" and cfg["n_layer"] == shape["n_layer"]
+        for key in ("n_embd", "n_head", "n_kv_head", "head_dim", "qk_norm", "tie_embeddings"):
+            assert cfg[key] == shape[key], (name, key)
+        for key in ("ffn_scalars", "qkv_scalars", "framed", "ffn_multiple"):
+            assert cfg["model_args"][key] == shape[key], (name, key)
+
+
+@pytest.mark.parametrize("row, name", [
+    ("Baseline 12L", "baseline_12l"), ("Vanilla LWS 12L", "vanilla_12l"),
+    ("Baseline 18L", "baseline"), ("Vanilla LWS 18L", "vanilla"), ("Framed LWS", "framed"),
+    ("Reverse LWS", "reverse"), ("Crown LWS", "crown")])
+def test_paper_scale_configs_build_table_2_on_the_olmo2_base(row, name):
+    cfg = parse_overrides([str(ROOT / f"config/lws_{name}_180m.py")], train_defaults())
+    keys = ("block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "head_dim", "ffn_hidden",
+            "qk_norm", "tie_embeddings", "dropout")
+    with torch.device("meta"):
+        model = build_model(cfg["model_type"], vocab_size=50304, **{k: cfg[k] for k in keys},
+                            **cfg["model_args"])
+    assert model.config.layers == paper_model(row).config.layers
+    assert (model.config.rope_theta, model.config.norm_eps) == (500_000.0, 1e-6)  # OLMo-2 190M's
+    c = model.param_counts()
+    assert (round(c["total"] / 1e6, 1), round(c["non_embedding"] / 1e6, 1)) == tuple(
+        tables.PAPER_TABLE2[row][4:])
