@@ -160,7 +160,7 @@ def build_model(model_type, **model_args):
     """Model(Config(**model_args)) for a model_type name. A setting the config does not have, or
     one its checks refuse, is a ConfigError of one line naming the model type and the key."""
     model_cls, config_cls = model_classes(model_type)
-    known = {f.name for f in dataclasses.fields(config_cls)}
+    known = {f.name for f in dataclasses.fields(config_cls) if f.init}  # not the derived ones
     unknown = sorted(set(model_args) - known)
     if unknown:
         raise ConfigError(

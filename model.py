@@ -548,7 +548,7 @@ def describe(model, seq_len=None):
 def default_args(cls=GPTConfig):
     """The un-resolved defaults of a config dataclass (None stays None), for command lines."""
     return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
-            for f in fields(cls)}
+            for f in fields(cls) if f.init}
 
 
 if __name__ == "__main__":

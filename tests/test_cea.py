@@ -2,13 +2,19 @@
 the parameter split and the shape table. The contribution analysis is tested in test_cea_contribution.py."""
 
 import math
+import sys
 
 import pytest
 import torch
 
 from conftest import ROOT, all_logits, assert_causal, overfit_loss
 import cea
+from configurator import build_model
 from model import GPT, GPTConfig
+
+sys.path.insert(0, str(ROOT / "experiments"))
+import cea_tables  # noqa: E402
+from cea_tables import param_split  # noqa: E402
 
 TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mult=8)
 RULES = ("direct", "masked", "transformed")
@@ -16,7 +22,7 @@ RULES = ("direct", "masked", "transformed")
 
 def tiny(**overrides):
     torch.manual_seed(0)
-    return cea.build_model(**{**TINY, **overrides}).eval()
+    return build_model("cea", **{**TINY, **overrides}).eval()
 
 
 def test_outer_ratio_one_is_exactly_ffn_wider():
@@ -92,8 +98,9 @@ def test_direct_pathway_equals_a_reference_softmax():
     hd = sub.head_dim
     for h in range(2):
         sl = slice(h * hd, (h + 1) * hd)
-        q = sub._queries(a @ W_q.T)[0, h]
-        kt, ka = sub._keys(t @ W_k.T)[0, h], sub._keys(a @ W_k.T)[0, h]
+        q = sub.heads(a @ W_q.T, sub.n_head, sub.q_norm, pos=0)[0, h]
+        kt = sub.heads(t @ W_k.T, sub.n_kv_head, sub.k_norm, pos=0)[0, h]
+        ka = sub.heads(a @ W_k.T, sub.n_kv_head, sub.k_norm, pos=0)[0, h]
         vt, va = (t @ W_v.T)[0, :, sl], (a @ W_v.T)[0, :, sl]
         for i in range(T):
             scores = torch.cat([q[i] @ kt[:i].T, (q[i] @ ka[i])[None]]) / math.sqrt(hd)
@@ -133,7 +140,7 @@ def test_moe_routes_each_token_to_one_expert_and_balancing_loss():
 def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_includes_balancing():
     kw = dict(ffn_mult=4, n_experts=4, expert_hidden=64)
     before, inner = tiny(moe_place="before_ffn", **kw), tiny(moe_place="inner", **kw)
-    sb, si = cea.param_split(before), cea.param_split(inner)
+    sb, si = param_split(before), param_split(inner)
     assert sb["moe"] == si["inner_ffn"] > 0 and sb["outer_ffn"] == si["outer_ffn"] and sb["attention"] == si["attention"]
     assert sb["active_ffn"] == si["active_ffn"] == 2 * (32 * 4 + 3 * 32 * 64) + 2 * 3 * 32 * 128
     assert sb["total"] == si["total"] + 2 * 32  # the baseline's MoE sublayer has its own RMSNorm gain
@@ -194,10 +201,10 @@ def test_tiny_model_overfits_a_batch(kw):
 def test_paper_shapes_h768():
     """Paper GPT H=768, 12 layers, FFN-Wider 32x. Our SwiGLU FFN has 3 matrices (d x 32d)."""
     with torch.device("meta"):
-        wider = cea.build_model(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768, outer_ratio=1.0)
-        cea_model = cea.build_model(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,
+        wider = build_model("cea", vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768, outer_ratio=1.0)
+        cea_model = build_model("cea", vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,
                                     outer_ratio=0.125)
-    sw, sc = cea.param_split(wider), cea.param_split(cea_model)
+    sw, sc = param_split(wider), param_split(cea_model)
     assert sw["outer_ffn"] == 12 * 3 * 768 * 32 * 768
     assert sc["outer_ffn"] == 12 * 3 * 768 * 3072 and sc["inner_ffn"] == 12 * 3 * 768 * 21504
     assert sw["total"] == sc["total"] and sw["attention"] == sc["attention"] == 12 * 4 * 768 * 768
@@ -205,13 +212,13 @@ def test_paper_shapes_h768():
 
 def test_bad_arguments_say_what_to_do():
     with pytest.raises(ValueError, match="outer_ratio"):
-        cea.build_model(**TINY, outer_ratio=1.5)
+        build_model("cea", **TINY, outer_ratio=1.5)
     with pytest.raises(ValueError, match="current_position"):
-        cea.build_model(**TINY, current_position="diagonal")
+        build_model("cea", **TINY, current_position="diagonal")
     with pytest.raises(ValueError, match="moe_place"):
-        cea.build_model(**TINY, n_experts=2, moe_place="after")
+        build_model("cea", **TINY, n_experts=2, moe_place="after")
     with pytest.raises(ValueError, match="outer_ratio=1.0"):
-        cea.build_model(**TINY, n_experts=2, outer_ratio=0.5)
+        build_model("cea", **TINY, n_experts=2, outer_ratio=0.5)
 
 
 def test_config_files_load_and_build():
@@ -243,8 +250,8 @@ def test_moe_at_the_papers_c2_shape():
     shape = dict(vocab_size=32000, block_size=2048, n_layer=6, n_head=32, n_embd=4096, tie_embeddings=False,
                  ffn_mult=4, outer_ratio=1.0, n_experts=64)  # expert_hidden: the default is C.2's d = 4096
     with torch.device("meta"):
-        before = cea.param_split(cea.build_model(**shape, moe_place="before_ffn"))
-        inner = cea.param_split(cea.build_model(**shape, moe_place="inner", current_position="masked"))
+        before = param_split(build_model("cea", **shape, moe_place="before_ffn"))
+        inner = param_split(build_model("cea", **shape, moe_place="inner", current_position="masked"))
     d, L = 4096, 6
     experts_and_routers = L * (64 * 3 * d * 4096 + d * 64)
     assert before["moe"] == inner["inner_ffn"] == experts_and_routers == 19_328_925_696
@@ -261,12 +268,11 @@ def test_moe_at_the_papers_c2_shape():
 
 def test_shape_table_command_prints_the_cea_split_at_the_papers_h768_shape():
     import subprocess
-    import sys
-    out = subprocess.run([sys.executable, "cea.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "experiments/cea_tables.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "split: attention 28.312M, inner_ffn 594.543M, outer_ffn 84.935M" in out
     assert "total 731.249M" in out and "forward FLOPs/token at T=128: 1496.08M" in out  # T keys at head dim 72
     with torch.device("meta"):
-        reference = cea.build_model(**{**cea.DEFAULT_ARGS, "attention_impl": "reference"})
+        reference = build_model("cea", **{**cea_tables.PAPER_H768, "attention_impl": "reference"})
     assert f"{reference.flops_per_token(128) / 1e6:.2f}M" == "1500.21M"  # 2T keys at head dim 64
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import cea
+from configurator import build_model
 from model import KVCache
 
 SHAPE = dict(vocab_size=50, block_size=24, n_layer=2, n_embd=32, n_head=4, ffn_mult=8)
@@ -16,7 +17,7 @@ VARIANTS = {"mha": dict(), "gqa_qknorm_head": dict(n_kv_head=2, qk_norm="head"),
 
 def build(**kw):
     torch.manual_seed(0)
-    return cea.build_model(**{**SHAPE, "outer_ratio": 0.25, **kw}).eval()
+    return build_model("cea", **{**SHAPE, "outer_ratio": 0.25, **kw}).eval()
 
 
 def set_impl(model, impl):

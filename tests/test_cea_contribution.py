@@ -10,6 +10,7 @@ import torch
 
 from conftest import ROOT, all_logits
 import cea
+from configurator import build_model
 from checkpoint import save_checkpoint
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -20,7 +21,7 @@ TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mu
 
 def tiny(**overrides):
     torch.manual_seed(0)
-    return cea.build_model(**{**TINY, **overrides}).eval()
+    return build_model("cea", **{**TINY, **overrides}).eval()
 
 
 def save_tiny_run(out_dir, data_dir, **overrides):
@@ -28,7 +29,7 @@ def save_tiny_run(out_dir, data_dir, **overrides):
     vocab = json.loads((data_dir / "meta.json").read_text())["vocab_size"]
     args = dict(TINY, vocab_size=vocab, outer_ratio=0.25, **overrides)
     torch.manual_seed(0)
-    model = cea.build_model(**args)
+    model = build_model("cea", **args)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_checkpoint(dict(model=model.state_dict(), model_type="cea", model_args=args,
                          config=dict(data_dir=str(data_dir), dataset="", block_size=16)), out_dir / "ckpt.pt")

@@ -262,11 +262,13 @@ def test_a_time_budget_fixes_max_iters_once_and_a_resume_is_exact(char_dataset, 
                              "--max_iters=0", "--max_minutes=0.25"], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    deadline = time.time() + 90
-    while not (out / "ckpt.pt").exists() and time.time() < deadline:
-        time.sleep(0.05)
+    lines = []  # train.py's stdout is line-buffered: read up to the progress line of step 60
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("iter 60/"):  # its checkpoint is saved just before this line
+            break
     proc.kill()  # after the first checkpoint (step 60), past the decision at step 50
-    first_part = proc.communicate()[0]
+    first_part = "".join(lines) + proc.communicate()[0]
     assert first_part.count("time budget 0.25 min: max_iters=") == 1, first_part
     saved = load_checkpoint(out / "ckpt.pt")
     n = saved["config"]["max_iters"]

@@ -135,12 +135,14 @@ def gpt2_run(tmp_path_factory):
     data_dir, out = root / "data", root / "out"
     data_dir.mkdir()
     rng = np.random.default_rng(0)
+    splits = {}
     for split, n in (("train", 4000), ("val", 600)):
         ids = rng.integers(0, 300, n).astype(np.uint16)
         ids[::97] = 50256  # <|endoftext|>, the largest id
         ids.tofile(data_dir / f"{split}.bin")
+        splits[split] = {"tokens": n, "max_id": 50256}
     (data_dir / "meta.json").write_text(json.dumps({"tokenizer": "gpt2", "vocab_size": 50257,
-                                                    "source": "test"}))
+                                                    "source": "test", "splits": splits}))
     _, report = launch("train.py", *TINY, "--n_embd=16", f"--data_dir={data_dir}",
                        f"--out_dir={out}", "--max_iters=2", "--eval_interval=2",
                        "--sample_tokens=40", patches=("sample_vocab", "scaler"), workdir=root)

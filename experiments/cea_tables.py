@@ -1,0 +1,68 @@
+"""
+The parameter tables of docs/cea.md, counted by cea.py: every model's parameters by role
+(attention, Inner-FFN or Inner-MoE, Outer-FFN, the baseline's MoE, the FFN parameters one token
+uses) and FLOPs per token. "How does Architecture Influence the Base Capabilities of Pre-trained
+Language Models? A Case Study Based on FFN-Wider and MoE Transformers" (Lu, Zhao, Qin, Huo, Yang,
+Xu, NeurIPS 2024, arXiv:2403.02436). Built on the meta device: instant at any size.
+
+    python experiments/cea_tables.py                          # CEA at the paper's H=768 GPT
+    python experiments/cea_tables.py --outer_ratio=1.0        # FFN-Wider
+    python experiments/cea_tables.py --vocab_size=32000 --n_embd=4096 --n_layer=6 --n_head=32 \\
+        --tie_embeddings=False --block_size=2048 --ffn_mult=4 --n_experts=64   # C.2's MoE shape
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+
+import torch  # noqa: E402
+
+from cea import CEAConfig, TopOneMoE  # noqa: E402
+from configurator import ConfigError, build_model, parse_overrides, usage_error  # noqa: E402
+from model import SwiGLU, default_args, describe  # noqa: E402
+
+# The paper's H=768 GPT (section 6.1: 12 layers, 12 heads, BERT's vocabulary, context 128) as CEA
+PAPER_H768 = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,
+                  ffn_mult=32, outer_ratio=0.125)
+
+
+def param_split(model):
+    """Parameters by role: attention (its matrices, without the Inner-FFN/MoE), inner_ffn
+    (Inner-FFN or Inner-MoE), outer_ffn (the FFN sublayer), moe (the baseline's MoE sublayer),
+    active_ffn (FFN-like parameters one token uses: one expert + router), and
+    model.param_counts()'s total / non_embedding. Norm gains are left out of the roles."""
+    split = dict(attention=0, inner_ffn=0, outer_ffn=0, moe=0, active_ffn=0)
+    for block in model.blocks:
+        for name, p in block.named_parameters():
+            if name.endswith("norm.weight"):
+                continue
+            role = ("inner_ffn" if ".inner_ffn." in name else "moe" if ".moe." in name
+                    else "attention" if name.startswith("attn.") else "outer_ffn")
+            split[role] += p.numel()
+        moes = [m for m in block.modules() if isinstance(m, TopOneMoE)]
+        in_moe = {id(e) for moe in moes for e in moe.experts}
+        for moe in moes:  # top-1: the router and one expert are active
+            split["active_ffn"] += moe.router.weight.numel()
+            split["active_ffn"] += sum(p.numel() for p in moe.experts[0].parameters())
+        for m in block.modules():  # dense FFNs (Outer and Inner) are always active
+            if isinstance(m, SwiGLU) and id(m) not in in_moe:
+                split["active_ffn"] += sum(p.numel() for p in m.parameters())
+    counts = model.param_counts()
+    split.update(total=counts["total"], non_embedding=counts["non_embedding"])
+    return split
+
+
+def main(argv):
+    try:  # --key=value sets any CEAConfig field
+        args = parse_overrides(argv, {**default_args(CEAConfig), **PAPER_H768})
+        with torch.device("meta"):
+            model = build_model("cea", **args)
+    except ConfigError as e:
+        usage_error(e)
+    print(describe(model))
+    print("split: " + ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in param_split(model).items()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
