@@ -25,11 +25,10 @@ ratio rho splits the FFN width W: the FFN sublayer keeps rho W (the Outer-FFN), 
 layer before the FFN moves inside attention as an Inner-MoE, and the direct pathway becomes a
 masked current position (s < t only).
 
-The code: `CEAConfig` splits W = ffn_hidden or ffn_mult * d by rho (rho = 1 is FFN-Wider, exactly
+The code: `CEAConfig` splits W = ffn_hidden or ffn_mult * d by rho (rho = 1: FFN-Wider, exactly
 model.GPT); `CEAAttentionSublayer` is the block above, `reference_attention` its one softmax as
-written, the default path (attention_impl='causal') the same numbers on the plain causal kernels;
-`TopOneMoE` the MoE; `CEAGPT` the model. The choices the paper leaves open, the results and the
-commands: docs/cea.md. Parameter tables: experiments/cea_tables.py.
+written, the default path the same numbers on plain causal kernels; `TopOneMoE`; `CEAGPT`. Choices
+the paper leaves open, results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
 """
 
 import math
@@ -48,9 +47,7 @@ ATTENTION_IMPLS = ("causal", "reference")  # the fast mask-free path (default), 
 
 @dataclass
 class CEAConfig(GPTConfig):
-    """GPTConfig plus the paper's settings. W = ffn_hidden or ffn_mult * n_embd is the total FFN
-    width; `layers[i].ffn_hidden` becomes the Outer-FFN's rho W, `inner_hidden` the rest."""
-
+    """GPTConfig plus the paper's settings; layers[i].ffn_hidden is the Outer-FFN's rho W."""
     ffn_mult: int = 32  # W / d when ffn_hidden is not given: 32 FFN-Wider, 4 vanilla
     outer_ratio: float = 1.0  # rho: 1.0 FFN-Wider (no Inner-FFN), 0.125 CEA
     current_position: str = "direct"  # one of CURRENT_POSITION_RULES
@@ -62,14 +59,12 @@ class CEAConfig(GPTConfig):
     inner_hidden: int = field(default=0, init=False)  # (1 - rho) W, derived
 
     def __post_init__(self):
-        assert 0.0 <= self.outer_ratio <= 1.0, (
-            f"outer_ratio={self.outer_ratio}: the Outer-FFN's share of the FFN width, in [0, 1]")
-        assert self.current_position in CURRENT_POSITION_RULES, (
-            f"current_position={self.current_position!r}: one of {CURRENT_POSITION_RULES}")
-        assert self.attention_impl in ATTENTION_IMPLS, (
-            f"attention_impl={self.attention_impl!r}: one of {ATTENTION_IMPLS}")
-        assert self.moe_place in ("before_ffn", "inner"), (
-            f"moe_place={self.moe_place!r}: 'before_ffn' (MoE baseline) or 'inner' (MoE w/ CEA)")
+        assert 0 <= self.outer_ratio <= 1, f"outer_ratio={self.outer_ratio}: a share, in [0, 1]"
+        c, rules = self.current_position, CURRENT_POSITION_RULES
+        assert c in rules, f"current_position={c!r}: one of {rules}"
+        impl, place = self.attention_impl, self.moe_place
+        assert impl in ATTENTION_IMPLS, f"attention_impl={impl!r}: one of {ATTENTION_IMPLS}"
+        assert place in ("before_ffn", "inner"), f"moe_place={place!r}: 'before_ffn' or 'inner'"
         assert self.n_experts >= 0, f"n_experts={self.n_experts}: use 0 (no MoE) or at least 1"
         width = self.ffn_hidden or self.ffn_mult * self.n_embd  # W
         outer = round(self.outer_ratio * width)  # rho W
@@ -88,8 +83,7 @@ class CEAConfig(GPTConfig):
 
 
 class CEAAttentionSublayer(nn.Module):
-    """x -> x + W_o Attn(q from a, earlier keys/values from t = a + InnerFFN(a)), a = n(x); the
-    current position's key/value follow config.current_position."""
+    """x -> x + W_o Attn(a, t = a + InnerFFN(a)), a = n(x), as in the equations above."""
 
     def __init__(self, dim, spec: LayerSpec, config: CEAConfig, inner_ffn: nn.Module | None = None):
         super().__init__()
@@ -146,8 +140,7 @@ class CEAAttentionSublayer(nn.Module):
         return y.transpose(1, 2).reshape(B, T, self.q_dim)  # (B, T, H*hd)
 
     def reference_attention(self, q, k_ctx, v_ctx, k_own, v_own, pos):
-        """The paper's attention as written, ONE softmax: 'direct' over 2T keys [from t | from a],
-        s < t allowed among the first, s = t among the second; 'masked' over s < t alone.
+        """ONE softmax: 'direct' over [keys from t, s < t | keys from a, s = t]; 'masked': s < t.
         q: (B, H, T, hd); k_ctx, v_ctx: (B, Hkv, pos+T, hd); k_own, v_own: (B, Hkv, T, hd)."""
         self.check_kernels(q.is_cuda)
         T, S, gqa = q.size(2), k_ctx.size(2), self.n_kv_head != self.n_head
@@ -166,14 +159,12 @@ class CEAAttentionSublayer(nn.Module):
     def check_kernels(self, on_cuda):  # CUDA SDPA's masked kernels want head_dim % 8 == 0
         needs_mask = self.attention_impl == "reference" and self.current_position != "transformed"
         if on_cuda and needs_mask and self.head_dim % 8:
-            raise ValueError(
-                f"CEA attention_impl='reference' needs head_dim % 8 == 0 on CUDA (head_dim="
-                f"{self.head_dim}), else SDPA's math fallback saves an fp32 (B, H, T, 2T) tensor "
-                f"per layer: use attention_impl='causal' (the default, no mask)")
+            raise ValueError(f"CEA attention_impl='reference' needs head_dim % 8 == 0 on CUDA "
+                             f"(head_dim={self.head_dim}) for SDPA's masked kernels: use "
+                             f"attention_impl='causal' (the default, no mask)")
 
     def heads(self, x, n_heads, qk_norm=None, pos=None):
-        """(B, T, n_heads*hd) -> (B, n_heads, T, hd); keys and queries (pos given) QK-normed and
-        rotated at positions pos..pos+T-1, as in model.CausalSelfAttention."""
+        """(B, T, n_heads*hd) -> (B, n_heads, T, hd); queries, keys: QK-normed, rotated at pos.."""
         B, T, _ = x.shape
         if qk_norm is not None and self.qk_norm == "full":
             x = qk_norm(x)
@@ -191,16 +182,13 @@ class CEAAttentionSublayer(nn.Module):
         scores = 4 * seq_len * self.n_head * self.head_dim  # q.k and p.v over T keys
         if self.current_position == "direct":
             projections += 2 * self.qkv_proj.in_features * 2 * self.kv_dim  # W_k, W_v on a and t
-            # 'reference': 2T keys of head dim hd; 'causal': T keys of hd + 1 padded to 8s
-            reference = self.attention_impl == "reference"
+            reference = self.attention_impl == "reference"  # 2T keys; else T keys of hd + 1 -> 8s
             width = 2 * self.head_dim if reference else self.head_dim // 8 * 8 + 8
             scores = 4 * seq_len * self.n_head * width
         return inner + projections + scores
 
 
 # The fast path: the same softmax on the plain causal SDPA call, no mask (flash kernels on a GPU).
-
-
 def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
     """reference_attention's 'direct' softmax as one causal call with no mask: the own key is a
     "sink" in front of the context shifted by one, seen by every query, its score q_t.k_own_t
@@ -238,8 +226,7 @@ def masked_current_attention(q, k_ctx, v_ctx, pos=0):
 
 
 def load_balancing_loss(router_probs, expert_index, n_experts):
-    """Switch Transformer's E * sum_i f_i P_i: f_i = share of the tokens sent to expert i,
-    P_i = mean router probability of i (1 if uniform). router_probs: (N, E); expert_index: (N,)"""
+    """Switch Transformer's E sum_i f_i P_i (f_i: i's share of tokens, P_i: its mean probability)"""
     experts = torch.arange(n_experts, device=expert_index.device)
     f = (expert_index[:, None] == experts).to(router_probs.dtype).mean(dim=0)  # (E,)
     P = router_probs.mean(dim=0)  # (E,)
@@ -247,9 +234,8 @@ def load_balancing_loss(router_probs, expert_index, n_experts):
 
 
 class TopOneMoE(nn.Module):
-    """n_experts SwiGLU experts; each token goes to the one its router ranks first, scaled by that
-    router probability. No norm, no residual. Every expert runs on every token and keeps its
-    routed rows: fixed shapes, no host sync (docs/cea.md)."""
+    """Each token goes to the SwiGLU expert its router ranks first, scaled by that probability.
+    Every expert runs on every token and keeps its routed rows: fixed shapes, no host sync."""
 
     def __init__(self, dim, n_experts, expert_hidden):
         super().__init__()
@@ -304,9 +290,8 @@ class FFNSlot(nn.Sequential):
 
 
 class CEAGPT(GPT):
-    """model.GPT with the attention and FFN slots of CAA / CEA / MoE. While training, forward()
-    returns the LM loss PLUS balance_coef x the MoE balancing losses (train.py optimises both
-    unchanged); in eval mode the plain LM loss, what val and OOD losses compare."""
+    """model.GPT with CAA / CEA / MoE slots. Training loss: LM loss + balance_coef x the MoE
+    balancing losses (train.py optimises it unchanged); in eval mode the plain LM loss."""
 
     config: CEAConfig
     aux_loss = None  # balance_coef x balancing loss of the last forward (detached); None: no MoE
@@ -343,9 +328,8 @@ class CEAGPT(GPT):
 
 
 def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
-    """The total FFN width W (ffn_hidden, a multiple of `multiple`) whose model has the
-    non-embedding parameter count closest to target_non_embedding, e.g. a baseline's. rho does
-    not change the count (Inner- and Outer-FFN share W), so this holds for any outer_ratio."""
+    """The FFN width W (a multiple of `multiple`) whose non-embedding count is closest to the
+    target (a baseline's). Inner- and Outer-FFN share W, so it holds for any outer_ratio."""
     def count(width):
         with torch.device("meta"):
             model = CEAGPT(CEAConfig(**{**shape, "ffn_hidden": width}))
