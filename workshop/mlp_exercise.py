@@ -12,7 +12,7 @@ What to change, two things:
    P = d_x d_z + 2 L d_z d_h + d_z d_out (the paper's section 3.3 plus W_out; all matrices, no biases;
    BatchNorm without affine has no parameters).
 
-Check:  python -m pytest tests/workshop --workshop -k mlp_exercise
+Check:  python tests/workshop/check.py mlp_exercise
 It passes when W_in is a trainable parameter that starts equal to the frozen one, one AdamW step on a
 batch moves it, and TRAINABLE_PARAMS equals the model's trainable count.
 """

