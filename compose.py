@@ -442,13 +442,92 @@ def shapes_table(shapes_info, extra_columns=None):
     return "\n".join(lines)
 
 
+# A picture of every shape
+
+
+def layer_profile(model):
+    """Per layer of a model (built on any device): the residual stream's width, the attention
+    width (query heads x head dim), the hidden size of each FFN sub-block (K of them in an
+    hourglass) and of an Inner-FFN inside attention (CEA; 0 without)."""
+    c = model.config
+    rows = []
+    for i, (block, spec) in enumerate(zip(model.blocks, c.layers)):
+        stream = c.layer_widths[i] if getattr(c, "layer_widths", None) else c.n_embd
+        inner = getattr(block.attn, "inner_ffn", None)
+        ffns = [m for m in block.ffn.modules() if isinstance(m, SwiGLU)]
+        rows.append(dict(stream=stream, attention=spec.n_head * spec.head_dim,
+                         ffn=[m.out_proj.in_features for m in ffns],
+                         inner=inner.out_proj.in_features if isinstance(inner, SwiGLU) else 0))
+    return rows
+
+
+def plot_shapes(shapes, path, title=""):
+    """One panel per matched shape: per layer, the residual width (grey bars), the attention
+    width (blue), each FFN sub-block's hidden size (orange; K marks for an hourglass) and CEA's
+    Inner-FFN (green), on one log-scaled width axis so that every panel reads alike."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(shapes)
+    cols = min(5, n)
+    rows_n = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.9 * rows_n), sharey=True,
+                             squeeze=False)
+    for ax, (name, (model_type, model_args)) in zip(axes.flat, shapes.items()):
+        with torch.device("meta"):
+            layers = layer_profile(build_any(model_type, **model_args))
+        x = range(1, len(layers) + 1)
+        ax.bar(x, [r["stream"] for r in layers], color="0.85", label="residual width")
+        ax.plot(x, [r["attention"] for r in layers], "o-", color="tab:blue", label="attention")
+        k = max(len(r["ffn"]) for r in layers)
+        ffn = [r["ffn"][0] if r["ffn"] else float("nan") for r in layers]
+        ax.plot(x, ffn, "s-", color="tab:orange", label="FFN hidden (per sub-block)")
+        if k > 1:
+            ax.text(0.03, 0.93, f"{k} FFN sub-blocks per layer", transform=ax.transAxes,
+                    fontsize=7, color="tab:orange", va="top")
+        if any(r["inner"] for r in layers):
+            ax.plot(x, [r["inner"] or float("nan") for r in layers], "^--", color="tab:green",
+                    label="Inner-FFN (in attention)")
+        ax.set_title(name, fontsize=9)
+        ax.set_yscale("log", base=2)
+        ax.set_xticks(list(x))
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("width")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("layer")
+    handles = {}
+    for ax in axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles),
+               fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 if __name__ == "__main__":
     import sys
 
+    args = sys.argv[1:]  # --plot (to docs/shapes_<preset>.png) or --plot=PATH draws the shapes too
+    plots = [a.split("=", 1)[1] if "=" in a else "" for a in args if a.split("=")[0] == "--plot"]
+    plot = plots[-1] if plots else None  # the last one wins, as for every option
     try:
-        settings = preset_settings(sys.argv[1:])
-        shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
+        settings = preset_settings([a for a in args if a.split("=")[0] != "--plot"])
+        shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
+                                models=select_models(settings["models"]))
         print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
         print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
+    if plot is not None:
+        path = plot or str(ROOT / "docs" / f"shapes_{settings['preset']}.png")
+        title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
+                 f"(L{settings['n_layer']}, d{settings['n_embd']})")
+        plot_shapes(shapes, path, title)
+        print(f"\nwrote {path}")

@@ -277,3 +277,22 @@ def test_a_gpt2_vocabulary_is_padded_as_train_py_pads_it():
     settings = dict(compose.PRESETS["gpu"], data_dir="/nonexistent")  # no meta.json: the known sizes
     assert compose.baseline_of(settings)["vocab_size"] == 50304
     assert compose.baseline_of(dict(settings, dataset="shakespeare_char"))["vocab_size"] == 65
+
+
+def test_the_shapes_picture_is_drawn_with_tiny_settings(tmp_path):
+    """python compose.py --plot=PATH draws every matched shape per layer (tiny settings here; the
+    presets' pictures are docs/shapes_cpu.png and docs/shapes_gpu.png)."""
+    import subprocess
+    import sys
+    path = tmp_path / "shapes.png"
+    out = subprocess.run([sys.executable, "compose.py", "--n_layer=4", "--n_embd=128", "--n_head=4",
+                          "--models=GPT,hourglass,><former,CEA", f"--plot={path}"],
+                         cwd=compose.ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"wrote {path}" in out.stdout and path.stat().st_size > 10_000
+    with torch.device("meta"):
+        model_type, model_args = compose.matched_shapes(
+            dict(vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=128),
+            models=("GPT", "CEA"))["CEA"]
+        rows = compose.layer_profile(compose.build_any(model_type, **model_args))
+    assert len(rows) == 4 and all(r["inner"] > 0 and r["stream"] == r["attention"] for r in rows)

@@ -10,7 +10,6 @@ command in the plan needs a rule here. Skipped, and why (each runs elsewhere in 
 - `python tests/workshop/check.py <exercise>`: the same checks run in this suite on the reference
   solutions (test_workshop_exercises.py), and on the unsolved files, which must fail;
 - `python variable_width.py --n_layer=16 --n_embd=640`: runs as written in tests/test_variable_width.py;
-- `python compose.py`: runs as written in tests/test_compose.py;
 - `python experiments/lws_tables.py --scale=cpu`: runs as written in tests/test_lws_tables.py;
 - `python compare.py --models=...`: long training (7 min); tests/test_compare.py runs compare.py with
   --models on tiny shapes, with its resume.
@@ -54,7 +53,7 @@ RULES = [
     (r"python train_mlp.py compare_input_proj",
      "--prepared_dir={mnist} --latent_dim=64 --hidden_dim=8 --n_blocks=1 --max_steps=2 --batch_size=8 "
      "--out_dir={tmp}/mlp --dtype=float32", ""),
-    (r"python compose.py$", None, "runs as written in tests/test_compose.py"),
+    (r"python compose.py --plot$", "--plot={tmp}/shapes.png --models=GPT,CEA", ""),
     (r"python compare.py --models=", None, "long training; tests/test_compare.py runs compare.py --models on tiny shapes"),
 ]
 
@@ -160,7 +159,6 @@ def test_the_rules_see_through_environment_prefixes():
 # Where each command skipped here runs in another form: (test file, text it must still hold).
 RUN_ELSEWHERE = {
     "python variable_width.py --n_layer=16 --n_embd=640": ("tests/test_variable_width.py", '"--n_layer=16", "--n_embd=640"'),
-    "python compose.py": ("tests/test_compose.py", '[sys.executable, "compose.py"]'),
     "python experiments/lws_tables.py --scale=cpu": ("tests/test_lws_tables.py",
                                                      '["lws_tables.py", "--scale=cpu"]'),
     "python compare.py --models=": ("tests/test_compare.py", "--models="),
