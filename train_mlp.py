@@ -71,6 +71,7 @@ import os
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -127,12 +128,24 @@ def run_prepare(dataset, data_dir=None, prepared_dir=None, max_train_images=None
 def load_prepared(prepared_dir):
     """{train,val,test}.npz + meta.json in prepared_dir -> (ImageSplits, meta)."""
     prepared_dir = Path(prepared_dir)
-    meta = json.loads((prepared_dir / "meta.json").read_text())
+    again = f"prepare it again (python train_mlp.py prepare --prepared_dir={prepared_dir} ...)"
+    try:
+        meta = json.loads((prepared_dir / "meta.json").read_text())
+        source, _ = meta["source"], meta["image_shape"]  # both required
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{prepared_dir / 'meta.json'} is not a prepared data set's meta.json "
+                          f"({type(e).__name__}: {e}): {again}") from None
     arrays = []
     for split in ("train", "val", "test"):
-        with np.load(prepared_dir / f"{split}.npz") as f:
-            arrays += [torch.from_numpy(f["images"]), torch.from_numpy(f["labels"]).long()]
-    return ImageSplits(meta["source"], *arrays, dataset=meta.get("dataset", "")), meta
+        try:
+            with np.load(prepared_dir / f"{split}.npz") as f:
+                arrays += [torch.from_numpy(f["images"]), torch.from_numpy(f["labels"]).long()]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            if isinstance(e, FileNotFoundError):
+                raise
+            raise ConfigError(f"{prepared_dir / (split + '.npz')} is damaged or truncated "
+                              f"({type(e).__name__}: {e}): {again}") from None
+    return ImageSplits(source, *arrays, dataset=meta.get("dataset", "")), meta
 
 
 def load_data(task, dataset=None, data_dir=None, max_train_images=None, prepared_dir=None):
@@ -203,6 +216,20 @@ def resolve_config(cfg):
     for name in ("latent_dim", "hidden_dim", "n_blocks", "epochs", "batch_size", "lr", "flips", "eval_interval"):
         if getattr(cfg, name) is None:
             setattr(cfg, name, getattr(task, name))
+    for name in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
+        if getattr(cfg, name) < 1:  # never replaced by a default, never recorded as something else
+            raise ConfigError(f"--{name}={getattr(cfg, name)}: it must be 1 or more")
+    if not cfg.epochs > 0:
+        raise ConfigError(f"--epochs={cfg.epochs}: it must be more than 0 (a fraction is fine)")
+    if not cfg.lr > 0 or cfg.num_threads < 0 or (cfg.max_steps or 0) < 0:
+        raise ConfigError(f"--lr={cfg.lr}, --num_threads={cfg.num_threads}, --max_steps="
+                          f"{cfg.max_steps}: lr must be > 0, the others 0 (off) or more")
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device={cfg.device}: this machine has no CUDA GPU (torch "
+                          f"{torch.__version__}); use --device=cpu or auto")
+    if cfg.data_dir and not os.path.isdir(cfg.data_dir):
+        raise ConfigError(f"--data_dir={cfg.data_dir}: no such folder (the raw files to prepare "
+                          f"from); leave it out to use the prepared data")
     if cfg.flips not in (1, 2, 4):
         raise ConfigError(f"--flips must be 1, 2 or 4, got {cfg.flips}")
     if cfg.flips > 1 and task.target == "prototype":
@@ -274,7 +301,17 @@ def evaluate(model, task, images, labels, prototypes, cfg, with_ssim=False, seed
 
 def load_checkpoint(path, device="cpu"):
     """-> (model, config, checkpoint dict). Only tensors and plain values: weights_only=True."""
-    ckpt = torch.load(path, map_location=device, weights_only=True)
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # a truncated or foreign file: torch raises several kinds
+        raise ConfigError(f"{path} is not a readable checkpoint (truncated or not a torch file: "
+                          f"{type(e).__name__}); train one with python train_mlp.py train") from None
+    known = {f.name for f in fields(TrainConfig)}
+    if not isinstance(ckpt.get("config"), dict) or not set(ckpt["config"]) <= known:
+        raise ConfigError(f"{path} is not a checkpoint of train_mlp.py (an LM checkpoint of "
+                          f"train.py? sample it with sample.py)")
     cfg = TrainConfig(**ckpt["config"])
     model = model_from_config(cfg)
     model.load_state_dict(ckpt["model"])
@@ -454,10 +491,12 @@ def write_csv(path, rows):
     keys = list(rows[0].keys())
     for r in rows[1:]:
         keys += [k for k in r if k not in keys]
-    with open(path, "w", newline="") as f:
+    tmp = f"{path}.tmp.{os.getpid()}"  # whole or not at all: a full disk or a kill tears nothing
+    with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
+    os.replace(tmp, path)
 
 # -----------------------------------------------------------------------------
 # Sweep and Pareto fronts (Figures 2-4)
@@ -597,8 +636,19 @@ def plot_pareto(rows, path, metric="test_psnr_batchmse", title="", params_key="p
 
 
 def read_csv(path):
+    """The rows of a sweep CSV; a torn last row (a run killed while an older version wrote it)
+    is dropped with a warning, so the next sweep reruns that one run."""
     with open(path) as f:
-        return list(csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    if rows and (None in rows[-1].values() or None in rows[-1]):
+        print(f"warning: {path}: its last row is incomplete (a torn write); dropped, that run "
+              f"will run again", file=sys.stderr)
+        rows = rows[:-1]
+        if rows:  # rewritten (atomically) so that the next row is not appended to the torn one
+            write_csv(path, rows)
+        else:
+            os.remove(path)
+    return rows
 
 
 def run_sweep(args):
@@ -839,7 +889,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         run_command(args)
-    except (ConfigError, FileNotFoundError) as e:
+    except (ConfigError, FileNotFoundError) as e:  # one line, no traceback
         sys.exit(f"error: {e}")
 
 

@@ -16,10 +16,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mlp_hourglass as M  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "experiments"))
+import mlp_hourglass_tables as tables  # noqa: E402
+
 
 # ---------------------------------------------------------------- parameters (paper Tables 1-2, sec. 4.3)
 
-@pytest.mark.parametrize("name,dx,dout,dz,dh,L,paper_total,paper_trainable", M.PAPER_PARAM_ROWS)
+@pytest.mark.parametrize("name,dx,dout,dz,dh,L,paper_total,paper_trainable", tables.PAPER_PARAM_ROWS)
 def test_param_counts_match_paper(name, dx, dout, dz, dh, L, paper_total, paper_trainable):
     formula = M.param_formula(dx, dz, dh, L, dout, input_proj="frozen")
     assert round(formula["total"] / 1e6, 2) == paper_total
@@ -125,18 +128,6 @@ def test_frozen_w_in_is_a_buffer_regenerated_from_its_seed():
     assert "lift.weight" in learned_model.state_dict()                  # a learned W_in is stored, of course
 
 
-def test_old_checkpoints_that_stored_the_frozen_w_in_still_load():
-    old_state = M.ImageMLP(196, 784, 512, 32, 2, w_in_seed=1).state_dict()
-    stored = torch.randn(512, 196)                                       # the old code kept W_in in state_dict
-    old_state["lift.weight"] = stored
-    model = M.ImageMLP(196, 784, 512, 32, 2, w_in_seed=2)
-    model.load_state_dict(old_state)                                     # strict, no unexpected key
-    assert torch.equal(model.lift.weight, stored) and not model.lift.weight.requires_grad
-    assert "lift.weight" not in model.state_dict()
-
-
-# ---------------------------------------------------------------- degradations
-
 def test_degradations_shapes_and_ranges():
     g = torch.Generator().manual_seed(0)
     grey = torch.full((64, 1, 28, 28), 0.5)
@@ -230,7 +221,8 @@ def test_ssim_closed_forms():
     assert torch.allclose(M.ssim(x, x), torch.ones(3, dtype=torch.float64), atol=1e-10)
     c1 = (0.01) ** 2
     for a, b in ((0.2, 0.7), (0.0, 1.0), (0.5, 0.55)):
-        s = M.ssim(torch.full((1, 3, 32, 32), a, dtype=torch.float64), torch.full((1, 3, 32, 32), b, dtype=torch.float64))
+        s = M.ssim(torch.full((1, 3, 32, 32), a, dtype=torch.float64),
+                   torch.full((1, 3, 32, 32), b, dtype=torch.float64), data_range=1.0)
         assert s.item() == pytest.approx((2 * a * b + c1) / (a * a + b * b + c1), rel=1e-9)
     # contrast-inverted image: the structure term is -1 where the local variance dominates
     inv = M.ssim(x, 1 - x)
@@ -244,17 +236,17 @@ def test_ssim_closed_forms():
 # ---------------------------------------------------------------- the shape table and the file's imports
 
 def test_main_prints_paper_checks_and_shape_table():
-    run = subprocess.run([sys.executable, "mlp_hourglass.py"], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "experiments/mlp_hourglass_tables.py"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     for paper_total in ("37.77M", "22.07M", "31.36M", "30.69M"):
         assert f"total {paper_total} (paper {paper_total})" in run.stdout
     assert "20.47M (paper 20.47M)" in run.stdout
     assert "| mnist_denoise | hourglass | 784 | 2048 | 128 | 4 | 784 | 1.61M | 2.10M | 1.61M | 5.31M | 3.70M |" in run.stdout
-    one = subprocess.run([sys.executable, "mlp_hourglass.py", "--task=mnist_sr", "--latent_dim=1024",
+    one = subprocess.run([sys.executable, "experiments/mlp_hourglass_tables.py", "--task=mnist_sr", "--latent_dim=1024",
                           "--hidden_dim=64", "--n_blocks=8"], cwd=ROOT, capture_output=True, text=True)
     assert one.returncode == 0, one.stderr
     assert "| mnist_sr | hourglass | 196 | 1024 | 64 | 8 | 784 |" in one.stdout and "mnist_denoise" not in one.stdout
-    bad = subprocess.run([sys.executable, "mlp_hourglass.py", "--task=cifar"], cwd=ROOT, capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "experiments/mlp_hourglass_tables.py", "--task=cifar"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "unknown task" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -268,3 +260,66 @@ def repo_imports(path):
             names.add(node.module.split(".")[0])
     repo_modules = {f[:-3] for f in os.listdir(ROOT) if f.endswith(".py")}
     return names & repo_modules
+
+
+# ---------------------------------------------------------------- SSIM and bicubic as the reference
+
+
+def mnist_like_digits(n, seed):
+    """Strokes (thick lines) inside a black 4-pixel border, values in [0, 1], like MNIST digits."""
+    g = torch.Generator().manual_seed(seed)
+    images = torch.zeros(n, 1, 28, 28)
+    yy, xx = torch.meshgrid(torch.arange(28.), torch.arange(28.), indexing="ij")
+    for i in range(n):
+        for _ in range(3):
+            x0, y0, x1, y1 = (4 + 20 * torch.rand(4, generator=g)).tolist()
+            t = torch.linspace(0, 1, 40)
+            px, py = x0 + t * (x1 - x0), y0 + t * (y1 - y0)
+            d = ((xx[None] - px[:, None, None]) ** 2 + (yy[None] - py[:, None, None]) ** 2)
+            images[i, 0] = torch.maximum(images[i, 0], (1.6 - d.min(0).values.sqrt()).clamp(0, 1))
+    return images
+
+
+def test_ssim_is_the_reference_codes_torchmetrics_ssim_on_mnist_like_digits():
+    """The reference code calls torchmetrics' structural_similarity_index_measure with its
+    defaults. Its values on these images, computed once with torchmetrics 1.9.0 (the test
+    installs nothing): noisy 0.289849, blurred 0.880769, a sigmoid-squashed copy 0.327502."""
+    clean = mnist_like_digits(8, 0)
+    g = torch.Generator().manual_seed(1)
+    noisy = (clean + 0.25 * torch.randn(clean.shape, generator=g)).clamp(0, 1)
+    blurred = torch.nn.functional.avg_pool2d(
+        torch.nn.functional.pad(clean, (1, 1, 1, 1), mode="replicate"), 3, 1)
+    squashed = torch.sigmoid(4 * (clean - 0.5) + 0.3 * torch.randn(clean.shape, generator=g))
+    for x, torchmetrics_value in ((noisy, 0.289849), (blurred, 0.880769), (squashed, 0.327502)):
+        assert M.ssim(x, clean).mean().item() == pytest.approx(torchmetrics_value, abs=1e-4)
+    # ours, the valid windows only, is the reference's map cropped to them - and far higher here
+    full, valid = M.ssim(noisy, clean).mean().item(), M.ssim(noisy, clean, valid=True).mean().item()
+    assert valid > full + 0.2, (valid, full)  # the black border: ~0.25-0.3 apart on digits
+
+
+def test_valid_ssim_is_the_full_map_cropped_to_the_windows_inside_the_image():
+    clean = mnist_like_digits(4, 3)
+    noisy = (clean + 0.2 * torch.randn(clean.shape)).clamp(0, 1)
+    window = M.gaussian_window().to(torch.float64)[None, None]
+    x, y = noisy.double(), clean.double()
+    pad = lambda t: torch.nn.functional.pad(t, (5,) * 4, mode="reflect")  # noqa: E731
+    blur = lambda t: torch.nn.functional.conv2d(t, window)  # noqa: E731
+    mx, my = blur(pad(x)), blur(pad(y))
+    vx = (blur(pad(x * x)) - mx ** 2).clamp_min(0)
+    vy = (blur(pad(y * y)) - my ** 2).clamp_min(0)
+    cov = blur(pad(x * y)) - mx * my
+    dr = max((x.max() - x.min()).item(), (y.max() - y.min()).item())
+    c1, c2 = (0.01 * dr) ** 2, (0.03 * dr) ** 2
+    full = (2 * mx * my + c1) * (2 * cov + c2) / ((mx ** 2 + my ** 2 + c1) * (vx + vy + c2))
+    torch.testing.assert_close(M.ssim(noisy, clean), full.flatten(1).mean(1), rtol=0, atol=1e-9)
+    cropped = full[..., 5:-5, 5:-5].flatten(1).mean(1)
+    torch.testing.assert_close(M.ssim(noisy, clean, valid=True), cropped, rtol=0, atol=1e-6)
+
+
+def test_bicubic_downsampling_is_the_reference_codes_interpolate_without_antialiasing():
+    images = torch.rand(3, 1, 28, 28)
+    expected = torch.nn.functional.interpolate(images, size=(14, 14), mode="bicubic",
+                                               antialias=False, align_corners=False).clamp(0, 1)
+    assert torch.equal(M.bicubic_downsample(images, 2), expected)
+    pil_like = M.bicubic_downsample(images, 2, antialias=True)  # ours, PIL's resize: not the same
+    assert (pil_like - expected).abs().max() > 0.01

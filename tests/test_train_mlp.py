@@ -332,3 +332,60 @@ def test_ssim_pareto_and_the_frozen_vs_learned_grid_from_the_command_line(tmp_pa
 
 def test_dtype_auto_is_float32_on_cpu():
     assert T.resolve_config(T.TrainConfig(device="cpu")).dtype == "float32"
+
+
+def test_a_torn_last_sweep_row_is_dropped_and_that_run_runs_again(tmp_path, capsys):
+    """A half-written last row (a run killed mid-write by an older version, or a full disk) is
+    not 'runs of another setting': it is dropped with a warning and its run trains again."""
+    folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
+    T.main(tiny_sweep(tmp_path, folder))
+    path = tmp_path / "sweep" / "sweep.csv"
+    text = path.read_text()
+    path.write_text(text[:text.rindex("\n", 0, len(text) - 1) + 1] + "conventional,196,256")
+    capsys.readouterr()
+    T.main(tiny_sweep(tmp_path, folder))
+    captured = capsys.readouterr()
+    assert "its last row is incomplete" in captured.err and "(1 already in" in captured.out
+    assert len(T.read_csv(path)) == 2 and not list(path.parent.glob("*.tmp.*"))
+
+
+@pytest.mark.parametrize("setting,message", [
+    ("--n_blocks=0", "--n_blocks=0: it must be 1 or more"),
+    ("--hidden_dim=0", "--hidden_dim=0: it must be 1 or more"),
+    ("--epochs=0", "--epochs=0.0: it must be more than 0"),
+    ("--epochs=-1", "--epochs=-1.0: it must be more than 0"),
+    ("--batch_size=-5", "--batch_size=-5: it must be 1 or more"),
+    ("--batch_size=0", "--batch_size=0: it must be 1 or more"),
+    ("--log_interval=0", "--log_interval=0: it must be 1 or more"),
+    ("--lr=-1", "lr must be > 0"),
+    ("--num_threads=-2", "--num_threads=-2"),
+    ("--data_dir=/no/such/folder", "--data_dir=/no/such/folder: no such folder"),
+])
+def test_every_bad_setting_is_one_line_and_nothing_trains(setting, message, tmp_path):
+    run = subprocess.run([sys.executable, str(ROOT / "train_mlp.py"), "train", setting,
+                          f"--out_dir={tmp_path / 'run'}"], capture_output=True, text=True)
+    assert run.returncode != 0 and message in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_a_damaged_checkpoint_or_data_set_is_one_line(tmp_path):
+    folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=64, n_val=16, n_test=16))
+    bad_ckpt = tmp_path / "cut.pt"
+    bad_ckpt.write_bytes(b"PK\x03\x04 not all of a checkpoint")
+    lm = tmp_path / "lm.pt"
+    torch.save({"model": {}, "config": {"eval_iters": 1}, "model_type": "gpt"}, lm)
+    (tmp_path / "cut").mkdir()
+    for split in ("train", "val", "test"):
+        (tmp_path / "cut" / f"{split}.npz").write_bytes((folder / f"{split}.npz").read_bytes()[:200])
+    (tmp_path / "cut" / "meta.json").write_text((folder / "meta.json").read_text())
+    (tmp_path / "badmeta").mkdir()
+    (tmp_path / "badmeta" / "meta.json").write_text("{not json")
+    cases = [(["eval", f"--ckpt={bad_ckpt}"], "is not a readable checkpoint"),
+             (["eval", f"--ckpt={lm}"], "is not a checkpoint of train_mlp.py"),
+             (["train", f"--prepared_dir={tmp_path / 'cut'}"], "train.npz is damaged or truncated"),
+             (["train", f"--prepared_dir={tmp_path / 'badmeta'}"], "is not a prepared data set's")]
+    for args, message in cases:
+        run = subprocess.run([sys.executable, str(ROOT / "train_mlp.py"), *args, "--device=cpu"],
+                             capture_output=True, text=True)
+        assert run.returncode != 0 and message in run.stderr and "Traceback" not in run.stderr, (
+            args, run.stderr)

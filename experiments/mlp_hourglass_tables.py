@@ -1,0 +1,84 @@
+"""
+The image-MLP paper's parameter counts, from mlp_hourglass.py's models: every row of its Tables 1
+and 2 and of section 4.3 (total, and trainable with W_in frozen) next to the paper's number, and any
+task's shape by component (W_in, blocks, W_out) with its forward FLOPs. "Rethinking the Shape
+Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796). Built on the meta device.
+
+    python experiments/mlp_hourglass_tables.py          # the paper's rows + each task's shape
+    python experiments/mlp_hourglass_tables.py --task=mnist_sr --latent_dim=1024 --hidden_dim=64 \\
+        --n_blocks=8                                      # one shape, by component
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+
+import torch  # noqa: E402
+
+from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+from mlp_hourglass import TASKS, ImageMLP, build_model, count_params, get_task  # noqa: E402
+
+# rows of the paper's Tables 1 / 2 and section 4.3:
+# (name, d_x, d_out, d_z, d_h, L, params M, trainable M)
+PAPER_PARAM_ROWS = [
+    ("ImageNet-32 denoise, conventional (Table 1)", 3072, 3072, 3072, 3075, 1, 37.77, None),
+    ("ImageNet-32 denoise, hourglass (Table 1)", 3072, 3072, 3546, 8, 5, 22.07, None),
+    ("ImageNet-32 denoise, hourglass (Table 1, sec. 4.3)", 3072, 3072, 3546, 270, 5, 31.36, 20.47),
+    ("ImageNet-32 SR, conventional (Table 2)", 768, 3072, 3072, 3075, 1, 30.69, None),
+]
+
+
+def param_checks():
+    """One line per paper row: our count of the built model next to the paper's number."""
+    lines = ["Parameter checks against the paper (P = d_x d_z + 2 L d_z d_h + d_z d_out):"]
+    for name, dx, dout, dz, dh, L, paper_total, paper_trainable in PAPER_PARAM_ROWS:
+        shape = "hourglass" if dh < dz else "conventional"
+        with torch.device("meta"):                       # count without allocating 30M floats
+            p = count_params(ImageMLP(dx, dout, dz, dh, L, shape=shape, input_proj="frozen"))
+        lines.append(f"  {name:52s} d_z={dz} d_h={dh} L={L}: total {p['total'] / 1e6:.2f}M "
+                     f"(paper {paper_total}M), "
+                     f"trainable with frozen W_in {p['trainable'] / 1e6:.2f}M"
+                     + (f" (paper {paper_trainable}M)" if paper_trainable else ""))
+    return "\n".join(lines)
+
+
+def shape_table(rows):
+    """rows: (task name, d_z, d_h, L, input_proj) -> a markdown table of parameters by component
+    and forward matmul FLOPs per image (2 x multiply-adds)."""
+    out = ["| task | shape | d_x | d_z | d_h | L | d_out | W_in | blocks | W_out | total | "
+           "trainable | GFLOPs/image |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for task_name, dz, dh, L, input_proj in rows:
+        task = get_task(task_name)
+        shape = "hourglass" if dh < dz else "conventional"
+        with torch.device("meta"):
+            p = count_params(build_model(task_name, dz, dh, L, shape=shape, input_proj=input_proj))
+        flops = 2 * p["total"]                           # one multiply-add per weight and image
+        out.append(f"| {task_name} | {shape} | {task.input_dim} | {dz} | {dh} | {L} | "
+                   f"{task.output_dim} | {p['input_proj'] / 1e6:.2f}M | {p['blocks'] / 1e6:.2f}M | "
+                   f"{p['output_proj'] / 1e6:.2f}M | "
+                   f"{p['total'] / 1e6:.2f}M | {p['trainable'] / 1e6:.2f}M | {flops / 1e9:.4f} |")
+    return "\n".join(out)
+
+
+def main(argv):
+    try:
+        args = parse_overrides(argv, dict(task="", latent_dim=0, hidden_dim=0, n_blocks=0,
+                                          input_proj="frozen"))
+        if args["task"]:  # one shape: the task's defaults with the given overrides
+            task = get_task(args["task"])
+            print(shape_table([(task.name, args["latent_dim"] or task.latent_dim,
+                                args["hidden_dim"] or task.hidden_dim,
+                                args["n_blocks"] or task.n_blocks, args["input_proj"])]))
+        else:
+            print(param_checks())
+            print("\nEach task's default shape (W_in frozen: in the total, not trainable):")
+            print(shape_table([(t.name, t.latent_dim, t.hidden_dim, t.n_blocks, "frozen")
+                               for t in TASKS.values()]))
+    except ConfigError as e:
+        usage_error(e)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
