@@ -400,13 +400,15 @@ def train(cfg, data=None):
     history, best = [], {"val_loss": float("inf"), "step": 0, "state": None}
     val_psnr, order, t0, t_last, loss_sum, n_loss = float("nan"), None, time.time(), time.time(), 0.0, 0
     model.train()
+    train_images = data.train.to(cfg.device)  # uint8, once: no copy per step (a GPU holds 50k easily)
+    train_labels = data.train_labels.to(cfg.device)
     for step in range(total_steps):
         pos = step % steps_per_epoch
         if pos == 0:     # new epoch: shuffle (image, flip) pairs; the data set is enlarged x flips
             order = torch.randperm(n_train * cfg.flips, generator=order_rng)
         idx = order[pos * cfg.batch_size:(pos + 1) * cfg.batch_size]
-        imgs = data.train[idx % n_train].to(cfg.device)                  # (B, C, H, W) uint8
-        labs = data.train_labels[idx % n_train].to(cfg.device)
+        rows = (idx % n_train).to(cfg.device)
+        imgs, labs = train_images[rows], train_labels[rows]  # (B, C, H, W) uint8, (B,)
         flip_codes = (idx // n_train).to(cfg.device) if cfg.flips > 1 else None
         x, target = make_batch(task, imgs, labs, protos_dev, gen, cfg.noise_sigma, flip_codes)
         lr = cfg.lr * (1.0 - step / total_steps)                         # linear decay to 0, no warm-up
@@ -418,7 +420,7 @@ def train(cfg, data=None):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        loss_sum += loss.item()
+        loss_sum += loss.detach()  # no host sync per step: read at evaluations only
         n_loss += 1
 
         last = step + 1 == total_steps
@@ -426,7 +428,7 @@ def train(cfg, data=None):
             val = evaluate(fwd, task, data.val, data.val_labels, prototypes, cfg, seed=cfg.seed + 1000)
             val_psnr = val["psnr_batchmse"]
             history.append({"step": step + 1, "epoch": (step + 1) / steps_per_epoch, "lr": lr,
-                            "train_loss": loss_sum / max(n_loss, 1), "val_loss": val["loss"],
+                            "train_loss": float(loss_sum) / max(n_loss, 1), "val_loss": val["loss"],
                             "val_psnr_batchmse": val_psnr, "val_psnr_per_image": val["psnr_per_image"],
                             "time_s": time.time() - t0})
             loss_sum, n_loss = 0.0, 0
@@ -665,10 +667,13 @@ def run_sweep(args):
     existing = read_csv(csv_path) if os.path.exists(csv_path) else []
     check_one_setting(existing, csv_path, setting)       # resume only runs of this very setting
     done = {run_key(r) for r in existing}
-    runs = [(g, lr, s) for g in grid for lr in args.lrs for s in args.seeds]
+    # seed by seed: a sweep stopped early still holds every shape and lr of its first seeds
+    runs = [(g, lr, s) for s in args.seeds for g in grid for lr in args.lrs]
     print(f"sweep: {len(grid)} shapes x {len(args.lrs)} lr x {len(args.seeds)} seeds = {len(runs)} runs "
           f"({len(done)} already in {csv_path})")
-    t0 = time.time()
+    t0, ran, todo = time.time(), 0, sum(1 for g, lr, s in runs if run_key({
+        **setting, "shape": g[0], "latent_dim": g[1], "hidden_dim": g[2], "n_blocks": g[3],
+        "lr": lr, "seed": s}) not in done)
     for i, ((shape, dz, dh, L), lr, seed) in enumerate(runs):
         if run_key({**setting, "shape": shape, "latent_dim": dz, "hidden_dim": dh, "n_blocks": L, "lr": lr,
                     "seed": seed}) in done:
@@ -688,9 +693,12 @@ def run_sweep(args):
             if new_file:
                 w.writeheader()
             w.writerow(row)
-        print(f"[{i + 1}/{len(runs)}] {shape:12s} d_z={dz:5d} d_h={dh:5d} L={L:2d} lr={lr:g} seed={seed} | "
-              f"params {row['params_total'] / 1e6:6.2f}M | test psnr {row['test_psnr_batchmse']:.2f} dB "
-              f"ssim {row['test_ssim']:.4f} | {row['train_time_s']:.0f}s (sweep {time.time() - t0:.0f}s)")
+        ran += 1
+        left = (time.time() - t0) / ran * (todo - ran) / 60
+        print(f"[{i + 1}/{len(runs)}] {shape:12s} d_z={dz:5d} d_h={dh:5d} L={L:2d} lr={lr:g} "
+              f"seed={seed} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
+              f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
+              f"{row['train_time_s']:.0f}s, ~{left:.0f} min to go", flush=True)
     rows = read_csv(csv_path)
     finish_sweep(rows, out_dir, base, data.source)
 
