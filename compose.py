@@ -13,8 +13,8 @@ The four shape papers change different parts of a transformer, so they stack:
 A composed layer l is built from three choices, one per row:
 
     schedule   -> LayerSpec_l = (heads, kv heads, head_dim, W_l) and width w_l
-    FFN slot   -> K sub-blocks  x <- x + SwiGLU_k(n(x)),  hidden rho W_l each  (K = 1: the plain FFN)
-    attention  -> CEA attention with an Inner-FFN of width K (1 - rho) W_l      (rho = 1: plain attention)
+    FFN slot   -> K sub-blocks  x <- x + SwiGLU_k(n(x)), hidden rho W_l each   (K = 1: plain FFN)
+    attention  -> CEA attention with an Inner-FFN of width K (1 - rho) W_l  (rho = 1: plain)
 
 so W_l is the hidden size of one FFN sub-block before CEA's split (hourglass.py's convention:
 the spec's ffn_hidden is d_h), and CEA moves the share 1 - rho of the slot's whole FFN width
@@ -51,8 +51,8 @@ count, and the shapes table shows the budget without W_end. The ><former's init 
 
     python compose.py                                   # the matched shapes of the CPU preset
     python compose.py --preset=gpu                      # ... of the GPU preset (meta device)
-    python train.py --model_type=composed --model_args="{'width_schedule': 'x', 'width_multiple': 8, \\
-        'n_sub_blocks': 4, 'bottleneck_dim': 40}"      # an hourglass ><former on Shakespeare
+    python train.py --model_type=composed --model_args="{'width_schedule': 'x', \\
+        'width_multiple': 8, 'n_sub_blocks': 4, 'bottleneck_dim': 40}"  # an hourglass ><former
 """
 
 import json
@@ -89,7 +89,8 @@ class ComposedConfig(GPTConfig):
     bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer at r_l L
     bottleneck_width_ratio: float = 0.3  # r_d: its width r_d d
     width_multiple: int = 32  # widths rounded to a multiple of this
-    expansion: str = "carry"  # how a widening layer fills new coordinates (variable_width.EXPANSIONS)
+    # how a widening layer fills new coordinates (variable_width.EXPANSIONS)
+    expansion: str = "carry"
     scale_init_by_width: bool = True  # the ><former's init rule; a no-op at w_l = d
     attention_multiplier: str = "sqrt"  # 'sqrt' (1/sqrt(head_dim)) or the reference's 'head_dim'
     # the LWS schedule (lws.py): beta (FFN) and alpha (attention) per layer
@@ -114,7 +115,8 @@ class ComposedConfig(GPTConfig):
         is_former = bool(self.layer_widths) or self.width_schedule != "constant"
         is_lws = self.ffn_scalars is not None or self.qkv_scalars is not None
         assert not (is_former and is_lws), (
-            "a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars / "
+            "a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars "
+            "/ "
             "qkv_scalars) both set the per-layer shape and do not compose: pick one")
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: K >= 1 sub-blocks"
         assert 0.0 <= self.outer_ratio <= 1.0, (
@@ -182,7 +184,8 @@ class ComposedGPT(variable_width.VariableWidthGPT):
             return cea.FFNSlot([])  # rho = 0: the whole FFN lives inside attention
         if K == 1:
             return FFNSublayer(width, outer, self.config)  # the plain FFN sublayer
-        return hourglass.HourglassFFN(width, outer, K, self.config)  # eq. (3): K sub-blocks of width outer
+        # eq. (3): K sub-blocks of width outer
+        return hourglass.HourglassFFN(width, outer, K, self.config)
 
     def endpoint_params(self):
         """Appendix A's W_end for this composition, counted on the modules. First layer (w_1 > d):
@@ -203,7 +206,8 @@ class ComposedGPT(variable_width.VariableWidthGPT):
         elif isinstance(ffn, FFNSublayer):
             out = ffn.mlp.out_proj
         else:  # rho = 0: the attention sublayer writes last
-            out = last_attn.out_proj if isinstance(last_attn, cea.CEAAttentionSublayer) else last_attn.attn.out_proj
+            cea_attention = isinstance(last_attn, cea.CEAAttentionSublayer)
+            out = last_attn.out_proj if cea_attention else last_attn.attn.out_proj
         return cols * max(widths[0] - d, 0) + out.weight.size(1) * max(widths[-1] - d, 0)
 
 
@@ -212,7 +216,8 @@ def endpoint_multiples(e_sub, n_sub_blocks, outer_ratio, kv_ratio=1.0):
     end_in (first-layer columns per padded coordinate, / w_1) and end_out (last-sublayer row
     length, / w_L), for sub-blocks of hidden e_sub w each (before CEA's split)."""
     inner = n_sub_blocks * (1 - outer_ratio) * e_sub  # the Inner-FFN's width / w
-    end_in = 1 + 2 * inner if outer_ratio < 1 else 1 + 2 * kv_ratio  # W_q (+ W_1, W_3) or W_q, W_k, W_v
+    # W_q (+ W_1, W_3) or W_q, W_k, W_v
+    end_in = 1 + 2 * inner if outer_ratio < 1 else 1 + 2 * kv_ratio
     end_out = outer_ratio * e_sub if outer_ratio > 0 else 1.0  # the last sub-block's W_u, or W_o
     return dict(end_in=end_in, end_out=end_out)
 
@@ -235,13 +240,15 @@ def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
     the FFN width W (a multiple of `multiple`) that matches the budget; the d whose W / d is
     closest to ffn_mult wins. Returns cea.CEAConfig keyword arguments (outer_ratio 1)."""
     if head_dim_multiple % 2:
-        raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use 2, 8, ...")
+        raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
+                         "2, 8, ...")
     target = count_budget("gpt", **baseline)
     step = head_dim_multiple * baseline["n_head"]
     shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
     best = None
     for d in range(step, baseline["n_embd"] + 1, step):
-        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d  # in non_embedding
+        # in non_embedding
+        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d
         width = cea.match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
         score = abs(width / d - ffn_mult)
         if best is None or score < best[0]:
@@ -256,9 +263,9 @@ SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider"
                *(f"LWS {name}" for name in LWS_SCHEDULES))
 
 
-def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule="x", width_multiple=32,
-                   ffn_wider_mult=32, cea_outer_ratio=0.125, ffn_multiple=256, head_dim_multiple=2,
-                   hidden_multiple=1, models=SHAPE_NAMES):
+def matched_shapes(baseline, hourglass_k=4, hourglass_ratio=0.4, width_schedule="x",
+                   width_multiple=32, ffn_wider_mult=32, cea_outer_ratio=0.125, ffn_multiple=256,
+                   head_dim_multiple=2, hidden_multiple=1, models=SHAPE_NAMES):
     """{name: (model_type, model_args)}: the plain GPT `baseline` (GPTConfig keyword arguments) and
     every mechanism at its budget, each matched by its own paper's rule:
 
@@ -330,8 +337,9 @@ def shape_label(model):
 # The presets of compare.py and bench.py, and the table of shapes
 
 # Keys handed to compose.matched_shapes; the rest of a preset is the baseline and training.
-MATCHING_KEYS = ("hourglass_k", "hourglass_ratio", "width_schedule", "width_multiple", "ffn_wider_mult",
-                 "cea_outer_ratio", "ffn_multiple", "head_dim_multiple", "hidden_multiple")
+MATCHING_KEYS = ("hourglass_k", "hourglass_ratio", "width_schedule", "width_multiple",
+                 "ffn_wider_mult", "cea_outer_ratio", "ffn_multiple", "head_dim_multiple",
+                 "hidden_multiple")
 BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
 
 # 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
@@ -349,10 +357,11 @@ CPU_PRESET = dict(
 # 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
 GPU_PRESET = dict(
     CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
-    block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200, eval_interval=250,
-    eval_iters=50, log_interval=50, compile=True,
+    block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200,
+    eval_interval=250, eval_iters=50, log_interval=50, compile=True,
     width_multiple=96,  # widths: multiples of 8 x 12 heads, so every head dim is a multiple of 8
-    head_dim_multiple=8,  # FFN-Wider / CEA: d = 12 heads x a multiple of 8 (fast SDPA kernels on CUDA)
+    # FFN-Wider / CEA: d = 12 heads x a multiple of 8 (fast SDPA kernels on CUDA)
+    head_dim_multiple=8,
     hidden_multiple=8,  # hourglass+><former: each layer's d_h,l a multiple of 8 (tensor cores)
     ffn_multiple=256)  # the LWS paper's FFN divisor
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
@@ -395,8 +404,9 @@ def dataset_vocab_size(dataset, data_dir=""):
 def baseline_of(settings):
     """The plain GPT's build kwargs from a preset. The vocabulary is the data's, padded as train.py
     pads it (model.padded_vocab_size: GPT-2's 50257 -> 50304), so the tables count what trains."""
-    return dict(vocab_size=padded_vocab_size(dataset_vocab_size(settings["dataset"], settings["data_dir"])),
-                block_size=settings["block_size"], **{k: settings[k] for k in BASELINE_KEYS})
+    vocab_size = dataset_vocab_size(settings["dataset"], settings["data_dir"])
+    return dict(vocab_size=padded_vocab_size(vocab_size), block_size=settings["block_size"],
+                **{k: settings[k] for k in BASELINE_KEYS})
 
 
 def slug(name):
@@ -414,11 +424,14 @@ def describe_shapes(shapes, seq_len):
         with torch.device("meta"):
             model = build_any(model_type, **model_args)
         c = model.param_counts()
-        out[name] = dict(model_type=model_type, shape=shape_label(model), embedding=c["embedding"] + c["lm_head"],
-                         attention=c["attention"], ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
-                         endpoint=model.endpoint_params() if hasattr(model, "endpoint_params") else 0,
-                         total=c["total"], flops_per_token=model.flops_per_token(seq_len),
-                         kv_bytes_per_token=model.kv_cache_bytes_per_token())  # bf16 keys + values, all layers
+        endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
+        out[name] = dict(model_type=model_type, shape=shape_label(model),
+                         embedding=c["embedding"] + c["lm_head"], attention=c["attention"],
+                         ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
+                         endpoint=endpoint, total=c["total"],
+                         flops_per_token=model.flops_per_token(seq_len),
+                         # bf16 keys + values, all layers
+                         kv_bytes_per_token=model.kv_cache_bytes_per_token())
     return out
 
 
@@ -426,16 +439,19 @@ def shapes_table(shapes_info, extra_columns=None):
     """Markdown, one row per shape of describe_shapes(). extra_columns: (header cells, {name: row
     cells}) appended on the right (compare.py adds its training results this way)."""
     names = list(shapes_info)
-    first, base_budget = names[0], shapes_info[names[0]]["budget"]  # the plain GPT, unless --models left it out
+    # the plain GPT, unless --models left it out
+    first, base_budget = names[0], shapes_info[names[0]]["budget"]
     head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
             f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token"]
     extra_head, extra_cells = extra_columns or ([], {})
-    lines = ["| " + " | ".join(head + extra_head) + " |", "|---|---|" + "---:|" * (len(head) - 2 + len(extra_head))]
+    lines = ["| " + " | ".join(head + extra_head) + " |",
+             "|---|---|" + "---:|" * (len(head) - 2 + len(extra_head))]
     for name in names:
         r = shapes_info[name]
         matched = r["budget"] - r["endpoint"]  # Appendix A's count: W_end left out
+        vs_gpt = 100 * (r["budget"] / base_budget - 1)
         cells = [name, r["shape"], f"{r['embedding'] / 1e6:.3f}M", f"{r['attention'] / 1e6:.3f}M",
-                 f"{r['ffn'] / 1e6:.3f}M", f"{r['budget'] / 1e6:.3f}M ({100 * (r['budget'] / base_budget - 1):+.1f}%)",
+                 f"{r['ffn'] / 1e6:.3f}M", f"{r['budget'] / 1e6:.3f}M ({vs_gpt:+.1f}%)",
                  f"{matched / 1e6:.3f}M ({100 * (matched / base_budget - 1):+.1f}%)",
                  f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}"]
         lines.append("| " + " | ".join(cells + list(extra_cells.get(name, []))) + " |")

@@ -1,5 +1,5 @@
-# CEA paper, CPU scale: FFN-Wider GPT (FFN 32x = 2048 hidden) on character-level Shakespeare, H=64, 4 layers.
-#   nice -n 10 python train.py config/cea_shakespeare_char_wider.py
+# CEA paper, CPU scale: FFN-Wider GPT (FFN 32x = 2048 hidden) on character-level Shakespeare, H=64,
+# 4 layers. nice -n 10 python train.py config/cea_shakespeare_char_wider.py
 out_dir = "out-cea-wider"
 eval_interval = 150
 eval_iters = 10

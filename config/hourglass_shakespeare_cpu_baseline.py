@@ -5,7 +5,8 @@
 #   python train.py config/hourglass_shakespeare_cpu_baseline.py
 # A tiny CPU run (400 steps; minutes on an idle 2-core CPU; the measured losses and speeds are in
 # docs/hourglass.md): it checks that both models train, it does not test the paper's 113M claim.
-# Speed of the pair:  python bench.py config/hourglass_shakespeare_cpu_baseline.py config/hourglass_shakespeare_cpu.py
+# Speed of the pair:  python bench.py config/hourglass_shakespeare_cpu_baseline.py
+#     config/hourglass_shakespeare_cpu.py
 out_dir = "out-hourglass-cpu-baseline"
 dataset = "shakespeare_char"
 model_type = "gpt"

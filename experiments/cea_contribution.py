@@ -91,7 +91,8 @@ def token_prediction_accuracies(reps, targets, min_count=50):
     counts = torch.bincount(targets)
     kept = (counts >= min_count).nonzero(as_tuple=True)[0]  # (K,) token ids with a class vector
     if kept.numel() == 0:
-        raise ValueError(f"no target token occurs {min_count} times: analyse more batches or lower min_count")
+        raise ValueError(f"no target token occurs {min_count} times: analyse more batches or lower "
+                         "min_count")
     lookup = torch.full((counts.numel(),), -1, dtype=torch.long)
     lookup[kept] = torch.arange(kept.numel())
     label = lookup[targets]  # (N,) class index or -1
@@ -111,8 +112,13 @@ def contribution_ratio(accuracies, kinds):
     gains = [accuracies[i] - accuracies[i - 1] for i in range(1, len(accuracies))]
     ffn_gain = sum(g for g, k in zip(gains, kinds[1:]) if k == "ffn")
     total = sum(gains)
-    return dict(accuracies=accuracies, kinds=kinds, gains=gains, ffn_ratio=ffn_gain / total if total else float("nan"),
-                attention_ratio=(total - ffn_gain) / total if total else float("nan"))
+    return dict(
+        accuracies=accuracies,
+        kinds=kinds,
+        gains=gains,
+        ffn_ratio=ffn_gain / total if total else float("nan"),
+        attention_ratio=(total - ffn_gain) / total if total else float("nan"),
+    )
 
 
 def load_run(out_dir):
@@ -125,9 +131,12 @@ def load_run(out_dir):
 
 
 @torch.no_grad()
-def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0, mi_clusters=0):
+def analyze_checkpoint(
+    out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0, mi_clusters=0
+):
     """Token Prediction contribution of a trained checkpoint on fixed random windows of its dataset,
-    and with mi_clusters > 0 the mutual-information contribution (k-means with that many clusters)."""
+    and with mi_clusters > 0 the mutual-information contribution (k-means with that many
+    clusters)."""
     model, T, data_dir = load_run(out_dir)
     data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
     g = torch.Generator().manual_seed(seed)
@@ -147,17 +156,37 @@ def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_co
 
 
 # Modules whose docstrings form the "stdlib docstrings" text (pure-Python stdlib, any CPython 3).
-DOCSTRING_MODULES = ("argparse", "calendar", "collections", "csv", "difflib", "email.message", "functools",
-                     "http.client", "inspect", "logging", "pathlib", "shutil", "subprocess", "tarfile", "textwrap",
-                     "threading", "unittest.case", "urllib.request", "zipfile")
+DOCSTRING_MODULES = (
+    "argparse",
+    "calendar",
+    "collections",
+    "csv",
+    "difflib",
+    "email.message",
+    "functools",
+    "http.client",
+    "inspect",
+    "logging",
+    "pathlib",
+    "shutil",
+    "subprocess",
+    "tarfile",
+    "textwrap",
+    "threading",
+    "unittest.case",
+    "urllib.request",
+    "zipfile",
+)
 
 
 def ood_texts():
-    """The out-of-distribution texts, none of them Shakespeare, all shipped with CPython (no download):
+    """The out-of-distribution texts, none of them Shakespeare, all shipped with CPython (no
+    download):
     name -> text. python_docs: the language reference and library topics (pydoc_data/topics.py);
     stdlib_docstrings: the docstrings of DOCSTRING_MODULES and their public functions and classes;
     python_license: the interpreter's LICENSE.txt (its history and legal English); idle_news: IDLE's
-    change logs (idlelib/NEWS*.txt). The last two are left out where a distribution does not ship them."""
+    change logs (idlelib/NEWS*.txt). The last two are left out where a distribution does not ship
+    them."""
     import importlib
     import inspect
     import sysconfig
@@ -169,7 +198,11 @@ def ood_texts():
         docs.append(inspect.getdoc(module) or "")
         for attr in sorted(getattr(module, "__all__", None) or dir(module)):
             obj = getattr(module, attr, None)
-            if not attr.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__doc__:
+            if (
+                not attr.startswith("_")
+                and (inspect.isfunction(obj) or inspect.isclass(obj))
+                and obj.__doc__
+            ):
                 docs.append(inspect.getdoc(obj))
     texts["stdlib_docstrings"] = "\n\n".join(d for d in docs if d)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -187,12 +220,18 @@ def in_vocab_windows(text, chars, length, n_windows):
     are ALL in `chars`, evenly spaced over every such window (the text is never edited: a model is
     scored only on text that exists). Raises if there is none."""
     ok = np.fromiter((c in set(chars) for c in text), dtype=bool, count=len(text))
-    bad_before = np.concatenate([[0], np.cumsum(~ok)])  # out-of-vocabulary characters before each offset
-    starts = np.nonzero(bad_before[length:] == bad_before[:-length] if len(text) >= length else [])[0]
+    # out-of-vocabulary characters before each offset
+    bad_before = np.concatenate([[0], np.cumsum(~ok)])
+    starts = np.nonzero(bad_before[length:] == bad_before[:-length] if len(text) >= length else [])[
+        0
+    ]
     if len(starts) == 0:
-        raise ValueError(f"no window of {length} characters of this text is entirely in the vocabulary: "
+        raise ValueError(f"no window of {length} characters of this text is entirely in the "
+                         "vocabulary: "
                          f"use a text closer to the training data or a shorter block_size")
-    pick = np.unique(np.linspace(0, len(starts) - 1, min(n_windows, len(starts))).round().astype(int))
+    pick = np.unique(
+        np.linspace(0, len(starts) - 1, min(n_windows, len(starts))).round().astype(int)
+    )
     return starts[pick].tolist()
 
 
@@ -203,11 +242,20 @@ def char_text_loss(out_dir, text, n_windows=64, batch_size=16):
     model, T, data_dir = load_run(out_dir)
     chars = json.loads((data_dir / "meta.json").read_text())["chars"]
     index = {c: i for i, c in enumerate(chars)}
-    windows = [[index[c] for c in text[s:s + T + 1]] for s in in_vocab_windows(text, chars, T + 1, n_windows)]
+    windows = [
+        [index[c] for c in text[s : s + T + 1]]
+        for s in in_vocab_windows(text, chars, T + 1, n_windows)
+    ]
     ids = torch.tensor(windows, dtype=torch.long)  # (n, T + 1)
     x, y = ids[:, :-1], ids[:, 1:]
-    losses = [F.cross_entropy(model(x[i:i + batch_size], y[i:i + batch_size])[0].flatten(0, 1),
-                              y[i:i + batch_size].flatten(), reduction="sum").item() for i in range(0, len(ids), batch_size)]
+    losses = [
+        F.cross_entropy(
+            model(x[i : i + batch_size], y[i : i + batch_size])[0].flatten(0, 1),
+            y[i : i + batch_size].flatten(),
+            reduction="sum",
+        ).item()
+        for i in range(0, len(ids), batch_size)
+    ]
     return sum(losses) / y.numel()
 
 
@@ -224,7 +272,8 @@ def minibatch_kmeans(x, k, batch=1024, steps=100, seed=0):
     """Mini-batch k-means (Sculley 2010) with k-means++ initialisation, as appendix F: cluster the
     rows of x (N, C) into k clusters. Returns the label of every row (N,)."""
     g = torch.Generator().manual_seed(seed)
-    centers = x[torch.randint(len(x), (1,), generator=g)]  # k-means++: each next center with prob ~ d^2
+    # k-means++: each next center with prob ~ d^2
+    centers = x[torch.randint(len(x), (1,), generator=g)]
     d2 = torch.cdist(x, centers).square().squeeze(1)
     for _ in range(1, k):
         centers = torch.cat([centers, x[torch.multinomial(d2 + 1e-12, 1, generator=g)]])
@@ -235,7 +284,8 @@ def minibatch_kmeans(x, k, batch=1024, steps=100, seed=0):
         nearest = torch.cdist(b, centers).argmin(dim=1)
         n = torch.bincount(nearest, minlength=k).float()  # (k,)
         sums = torch.zeros_like(centers).index_add_(0, nearest, b)  # (k, C)
-        counts += n  # each center moves to the running mean of every row it has received (rate n / count)
+        # each center moves to the running mean of every row it has received (rate n / count)
+        counts += n
         moved = n > 0
         centers[moved] += (sums[moved] - n[moved, None] * centers[moved]) / counts[moved, None]
     return torch.cat([torch.cdist(chunk, centers).argmin(dim=1) for chunk in x.split(8192)])
@@ -260,7 +310,8 @@ def mi_contribution(reps, targets, kinds, k=100, seed=0):
 
 
 def plot_contributions(results, path):
-    """Figure-4-like plot: the FFN's and attention's cumulative share of the accuracy gain over depth."""
+    """Figure-4-like plot: the FFN's and attention's cumulative share of the accuracy gain over
+    depth."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -275,7 +326,13 @@ def plot_contributions(results, path):
                 cum_attn.append(attn / total)
         layers = range(len(cum_ffn))
         color = f"C{i}"
-        ax.plot(layers, cum_ffn, "-o", color=color, label=f"{r['name']}: FFN ({100 * r['ffn_ratio']:.0f}%)")
+        ax.plot(
+            layers,
+            cum_ffn,
+            "-o",
+            color=color,
+            label=f"{r['name']}: FFN ({100 * r['ffn_ratio']:.0f}%)",
+        )
         ax.plot(layers, cum_attn, "--", color=color, label=f"{r['name']}: attention")
     ax.set_xticks(range(len(cum_ffn)))
     ax.set_xlabel("layer")
@@ -288,26 +345,47 @@ def plot_contributions(results, path):
     plt.close(fig)
 
 
-DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16, batch_size=16, min_count=50,
-                    ood_windows=64, mi_clusters=0, seed=0)
+DEFAULT_ARGS = dict(
+    out_dirs="",
+    plot="docs/cea_contribution.png",
+    n_batches=16,
+    batch_size=16,
+    min_count=50,
+    ood_windows=64,
+    mi_clusters=0,
+    seed=0,
+)
 
 
 def main(argv):
     args = parse_overrides(argv, DEFAULT_ARGS)
     out_dirs = [d for d in args["out_dirs"].split(",") if d]
     if not out_dirs:
-        raise SystemExit("give the trained runs: --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea "
-                         "(train them with python train.py config/cea_shakespeare_char_vanilla.py, _wider, _cea)")
+        raise SystemExit("give the trained runs: "
+                         "--out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea "
+                         "(train them with python train.py config/cea_shakespeare_char_vanilla.py, "
+                         "_wider, _cea)")
     texts = ood_texts()
     results = []
     for d in out_dirs:
-        r = analyze_checkpoint(d, n_batches=args["n_batches"], batch_size=args["batch_size"],
-                               min_count=args["min_count"], seed=args["seed"], mi_clusters=args["mi_clusters"])
+        r = analyze_checkpoint(
+            d,
+            n_batches=args["n_batches"],
+            batch_size=args["batch_size"],
+            min_count=args["min_count"],
+            seed=args["seed"],
+            mi_clusters=args["mi_clusters"],
+        )
         r["ood"] = ood_losses(d, texts, n_windows=args["ood_windows"])
         r["ood_loss"] = sum(r["ood"].values()) / len(r["ood"])  # the mean over the texts
-        line = dict(name=r["name"], ffn_ratio=round(r["ffn_ratio"], 4), attention_ratio=round(r["attention_ratio"], 4),
-                    ood_loss=round(r["ood_loss"], 4), ood={k: round(v, 4) for k, v in r["ood"].items()},
-                    accuracies=[round(a, 4) for a in r["accuracies"]])
+        line = dict(
+            name=r["name"],
+            ffn_ratio=round(r["ffn_ratio"], 4),
+            attention_ratio=round(r["attention_ratio"], 4),
+            ood_loss=round(r["ood_loss"], 4),
+            ood={k: round(v, 4) for k, v in r["ood"].items()},
+            accuracies=[round(a, 4) for a in r["accuracies"]],
+        )
         if "mi_ffn_ratio" in r:
             line.update(mi_ffn_ratio=round(r["mi_ffn_ratio"], 4), mi=[round(m, 4) for m in r["mi"]])
         print(json.dumps(line))

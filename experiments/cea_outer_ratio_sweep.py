@@ -25,8 +25,10 @@ whose checkpoint shows it finished (target reached or max_iters) is skipped, an 
 resumes (train.py's resume is exact); each run's analysis is kept in <run>/analysis.json and reused
 while its checkpoint and the analysis settings are unchanged (it costs minutes per 12-layer model).
 
-    OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.5,0.125,0.0
-    python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125 --train=False   # analyse what is there
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py
+    --ratios=1.0,0.5,0.125,0.0
+    python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125 --train=False   # analyse what
+    is there
 
 Prints one JSON line per run and writes <out_root>/results.jsonl, the plot (--plot) and the
 Figure-4-like contribution over depth of every run (--depth_plot).
@@ -44,12 +46,25 @@ from checkpoint import load_checkpoint  # noqa: E402
 from configurator import parse_overrides, train_defaults  # noqa: E402
 import cea_contribution  # noqa: E402
 
-DEFAULT_ARGS = dict(out_root="out-cea-sweep", ratios="1.0,0.875,0.75,0.5,0.25,0.125,0.0", vanilla_iters=90,
-                    target_loss=0.0, max_iters=200, vanilla_config="config/cea_paper_small_vanilla.py",
-                    caa_config="config/cea_paper_small_cea.py", train_args="--dtype=float32", train=True,
-                    plot="docs/cea_outer_ratio_sweep.png",
-                    depth_plot="docs/cea_paper_small_contribution.png", n_batches=16, batch_size=16, min_count=50,
-                    ood_windows=64, mi_clusters=100, seed=0)
+DEFAULT_ARGS = dict(
+    out_root="out-cea-sweep",
+    ratios="1.0,0.875,0.75,0.5,0.25,0.125,0.0",
+    vanilla_iters=90,
+    target_loss=0.0,
+    max_iters=200,
+    vanilla_config="config/cea_paper_small_vanilla.py",
+    caa_config="config/cea_paper_small_cea.py",
+    train_args="--dtype=float32",
+    train=True,
+    plot="docs/cea_outer_ratio_sweep.png",
+    depth_plot="docs/cea_paper_small_contribution.png",
+    n_batches=16,
+    batch_size=16,
+    min_count=50,
+    ood_windows=64,
+    mi_clusters=100,
+    seed=0,
+)
 
 
 def run_name(rho):
@@ -78,18 +93,27 @@ def finished(run_dir, max_iters, target=0.0):
 
 
 def train(run_dir, config, overrides, max_iters, target=0.0):
-    """Train (or resume, or skip) one run of train.py as a subprocess, its output in run_dir/train.log."""
+    """Train (or resume, or skip) one run of train.py as a subprocess, its output in
+    run_dir/train.log."""
     run_dir = Path(run_dir)
     if finished(run_dir, max_iters, target):
         print(f"{run_dir}: done, skipped")
         return
     resume = (run_dir / "ckpt.pt").exists()
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:  # killed before its first checkpoint: start clean (train.py refuses to mix two runs)
+    # killed before its first checkpoint: start clean (train.py refuses to mix two runs)
+    if not resume:
         (run_dir / "metrics.jsonl").unlink(missing_ok=True)
-    command = [sys.executable, str(ROOT / "train.py"), str(ROOT / config), *overrides, f"--out_dir={run_dir}",
-               f"--max_iters={max_iters}", f"--stop_val_loss={target}",
-               f"--init_from={'resume' if resume else 'scratch'}"]
+    command = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        str(ROOT / config),
+        *overrides,
+        f"--out_dir={run_dir}",
+        f"--max_iters={max_iters}",
+        f"--stop_val_loss={target}",
+        f"--init_from={'resume' if resume else 'scratch'}",
+    ]
     print(f"{run_dir}: {'resuming' if resume else 'training'} (log: {run_dir / 'train.log'})")
     with open(run_dir / "train.log", "a") as log:
         if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode != 0:
@@ -100,16 +124,26 @@ ANALYSIS_KEYS = ("n_batches", "batch_size", "min_count", "ood_windows", "mi_clus
 
 
 def analyse(run_dir, args, texts):
-    """Contribution ratio (TP), MI contribution, in-distribution val loss, OOD loss of one checkpoint.
-    Kept in run_dir/analysis.json and reused while the checkpoint step, the settings and the texts match."""
+    """Contribution ratio (TP), MI contribution, in-distribution val loss, OOD loss of one
+    checkpoint.
+    Kept in run_dir/analysis.json and reused while the checkpoint step, the settings and the texts
+    match."""
     cache = Path(run_dir) / "analysis.json"
-    key = dict({k: args[k] for k in ANALYSIS_KEYS}, iter=load_checkpoint(Path(run_dir) / "ckpt.pt")["iter_num"],
-               texts=sorted(texts))
+    key = dict(
+        {k: args[k] for k in ANALYSIS_KEYS},
+        iter=load_checkpoint(Path(run_dir) / "ckpt.pt")["iter_num"],
+        texts=sorted(texts),
+    )
     if cache.exists() and json.loads(cache.read_text())["key"] == key:
         return json.loads(cache.read_text())["result"]
-    result = cea_contribution.analyze_checkpoint(run_dir, n_batches=args["n_batches"], batch_size=args["batch_size"],
-                                                 min_count=args["min_count"], seed=args["seed"],
-                                                 mi_clusters=args["mi_clusters"])
+    result = cea_contribution.analyze_checkpoint(
+        run_dir,
+        n_batches=args["n_batches"],
+        batch_size=args["batch_size"],
+        min_count=args["min_count"],
+        seed=args["seed"],
+        mi_clusters=args["mi_clusters"],
+    )
     ckpt = load_checkpoint(Path(run_dir) / "ckpt.pt")
     result.update(iters=ckpt["iter_num"], tokens=ckpt["iter_num"] * ckpt["config"]["batch_size"] *
                   ckpt["config"]["block_size"], val_loss=last_val_loss(run_dir),
@@ -120,7 +154,8 @@ def analyse(run_dir, args, texts):
 
 
 def plot_sweep(rows, vanilla, path):
-    """Figure 6 at CPU scale: the Outer-FFN contribution ratio (TP and MI) and the mean OOD loss against rho."""
+    """Figure 6 at CPU scale: the Outer-FFN contribution ratio (TP and MI) and the mean OOD loss
+    against rho."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -156,20 +191,27 @@ def main(argv):
     root = Path(args["out_root"])
     ratios = [float(r) for r in args["ratios"].split(",") if r]
     if not ratios or not all(0.0 <= r <= 1.0 for r in ratios):
-        raise SystemExit(f"--ratios={args['ratios']!r}: give outer ratios in [0, 1], e.g. --ratios=1.0,0.5,0.125,0.0")
+        raise SystemExit(f"--ratios={args['ratios']!r}: give outer ratios in [0, 1], e.g. "
+                         "--ratios=1.0,0.5,0.125,0.0")
     overrides = args["train_args"].split()
     if args["train"]:
         train(root / "vanilla", args["vanilla_config"], overrides, args["vanilla_iters"])
     target = args["target_loss"] or last_val_loss(root / "vanilla")
     if not target:
-        raise SystemExit(f"no target loss: train the vanilla run ({root / 'vanilla'}) or give --target_loss")
+        raise SystemExit(f"no target loss: train the vanilla run ({root / 'vanilla'}) or give "
+                         "--target_loss")
     print(f"target validation loss {target:.4f}")
     caa_args = parse_overrides([str(ROOT / args["caa_config"])], train_defaults())
     for rho in ratios:
         if args["train"]:
             model_args = {**caa_args["model_args"], "outer_ratio": rho}
-            train(root / run_name(rho), args["caa_config"], [*overrides, f"--model_args={model_args}"],
-                  args["max_iters"], target)
+            train(
+                root / run_name(rho),
+                args["caa_config"],
+                [*overrides, f"--model_args={model_args}"],
+                args["max_iters"],
+                target,
+            )
     texts = cea_contribution.ood_texts()
     rows, vanilla = [], None
     for name, rho in [("vanilla", None)] + [(run_name(r), r) for r in ratios]:
@@ -177,9 +219,25 @@ def main(argv):
             print(f"{root / name}: no checkpoint, left out")
             continue
         r = analyse(root / name, args, texts)
-        r.update(name=name, outer_ratio=rho, target=target, reached=r["val_loss"] is not None and r["val_loss"] <= target)
-        keep = ("name", "outer_ratio", "iters", "tokens", "val_loss", "target", "reached", "ffn_ratio", "mi_ffn_ratio",
-                "ood_loss", "ood")
+        r.update(
+            name=name,
+            outer_ratio=rho,
+            target=target,
+            reached=r["val_loss"] is not None and r["val_loss"] <= target,
+        )
+        keep = (
+            "name",
+            "outer_ratio",
+            "iters",
+            "tokens",
+            "val_loss",
+            "target",
+            "reached",
+            "ffn_ratio",
+            "mi_ffn_ratio",
+            "ood_loss",
+            "ood",
+        )
         line = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k in keep}
         line["ood"] = {k: round(v, 4) for k, v in r["ood"].items()}
         print(json.dumps(line))
@@ -192,7 +250,9 @@ def main(argv):
             f.write(json.dumps({k: v for k, v in r.items() if k not in ("kinds",)}) + "\n")
     if rows:
         plot_sweep(rows, vanilla, args["plot"])
-        cea_contribution.plot_contributions(([vanilla] if vanilla else []) + rows, args["depth_plot"])
+        cea_contribution.plot_contributions(
+            ([vanilla] if vanilla else []) + rows, args["depth_plot"]
+        )
         print(f"wrote {args['plot']}, {args['depth_plot']} and {root / 'results.jsonl'}")
     return vanilla, rows
 

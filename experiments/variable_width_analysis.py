@@ -85,7 +85,8 @@ def matrix_entropy_per_layer(model, batches):
     model.eval()
     per_layer = None
     for idx, _ in batches:
-        states = [s.reshape(-1, s.size(-1)).float() for s in hidden_states(model, idx)]  # (B*T, D) each
+        # (B*T, D) each
+        states = [s.reshape(-1, s.size(-1)).float() for s in hidden_states(model, idx)]
         per_layer = states if per_layer is None else [torch.cat(p) for p in zip(per_layer, states)]
     return [normalized_matrix_entropy(X) for X in per_layer]
 
@@ -109,10 +110,19 @@ def logit_lens(model, batches, device=None):
             entropy = -(lp.exp() * lp).sum(-1).mean().item()
             kl = 0.0
             if prev is not None:
-                kl = 0.5 * ((lp.exp() * (lp - prev)).sum(-1) + (prev.exp() * (prev - lp)).sum(-1)).mean().item()
+                kl = (
+                    0.5
+                    * ((lp.exp() * (lp - prev)).sum(-1) + (prev.exp() * (prev - lp)).sum(-1))
+                    .mean()
+                    .item()
+                )
             rows.append((target_lp, entropy, kl))
             prev = lp
-        sums = rows if sums is None else [tuple(a + b for a, b in zip(r, s)) for r, s in zip(rows, sums)]
+        sums = (
+            rows
+            if sums is None
+            else [tuple(a + b for a, b in zip(r, s)) for r, s in zip(rows, sums)]
+        )
     n = len(batches)
     return dict(target_logprob=[r[0] / n for r in sums], entropy=[r[1] / n for r in sums],
                 sym_kl=[r[2] / n for r in sums])
@@ -123,7 +133,8 @@ DENSITY_THRESHOLDS = (0.01, 0.03, 0.1, 0.3, 1.0)
 
 @torch.no_grad()
 def mlp_activation_stats(model, batches, threshold=0.1, thresholds=DENSITY_THRESHOLDS, device=None):
-    """Sec. 4.1 and appendix C from forward hooks on every SwiGLU's W_2 input a = silu(W_1 x) * W_3 x
+    """Sec. 4.1 and appendix C from forward hooks on every SwiGLU's W_2 input a = silu(W_1 x) *
+    W_3 x
     (all sub-blocks of a layer's FFN slot together). Per layer:
     density[th]    share of (token, dimension) entries with |a| > th (Figure 6)
     utilisation    per dimension, the share of tokens with |a| > threshold (Figure 5), sorted
@@ -134,7 +145,9 @@ def mlp_activation_stats(model, batches, threshold=0.1, thresholds=DENSITY_THRES
     if device is not None:
         model.to(device)
     device = next(model.parameters()).device
-    acc = [dict(active=0, over={th: 0 for th in thresholds}, energy=0, tokens=0) for _ in model.blocks]
+    acc = [
+        dict(active=0, over={th: 0 for th in thresholds}, energy=0, tokens=0) for _ in model.blocks
+    ]
 
     def hook_for(l):
         def hook(module, inputs):
@@ -152,7 +165,8 @@ def mlp_activation_stats(model, batches, threshold=0.1, thresholds=DENSITY_THRES
         for idx, _ in batches:
             model(idx.to(device))
             for r in acc:
-                a = torch.cat(r.pop("parts", []), dim=-1)  # (tokens, all activation dims of the layer)
+                # (tokens, all activation dims of the layer)
+                a = torch.cat(r.pop("parts", []), dim=-1)
                 if a.numel() == 0:
                     continue
                 r["active"] = r["active"] + (a.abs() > threshold).sum(0).double()
@@ -183,9 +197,13 @@ def val_batches(data_dir, n_batches, batch_size, block_size, seed=0):
     generator = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(n_batches):
-        starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator).tolist()
+        starts = torch.randint(
+            len(data) - block_size - 1, (batch_size,), generator=generator
+        ).tolist()
         x = torch.stack([torch.from_numpy(data[s:s + block_size].astype(np.int64)) for s in starts])
-        y = torch.stack([torch.from_numpy(data[s + 1:s + 1 + block_size].astype(np.int64)) for s in starts])
+        y = torch.stack(
+            [torch.from_numpy(data[s + 1 : s + 1 + block_size].astype(np.int64)) for s in starts]
+        )
         batches.append((x, y))  # (batch_size, block_size) each
     return batches
 
@@ -193,11 +211,17 @@ def val_batches(data_dir, n_batches, batch_size, block_size, seed=0):
 def mlp_summary(stats, threshold=0.1):
     """Per-layer lists from mlp_activation_stats (NaN for a layer without an MLP)."""
     get = lambda key: [float("nan") if r is None else key(r) for r in stats]  # noqa: E731
-    return dict(mlp_density=get(lambda r: r["density"][threshold]), mlp_dead=get(lambda r: r["dead"]),
-                mlp_n_eff=get(lambda r: r["n_eff"]), mlp_n_eff_frac=get(lambda r: r["n_eff_frac"]))
+    return dict(
+        mlp_density=get(lambda r: r["density"][threshold]),
+        mlp_dead=get(lambda r: r["dead"]),
+        mlp_n_eff=get(lambda r: r["n_eff"]),
+        mlp_n_eff_frac=get(lambda r: r["n_eff_frac"]),
+    )
 
 
-def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefix="docs/variable_width", device="cpu"):
+def analyze_checkpoints(
+    out_dirs, data_dir, n_batches=4, batch_size=8, png_prefix="docs/variable_width", device="cpu"
+):
     """Load out_dir/ckpt.pt of each run, compute eq. (2), the logit lens and the MLP activation
     statistics on a few validation batches, and save <png_prefix>_entropy.png,
     <png_prefix>_logit_lens.png and <png_prefix>_mlp.png. Returns the numbers."""
@@ -206,16 +230,23 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefi
     import matplotlib.pyplot as plt
     results, densities = {}, {}
     for out_dir in out_dirs:
-        model = model_from_checkpoint(load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device))
+        model = model_from_checkpoint(
+            load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
+        )
         model = model.float().to(device).eval()
-        batches = [(x.to(device), y.to(device)) for x, y in val_batches(data_dir, n_batches, batch_size,
-                                                                         model.config.block_size)]
+        batches = [
+            (x.to(device), y.to(device))
+            for x, y in val_batches(data_dir, n_batches, batch_size, model.config.block_size)
+        ]
         label = f"{out_dir} (widths {layer_widths_of(model)})"
         stats = mlp_activation_stats(model, batches)
         densities[label] = [sum(r["density"][th] for r in stats if r) / sum(1 for r in stats if r)
                             for th in DENSITY_THRESHOLDS]
-        results[label] = dict(matrix_entropy=matrix_entropy_per_layer(model, batches), **logit_lens(model, batches),
-                              **mlp_summary(stats))
+        results[label] = dict(
+            matrix_entropy=matrix_entropy_per_layer(model, batches),
+            **logit_lens(model, batches),
+            **mlp_summary(stats),
+        )
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for label, r in results.items():
         ax.plot(range(len(r["matrix_entropy"])), r["matrix_entropy"], marker="o", label=label)
@@ -225,8 +256,11 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefi
     fig.savefig(f"{png_prefix}_entropy.png", dpi=90)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
     for label, r in results.items():
-        for ax, key, name in zip(axes, ("target_logprob", "entropy", "sym_kl"),
-                                 ("target log-prob", "entropy (nats)", "sym. KL to previous layer")):
+        for ax, key, name in zip(
+            axes,
+            ("target_logprob", "entropy", "sym_kl"),
+            ("target log-prob", "entropy (nats)", "sym. KL to previous layer"),
+        ):
             ax.plot(range(len(r[key])), r[key], marker="o", label=label)
             ax.set(xlabel="layer (0 = embedding)", ylabel=name)
     axes[0].legend(fontsize=6)
@@ -237,8 +271,10 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefi
         axes[0].plot(DENSITY_THRESHOLDS, densities[label], marker="o", label=label)
         for ax, key in zip(axes[1:], ("mlp_dead", "mlp_n_eff", "mlp_n_eff_frac")):
             ax.plot(range(1, len(r[key]) + 1), r[key], marker="o", label=label)
-    axes[0].set(xscale="log", xlabel="threshold on |activation|", ylabel="MLP activation density (mean over layers)")
-    for ax, name in zip(axes[1:], ("share of dims active on < 1% of tokens", "participation ratio N_eff",
+    axes[0].set(xscale="log", xlabel="threshold on |activation|", ylabel="MLP activation density "
+                                                                         "(mean over layers)")
+    for ax, name in zip(axes[1:], ("share of dims active on < 1% of tokens", "participation ratio "
+                                                                             "N_eff",
                                    "N_eff / activation dims")):
         ax.set(xlabel="layer", ylabel=name)
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=7)
@@ -248,8 +284,14 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8, png_prefi
 
 
 if __name__ == "__main__":
-    defaults = dict(out_dirs="out-vw-constant,out-vw-x", data_dir="data/shakespeare_char", n_batches=4, batch_size=8,
-                    png_prefix="docs/variable_width", device="cpu")
+    defaults = dict(
+        out_dirs="out-vw-constant,out-vw-x",
+        data_dir="data/shakespeare_char",
+        n_batches=4,
+        batch_size=8,
+        png_prefix="docs/variable_width",
+        device="cpu",
+    )
     try:
         args = parse_overrides(sys.argv[1:], defaults)
     except ConfigError as e:
@@ -260,4 +302,7 @@ if __name__ == "__main__":
         print(label)
         for key, values in r.items():
             print(f"  {key:15s} " + " ".join(f"{v:7.3f}" for v in values))
-    print("wrote " + ", ".join(f"{args['png_prefix']}_{kind}.png" for kind in ("entropy", "logit_lens", "mlp")))
+    print(
+        "wrote "
+        + ", ".join(f"{args['png_prefix']}_{kind}.png" for kind in ("entropy", "logit_lens", "mlp"))
+    )

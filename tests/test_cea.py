@@ -1,5 +1,6 @@
 """cea.py: FFN-Wider, CAA / CEA attention (Inner-FFN, direct pathway, masked, ablation), Inner-MoE,
-the parameter split and the shape table. The contribution analysis is tested in test_cea_contribution.py."""
+the parameter split and the shape table. The contribution analysis is tested in
+test_cea_contribution.py."""
 
 import math
 import sys
@@ -27,7 +28,9 @@ def tiny(**overrides):
 
 def test_outer_ratio_one_is_exactly_ffn_wider():
     torch.manual_seed(0)
-    wider = GPT(GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_hidden=32 * 32)).eval()
+    wider = GPT(
+        GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_hidden=32 * 32)
+    ).eval()
     caa = tiny(ffn_mult=32, outer_ratio=1.0)
     assert all(torch.equal(p, q) for p, q in zip(wider.parameters(), caa.parameters()))
     idx = torch.randint(0, 50, (2, 16))
@@ -38,10 +41,12 @@ def test_outer_ratio_one_is_exactly_ffn_wider():
 
 @pytest.mark.parametrize("qk_norm,n_kv_head", [("", None), ("head", 2), ("full", 2)])
 def test_zero_inner_ffn_with_direct_pathway_is_the_plain_attention(qk_norm, n_kv_head):
-    """InnerFFN(a) = 0 makes t = a, so CEA attention must equal model's attention with the same W_qkv, W_o
+    """InnerFFN(a) = 0 makes t = a, so CEA attention must equal model's attention with the same
+    W_qkv, W_o
     (also with QK-norm and grouped-query attention)."""
     model = tiny(outer_ratio=0.5, qk_norm=qk_norm, n_kv_head=n_kv_head)
-    plain = tiny(outer_ratio=1.0, ffn_hidden=128, qk_norm=qk_norm, n_kv_head=n_kv_head)  # same outer width 128
+    # same outer width 128
+    plain = tiny(outer_ratio=1.0, ffn_hidden=128, qk_norm=qk_norm, n_kv_head=n_kv_head)
     for bm, bp in zip(model.blocks, plain.blocks):
         bm.attn.inner_ffn.out_proj.weight.data.zero_()
         bp.attn.attn.qkv_proj.weight.data.copy_(bm.attn.qkv_proj.weight)
@@ -54,7 +59,9 @@ def test_zero_inner_ffn_with_direct_pathway_is_the_plain_attention(qk_norm, n_kv
 
 @pytest.mark.parametrize("rule", RULES)
 def test_causality(rule):
-    assert_causal(tiny(outer_ratio=0.25, current_position=rule), vocab_size=50, t=9, batch=1, seq=16)
+    assert_causal(
+        tiny(outer_ratio=0.25, current_position=rule), vocab_size=50, t=9, batch=1, seq=16
+    )
 
 
 def attention_outputs(sublayer, a, t):
@@ -72,7 +79,8 @@ def test_output_at_t_ignores_the_inner_ffn_at_t_but_not_earlier(rule):
         perturbed = t.clone()
         perturbed[:, j] += 3 * torch.randn(2, 32)  # change only the Inner-FFN output at position j
         out = attention_outputs(sub, a, perturbed)
-        torch.testing.assert_close(out[:, :j + 1], base[:, :j + 1], rtol=0, atol=1e-6)  # t <= j: unchanged
+        # t <= j: unchanged
+        torch.testing.assert_close(out[:, :j + 1], base[:, :j + 1], rtol=0, atol=1e-6)
         if j < 15:
             assert (out[:, j + 1:] - base[:, j + 1:]).abs().amax() > 1e-3  # later positions see it
 
@@ -129,21 +137,30 @@ def test_moe_routes_each_token_to_one_expert_and_balancing_loss():
     probs = torch.softmax(moe.router(flat), dim=-1)
     gate, choice = probs.max(-1)
     for n in range(flat.size(0)):  # output = gate * the chosen expert only
-        torch.testing.assert_close(y.reshape(-1, 8)[n], gate[n] * moe.experts[choice[n]](flat[n]), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            y.reshape(-1, 8)[n], gate[n] * moe.experts[choice[n]](flat[n]), rtol=1e-5, atol=1e-6
+        )
     # balancing loss: 1 for uniform routing, more when unbalanced
     uniform = torch.full((8, 4), 0.25)
     assert cea.load_balancing_loss(uniform, torch.arange(8) % 4, 4).item() == pytest.approx(1.0)
     skewed = torch.tensor([[0.7, 0.1, 0.1, 0.1]] * 8)
-    assert cea.load_balancing_loss(skewed, torch.zeros(8, dtype=torch.long), 4).item() == pytest.approx(2.8)
+    assert cea.load_balancing_loss(
+        skewed, torch.zeros(8, dtype=torch.long), 4
+    ).item() == pytest.approx(2.8)
 
 
 def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_includes_balancing():
     kw = dict(ffn_mult=4, n_experts=4, expert_hidden=64)
     before, inner = tiny(moe_place="before_ffn", **kw), tiny(moe_place="inner", **kw)
     sb, si = param_split(before), param_split(inner)
-    assert sb["moe"] == si["inner_ffn"] > 0 and sb["outer_ffn"] == si["outer_ffn"] and sb["attention"] == si["attention"]
+    assert (
+        sb["moe"] == si["inner_ffn"] > 0
+        and sb["outer_ffn"] == si["outer_ffn"]
+        and sb["attention"] == si["attention"]
+    )
     assert sb["active_ffn"] == si["active_ffn"] == 2 * (32 * 4 + 3 * 32 * 64) + 2 * 3 * 32 * 128
-    assert sb["total"] == si["total"] + 2 * 32  # the baseline's MoE sublayer has its own RMSNorm gain
+    # the baseline's MoE sublayer has its own RMSNorm gain
+    assert sb["total"] == si["total"] + 2 * 32
     dense_expert = 2 * 3 * 32 * 64 + 2 * 32 * 4  # FLOPs of one expert + router
     plain = tiny(ffn_mult=4)
     assert before.flops_per_token(16) == plain.flops_per_token(16) + 2 * dense_expert
@@ -154,7 +171,8 @@ def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_incl
         lm = torch.nn.functional.cross_entropy(logits.view(-1, 50), idx.view(-1))
         aux = model.balancing_loss()
         assert aux.item() > 0
-        torch.testing.assert_close(loss, lm + 0.01 * aux)  # training: LM loss + balance_coef x balancing loss
+        # training: LM loss + balance_coef x balancing loss
+        torch.testing.assert_close(loss, lm + 0.01 * aux)
 
 
 @pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
@@ -168,11 +186,13 @@ def test_eval_mode_loss_is_the_plain_lm_loss_and_training_loss_adds_the_balancin
         torch.testing.assert_close(loss, lm)
         aux = model.balancing_loss()
         assert aux.item() > 0
-        torch.testing.assert_close(model.aux_loss, 0.5 * aux)  # the weighted term is exposed for logging
+        # the weighted term is exposed for logging
+        torch.testing.assert_close(model.aux_loss, 0.5 * aux)
         logits_train, loss_train = model.train()(idx, idx)  # no dropout: the same logits
         torch.testing.assert_close(logits_train, logits)
         torch.testing.assert_close(loss_train, lm + 0.5 * model.balancing_loss())
-    assert tiny(ffn_mult=4)(idx, idx) is not None and tiny(ffn_mult=4).aux_loss is None  # no MoE: no aux loss
+    # no MoE: no aux loss
+    assert tiny(ffn_mult=4)(idx, idx) is not None and tiny(ffn_mult=4).aux_loss is None
 
 
 def test_flops_match_flop_counter():
@@ -186,24 +206,47 @@ def test_flops_match_flop_counter():
         idx = torch.randint(0, 50, (1, 16))
         with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
             model(idx, idx)  # the math backend: attention as counted matmuls
-        # the fast masked path attends 15 queries over 15 shifted keys; the count is for a 16 x 16 attention,
-        # like the plain causal attention's (2 layers, 4 FLOPs per score and head dimension, 32 = H * hd)
-        unrun = 2 * 4 * (16 * 16 - 15 * 15) * 32 if kw.get("current_position") == "masked" and "attention_impl" not in kw else 0
+        # the fast masked path attends 15 queries over 15 shifted keys; the count is for a 16 x 16
+        # attention, like the plain causal attention's (2 layers, 4 FLOPs per score and head
+        # dimension, 32 = H * hd)
+        unrun = (
+            2 * 4 * (16 * 16 - 15 * 15) * 32
+            if kw.get("current_position") == "masked" and "attention_impl" not in kw
+            else 0
+        )
         assert counter.get_total_flops() == 16 * model.flops_per_token(16) - unrun, kw
 
 
-@pytest.mark.parametrize("kw", [dict(outer_ratio=0.125), dict(ffn_mult=4, n_experts=2, moe_place="inner")])
+@pytest.mark.parametrize(
+    "kw", [dict(outer_ratio=0.125), dict(ffn_mult=4, n_experts=2, moe_place="inner")]
+)
 def test_tiny_model_overfits_a_batch(kw):
     model = tiny(**{"ffn_mult": 4, "n_layer": 1, **kw}).train()
-    assert overfit_loss(model, vocab_size=50, steps=40, lr=3e-2, batch=2, seq=12) < 0.3  # from ln(50) = 3.9
+    # from ln(50) = 3.9
+    assert overfit_loss(model, vocab_size=50, steps=40, lr=3e-2, batch=2, seq=12) < 0.3
 
 
 def test_paper_shapes_h768():
     """Paper GPT H=768, 12 layers, FFN-Wider 32x. Our SwiGLU FFN has 3 matrices (d x 32d)."""
     with torch.device("meta"):
-        wider = build_model("cea", vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768, outer_ratio=1.0)
-        cea_model = build_model("cea", vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,
-                                    outer_ratio=0.125)
+        wider = build_model(
+            "cea",
+            vocab_size=30522,
+            block_size=128,
+            n_layer=12,
+            n_head=12,
+            n_embd=768,
+            outer_ratio=1.0,
+        )
+        cea_model = build_model(
+            "cea",
+            vocab_size=30522,
+            block_size=128,
+            n_layer=12,
+            n_head=12,
+            n_embd=768,
+            outer_ratio=0.125,
+        )
     sw, sc = param_split(wider), param_split(cea_model)
     assert sw["outer_ffn"] == 12 * 3 * 768 * 32 * 768
     assert sc["outer_ffn"] == 12 * 3 * 768 * 3072 and sc["inner_ffn"] == 12 * 3 * 768 * 21504
@@ -229,17 +272,27 @@ def test_config_files_load_and_build():
     defaults = train_defaults()
     for f in files:
         cfg = parse_overrides([str(f)], defaults)
-        args = dict(vocab_size=84, block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["n_head"],
-                    n_kv_head=cfg["n_kv_head"], n_embd=cfg["n_embd"], head_dim=cfg["head_dim"],
-                    ffn_hidden=cfg["ffn_hidden"], qk_norm=cfg["qk_norm"], tie_embeddings=cfg["tie_embeddings"],
-                    dropout=cfg["dropout"])
+        args = dict(
+            vocab_size=84,
+            block_size=cfg["block_size"],
+            n_layer=cfg["n_layer"],
+            n_head=cfg["n_head"],
+            n_kv_head=cfg["n_kv_head"],
+            n_embd=cfg["n_embd"],
+            head_dim=cfg["head_dim"],
+            ffn_hidden=cfg["ffn_hidden"],
+            qk_norm=cfg["qk_norm"],
+            tie_embeddings=cfg["tie_embeddings"],
+            dropout=cfg["dropout"],
+        )
         with torch.device("meta"):
             build_model(cfg["model_type"], **args, **cfg["model_args"])
 
 
 def test_match_ffn_hidden_finds_the_baselines_width():
     shape = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, outer_ratio=0.125)
-    target = tiny(ffn_mult=32, outer_ratio=1.0).param_counts()["non_embedding"]  # FFN-Wider, W = 1024
+    # FFN-Wider, W = 1024
+    target = tiny(ffn_mult=32, outer_ratio=1.0).param_counts()["non_embedding"]
     assert cea.match_ffn_hidden(target, **shape) == 32 * 32
 
 
@@ -247,20 +300,38 @@ def test_moe_at_the_papers_c2_shape():
     """Appendix C.2's MoE GPT (d=4096, 6 layers, 32 heads, 64 top-1 experts of hidden 4096, FFN 4d,
     vocabulary 32,000, untied): baseline and Inner-MoE have the same matrices; the baseline has one
     RMSNorm gain (d parameters) more per layer. SwiGLU experts have 3 matrices each."""
-    shape = dict(vocab_size=32000, block_size=2048, n_layer=6, n_head=32, n_embd=4096, tie_embeddings=False,
-                 ffn_mult=4, outer_ratio=1.0, n_experts=64)  # expert_hidden: the default is C.2's d = 4096
+    shape = dict(
+        vocab_size=32000,
+        block_size=2048,
+        n_layer=6,
+        n_head=32,
+        n_embd=4096,
+        tie_embeddings=False,
+        # expert_hidden: the default is C.2's d = 4096
+        ffn_mult=4,
+        outer_ratio=1.0,
+        n_experts=64,
+    )
     with torch.device("meta"):
         before = param_split(build_model("cea", **shape, moe_place="before_ffn"))
-        inner = param_split(build_model("cea", **shape, moe_place="inner", current_position="masked"))
+        inner = param_split(
+            build_model("cea", **shape, moe_place="inner", current_position="masked")
+        )
     d, L = 4096, 6
     experts_and_routers = L * (64 * 3 * d * 4096 + d * 64)
     assert before["moe"] == inner["inner_ffn"] == experts_and_routers == 19_328_925_696
     assert before["attention"] == inner["attention"] == L * 4 * d * d == 402_653_184
     assert before["outer_ffn"] == inner["outer_ffn"] == L * 3 * d * 4 * d == 1_207_959_552
-    assert before["active_ffn"] == inner["active_ffn"] == L * (3 * d * 4 * d + 3 * d * 4096 + d * 64) == 1_511_522_304
+    assert (
+        before["active_ffn"]
+        == inner["active_ffn"]
+        == L * (3 * d * 4 * d + 3 * d * 4096 + d * 64)
+        == 1_511_522_304
+    )
     assert before["total"] - inner["total"] == L * d
-    # The paper's 14B: its experts are GPT-3 FFNs (2 matrices of d x 4096), 2/3 of our SwiGLU experts, on top of
-    # its 1.3B GPT (12 d^2 per layer + a 32,000 x d embedding = 1.34B); with experts of hidden 4d it would be 53B.
+    # The paper's 14B: its experts are GPT-3 FFNs (2 matrices of d x 4096), 2/3 of our SwiGLU
+    # experts, on top of its 1.3B GPT (12 d^2 per layer + a 32,000 x d embedding = 1.34B); with
+    # experts of hidden 4d it would be 53B.
     paper_experts = (experts_and_routers - L * d * 64) * 2 // 3
     assert paper_experts == L * 64 * 2 * d * d
     assert round((paper_experts + L * 12 * d * d + 32000 * d) / 1e9) == 14
@@ -268,9 +339,17 @@ def test_moe_at_the_papers_c2_shape():
 
 def test_shape_table_command_prints_the_cea_split_at_the_papers_h768_shape():
     import subprocess
-    out = subprocess.run([sys.executable, "experiments/cea_tables.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+    out = subprocess.run(
+        [sys.executable, "experiments/cea_tables.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "split: attention 28.312M, inner_ffn 594.543M, outer_ffn 84.935M" in out
-    assert "total 731.249M" in out and "forward FLOPs/token at T=128: 1496.08M" in out  # T keys at head dim 72
+    # T keys at head dim 72
+    assert "total 731.249M" in out and "forward FLOPs/token at T=128: 1496.08M" in out
     with torch.device("meta"):
         reference = build_model("cea", **{**cea_tables.PAPER_H768, "attention_impl": "reference"})
     assert f"{reference.flops_per_token(128) / 1e6:.2f}M" == "1500.21M"  # 2T keys at head dim 64
@@ -307,7 +386,9 @@ def test_moe_dispatch_equals_the_loop_over_experts_in_values_and_gradients():
     grads_ref = torch.autograd.grad(y_ref.square().sum(), [x_ref, *params], allow_unused=True)
     torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-6)
     for p, g, g_ref in zip([x, *params], grads, grads_ref):
-        torch.testing.assert_close(g, torch.zeros_like(p) if g_ref is None else g_ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            g, torch.zeros_like(p) if g_ref is None else g_ref, rtol=1e-5, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
@@ -325,11 +406,14 @@ def test_moe_models_trace_without_graph_breaks(moe_place):
 
 @pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
 def test_every_expert_gets_a_gradient_even_when_no_token_is_routed_to_it(moe_place):
-    """Under DDP (find_unused_parameters=False) a parameter without a .grad would hang the other ranks."""
+    """Under DDP (find_unused_parameters=False) a parameter without a .grad would hang the other
+    ranks."""
     model = tiny(ffn_mult=4, n_experts=4, expert_hidden=16, moe_place=moe_place).train()
     moes = [m for m in model.modules() if isinstance(m, cea.TopOneMoE)]
     for moe in moes:  # the router sends every token to expert 0
-        moe.router.register_forward_hook(lambda m, inputs, out: out + torch.tensor([100.0, 0.0, 0.0, 0.0]))
+        moe.router.register_forward_hook(
+            lambda m, inputs, out: out + torch.tensor([100.0, 0.0, 0.0, 0.0])
+        )
     idx = torch.randint(0, 50, (2, 16))
     _, loss = model(idx, idx)
     loss.backward()

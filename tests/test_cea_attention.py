@@ -29,7 +29,8 @@ def set_impl(model, impl):
 def loss_and_grads(model, idx):
     params = list(model.parameters())
     logits, loss = model(idx, idx)
-    grads = torch.autograd.grad(loss, params, allow_unused=True)  # T = 1, masked: no key is ever attended
+    # T = 1, masked: no key is ever attended
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
     return logits, [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
 
@@ -49,38 +50,58 @@ def test_fast_attention_equals_the_reference_in_values_and_gradients_fp32(rule, 
 
 @pytest.mark.parametrize("rule", ["direct", "masked"])
 def test_fast_attention_equals_the_reference_in_bf16(rule):
-    """The attention functions alone on bf16 tensors: both land within bf16 rounding of the fp32 result."""
+    """The attention functions alone on bf16 tensors: both land within bf16 rounding of the fp32
+    result."""
     sub = build(current_position=rule, n_kv_head=2).blocks[0].attn
     torch.manual_seed(1)
     B, H, Hkv, T, hd = 2, 4, 2, 16, 8
-    q, k_own, v_own = torch.randn(B, H, T, hd), torch.randn(B, Hkv, T, hd), torch.randn(B, Hkv, T, hd)
+    q, k_own, v_own = (
+        torch.randn(B, H, T, hd),
+        torch.randn(B, Hkv, T, hd),
+        torch.randn(B, Hkv, T, hd),
+    )
     k_ctx, v_ctx = torch.randn(B, Hkv, T, hd), torch.randn(B, Hkv, T, hd)
-    fast = cea.direct_pathway_attention if rule == "direct" else (lambda q, k, v, ko, vo: cea.masked_current_attention(q, k, v))
+    fast = (
+        cea.direct_pathway_attention
+        if rule == "direct"
+        else (lambda q, k, v, ko, vo: cea.masked_current_attention(q, k, v))
+    )
     results = {}
-    for impl, dtype in (("fast", torch.bfloat16), ("reference", torch.bfloat16), ("reference", torch.float32)):
+    for impl, dtype in (
+        ("fast", torch.bfloat16),
+        ("reference", torch.bfloat16),
+        ("reference", torch.float32),
+    ):
         inputs = [x.to(dtype).requires_grad_() for x in (q, k_ctx, v_ctx, k_own, v_own)]
         out = fast(*inputs) if impl == "fast" else sub.reference_attention(*inputs, pos=0)
         weights = torch.linspace(-1, 1, out.numel()).view_as(out).to(dtype)
         grads = torch.autograd.grad((out * weights).sum(), inputs, allow_unused=True)
-        results[impl, dtype] = [out] + [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
+        results[impl, dtype] = [out] + [
+            torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)
+        ]
     for fast_bf16, ref_bf16, ref_fp32 in zip(*results.values()):
         torch.testing.assert_close(fast_bf16.float(), ref_fp32, rtol=3e-2, atol=3e-2)
         torch.testing.assert_close(fast_bf16.float(), ref_bf16.float(), rtol=3e-2, atol=3e-2)
 
 
 def test_masked_reference_with_a_small_head_dim_is_refused_on_cuda(monkeypatch):
-    """head_dim 6: CUDA SDPA with a boolean mask would fall back to the math kernel (an fp32 (B, H, T, 2T)
+    """head_dim 6: CUDA SDPA with a boolean mask would fall back to the math kernel (an fp32 (B,
+    H, T, 2T)
     tensor saved per layer). The check runs at the first forward pass on a CUDA tensor."""
     shape = dict(n_embd=24, n_head=4)  # head_dim 6
     for rule in ("direct", "masked"):
         model = set_impl(build(current_position=rule, **shape), "reference")
         monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
-        with pytest.raises(ValueError, match=r"head_dim % 8 == 0 on CUDA \(head_dim=6\).*attention_impl=.causal."):
+        with pytest.raises(
+            ValueError, match=r"head_dim % 8 == 0 on CUDA \(head_dim=6\).*attention_impl=.causal."
+        ):
             model(torch.randint(0, 50, (1, 8)))
         monkeypatch.undo()
         model.blocks[0].attn.check_kernels(on_cuda=False)  # the CPU is fine
-    for kw in (dict(shape, current_position="direct"), dict(shape, current_position="masked"),  # no mask
-               dict(shape, current_position="transformed", attention_impl="reference"),  # is_causal, no mask
+    # no mask
+    for kw in (dict(shape, current_position="direct"), dict(shape, current_position="masked"),
+               # is_causal, no mask
+               dict(shape, current_position="transformed", attention_impl="reference"),
                dict(current_position="masked", attention_impl="reference")):  # head_dim 8
         build(**kw).blocks[0].attn.check_kernels(on_cuda=True)  # fine
 
@@ -95,10 +116,20 @@ CACHED_MODELS = {
     "cea_masked": dict(outer_ratio=0.125, current_position="masked"),
     "cea_transformed": dict(outer_ratio=0.125, current_position="transformed"),
     "cea_direct_reference": dict(outer_ratio=0.125, attention_impl="reference"),
-    "cea_masked_reference": dict(outer_ratio=0.125, current_position="masked", attention_impl="reference"),
-    "inner_moe_masked": dict(ffn_mult=4, outer_ratio=1.0, n_experts=3, expert_hidden=16, moe_place="inner",
-                             current_position="masked"),
-    "inner_moe_direct": dict(ffn_mult=4, outer_ratio=1.0, n_experts=3, expert_hidden=16, moe_place="inner"),
+    "cea_masked_reference": dict(
+        outer_ratio=0.125, current_position="masked", attention_impl="reference"
+    ),
+    "inner_moe_masked": dict(
+        ffn_mult=4,
+        outer_ratio=1.0,
+        n_experts=3,
+        expert_hidden=16,
+        moe_place="inner",
+        current_position="masked",
+    ),
+    "inner_moe_direct": dict(
+        ffn_mult=4, outer_ratio=1.0, n_experts=3, expert_hidden=16, moe_place="inner"
+    ),
 }
 
 
@@ -106,7 +137,8 @@ CACHED_MODELS = {
 @torch.no_grad()
 def test_cached_generation_equals_the_full_recompute(name):
     model = build(**CACHED_MODELS[name])
-    prompt = torch.randint(0, 50, (2, 1 if "masked" in name else 5))  # masked: position 0 alone first
+    # masked: position 0 alone first
+    prompt = torch.randint(0, 50, (2, 1 if "masked" in name else 5))
     cache = KVCache(model)
     logits, _ = model(prompt, cache=cache)  # prefill
     idx = prompt
@@ -115,12 +147,16 @@ def test_cached_generation_equals_the_full_recompute(name):
         torch.testing.assert_close(logits[:, -1], full[:, -1], rtol=0, atol=1e-5)
         idx = torch.cat((idx, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
         logits, _ = model(idx[:, -1:], cache=cache)
-    chunk = torch.randint(0, 50, (2, 4))  # several new tokens after a cache: the shifted causal mask
+    # several new tokens after a cache: the shifted causal mask
+    chunk = torch.randint(0, 50, (2, 4))
     chunk_logits, _ = model(chunk, targets=chunk, cache=cache)
     idx = torch.cat((idx, chunk), dim=1)
     full, _ = model(idx, targets=idx)
     torch.testing.assert_close(chunk_logits, full[:, -4:], rtol=0, atol=1e-5)
-    # the cache holds t's keys/values: the bytes model.kv_cache_bytes_per_token counts (fp32: 4 bytes), batch 2
+    # the cache holds t's keys/values: the bytes model.kv_cache_bytes_per_token counts (fp32: 4
+    # bytes), batch 2
     assert cache.nbytes == 2 * cache.length * model.kv_cache_bytes_per_token(bytes_per_element=4)
     greedy = dict(max_new_tokens=10, temperature=0)
-    assert torch.equal(model.generate(prompt, **greedy), model.generate(prompt, **greedy, use_cache=False))
+    assert torch.equal(
+        model.generate(prompt, **greedy), model.generate(prompt, **greedy, use_cache=False)
+    )

@@ -14,25 +14,83 @@ COMMON = dict(vocab_size=VOCAB, block_size=BLOCK)
 
 MODELS = {
     "gpt": lambda: build_model("gpt", **COMMON, n_layer=2, n_embd=64, n_head=4),
-    "gpt_gqa_qknorm_head": lambda: build_model("gpt", **COMMON, n_layer=2, n_embd=64, n_head=4, n_kv_head=2, qk_norm="head"),
-    "gpt_qknorm_full_untied": lambda: build_model("gpt", **COMMON, n_layer=2, n_embd=64, n_head=4, n_kv_head=1,
-                                                  qk_norm="full", tie_embeddings=False),
-    "lws_framed": lambda: build_model("lws", **COMMON, n_layer=5, n_head=8, n_kv_head=4, n_embd=64, head_dim=8,
-                                          ffn_scalars=[0.5, 4.0], qkv_scalars=[0.25, 1.0], framed=True,
-                                          ffn_multiple=32),  # heads 8, 4, 6, 6, 8
-    "hourglass": lambda: build_model("hourglass", **COMMON, n_layer=2, n_embd=64, n_head=4, n_sub_blocks=3,
-                                               bottleneck_dim=24),
-    "former_x_project_head_dim": lambda: build_model("variable_width",   # widths 80, 48, 32, 80
-        **COMMON, n_layer=4, n_head=2, n_embd=64, width_schedule="x", bottleneck_width_ratio=0.5,
-        width_multiple=16, expansion="project", attention_multiplier="head_dim"),
-    "former_v_carry_gqa": lambda: build_model("variable_width", 
-        **COMMON, n_layer=3, n_head=4, n_kv_head=2, n_embd=64, width_schedule="v", bottleneck_width_ratio=0.5,
-        width_multiple=16),
-    "composed_former_hourglass": lambda: build_model("composed", 
-        **COMMON, n_layer=4, n_head=2, n_kv_head=1, n_embd=64, width_schedule="x", bottleneck_width_ratio=0.5,
-        width_multiple=16, n_sub_blocks=2, bottleneck_dim=32),
-    "composed_lws": lambda: build_model("composed", **COMMON, n_layer=3, n_head=8, n_kv_head=4, n_embd=64, head_dim=8,
-                                                ffn_scalars=[0.5, 4.0], qkv_scalars=[0.25, 1.0], ffn_multiple=32),
+    "gpt_gqa_qknorm_head": lambda: build_model(
+        "gpt", **COMMON, n_layer=2, n_embd=64, n_head=4, n_kv_head=2, qk_norm="head"
+    ),
+    "gpt_qknorm_full_untied": lambda: build_model(
+        "gpt",
+        **COMMON,
+        n_layer=2,
+        n_embd=64,
+        n_head=4,
+        n_kv_head=1,
+        qk_norm="full",
+        tie_embeddings=False,
+    ),
+    "lws_framed": lambda: build_model(
+        "lws",
+        **COMMON,
+        n_layer=5,
+        n_head=8,
+        n_kv_head=4,
+        n_embd=64,
+        head_dim=8,
+        ffn_scalars=[0.5, 4.0],
+        qkv_scalars=[0.25, 1.0],
+        framed=True,
+        ffn_multiple=32,
+    ),  # heads 8, 4, 6, 6, 8
+    "hourglass": lambda: build_model(
+        "hourglass", **COMMON, n_layer=2, n_embd=64, n_head=4, n_sub_blocks=3, bottleneck_dim=24
+    ),
+    "former_x_project_head_dim": lambda: build_model(
+        "variable_width",  # widths 80, 48, 32, 80
+        **COMMON,
+        n_layer=4,
+        n_head=2,
+        n_embd=64,
+        width_schedule="x",
+        bottleneck_width_ratio=0.5,
+        width_multiple=16,
+        expansion="project",
+        attention_multiplier="head_dim",
+    ),
+    "former_v_carry_gqa": lambda: build_model(
+        "variable_width",
+        **COMMON,
+        n_layer=3,
+        n_head=4,
+        n_kv_head=2,
+        n_embd=64,
+        width_schedule="v",
+        bottleneck_width_ratio=0.5,
+        width_multiple=16,
+    ),
+    "composed_former_hourglass": lambda: build_model(
+        "composed",
+        **COMMON,
+        n_layer=4,
+        n_head=2,
+        n_kv_head=1,
+        n_embd=64,
+        width_schedule="x",
+        bottleneck_width_ratio=0.5,
+        width_multiple=16,
+        n_sub_blocks=2,
+        bottleneck_dim=32,
+    ),
+    "composed_lws": lambda: build_model(
+        "composed",
+        **COMMON,
+        n_layer=3,
+        n_head=8,
+        n_kv_head=4,
+        n_embd=64,
+        head_dim=8,
+        ffn_scalars=[0.5, 4.0],
+        qkv_scalars=[0.25, 1.0],
+        ffn_multiple=32,
+    ),
 }
 CEA_MODELS = {
     f"composed_cea_{rule}": (lambda rule=rule: build_model("composed", 
@@ -40,8 +98,9 @@ CEA_MODELS = {
         width_multiple=16, ffn_hidden=128, outer_ratio=0.5, current_position=rule))
     for rule in ("direct", "masked", "transformed")
 }
-CEA_MODELS["cea_gpt_gqa"] = lambda: build_model("cea", **COMMON, n_layer=2, n_head=4, n_kv_head=2, n_embd=64,
-                                                     ffn_mult=8, outer_ratio=0.25)
+CEA_MODELS["cea_gpt_gqa"] = lambda: build_model(
+    "cea", **COMMON, n_layer=2, n_head=4, n_kv_head=2, n_embd=64, ffn_mult=8, outer_ratio=0.25
+)
 ALL = list(MODELS) + list(CEA_MODELS)  # CEA: the cache keeps the keys/values of t only
 
 
@@ -78,15 +137,20 @@ def test_cached_logits_equal_a_full_recompute_at_every_step(name):
 def test_greedy_generation_cached_equals_uncached_and_long_samples_work(name):
     model = make(name)
     prompt = torch.randint(VOCAB, (2, BLOCK - 12))
-    cached = model.generate(prompt, 2 * BLOCK + 12, temperature=0)  # 3 x BLOCK tokens: the cache is rebuilt 4 times
+    # 3 x BLOCK tokens: the cache is rebuilt 4 times
+    cached = model.generate(prompt, 2 * BLOCK + 12, temperature=0)
     uncached = model.generate(prompt, 13, temperature=0, use_cache=False)
     assert cached.shape == (2, 3 * BLOCK)
     assert torch.equal(cached[:, :BLOCK + 1], uncached)  # as long as every context fits the block
-    # the cache fills at BLOCK + 1 tokens; the next token comes from a prefill of the last BLOCK // 2
+    # the cache fills at BLOCK + 1 tokens; the next token comes from a prefill of the last BLOCK //
+    # 2
     rebuilt = all_logits(model, cached[:, BLOCK + 1 - BLOCK // 2:BLOCK + 1])[:, -1].argmax(-1)
     assert torch.equal(cached[:, BLOCK + 1], rebuilt)
-    long_prompt = torch.randint(VOCAB, (2, BLOCK + 3))  # prefill the last BLOCK, rebuild, then one token a step
-    sampled = model.generate(long_prompt, 4, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(0))
+    # prefill the last BLOCK, rebuild, then one token a step
+    long_prompt = torch.randint(VOCAB, (2, BLOCK + 3))
+    sampled = model.generate(
+        long_prompt, 4, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(0)
+    )
     assert sampled.shape == (2, BLOCK + 7) and torch.equal(sampled[:, :BLOCK + 3], long_prompt)
     assert sampled.max() < VOCAB
 
@@ -105,11 +169,13 @@ def test_the_cache_prefills_once_then_feeds_one_token_and_is_rebuilt_from_half_a
     half = BLOCK // 2
     expected, length = [(5, 0)], 5  # prefill the prompt
     while len(expected) < 2 * BLOCK:
-        expected.append((half, 0) if length == BLOCK else (1, length))  # full: prefill the last half block
+        # full: prefill the last half block
+        expected.append((half, 0) if length == BLOCK else (1, length))
         length = half if length == BLOCK else length + 1
     assert calls == expected and calls.count((half, 0)) == 3
     calls.clear()
-    model.generate(torch.randint(VOCAB, (1, 2 * BLOCK)), 2, temperature=0)  # a prompt longer than the block
+    # a prompt longer than the block
+    model.generate(torch.randint(VOCAB, (1, 2 * BLOCK)), 2, temperature=0)
     assert calls == [(BLOCK, 0), (half, 0)]
     calls.clear()
     model.generate(torch.randint(VOCAB, (1, 2 * BLOCK)), 2, temperature=0, use_cache=False)
@@ -143,7 +209,9 @@ def test_causality_with_and_without_a_cache(name):
         cache = KVCache(model)
         model(prefix, cache=cache)
         outputs.append(model(new, targets=new, cache=cache)[0])
-    assert torch.equal(outputs[0][:, :3], outputs[1][:, :3]), "a cached chunk's query saw a later token"
+    assert torch.equal(outputs[0][:, :3], outputs[1][:, :3]), (
+        "a cached chunk's query saw a later token"
+    )
     assert not torch.allclose(outputs[0][:, 3:], outputs[1][:, 3:])
 
 
@@ -151,7 +219,10 @@ def test_causality_with_and_without_a_cache(name):
 @torch.no_grad()
 def test_padding_ids_are_never_sampled(use_cache):
     torch.manual_seed(0)
-    model = build_model("gpt", vocab_size=64, block_size=BLOCK, n_layer=1, n_embd=32, n_head=2).eval()  # 50 ids + 14 pad
+    # 50 ids + 14 pad
+    model = build_model(
+        "gpt", vocab_size=64, block_size=BLOCK, n_layer=1, n_embd=32, n_head=2
+    ).eval()
 
     def favour_padding(module, inputs, logits):  # padded rows with huge logits
         return torch.cat((logits[..., :VOCAB], logits[..., VOCAB:] + 1e4), dim=-1)
@@ -160,11 +231,13 @@ def test_padding_ids_are_never_sampled(use_cache):
     prompt = torch.randint(VOCAB, (8, 3))
     generator = torch.Generator().manual_seed(0)
     unmasked = model.generate(prompt, 5, temperature=1.0, generator=generator, use_cache=use_cache)
-    assert (unmasked[:, 3:] >= VOCAB).all()  # the hook works: without vocab_size only padding comes out
+    # the hook works: without vocab_size only padding comes out
+    assert (unmasked[:, 3:] >= VOCAB).all()
     for kwargs in (dict(temperature=0), dict(temperature=1.0), dict(temperature=2.0, top_k=20),
                    dict(temperature=1.0, top_k=1)):
-        out = model.generate(prompt, 2 * BLOCK, generator=generator, use_cache=use_cache, vocab_size=VOCAB,
-                             **kwargs)
+        out = model.generate(
+            prompt, 2 * BLOCK, generator=generator, use_cache=use_cache, vocab_size=VOCAB, **kwargs
+        )
         assert out.max() < VOCAB, kwargs
 
 
@@ -195,7 +268,9 @@ def test_tiny_blocks_generate_long_samples():
     torch.manual_seed(0)
     prompt = torch.randint(VOCAB, (1, 3))
     for block_size in (1, 2, 3):  # a full cache keeps max(1, block_size // 2) tokens
-        model = build_model("gpt", vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32, n_head=2).eval()
+        model = build_model(
+            "gpt", vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32, n_head=2
+        ).eval()
         out = model.generate(prompt, 7, temperature=0)
         assert out.shape == (1, 10)
         if block_size == 1:  # both paths see only the newest token

@@ -73,8 +73,13 @@ def find_cycle(graph):
 
 
 def test_the_checker_sees_imports_inside_functions_and_finds_cycles():
-    source = "import torch\nfrom model import GPT\ndef f():\n    from bench import x\n    import compose.sub\n"
-    assert imported_modules(source, {"model", "bench", "compose", "cea"}) == {"model", "bench", "compose"}
+    source = ("import torch\nfrom model import GPT\ndef f():\n    from bench import x\n"
+              "    import compose.sub\n")
+    assert imported_modules(source, {"model", "bench", "compose", "cea"}) == {
+        "model",
+        "bench",
+        "compose",
+    }
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
@@ -87,7 +92,9 @@ def test_no_file_imports_a_file_that_imports_it_back():
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
 def test_a_mechanism_file_imports_only_model_and_configurator(mechanism):
     extra = import_graph()[mechanism] - {"model", "configurator"}
-    assert not extra, f"{mechanism}.py imports {sorted(extra)}: a mechanism file holds what its paper proposes"
+    assert not extra, (
+        f"{mechanism}.py imports {sorted(extra)}: a mechanism file holds what its paper proposes"
+    )
 
 
 def test_leaves_and_entry_points_import_no_mechanism_or_driver():
@@ -108,8 +115,11 @@ def test_data_scripts_import_no_model_file_and_experiments_no_driver():
     graph = import_graph()
     for name, deps in graph.items():
         if name.startswith("data/"):
-            assert deps <= LEAVES - {"model"}, f"{name} imports {sorted(deps)}: data never imports a model file"
-        if name.startswith("experiments/"):  # experiments/<mechanism>_<what>.py: its own mechanism and leaves
+            assert deps <= LEAVES - {"model"}, (
+                f"{name} imports {sorted(deps)}: data never imports a model file"
+            )
+        # experiments/<mechanism>_<what>.py: its own mechanism and leaves
+        if name.startswith("experiments/"):
             own = {m for m in MECHANISMS if name.startswith(f"experiments/{m}_")}
             assert len(own) == 1, f"{name}: name it experiments/<mechanism>_<what>.py"
             assert deps <= LEAVES | own, f"{name} imports {sorted(deps - LEAVES - own)}"
@@ -121,19 +131,28 @@ def test_mechanism_files_and_the_readme_stay_short():
     for name in MECHANISMS:
         lines = len((ROOT / f"{name}.py").read_text().splitlines())
         limit = MECHANISM_MAX_LINES[name]
-        assert lines <= limit, (f"{name}.py has {lines} lines (at most {limit}): does an experiment "
-                                f"or driver hide in it?")
+        assert lines <= limit, (
+            f"{name}.py has {lines} lines (at most {limit}): does an experiment "
+            f"or driver hide in it?"
+        )
         doc = ast.get_docstring(ast.parse((ROOT / f"{name}.py").read_text())).splitlines()
         assert len(doc) <= MECHANISM_DOCSTRING_MAX_LINES, (
             f"{name}.py's docstring has {len(doc)} lines: the deviations belong in docs/{name}.md")
     lines = len((ROOT / "README.md").read_text().splitlines())
-    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; mechanism write-ups belong in docs/"
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines; mechanism write-ups belong in docs/"
+    )
 
 
 def doc_files():
-    """README, docs, the data readmes, and the workshop's exercise files (their docstrings are docs)."""
-    return ([ROOT / "README.md"] + sorted(ROOT.glob("docs/*.md")) + sorted(ROOT.glob("data/*/readme.md"))
-            + sorted(ROOT.glob("workshop/*.py")))
+    """README, docs, the data readmes, and the workshop's exercise files (their docstrings are
+    docs)."""
+    return (
+        [ROOT / "README.md"]
+        + sorted(ROOT.glob("docs/*.md"))
+        + sorted(ROOT.glob("data/*/readme.md"))
+        + sorted(ROOT.glob("workshop/*.py"))
+    )
 
 
 def test_docs_name_only_files_that_exist():
@@ -157,11 +176,16 @@ def test_docs_name_only_files_that_exist():
 def test_the_repo_stands_alone():
     """Readers have only the repo: it cites papers and public code, never notes they cannot see."""
     # (character classes keep this line from matching itself in a plain grep of the repo)
-    pattern = re.compile(r"DESIGN[.]md|REFERENCE[_]FACTS|DATA[.]md|[.][.]/shared|[/]shared/|shared[/]papers|"
-                         r"\bthe issue\b|issue #?\d")
+    pattern = re.compile(
+        r"DESIGN[.]md|REFERENCE[_]FACTS|DATA[.]md|[.][.]/shared|[/]shared/|shared[/]papers|"
+        r"\bthe issue\b|issue #?\d"
+    )
     hits = []
-    tests = [p for p in sorted(ROOT.glob("tests/**/*.py")) if p.name != "test_layout.py"]  # this file names them
-    for path in list(repo_files().values()) + doc_files() + sorted(ROOT.glob("config/*.py")) + tests:
+    # this file names them
+    tests = [p for p in sorted(ROOT.glob("tests/**/*.py")) if p.name != "test_layout.py"]
+    for path in (
+        list(repo_files().values()) + doc_files() + sorted(ROOT.glob("config/*.py")) + tests
+    ):
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if pattern.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")

@@ -1,5 +1,6 @@
 """Tests for mlp_hourglass.py: parameter counts from the paper, shape checks, the builder,
-degradations, prototypes, metrics against closed forms, the shape table of `python mlp_hourglass.py`,
+degradations, prototypes, metrics against closed forms, the shape table of `python
+mlp_hourglass.py`,
 and the file's imports. The data scripts are tested in test_mlp_data.py, training / sweep /
 checkpoints in test_train_mlp.py. CPU, offline, a few seconds."""
 import ast
@@ -20,9 +21,12 @@ sys.path.insert(0, os.path.join(ROOT, "experiments"))
 import mlp_hourglass_tables as tables  # noqa: E402
 
 
-# ---------------------------------------------------------------- parameters (paper Tables 1-2, sec. 4.3)
+# --------------------------------------------------------- parameters (paper Tables 1-2, sec. 4.3)
 
-@pytest.mark.parametrize("name,dx,dout,dz,dh,L,paper_total,paper_trainable", tables.PAPER_PARAM_ROWS)
+
+@pytest.mark.parametrize(
+    "name,dx,dout,dz,dh,L,paper_total,paper_trainable", tables.PAPER_PARAM_ROWS
+)
 def test_param_counts_match_paper(name, dx, dout, dz, dh, L, paper_total, paper_trainable):
     formula = M.param_formula(dx, dz, dh, L, dout, input_proj="frozen")
     assert round(formula["total"] / 1e6, 2) == paper_total
@@ -79,9 +83,13 @@ def test_build_model_takes_dims_from_the_task():
     assert model.lift.weight.shape == (2048, 196) and not model.lift.weight.requires_grad
     conv = M.build_model("mnist_denoise", 784, 2048, 1, shape="conventional", input_proj="learned")
     assert conv.lift.weight.requires_grad and len(conv.blocks) == 1
-    assert M.count_params(conv)["trainable"] == M.param_formula(784, 784, 2048, 1, 784, "learned")["total"]
+    assert (
+        M.count_params(conv)["trainable"]
+        == M.param_formula(784, 784, 2048, 1, 784, "learned")["total"]
+    )
     with torch.device("meta"):
-        big = M.build_model("imagenet32_denoise")          # the paper's (3546, 270, 5): 31.36M / 20.47M
+        # the paper's (3546, 270, 5): 31.36M / 20.47M
+        big = M.build_model("imagenet32_denoise")
     p = M.count_params(big)
     assert (round(p["total"] / 1e6, 2), round(p["trainable"] / 1e6, 2)) == (31.36, 20.47)
 
@@ -102,8 +110,10 @@ def test_frozen_w_in_is_a_buffer_regenerated_from_its_seed():
     torch.manual_seed(0)
     rng_before = torch.get_rng_state()
     a = M.InputProjection(196, 512, seed=7)
-    assert torch.equal(torch.get_rng_state(), rng_before)             # its own generator, not the global RNG
-    assert torch.equal(a.weight, M.InputProjection(196, 512, seed=7).weight)       # regenerated exactly
+    # its own generator, not the global RNG
+    assert torch.equal(torch.get_rng_state(), rng_before)
+    # regenerated exactly
+    assert torch.equal(a.weight, M.InputProjection(196, 512, seed=7).weight)
     assert not torch.equal(a.weight, M.InputProjection(196, 512, seed=8).weight)
     assert a.weight.abs().max() <= 196 ** -0.5 and a.weight.std() > 0.5 * 196 ** -0.5 / math.sqrt(3)
     learned = M.InputProjection(196, 512, seed=7, trainable=True)
@@ -113,10 +123,15 @@ def test_frozen_w_in_is_a_buffer_regenerated_from_its_seed():
     assert torch.equal(model.lift.weight, a.weight)
     assert "lift.weight" not in model.state_dict() and "lift.weight" in dict(model.named_buffers())
     assert all(p is not model.lift.weight for p in model.parameters())
-    model.requires_grad_(True)                                          # "unfreeze everything"
-    assert not model.lift.weight.requires_grad and all(p is not model.lift.weight for p in model.parameters())
+    model.requires_grad_(True)  # "unfreeze everything"
+    assert not model.lift.weight.requires_grad and all(
+        p is not model.lift.weight for p in model.parameters()
+    )
     c = M.count_params(model)
-    assert c["total"] == M.param_formula(196, 512, 32, 2, 784)["total"] and c["input_proj"] == 196 * 512
+    assert (
+        c["total"] == M.param_formula(196, 512, 32, 2, 784)["total"]
+        and c["input_proj"] == 196 * 512
+    )
     assert c["total"] - c["trainable"] == 196 * 512
 
     rebuilt = M.ImageMLP(196, 784, 512, 32, 2, w_in_seed=7)
@@ -125,7 +140,8 @@ def test_frozen_w_in_is_a_buffer_regenerated_from_its_seed():
     model.eval(), rebuilt.eval()
     assert torch.equal(model(x), rebuilt(x))
     learned_model = M.ImageMLP(196, 784, 512, 32, 2, input_proj="learned", w_in_seed=7)
-    assert "lift.weight" in learned_model.state_dict()                  # a learned W_in is stored, of course
+    # a learned W_in is stored, of course
+    assert "lift.weight" in learned_model.state_dict()
 
 
 def test_degradations_shapes_and_ranges():
@@ -135,7 +151,8 @@ def test_degradations_shapes_and_ranges():
     assert noisy.shape == grey.shape and noisy.min() >= 0 and noisy.max() <= 1
     assert abs(noisy.mean().item() - 0.5) < 0.005            # clamping is symmetric around 0.5
     assert 0.2 < noisy.std().item() < 0.25                   # ... and shrinks the spread a little
-    mild = M.add_gaussian_noise(grey, 0.1, g)                # 5 sigma from both clamps: pure N(0, 0.1^2)
+    # 5 sigma from both clamps: pure N(0, 0.1^2)
+    mild = M.add_gaussian_noise(grey, 0.1, g)
     assert abs(mild.std().item() - 0.1) < 0.002
     white = M.add_gaussian_noise(torch.ones(8, 3, 32, 32), 0.25, g)
     assert white.max() <= 1 and white.min() >= 0 and (white == 1).float().mean() > 0.45
@@ -163,19 +180,25 @@ def test_degradations_shapes_and_ranges():
         xb, tb = M.make_batch(task, imgs_u8, labels, protos, torch.Generator().manual_seed(0))
         assert xb.shape == (6, dx) and tb.shape == (6, 784)
         assert xb.min() >= 0 and xb.max() <= 1
-    assert torch.equal(tb, protos[labels])                 # classification targets are the prototypes
-    assert M.get_task("imagenet32_sr").input_dim == 768 and M.get_task("imagenet32_denoise").input_dim == 3072
+    # classification targets are the prototypes
+    assert torch.equal(tb, protos[labels])
+    assert (
+        M.get_task("imagenet32_sr").input_dim == 768
+        and M.get_task("imagenet32_denoise").input_dim == 3072
+    )
 
 
 def test_prototypes_are_one_training_image_per_class():
     images = torch.arange(40, dtype=torch.uint8).view(40, 1, 1, 1).expand(40, 1, 2, 2).contiguous()
-    labels = torch.arange(40) % 4                            # image i has pixel value i, class i % 4
+    # image i has pixel value i, class i % 4
+    labels = torch.arange(40) % 4
     protos = M.choose_prototypes(images, labels)
     assert protos.shape == (4, 4)
     for c in range(4):
         value = round(protos[c, 0].item() * 255)
         assert value % 4 == c and torch.all(protos[c] == protos[c, 0])   # an image of its own class
-    assert torch.equal(protos, M.choose_prototypes(images, labels))      # seeded: the same every run
+    # seeded: the same every run
+    assert torch.equal(protos, M.choose_prototypes(images, labels))
     with pytest.raises(ValueError, match="class 1 has no training image"):
         M.choose_prototypes(images[labels != 1], labels[labels != 1])
 
@@ -233,20 +256,49 @@ def test_ssim_closed_forms():
 
 
 
-# ---------------------------------------------------------------- the shape table and the file's imports
+# ---------------------------------------------------------- the shape table and the file's imports
+
 
 def test_main_prints_paper_checks_and_shape_table():
-    run = subprocess.run([sys.executable, "experiments/mlp_hourglass_tables.py"], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "experiments/mlp_hourglass_tables.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     for paper_total in ("37.77M", "22.07M", "31.36M", "30.69M"):
         assert f"total {paper_total} (paper {paper_total})" in run.stdout
     assert "20.47M (paper 20.47M)" in run.stdout
-    assert "| mnist_denoise | hourglass | 784 | 2048 | 128 | 4 | 784 | 1.61M | 2.10M | 1.61M | 5.31M | 3.70M |" in run.stdout
-    one = subprocess.run([sys.executable, "experiments/mlp_hourglass_tables.py", "--task=mnist_sr", "--latent_dim=1024",
-                          "--hidden_dim=64", "--n_blocks=8"], cwd=ROOT, capture_output=True, text=True)
+    assert (
+        "| mnist_denoise | hourglass | 784 | 2048 | 128 | 4 | 784 | 1.61M | 2.10M | 1.61M | 5.31M "
+        "| 3.70M |"
+        in run.stdout
+    )
+    one = subprocess.run(
+        [
+            sys.executable,
+            "experiments/mlp_hourglass_tables.py",
+            "--task=mnist_sr",
+            "--latent_dim=1024",
+            "--hidden_dim=64",
+            "--n_blocks=8",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert one.returncode == 0, one.stderr
-    assert "| mnist_sr | hourglass | 196 | 1024 | 64 | 8 | 784 |" in one.stdout and "mnist_denoise" not in one.stdout
-    bad = subprocess.run([sys.executable, "experiments/mlp_hourglass_tables.py", "--task=cifar"], cwd=ROOT, capture_output=True, text=True)
+    assert (
+        "| mnist_sr | hourglass | 196 | 1024 | 64 | 8 | 784 |" in one.stdout
+        and "mnist_denoise" not in one.stdout
+    )
+    bad = subprocess.run(
+        [sys.executable, "experiments/mlp_hourglass_tables.py", "--task=cifar"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode != 0 and "unknown task" in bad.stderr and "Traceback" not in bad.stderr
 
 

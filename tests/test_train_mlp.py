@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_mlp_data import idx_fixture  # noqa: E402  (IDX files in the official format)
 
 
-# ---------------------------------------------------------------- synthetic data (digit-like images)
+# -------------------------------------------------------------- synthetic data (digit-like images)
+
 
 def bar_templates(seed=123, size=28):
     """Ten 'digit' templates (uint8): two or three bright bars each on a black background."""
@@ -54,9 +55,22 @@ def digit_splits(n_train=768, n_val=128, n_test=256):
 
 
 def tiny_config(tmp_path, **kw):
-    base = dict(task="mnist_denoise", latent_dim=1024, hidden_dim=64, n_blocks=2, batch_size=64, lr=1e-3,
-                max_steps=8, eval_interval=4, dtype="float32", device="cpu", out_dir=str(tmp_path),
-                save_checkpoint=False, save_samples=False, quiet=True)
+    base = dict(
+        task="mnist_denoise",
+        latent_dim=1024,
+        hidden_dim=64,
+        n_blocks=2,
+        batch_size=64,
+        lr=1e-3,
+        max_steps=8,
+        eval_interval=4,
+        dtype="float32",
+        device="cpu",
+        out_dir=str(tmp_path),
+        save_checkpoint=False,
+        save_samples=False,
+        quiet=True,
+    )
     base.update(kw)
     return T.TrainConfig(**base)
 
@@ -104,8 +118,12 @@ def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
 
 
 def test_generative_classification_reports_accuracy(tmp_path):
-    res = T.train(tiny_config(tmp_path, task="mnist_classify", max_steps=120, eval_interval=30), digit_splits())
-    assert res["test"]["accuracy"] > 0.9 and "ssim" in res["test"]       # ten well-separated classes
+    res = T.train(
+        tiny_config(tmp_path, task="mnist_classify", max_steps=120, eval_interval=30),
+        digit_splits(),
+    )
+    # ten well-separated classes
+    assert res["test"]["accuracy"] > 0.9 and "ssim" in res["test"]
     assert res["test"]["psnr_batchmse"] > res["baseline"]["psnr_batchmse"]
 
 
@@ -120,7 +138,13 @@ def test_config_checks_and_sweep_grid():
     with pytest.raises(ValueError, match="d_h < d_z"):
         T.resolve_config(T.TrainConfig(task="mnist_denoise", latent_dim=512, hidden_dim=1024))
     cfg = T.resolve_config(T.TrainConfig(task="imagenet32_sr", device="cpu"))
-    assert (cfg.latent_dim, cfg.hidden_dim, cfg.n_blocks, cfg.flips, cfg.batch_size) == (3546, 270, 5, 4, 512)
+    assert (cfg.latent_dim, cfg.hidden_dim, cfg.n_blocks, cfg.flips, cfg.batch_size) == (
+        3546,
+        270,
+        5,
+        4,
+        512,
+    )
     assert T.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
         ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
 
@@ -133,9 +157,21 @@ def write_prepared(folder, splits, source="synthetic bar digits", data_dir=None)
     for name in ("train", "val", "test"):
         images, labels = getattr(splits, name), getattr(splits, name + "_labels")
         np.savez(folder / f"{name}.npz", images=images.numpy(), labels=labels.numpy())
-    (folder / "meta.json").write_text(json.dumps({
-        "dataset": "mnist", "source": source, "data_dir": data_dir, "image_shape": list(splits.train.shape[1:]),
-        "splits": {"train": len(splits.train), "val": len(splits.val), "test": len(splits.test)}}))
+    (folder / "meta.json").write_text(
+        json.dumps(
+            {
+                "dataset": "mnist",
+                "source": source,
+                "data_dir": data_dir,
+                "image_shape": list(splits.train.shape[1:]),
+                "splits": {
+                    "train": len(splits.train),
+                    "val": len(splits.val),
+                    "test": len(splits.test),
+                },
+            }
+        )
+    )
     return folder
 
 
@@ -162,11 +198,15 @@ def test_load_data_prepares_a_missing_folder_with_the_data_script(tmp_path, capf
     assert "preparing" in capfd.readouterr().out and "local IDX files in" in a.source
     assert a.train.shape == (100, 1, 28, 28) and len(a.test) == 30
     again = T.load_data(task, "fashion_mnist", str(tmp_path / "raw_a"), prepared_dir=str(folder))
-    assert "preparing" not in capfd.readouterr().out and torch.equal(again.train, a.train)   # reused
+    # reused
+    assert "preparing" not in capfd.readouterr().out and torch.equal(again.train, a.train)
     b = T.load_data(task, "fashion_mnist", str(tmp_path / "raw_b"), prepared_dir=str(folder))
     assert "preparing it again" in capfd.readouterr().out and not torch.equal(b.test, a.test)
-    assert json.loads((folder / "meta.json").read_text())["data_dir"] == str((tmp_path / "raw_b").resolve())
-    assert T.PREPARED_DIRS["mnist"] == ROOT / "data" / "mnist"       # where data/mnist/prepare.py writes
+    assert json.loads((folder / "meta.json").read_text())["data_dir"] == str(
+        (tmp_path / "raw_b").resolve()
+    )
+    # where data/mnist/prepare.py writes
+    assert T.PREPARED_DIRS["mnist"] == ROOT / "data" / "mnist"
     assert T.PREPARED_DIRS["fashion_mnist"] == ROOT / "data" / "mnist" / "fashion_mnist"
 
 
@@ -182,37 +222,83 @@ def test_a_failing_data_script_is_a_clear_error(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- the command line
 
 def test_cli_train_eval_sweep_resume_pareto_compare(tmp_path, capsys):
-    folder = str(write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64)))
-    tiny = ["--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu", "--batch_size=64",
-            "--max_steps=4", "--eval_interval=2"]
-    T.main(["train", *tiny, "--latent_dim=256", "--hidden_dim=16", "--n_blocks=2", f"--out_dir={tmp_path / 'run'}"])
+    folder = str(
+        write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
+    )
+    tiny = [
+        "--task=mnist_sr",
+        f"--prepared_dir={folder}",
+        "--dtype=float32",
+        "--device=cpu",
+        "--batch_size=64",
+        "--max_steps=4",
+        "--eval_interval=2",
+    ]
+    T.main(
+        [
+            "train",
+            *tiny,
+            "--latent_dim=256",
+            "--hidden_dim=16",
+            "--n_blocks=2",
+            f"--out_dir={tmp_path / 'run'}",
+        ]
+    )
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["data"] == "synthetic bar digits" and metrics["steps"] == 4
     assert {"ckpt.pt", "history.csv", "samples.png"} <= set(os.listdir(tmp_path / "run"))
     capsys.readouterr()
     T.main(["eval", f"--ckpt={tmp_path / 'run' / 'ckpt.pt'}", "--device=cpu"])
     out = capsys.readouterr().out
-    evaluated = json.loads(out[out.index("{"):])                             # after the "data: ..." line
-    assert evaluated["test"]["psnr_batchmse"] == pytest.approx(metrics["test"]["psnr_batchmse"], abs=1e-9)
+    # after the "data: ..." line
+    evaluated = json.loads(out[out.index("{"):])
+    assert evaluated["test"]["psnr_batchmse"] == pytest.approx(
+        metrics["test"]["psnr_batchmse"], abs=1e-9
+    )
 
-    sweep = ["sweep", *tiny, "--hg_latent=256", "--hg_hidden=16,32", "--hg_blocks=1", "--conv_latent=196",
-             "--conv_hidden=256", "--conv_blocks=1", f"--out_dir={tmp_path / 'sweep'}"]
+    sweep = [
+        "sweep",
+        *tiny,
+        "--hg_latent=256",
+        "--hg_hidden=16,32",
+        "--hg_blocks=1",
+        "--conv_latent=196",
+        "--conv_hidden=256",
+        "--conv_blocks=1",
+        f"--out_dir={tmp_path / 'sweep'}",
+    ]
     T.main(sweep)
     rows = T.read_csv(tmp_path / "sweep" / "sweep.csv")
-    assert [(r["shape"], r["hidden_dim"]) for r in rows] == [("hourglass", "16"), ("hourglass", "32"),
-                                                            ("conventional", "256")]
-    assert {"pareto.csv", "pareto.png", "pareto_trainable.png"} <= set(os.listdir(tmp_path / "sweep"))
+    assert [(r["shape"], r["hidden_dim"]) for r in rows] == [
+        ("hourglass", "16"),
+        ("hourglass", "32"),
+        ("conventional", "256"),
+    ]
+    assert {"pareto.csv", "pareto.png", "pareto_trainable.png"} <= set(
+        os.listdir(tmp_path / "sweep")
+    )
     capsys.readouterr()
-    T.main(sweep)                                             # resume: every run is already in the CSV
+    # resume: every run is already in the CSV
+    T.main(sweep)
     assert "(3 already in" in capsys.readouterr().out
     assert len(T.read_csv(tmp_path / "sweep" / "sweep.csv")) == 3
-    T.main(["pareto", str(tmp_path / "sweep" / "sweep.csv"), "--params=trainable", f"--out={tmp_path / 'p.png'}"])
+    T.main(
+        [
+            "pareto",
+            str(tmp_path / "sweep" / "sweep.csv"),
+            "--params=trainable",
+            f"--out={tmp_path / 'p.png'}",
+        ]
+    )
     assert (tmp_path / "p.png").stat().st_size > 0
 
     T.main(["compare_input_proj", *tiny, "--latent_dim=256", "--hidden_dim=16", "--n_blocks=1",
             f"--out_dir={tmp_path / 'cmp'}"])
     summary = json.loads((tmp_path / "cmp" / "compare.json").read_text())
-    assert summary["frozen"]["params"]["trainable"] == summary["learned"]["params"]["trainable"] - 196 * 256
+    assert (
+        summary["frozen"]["params"]["trainable"]
+        == summary["learned"]["params"]["trainable"] - 196 * 256
+    )
     assert (tmp_path / "cmp" / "compare_input_proj.png").exists()
 
     with pytest.raises(SystemExit, match="d_h < d_z"):
@@ -221,9 +307,18 @@ def test_cli_train_eval_sweep_resume_pareto_compare(tmp_path, capsys):
 
 def test_cli_prepare_runs_the_data_script(tmp_path):
     idx_fixture(tmp_path / "raw")
-    run = subprocess.run([sys.executable, str(ROOT / "train_mlp.py"), "prepare", "--dataset=fashion_mnist",
-                          f"--data_dir={tmp_path / 'raw'}", f"--prepared_dir={tmp_path / 'out'}"],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train_mlp.py"),
+            "prepare",
+            "--dataset=fashion_mnist",
+            f"--data_dir={tmp_path / 'raw'}",
+            f"--prepared_dir={tmp_path / 'out'}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert "source: fashion_mnist from local IDX files" in run.stdout
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["requested"] == "fashion_mnist"
@@ -232,10 +327,24 @@ def test_cli_prepare_runs_the_data_script(tmp_path):
 # ---------------------------------------------------------------- every number is the run's own
 
 def tiny_sweep(tmp_path, folder, *extra):
-    return ["sweep", "--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
-            "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--hg_latent=256", "--hg_hidden=16",
-            "--hg_blocks=1", "--conv_latent=196", "--conv_hidden=256", "--conv_blocks=1",
-            f"--out_dir={tmp_path / 'sweep'}", *extra]
+    return [
+        "sweep",
+        "--task=mnist_sr",
+        f"--prepared_dir={folder}",
+        "--dtype=float32",
+        "--device=cpu",
+        "--batch_size=64",
+        "--max_steps=4",
+        "--eval_interval=2",
+        "--hg_latent=256",
+        "--hg_hidden=16",
+        "--hg_blocks=1",
+        "--conv_latent=196",
+        "--conv_hidden=256",
+        "--conv_blocks=1",
+        f"--out_dir={tmp_path / 'sweep'}",
+        *extra,
+    ]
 
 
 def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
@@ -245,7 +354,9 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
     T.main(tiny_sweep(tmp_path, folder))
     rows = T.read_csv(tmp_path / "sweep" / "sweep.csv")
     assert len(rows) == 2
-    assert {r["data_source"] for r in rows} == {"synthetic bar digits"} and rows[0]["input_proj"] == "frozen"
+    assert {r["data_source"] for r in rows} == {"synthetic bar digits"} and rows[0][
+        "input_proj"
+    ] == "frozen"
     assert {r["max_steps"] for r in rows} == {"4.0"} and {r["n_train"] for r in rows} == {"256.0"}
     capsys.readouterr()
     T.main(tiny_sweep(tmp_path, folder))                       # the same setting: a real resume
@@ -254,7 +365,9 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
                   ["--max_train_images=128"]):
         with pytest.raises(SystemExit, match="holds runs of another setting"):
             T.main(tiny_sweep(tmp_path, folder, *other))
-    write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64), source="other digits")
+    write_prepared(
+        tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64), source="other digits"
+    )
     with pytest.raises(SystemExit, match="data_source: other digits vs synthetic bar digits"):
         T.main(tiny_sweep(tmp_path, folder))
     assert len(T.read_csv(tmp_path / "sweep" / "sweep.csv")) == 2    # nothing mixed in
@@ -262,7 +375,8 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
     row = dict(rows[0])
     assert T.run_key(row) != T.run_key(dict(row, max_steps="6"))
     assert T.run_key(row) != T.run_key(dict(row, input_proj="learned"))
-    assert T.run_key(dict(row, epochs="30")) == T.run_key(dict(row, epochs="30.0"))     # one number, one key
+    # one number, one key
+    assert T.run_key(dict(row, epochs="30")) == T.run_key(dict(row, epochs="30.0"))
     # an older CSV without the setting columns: a clear error, not a silent resume
     old = tmp_path / "old" / "sweep.csv"
     old.parent.mkdir()
@@ -273,36 +387,66 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
 
 def test_all_nan_validation_writes_a_nan_row_and_the_sweep_goes_on(tmp_path):
     folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
-    res = T.train(tiny_config(tmp_path, noise_sigma=float("nan")), digit_splits(n_train=256, n_val=64, n_test=64))
-    assert math.isnan(res["best_val_loss"]) and math.isnan(res["test"]["psnr_batchmse"]) and res["best_step"] == 0
-    T.main(tiny_sweep(tmp_path, folder, "--task=mnist_denoise", "--noise_sigma=nan"))  # both diverge; it finishes
+    res = T.train(
+        tiny_config(tmp_path, noise_sigma=float("nan")),
+        digit_splits(n_train=256, n_val=64, n_test=64),
+    )
+    assert (
+        math.isnan(res["best_val_loss"])
+        and math.isnan(res["test"]["psnr_batchmse"])
+        and res["best_step"] == 0
+    )
+    # both diverge; it finishes
+    T.main(tiny_sweep(tmp_path, folder, "--task=mnist_denoise", "--noise_sigma=nan"))
     rows = T.read_csv(tmp_path / "sweep" / "sweep.csv")
     assert [r["shape"] for r in rows] == ["hourglass", "conventional"]
-    assert all(math.isnan(float(r["test_psnr_batchmse"])) and math.isnan(float(r["val_loss"])) for r in rows)
+    assert all(
+        math.isnan(float(r["test_psnr_batchmse"])) and math.isnan(float(r["val_loss"]))
+        for r in rows
+    )
     assert (tmp_path / "sweep" / "pareto.png").exists()
     assert T.pareto_front([(1, float("nan")), (2, 20.0)]) == [(2, 20.0)]
 
 
 def test_eval_refuses_a_checkpoint_on_another_data_source(tmp_path, capsys):
     folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
-    T.main(["train", "--task=mnist_denoise", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
-            "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--latent_dim=1024", "--hidden_dim=16",
-            "--n_blocks=1", f"--out_dir={tmp_path / 'run'}"])
+    T.main(
+        [
+            "train",
+            "--task=mnist_denoise",
+            f"--prepared_dir={folder}",
+            "--dtype=float32",
+            "--device=cpu",
+            "--batch_size=64",
+            "--max_steps=4",
+            "--eval_interval=2",
+            "--latent_dim=1024",
+            "--hidden_dim=16",
+            "--n_blocks=1",
+            f"--out_dir={tmp_path / 'run'}",
+        ]
+    )
     ckpt_path = tmp_path / "run" / "ckpt.pt"
     ckpt = torch.load(ckpt_path, weights_only=True)
     assert ckpt["data"]["source"] == "synthetic bar digits" and ckpt["data"]["n_train"] == 256
-    assert json.loads((tmp_path / "run" / "data.json").read_text())["source"] == "synthetic bar digits"
+    assert (
+        json.loads((tmp_path / "run" / "data.json").read_text())["source"] == "synthetic bar digits"
+    )
     capsys.readouterr()
     T.main(["eval", f"--ckpt={ckpt_path}", "--device=cpu"])         # the same source: scored
     assert '"test"' in capsys.readouterr().out
 
-    write_prepared(folder, digit_splits(n_train=256, n_val=64, n_test=64), source="other digits")  # same name, new data
-    with pytest.raises(SystemExit, match="was trained on 'synthetic bar digits'.*now is 'other digits'"):
+    # same name, new data
+    write_prepared(folder, digit_splits(n_train=256, n_val=64, n_test=64), source="other digits")
+    with pytest.raises(
+        SystemExit, match="was trained on 'synthetic bar digits'.*now is 'other digits'"
+    ):
         T.main(["eval", f"--ckpt={ckpt_path}", "--device=cpu"])
     T.main(["eval", f"--ckpt={ckpt_path}", "--device=cpu", "--allow_other_data"])
     assert "--allow_other_data" in capsys.readouterr().err
 
-    del ckpt["data"]                                                   # a checkpoint from before the field
+    # a checkpoint from before the field
+    del ckpt["data"]
     torch.save(ckpt, tmp_path / "old.pt")
     T.main(["eval", f"--ckpt={tmp_path / 'old.pt'}", "--device=cpu"])
     captured = capsys.readouterr()
@@ -318,15 +462,34 @@ def test_ssim_pareto_and_the_frozen_vs_learned_grid_from_the_command_line(tmp_pa
     with pytest.raises(SystemExit, match="no test_accuracy"):
         T.main(["pareto", str(tmp_path / "sweep" / "sweep.csv"), "--metric=test_accuracy"])
 
-    T.main(["compare_input_proj", "--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
-            "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--latent_dims=256,320", "--hidden_dim=16",
-            "--n_blocks=1", f"--out_dir={tmp_path / 'cmp'}"])
+    T.main(
+        [
+            "compare_input_proj",
+            "--task=mnist_sr",
+            f"--prepared_dir={folder}",
+            "--dtype=float32",
+            "--device=cpu",
+            "--batch_size=64",
+            "--max_steps=4",
+            "--eval_interval=2",
+            "--latent_dims=256,320",
+            "--hidden_dim=16",
+            "--n_blocks=1",
+            f"--out_dir={tmp_path / 'cmp'}",
+        ]
+    )
     grid = T.read_csv(tmp_path / "cmp" / "compare.csv")
-    assert [(g["latent_dim"], g["input_proj"]) for g in grid] == [("256", "frozen"), ("256", "learned"),
-                                                                  ("320", "frozen"), ("320", "learned")]
+    assert [(g["latent_dim"], g["input_proj"]) for g in grid] == [
+        ("256", "frozen"),
+        ("256", "learned"),
+        ("320", "frozen"),
+        ("320", "learned"),
+    ]
     for g in grid:       # W_in counts in the total either way, and is trainable only when learned
         w_in = 196 * int(g["latent_dim"])
-        assert int(g["params_total"]) - int(g["params_trainable"]) == (w_in if g["input_proj"] == "frozen" else 0)
+        assert int(g["params_total"]) - int(g["params_trainable"]) == (
+            w_in if g["input_proj"] == "frozen" else 0
+        )
     assert (tmp_path / "cmp" / "compare_input_proj.png").exists()
 
 
@@ -376,7 +539,9 @@ def test_a_damaged_checkpoint_or_data_set_is_one_line(tmp_path):
     torch.save({"model": {}, "config": {"eval_iters": 1}, "model_type": "gpt"}, lm)
     (tmp_path / "cut").mkdir()
     for split in ("train", "val", "test"):
-        (tmp_path / "cut" / f"{split}.npz").write_bytes((folder / f"{split}.npz").read_bytes()[:200])
+        (tmp_path / "cut" / f"{split}.npz").write_bytes(
+            (folder / f"{split}.npz").read_bytes()[:200]
+        )
     (tmp_path / "cut" / "meta.json").write_text((folder / "meta.json").read_text())
     (tmp_path / "badmeta").mkdir()
     (tmp_path / "badmeta" / "meta.json").write_text("{not json")

@@ -9,11 +9,13 @@ What to change, two things:
    from the same random matrix (so a frozen and a learned run differ only in training it), e.g. by
    replacing model.lift with a module whose weight is an nn.Parameter - read InputProjection.
 2. TRAINABLE_PARAMS: the number of trainable parameters of your model, worked out by hand from
-   P = d_x d_z + 2 L d_z d_h + d_z d_out (the paper's section 3.3 plus W_out; all matrices, no biases;
+   P = d_x d_z + 2 L d_z d_h + d_z d_out (the paper's section 3.3 plus W_out; all matrices, no
+   biases;
    BatchNorm without affine has no parameters).
 
 Check:  python tests/workshop/check.py mlp_exercise
-It passes when W_in is a trainable parameter that starts equal to the frozen one, one AdamW step on a
+It passes when W_in is a trainable parameter that starts equal to the frozen one, one AdamW step on
+a
 batch moves it, and TRAINABLE_PARAMS equals the model's trainable count.
 """
 
@@ -28,5 +30,6 @@ TRAINABLE_PARAMS = 0  # TODO: by hand, from the formula
 
 def build():
     """The mnist_denoise ImageMLP, d_z = 1024, d_h = 32, L = 2 - with a learned W_in."""
-    model = mlp_hourglass.build_model("mnist_denoise", latent_dim=1024, hidden_dim=32, n_blocks=2)  # W_in frozen
+    # W_in frozen
+    model = mlp_hourglass.build_model("mnist_denoise", latent_dim=1024, hidden_dim=32, n_blocks=2)
     return model  # TODO: a learned W_in that starts from the frozen one

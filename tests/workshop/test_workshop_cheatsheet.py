@@ -1,7 +1,8 @@
 """The parameter formulas printed in docs/cheatsheet.md are the code's counts.
 
 Each formula is read from the sheet (a code span `name = expression` on a **Parameters** line) and
-evaluated with one shape's numbers; it must equal what the code counts for that shape (model.budget(),
+evaluated with one shape's numbers; it must equal what the code counts for that shape
+(model.budget(),
 param_summary()['matched'], count_params()...). So the printed formula cannot drift from the code.
 """
 
@@ -29,7 +30,9 @@ def sections():
 
 def formulas(keyword):
     matching = [f for heading, f in sections().items() if keyword in heading and f]
-    assert len(matching) == 1, f"one section of docs/cheatsheet.md with formulas should name {keyword!r}"
+    assert len(matching) == 1, (
+        f"one section of docs/cheatsheet.md with formulas should name {keyword!r}"
+    )
     return matching[0]
 
 
@@ -37,7 +40,8 @@ def evaluate(keyword, **variables):
     """Run the section's formulas in order (a later one may use an earlier one's name)."""
     names = dict(variables)
     for name, expression in formulas(keyword):
-        names[name] = eval(expression, {"sum": sum, "max": max, **names})  # globals: seen inside sum(...)
+        # globals: seen inside sum(...)
+        names[name] = eval(expression, {"sum": sum, "max": max, **names})
     return names
 
 
@@ -77,7 +81,9 @@ def lws_case():
     import lws
     from lws_tables import CPU_BASE
     m = build("lws", **CPU_BASE, n_layer=9, **lws.VARIANTS["crown"])
-    layers = [(s.n_head * s.head_dim, s.n_kv_head * s.head_dim, s.ffn_hidden) for s in m.config.layers]
+    layers = [
+        (s.n_head * s.head_dim, s.n_kv_head * s.head_dim, s.ffn_hidden) for s in m.config.layers
+    ]
     return evaluate("Layer-wise", d=128, layers=layers)["budget"], m.budget()
 
 

@@ -45,7 +45,9 @@ def load_solution(name, folder):
     """The reference solution of `name`, written to folder/<name>.py and imported from there (as a
     participant would after pasting it over workshop/<name>.py)."""
     sources = solution_sources()
-    assert name in sources, f"docs/workshop_solutions.md has no block after <!-- solution: {name} -->"
+    assert name in sources, (
+        f"docs/workshop_solutions.md has no block after <!-- solution: {name} -->"
+    )
     path = Path(folder) / f"{name}.py"
     path.write_text(sources[name])
     return load_module(path, f"workshop_solution_{name}")
@@ -73,7 +75,9 @@ def check_hourglass_exercise(module):
     model = build("hourglass", args)
     cfg, baseline = model.config, build("gpt", module.BASELINE)
     d, d_h = cfg.n_embd, cfg.layers[0].ffn_hidden
-    assert cfg.n_sub_blocks == 2, f"K = n_sub_blocks is {cfg.n_sub_blocks}: the exercise asks for K = 2"
+    assert cfg.n_sub_blocks == 2, (
+        f"K = n_sub_blocks is {cfg.n_sub_blocks}: the exercise asks for K = 2"
+    )
     assert d_h < d, f"d_h = {d_h} >= d = {d}: an hourglass sub-block is wide-narrow-wide (d_h < d)"
     assert (cfg.n_layer, cfg.n_head) == (baseline.config.n_layer, baseline.config.n_head), \
         "keep the baseline's layers and heads (the paper keeps the head count; match_baseline does)"
@@ -86,7 +90,9 @@ def check_hourglass_exercise(module):
     assert abs(module.ATTENTION_SHARE - share) < 0.005, (  # two decimals: 0.60 is not 0.609
         f"ATTENTION_SHARE = {module.ATTENTION_SHARE}: count again, to two decimals (attention is "
         f"4 d^2 per layer here, model.param_counts()['attention'])")
-    return dict(n_embd=d, bottleneck_dim=d_h, budget=model.budget(), attention_share=round(share, 3))
+    return dict(
+        n_embd=d, bottleneck_dim=d_h, budget=model.budget(), attention_share=round(share, 3)
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -102,9 +108,13 @@ def check_variable_width_exercise(module):
     assert model.config.width_multiple <= 8, (
         f"width_multiple={model.config.width_multiple}: widths in steps of "
         f"{model.config.width_multiple} are too coarse at d = 128 (the docstring asks for 8)")
-    assert len(widths) == 8 and model.config.n_embd == 128, "keep the baseline's 8 layers and d = 128"
+    assert len(widths) == 8 and model.config.n_embd == 128, (
+        "keep the baseline's 8 layers and d = 128"
+    )
     narrowest = [i + 1 for i, w in enumerate(widths) if w == min(widths)]
-    assert narrowest == [2], f"widths {widths}: the narrowest layer (1-indexed) is {narrowest}, not [2]"
+    assert narrowest == [2], (
+        f"widths {widths}: the narrowest layer (1-indexed) is {narrowest}, not [2]"
+    )
     falls, rises = widths[:2], widths[1:]
     assert falls == sorted(falls, reverse=True) and rises == sorted(rises), \
         f"widths {widths}: they should fall to layer 2 and rise after it (the ><former's shape)"
@@ -140,7 +150,9 @@ def windows(tokens, n, block):
 def measured_ffn_ratio(model, idx, targets):
     import cea_contribution
     reps, kinds = cea_contribution.sublayer_representations(model, idx)
-    accuracies = cea_contribution.token_prediction_accuracies(reps, targets.reshape(-1), min_count=50)
+    accuracies = cea_contribution.token_prediction_accuracies(
+        reps, targets.reshape(-1), min_count=50
+    )
     return cea_contribution.contribution_ratio(accuracies, kinds)["ffn_ratio"]
 
 
@@ -163,10 +175,13 @@ def check_cea_exercise(module, steps=150):
     model.eval()
     expected = measured_ffn_ratio(model, idx, targets)
     got = participant_ratio(module, model, idx, targets)
-    assert isinstance(got, float) and (got == expected or math.isnan(got) and math.isnan(expected)), (
+    assert isinstance(got, float) and (
+        got == expected or math.isnan(got) and math.isnan(expected)
+    ), (
         f"ffn_contribution returned {got!r}; the FFN's Token Prediction contribution ratio of this "
         f"model measures {expected:.4f} (gains per sublayer, FFN share): see "
-        f"experiments/cea_contribution.py")
+        f"experiments/cea_contribution.py"
+    )
     # 2. train it a little (a few seconds) so that the ratio means something, and show it
     model.train()
     generator = torch.Generator().manual_seed(0)
@@ -185,7 +200,9 @@ def check_cea_exercise(module, steps=150):
           f"(train loss {loss.item():.3f})", flush=True)
     # 3. the split the exercise asks for
     assert outer == width // 2 and inner == width // 2, (
-        f"Outer-FFN {outer}, Inner-FFN {inner} of W = {width}: set OUTER_RATIO so that each holds half")
+        f"Outer-FFN {outer}, Inner-FFN {inner} of W = {width}: set OUTER_RATIO so that each holds "
+        "half"
+    )
     return dict(ffn_ratio=ratio, loss=loss.item())
 
 
@@ -244,8 +261,10 @@ def check_mlp_exercise(module):
     assert torch.equal(w_in.detach(), frozen.lift.weight), \
         "the learned W_in should start from the frozen one (same seed, same matrix)"
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    assert module.TRAINABLE_PARAMS == trainable, \
-        f"TRAINABLE_PARAMS = {module.TRAINABLE_PARAMS}: the formula gives another number (d_x = 784, d_out = 784)"
+    assert module.TRAINABLE_PARAMS == trainable, (
+        f"TRAINABLE_PARAMS = {module.TRAINABLE_PARAMS}: the formula gives another number (d_x = "
+        "784, d_out = 784)"
+    )
     before = w_in.detach().clone()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.rand(16, 784)
