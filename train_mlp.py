@@ -444,8 +444,9 @@ def train(cfg, data=None):
             its = cfg.log_interval / max(now - t_last, 1e-9) if not last else (step + 1) / max(now - t0, 1e-9)
             t_last = now
             val_str = "--" if math.isnan(val_psnr) else f"{val_psnr:.2f} dB"
+            left = (total_steps - step - 1) * (now - t0) / (step + 1) / 60
             say(f"step {step + 1}/{total_steps} | loss {loss.item():.5f} | val psnr {val_str} | "
-                f"lr {lr:.2e} | {its:.1f} it/s")
+                f"lr {lr:.2e} | {its:.1f} it/s | ~{left:.1f} min to go")
     train_time = time.time() - t0
 
     if best["state"] is None:     # every validation loss was NaN (diverged): NaN metrics, no exception

@@ -365,6 +365,11 @@ def main(argv):
                          "--out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea "
                          "(train them with python train.py config/cea_shakespeare_char_vanilla.py, "
                          "_wider, _cea)")
+    missing = [d for d in out_dirs if not (Path(d) / "ckpt.pt").exists()]
+    if missing:  # one line, before any work
+        raise SystemExit(f"error: no checkpoint in {', '.join(missing)}: train the run first "
+                         f"(python train.py config/cea_shakespeare_char_vanilla.py, ...) or fix "
+                         f"--out_dirs (the folders that hold ckpt.pt, comma-separated)")
     texts = ood_texts()
     results = []
     for d in out_dirs:

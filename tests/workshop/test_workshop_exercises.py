@@ -59,6 +59,8 @@ WRONG_ANSWERS = {
     "cea_exercise/unflattened": ("targets.reshape(-1)", "targets", "targets.reshape(-1)"),
     "lws_exercise": ("ffn_scalars=[4.0, 0.5, 4.0]", "ffn_scalars=[0.5, 4.0, 0.5]", ""),  # a crown
     "mlp_exercise": ("TRAINABLE_PARAMS = 784 * 1024 + ", "TRAINABLE_PARAMS = ", ""),  # no W_in
+    "mlp_exercise/one_word": ("n_blocks=2)  # W_in frozen",
+                              "n_blocks=2, input_proj='learned')", "yourself"),
 }
 
 

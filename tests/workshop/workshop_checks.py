@@ -250,7 +250,13 @@ def check_lws_exercise(module):
 
 
 def check_mlp_exercise(module):
+    import inspect
+
     import mlp_hourglass
+    source = inspect.getsource(module.build)
+    assert not re.search(r"(build_model|ImageMLP)\([^)]*input_proj\s*=\s*['\"]learned", source), (
+        "build() asks build_model for input_proj='learned': that is the answer the repo already "
+        "has. Build the frozen model and make its lift learnable yourself (read InputProjection)")
     torch.manual_seed(0)
     model = module.build()
     frozen = mlp_hourglass.build_model("mnist_denoise", latent_dim=1024, hidden_dim=32, n_blocks=2)
