@@ -60,6 +60,8 @@ def _parse_value(text, default):
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
+        if isinstance(default, float) and text.lower() in ("nan", "inf", "-inf"):
+            return float(text)  # (not Python literals, but floats)
         return text  # not a literal: a bare string such as cuda or resume
     if isinstance(default, str) and not isinstance(value, str):
         return text  # --out_dir=2024 means the string '2024'

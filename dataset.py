@@ -10,12 +10,25 @@ ids) and meta.json (the tokenizer, and what data/<dataset>/prepare.py wrote into
   vocabulary, and a split holds more than block_size tokens. Each problem is one line saying what
   to do.
 - `check_same_vocabulary` refuses to resume a checkpoint on data prepared with another vocabulary.
+
+And the images train_mlp.py reads: data/mnist/prepare.py and data/imagenet32/prepare.py write
+{train,val,test}.npz (uint8 images, int64 labels) and meta.json (the source they used, in words).
+`load_images` reads a prepared folder, running its prepare script first when the folder is missing
+or was prepared from another raw folder; a damaged file is one line saying to prepare it again.
 """
 
 import json
+import os
 import subprocess
 import sys
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
+import torch
+
+from configurator import ConfigError
 
 ROOT = Path(__file__).resolve().parent
 SELF_PREPARING = ("shakespeare_char", "shakespeare")  # small: train.py prepares them when missing
@@ -102,3 +115,102 @@ def check_same_vocabulary(saved_meta, meta, folder, checkpoint_path):
             f"({meta.get('tokenizer')}, {meta.get('vocab_size')} tokens now; {saved['tokenizer']}, "
             f"{saved['vocab_size']} tokens in {checkpoint_path}): the data was prepared again "
             f"differently. Resume on the data it was trained on, or train from scratch")
+
+
+# -----------------------------------------------------------------------------------------------
+# Images for train_mlp.py
+
+IMAGE_DATASETS = ("mnist", "mnist5k", "fashion_mnist", "imagenet32")
+PREPARE_SCRIPTS = {"mnist": ROOT / "data" / "mnist" / "prepare.py",
+                   "mnist5k": ROOT / "data" / "mnist" / "prepare.py",
+                   "fashion_mnist": ROOT / "data" / "mnist" / "prepare.py",
+                   "imagenet32": ROOT / "data" / "imagenet32" / "prepare.py"}
+PREPARED_DIRS = {"mnist": ROOT / "data" / "mnist", "mnist5k": ROOT / "data" / "mnist" / "mnist5k",
+                 "fashion_mnist": ROOT / "data" / "mnist" / "fashion_mnist",
+                 "imagenet32": ROOT / "data" / "imagenet32"}
+
+
+@dataclass
+class ImageSplits:
+    source: str  # what was loaded, in words (printed, and saved with every result)
+    train: torch.Tensor  # (N, C, H, W) uint8
+    train_labels: torch.Tensor  # (N,) int64
+    val: torch.Tensor
+    val_labels: torch.Tensor
+    test: torch.Tensor
+    test_labels: torch.Tensor
+    dataset: str = ""  # meta.json's "dataset": what loaded (mnist5k for --dataset=mnist offline)
+
+
+def run_prepare(dataset, data_dir="", prepared_dir="", max_train_images=0):
+    """Run data/<name>/prepare.py as a subprocess (no training file imports data code)."""
+    cmd = [sys.executable, str(PREPARE_SCRIPTS[dataset])]
+    if dataset != "imagenet32":
+        cmd.append(f"--dataset={dataset}")
+    if data_dir:
+        cmd.append(f"--data_dir={data_dir}")
+    if prepared_dir:
+        cmd.append(f"--out_dir={prepared_dir}")
+    if max_train_images and dataset == "imagenet32":
+        cmd.append(f"--max_train_images={max_train_images}")
+    print("preparing: " + " ".join(cmd[1:]))
+    if subprocess.run(cmd).returncode != 0:
+        raise ConfigError(f"preparing {dataset} failed (see the messages above): "
+                          f"python {' '.join(cmd[1:])}")
+
+
+def load_prepared(prepared_dir):
+    """{train,val,test}.npz + meta.json in prepared_dir -> (ImageSplits, meta)."""
+    prepared_dir = Path(prepared_dir)
+    script = "data/imagenet32/prepare.py" if "imagenet32" in str(prepared_dir) else \
+        "data/mnist/prepare.py"
+    again = f"prepare it again (python {script} --out_dir={prepared_dir} ...)"
+    try:
+        meta = json.loads((prepared_dir / "meta.json").read_text())
+        source, _ = meta["source"], meta["image_shape"]  # both required
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{prepared_dir / 'meta.json'} is not a prepared data set's meta.json "
+                          f"({type(e).__name__}: {e}): {again}") from None
+    arrays = []
+    for split in ("train", "val", "test"):
+        try:
+            with np.load(prepared_dir / f"{split}.npz") as f:
+                arrays += [torch.from_numpy(f["images"]), torch.from_numpy(f["labels"]).long()]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            if isinstance(e, FileNotFoundError):
+                raise ConfigError(f"{prepared_dir / (split + '.npz')} is missing: {again}") \
+                    from None
+            raise ConfigError(f"{prepared_dir / (split + '.npz')} is damaged or truncated "
+                              f"({type(e).__name__}: {e}): {again}") from None
+    return ImageSplits(source, *arrays, dataset=meta.get("dataset", "")), meta
+
+
+def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=""):
+    """The prepared splits of `dataset` for `task` (mlp_hourglass.Task: its name, dataset_kind and
+    image_shape), preparing them first when needed."""
+    dataset = dataset or ("mnist" if task.dataset_kind == "28x28" else "imagenet32")
+    if dataset not in IMAGE_DATASETS:
+        raise ConfigError(f"dataset={dataset!r} is unknown; choose one of "
+                          f"{', '.join(IMAGE_DATASETS)}")
+    if (dataset == "imagenet32") != (task.dataset_kind == "imagenet32"):
+        need = ("imagenet32" if task.dataset_kind == "imagenet32"
+                else "mnist, mnist5k or fashion_mnist")
+        raise ConfigError(f"task {task.name} needs --dataset={need}, got {dataset!r}")
+    prepared_dir = Path(prepared_dir) if prepared_dir else PREPARED_DIRS[dataset]
+    meta_path = prepared_dir / "meta.json"
+    if not meta_path.exists():
+        print(f"{meta_path} is missing: preparing {dataset} now")
+        run_prepare(dataset, data_dir, prepared_dir, max_train_images)
+    elif data_dir and json.loads(meta_path.read_text()).get("data_dir") != os.path.abspath(
+            data_dir):
+        print(f"{prepared_dir} was not prepared from --data_dir={data_dir}: preparing it again")
+        run_prepare(dataset, data_dir, prepared_dir, max_train_images)
+    splits, meta = load_prepared(prepared_dir)
+    if tuple(meta["image_shape"]) != task.image_shape:
+        raise ConfigError(f"{prepared_dir} holds {tuple(meta['image_shape'])} images, task "
+                          f"{task.name} needs {task.image_shape}")
+    if max_train_images:
+        splits.train = splits.train[:max_train_images]
+        splits.train_labels = splits.train_labels[:max_train_images]
+    print(f"data: {splits.source} (prepared in {prepared_dir}; {len(splits.train)} train images)")
+    return splits

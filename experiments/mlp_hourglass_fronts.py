@@ -4,13 +4,15 @@ does the hourglass family reach a better PSNR (and SSIM) than the conventional o
 parameter count? "Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025,
 arXiv:2510.01796), section 4.2.2-4.2.3.
 
-It reads the sweep.csv that `python train_mlp.py sweep` writes (one row per shape x lr x seed),
-picks each shape's learning rate by its mean validation loss over the seeds (the test set never
-chooses), and writes fronts.png (PSNR and SSIM against total and against trainable parameters,
-every shape with its seeds' min-max as error bars, each family's Pareto front as a line) and
-fronts.md (the fronts, the gap between them at matched budgets, the shapes on each front).
+It reads the sweep.csv that experiments/mlp_hourglass_sweep.py writes (one row per shape x lr x
+seed; several CSVs of one setting are read together), picks each shape's learning rate by its
+mean validation loss over the seeds (the test set never chooses), and writes fronts.png (PSNR and
+SSIM against total and against trainable parameters, every shape with its seeds' min-max as error
+bars, each family's Pareto front as a line) and fronts.md (the fronts, the gap between them at
+matched budgets, the shapes on each front) beside the first CSV.
 
-    python experiments/mlp_hourglass_fronts.py out/mlp_sweep_fashion/sweep.csv
+    python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
+    python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
 """
 
 import csv
@@ -27,7 +29,8 @@ def read_rows(path):
     with open(path) as f:
         rows = list(csv.DictReader(f))
     if not rows:
-        raise SystemExit(f"error: {path} holds no runs yet: run python train_mlp.py sweep first")
+        raise SystemExit(f"error: {path} holds no runs yet: run python "
+                         f"experiments/mlp_hourglass_sweep.py first")
     numeric = ("latent_dim", "hidden_dim", "n_blocks", "lr", "seed", "params_total",
                "params_trainable", "val_loss", *METRICS, "baseline_psnr_batchmse", "train_time_s")
     for r in rows:
@@ -154,22 +157,29 @@ def plot(entries, baseline, path, title):
 
 
 def main(argv):
-    if len(argv) != 1 or not Path(argv[0]).is_file():
+    """Fronts of one sweep: its CSV, or several CSVs of one setting (seeds run side by side)."""
+    paths = [Path(a) for a in argv]
+    if not paths or not all(p.is_file() for p in paths):
         raise SystemExit("usage: python experiments/mlp_hourglass_fronts.py <sweep.csv> "
-                         "(written by python train_mlp.py sweep)")
-    path = Path(argv[0])
-    rows = read_rows(path)
+                         "[<sweep.csv> ...] (written by experiments/mlp_hourglass_sweep.py)")
+    rows = [r for p in paths for r in read_rows(p)]
+    setting = ("task", "data_source", "epochs", "batch_size")
+    if len({tuple(str(r[k]) for k in setting) for r in rows}) > 1:
+        raise SystemExit(f"error: {', '.join(map(str, paths))} hold runs of different settings "
+                         f"({', '.join(setting)}): draw each setting's fronts on its own")
     entries = shape_results(rows)
     baselines = [r["baseline_psnr_batchmse"] for r in rows
                  if not math.isnan(r["baseline_psnr_batchmse"])]
     baseline = baselines[0] if baselines else None
     r0 = rows[0]
     title = (f"{r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
-             f"{r0['epochs']} epochs, batch {r0['batch_size']}; error bars: seeds' min-max")
-    (path.parent / "fronts.md").write_text(report(entries, baseline, title))
-    plot(entries, baseline, path.parent / "fronts.png", title)
+             f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}; "
+             f"error bars: seeds' min-max")
+    out = paths[0].parent
+    (out / "fronts.md").write_text(report(entries, baseline, title))
+    plot(entries, baseline, out / "fronts.png", title)
     print(report(entries, baseline, title))
-    print(f"wrote {path.parent / 'fronts.md'} and {path.parent / 'fronts.png'}")
+    print(f"wrote {out / 'fronts.md'} and {out / 'fronts.png'}")
 
 
 if __name__ == "__main__":

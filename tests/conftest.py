@@ -1,6 +1,9 @@
-"""Shared helpers for the tests: tiny models and a tiny prepared dataset on disk."""
+"""Shared helpers for the tests: tiny models, a tiny prepared dataset on disk, and digit-like images
+in the image MLPs' prepared and raw (IDX) formats."""
 
+import gzip
 import json
+import struct
 import sys
 from pathlib import Path
 
@@ -83,3 +86,73 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------ images for the image MLPs
+
+
+def write_idx(path, array):
+    """IDX as published: 0x00 0x00, dtype 0x08 (uint8), ndim, big-endian dims, raw bytes."""
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(">" + "I" * array.ndim, *array.shape)
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
+def idx_fixture(folder, n_train=120, n_test=30, seed=0):
+    """The four IDX files of a tiny MNIST-format set in folder; returns the arrays written."""
+    rng = np.random.default_rng(seed)
+    tr = rng.integers(0, 256, size=(n_train, 28, 28), dtype=np.uint8)
+    trl = rng.integers(0, 10, size=n_train).astype(np.uint8)
+    te = rng.integers(0, 256, size=(n_test, 28, 28), dtype=np.uint8)
+    tel = rng.integers(0, 10, size=n_test).astype(np.uint8)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_idx(folder / "train-images-idx3-ubyte.gz", tr)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", trl)
+    write_idx(folder / "t10k-images-idx3-ubyte", te)  # one uncompressed, as some mirrors have
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", tel)
+    return tr, trl, te, tel
+
+
+def bar_templates(seed=123, size=28):
+    """Ten 'digit' templates (uint8): two or three bright bars each on a black background."""
+    rng = np.random.default_rng(seed)
+    templates = np.zeros((10, 1, size, size), dtype=np.uint8)
+    for k in range(10):
+        for _ in range(rng.integers(2, 4)):
+            r, c = rng.integers(4, size - 8, size=2)
+            if rng.random() < 0.5:
+                templates[k, 0, r:r + 3, c:c + rng.integers(6, 14)] = 255
+            else:
+                templates[k, 0, r:r + rng.integers(6, 14), c:c + 3] = 255
+    return templates
+
+
+def digit_like(n, seed):
+    """n images: the template of a random class at a random brightness in [0.6, 1]."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, size=n)
+    scale = rng.uniform(0.6, 1.0, size=(n, 1, 1, 1))
+    images = (bar_templates()[labels] * scale).round().astype(np.uint8)
+    return torch.from_numpy(images), torch.from_numpy(labels).long()
+
+
+def digit_splits(n_train=768, n_val=128, n_test=256):
+    """dataset.ImageSplits of digit-like images (train, val and test drawn apart)."""
+    from dataset import ImageSplits
+
+    return ImageSplits("synthetic bar digits", *digit_like(n_train, 0), *digit_like(n_val, 1),
+                       *digit_like(n_test, 2))
+
+
+def write_prepared(folder, splits, source="synthetic bar digits", data_dir=None):
+    """A prepared folder in the format of data/mnist/prepare.py: {split}.npz + meta.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("train", "val", "test"):
+        images, labels = getattr(splits, name), getattr(splits, name + "_labels")
+        np.savez(folder / f"{name}.npz", images=images.numpy(), labels=labels.numpy())
+    sizes = {name: len(getattr(splits, name)) for name in ("train", "val", "test")}
+    (folder / "meta.json").write_text(json.dumps({
+        "dataset": "mnist", "source": source, "data_dir": data_dir,
+        "image_shape": list(splits.train.shape[1:]), "splits": sizes}))
+    return folder

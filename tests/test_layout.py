@@ -24,6 +24,8 @@ README_MAX_LINES = 320
 MECHANISM_MAX_LINES = {"hourglass": 200, "lws": 250, "variable_width": 340, "cea": 340,
                        "mlp_hourglass": 375}
 MECHANISM_DOCSTRING_MAX_LINES = 40  # paper, idea, equations, pointers; the deviations: docs/
+TRAINER_MAX_LINES = {"train": 400, "train_mlp": 420}  # flat loops a learner reads top to bottom
+TRAINERS = {"mlp_hourglass": "train_mlp"}  # a mechanism's own trainer its experiments may call
 
 
 def repo_files():
@@ -118,10 +120,11 @@ def test_data_scripts_import_no_model_file_and_experiments_no_driver():
             assert deps <= LEAVES - {"model"}, (
                 f"{name} imports {sorted(deps)}: data never imports a model file"
             )
-        # experiments/<mechanism>_<what>.py: its own mechanism and leaves
+        # experiments/<mechanism>_<what>.py: its own mechanism (and its trainer) and leaves
         if name.startswith("experiments/"):
             own = {m for m in MECHANISMS if name.startswith(f"experiments/{m}_")}
             assert len(own) == 1, f"{name}: name it experiments/<mechanism>_<what>.py"
+            own |= {TRAINERS[m] for m in own if m in TRAINERS}
             assert deps <= LEAVES | own, f"{name} imports {sorted(deps - LEAVES - own)}"
             stem = name.rsplit("/", 1)[-1].removesuffix(".py")
             assert stem not in graph, f"{name} would shadow {stem}.py when run from experiments/"
@@ -138,6 +141,9 @@ def test_mechanism_files_and_the_readme_stay_short():
         doc = ast.get_docstring(ast.parse((ROOT / f"{name}.py").read_text())).splitlines()
         assert len(doc) <= MECHANISM_DOCSTRING_MAX_LINES, (
             f"{name}.py's docstring has {len(doc)} lines: the deviations belong in docs/{name}.md")
+    for name, limit in TRAINER_MAX_LINES.items():
+        lines = len((ROOT / f"{name}.py").read_text().splitlines())
+        assert lines <= limit, f"{name}.py has {lines} lines (at most {limit}): move machinery out"
     lines = len((ROOT / "README.md").read_text().splitlines())
     assert lines <= README_MAX_LINES, (
         f"README.md has {lines} lines; mechanism write-ups belong in docs/"

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, idx_fixture  # IDX files as published
 
 
 def load_script(relpath):
@@ -28,29 +28,6 @@ def load_script(relpath):
 
 MNIST = load_script("data/mnist/prepare.py")
 IMAGENET32 = load_script("data/imagenet32/prepare.py")
-
-
-def write_idx(path, array):
-    """IDX as published: 0x00 0x00, dtype 0x08 (uint8), ndim, big-endian dims, raw bytes."""
-    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(">" + "I" * array.ndim, *array.shape)
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
-
-
-def idx_fixture(folder, n_train=120, n_test=30, seed=0):
-    """The four IDX files of a tiny MNIST-format set in folder; returns the arrays written."""
-    rng = np.random.default_rng(seed)
-    tr = rng.integers(0, 256, size=(n_train, 28, 28), dtype=np.uint8)
-    trl = rng.integers(0, 10, size=n_train).astype(np.uint8)
-    te = rng.integers(0, 256, size=(n_test, 28, 28), dtype=np.uint8)
-    tel = rng.integers(0, 10, size=n_test).astype(np.uint8)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_idx(folder / "train-images-idx3-ubyte.gz", tr)
-    write_idx(folder / "train-labels-idx1-ubyte.gz", trl)
-    write_idx(folder / "t10k-images-idx3-ubyte", te)  # one uncompressed, as some mirrors have
-    write_idx(folder / "t10k-labels-idx1-ubyte.gz", tel)
-    return tr, trl, te, tel
 
 
 def test_idx_reader_and_28x28_loader(tmp_path):

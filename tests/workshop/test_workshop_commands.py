@@ -71,7 +71,7 @@ RULES = [
     ),
     (r"python experiments/lws_tables.py --scale=cpu$", None, "runs in tests/test_lws_tables.py"),
     (
-        r"python train_mlp.py compare_input_proj",
+        r"python experiments/mlp_hourglass_input_proj.py",
         "--prepared_dir={mnist} --latent_dim=64 --hidden_dim=8 --n_blocks=1 --max_steps=2 "
         "--batch_size=8 "
         "--out_dir={tmp}/mlp --dtype=float32",
