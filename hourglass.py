@@ -167,7 +167,9 @@ def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
     target = count_params(**baseline_args)["ffn"]
     args = {k: v for k, v in baseline_args.items() if k != "ffn_hidden"}
     args.update(n_embd=baseline_args.get("n_embd", GPTConfig.n_embd), n_sub_blocks=n_sub_blocks)
-    ffn = lambda d_h: count_params(**dict(args, block_size=2), bottleneck_dim=d_h)["ffn"]  # noqa: E731
+    def ffn(d_h):
+        return count_params(**dict(args, block_size=2), bottleneck_dim=d_h)["ffn"]
+
     base, per_unit = ffn(1), ffn(2) - ffn(1)  # linear in d_h: 3 K L d per unit
     return dict(args, bottleneck_dim=max(1, 1 + round((target - base) / per_unit)))
 

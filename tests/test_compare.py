@@ -92,8 +92,11 @@ def test_the_plot_shows_every_evaluation_of_a_short_run(tmp_path):
     """A 3-evaluation run: the y-axis must hold all three points (it once took its limits from
     the third evaluation, the last, and the curves fell off the plot)."""
     import compare
-    curve = lambda losses: [dict(iter=i, tokens=1000 * i, val_loss=v, elapsed_s=10.0 * i)  # noqa: E731
-                            for i, v in enumerate(losses)]
+
+    def curve(losses):
+        return [dict(iter=i, tokens=1000 * i, val_loss=v, elapsed_s=10.0 * i)
+                for i, v in enumerate(losses)]
+
     results = {("GPT", 1): dict(curve=curve([4.2, 2.3, 2.2126])),
                ("hourglass", 1): dict(curve=curve([4.2, 2.4, 2.2147]))}
     low, high = compare.plot_curves(["GPT", "hourglass"], results, [1], tmp_path / "p.png", "t")

@@ -331,9 +331,11 @@ def test_gpt2_prepare_stops_with_the_message_when_no_ranks_can_be_had(tmp_path, 
 def test_index_urls_follow_pips_config(monkeypatch):
     class Done:
         stdout = ("global.index-url='https://mirror.example/simple'\n"
-                  ":env:.extra-index-url='file:///a/simple file:///b/simple'\nglobal.cert='/no/such/ca.pem'\n")
+                  ":env:.extra-index-url='file:///a/simple file:///b/simple'\n"
+                  "global.cert='/no/such/ca.pem'\n")
     monkeypatch.setattr(sources.subprocess, "run", lambda *a, **k: Done)
-    assert sources.index_urls() == ["https://mirror.example/simple", "file:///a/simple", "file:///b/simple"]
+    assert sources.index_urls() == ["https://mirror.example/simple", "file:///a/simple",
+                                    "file:///b/simple"]
     # a cert path that does not exist falls back to the system's
     assert sources._ssl_context() is not None
     Done.stdout = ""

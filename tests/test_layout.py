@@ -130,6 +130,16 @@ def test_data_scripts_import_no_model_file_and_experiments_no_driver():
             assert stem not in graph, f"{name} would shadow {stem}.py when run from experiments/"
 
 
+def test_no_python_line_is_wider_than_100_columns():
+    """ruff (pyproject.toml) checks this too, but lets a line through that ends in a pragma or a
+    URL; a reader's screen does not."""
+    files = [*repo_files().values(), *ROOT.glob("config/*.py"), *ROOT.glob("tests/**/*.py"),
+             *ROOT.glob("workshop/*.py")]
+    wide = [f"{path.relative_to(ROOT)}:{number}" for path in files
+            for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 100]
+    assert not wide, f"lines over 100 columns: {', '.join(wide)}"
+
+
 def test_mechanism_files_and_the_readme_stay_short():
     for name in MECHANISMS:
         lines = len((ROOT / f"{name}.py").read_text().splitlines())

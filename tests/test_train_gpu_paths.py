@@ -160,7 +160,7 @@ def test_gpt2_vocabulary_is_padded_and_the_padding_ids_are_never_sampled(gpt2_ru
     assert "vocab_size=tokenizer.vocab_size" in (ROOT / "sample.py").read_text()
 
 
-def test_sample_on_a_gpu_maps_the_checkpoint_to_the_cpu_moves_only_the_model_and_picks_fp16_on_a_t4(  # noqa: E501
+def test_sample_on_a_gpu_maps_the_checkpoint_to_the_cpu_moves_only_the_model_and_fp16_on_a_t4(
         gpt2_run, tmp_path):
     """On a GPU, sample.py must not put the optimizer state (or anything but the model) on the
     device: the checkpoint is read to the CPU and only the model is moved. On a T4 (bf16 only
