@@ -108,7 +108,7 @@ def report(entries, baseline, title):
                      f"{s[0]:.4f} ({s[1]:.4f}-{s[2]:.4f}) |")
     for params_key in ("params_total", "params_trainable"):
         for metric, name in METRICS.items():
-            lines += ["", f"**{name} against {params_key.split('_')[1]} parameters.** Fronts: "]
+            lines += ["", f"**{name} against {params_key.split('_')[1]} parameters.** Fronts:"]
             for family in ("hourglass", "conventional"):
                 front = pareto_front([e for e in entries if e["family"] == family], params_key,
                                      metric)
@@ -127,6 +127,7 @@ def plot(entries, baseline, path, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     colors = {"hourglass": "tab:orange", "conventional": "tab:blue"}
@@ -143,13 +144,22 @@ def plot(entries, baseline, path, title):
                 front = pareto_front(family_entries, params_key, metric)
                 ax.plot([e[params_key] / 1e6 for e in front], [e[metric][0] for e in front],
                         "-", color=color, lw=2, label=f"{family} front")
+            values = [v for e in entries for v in e[metric][1:] if not math.isnan(v)]
+            if values:  # the models' range: a baseline far below would flatten the fronts
+                low, high = min(values), max(values)
+                ax.set_ylim(low - 0.08 * (high - low or 1), high + 0.08 * (high - low or 1))
             if baseline is not None and metric == "test_psnr_batchmse":
-                ax.axhline(baseline, color="0.5", ls=":", label="noisy input")
+                shown = not values or baseline >= ax.get_ylim()[0]
+                ax.axhline(baseline if shown else ax.get_ylim()[0], color="0.5", ls=":",
+                           label=f"noisy input: {baseline:.2f} dB" + ("" if shown else " (below)"))
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}M"))
+            ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}M" if str(v)[0] in
+                                                       "2357" else ""))
             ax.set_xlabel(f"{params_key.split('_')[1]} parameters (M)")
             ax.set_ylabel(name)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8, loc="lower right")
+            ax.legend(fontsize=8, loc="best")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
