@@ -81,6 +81,9 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
                              f"`types`")
     config = dict(defaults)
     given = set() if given is None else given
+    if "-h" in argv or "--help" in argv:
+        print_help(defaults)
+        raise SystemExit(0)
     for arg in argv:
         if not arg.startswith("--"):
             path = Path(arg)
@@ -114,6 +117,16 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
     if apply_to is not None:
         apply_to.update(config)
     return config
+
+
+def print_help(defaults):
+    """--help: the running script's docstring, then every setting with its default."""
+    doc = getattr(sys.modules.get("__main__"), "__doc__", None)
+    if doc:
+        print(doc.strip() + "\n")
+    print("settings (a config file of `key = value` lines, or --key=value), with their defaults:")
+    for key in sorted(defaults):
+        print(f"  --{key}={defaults[key]!r}")
 
 
 def train_defaults():

@@ -456,3 +456,11 @@ def test_a_bad_setting_or_dataset_gets_one_line_before_anything_is_built(
     message = one_line_error(result)
     assert expected in message and len(message.splitlines()) == 1, message
     assert not (tmp_path / "o" / "ckpt.pt").exists() and "step 0" not in result.stdout
+
+
+def test_help_prints_the_docstring_and_every_setting(tmp_path):
+    for script in ("train.py", "train_mlp.py"):
+        run = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True,
+                             text=True, cwd=tmp_path)
+        assert run.returncode == 0 and "--batch_size=" in run.stdout, run.stderr
+        assert "top to bottom" in run.stdout and not (tmp_path / "out").exists()
