@@ -12,8 +12,10 @@ section 4.2 and Figures 2-4.
 Every train_mlp.py setting works here (--task, --dataset, --epochs, --noise_sigma, ...), plus the
 grid: --hg_latent, --hg_hidden, --hg_blocks (the hourglass d_z, d_h, L values: every combination
 with d_h < d_z), --conv_latent, --conv_hidden, --conv_blocks (conventional: d_h > d_z), --lrs and
---seeds (comma-separated; an empty value is no shape of that family). The runs go seed by seed,
-so a sweep stopped early holds every shape and lr of its first seeds.
+--seeds (comma-separated; an empty value is no shape of that family); or an explicit list,
+`shapes = (("hourglass", 1024, 64, 2), ...)`, in a config file (config/mlp_sweep_*.py), run in its
+order. The runs go seed by seed, so a sweep stopped early holds every shape and lr of its first
+seeds.
 
 Resumable: a row records the run's whole setting (data source, train-set size, epochs, steps,
 batch, flips, sigma, W_in, dtype, weight decay, eval interval) beside its shape, lr and seed; a
@@ -45,6 +47,8 @@ from mlp_hourglass import check_shape, get_task  # noqa: E402
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
             conv_latent=(784,), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
             lrs=(1e-3,), seeds=(0,))
+LISTS = ("hg_latent", "hg_hidden", "hg_blocks", "conv_latent", "conv_hidden", "conv_blocks", "lrs",
+         "seeds")  # comma-separated on the command line
 # the run's setting: every row records it, the resume keys on it, one CSV holds one setting
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips",
                   "noise_sigma", "input_proj", "dtype", "weight_decay", "eval_interval"]
@@ -139,6 +143,17 @@ def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_b
     return grid
 
 
+def explicit_grid(shapes):
+    """shapes: (shape, d_z, d_h, L) tuples, in the order they run (a config file's grid)."""
+    grid = []
+    for entry in shapes:
+        if not (isinstance(entry, tuple) and len(entry) == 4):
+            raise ConfigError(f"shapes: {entry!r} is not a (shape, d_z, d_h, L) tuple")
+        check_shape(*entry[:3])
+        grid.append(entry)
+    return grid
+
+
 def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
     base = train_mlp.resolve(config)  # every setting checked, the task's values filled in
     data = load_images(get_task(base.task), base.dataset, base.data_dir, base.max_train_images,
@@ -181,7 +196,7 @@ def as_tuples(argv):
     out = []
     for arg in argv:
         key, sep, text = arg[2:].partition("=")
-        if arg.startswith("--") and sep and key in GRID:
+        if arg.startswith("--") and sep and key in LISTS:
             text = text.strip("()[] ")
             arg = f"--{key}=({text},)" if text else f"--{key}=()"
         out.append(arg)
@@ -190,12 +205,12 @@ def as_tuples(argv):
 
 def main(argv):
     try:
-        defaults = {**train_mlp.DEFAULTS, **GRID, "verbose": False}
+        defaults = {**train_mlp.DEFAULTS, **GRID, "shapes": (), "verbose": False}
         config = parse_overrides(as_tuples(argv), defaults, types=train_mlp.TASK_KEYS)
         grid_args = {k: config.pop(k) for k in GRID}
-        verbose = config.pop("verbose")
+        shapes, verbose = config.pop("shapes"), config.pop("verbose")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
-        grid = sweep_grid(*(grid_args[k] for k in list(GRID)[:6]))
+        grid = explicit_grid(shapes) if shapes else sweep_grid(*(grid_args[k] for k in LISTS[:6]))
         if not grid or not grid_args["lrs"] or not grid_args["seeds"]:
             raise ConfigError("the grid is empty: give each family's d_z, d_h and L values "
                               "(hourglass d_h < d_z, conventional d_h > d_z), --lrs and --seeds")

@@ -9,6 +9,10 @@ import sys
 import pytest
 from conftest import ROOT, digit_splits, write_prepared
 
+import train_mlp
+from configurator import parse_overrides
+from mlp_hourglass import param_formula
+
 sys.path.insert(0, str(ROOT / "experiments"))
 import mlp_hourglass_fronts as fronts  # noqa: E402
 import mlp_hourglass_input_proj as input_proj  # noqa: E402
@@ -161,3 +165,36 @@ def test_frozen_vs_learned_w_in_for_one_and_several_latent_widths(tmp_path):
         assert int(g["params_total"]) - int(g["params_trainable"]) == (
             w_in if g["input_proj"] == "frozen" else 0)
     assert (tmp_path / "grid" / "compare_input_proj.png").exists()
+
+
+def test_an_explicit_grid_from_a_config_file_runs_in_its_order(tmp_path, capsys):
+    folder = prepared(tmp_path)
+    config = tmp_path / "grid.py"
+    config.write_text('shapes = (("conventional", 196, 256, 1), ("hourglass", 256, 16, 1))\n'
+                      'lrs = (1e-3,)\n')
+    sweep.main([str(config), *tiny_sweep(tmp_path, folder)])
+    rows = sweep.read_csv(tmp_path / "sweep" / "sweep.csv")
+    assert [(r["shape"], r["latent_dim"]) for r in rows] == [("conventional", "196"),
+                                                             ("hourglass", "256")]
+    config.write_text('shapes = (("hourglass", 256, 512, 1),)\n')  # d_h > d_z: not a hourglass
+    with pytest.raises(SystemExit):
+        sweep.main([str(config), *tiny_sweep(tmp_path, folder)])
+    assert "d_h < d_z" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("config_file", sorted((ROOT / "config").glob("mlp_sweep_*.py")),
+                         ids=lambda p: p.name)
+def test_every_sweep_config_file_loads_and_spans_one_range_for_both_families(config_file):
+    defaults = {**train_mlp.DEFAULTS, **sweep.GRID, "shapes": (), "verbose": False}
+    config = parse_overrides(sweep.as_tuples([str(config_file), "--seeds=0"]), defaults,
+                             types=train_mlp.TASK_KEYS)
+    grid = sweep.explicit_grid(config["shapes"])
+    assert len(set(grid)) == len(grid) and config["seeds"] == (0,)
+    d_x = 784  # the 28x28 tasks
+    totals = {family: [param_formula(d_x, d_z, d_h, L, d_x)["total"]
+                       for f, d_z, d_h, L in grid if f == family]
+              for family in ("hourglass", "conventional")}
+    # the same range: neither family's largest shape is more than 10% beyond the other's
+    assert max(totals["hourglass"]) <= 1.1 * max(totals["conventional"])
+    assert max(totals["conventional"]) <= 1.1 * max(totals["hourglass"])
+    assert min(totals["hourglass"]) <= min(totals["conventional"])

@@ -1,0 +1,36 @@
+# The full-size image-MLP sweep of docs/mlp_hourglass.md: Fashion-MNIST denoising (sigma 0.25),
+# hourglass and conventional shapes over the same parameter range (1.9M-11.6M), two learning
+# rates from the paper's grid, 10 epochs (the paper: 30; what fits ~2 hours on 2 CPU cores).
+# One process per seed, one per core; each resumes where it stopped:
+#   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise.py --seeds=0 \
+#       --out_dir=out/mlp_sweep_fashion_denoise_seed0
+#   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise.py --seeds=1 \
+#       --out_dir=out/mlp_sweep_fashion_denoise_seed1
+#   python experiments/mlp_hourglass_fronts.py out/mlp_sweep_fashion_denoise_seed{0,1}/sweep.csv
+task = "mnist_denoise"
+dataset = "fashion_mnist"
+noise_sigma = 0.25
+epochs = 10
+batch_size = 128
+flips = 1
+input_proj = "frozen"
+dtype = "float32"
+num_threads = 1  # one thread per process: two processes share the 2 cores
+lrs = (5e-4, 1e-3)  # the paper's grid also has 1e-4 and 5e-3; 5e-3 diverged in a probe
+seeds = (0, 1)
+shapes = (  # (family, d_z, d_h, L), smallest first: a sweep stopped early holds both families
+    ("hourglass", 1024, 64, 2),
+    ("hourglass", 1024, 256, 2),
+    ("conventional", 784, 1024, 1),
+    ("hourglass", 2048, 32, 4),
+    ("hourglass", 1024, 256, 4),
+    ("conventional", 784, 1024, 2),
+    ("conventional", 784, 2048, 1),
+    ("hourglass", 2048, 128, 4),
+    ("hourglass", 2048, 256, 4),
+    ("hourglass", 2048, 128, 8),
+    ("hourglass", 3072, 128, 4),
+    ("conventional", 784, 2048, 2),
+    ("hourglass", 2048, 512, 4),
+    ("conventional", 784, 3072, 2),
+)
