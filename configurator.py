@@ -6,9 +6,11 @@ Configuration for train.py, sample.py and the mechanism files' command lines.
 Arguments are read left to right: a path ending in .py is a config file of plain Python
 assignments; `--key=value` overrides one key. Values are Python literals (`--lr=3e-4`,
 `--compile=False`, `--model_args={'n_sub_blocks': 4}`); anything that is not a literal is
-taken as a string (`--device=cuda`). A key that is not a default, or a value whose type
-does not match the default's, is an error that names the key: a typo never trains the
-wrong model silently. (nanoGPT's configurator exec()s into globals; this one checks.)
+taken as a string (`--device=cuda`); a setting whose default is a tuple takes a comma-separated
+list (`--seeds=0,1`, `--seeds=0`, `--variants=frozen,learned`, `--seeds=` for none). A key
+that is not a default, or a value whose type does not match the default's, is an error that
+names the key: a typo never trains the wrong model silently. (nanoGPT's configurator exec()s
+into globals; this one checks.)
 
 It also holds `build_model`, the one place where a `model_type` name becomes a model:
 mechanisms compose in this config/build code, never by importing each other.
@@ -57,6 +59,15 @@ def _checked(key, value, default, where, types=None):
 
 
 def _parse_value(text, default):
+    if isinstance(default, tuple):  # a list setting: --seeds=0,1 / --seeds=0 / --names=a,b / --x=
+        try:
+            value = ast.literal_eval(text)
+            if isinstance(value, tuple):
+                return value
+        except (ValueError, SyntaxError):
+            pass
+        items = [item.strip() for item in text.strip("()[] ").split(",") if item.strip()]
+        return tuple(_parse_value(item, None) for item in items)
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):

@@ -159,11 +159,10 @@ def run_prepare(dataset, data_dir="", prepared_dir="", max_train_images=0):
                           f"python {' '.join(cmd[1:])}")
 
 
-def load_prepared(prepared_dir):
+def load_prepared(prepared_dir, dataset):
     """{train,val,test}.npz + meta.json in prepared_dir -> (ImageSplits, meta)."""
     prepared_dir = Path(prepared_dir)
-    script = "data/imagenet32/prepare.py" if "imagenet32" in str(prepared_dir) else \
-        "data/mnist/prepare.py"
+    script = PREPARE_SCRIPTS[dataset].relative_to(ROOT)
     again = f"prepare it again (python {script} --out_dir={prepared_dir} ...)"
     try:
         meta = json.loads((prepared_dir / "meta.json").read_text())
@@ -205,7 +204,7 @@ def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=
             data_dir):
         print(f"{prepared_dir} was not prepared from --data_dir={data_dir}: preparing it again")
         run_prepare(dataset, data_dir, prepared_dir, max_train_images)
-    splits, meta = load_prepared(prepared_dir)
+    splits, meta = load_prepared(prepared_dir, dataset)
     if tuple(meta["image_shape"]) != task.image_shape:
         raise ConfigError(f"{prepared_dir} holds {tuple(meta['image_shape'])} images, task "
                           f"{task.name} needs {task.image_shape}")

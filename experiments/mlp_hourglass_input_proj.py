@@ -107,16 +107,9 @@ def plot(results, grid, variants, latent_dims, c, source, path):
 
 
 def main(argv):
-    lists = []  # --variants=frozen,learned and --latent_dims=1024,2048 as tuples
-    for arg in argv:
-        key, sep, text = arg[2:].partition("=")
-        if arg.startswith("--") and sep and key in OPTIONS:
-            items = [item.strip() for item in text.strip("()[] ").split(",") if item.strip()]
-            arg = f"--{key}=" + repr(tuple(int(i) if i.isdigit() else i for i in items))
-        lists.append(arg)
     try:
         defaults = {**train_mlp.DEFAULTS, **OPTIONS}
-        config = parse_overrides(lists, defaults, types=train_mlp.TASK_KEYS)
+        config = parse_overrides(argv, defaults, types=train_mlp.TASK_KEYS)
         variants, latent_dims = config.pop("variants"), config.pop("latent_dims")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_compare_input_proj_"
                                                            f"{config['task']}")

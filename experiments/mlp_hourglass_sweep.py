@@ -47,8 +47,6 @@ from mlp_hourglass import check_shape, get_task  # noqa: E402
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
             conv_latent=(784,), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
             lrs=(1e-3,), seeds=(0,))
-LISTS = ("hg_latent", "hg_hidden", "hg_blocks", "conv_latent", "conv_hidden", "conv_blocks", "lrs",
-         "seeds")  # comma-separated on the command line
 # the run's setting: every row records it, the resume keys on it, one CSV holds one setting
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips",
                   "noise_sigma", "input_proj", "dtype", "weight_decay", "eval_interval"]
@@ -191,26 +189,15 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
     return read_csv(csv_path)
 
 
-def as_tuples(argv):
-    """--lrs=5e-4,1e-3 / --seeds=0 / --conv_hidden= -> Python tuples the configurator reads."""
-    out = []
-    for arg in argv:
-        key, sep, text = arg[2:].partition("=")
-        if arg.startswith("--") and sep and key in LISTS:
-            text = text.strip("()[] ")
-            arg = f"--{key}=({text},)" if text else f"--{key}=()"
-        out.append(arg)
-    return out
-
-
 def main(argv):
     try:
         defaults = {**train_mlp.DEFAULTS, **GRID, "shapes": (), "verbose": False}
-        config = parse_overrides(as_tuples(argv), defaults, types=train_mlp.TASK_KEYS)
+        config = parse_overrides(argv, defaults, types=train_mlp.TASK_KEYS)
         grid_args = {k: config.pop(k) for k in GRID}
         shapes, verbose = config.pop("shapes"), config.pop("verbose")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
-        grid = explicit_grid(shapes) if shapes else sweep_grid(*(grid_args[k] for k in LISTS[:6]))
+        family_grid = [grid_args[k] for k in list(GRID)[:6]]  # hg_* and conv_* values
+        grid = explicit_grid(shapes) if shapes else sweep_grid(*family_grid)
         if not grid or not grid_args["lrs"] or not grid_args["seeds"]:
             raise ConfigError("the grid is empty: give each family's d_z, d_h and L values "
                               "(hourglass d_h < d_z, conventional d_h > d_z), --lrs and --seeds")

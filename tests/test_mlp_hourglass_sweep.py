@@ -34,8 +34,12 @@ def tiny_sweep(tmp_path, folder, *extra, out="sweep"):
 def test_the_grid_keeps_each_familys_shapes():
     assert sweep.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
         ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
-    assert sweep.as_tuples(["--lrs=5e-4,1e-3", "--seeds=0", "--conv_hidden=", "--epochs=2"]) == [
-        "--lrs=(5e-4,1e-3,)", "--seeds=(0,)", "--conv_hidden=()", "--epochs=2"]
+    lists = parse_overrides(["--lrs=5e-4,1e-3", "--seeds=0", "--conv_hidden=", "--epochs=2.0",
+                             "--names=frozen,learned"],
+                            {**sweep.GRID, "epochs": 1.0, "names": ("frozen",)})
+    assert (lists["lrs"], lists["seeds"], lists["conv_hidden"], lists["epochs"]) == (
+        (5e-4, 1e-3), (0,), (), 2.0)
+    assert lists["names"] == ("frozen", "learned")
 
 
 def test_a_sweep_writes_rows_and_fronts_and_resumes(tmp_path, capsys):
@@ -186,7 +190,7 @@ def test_an_explicit_grid_from_a_config_file_runs_in_its_order(tmp_path, capsys)
                          ids=lambda p: p.name)
 def test_every_sweep_config_file_loads_and_spans_one_range_for_both_families(config_file):
     defaults = {**train_mlp.DEFAULTS, **sweep.GRID, "shapes": (), "verbose": False}
-    config = parse_overrides(sweep.as_tuples([str(config_file), "--seeds=0"]), defaults,
+    config = parse_overrides([str(config_file), "--seeds=0"], defaults,
                              types=train_mlp.TASK_KEYS)
     grid = sweep.explicit_grid(config["shapes"])
     assert len(set(grid)) == len(grid) and config["seeds"] == (0,)
