@@ -12,8 +12,11 @@ FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs are m
 """
 
 import time
+from contextlib import nullcontext
 
 import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def auto_dtype(device_type):
@@ -23,6 +26,15 @@ def auto_dtype(device_type):
     if device_type == "cpu":
         return "bfloat16" if cpu_matmul_dtype() == torch.bfloat16 else "float32"
     return "float32"
+
+
+def autocast(device_type, dtype):
+    """The context every script runs its forward passes in: torch.autocast to `dtype` ('bfloat16',
+    'float16' or a torch dtype), or nothing at all for float32 (the weights' own precision)."""
+    dtype = DTYPES.get(dtype, dtype)
+    if dtype == torch.float32:
+        return nullcontext()
+    return torch.autocast(device_type, dtype=dtype)
 
 
 def fp32_matmul_precision(device_type):
