@@ -5,7 +5,7 @@ same run.
 
 Two ways to say which models:
 
-    # every mechanism at the plain GPT's budget (compose.matched_shapes of a preset's baseline)
+    # every mechanism at the plain GPT's budget (shapes.matched_shapes of a preset's baseline)
     python bench.py                                    # all 10 shapes of the CPU preset,
                                                        # eager/compiled x bf16/fp32
                                                        # (~25 min on 2 cores)
@@ -23,7 +23,7 @@ Two ways to say which models:
 Options of both: --batch_size (config files: the first file's by default), --steps, --rounds,
 --modes=eager,compiled, --dtypes=bfloat16,float32, --device, --threads, --vocab_size (0: the
 dataset's), --json=path (the rows as JSON too). The matched form also takes the preset keys
-(n_layer, n_embd, n_head, block_size, the matching keys of compose.py, --models=names).
+(n_layer, n_embd, n_head, block_size, the matching keys of shapes.py, --models=names).
 Generation takes --prompt_tokens (16) and --new_tokens (0: fill the context,
 block_size - prompt_tokens).
 
@@ -61,17 +61,16 @@ import json
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
-from compose import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
-                     preset_settings, select_models)
 from configurator import (ConfigError, build_model, model_keys, parse_overrides, train_defaults,
                           usage_error)
-from hardware import peak_flops, set_fp32_matmul_precision
+from hardware import autocast, peak_flops, set_fp32_matmul_precision
 from model import KVCache
+from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
+                    preset_settings, select_models)
 
 
 def prepare_device(device):
@@ -100,11 +99,6 @@ def unless_out_of_memory(device_type, fn, *args, **kwargs):
     return None
 
 
-def autocast_for(device, dtype):
-    return (torch.autocast(device.split(":")[0], dtype=dtype) if dtype != torch.float32
-            else nullcontext())
-
-
 def synchronize(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -113,7 +107,7 @@ def synchronize(device):
 def time_training_steps(model, batch_size, block_size, vocab_size, device, dtype, steps=10,
                         warmup=3):
     """Median seconds per optimizer step of forward + backward + AdamW on random tokens."""
-    ctx = autocast_for(device, dtype)
+    ctx = autocast(device.split(":")[0], dtype)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(vocab_size, (batch_size, block_size), device=device)
     y = torch.randint(vocab_size, (batch_size, block_size), device=device)
@@ -282,7 +276,7 @@ def ratio_table(rows):
 
 def time_generation(model, prompt, new_tokens, device, dtype, use_cache):
     """(seconds, ids) of one greedy model.generate call: the prompt (B, P) and new_tokens more."""
-    with autocast_for(device, dtype):
+    with autocast(device.split(":")[0], dtype):
         synchronize(device)
         t0 = time.perf_counter()
         ids = model.generate(prompt, new_tokens, temperature=0, use_cache=use_cache)
@@ -296,7 +290,7 @@ def measured_kv_bytes_per_token(model, ids, prompt_len, device, dtype):
     then one token per step) through a model.KVCache; return its nbytes per position stored per
     sequence."""
     cache = KVCache(model)
-    with autocast_for(device, dtype):
+    with autocast(device.split(":")[0], dtype):
         model(ids[:, :prompt_len], cache=cache)
         for t in range(prompt_len, ids.size(1) - 1):  # the last token was sampled, never fed
             model(ids[:, t:t + 1], cache=cache)

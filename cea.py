@@ -26,9 +26,10 @@ layer before the FFN moves inside attention as an Inner-MoE, and the direct path
 masked current position (s < t only).
 
 The code: `CEAConfig` splits W = ffn_hidden or ffn_mult * d by rho (rho = 1: FFN-Wider, exactly
-model.GPT); `CEAAttentionSublayer` is the block above, `reference_attention` its one softmax as
-written, the default path the same numbers on plain causal kernels; `TopOneMoE`; `CEAGPT`. Choices
-the paper leaves open, results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
+model.GPT); `CEAAttentionSublayer` is the block above (a model.CausalSelfAttention whose keys and
+values come from t and a), `reference_attention` its one softmax as written, the default path the
+same numbers on plain causal kernels; `TopOneMoE`; `CEAGPT`. Choices the paper leaves open,
+results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
 """
 
 import math
@@ -38,8 +39,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import (GPT, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU, apply_rope,
-                   causal_attention, linear_flops, rope_tables)
+from model import (GPT, CausalSelfAttention, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
+                   causal_attention, linear_flops)
 
 CURRENT_POSITION_RULES = ("direct", "masked", "transformed")  # 5.1.2, C.2, w/o direct pathway
 ATTENTION_IMPLS = ("causal", "reference")  # the fast mask-free path (default), the paper's form
@@ -82,30 +83,28 @@ class CEAConfig(GPTConfig):
 # Attention with an Inner-FFN (sections 5.1.1, 5.1.2; C.2)
 
 
-class CEAAttentionSublayer(nn.Module):
-    """x -> x + W_o Attn(a, t = a + InnerFFN(a)), a = n(x), as in the equations above."""
+class CEAAttentionSublayer(CausalSelfAttention):
+    """x -> x + W_o Attn(a, t = a + InnerFFN(a)), a = n(x), as in the equations above.
+
+    model.CausalSelfAttention with its own keys and values: the projections W_q, W_k, W_v, W_o,
+    the QK-norm and the RoPE tables are the base class's, and so are heads() and kv_heads() (the
+    head split, QK-norm, rotation); attend() takes the queries from a and the keys and values
+    from t (earlier positions) and a (the current one). Unlike the base class it is a whole
+    residual sublayer: its norm n, the Inner-FFN and the residual add are inside."""
 
     def __init__(self, dim, spec: LayerSpec, config: CEAConfig, inner_ffn: nn.Module | None = None):
-        super().__init__()
+        super().__init__(dim, spec, config)  # W_q, W_k, W_v, W_o, QK-norm, RoPE tables
         self.current_position, self.attention_impl = config.current_position, config.attention_impl
-        self.n_head, self.n_kv_head, self.head_dim = spec.n_head, spec.n_kv_head, spec.head_dim
-        self.q_dim, self.kv_dim = spec.n_head * spec.head_dim, spec.n_kv_head * spec.head_dim
+        # n and the Inner-FFN go first in the parameter order, as in the forward pass (and in every
+        # checkpoint so far): GPT.init_weights draws in that order, so a seed gives the same model
+        attention = {name: self._modules.pop(name) for name in list(self._modules)}
         self.norm = RMSNorm(dim, config.norm_eps)
         if inner_ffn is None and config.n_experts and config.moe_place == "inner":
             inner_ffn = TopOneMoE(dim, config.n_experts, config.expert_hidden)  # Inner-MoE (7)
         elif inner_ffn is None:
             inner_ffn = SwiGLU(dim, config.inner_hidden)  # the Inner-FFN, width (1 - rho) W
         self.inner_ffn = inner_ffn
-        self.qkv_proj = nn.Linear(dim, self.q_dim + 2 * self.kv_dim, bias=False)  # W_q, W_k, W_v
-        self.out_proj = nn.Linear(self.q_dim, dim, bias=False)  # W_o
-        self.qk_norm, self.q_norm, self.k_norm = config.qk_norm, None, None
-        if config.qk_norm:  # per head or over all heads, as in model.CausalSelfAttention
-            per_head = config.qk_norm == "head"
-            self.q_norm = RMSNorm(spec.head_dim if per_head else self.q_dim, config.norm_eps)
-            self.k_norm = RMSNorm(spec.head_dim if per_head else self.kv_dim, config.norm_eps)
-        cos, sin = rope_tables(spec.head_dim, config.block_size, config.rope_theta)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        self._modules.update(attention)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x, cache=None):  # (B, T, C) -> (B, T, C)
@@ -119,16 +118,13 @@ class CEAAttentionSublayer(nn.Module):
         B, T, _ = a.shape
         pos = 0 if cache is None else cache.length
         W_q, W_kv = self.qkv_proj.weight.split([self.q_dim, 2 * self.kv_dim])  # W_kv: W_k, W_v
-        q = self.heads(F.linear(a, W_q), self.n_head, self.q_norm, pos)  # q_t = W_q a_t
-        k, v = F.linear(t, W_kv).split(self.kv_dim, dim=-1)  # k_s, v_s = W_k t_s, W_v t_s
-        k, v = self.heads(k, self.n_kv_head, self.k_norm, pos), self.heads(v, self.n_kv_head)
+        q = self.heads(F.linear(a, W_q), self.q_norm, pos)  # q_t = W_q a_t
+        k, v = self.kv_heads(F.linear(t, W_kv), pos)  # k_s, v_s = W_k t_s, W_v t_s
         if cache is not None:
             k, v = cache.append(k, v)  # (B, Hkv, pos + T, hd): every position so far
         k_own = v_own = None  # 'masked' (C.2): s < t only
         if self.current_position == "direct":  # k_t, v_t = W_k a_t, W_v a_t   (5.1.2)
-            k_own, v_own = F.linear(a, W_kv).split(self.kv_dim, dim=-1)
-            k_own = self.heads(k_own, self.n_kv_head, self.k_norm, pos)
-            v_own = self.heads(v_own, self.n_kv_head)
+            k_own, v_own = self.kv_heads(F.linear(a, W_kv), pos)
         if self.current_position == "transformed":  # w/o direct pathway: causal over t, s <= t
             y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)
         elif self.attention_impl == "reference":  # the paper's one softmax, as written
@@ -162,18 +158,6 @@ class CEAAttentionSublayer(nn.Module):
             raise ValueError(f"CEA attention_impl='reference' needs head_dim % 8 == 0 on CUDA "
                              f"(head_dim={self.head_dim}) for SDPA's masked kernels: use "
                              f"attention_impl='causal' (the default, no mask)")
-
-    def heads(self, x, n_heads, qk_norm=None, pos=None):
-        """(B, T, n_heads*hd) -> (B, n_heads, T, hd); queries, keys: QK-normed, rotated at pos.."""
-        B, T, _ = x.shape
-        if qk_norm is not None and self.qk_norm == "full":
-            x = qk_norm(x)
-        x = x.view(B, T, n_heads, self.head_dim).transpose(1, 2)
-        if qk_norm is not None and self.qk_norm == "head":
-            x = qk_norm(x)
-        if pos is None:  # values
-            return x
-        return apply_rope(x, self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T])
 
     def flops_per_token(self, seq_len):
         moe = isinstance(self.inner_ffn, TopOneMoE)

@@ -7,9 +7,9 @@ Which shape wins at my parameter and token budget, and what does it cost? One co
                                                # on TinyStories
     python compare.py --seeds=1337,1338,1339   # more seeds: the table shows mean +- std
     python compare.py --models=GPT,CEA --max_iters=200 --out_dir=out-quick   # any preset key
-    python compose.py --preset=gpu             # only the matched shapes, no training
+    python shapes.py --preset=gpu              # only the matched shapes, no training
 
-From one baseline shape (the plain GPT) compose.matched_shapes builds every mechanism at the
+From one baseline shape (the plain GPT) shapes.matched_shapes builds every mechanism at the
 baseline's non-embedding parameter count, each by its paper's own matching rule:
 
     GPT, hourglass, ><former, hourglass+><former, FFN-Wider, CEA (against FFN-Wider),
@@ -41,11 +41,11 @@ import sys
 import time
 from pathlib import Path
 
-from compose import (MATCHING_KEYS, ROOT, SHAPE_NAMES, baseline_of, describe_shapes,
-                     matched_shapes, preset_settings, select_models, shapes_table, slug)
 from configurator import ConfigError, usage_error
 from dataset import find_dataset
 from plot import read_evals
+from shapes import (MATCHING_KEYS, ROOT, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
+                    preset_settings, select_models, shapes_table, slug)
 
 
 # ----------------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def finished_elsewhere(settings, seeds, out_dir, matching, exclude):
 
 
 def results_table(shapes_info, results, seeds):
-    """compose.shapes_table with the training results on the right: tokens/s (mean over seeds, as
+    """shapes.shapes_table with the training results on the right: tokens/s (mean over seeds, as
     a ratio to the first model) and the final val loss (mean, and std if several seeds)."""
     first = next(iter(shapes_info))
     base_tps = statistics.fmean(results[(first, s)]["tokens_per_s"] for s in seeds)

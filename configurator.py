@@ -19,8 +19,11 @@ mechanisms compose in this config/build code, never by importing each other.
 import ast
 import dataclasses
 import importlib
+import io
 import os
 import sys
+import textwrap
+import tokenize
 from pathlib import Path
 
 
@@ -131,13 +134,86 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
 
 
 def print_help(defaults):
-    """--help: the running script's docstring, then every setting with its default."""
-    doc = getattr(sys.modules.get("__main__"), "__doc__", None)
-    if doc:
-        print(doc.strip() + "\n")
+    """--help: the running script's docstring, then every setting with its default and what it
+    means (the comment beside it in the script), and for a script with a model_type setting every
+    model type with the model_args it takes."""
+    main = sys.modules.get("__main__")
+    if getattr(main, "__doc__", None):
+        print(main.__doc__.strip() + "\n")
+    script = getattr(main, "__file__", None)
+    comments = setting_comments(Path(script)) if script and Path(script).is_file() else {}
     print("settings (a config file of `key = value` lines, or --key=value), with their defaults:")
-    for key in sorted(defaults):
-        print(f"  --{key}={defaults[key]!r}")
+    in_source = [k for k in comments if k in defaults]
+    column = min(32, max((len(f"  --{k}={v!r}") for k, v in defaults.items()), default=0) + 2)
+    for key in in_source + sorted(set(defaults) - set(in_source)):
+        meaning, heading = comments.get(key, ("", ""))
+        if heading:
+            print("\n" + heading)
+        _print_entry(f"  --{key}={defaults[key]!r}", meaning, column)
+    if "model_type" in defaults and "model_args" in defaults:
+        print_model_types(defaults)
+
+
+def _print_entry(left, text, column, width=100):
+    """`left`, then `text` from `column` on, wrapped at `width` (below `left` if it is wider)."""
+    lines = textwrap.wrap(text, width - column)
+    if len(left) >= column or not lines:
+        print(left)
+        left = ""
+    for line in lines:
+        print(f"{left:<{column}}{line}".rstrip())
+        left = ""
+
+
+def setting_comments(path):
+    """{name: (meaning, heading)} for each `name = value` at the top level of a Python file, in the
+    file's order (the first assignment of a name). The meaning is the comment on the assignment's
+    line(s), or else the comment lines just above it. Those lines are a heading instead (e.g.
+    `# optimizer: AdamW`, starting a group) when the assignment has a comment of its own or the
+    next line assigns another name. A line of dashes ends a block of comment lines."""
+    source = path.read_text()
+    trailing, alone = {}, {}  # line number -> comment text: after code / on a line of its own
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            text = token.string.lstrip("#").strip()
+            on_its_own = token.line.strip().startswith("#")
+            (alone if on_its_own else trailing)[token.start[0]] = text
+    found, assignments = {}, {}
+    for node in ast.parse(source).body:
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else node.target if isinstance(node, ast.AnnAssign) else None)
+        if isinstance(target, ast.Name):
+            assignments[node.lineno] = (node, target.id)
+    for node, name in assignments.values():
+        if name in found:
+            continue
+        own = " ".join(trailing[n] for n in range(node.lineno, node.end_lineno + 1)
+                       if n in trailing)
+        above, n = [], node.lineno - 1
+        while n in alone and alone[n].strip("-") != "":
+            above.insert(0, alone[n])
+            n -= 1
+        heading = bool(own) or node.end_lineno + 1 in assignments
+        found[name] = (own, "\n".join(above)) if heading else (" ".join(above), "")
+    return found
+
+
+def print_model_types(defaults):
+    """The model types (MODELS) and the model_args each takes: its config's fields beyond
+    GPTConfig's, read from the config dataclasses so that the list never drifts from the code."""
+    _, gpt_config = model_classes("gpt")
+    gpt_fields = [f.name for f in dataclasses.fields(gpt_config) if f.init]
+    others = ", ".join(k for k in gpt_fields if k not in defaults)
+    print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
+                              f"above, and in --model_args={{...}} GPTConfig's other fields "
+                              f"({others}) and its own:", 100))
+    column = max(len(f"  {name} ({file}.py)") for name, (file, _, _) in MODELS.items()) + 2
+    for name, (file, _, _) in MODELS.items():
+        _, config_cls = model_classes(name)
+        own = [f.name for f in dataclasses.fields(config_cls)
+               if f.init and f.name not in gpt_fields]
+        _print_entry(f"  {name} ({file}.py)", ", ".join(own) or "(none of its own: the plain GPT)",
+                     column)
 
 
 def train_defaults():

@@ -185,7 +185,7 @@ def load_prepared(prepared_dir, dataset):
 
 
 def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=""):
-    """The prepared splits of `dataset` for `task` (mlp_hourglass.Task: its name, dataset_kind and
+    """The prepared splits of `dataset` for `task` (image_tasks.Task: its name, dataset_kind and
     image_shape), preparing them first when needed."""
     dataset = dataset or ("mnist" if task.dataset_kind == "28x28" else "imagenet32")
     if dataset not in IMAGE_DATASETS:

@@ -15,7 +15,7 @@ out-gpu-check/<part>.log. Options: --out_dir (out-gpu-check), --data_dir (a prep
 instead of data/shakespeare_char), --train_iters (300), --bench_batch_size (8).
 
     data      data/shakespeare_char prepared (its prepare.py, if meta.json is missing)
-    bench     bench.py on the GPU preset's ten shapes (compose.py: 12 layers x 768 wide, context
+    bench     bench.py on the GPU preset's ten shapes (shapes.py: 12 layers x 768 wide, context
               1024), compiled bf16 (fp16 on a card without native bf16), batch 8: tokens/s and MFU
               against the card's peak; a shape that runs out of memory fails the part (bench.py
               reports it as OOM and goes on). Most of this part is compiling the ten models.

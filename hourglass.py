@@ -51,12 +51,13 @@ class HourglassFFN(nn.Module):
     """The FFN residual sublayer of eq. (3): h <- h + MLP_i(h) for i = 0..K-1. Each sub-block is
     FFNSublayer(d, d_h): its own RMSNorm, SwiGLU (W_d1, W_d2 fused in `gate_up_proj`, d -> 2 d_h;
     W_u in `out_proj`, d_h -> d) and residual add, eq. (4)-(5). It replaces the layer's own
-    pre-FFN norm and residual, as in the reference code."""
+    pre-FFN norm and residual, as in the reference code. ffn_hidden is d_h, the bottleneck
+    (HourglassConfig.bottleneck_dim, which becomes every layer's ffn_hidden)."""
 
-    def __init__(self, dim, bottleneck_dim, n_sub_blocks, config: GPTConfig):
+    def __init__(self, dim, ffn_hidden, n_sub_blocks, config: GPTConfig):
         super().__init__()
-        self.sub_blocks = nn.ModuleList(
-            FFNSublayer(dim, bottleneck_dim, config) for _ in range(n_sub_blocks))
+        self.sub_blocks = nn.ModuleList(  # K sub-blocks, each d -> d_h -> d
+            FFNSublayer(dim, ffn_hidden, config) for _ in range(n_sub_blocks))
 
     def forward(self, x):  # (B, T, d) -> (B, T, d)
         for sub_block in self.sub_blocks:
@@ -96,10 +97,10 @@ class HourglassGPT(GPT):
     """The plain GPT with every FFN sublayer an HourglassFFN (attention unchanged, eq. 2)."""
 
     def make_ffn(self, layer_idx, spec: LayerSpec) -> nn.Module:
-        d, k = self.config.n_embd, self.config.n_sub_blocks
-        if k == 1:  # the plain FFN sublayer itself (names, init order), as compose.py builds it
+        d, n_sub_blocks = self.config.n_embd, self.config.n_sub_blocks  # K
+        if n_sub_blocks == 1:  # the plain FFN sublayer itself (names, init order), as in compose.py
             return FFNSublayer(d, spec.ffn_hidden, self.config)
-        return HourglassFFN(d, spec.ffn_hidden, k, self.config)
+        return HourglassFFN(d, spec.ffn_hidden, n_sub_blocks, self.config)  # d_h = ffn_hidden
 
 
 # ----------------------------------------------------------------------------------------
@@ -112,20 +113,20 @@ def count_params(**model_args):
         return HourglassGPT(HourglassConfig(**model_args)).param_counts()
 
 
-def budget(**model_args):
-    """model.budget() of an hourglass model (GPTConfig keywords + K, d_h), on the meta device."""
+def hourglass_budget(**model_args):
+    """GPT.budget() of an hourglass model (GPTConfig keywords + K, d_h), on the meta device."""
     with torch.device("meta"):
         return HourglassGPT(HourglassConfig(**model_args)).budget()
 
 
 def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, tolerance=0.005):
-    """The hourglass shape with the baseline's parameter budget (model.budget(): attention + FFN +
+    """The hourglass shape with the baseline's parameter budget (GPT.budget(): attention + FFN +
     norm gains, no embeddings). Keeps the baseline's heads (and KV heads, qk_norm, vocab); n_layer
     defaults to the baseline's. Step 1: with d_h = round(ratio d), the d (a multiple of 2 n_head:
     heads divide it and the head size is even for RoPE) whose count is closest; step 2: the d_h at
     that d whose count is closest (the count is linear in d_h). Returns HourglassConfig keywords
     (bottleneck_dim set); a ValueError when the result is more than `tolerance` off."""
-    target = budget(**baseline_args)  # (K = 1, d_h = the baseline's FFN: the plain GPT)
+    target = hourglass_budget(**baseline_args)  # (K = 1, d_h = the baseline's FFN: the plain GPT)
     step = 2 * baseline_args.get("n_head", GPTConfig.n_head)
     drop = ("n_embd", "ffn_hidden", "head_dim", "n_layer")
     common = {k: v for k, v in baseline_args.items() if k not in drop}
@@ -133,8 +134,8 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
                   n_sub_blocks=n_sub_blocks)
 
     def count(d, d_h):  # the budget of L uniform layers, from 1- and 2-layer models (fast)
-        one, two = (budget(**dict(common, n_layer=n, block_size=2), n_embd=d, bottleneck_dim=d_h)
-                    for n in (1, 2))
+        one, two = (hourglass_budget(**dict(common, n_layer=n, block_size=2), n_embd=d,
+                                     bottleneck_dim=d_h) for n in (1, 2))
         return one + (common["n_layer"] - 1) * (two - one)
 
     # step 1: start near the multi-head estimate L d^2 (4 + 3 K ratio) = target, walk while closer
@@ -184,15 +185,15 @@ if __name__ == "__main__":
         args = parse_overrides(sys.argv[1:], dict(
             n_layer=12, n_head=12, n_embd=768, vocab_size=50304, block_size=2048,
             n_sub_blocks=4, bottleneck_ratio=0.4))
-        k, ratio = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio")
-        matched = match_baseline(args, k, ratio)
+        n_sub_blocks, ratio = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio")
+        matched = match_baseline(args, n_sub_blocks, ratio)
     except (ConfigError, ValueError) as e:
         usage_error(e)
     with torch.device("meta"):
         plain, hourglass = GPT(GPTConfig(**args)), HourglassGPT(HourglassConfig(**matched))
     print(f"plain GPT {args}\n{describe(plain)}\n")
     d, d_h = matched["n_embd"], matched["bottleneck_dim"]
-    print(f"hourglass K={k}, d_h/d ~ {ratio}: d={d}, d_h={d_h} ({d_h / d:.3f} d)\n"
+    print(f"hourglass K={n_sub_blocks}, d_h/d ~ {ratio}: d={d}, d_h={d_h} ({d_h / d:.3f} d)\n"
           f"{describe(hourglass)}")
     print(f"budget: plain {plain.budget():,}, hourglass {hourglass.budget():,} "
           f"({hourglass.budget() / plain.budget() - 1:+.3%})")

@@ -1,73 +1,25 @@
 """
-The plain GPT of the shape lab: a small LLaMA-style decoder-only transformer.
+The plain GPT of the shape lab: a small LLaMA-style decoder-only transformer, and the accounting
+every model shares. Each mechanism file (hourglass.py, variable_width.py, cea.py, lws.py) changes
+the *shape* of this one model, so this file knows nothing about any paper. Read it top to bottom,
+like nanoGPT's model.py.
 
-Every mechanism file (hourglass.py, variable_width.py, cea.py, lws.py) is a change of
-*shape* applied to this one model, so this file knows nothing about any paper. It is
-meant to be read top to bottom, like nanoGPT's model.py.
-
-The model
----------
-    x_0 = E[idx]                                          token embedding, (B, T, C)
+    x_0 = E[idx]                                                       token embedding, (B, T, C)
     for each layer l = 1..L (two residual sublayers):
-        x = x + W_o Attn(RoPE(W_q n(x)), RoPE(W_k n(x)), W_v n(x))     attention sublayer
-        x = x + W_2 (silu(W_1 n(x)) * W_3 n(x))                         FFN sublayer (SwiGLU)
-    logits = W_head n(x_L)                                               (B, T, vocab)
+        x = x + W_o Attn(RoPE(W_q n(x)), RoPE(W_k n(x)), W_v n(x))    attention sublayer
+        x = x + W_2 (silu(W_1 n(x)) * W_3 n(x))                        FFN sublayer (SwiGLU)
+    logits = W_head n(x_L)                                             (B, T, vocab)
 
-where n() is RMSNorm and Attn is causal softmax attention (F.scaled_dot_product_attention).
+n() is RMSNorm, Attn causal softmax attention (F.scaled_dot_product_attention). Unlike GPT-2, and
+like LLaMA and the papers' baselines: RMSNorm and no biases, rotary positions instead of a position
+table, a SwiGLU FFN of hidden size 4 d, optional grouped-query attention and QK-norm, a tied or
+untied LM head; each choice is explained where it is made.
 
-How it differs from GPT-2, and why
-----------------------------------
-- RMSNorm instead of LayerNorm, no biases anywhere: what the papers' baselines (LLaMA,
-  OLMo-2, the ><former's reference) use; fewer parameters, same quality.
-- Rotary position embeddings (RoPE) on queries and keys instead of a learned absolute
-  position table: no position parameters, and the model is defined for any context.
-- SwiGLU FFN with hidden size 4*d by default (three d x 4d matrices, 12 d^2 parameters
-  per layer instead of GPT-2's 8 d^2). LLaMA shrinks the hidden size to ~8/3 d to keep
-  8 d^2; the shape papers we implement (hourglass, LWS, ><former) all use 4*d with
-  SwiGLU, so we do too, and their parameter tables come out right.
-- Optional grouped-query attention (n_kv_head < n_head), optional QK-norm
-  ('head': RMSNorm over each head's vector; 'full': one RMSNorm over the whole q and k
-  projections, as OLMo-2 and the LWS paper count it).
-- Tied or untied embedding / LM head (`tie_embeddings`).
-- Init: normal(0, 0.02) everywhere, and the output projection of every residual
-  sublayer (parameters named `out_proj`) at 0.02/sqrt(2L) so the residual stream does
-  not grow with depth (GPT-2's rule).
+Read on: `GPT` (per-layer shapes, the make_attention / make_ffn seams a mechanism overrides),
+`CausalSelfAttention` (the q, k, v seam), `KVCache` and `GPT.generate` (generation),
+`GPT.param_counts` and `GPT.budget` (the accounting every shape is matched on).
 
-Shapes vary per layer
----------------------
-The model is built from a list of per-layer settings (`LayerSpec`: query heads, KV
-heads, head dim, FFN hidden size). The plain GPT is the constant list; layer-wise
-scaling (lws.py) is a non-constant one. Each layer is a `Block` of two residual
-sublayers, each a module mapping the residual stream x -> x_new (norm and residual add
-inside). A mechanism swaps a sublayer by subclassing GPT and overriding `make_attention`
-or `make_ffn`; parameter accounting and FLOPs per token stay correct because every
-sublayer reports its own FLOPs.
-
-Generation with a KV cache
---------------------------
-`generate()` adds one token at a time. Recomputing the whole context for each one repeats all
-the earlier positions' work; a `KVCache` instead keeps every attention layer's keys and values
-(`LayerKVCache`: (B, n_kv_head, block_size, head_dim) each, allocated on first use, in the
-activation dtype). One prefill pass over the prompt fills it, then each step feeds only the newest
-token: RoPE rotates its query and key at its absolute position, its key/value join the cache, and
-it attends to every cached position. The cache stores sum_l 2 n_kv_head_l head_dim_l numbers per
-token, `kv_cache_bytes_per_token()` (GQA, fewer or narrower heads shrink it; `cache.nbytes`
-measures it). At block_size positions (where the RoPE tables and the training context end) a full
-cache is rebuilt from the last block_size // 2 tokens; the reference path (`use_cache=False`)
-slides its window by one token per step instead, so the two agree token for token only while the
-sequence fits in block_size. Every attention sublayer takes `forward(x, cache=None)`; FFN
-sublayers never see the cache. `generate(vocab_size=...)` never samples the rows that pad a BPE
-vocabulary (`padded_vocab_size`: GPT-2's 50257 -> 50304).
-
-Accounting every model shares
------------------------------
-`param_counts()` (embedding, attention, FFN, norms, ... the way the papers report them),
-`budget()` (non-embedding parameters without an untied head: what every shape in this repo is
-matched on), `flops_per_token()`, `kv_cache_bytes_per_token()` and `estimate_mfu()` (against a
-peak from hardware.py). Drivers (compare.py, bench.py, train.py) take them from here and need no
-mechanism file for them.
-
-Run `python model.py` to print the parameter split and FLOPs/token of the default shape.
+    python model.py --n_layer=4 --n_embd=128 --n_head=4      # a shape's parameters and FLOPs/token
 """
 
 import math
@@ -84,12 +36,15 @@ import torch.nn.functional as F
 
 @dataclass
 class LayerSpec:
-    """The shape of one transformer layer."""
+    """The shape of one transformer layer. The model is built from a list of them
+    (GPTConfig.layers), so heads and FFN width may vary per layer: the plain GPT is the constant
+    list, layer-wise scaling (lws.py) a non-constant one. The schedule formulas live in the
+    mechanism files; model.py only builds whatever list it is given."""
 
     n_head: int  # query heads
     n_kv_head: int  # key/value heads (GQA when < n_head)
     head_dim: int  # size of one head; query dim = n_head * head_dim
-    ffn_hidden: int  # SwiGLU hidden size (4 * n_embd for the plain GPT)
+    ffn_hidden: int  # SwiGLU hidden size (4 * n_embd for the plain GPT; d_h in an hourglass)
 
 
 @dataclass
@@ -102,8 +57,8 @@ class GPTConfig:
     n_kv_head: int | None = None  # None: same as n_head (plain multi-head attention)
     head_dim: int | None = None  # None: n_embd // n_head
     ffn_hidden: int | None = None  # None: 4 * n_embd
-    qk_norm: str = ""  # '' (off), 'head' or 'full'
-    tie_embeddings: bool = True
+    qk_norm: str = ""  # '' (off), 'head' or 'full' (see CausalSelfAttention)
+    tie_embeddings: bool = True  # the LM head shares the token embedding's matrix
     dropout: float = 0.0
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
@@ -165,7 +120,10 @@ def padded_vocab_size(vocab_size, multiple=64):
 
 
 class RMSNorm(nn.Module):
-    """n(x) = x / sqrt(mean(x^2) + eps) * g   (no bias, no mean subtraction)"""
+    """n(x) = x / sqrt(mean(x^2) + eps) * g   (no bias, no mean subtraction)
+
+    Instead of GPT-2's LayerNorm, and no biases anywhere in the model: what the papers' baselines
+    (LLaMA, OLMo-2, the ><former's reference) use; fewer parameters, same quality."""
 
     def __init__(self, dim, eps=1e-5):
         super().__init__()
@@ -177,7 +135,10 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(head_dim, max_len, theta=10000.0):
-    """cos/sin tables for rotary embeddings, each (max_len, head_dim // 2)."""
+    """cos/sin tables for rotary embeddings, each (max_len, head_dim // 2). Rotary position
+    embeddings (RoPE) on queries and keys replace GPT-2's learned absolute position table: no
+    position parameters, and the model is defined for any context (the tables end at block_size,
+    the longest context trained on)."""
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
     return angles.cos(), angles.sin()
@@ -212,21 +173,28 @@ def causal_attention(q, k, v, pos=0, enable_gqa=False):
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal attention with RoPE and optional GQA / QK-norm. No norm, no residual."""
+    """Multi-head causal attention with RoPE and optional GQA / QK-norm. No norm, no residual.
+
+    GQA: n_kv_head < n_head key/value heads, each shared by n_head / n_kv_head query heads (a
+    smaller KV cache). QK-norm: 'head' is an RMSNorm over each head's vector, 'full' one RMSNorm
+    over the whole q and k projections, as OLMo-2 and the LWS paper count it.
+
+    The seam a mechanism builds on: qkv(x, pos) makes the queries, keys and values of x, and
+    heads() is the head split, QK-norm and rotation that every query and key goes through. A
+    subclass that takes its keys and values from elsewhere (cea.py) reuses the projections, the
+    QK-norm and the RoPE tables set up here and calls heads() / kv_heads() on its own inputs."""
 
     def __init__(self, dim, spec: LayerSpec, config: GPTConfig):
         super().__init__()
         self.n_head, self.n_kv_head, self.head_dim = spec.n_head, spec.n_kv_head, spec.head_dim
-        q_dim, kv_dim = spec.n_head * spec.head_dim, spec.n_kv_head * spec.head_dim
-        self.qkv_proj = nn.Linear(dim, q_dim + 2 * kv_dim, bias=False)  # W_q, W_k, W_v fused
-        self.out_proj = nn.Linear(q_dim, dim, bias=False)  # W_o
-        self.qk_norm = config.qk_norm
-        if config.qk_norm == "head":
-            self.q_norm = RMSNorm(spec.head_dim, config.norm_eps)
-            self.k_norm = RMSNorm(spec.head_dim, config.norm_eps)
-        elif config.qk_norm == "full":
-            self.q_norm = RMSNorm(q_dim, config.norm_eps)
-            self.k_norm = RMSNorm(kv_dim, config.norm_eps)
+        self.q_dim, self.kv_dim = spec.n_head * spec.head_dim, spec.n_kv_head * spec.head_dim
+        self.qkv_proj = nn.Linear(dim, self.q_dim + 2 * self.kv_dim, bias=False)  # W_q, W_k, W_v
+        self.out_proj = nn.Linear(self.q_dim, dim, bias=False)  # W_o
+        self.qk_norm, self.q_norm, self.k_norm = config.qk_norm, None, None
+        if config.qk_norm:  # over each head's vector ('head') or the whole projection ('full')
+            per_head = config.qk_norm == "head"
+            self.q_norm = RMSNorm(spec.head_dim if per_head else self.q_dim, config.norm_eps)
+            self.k_norm = RMSNorm(spec.head_dim if per_head else self.kv_dim, config.norm_eps)
         cos, sin = rope_tables(spec.head_dim, config.block_size, config.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -237,22 +205,38 @@ class CausalSelfAttention(nn.Module):
         cached positions up to its own."""
         B, T, _ = x.shape
         pos = 0 if cache is None else cache.length
-        q_dim, kv_dim = self.n_head * self.head_dim, self.n_kv_head * self.head_dim
-        q, k, v = self.qkv_proj(x).split([q_dim, kv_dim, kv_dim], dim=-1)
-        if self.qk_norm == "full":
-            q, k = self.q_norm(q), self.k_norm(k)
-        q = q.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # (B, H, T, hd)
-        k = k.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
-        v = v.view(B, T, self.n_kv_head, self.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)
-        if self.qk_norm == "head":
-            q, k = self.q_norm(q), self.k_norm(k)
-        cos, sin = self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T]  # absolute positions
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = self.qkv(x, pos)  # (B, H, T, hd), (B, Hkv, T, hd), (B, Hkv, T, hd)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, Hkv, pos + T, hd): every position so far
         y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)  # (B,H,T,hd)
-        y = y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)  # (B, T, H*hd)
+        y = y.transpose(1, 2).reshape(B, T, self.q_dim)  # (B, T, H*hd)
         return self.out_proj(y)
+
+    def qkv(self, x, pos=0):
+        """Queries, keys and values of x (B, T, C) at positions pos..pos+T-1, split into heads:
+        W_q x (B, H, T, hd) and W_k x (B, Hkv, T, hd), QK-normed and rotated; W_v x (B, Hkv, T, hd).
+        """
+        q, kv = self.qkv_proj(x).split([self.q_dim, 2 * self.kv_dim], dim=-1)
+        return (self.heads(q, self.q_norm, pos), *self.kv_heads(kv, pos))
+
+    def kv_heads(self, kv, pos):
+        """[W_k x, W_v x] (B, T, 2 Hkv*hd) -> the keys (QK-normed, rotated) and values in heads."""
+        k, v = kv.split(self.kv_dim, dim=-1)
+        return self.heads(k, self.k_norm, pos), self.heads(v)
+
+    def heads(self, x, norm=None, pos=None):
+        """(B, T, n*hd) -> (B, n, T, hd). Queries and keys (norm: self.q_norm or self.k_norm, None
+        without QK-norm) are QK-normed, then rotated to their positions pos..pos+T-1; values (no
+        pos) are only split."""
+        B, T, _ = x.shape
+        if norm is not None and self.qk_norm == "full":
+            x = norm(x)
+        x = x.view(B, T, -1, self.head_dim).transpose(1, 2)  # (B, n, T, hd)
+        if norm is not None and self.qk_norm == "head":
+            x = norm(x)
+        if pos is None:
+            return x
+        return apply_rope(x, self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T])
 
     def flops_per_token(self, seq_len):
         # projections, plus q.k^T and attn@v: each 2 * T * hd FLOPs per head per token.
@@ -261,15 +245,20 @@ class CausalSelfAttention(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """W_2 (silu(W_1 x) * W_3 x): d -> hidden -> d. No norm, no residual."""
+    """W_2 (silu(W_1 x) * W_3 x): d -> ffn_hidden -> d. No norm, no residual.
 
-    def __init__(self, dim, hidden):
+    The plain GPT's ffn_hidden is 4 d: three d x 4d matrices, 12 d^2 parameters per layer instead
+    of GPT-2's 8 d^2. LLaMA shrinks the hidden size to ~8/3 d to keep 8 d^2; the shape papers we
+    implement (hourglass, LWS, ><former) all use 4 d with SwiGLU, so we do too, and their
+    parameter tables come out right."""
+
+    def __init__(self, dim, ffn_hidden):
         super().__init__()
-        self.gate_up_proj = nn.Linear(dim, 2 * hidden, bias=False)  # W_1 and W_3 fused
-        self.out_proj = nn.Linear(hidden, dim, bias=False)  # W_2
+        self.gate_up_proj = nn.Linear(dim, 2 * ffn_hidden, bias=False)  # W_1 and W_3 fused
+        self.out_proj = nn.Linear(ffn_hidden, dim, bias=False)  # W_2
 
     def forward(self, x):
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)  # (B, T, hidden) each
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)  # (B, T, ffn_hidden) each
         return self.out_proj(F.silu(gate) * up)
 
 
@@ -292,10 +281,10 @@ class AttentionSublayer(nn.Module):
 class FFNSublayer(nn.Module):
     """Residual sublayer: x -> x + SwiGLU(n(x))."""
 
-    def __init__(self, dim, hidden, config: GPTConfig):
+    def __init__(self, dim, ffn_hidden, config: GPTConfig):
         super().__init__()
         self.norm = RMSNorm(dim, config.norm_eps)
-        self.mlp = SwiGLU(dim, hidden)
+        self.mlp = SwiGLU(dim, ffn_hidden)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):  # (B, T, C) -> (B, T, C)
@@ -360,7 +349,18 @@ class LayerKVCache:
 
 
 class KVCache:
-    """One LayerKVCache per layer (`layers[l]`), for GPT.forward(idx, cache=...)."""
+    """One LayerKVCache per layer (`layers[l]`), for GPT.forward(idx, cache=...).
+
+    generate() adds one token at a time. Recomputing the whole context for each one repeats all
+    the earlier positions' work; a KVCache instead keeps every attention layer's keys and values
+    (LayerKVCache: (B, n_kv_head, block_size, head_dim) each, allocated on first use, in the
+    activation dtype). One prefill pass over the prompt fills it, then each step feeds only the
+    newest token: RoPE rotates its query and key at its absolute position, its key/value join the
+    cache, and it attends to every cached position. The cache stores sum_l 2 n_kv_head_l
+    head_dim_l numbers per token, GPT.kv_cache_bytes_per_token() (GQA, fewer or narrower heads
+    shrink it; `nbytes` measures it). At block_size positions the cache is full: generate()
+    rebuilds it (see there). Every attention sublayer takes forward(x, cache=None), the cache
+    being its LayerKVCache; FFN sublayers never see the cache."""
 
     def __init__(self, model):
         self.layers = [LayerKVCache(model.config.block_size) for _ in model.blocks]
@@ -379,6 +379,19 @@ class KVCache:
 
 
 class GPT(nn.Module):
+    """The plain GPT: token embedding, one Block per LayerSpec of config.layers, final RMSNorm,
+    LM head (tied to the embedding or not).
+
+    Each layer is a Block of two residual sublayers, each a module mapping the residual stream
+    x -> x_new (norm and residual add inside): make_attention(layer_idx, spec) builds the first,
+    make_ffn(layer_idx, spec) the second. A mechanism swaps a sublayer by subclassing GPT and
+    overriding one of them (hourglass.py: make_ffn; cea.py: both); a sublayer may be any module
+    with forward(x) -> x_new (attention: forward(x, cache=None)) and flops_per_token(seq_len), so
+    parameter accounting and FLOPs per token stay correct for every mechanism.
+
+    forward(idx, targets=None, cache=None) returns (logits, loss): logits (B, T, vocab) and the
+    cross-entropy with targets; without targets, the last position's logits (B, 1, vocab) and
+    None. generate() samples from it, with a KVCache by default."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -406,7 +419,9 @@ class GPT(nn.Module):
     # ---
 
     def init_weights(self):
-        """normal(0, 0.02) for every matrix; residual output projections at 0.02 / sqrt(2L)."""
+        """normal(0, 0.02) for every matrix; the output projection of every residual sublayer
+        (parameters named `out_proj`) at 0.02 / sqrt(2L), so that the residual stream does not
+        grow with depth (GPT-2's rule). Drawn in the order of named_parameters()."""
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
         for name, p in self.named_parameters():
             if p.dim() < 2 or p.is_meta:
@@ -446,10 +461,10 @@ class GPT(nn.Module):
         see padded_vocab_size) are never sampled.
         use_cache=True: prefill a KVCache with the context, then feed one token per step.
         use_cache=False: recompute the whole context (up to block_size tokens) every step.
-        Both give the same tokens until the sequence outgrows block_size. Then the uncached path
-        slides its window one token per step, while the cache, full, is rebuilt from the last
-        block_size // 2 tokens (a prefill) and filled again: from there on the two see different
-        contexts and their samples differ."""
+        Both give the same tokens until the sequence outgrows block_size (where the RoPE tables
+        and the training context end). Then the uncached path slides its window one token per
+        step, while the cache, full, is rebuilt from the last block_size // 2 tokens (a prefill)
+        and filled again: from there on the two see different contexts and their samples differ."""
         block_size, cache = self.config.block_size, None
         for _ in range(max_new_tokens):
             if not use_cache:
@@ -476,6 +491,11 @@ class GPT(nn.Module):
         return idx
 
     # --- accounting ---
+    # The accounting every model shares: param_counts() (embedding, attention, FFN, norms, ... the
+    # way the papers report them), budget() (non-embedding parameters without an untied head:
+    # what every shape in this repo is matched on), flops_per_token(), kv_cache_bytes_per_token()
+    # and estimate_mfu() (against a peak from hardware.py). Drivers (compare.py, bench.py,
+    # train.py) take them from here and need no mechanism file for them.
 
     def param_counts(self):
         """Parameters by component, the way the papers report them:

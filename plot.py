@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from checkpoint import read_jsonl  # noqa: E402
+from run import read_jsonl  # noqa: E402
 
 
 def read_evals(out_dir):

@@ -20,14 +20,13 @@ state it also holds is dropped unread).
 """
 
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 
 from checkpoint import load_checkpoint, model_from_checkpoint
 from configurator import ConfigError, parse_overrides, usage_error
-from hardware import auto_dtype
+from hardware import DTYPES, auto_dtype, autocast
 from tokenizer import Tokenizer
 
 
@@ -46,12 +45,12 @@ def read_prompt(path):
 # -----------------------------------------------------------------------------------------
 out_dir = "out"  # the folder with ckpt.pt
 start = "\n"  # the prompt, or FILE:path/to/prompt.txt
-num_samples = 3
-max_new_tokens = 500
+num_samples = 3  # how many samples to draw from the one prompt
+max_new_tokens = 500  # tokens generated per sample
 temperature = 0.8  # 1.0: the model's distribution; < 1 sharper; 0: greedy
 top_k = 200  # keep only the top_k most likely tokens; 0: no top-k (every token)
-seed = 1337
-device = "auto"
+seed = 1337  # the sampling RNG: the same seed draws the same text
+device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
 dtype = "auto"  # auto: bfloat16 where the device has it natively, else float16 (GPU), float32 (CPU)
 # -----------------------------------------------------------------------------------------
 try:  # every setting it cannot use is one line, exit status 2
@@ -61,8 +60,8 @@ try:  # every setting it cannot use is one line, exit status 2
                      (top_k < 0, f"top_k={top_k}: use 1 or more (0: all tokens)"),
                      (num_samples < 1, f"num_samples={num_samples}: use 1 or more"),
                      (max_new_tokens < 0, f"max_new_tokens={max_new_tokens}: use 0 or more"),
-                     (dtype not in ("auto", "float32", "bfloat16", "float16"),
-                      f"dtype={dtype!r}: use one of auto, float32, bfloat16, float16"),
+                     (dtype not in ("auto", *DTYPES),
+                      f"dtype={dtype!r}: use one of auto, {', '.join(DTYPES)}"),
                      (device.split(":")[0] not in ("auto", "cpu", "cuda", "mps"),
                       f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps"),
                      (device.startswith("cuda") and not torch.cuda.is_available(),
@@ -82,8 +81,7 @@ if device == "auto":
 device_type = device.split(":")[0]
 if dtype == "auto":  # native bf16 only: T4 / V100 emulate it slowly and sample in float16
     dtype = auto_dtype(device_type)
-ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=ptdtype)
+autocast_ctx = autocast(device_type, dtype)  # generation runs in it (float32: no context)
 torch.manual_seed(seed)
 
 try:
@@ -110,7 +108,7 @@ if not start_ids:
 x = torch.tensor([start_ids], dtype=torch.long, device=device)
 generator = torch.Generator(device=device).manual_seed(seed)
 
-with torch.no_grad(), autocast:
+with torch.no_grad(), autocast_ctx:
     for _ in range(num_samples):
         # vocab_size: the tokenizer's real one, so a padded embedding's extra ids are never drawn
         y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None,

@@ -7,14 +7,14 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
 
 Every setting below can be set by a config file (plain Python assignments) or by --key=value; a
 typo or a value of the wrong type stops with one line naming it. `model_type` picks the file that
-builds the model (gpt = model.py, hourglass, lws, ...); `model_args` holds that mechanism's own.
+builds the model; `model_args` holds that mechanism's own (--help lists every type with its keys).
 
 Top to bottom: settings (a resume takes the checkpoint's); devices, precision, DDP; the data; the
 model and AdamW; the loop: evaluate and checkpoint every eval_interval steps, one optimizer step
 (gradient accumulation, clipping, warm-up + cosine learning rate), a log line every log_interval
 steps (also in out_dir/metrics.jsonl). max_iters = 0 sizes the run to max_minutes on this machine.
-What keeps a run safe (locked out_dir, atomic checkpoints, exact resume, a diverged model never
-saved, data checked without reading it) lives in checkpoint.py and dataset.py.
+What keeps a run safe (locked out_dir, exact resume, a diverged model never saved) lives in
+run.py; atomic checkpoints in checkpoint.py; data checked without reading it in dataset.py.
 """
 
 import inspect
@@ -23,30 +23,29 @@ import os
 import signal
 import sys
 import time
-from contextlib import nullcontext
 
 import numpy as np
 import torch
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import checkpoint as run_state
 from checkpoint import model_from_checkpoint
 from configurator import (ConfigError, build_model, check_train_settings, model_keys,
                           parse_overrides, usage_error)
 from dataset import check_dataset, find_dataset
-from hardware import auto_dtype, peak_flops, set_fp32_matmul_precision
+from hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
 from model import format_counts, padded_vocab_size
+from run import RunDir, TimeBudget, all_rng_states, restore_rng, resume_settings
 
 # -----------------------------------------------------------------------------------------------
 # default config: a 4-layer, 128-wide character-level GPT on Shakespeare, the shape that reached
 # the lowest validation loss in ~6 minutes of a 2-core CPU (see README). Config files in config/
 # and --key=value override these.
 # I/O
-out_dir = "out"
+out_dir = "out"  # the run's folder: ckpt.pt, metrics.jsonl and the lock (one run at a time)
 eval_interval = 100  # evaluate and checkpoint every this many steps (and at the end)
 eval_iters = 20  # batches per split in an evaluation (always the same batches)
-log_interval = 50
+log_interval = 50  # print and log the training loss every this many steps
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run may replace the run already in out_dir
 sample_tokens = 300  # print a sample of this many tokens at the end (0: no sample)
@@ -56,37 +55,37 @@ dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
 data_dir = ""  # '' means data/<dataset>; or any folder holding train.bin, val.bin and meta.json
 batch_size = 32  # sequences per micro-batch
 block_size = 128  # context length
-gradient_accumulation_steps = 1
+gradient_accumulation_steps = 1  # micro-batches per optimizer step (torchrun: shared out)
 # model
-model_type = "gpt"  # gpt | hourglass | variable_width | cea | lws | composed (compose.py)
-n_layer = 4
-n_head = 4
-n_kv_head = None  # None: plain multi-head attention
-n_embd = 128
-head_dim = None  # None: n_embd // n_head
-ffn_hidden = None  # None: 4 * n_embd
-qk_norm = ""  # '', 'head' or 'full'
-tie_embeddings = True
-dropout = 0.0
+model_type = "gpt"  # what builds the model: gpt (model.py) or a mechanism (--help lists them)
+n_layer = 4  # transformer layers
+n_head = 4  # attention (query) heads per layer
+n_kv_head = None  # key/value heads (GQA when < n_head); None: n_head (multi-head attention)
+n_embd = 128  # width of the residual stream (d_model)
+head_dim = None  # width of one attention head; None: n_embd // n_head
+ffn_hidden = None  # hidden width of the SwiGLU FFN; None: 4 * n_embd
+qk_norm = ""  # RMSNorm on queries and keys: '' (off), 'head' (per head) or 'full'
+tie_embeddings = True  # the LM head shares the token embedding's weights
+dropout = 0.0  # dropout probability in training (0: off)
 model_args = {}  # the mechanism's own settings, e.g. {'bottleneck_dim': 128, 'n_sub_blocks': 4}
 # optimizer: AdamW, weight decay on matrices only
-learning_rate = 2e-3
-max_iters = 0  # 0: as many steps as fit in max_minutes (measured on this machine)
+learning_rate = 2e-3  # the peak learning rate, reached at the end of the warm-up
+max_iters = 0  # training steps; 0: as many steps as fit in max_minutes (measured on this machine)
 max_minutes = 5.0  # the wall-time budget of a run whose max_iters is 0
-weight_decay = 0.1
-beta1 = 0.9
-beta2 = 0.99
-grad_clip = 1.0  # 0: no clipping
+weight_decay = 0.1  # AdamW's decoupled weight decay
+beta1 = 0.9  # AdamW's decay rate of the gradient's running mean
+beta2 = 0.99  # AdamW's decay rate of the squared gradient's running mean
+grad_clip = 1.0  # clip the gradient's norm to this (0: no clipping)
 # learning rate schedule: linear warm-up, then cosine decay to min_lr at lr_decay_iters
-decay_lr = True
-warmup_iters = 50
-lr_decay_iters = 0  # 0: max_iters
-min_lr = 2e-4
+decay_lr = True  # False: learning_rate throughout (no warm-up, no decay)
+warmup_iters = 50  # steps of linear warm-up to learning_rate
+lr_decay_iters = 0  # the step where the decay reaches min_lr (0: max_iters)
+min_lr = 2e-4  # the learning rate at the end of the cosine decay (and after it)
 # system
 device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
 dtype = "auto"  # auto, bfloat16, float16 (CUDA, with a GradScaler) or float32
 compile = None  # None: on for CUDA, off for CPU and MPS (compiling costs ~40 s per model on a CPU)
-seed = 1337
+seed = 1337  # the model's init, the batches (+ rank under torchrun) and dropout
 # -----------------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_")
                and isinstance(v, (int, float, bool, str, dict, type(None)))]
@@ -102,10 +101,10 @@ except ConfigError as e:
 MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes from here
 sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
 # out_dir is this run's alone (a lock; rank 0 holds it); a scratch run never replaces another
-run = run_state.RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)
+run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)
 checkpoint = None
 if config["init_from"] == "resume":  # the run goes on as it was saved: its model, its settings
-    checkpoint, config = run_state.resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
+    checkpoint, config = resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
 run.refuse_to_replace(config["init_from"], config["overwrite"])
 globals().update(config)  # what this run uses (config is saved in the checkpoint)
 # -----------------------------------------------------------------------------------------------
@@ -132,8 +131,7 @@ if dtype == "auto":  # native bf16 only: T4 / V100 take float16 with a GradScale
     dtype = auto_dtype(device_type)
 if compile is None:
     compile = device_type == "cuda"
-ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-autocast = nullcontext() if dtype == "float32" else torch.autocast(device_type, dtype=ptdtype)
+autocast_ctx = autocast(device_type, dtype)  # every forward pass runs in it (float32: none)
 torch.manual_seed(seed + ddp_rank)
 set_fp32_matmul_precision(device_type)  # TF32 tensor cores for fp32 matmuls on CUDA
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
@@ -193,8 +191,7 @@ else:
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
     run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
-    note = run_state.restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed,
-                                 device_type)
+    note = restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
         if note:
@@ -241,7 +238,7 @@ def estimate_loss():
         losses = torch.zeros(eval_iters)
         for k in range(eval_iters):
             x, y = get_batch(split, generator)
-            with autocast:
+            with autocast_ctx:
                 _, loss = eval_model(x, y)
             losses[k] = loss.item()
         out[split] = losses.mean().item()
@@ -270,7 +267,7 @@ if master_process:
 signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line, the last checkpoint, how to go on
 start_iter = iter_num
 run_start = time.time() - elapsed_before
-budget = run_state.TimeBudget(max_minutes, script_start, eval_interval, ddp, master_process)
+time_budget = TimeBudget(max_minutes, script_start, eval_interval, ddp, master_process)
 eval_s, val_loss = 0.0, float("nan")  # the last evaluation's seconds (with its save), val loss
 t0, steps_timed = time.time(), 0  # the last time the host waited for the device, steps since
 x, y = fetch_train_batch()
@@ -285,7 +282,7 @@ while True:
         init_from == "resume" and iter_num == start_iter)
     reached_target, diverged = False, ""  # stop_val_loss reached; why the evaluation diverged
     if eval_step:  # every process's RNG states, for the checkpoint (evaluation draws none of them)
-        rank_states = run_state.all_rng_states(pending_batch_state, device_type, ddp)
+        rank_states = all_rng_states(pending_batch_state, device_type, ddp)
     if master_process and eval_step:
         eval_start = time.time()
         losses = estimate_loss()
@@ -332,7 +329,7 @@ while True:
     for micro_step in range(gradient_accumulation_steps):
         if ddp:  # average gradients across processes only on the last micro-step
             ddp_model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
-        with autocast:
+        with autocast_ctx:
             _, loss = model(x, y)
             loss = loss / gradient_accumulation_steps
         x, y = fetch_train_batch()  # the next micro-batch, while the device runs this forward pass
@@ -346,7 +343,7 @@ while True:
     steps_timed += 1
     # max_iters = 0: a few steps are timed, then the run's length is fixed once so that it ends at
     # max_minutes (the checkpoints keep it: a resume is exact)
-    if max_iters == 0 and (decided := budget.measure(iter_num, loss, eval_s)):
+    if max_iters == 0 and (decided := time_budget.measure(iter_num, loss, eval_s)):
         max_iters = config["max_iters"] = decided
         lr_decay_iters = config["lr_decay_iters"] = lr_decay_iters or decided
 
@@ -390,7 +387,7 @@ if master_process:
         tok = load_tokenizer(data_dir)  # the run's own (checked to be the checkpoint's)
         raw_model.eval()
         start = torch.tensor([tok.encode("\n")], device=device)
-        with autocast:
+        with autocast_ctx:
             ids = raw_model.generate(start, sample_tokens, temperature=0.8, top_k=200,
                                      vocab_size=vocab_size)
         print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)

@@ -7,11 +7,11 @@ MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), read top to bottom like tra
     python train_mlp.py config/mlp_mnist_classify.py       # generative classification + accuracy
     python train_mlp.py --eval_only=True --out_dir=out/mlp_mnist_denoise   # score its ckpt.pt
 
-Every setting below can be set by a config file (config/mlp_*.py: the paper's tasks) or by
---key=value; a typo or a value of the wrong type stops with one line naming it. A setting left at
-None takes the task's value (mlp_hourglass.TASKS: the paper's epochs, batch and flips, our default
-shape). On a shared machine add --num_threads=1 (two OpenMP threads fighting other jobs for 2
-cores were ~15x slower than one in our measurements).
+Every setting below can be set by a config file or by --key=value; a typo or a value of the wrong
+type stops with one line naming it. A setting left at None takes its value from
+config/mlp_<task>.py, the one place a task's protocol is written (the paper's epochs, batch, flips,
+sigma and fp32; our default shape and lr). On a shared machine add --num_threads=1 (two OpenMP
+threads fighting other jobs for 2 cores were ~15x slower than one, measured).
 
 Top to bottom: settings and their checks; the data (prepared on first use by data/<name>/
 prepare.py; its source is printed and saved with every result); the model and AdamW over the
@@ -24,7 +24,6 @@ comparison call `train` from experiments/mlp_hourglass_{sweep,input_proj}.py. Wh
 training choice comes from (the paper / the reference code / ours): docs/mlp_hourglass.md.
 """
 
-import contextlib
 import csv
 import json
 import math
@@ -39,18 +38,20 @@ import torch.nn.functional as F
 from checkpoint import save_checkpoint  # temp file + rename: a kill never leaves a broken file
 from configurator import ConfigError, parse_overrides, usage_error
 from dataset import load_images
-from mlp_hourglass import (BASELINE_NAMES, MetricAccumulator, bicubic_upsample, build_model,
-                           check_shape, choose_prototypes, count_params, get_task, make_batch)
+from hardware import auto_dtype, autocast
+from image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
+                         choose_prototypes, get_task, make_batch)
+from mlp_hourglass import check_shape, count_params, image_mlp
 
 # -----------------------------------------------------------------------------------------------
-# default config: denoising MNIST (sigma 0.25) with the default hourglass, d_z 2048, d_h 128, L 4
+# default config: denoising MNIST; a None takes config/mlp_<task>.py's value (the task's protocol)
 # task and data
 task = "mnist_denoise"  # mnist_denoise | mnist_sr | mnist_classify | imagenet32_denoise | ..._sr
 dataset = ""  # '' = the task's: mnist (offline: the real 5k subset) | mnist5k | fashion_mnist
 data_dir = ""  # raw IDX / official npz files to prepare from ('' = the usual sources)
 prepared_dir = ""  # '' = data/mnist/, data/mnist/<dataset>/ or data/imagenet32/
 max_train_images = 0  # 0 = every training image
-noise_sigma = 0.25  # denoising input: clamp(y + N(0, sigma^2), 0, 1)
+noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1) (the noise tasks only)
 flips = None  # 1, 2 or 4: the training set enlarged by flips (the paper: x4 for SR, ImageNet-32)
 # model: eq. (2)-(4) of the paper
 shape = "hourglass"  # hourglass (d_h < d_z) | conventional (d_h > d_z)
@@ -73,26 +74,36 @@ eval_only = False  # True: score out_dir/ckpt.pt on the test split and stop
 allow_other_data = False  # True: eval_only scores a checkpoint on another data source than its own
 # system
 device = "auto"  # auto (cuda if there is one) | cpu | cuda | cuda:<index>
-dtype = "auto"  # auto (float32 on CPU, bf16 autocast on CUDA that has it) | bfloat16 | float32
+dtype = None  # float32 | auto (hardware's: bf16 where native) | bfloat16 | float16 (GradScaler)
 compile = False
 num_threads = 0  # 0 = torch's default
 # -----------------------------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_")
             and isinstance(v, (int, float, bool, str, type(None)))}
-# the keys whose default is None (= the task's value), with their types
-TASK_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float, batch_size=int,
-                 lr=float, flips=int, eval_interval=int)
+# the keys whose default is None (= config/mlp_<task>.py's value), with their types
+PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float, batch_size=int,
+                     lr=float, flips=int, eval_interval=int, noise_sigma=float, dtype=str)
 EVAL_BATCH_SIZE = 128  # the reference code's eval / test loaders; psnr_batchmse depends on it
 
 
+def task_protocol(task_name):
+    """The settings of config/mlp_<task>.py: the one place a task's training protocol is written
+    (the paper's epochs, batch, flips and sigma; our default shape and lr)."""
+    get_task(task_name)  # an unknown task: one line naming the known ones
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config",
+                        f"mlp_{task_name}.py")
+    return parse_overrides([path], DEFAULTS, types=PROTOCOL_KEYS)
+
+
 def resolve(config):
-    """The settings a run uses: the task's values filled into the Nones, each checked (one line
-    naming the key). Returns a namespace: c.lr, c.latent_dim, ..."""
+    """The settings a run uses: config/mlp_<task>.py's values filled into the Nones, each checked
+    (one line naming the key). Returns a namespace: c.lr, c.latent_dim, ..."""
     c = SimpleNamespace(**{**DEFAULTS, **config})
     t = get_task(c.task)
-    for key in TASK_KEYS:
+    protocol = task_protocol(c.task)
+    for key in PROTOCOL_KEYS:
         if getattr(c, key) is None:
-            setattr(c, key, getattr(t, key))
+            setattr(c, key, protocol[key])
     for key in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
         if getattr(c, key) < 1:  # never replaced by a default, never recorded as something else
             raise ConfigError(f"--{key}={getattr(c, key)}: it must be 1 or more")
@@ -117,26 +128,19 @@ def resolve(config):
                           f"from); leave it out to use the prepared data")
     if c.device == "auto":
         c.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if c.dtype == "auto":  # CPU: fp32 (the reference trains in fp32; bf16 crawls without AMX)
-        cuda_bf16 = c.device.startswith("cuda") and torch.cuda.is_bf16_supported()
-        c.dtype = "bfloat16" if cuda_bf16 else "float32"
-    if c.dtype not in ("bfloat16", "float32"):
-        raise ConfigError(f"--dtype={c.dtype!r}: use auto, bfloat16 or float32")
+    if c.dtype == "auto":  # bf16 where the hardware has it, fp16 on T4 / V100, else fp32
+        c.dtype = auto_dtype(c.device.split(":")[0])
+    if c.dtype not in ("bfloat16", "float16", "float32"):
+        raise ConfigError(f"--dtype={c.dtype!r}: use float32, auto, bfloat16 or float16")
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
     return c
 
 
-def autocast(c):
-    if c.dtype == "float32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=c.device.split(":")[0], dtype=torch.bfloat16)
-
-
 def make_model(c):
     """The ImageMLP of these settings; a frozen W_in is regenerated from the seed, not stored."""
-    return build_model(c.task, c.latent_dim, c.hidden_dim, c.n_blocks, shape=c.shape,
-                       input_proj=c.input_proj, w_in_seed=c.seed)
+    return image_mlp(get_task(c.task), c.latent_dim, c.hidden_dim, c.n_blocks, shape=c.shape,
+                     input_proj=c.input_proj, w_in_seed=c.seed)
 
 
 def make_optimizer(model, c):
@@ -161,13 +165,10 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
         imgs = images[i:i + EVAL_BATCH_SIZE].to(c.device)
         labs = labels[i:i + EVAL_BATCH_SIZE].to(c.device)
         x, target = make_batch(t, imgs, labs, protos, g, c.noise_sigma)
-        if baseline and t.degradation == "bicubic2x":
-            ch, h, w = t.image_shape
-            pred = bicubic_upsample(x.view(-1, ch, h // 2, w // 2), (h, w)).flatten(1)
-        elif baseline:
-            pred = x
+        if baseline:
+            pred = baseline_prediction(t, x)
         else:
-            with autocast(c):
+            with autocast(c.device.split(":")[0], c.dtype):
                 pred = model(x)
         correct = None
         if t.target == "prototype":
@@ -198,6 +199,8 @@ def train(config, data=None, quiet=False, save=True):
         f"W_in={c.input_proj} | params total {params['total']:,} "
         f"trainable {params['trainable']:,}")
     optimizer = make_optimizer(model, c)
+    scaler = torch.amp.GradScaler(c.device.split(":")[0], enabled=c.dtype == "float16")
+    amp = autocast(c.device.split(":")[0], c.dtype)  # the forward passes' precision
     forward = torch.compile(model) if c.compile else model
 
     n_train = len(data.train)
@@ -235,12 +238,13 @@ def train(config, data=None, quiet=False, save=True):
         lr = c.lr * (1.0 - step / total_steps)  # linear decay to 0, no warm-up
         for group in optimizer.param_groups:
             group["lr"] = lr
-        with autocast(c):
+        with amp:
             pred = forward(x)  # (B, d_out)
         loss = F.mse_loss(pred.float(), target)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()  # (float16: loss scaling; otherwise plain backward, step)
+        scaler.step(optimizer)
+        scaler.update()
         loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # read at evaluations: no sync
 
         last = step + 1 == total_steps
@@ -333,7 +337,7 @@ def save_samples(model, c, data, protos, test, n=8):
     model.eval()
     x, target = make_batch(t, data.test[:n].to(c.device), data.test_labels[:n].to(c.device),
                            protos, g, c.noise_sigma)
-    with autocast(c):
+    with autocast(c.device.split(":")[0], c.dtype):
         pred = model(x)
     n = x.shape[0]
     shown = x.float().cpu()
@@ -356,8 +360,8 @@ def save_samples(model, c, data, protos, test, n=8):
     plt.close(fig)
 
 
-def load_checkpoint(path, device="cpu"):
-    """-> (model, settings, checkpoint dict). Only tensors and plain values: weights_only=True."""
+def load_trained_mlp(path, device="cpu"):
+    """A train_mlp.py checkpoint -> (model, settings, checkpoint dict), read weights_only=True."""
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except FileNotFoundError:
@@ -380,7 +384,7 @@ def evaluate_checkpoint(config):
     source it was trained on (a dataset's folder can change: full MNIST online, 5k offline)."""
     given = resolve(config)
     path = os.path.join(given.out_dir, "ckpt.pt")
-    model, c, ckpt = load_checkpoint(path, given.device)
+    model, c, ckpt = load_trained_mlp(path, given.device)
     c.data_dir = config["data_dir"]  # scored on the prepared data, unless given raw files
     c.prepared_dir = config["prepared_dir"] or c.prepared_dir
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images,
@@ -402,7 +406,7 @@ def evaluate_checkpoint(config):
 
 def main(argv):
     try:
-        config = parse_overrides(argv, DEFAULTS, types=TASK_KEYS)
+        config = parse_overrides(argv, DEFAULTS, types=PROTOCOL_KEYS)
         if config["eval_only"]:
             return evaluate_checkpoint(config)
         resolve(config)  # every setting checked before anything is loaded or written

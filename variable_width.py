@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, linear_flops
 
-SHAPES = ("constant", "x", "diamond", "v", "lambda")  # the width schedules of Appendix A's solver
+WIDTH_SCHEDULES = ("constant", "x", "diamond", "v", "lambda")  # what Appendix A's solver solves
 EXPANSIONS = ("carry", "zero", "project")  # how a widening layer fills its new coordinates
 
 
@@ -72,7 +72,7 @@ def check_width_rules(config):
 @dataclass
 class VariableWidthConfig(GPTConfig):
     layer_widths: list[int] = field(default_factory=list)  # w_l; empty: solved from the schedule
-    width_schedule: str = "x"  # one of SHAPES, parameter-matched to the constant width n_embd
+    width_schedule: str = "x"  # one of WIDTH_SCHEDULES, parameter-matched to the width n_embd
     bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer is l* = round(r_l L)
     bottleneck_width_ratio: float = 0.3  # r_d: its width is d_l* = r_d d
     width_multiple: int = 32  # solved widths are rounded to a multiple of this (the paper's 32)
@@ -229,15 +229,16 @@ def shape_factors(shape, n_layer, bottleneck_layer, alpha):
             for l in range(1, L + 1)]
 
 
-def matched_scale(factors, n_embd, ffn_mult=4, kv_ratio=1.0, end_in=None, end_out=None):
-    """The scale s (= d_bar for x / diamond) with K s^2 S2 - W_end = L K d^2 (Appendix A). W_end:
-    end_in w_1 first-layer columns per padded coordinate (default 1 + 2 kv_ratio: QKV) and last
-    rows of end_out w_L entries (default E: the MLP's W_2) past d; compose.py passes its own.
-    The indicators 1{w_1 > d}, 1{w_L > d} are guessed and the self-consistent root kept."""
+def matched_scale(factors, n_embd, ffn_mult=4, kv_ratio=1.0, end_multiples=None):
+    """The scale s (= d_bar for x / diamond) with K s^2 S2 - W_end = L K d^2 (Appendix A), where
+    W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d): end_multiples = (e_in, e_out), by default a
+    plain layer's (1 + 2 kv_ratio: the first QKV's columns; E: the last W_2's rows); a layer built
+    otherwise counts its own. The indicators 1{w_1 > d}, 1{w_L > d} are guessed and the
+    self-consistent root kept."""
     d, L = n_embd, len(factors)
     qkv = 1 + 2 * kv_ratio  # 3 with plain attention
     K = qkv + 1 + 3 * ffn_mult  # 4 + 3E = 16 with plain attention
-    e_in, e_out = qkv if end_in is None else end_in, ffn_mult if end_out is None else end_out
+    e_in, e_out = end_multiples or (qkv, ffn_mult)
     S2 = sum(c * c for c in factors)
     c1, cL = factors[0], factors[-1]
     for first_wide, last_wide in ((0, 0), (0, 1), (1, 0), (1, 1)):  # A s^2 + B s + C = 0
@@ -262,13 +263,13 @@ def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
 
 
 def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
-                 width_multiple=32, ffn_mult=4, kv_ratio=1.0, end_in=None, end_out=None):
+                 width_multiple=32, ffn_mult=4, kv_ratio=1.0, end_multiples=None):
     """Per-layer widths for a shape, parameter-matched to a constant width n_embd (Appendix A;
-    end_in / end_out: W_end's multiples, see matched_scale). Returns (widths rounded to
-    width_multiple, dict with the unrounded widths, alpha, l*)."""
-    if shape not in SHAPES:
-        raise ValueError(f"width_schedule={shape!r}: choose one of {', '.join(SHAPES)} or give "
-                         f"layer_widths")
+    end_multiples: W_end's, see matched_scale). Returns (widths rounded to width_multiple, dict
+    with the unrounded widths, alpha, l*)."""
+    if shape not in WIDTH_SCHEDULES:
+        raise ValueError(f"width_schedule={shape!r}: choose one of "
+                         f"{', '.join(WIDTH_SCHEDULES)} or give layer_widths")
     d, L = n_embd, n_layer
     if shape == "constant":
         return [d] * L, dict(unrounded=[float(d)] * L, alpha=1.0, bottleneck_layer=None)
@@ -277,7 +278,7 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
 
     def bottleneck_width(alpha):  # b(a^-) = d_bar(a^-) c_l*(a^-)
         c = shape_factors(shape, L, k, alpha)
-        return matched_scale(c, d, ffn_mult, kv_ratio, end_in, end_out) * c[k - 1]
+        return matched_scale(c, d, ffn_mult, kv_ratio, end_multiples) * c[k - 1]
 
     lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)  # a diamond widens: a^- > 1
     f_lo, f_hi = bottleneck_width(lo) - target, bottleneck_width(hi) - target
@@ -295,7 +296,7 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
             hi = mid
     alpha = 0.5 * (lo + hi)
     c = shape_factors(shape, L, k, alpha)
-    scale = matched_scale(c, d, ffn_mult, kv_ratio, end_in, end_out)
+    scale = matched_scale(c, d, ffn_mult, kv_ratio, end_multiples)
     unrounded = [scale * ci for ci in c]  # continuous widths; round only at the very end
     widths = [max(width_multiple, int(math.floor(w / width_multiple + 0.5)) * width_multiple)
               for w in unrounded]

@@ -42,12 +42,12 @@ PAPER_ROWS = [
 def paper_rows():
     """Our attention / FFN counts (parameters) for each shape of PAPER_ROWS, beside the paper's."""
     rows = []
-    for label, d, d_h, k, n_layer, n_head, paper_attn, paper_ffn in PAPER_ROWS:
-        c = count_params(n_embd=d, bottleneck_dim=d_h, n_sub_blocks=k, n_layer=n_layer,
+    for label, d, d_h, n_sub_blocks, n_layer, n_head, paper_attn, paper_ffn in PAPER_ROWS:
+        c = count_params(n_embd=d, bottleneck_dim=d_h, n_sub_blocks=n_sub_blocks, n_layer=n_layer,
                          n_head=n_head, vocab_size=50304, block_size=2)
-        rows.append(dict(label=label, d_model=d, d_h=d_h, K=k, L=n_layer, attention=c["attention"],
-                         ffn=c["ffn"], norms=c["norms"], paper_attention_M=paper_attn,
-                         paper_ffn_M=paper_ffn))
+        rows.append(dict(label=label, d_model=d, d_h=d_h, K=n_sub_blocks, L=n_layer,
+                         attention=c["attention"], ffn=c["ffn"], norms=c["norms"],
+                         paper_attention_M=paper_attn, paper_ffn_M=paper_ffn))
     return rows
 
 
@@ -73,7 +73,7 @@ def main(argv):
             n_layer=12, n_head=12, n_embd=768, ffn_hidden=None, vocab_size=50304, block_size=2048,
             n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0,  # 0: the baseline's n_layer
             match="budget"))  # budget: Tables 2-3 (d and d_h move); ffn: Table 1 (d, L fixed)
-        k, ratio = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio")
+        n_sub_blocks, ratio = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio")
         hourglass_layers, mode, baseline = args.pop("hourglass_n_layer"), args.pop("match"), args
         if mode not in ("budget", "ffn"):
             raise ConfigError(f"--match={mode!r}: use budget (Tables 2-3) or ffn (Table 1: fixed "
@@ -82,18 +82,19 @@ def main(argv):
             raise ConfigError("--match=ffn keeps the baseline's d_model and L: leave "
                               "--hourglass_n_layer unset")
         if mode == "ffn":  # Table 1: the fixed-width comparison
-            matched = match_ffn_at_fixed_width(baseline, k)
+            matched = match_ffn_at_fixed_width(baseline, n_sub_blocks)
         else:
-            matched = match_baseline(baseline, k, ratio, n_layer=hourglass_layers or None)
+            matched = match_baseline(baseline, n_sub_blocks, ratio,
+                                     n_layer=hourglass_layers or None)
     except (ConfigError, ValueError) as e:
         usage_error(e)
     if mode == "ffn":
-        print(f"baseline {baseline}\nhourglass K={k} at the baseline's d_model={matched['n_embd']} "
-              f"and L={matched['n_layer']} (Table 1 mode, FFN matrices matched): "
-              f"d_h={matched['bottleneck_dim']}\n")
+        print(f"baseline {baseline}\nhourglass K={n_sub_blocks} at the baseline's "
+              f"d_model={matched['n_embd']} and L={matched['n_layer']} (Table 1 mode, FFN "
+              f"matrices matched): d_h={matched['bottleneck_dim']}\n")
     else:
-        print(f"baseline {baseline}\nhourglass K={k}, target d_h/d={ratio}: matched d_model="
-              f"{matched['n_embd']}, d_h={matched['bottleneck_dim']} (d_h/d="
+        print(f"baseline {baseline}\nhourglass K={n_sub_blocks}, target d_h/d={ratio}: matched "
+              f"d_model={matched['n_embd']}, d_h={matched['bottleneck_dim']} (d_h/d="
               f"{matched['bottleneck_dim'] / matched['n_embd']:.3f}), L={matched['n_layer']}\n")
     print(split_table([("conventional", dict(baseline)), ("hourglass", matched)]))
     print("\nThe paper's shapes (Tables 2 and 3), counted by this code, vs the paper's rounded "

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
 import train_mlp  # noqa: E402
 from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from dataset import load_images  # noqa: E402
-from mlp_hourglass import check_shape, get_task  # noqa: E402
+from image_tasks import get_task  # noqa: E402
+from mlp_hourglass import check_shape  # noqa: E402
 
 OPTIONS = dict(variants=("frozen", "learned"), latent_dims=())
 
@@ -109,7 +110,7 @@ def plot(results, grid, variants, latent_dims, c, source, path):
 def main(argv):
     try:
         defaults = {**train_mlp.DEFAULTS, **OPTIONS}
-        config = parse_overrides(argv, defaults, types=train_mlp.TASK_KEYS)
+        config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
         variants, latent_dims = config.pop("variants"), config.pop("latent_dims")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_compare_input_proj_"
                                                            f"{config['task']}")

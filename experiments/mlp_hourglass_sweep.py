@@ -42,7 +42,8 @@ import mlp_hourglass_fronts as fronts  # noqa: E402
 import train_mlp  # noqa: E402
 from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from dataset import load_images  # noqa: E402
-from mlp_hourglass import check_shape, get_task  # noqa: E402
+from image_tasks import get_task  # noqa: E402
+from mlp_hourglass import check_shape  # noqa: E402
 
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
             conv_latent=(784,), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
@@ -153,7 +154,7 @@ def explicit_grid(shapes):
 
 
 def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
-    base = train_mlp.resolve(config)  # every setting checked, the task's values filled in
+    base = train_mlp.resolve(config)  # every setting checked, the task's protocol filled in
     data = load_images(get_task(base.task), base.dataset, base.data_dir, base.max_train_images,
                        base.prepared_dir)
     setting = sweep_setting(base, data)
@@ -192,7 +193,7 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
 def main(argv):
     try:
         defaults = {**train_mlp.DEFAULTS, **GRID, "shapes": (), "verbose": False}
-        config = parse_overrides(argv, defaults, types=train_mlp.TASK_KEYS)
+        config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
         grid_args = {k: config.pop(k) for k in GRID}
         shapes, verbose = config.pop("shapes"), config.pop("verbose")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")

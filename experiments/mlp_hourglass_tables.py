@@ -1,7 +1,8 @@
 """
 The image-MLP paper's parameter counts, from mlp_hourglass.py's models: every row of its Tables 1
 and 2 and of section 4.3 (total, and trainable with W_in frozen) next to the paper's number, and any
-task's shape by component (W_in, blocks, W_out) with its forward FLOPs. "Rethinking the Shape
+task's shape by component (W_in, blocks, W_out) with its forward FLOPs (a task's default shape is
+its config/mlp_<task>.py's). "Rethinking the Shape
 Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796). Built on the meta device.
 
     python experiments/mlp_hourglass_tables.py          # the paper's rows + each task's shape
@@ -16,8 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 import torch  # noqa: E402
 
+import train_mlp  # noqa: E402
 from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from mlp_hourglass import TASKS, ImageMLP, build_model, count_params, get_task  # noqa: E402
+from image_tasks import TASKS, get_task  # noqa: E402
+from mlp_hourglass import ImageMLP, count_params, image_mlp  # noqa: E402
 
 # rows of the paper's Tables 1 / 2 and section 4.3:
 # (name, d_x, d_out, d_z, d_h, L, params M, trainable M)
@@ -53,7 +56,7 @@ def shape_table(rows):
         task = get_task(task_name)
         shape = "hourglass" if dh < dz else "conventional"
         with torch.device("meta"):
-            p = count_params(build_model(task_name, dz, dh, L, shape=shape, input_proj=input_proj))
+            p = count_params(image_mlp(task, dz, dh, L, shape=shape, input_proj=input_proj))
         flops = 2 * p["total"]                           # one multiply-add per weight and image
         out.append(f"| {task_name} | {shape} | {task.input_dim} | {dz} | {dh} | {L} | "
                    f"{task.output_dim} | {p['input_proj'] / 1e6:.2f}M | {p['blocks'] / 1e6:.2f}M | "
@@ -66,16 +69,17 @@ def main(argv):
     try:
         args = parse_overrides(argv, dict(task="", latent_dim=0, hidden_dim=0, n_blocks=0,
                                           input_proj="frozen"))
-        if args["task"]:  # one shape: the task's defaults with the given overrides
-            task = get_task(args["task"])
-            print(shape_table([(task.name, args["latent_dim"] or task.latent_dim,
-                                args["hidden_dim"] or task.hidden_dim,
-                                args["n_blocks"] or task.n_blocks, args["input_proj"])]))
+        if args["task"]:  # one shape: the task's default with the given overrides
+            default = train_mlp.task_protocol(args["task"])
+            print(shape_table([(args["task"], args["latent_dim"] or default["latent_dim"],
+                                args["hidden_dim"] or default["hidden_dim"],
+                                args["n_blocks"] or default["n_blocks"], args["input_proj"])]))
         else:
             print(param_checks())
             print("\nEach task's default shape (W_in frozen: in the total, not trainable):")
-            print(shape_table([(t.name, t.latent_dim, t.hidden_dim, t.n_blocks, "frozen")
-                               for t in TASKS.values()]))
+            defaults = {name: train_mlp.task_protocol(name) for name in TASKS}
+            print(shape_table([(name, d["latent_dim"], d["hidden_dim"], d["n_blocks"], "frozen")
+                               for name, d in defaults.items()]))
     except ConfigError as e:
         usage_error(e)
 

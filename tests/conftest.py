@@ -1,5 +1,6 @@
-"""Shared helpers for the tests: tiny models, a tiny prepared dataset on disk, and digit-like images
-in the image MLPs' prepared and raw (IDX) formats."""
+"""Shared helpers for the tests: tiny models, a tiny prepared dataset on disk, a text in the shape
+of Shakespeare's, GPT-2's ranks, and digit-like images in the image MLPs' prepared and raw (IDX)
+formats."""
 
 import gzip
 import json
@@ -13,6 +14,31 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+
+# a fixture in the shape of the real text: speaker lines, verse, punctuation, blank lines
+FIXTURE_TEXT = """FIRST CITIZEN:
+Before we proceed any further, hear me speak.
+
+ALL:
+Speak, speak.
+
+HAMLET:
+To be, or not to be: that is the question--
+Whether 'tis nobler in the mind to suffer
+The slings and arrows of outrageous fortune? [Exit.]
+"""
+
+
+
+@pytest.fixture(scope="session")
+def gpt2_file():
+    """The cached gpt2.tiktoken, fetched through PyPI if needed; skip only if the download fails."""
+    from data import sources
+    try:
+        return sources.gpt2_tiktoken_file()
+    except RuntimeError as e:  # no network at all (a wrong file is a ValueError: it fails)
+        pytest.skip(f"cannot download {sources.WHISPER_SDIST} for the GPT-2 ranks: {e}")
 
 
 def tiny_config(**overrides):

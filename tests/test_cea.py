@@ -1,6 +1,6 @@
 """cea.py: FFN-Wider, CAA / CEA attention (Inner-FFN, direct pathway, masked, ablation), Inner-MoE,
 the parameter split and the shape table. The contribution analysis is tested in
-test_cea_contribution.py."""
+tests/experiments/test_cea_contribution.py."""
 
 import math
 import sys
@@ -11,7 +11,7 @@ import torch
 from conftest import ROOT, all_logits, assert_causal, overfit_loss
 import cea
 from configurator import build_model
-from model import GPT, GPTConfig
+from model import GPT, CausalSelfAttention, GPTConfig
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cea_tables  # noqa: E402
@@ -55,6 +55,19 @@ def test_zero_inner_ffn_with_direct_pathway_is_the_plain_attention(qk_norm, n_kv
     plain.tok_emb.weight.data.copy_(model.tok_emb.weight)
     idx = torch.randint(0, 50, (2, 16))
     torch.testing.assert_close(all_logits(model, idx), all_logits(plain, idx), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("qk_norm", ["", "head", "full"])
+def test_cea_attention_is_model_attention_with_the_checkpoint_names_of_before(qk_norm):
+    """CEA's attention subclasses model.CausalSelfAttention (its projections, QK-norm and RoPE);
+    its parameters keep their names and order (n, the Inner-FFN first: init draws in that order,
+    so old checkpoints load and a seed gives the same model)."""
+    sub = tiny(outer_ratio=0.25, qk_norm=qk_norm).blocks[0].attn
+    assert isinstance(sub, cea.CEAAttentionSublayer) and isinstance(sub, CausalSelfAttention)
+    qk = ["q_norm.weight", "k_norm.weight"] if qk_norm else []
+    assert list(sub.state_dict()) == ["norm.weight", "inner_ffn.gate_up_proj.weight",
+                                      "inner_ffn.out_proj.weight", "qkv_proj.weight",
+                                      "out_proj.weight", *qk]
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -106,9 +119,9 @@ def test_direct_pathway_equals_a_reference_softmax():
     hd = sub.head_dim
     for h in range(2):
         sl = slice(h * hd, (h + 1) * hd)
-        q = sub.heads(a @ W_q.T, sub.n_head, sub.q_norm, pos=0)[0, h]
-        kt = sub.heads(t @ W_k.T, sub.n_kv_head, sub.k_norm, pos=0)[0, h]
-        ka = sub.heads(a @ W_k.T, sub.n_kv_head, sub.k_norm, pos=0)[0, h]
+        q = sub.heads(a @ W_q.T, sub.q_norm, pos=0)[0, h]
+        kt = sub.heads(t @ W_k.T, sub.k_norm, pos=0)[0, h]
+        ka = sub.heads(a @ W_k.T, sub.k_norm, pos=0)[0, h]
         vt, va = (t @ W_v.T)[0, :, sl], (a @ W_v.T)[0, :, sl]
         for i in range(T):
             scores = torch.cat([q[i] @ kt[:i].T, (q[i] @ ka[i])[None]]) / math.sqrt(hd)

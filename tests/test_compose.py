@@ -1,8 +1,5 @@
-"""compose.py: composed models reduce exactly to each single mechanism and to the plain GPT,
-and matched_shapes matches every shape to the baseline's budget."""
-
-import functools
-import json
+"""compose.py: composed models reduce exactly to each single mechanism and to the plain GPT, and
+count their own W_end (the matched shapes: tests/test_shapes.py)."""
 
 import pytest
 import torch
@@ -10,7 +7,6 @@ from conftest import all_logits, assert_causal, overfit_loss
 
 import cea
 import compose
-import variable_width
 from configurator import build_model
 from model import GPT
 
@@ -178,66 +174,6 @@ def test_train_builds_composed_by_name():
     assert isinstance(model, compose.ComposedGPT) and isinstance(model, GPT)
 
 
-# ----------------------------------------------------------------------------------------
-# matched_shapes
-
-
-@functools.lru_cache(maxsize=None)
-def _preset_shapes(items):
-    from compose import MATCHING_KEYS, baseline_of
-    settings = dict(items)
-    return compose.matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS})
-
-
-def preset_shapes(settings):
-    """compose.matched_shapes of a preset, computed once per preset for the whole file."""
-    shapes = _preset_shapes(tuple(sorted(settings.items())))
-    return {name: (model_type, dict(args)) for name, (model_type, args) in shapes.items()}
-
-
-def budgets(shapes):
-    return {
-        name: compose.count_budget(model_type, **args)
-        for name, (model_type, args) in shapes.items()
-    }
-
-
-def test_cpu_preset_shapes_match_the_budget():
-    from compose import PRESETS
-    settings = PRESETS["cpu"]
-    shapes = preset_shapes(settings)
-    assert list(shapes) == [
-        "GPT",
-        "hourglass",
-        "><former",
-        "hourglass+><former",
-        "FFN-Wider",
-        "CEA",
-        "LWS vanilla",
-        "LWS framed",
-        "LWS reverse",
-        "LWS crown",
-    ]
-    counts = budgets(shapes)
-    target = counts["GPT"]
-    for name in (
-        "hourglass",
-        "FFN-Wider",
-        "CEA",
-        "LWS vanilla",
-        "LWS framed",
-        "LWS reverse",
-        "LWS crown",
-    ):
-        assert abs(counts[name] / target - 1) < 0.006, name
-    assert counts["CEA"] == counts["FFN-Wider"]  # CEA only moves FFN width inside attention
-    # the ><formers are matched by Appendix A's rule, which leaves out the endpoint matrices W_end
-    with torch.device("meta"):
-        former = build_model("variable_width", **shapes["><former"][1])
-    matched = variable_width.param_summary(former)["matched"]
-    assert abs(matched / target - 1) < 0.02
-
-
 def test_composed_endpoint_params_is_the_hand_count():
     """Appendix A's W_end of a K-sub-block slot: the first layer's QKV columns facing the zero
     padding, and only the LAST sub-block's W_u rows past d (not K of them); with CEA attention
@@ -264,139 +200,6 @@ def test_composed_endpoint_params_is_the_hand_count():
         with torch.device("meta"):
             model = build_model("composed", **shape, n_sub_blocks=k, outer_ratio=rho)
         assert model.endpoint_params() == by_hand, (k, rho)
-        m = compose.endpoint_multiples(hid / d, k, rho)  # what the solver subtracts, per unit width
-        assert m["end_in"] * w * (w - d) + m["end_out"] * w * (w - d) == pytest.approx(by_hand), (
-            k,
-            rho,
-        )
-
-
-@pytest.mark.parametrize("preset, tolerance", [("cpu", 0.015), ("gpu", 0.025)])
-def test_preset_formers_match_the_budget_without_w_end(preset, tolerance):
-    """Appendix A matches the budget less W_end: the ><former rows land within 1.5% of the GPT's on
-    the CPU preset. The GPU preset rounds widths to multiples of 96 (12 heads x a head dim that is a
-    multiple of 8): rounding each of 12 widths by up to +-48 leaves +1.1% / +2.2% (measured), so
-    2.5%."""
-    from compose import PRESETS
-    settings = PRESETS[preset]
-    shapes = preset_shapes(settings)
-    info = compose.describe_shapes(shapes, settings["block_size"])
-    target = info["GPT"]["budget"]
-    for name in ("><former", "hourglass+><former"):
-        assert info[name]["endpoint"] > 0, name
-        assert abs((info[name]["budget"] - info[name]["endpoint"]) / target - 1) < tolerance, name
-    table = compose.shapes_table(info)
-    assert "budget without W_end (vs GPT)" in table.splitlines()[0]
-
-
-def test_compose_prints_the_budget_without_w_end():
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "compose.py"], cwd=compose.ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
-    head = [c.strip() for c in rows["model"].split("|")]
-    col = head.index("budget without W_end (vs GPT)")
-    for name in ("><former", "hourglass+><former"):
-        cell = rows[name].split("|")[col]  # e.g. ' 1.597M (+1.4%) '
-        assert abs(float(cell.split("(")[1].rstrip("%) "))) < 1.5, cell
-
-
-def test_gpu_preset_hourglass_is_the_papers_113m_row():
-    from compose import PRESETS
-    settings = PRESETS["gpu"]
-    shapes = preset_shapes(settings)
-    args = shapes["hourglass"][1]
-    assert (args["n_embd"], args["bottleneck_dim"], args["n_sub_blocks"], args["n_layer"]) == (
-        1032,
-        418,
-        4,
-        12,
-    )
-    wider = shapes["FFN-Wider"][1]
-    # d steps by 12 heads x 8 = 96: d = 288 gives W / d = 36.7, the closest to 32 (d = 384 gives
-    # ~20)
-    assert 28 <= wider["ffn_hidden"] / wider["n_embd"] <= 38
-
-
-def test_gpu_preset_shapes_keep_head_dims_and_ffn_widths_at_multiples_of_8():
-    """CUDA's fast attention kernels want head_dim % 8 == 0 (otherwise SDPA may fall back to the
-    math
-    kernel, which saves the fp32 score matrix), tensor cores want FFN widths in multiples of 8.
-    Every
-    GPU-preset shape keeps both, except the hourglass paper's own 113M row (d = 1032: head dim 86,
-    d_h = 418), kept as the paper has it, and what composes with it."""
-    from compose import PRESETS
-    settings = PRESETS["gpu"]
-    shapes = preset_shapes(settings)
-    for name, (model_type, args) in shapes.items():
-        with torch.device("meta"):
-            model = compose.build_any(model_type, **dict(args, block_size=2))
-        head_dims = {s.head_dim for s in model.config.layers}
-        hidden = {s.ffn_hidden for s in model.config.layers} | {
-            getattr(model.config, "inner_hidden", 0)
-        }
-        if name == "hourglass":
-            assert head_dims == {86} and hidden == {418, 0}  # the paper's shape
-            continue
-        assert all(h % 8 == 0 for h in head_dims), (name, head_dims)
-        if name != "hourglass+><former":  # its layers' d_h,l are multiples of 8, see below
-            assert all(h % 8 == 0 for h in hidden), (name, hidden)
-    composed = shapes["hourglass+><former"][1]
-    with torch.device("meta"):
-        model = compose.build_any("composed", **dict(composed, block_size=2))
-    assert all(s.ffn_hidden % 8 == 0 for s in model.config.layers)
-    assert shapes["FFN-Wider"][1]["n_embd"] % (8 * settings["n_head"]) == 0
-
-
-def test_the_shapes_use_the_datasets_vocabulary(char_dataset):
-    settings = dict(compose.PRESETS["cpu"], data_dir=str(char_dataset))
-    vocab = json.loads((char_dataset / "meta.json").read_text())["vocab_size"]
-    assert vocab != 65 and compose.baseline_of(settings)["vocab_size"] == vocab
-
-
-def test_presets_and_model_selection_on_the_command_line():
-    from configurator import ConfigError
-    settings = compose.preset_settings(["--preset=gpu", "--max_iters=7"])
-    assert settings["n_embd"] == 768 and settings["max_iters"] == 7 and settings["preset"] == "gpu"
-    assert set(compose.preset_settings(["--steps=3"], keys=("n_layer",), extra=dict(steps=5))) == {
-        "n_layer", "steps", "preset"}
-    with pytest.raises(ConfigError, match="choose one of cpu, gpu"):
-        compose.preset_settings(["--preset=tpu"])
-    with pytest.raises(ConfigError, match="unknown config key"):
-        compose.preset_settings(["--n_layers=3"])
-    assert compose.select_models("") == compose.SHAPE_NAMES
-    # slugs, preset order
-    assert list(compose.select_models("lws-crown,GPT")) == ["GPT", "LWS crown"]
-    with pytest.raises(ConfigError, match="unknown \\['nope'\\]"):
-        compose.select_models("GPT,nope")
-
-
-def test_a_gpt2_vocabulary_is_padded_as_train_py_pads_it():
-    """compare.py hands the baseline's vocab_size to train.py in model_args (it has the last word),
-    so the shapes must carry the padded size: 50257 -> 50304; a character vocabulary stays."""
-    # no meta.json: the known sizes
-    settings = dict(compose.PRESETS["gpu"], data_dir="/nonexistent")
-    assert compose.baseline_of(settings)["vocab_size"] == 50304
-    assert compose.baseline_of(dict(settings, dataset="shakespeare_char"))["vocab_size"] == 65
-
-
-def test_the_shapes_picture_is_drawn_with_tiny_settings(tmp_path):
-    """python compose.py --plot=PATH draws every matched shape per layer (tiny settings here; the
-    presets' pictures are docs/shapes_cpu.png and docs/shapes_gpu.png)."""
-    import subprocess
-    import sys
-    path = tmp_path / "shapes.png"
-    out = subprocess.run([sys.executable, "compose.py", "--n_layer=4", "--n_embd=128", "--n_head=4",
-                          "--models=GPT,hourglass,><former,CEA", f"--plot={path}"],
-                         cwd=compose.ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert f"wrote {path}" in out.stdout and path.stat().st_size > 10_000
-    with torch.device("meta"):
-        model_type, model_args = compose.matched_shapes(
-            dict(vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=128),
-            models=("GPT", "CEA"))["CEA"]
-        rows = compose.layer_profile(compose.build_any(model_type, **model_args))
-    assert len(rows) == 4 and all(r["inner"] > 0 and r["stream"] == r["attention"] for r in rows)
+        # what the solver subtracts, per unit width
+        end_in, end_out = model.config.end_multiples()
+        assert end_in * w * (w - d) + end_out * w * (w - d) == pytest.approx(by_hand), (k, rho)

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from conftest import ROOT
-from checkpoint import load_checkpoint, read_jsonl
+from checkpoint import load_checkpoint
+from run import read_jsonl
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--log_interval=1", "--dtype=float32", "--sample_tokens=0",

@@ -1,6 +1,6 @@
 """Layer-wise scaling: schedules and their rounding against the reference's rule, the per-layer
 shapes, equivalence with the plain GPT, bad input. (Table 2 and the CPU shapes:
-tests/test_lws_tables.py.)"""
+tests/experiments/test_lws_tables.py.)"""
 
 import random
 import runpy

@@ -1,5 +1,6 @@
 """The training loop, checkpoints, sampling and configuration, run as a user runs them."""
 
+import dataclasses
 import json
 import os
 import re
@@ -464,3 +465,30 @@ def test_help_prints_the_docstring_and_every_setting(tmp_path):
                              text=True, cwd=tmp_path)
         assert run.returncode == 0 and "--batch_size=" in run.stdout, run.stderr
         assert "top to bottom" in run.stdout and not (tmp_path / "out").exists()
+
+
+def test_help_says_what_each_setting_means_and_lists_every_model_type(tmp_path):
+    """Beside each default, --help prints the comment next to it in the script; train.py explains
+    every setting, and its --help names every model type with the model_args it takes."""
+    from configurator import MODELS, model_classes
+    for script in ("train.py", "sample.py", "train_mlp.py"):
+        settings = (ROOT / script).read_text().split("\n# ----")[1]  # the block of defaults
+        comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", settings, flags=re.M))
+        shown = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True,
+                               text=True, cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        flat = " ".join(shown.stdout.split())  # (long meanings are wrapped)
+        for key, comment in comments.items():
+            assert f"--{key}=" in flat and " ".join(comment.split()) in flat, (script, key)
+        if script != "train_mlp.py":  # (train.py and sample.py: every setting has its comment)
+            keys = set(re.findall(r"^  --(\w+)=", shown.stdout, flags=re.M))
+            assert keys and keys <= set(comments), keys - set(comments)
+        if script == "train.py":
+            assert "the peak learning rate" in comments["learning_rate"]
+            assert set(train_defaults()) <= set(comments), set(train_defaults()) - set(comments)
+            types = " ".join(shown.stdout.split("model types")[1].split())
+            gpt_fields = {f.name for f in dataclasses.fields(model_classes("gpt")[1])}
+            for name, (file, _, _) in MODELS.items():  # each with its config's own fields
+                own = [f.name for f in dataclasses.fields(model_classes(name)[1])
+                       if f.init and f.name not in gpt_fields]
+                assert f" {name} ({file}.py) {', '.join(own) or '(none'}" in types, name

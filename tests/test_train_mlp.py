@@ -3,7 +3,8 @@ checks, a tiny denoiser that must beat the noisy input, the checkpoint round tri
 classification accuracy, reading prepared data (and preparing it through the data script when it
 is missing: dataset.load_images), the config files, the command line (train, --eval_only), and
 that every number is the run's own: eval refusing another data source, every bad setting one
-line. The sweep and the W_in comparison: test_mlp_hourglass_sweep.py. CPU, offline, tiny models."""
+line. The sweep and the W_in comparison: experiments/test_mlp_hourglass_sweep.py. CPU, offline,
+tiny models."""
 import json
 import math
 import os
@@ -18,7 +19,9 @@ from conftest import ROOT, digit_splits, idx_fixture, write_prepared
 import dataset as D
 import train_mlp as T
 from configurator import parse_overrides
-from mlp_hourglass import get_task
+from hardware import auto_dtype
+from image_tasks import TASKS, get_task
+from mlp_hourglass import count_params
 
 
 def tiny_config(tmp_path, **overrides):
@@ -66,7 +69,7 @@ def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
     assert gain > 3.0, (res["test"], res["baseline"])
     assert res["test"]["ssim"] > res["baseline"]["ssim"]
 
-    model, loaded, ckpt = T.load_checkpoint(str(tmp_path / "ckpt.pt"))
+    model, loaded, ckpt = T.load_trained_mlp(str(tmp_path / "ckpt.pt"))
     assert loaded.latent_dim == 1024 and ckpt["step"] == res["best_step"]
     x = torch.rand(4, 784)
     model.eval()
@@ -93,22 +96,49 @@ def test_setting_checks_and_the_tasks_values():
     c = T.resolve(dict(task="imagenet32_sr", device="cpu"))
     assert (c.latent_dim, c.hidden_dim, c.n_blocks, c.flips, c.batch_size) == (3546, 270, 5, 4,
                                                                                  512)
+    c = T.resolve(dict(task="mnist_sr", device="cpu"))  # the task's default shape
+    assert (c.latent_dim, c.hidden_dim, c.n_blocks) == (2048, 128, 4)
+    with torch.device("meta"):  # the paper's (3546, 270, 5): 31.36M / 20.47M
+        p = count_params(T.make_model(T.resolve(dict(task="imagenet32_denoise", device="cpu"))))
+    assert (round(p["total"] / 1e6, 2), round(p["trainable"] / 1e6, 2)) == (31.36, 20.47)
 
 
 def test_dtype_auto_is_float32_on_cpu():
+    """float32 unless asked: the protocol files say so (the reference code trains in fp32);
+    --dtype=auto is hardware.py's rule (bf16 on a CPU with AMX / AVX512-BF16)."""
     assert T.resolve(dict(device="cpu")).dtype == "float32"
+    assert T.resolve(dict(device="cpu", dtype="auto")).dtype == auto_dtype("cpu")
+
+
+# the paper's protocol (arXiv:2510.01796, A.3.2): epochs, batch size, flips; sigma 0.25 for noise
+PAPER_PROTOCOL = {"mnist_classify": (50, 128, 1), "mnist_denoise": (30, 128, 1),
+                  "mnist_sr": (50, 128, 4), "imagenet32_denoise": (2, 512, 4),
+                  "imagenet32_sr": (2, 512, 4)}
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_has_a_config_file_with_its_whole_protocol(name):
+    """config/mlp_<task>.py, the one place a task's protocol is written, states every setting a
+    run of that task leaves at None, with the paper's numbers; --task=<task> alone runs it."""
+    config = T.task_protocol(name)
+    assert config["task"] == name and config["dtype"] == "float32"
+    unset = [key for key in T.PROTOCOL_KEYS if config[key] is None]
+    assert unset == ([] if get_task(name).degradation == "noise" else ["noise_sigma"]), unset
+    assert (config["epochs"], config["batch_size"], config["flips"]) == PAPER_PROTOCOL[name]
+    assert config["noise_sigma"] in (None, 0.25)
+    alone, with_file = T.resolve(dict(task=name)), T.resolve(config)
+    assert all(getattr(alone, k) == getattr(with_file, k) for k in T.PROTOCOL_KEYS)
 
 
 @pytest.mark.parametrize("config_file", sorted(p for p in (ROOT / "config").glob("mlp_*.py")
                                                 if not p.name.startswith("mlp_sweep_")),
                          ids=lambda p: p.name)  # (config/mlp_sweep_*.py: the sweep's tests)
 def test_every_mlp_config_file_loads_and_states_the_papers_protocol(config_file):
-    """config/mlp_<task>.py: the task's values (the paper's epochs, batch, flips), written out."""
-    config = parse_overrides([str(config_file)], T.DEFAULTS, types=T.TASK_KEYS)
+    """config/mlp_<task>.py: the task's protocol (the paper's epochs, batch, flips), written out."""
+    config = parse_overrides([str(config_file)], T.DEFAULTS, types=T.PROTOCOL_KEYS)
     assert config_file.stem == f"mlp_{config['task']}"
-    task = get_task(config["task"])
-    for key in T.TASK_KEYS:
-        assert config[key] in (None, getattr(task, key)), (key, config[key])
+    assert (config["epochs"], config["batch_size"], config["flips"]) == PAPER_PROTOCOL[
+        config["task"]]
     with torch.device("meta"):
         assert T.make_model(T.resolve({**config, "device": "cpu"})) is not None
 

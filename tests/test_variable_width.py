@@ -1,6 +1,6 @@
 """variable_width.py: the ><former's stream semantics (eq. 1), solver (Appendix A), accounting.
 (The table against the constant width, experiments/variable_width_tables.py, is tested in
-tests/test_variable_width_tables.py.)"""
+tests/experiments/test_variable_width_tables.py.)"""
 
 import subprocess
 import sys

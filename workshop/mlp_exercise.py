@@ -24,12 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 import mlp_hourglass  # noqa: E402
+from image_tasks import get_task  # noqa: E402
 
 TRAINABLE_PARAMS = 0  # TODO: by hand, from the formula
 
 
 def build():
     """The mnist_denoise ImageMLP, d_z = 1024, d_h = 32, L = 2 - with a learned W_in."""
+    task = get_task("mnist_denoise")  # d_x = d_out = 784
     # W_in frozen
-    model = mlp_hourglass.build_model("mnist_denoise", latent_dim=1024, hidden_dim=32, n_blocks=2)
+    model = mlp_hourglass.image_mlp(task, latent_dim=1024, hidden_dim=32, n_blocks=2)
     return model  # TODO: a learned W_in that starts from the frozen one

@@ -89,7 +89,9 @@ def lws_case():
 
 def mlp_case():
     import mlp_hourglass
-    m = mlp_hourglass.build_model("mnist_denoise", latent_dim=2048, hidden_dim=128, n_blocks=4)
+    from image_tasks import get_task
+    m = mlp_hourglass.image_mlp(get_task("mnist_denoise"), latent_dim=2048, hidden_dim=128,
+                                n_blocks=4)
     got = evaluate("Image MLP", d_x=784, d_z=2048, d_h=128, L=4, d_out=784)
     counts = mlp_hourglass.count_params(m)
     return (got["P"], got["trainable"]), (counts["total"], counts["trainable"])

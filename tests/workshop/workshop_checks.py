@@ -253,13 +253,15 @@ def check_mlp_exercise(module):
     import inspect
 
     import mlp_hourglass
+    from image_tasks import get_task
     source = inspect.getsource(module.build)
-    assert not re.search(r"(build_model|ImageMLP)\([^)]*input_proj\s*=\s*['\"]learned", source), (
-        "build() asks build_model for input_proj='learned': that is the answer the repo already "
+    assert not re.search(r"(image_mlp|ImageMLP)\([^)]*input_proj\s*=\s*['\"]learned", source), (
+        "build() asks image_mlp for input_proj='learned': that is the answer the repo already "
         "has. Build the frozen model and make its lift learnable yourself (read InputProjection)")
     torch.manual_seed(0)
     model = module.build()
-    frozen = mlp_hourglass.build_model("mnist_denoise", latent_dim=1024, hidden_dim=32, n_blocks=2)
+    frozen = mlp_hourglass.image_mlp(get_task("mnist_denoise"), latent_dim=1024, hidden_dim=32,
+                                     n_blocks=2)
     w_in = model.lift.weight if model.lift is not None else None
     assert isinstance(w_in, torch.nn.Parameter) and w_in.requires_grad, \
         "W_in (model.lift.weight) is not a trainable nn.Parameter: the optimizer would never see it"

@@ -1,11 +1,13 @@
 """
-Tests of tokenizer.py, data/sources.py and the data/*/prepare.py scripts, on small fixtures in
-the real on-disk formats (no corpus download). The GPT-2 tests need the gpt2.tiktoken ranks:
-tiktoken's own download, or the PyPI fallback (one download of the openai-whisper sdist,
-hash-checked, then cached in $SHAPE_LAB_CACHE); with no network at all they are skipped, saying
-why. The supply-chain tests serve tampered archives from a local file:// index: no network.
+Tests of the language-model data: data/sources.py and the data/*/prepare.py scripts, on small
+fixtures in the real on-disk formats (no corpus download). The GPT-2 tests need the gpt2.tiktoken
+ranks (conftest's gpt2_file: tiktoken's own download, or the PyPI fallback, one download of the
+openai-whisper sdist, hash-checked, then cached in $SHAPE_LAB_CACHE); with no network at all they
+are skipped, saying why. The supply-chain tests serve tampered archives from a local file://
+index: no network. tokenizer.py: tests/test_tokenizer.py; dataset.py's checks:
+tests/test_dataset.py.
 
-    python -m pytest tests/test_data.py -q
+    python -m pytest tests/test_lm_data.py -q
 """
 
 import importlib.util
@@ -23,24 +25,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-import tokenizer  # noqa: E402
 from data import sources  # noqa: E402
 from data.sources import write_split  # noqa: E402
-from tokenizer import GPT2_EOT, GPT2_TIKTOKEN_SHA256, load_tokenizer  # noqa: E402
-
-# a fixture in the shape of the real text: speaker lines, verse, punctuation, blank lines
-FIXTURE_TEXT = """FIRST CITIZEN:
-Before we proceed any further, hear me speak.
-
-ALL:
-Speak, speak.
-
-HAMLET:
-To be, or not to be: that is the question--
-Whether 'tis nobler in the mind to suffer
-The slings and arrows of outrageous fortune? [Exit.]
-"""
-
+from conftest import FIXTURE_TEXT  # noqa: E402
+from tokenizer import GPT2_EOT, load_tokenizer  # noqa: E402
 
 def load_script(relpath):
     """Import data/<name>/prepare.py as a module (a script by path: its folder is no package)."""
@@ -65,88 +53,6 @@ def assert_splits_match_files(data_dir):
     assert splits == {split: {"tokens": int(ids.size), "max_id": int(ids.max()) if ids.size else -1}
                       for split, ids in files.items()}
     return splits
-
-
-@pytest.fixture(scope="session")
-def gpt2_file():
-    """The cached gpt2.tiktoken, fetched through PyPI if needed; skip only if the download fails."""
-    try:
-        return sources.gpt2_tiktoken_file()
-    except RuntimeError as e:  # no network at all (a wrong file is a ValueError: it fails)
-        pytest.skip(f"cannot download {sources.WHISPER_SDIST} for the GPT-2 ranks: {e}")
-
-
-# -----------------------------------------------------------------------------
-# tokenizer.py and the GPT-2 route of data/sources.py
-
-def test_offline_gpt2_encoding(gpt2_file):
-    enc = tokenizer.gpt2_encoding_from_file(gpt2_file)
-    assert enc.encode_ordinary("Hello world") == [15496, 995]
-    assert enc.n_vocab == 50257 and enc.eot_token == GPT2_EOT
-    assert enc.encode("a<|endoftext|>", allowed_special="all") == [64, GPT2_EOT]
-    # whatever route get_gpt2_encoding() takes, it must agree with the offline file
-    text = FIXTURE_TEXT + " 1234567 café  naïve\t\n\n"
-    assert sources.get_gpt2_encoding().encode_ordinary(text) == enc.encode_ordinary(text)
-
-
-def test_gpt2_pattern_is_tiktokens():
-    from tiktoken_ext.openai_public import r50k_pat_str
-    assert tokenizer.GPT2_PAT_STR == r50k_pat_str
-
-
-def test_tokenizer_gpt2_reads_the_ranks_a_prepare_saved_without_network(gpt2_file, tmp_path,
-                                                                        monkeypatch):
-    import tiktoken
-    (tmp_path / "gpt2.tiktoken").write_bytes(gpt2_file.read_bytes())
-    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
-    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: pytest.fail("went online"))
-    tok = tokenizer.Tokenizer.gpt2()
-    assert tok.encode("Hello world") == [15496, 995] and tok.eot_token == GPT2_EOT
-    assert tok.decode(tok.encode(FIXTURE_TEXT)) == FIXTURE_TEXT
-
-
-def test_tokenizer_gpt2_without_ranks_or_network_says_what_to_run(tmp_path, monkeypatch):
-    import tiktoken
-
-    def offline(name):
-        raise ConnectionError("offline (test)")
-    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path / "empty"))
-    monkeypatch.setattr(tiktoken, "get_encoding", offline)
-    (tmp_path / "meta.json").write_text(json.dumps({"tokenizer": "gpt2", "vocab_size": 50257}))
-    for make in (tokenizer.Tokenizer.gpt2, lambda: load_tokenizer(tmp_path)):
-        with pytest.raises(SystemExit) as info:
-            make()
-        message = str(info.value.code)
-        assert "\n" not in message and str(tmp_path / "empty" / "gpt2.tiktoken") in message
-        assert "run: python data/shakespeare/prepare.py" in message
-    assert (ROOT / "data/shakespeare/prepare.py").exists()
-
-
-def test_online_route_saves_the_ranks_for_offline_use(gpt2_file, tmp_path, monkeypatch, capsys):
-    import tiktoken
-    online = tokenizer.gpt2_encoding_from_file(gpt2_file)  # stands in for tiktoken's download
-    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: online)
-    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
-    sources.get_gpt2_encoding.cache_clear()
-    try:
-        assert sources.get_gpt2_encoding() is online
-    finally:
-        sources.get_gpt2_encoding.cache_clear()
-    assert "gpt2 tokenizer: tiktoken.get_encoding('gpt2')" in capsys.readouterr().err
-    saved = tmp_path / "gpt2.tiktoken"
-    assert sources.sha256_file(saved) == GPT2_TIKTOKEN_SHA256  # byte for byte r50k_base.tiktoken
-
-
-def test_load_tokenizer_missing_meta(tmp_path):
-    with pytest.raises(FileNotFoundError, match="prepare.py"):
-        load_tokenizer(tmp_path / "shakespeare_char")
-
-
-def test_char_tokenizer_unknown_character():
-    tok = tokenizer.Tokenizer.char("abc ")
-    assert tok.decode(tok.encode("cab a")) == "cab a"
-    with pytest.raises(ValueError, match="'z'"):
-        tok.encode("abz")
 
 
 def test_write_split_is_uint16_and_checks_range(tmp_path):

@@ -117,8 +117,10 @@ def test_two_seeds_side_by_side_draw_one_set_of_fronts_with_error_bars(tmp_path)
 
 def test_all_nan_validation_writes_a_nan_row_and_the_sweep_goes_on(tmp_path):
     folder = prepared(tmp_path)
+    nan_noise = tmp_path / "nan_noise.py"  # (a config file: --key=nan parses only where the
+    nan_noise.write_text("noise_sigma = float('nan')\n")  # default is a float, not None)
     # both diverge; it finishes
-    sweep.main(tiny_sweep(tmp_path, folder, "--task=mnist_denoise", "--noise_sigma=nan"))
+    sweep.main([str(nan_noise), *tiny_sweep(tmp_path, folder, "--task=mnist_denoise")])
     rows = sweep.read_csv(tmp_path / "sweep" / "sweep.csv")
     assert [r["shape"] for r in rows] == ["hourglass", "conventional"]
     assert all(math.isnan(float(r["test_psnr_batchmse"])) and math.isnan(float(r["val_loss"]))
@@ -191,7 +193,7 @@ def test_an_explicit_grid_from_a_config_file_runs_in_its_order(tmp_path, capsys)
 def test_every_sweep_config_file_loads_and_spans_one_range_for_both_families(config_file):
     defaults = {**train_mlp.DEFAULTS, **sweep.GRID, "shapes": (), "verbose": False}
     config = parse_overrides([str(config_file), "--seeds=0"], defaults,
-                             types=train_mlp.TASK_KEYS)
+                             types=train_mlp.PROTOCOL_KEYS)
     grid = sweep.explicit_grid(config["shapes"])
     assert len(set(grid)) == len(grid) and config["seeds"] == (0,)
     d_x = 784  # the 28x28 tasks

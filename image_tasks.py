@@ -1,0 +1,231 @@
+"""
+The image tasks, degradations and metrics (PSNR, SSIM) of "Rethinking the Shape Convention of an
+MLP" (Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), as this repo runs them; the models that
+solve them are mlp_hourglass.py's, the training loop train_mlp.py.
+
+The five tasks (the paper's Table 3): an image in [0, 1], flattened to x (d_x), a target (d_out)
+  mnist_classify      28x28 digit -> its class prototype (one training image per class, drawn
+                      with a fixed seed: "generative classification"); also scored by the
+                      nearest prototype's class (ours: the paper scores PSNR only)
+  mnist_denoise       clamp(y + N(0, sigma^2), 0, 1) -> y, 28x28x1 (MNIST or Fashion-MNIST)
+  mnist_sr            bicubic 14x14 -> 28x28 (2x super-resolution)
+  imagenet32_denoise  the same noise on 32x32x3 ImageNet-32 images
+  imagenet32_sr       bicubic 16x16x3 -> 32x32x3
+A Task says what the task is: its data, degradation, target and sizes; baseline_prediction is
+the trivial restorer its model must beat (the noisy input, bicubic upsampling, the input image
+itself). How it is trained (the paper's epochs, batch, flips and sigma, our default shape and lr)
+is written once, in config/mlp_<task>.py, which train_mlp.py reads.
+
+The degradations as the reference code makes them: Gaussian noise clamped to [0, 1]; bicubic
+F.interpolate without antialiasing (antialias=True is PIL's resize); flips as augmentation.
+
+The metrics. psnr_batchmse is the reference code's convention: the PSNR of each eval batch's
+mean MSE, averaged over batches weighted by their size (so it depends on the eval batch, 128);
+psnr_per_image is the mean of per-image PSNRs. SSIM is torchmetrics' default (Gaussian 11x11,
+sigma 1.5, reflect padding), as the reference code calls it. Every choice the paper leaves open,
+with its source: docs/mlp_hourglass.md.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from configurator import ConfigError  # the one error type for bad settings: a one-line message
+
+# -----------------------------------------------------------------------------
+# Tasks and degradations
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a task is: its data, its degradation, its target and their sizes. How it is trained
+    (epochs, batch, flips, sigma, shape, lr): config/mlp_<name>.py, which train_mlp.py reads."""
+    name: str
+    dataset_kind: str      # "28x28" (MNIST / Fashion-MNIST) or "imagenet32"
+    degradation: str       # "none" | "noise" | "bicubic2x"
+    target: str            # "clean" | "prototype"
+    image_shape: tuple     # (C, H, W) of the target image
+
+    @property
+    def input_dim(self):   # d_x
+        c, h, w = self.image_shape
+        return c * h * w // 4 if self.degradation == "bicubic2x" else c * h * w
+
+    @property
+    def output_dim(self):  # d_out
+        c, h, w = self.image_shape
+        return c * h * w
+
+
+TASKS = {t.name: t for t in [  # the paper's Table 3
+    Task("mnist_classify", "28x28", "none", "prototype", (1, 28, 28)),
+    Task("mnist_denoise", "28x28", "noise", "clean", (1, 28, 28)),
+    Task("mnist_sr", "28x28", "bicubic2x", "clean", (1, 28, 28)),
+    Task("imagenet32_denoise", "imagenet32", "noise", "clean", (3, 32, 32)),
+    Task("imagenet32_sr", "imagenet32", "bicubic2x", "clean", (3, 32, 32)),
+]}
+
+# the trivial restorer each task's model must beat
+BASELINE_NAMES = {"noise": "noisy input", "bicubic2x": "bicubic upsampling",
+                  "none": "input image vs prototype"}
+
+
+def get_task(name):
+    if name not in TASKS:
+        raise ConfigError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+    return TASKS[name]
+
+
+def add_gaussian_noise(clean, sigma, generator=None):
+    """Denoising input: clamp(y + N(0, sigma^2), 0, 1). clean: (B, C, H, W) in [0, 1]."""
+    noise = torch.randn(clean.shape, generator=generator, device=clean.device, dtype=clean.dtype)
+    return (clean + sigma * noise).clamp(0.0, 1.0)
+
+
+def bicubic_downsample(clean, factor=2, antialias=False):
+    """Super-resolution input: (B, C, H, W) -> (B, C, H/f, W/f), bicubic, clamped to [0, 1].
+    antialias=False as the reference code's F.interpolate; antialias=True (ours) is PIL's resize."""
+    b, c, h, w = clean.shape
+    if h % factor or w % factor:
+        raise ConfigError(f"image size {h}x{w} is not divisible by the SR factor {factor}")
+    low = F.interpolate(clean, size=(h // factor, w // factor), mode="bicubic",
+                        antialias=antialias, align_corners=False)
+    return low.clamp(0.0, 1.0)
+
+
+def bicubic_upsample(low, size):
+    """The classic baseline for super-resolution: plain bicubic upsampling, clamped."""
+    return F.interpolate(low, size=size, mode="bicubic", align_corners=False).clamp(0.0, 1.0)
+
+
+def baseline_prediction(task, x):
+    """The trivial restorer's output (BASELINE_NAMES) for a batch of inputs x (B, d_x): the noisy
+    input itself, bicubic upsampling of the low-resolution one, the input image (classification).
+    -> (B, d_out)."""
+    if task.degradation != "bicubic2x":
+        return x
+    c, h, w = task.image_shape
+    return bicubic_upsample(x.view(-1, c, h // 2, w // 2), (h, w)).flatten(1)
+
+
+def flip_images(images, codes):
+    """Flip augmentation. images (B, C, H, W); codes (B,) in {0: none, 1: h, 2: v, 3: h+v}."""
+    out = images.clone()
+    h = (codes == 1) | (codes == 3)
+    v = (codes == 2) | (codes == 3)
+    out[h] = out[h].flip(-1)
+    out[v] = out[v].flip(-2)
+    return out
+
+
+def degrade(task, clean, generator, noise_sigma):
+    """The network input for a clean image batch (B, C, H, W) -> (B, C, h, w). noise_sigma: the
+    noise tasks' sigma (the others ignore it)."""
+    if task.degradation == "noise":
+        return add_gaussian_noise(clean, noise_sigma, generator)
+    if task.degradation == "bicubic2x":
+        return bicubic_downsample(clean, 2)
+    return clean
+
+
+def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip_codes=None):
+    """uint8 images (B, C, H, W) -> (x (B, d_x), target (B, d_out)) as float in [0, 1]."""
+    clean = images_u8.float() / 255.0                          # (B, C, H, W)
+    if flip_codes is not None:
+        clean = flip_images(clean, flip_codes)
+    x = degrade(task, clean, generator, noise_sigma).flatten(1)  # (B, d_x)
+    target = prototypes[labels] if task.target == "prototype" else clean.flatten(1)  # (B, d_out)
+    return x, target
+
+
+def choose_prototypes(images, labels, n_classes=None, seed=42):
+    """Generative classification targets: one randomly chosen training image per class -> (K, D)."""
+    n_classes = n_classes or int(labels.max()) + 1
+    g = torch.Generator().manual_seed(seed)
+    protos = []
+    for c in range(n_classes):
+        idx = torch.nonzero(labels == c).flatten()
+        if len(idx) == 0:
+            raise ConfigError(f"class {c} has no training image to serve as its prototype")
+        pick = idx[torch.randint(len(idx), (1,), generator=g)]
+        protos.append(images[pick].float().flatten() / 255.0)
+    return torch.stack(protos)
+
+# -----------------------------------------------------------------------------
+# Metrics: PSNR (two conventions) and SSIM (Wang et al. 2004)
+
+
+def psnr_from_mse(mse, data_range=1.0):
+    """PSNR in dB; mse is clamped at 1e-10 so identical images give 100 dB instead of inf."""
+    mse = torch.as_tensor(mse, dtype=torch.float64).clamp_min(1e-10)
+    return 10.0 * torch.log10(data_range ** 2 / mse)
+
+
+def gaussian_window(size=11, sigma=1.5):
+    coords = torch.arange(size, dtype=torch.float64) - (size - 1) / 2
+    g = torch.exp(-coords ** 2 / (2 * sigma ** 2))
+    g = g / g.sum()
+    return g[:, None] * g[None, :]                                 # (size, size), sums to 1
+
+
+def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, valid=False):
+    """Mean SSIM per image (Wang et al. 2004), as the reference code computes it: torchmetrics'
+    structural_similarity_index_measure with its defaults - Gaussian 11x11 window, sigma 1.5,
+    the image reflect-padded by 5 so the SSIM map covers every pixel, the map averaged over all
+    of it, variances clamped at 0, and data_range None = the larger value range of x and y in
+    this call. valid=True is ours: no padding, only the windows inside the image (the central
+    18x18 of 28x28; on digits inside a black border it reads ~0.25-0.3 higher).
+    x, y: (B, C, H, W) -> (B,)."""
+    x, y = x.double(), y.double()
+    if min(x.shape[-2:]) < window_size:
+        raise ConfigError(f"SSIM window {window_size} is larger than the image "
+                          f"{tuple(x.shape[-2:])}")
+    if data_range is None:
+        data_range = max((x.max() - x.min()).item(), (y.max() - y.min()).item())
+    if not valid:
+        pad = (window_size // 2,) * 4
+        x, y = F.pad(x, pad, mode="reflect"), F.pad(y, pad, mode="reflect")
+    channels = x.size(1)
+    window = gaussian_window(window_size, sigma).to(x)[None, None].expand(channels, 1, -1, -1)
+    blur = lambda t: F.conv2d(t, window, groups=channels)  # noqa: E731  local Gaussian mean
+    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
+    mu_x, mu_y = blur(x), blur(y)
+    var_x, var_y = (blur(x * x) - mu_x ** 2).clamp_min(0), (blur(y * y) - mu_y ** 2).clamp_min(0)
+    cov = blur(x * y) - mu_x * mu_y
+    ssim_map = ((2 * mu_x * mu_y + c1) * (2 * cov + c2)) / (
+        (mu_x ** 2 + mu_y ** 2 + c1) * (var_x + var_y + c2))
+    return ssim_map.flatten(1).mean(1)  # (B,)
+
+
+class MetricAccumulator:
+    """Collects per-batch results; psnr_batchmse = reference convention, psnr_per_image = mean of
+    per-image PSNRs; loss = mean squared error over all pixels."""
+
+    def __init__(self):
+        self.n, self.sq_err, self.psnr_batch_sum, self.psnr_image_sum = 0, 0.0, 0.0, 0.0
+        self.ssim_sum, self.n_ssim, self.correct, self.n_acc = 0.0, 0, 0, 0
+
+    def add(self, pred, target, image_shape=None, with_ssim=False, correct=None):
+        pred, target = pred.float(), target.float()                 # (B, D)
+        b = pred.shape[0]
+        per_image_mse = ((pred - target) ** 2).mean(1).double()    # (B,)
+        self.n += b
+        self.sq_err += per_image_mse.sum().item()
+        self.psnr_batch_sum += psnr_from_mse(per_image_mse.mean()).item() * b
+        self.psnr_image_sum += psnr_from_mse(per_image_mse).sum().item()
+        if with_ssim:
+            pred_images, target_images = pred.view(b, *image_shape), target.view(b, *image_shape)
+            self.ssim_sum += ssim(pred_images, target_images).sum().item()
+            self.n_ssim += b
+        if correct is not None:
+            self.correct += int(correct.sum().item())
+            self.n_acc += b
+
+    def result(self):
+        n = max(self.n, 1)
+        out = {"n_images": self.n, "loss": self.sq_err / n,
+               "psnr_batchmse": self.psnr_batch_sum / n, "psnr_per_image": self.psnr_image_sum / n}
+        out.update({"ssim": self.ssim_sum / self.n_ssim} if self.n_ssim else {})
+        out.update({"accuracy": self.correct / self.n_acc} if self.n_acc else {})
+        return out

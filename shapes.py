@@ -1,0 +1,395 @@
+"""
+Every shape at one parameter budget: the plain GPT and each paper's mechanism, matched to it.
+
+From one baseline (a plain GPT's GPTConfig keywords) `matched_shapes` returns {name: (model_type,
+model_args)}: every mechanism at the baseline's budget (model.budget(): the non-embedding
+parameters without an untied LM head), each matched by its own paper's rule:
+
+    hourglass            same depth and heads; d and d_h by hourglass.match_baseline, the
+                         hourglass paper's Tables 2-3 (K sub-blocks, d_h / d ~ bottleneck_ratio)
+    ><former             the x schedule solved by Appendix A (variable_width.solve_widths), which
+                         matches the budget less the endpoint matrices W_end
+    hourglass+><former   the same solver against the matched hourglass shape (compose.py)
+    FFN-Wider            the CEA paper's baseline: a narrower d with a ~32 d FFN (match_ffn_wider)
+    CEA                  the FFN-Wider shape with rho = outer_ratio (the same parameters)
+    LWS <variant>        the LWS paper's four schedules, FFN multipliers scaled by lws.match_params
+
+compare.py trains these shapes and bench.py times them; both read one of two presets (the
+baseline, the matching settings and the training settings; any key overridable):
+
+    cpu   a 6-layer, 128-wide GPT on Shakespeare characters (all ten shapes: ~45 min on 2 cores)
+    gpu   the papers' 12-layer, 768-wide GPT on TinyStories (the hourglass paper's 113M row)
+
+`describe_shapes` counts every shape on the meta device (parameters by component, FLOPs/token,
+KV-cache bytes/token), `shapes_table` prints them, `plot_shapes` draws each shape per layer.
+Measured results: docs/compare.md.
+
+    python shapes.py                       # the CPU preset's shapes, counted (seconds)
+    python shapes.py --preset=gpu          # the GPU preset's (meta device: no memory)
+    python shapes.py --plot                # ... and the picture docs/shapes_cpu.png (--plot=PATH)
+    python shapes.py --models=GPT,CEA --n_layer=4 --n_embd=96    # some shapes, any preset key
+"""
+
+import json
+import math
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import torch
+
+import cea
+import hourglass
+import lws
+from configurator import ConfigError, build_model, parse_overrides
+from model import SwiGLU, padded_vocab_size
+
+ROOT = Path(__file__).resolve().parent
+
+# ----------------------------------------------------------------------------------------
+# Every mechanism at one matched parameter budget
+
+
+LWS_SCHEDULES = dict(lws.VARIANTS)  # the paper's 18-layer schedules (Table 2), before matching
+SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA",
+               *(f"LWS {name}" for name in LWS_SCHEDULES))
+
+
+def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x",
+                   width_multiple=32, ffn_wider_mult=32, outer_ratio=0.125, ffn_multiple=256,
+                   head_dim_multiple=2, hidden_multiple=1, models=SHAPE_NAMES):
+    """{name: (model_type, model_args)}: the plain GPT `baseline` (GPTConfig keyword arguments) and
+    every mechanism at its budget, each matched by its own paper's rule (the table above): the
+    hourglass with K = n_sub_blocks sub-blocks and d_h / d ~ bottleneck_ratio, the ><formers with
+    the width_schedule, FFN-Wider with a ~ffn_wider_mult d FFN, CEA with rho = outer_ratio, the LWS
+    variants with their FFN widths rounded to ffn_multiple.
+
+    Where a paper does not fix a rounding, ours keeps the GPU's kernels fed (the GPU preset):
+    head dims multiples of head_dim_multiple (FFN-Wider's d; the ><former's width_multiple is
+    given as n_head x 8 there), and FFN hidden sizes multiples of hidden_multiple (the composed
+    model's d_h,l, and CEA's Outer- and Inner-FFN: W is then a multiple of hidden_multiple / rho).
+    The hourglass shape is the paper's (d = 1032, d_h = 418 for the 12L/768 baseline): not rounded.
+    `models`: the names to match (in SHAPE_NAMES' order); the others are never built.
+    """
+    wanted = lambda *names: any(name in models for name in names)
+    shapes = {}
+    if wanted("GPT"):
+        shapes["GPT"] = ("gpt", dict(baseline))
+    if wanted("hourglass", "hourglass+><former"):
+        hg = hourglass.match_baseline(baseline, n_sub_blocks, bottleneck_ratio)
+        shapes["hourglass"] = ("hourglass", hg)
+    former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
+    shapes["><former"] = ("variable_width", {**baseline, **former})
+    if wanted("hourglass+><former"):
+        # (only when it rounds: the CPU preset's model_args stay as before, so finished runs resume)
+        rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
+        shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
+    if wanted("FFN-Wider", "CEA"):
+        # W a multiple of 8, and of hidden_multiple / rho, so CEA's split rho W keeps that rounding
+        rho = Fraction(outer_ratio).limit_denominator(64)
+        multiple = math.lcm(8, rho.denominator * hidden_multiple)
+        wider = match_ffn_wider(baseline, ffn_wider_mult, multiple, head_dim_multiple)
+        shapes["FFN-Wider"] = ("cea", wider)
+        shapes["CEA"] = ("cea", {**wider, "outer_ratio": outer_ratio})
+    lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
+    for name, schedule in LWS_SCHEDULES.items():
+        if wanted(f"LWS {name}"):
+            variant = {**lws_base, **schedule, "ffn_multiple": ffn_multiple}
+            shapes[f"LWS {name}"] = ("lws", lws.match_params(lws_base, variant)[0])
+    return {name: shapes[name] for name in SHAPE_NAMES if name in models}
+
+
+def count_budget(model_type, **model_args):
+    """model.budget() of a model_type built on the meta device (instant, no memory): the
+    non-embedding parameters without an untied LM head, which every shape is matched on."""
+    with torch.device("meta"):
+        return build_model(model_type, **dict(model_args, block_size=2)).budget()
+
+
+def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
+    """FFN-Wider at the baseline's budget: same depth and heads, a narrower d and an FFN
+    about ffn_mult x d wide. For each d (head_dim_multiple x n_head apart: head dims stay even
+    for RoPE, or multiples of 8 for the GPU's fast attention kernels) cea.match_ffn_hidden solves
+    the FFN width W (a multiple of `multiple`) that matches the budget; the d whose W / d is
+    closest to ffn_mult wins. Returns cea.CEAConfig keyword arguments (outer_ratio 1)."""
+    if head_dim_multiple % 2:
+        raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
+                         "2, 8, ...")
+    target = count_budget("gpt", **baseline)
+    step = head_dim_multiple * baseline["n_head"]
+    shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
+    best = None
+    for d in range(step, baseline["n_embd"] + 1, step):
+        # in non_embedding
+        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d
+        width = cea.match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
+        score = abs(width / d - ffn_mult)
+        if best is None or score < best[0]:
+            best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
+    return best[1]
+
+
+def shape_label(model):
+    """A short description of a model's shape, for tables."""
+    c = model.config
+    label = f"L{c.n_layer} d{c.n_embd}"
+    widths = getattr(c, "layer_widths", None)
+    if widths and len(set(widths)) > 1:
+        label += " w" + "/".join(map(str, widths))
+    heads = [s.n_head for s in c.layers]
+    label += f" h{heads[0]}" if len(set(heads)) == 1 else " h" + "/".join(map(str, heads))
+    hidden = [s.ffn_hidden for s in c.layers]
+    k = getattr(c, "n_sub_blocks", 1)
+    ffn = f"{hidden[0]}" if len(set(hidden)) == 1 else "/".join(map(str, hidden))
+    label += f" ffn{'' if k == 1 else f' {k}x'}{ffn}"
+    inner = getattr(c, "inner_hidden", 0)  # cea.py's models
+    if inner:
+        label += f" inner{inner}"
+    if getattr(c, "outer_ratio", 1.0) < 1.0:  # composed models with CEA attention
+        label += f" rho{c.outer_ratio:g}"
+    return label
+
+
+# ----------------------------------------------------------------------------------------
+# The presets of compare.py and bench.py, and the table of shapes
+
+# Keys handed to matched_shapes; the rest of a preset is the baseline and training.
+MATCHING_KEYS = ("n_sub_blocks", "bottleneck_ratio", "width_schedule", "width_multiple",
+                 "ffn_wider_mult", "outer_ratio", "ffn_multiple", "head_dim_multiple",
+                 "hidden_multiple")
+BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
+
+# 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
+# Measured: ~45 min for all ten on a 2-core CPU (see README, Results).
+CPU_PRESET = dict(
+    out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models="", seeds="1337",
+    n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
+    block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600, learning_rate=2e-3,
+    min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
+    device="auto", dtype="auto", compile=False,
+    n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
+    outer_ratio=0.125, ffn_multiple=32, head_dim_multiple=2, hidden_multiple=1)
+# The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
+# gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
+# 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
+GPU_PRESET = dict(
+    CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
+    block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200,
+    eval_interval=250, eval_iters=50, log_interval=50, compile=True,
+    width_multiple=96,  # widths: multiples of 8 x 12 heads, so every head dim is a multiple of 8
+    # FFN-Wider / CEA: d = 12 heads x a multiple of 8 (fast SDPA kernels on CUDA)
+    head_dim_multiple=8,
+    hidden_multiple=8,  # hourglass+><former: each layer's d_h,l a multiple of 8 (tensor cores)
+    ffn_multiple=256)  # the LWS paper's FFN divisor
+PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
+
+
+# Matching settings renamed to the names the model configs use: the old name still works, on the
+# command line and in a config file, with a note, until the next release.
+RENAMED = {"hourglass_k": "n_sub_blocks", "hourglass_ratio": "bottleneck_ratio",
+           "cea_outer_ratio": "outer_ratio"}
+
+
+def renamed_note(old, dashes="--"):
+    print(f"note: {dashes}{old} is now {dashes}{RENAMED[old]} (the old name works until the next "
+          f"release)", file=sys.stderr)
+
+
+def preset_settings(argv, keys=None, extra=None):
+    """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
+    on top (shapes.py, compare.py and bench.py read their command lines this way).
+    keys: keep only these preset keys; extra: the calling tool's own options and defaults.
+    An old name of RENAMED is read as its new name, with a note."""
+    preset = next((a.split("=", 1)[1] for a in argv if a.startswith("--preset=")), "cpu")
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
+    defaults.update(extra or {}, preset=preset)
+    args = []
+    for arg in argv:  # --hourglass_k=4 -> --n_sub_blocks=4
+        key, sep, text = arg[2:].partition("=")
+        if arg.startswith("--") and RENAMED.get(key) in defaults:
+            renamed_note(key)
+            arg = f"--{RENAMED[key]}{sep}{text}"
+        args.append(arg)
+    # a config file's old names: read as keys of their own, then moved to the new name (which
+    # wins when both are given); --help and the list of known keys show the new names only
+    files = any(not a.startswith("-") for a in argv) and not ({"-h", "--help"} & set(argv))
+    old = {o: defaults[n] for o, n in RENAMED.items() if n in defaults} if files else {}
+    given = set()
+    settings = parse_overrides(args, {**defaults, **old}, given=given)
+    for key in old:
+        value = settings.pop(key)
+        if key in given:
+            renamed_note(key, dashes="")
+            if RENAMED[key] not in given:
+                settings[RENAMED[key]] = value
+    return settings
+
+
+def select_models(models):
+    """The shape names that `models` picks: comma-separated names or their folder slugs ('' =
+    all), in SHAPE_NAMES' order, checked before anything is matched."""
+    if not models:
+        return SHAPE_NAMES
+    wanted = [m.strip() for m in models.split(",")]
+    unknown = [m for m in wanted if m not in SHAPE_NAMES and m not in map(slug, SHAPE_NAMES)]
+    if unknown:
+        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(SHAPE_NAMES)} "
+                          f"(or {', '.join(map(slug, SHAPE_NAMES))})")
+    return tuple(name for name in SHAPE_NAMES if name in wanted or slug(name) in wanted)
+
+
+def dataset_vocab_size(dataset, data_dir=""):
+    """The vocabulary of data/<dataset> (or data_dir) from its meta.json; before the data is
+    prepared (train.py prepares the small datasets), the known sizes."""
+    meta = Path(data_dir or ROOT / "data" / dataset) / "meta.json"
+    if meta.exists():
+        return json.loads(meta.read_text())["vocab_size"]
+    return {"shakespeare_char": 65}.get(dataset, 50257)
+
+
+def baseline_of(settings):
+    """The plain GPT's build kwargs from a preset. The vocabulary is the data's, padded as train.py
+    pads it (model.padded_vocab_size: GPT-2's 50257 -> 50304), so the tables count what trains."""
+    vocab_size = dataset_vocab_size(settings["dataset"], settings["data_dir"])
+    return dict(vocab_size=padded_vocab_size(vocab_size), block_size=settings["block_size"],
+                **{k: settings[k] for k in BASELINE_KEYS})
+
+
+def slug(name):
+    """A folder name for a model name: '><former' -> 'xformer', 'LWS crown' -> 'lws-crown'."""
+    return name.replace("><former", "xformer").replace("+", "-").replace(" ", "-").lower()
+
+
+# The shapes, counted on the meta device (no memory, no time)
+
+
+def describe_shapes(shapes, seq_len):
+    """{name: dict of shape, parameter counts by component, FLOPs/token, KV-cache bytes/token}."""
+    out = {}
+    for name, (model_type, model_args) in shapes.items():
+        with torch.device("meta"):
+            model = build_model(model_type, **model_args)
+        c = model.param_counts()
+        endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
+        out[name] = dict(model_type=model_type, shape=shape_label(model),
+                         embedding=c["embedding"] + c["lm_head"], attention=c["attention"],
+                         ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
+                         endpoint=endpoint, total=c["total"],
+                         flops_per_token=model.flops_per_token(seq_len),
+                         # bf16 keys + values, all layers
+                         kv_bytes_per_token=model.kv_cache_bytes_per_token())
+    return out
+
+
+def shapes_table(shapes_info, extra_columns=None):
+    """Markdown, one row per shape of describe_shapes(). extra_columns: (header cells, {name: row
+    cells}) appended on the right (compare.py adds its training results this way)."""
+    names = list(shapes_info)
+    # the plain GPT, unless --models left it out
+    first, base_budget = names[0], shapes_info[names[0]]["budget"]
+    head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
+            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token"]
+    extra_head, extra_cells = extra_columns or ([], {})
+    lines = ["| " + " | ".join(head + extra_head) + " |",
+             "|---|---|" + "---:|" * (len(head) - 2 + len(extra_head))]
+    for name in names:
+        r = shapes_info[name]
+        matched = r["budget"] - r["endpoint"]  # Appendix A's count: W_end left out
+        vs_gpt = 100 * (r["budget"] / base_budget - 1)
+        cells = [name, r["shape"], f"{r['embedding'] / 1e6:.3f}M", f"{r['attention'] / 1e6:.3f}M",
+                 f"{r['ffn'] / 1e6:.3f}M", f"{r['budget'] / 1e6:.3f}M ({vs_gpt:+.1f}%)",
+                 f"{matched / 1e6:.3f}M ({100 * (matched / base_budget - 1):+.1f}%)",
+                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}"]
+        lines.append("| " + " | ".join(cells + list(extra_cells.get(name, []))) + " |")
+    return "\n".join(lines)
+
+
+# A picture of every shape
+
+
+def layer_profile(model):
+    """Per layer of a model (built on any device): the residual stream's width, the attention
+    width (query heads x head dim), the hidden size of each FFN sub-block (K of them in an
+    hourglass) and of an Inner-FFN inside attention (CEA; 0 without)."""
+    c = model.config
+    rows = []
+    for i, (block, spec) in enumerate(zip(model.blocks, c.layers)):
+        stream = c.layer_widths[i] if getattr(c, "layer_widths", None) else c.n_embd
+        inner = getattr(block.attn, "inner_ffn", None)
+        ffns = [m for m in block.ffn.modules() if isinstance(m, SwiGLU)]
+        rows.append(dict(stream=stream, attention=spec.n_head * spec.head_dim,
+                         ffn=[m.out_proj.in_features for m in ffns],
+                         inner=inner.out_proj.in_features if isinstance(inner, SwiGLU) else 0))
+    return rows
+
+
+def plot_shapes(shapes, path, title=""):
+    """One panel per matched shape: per layer, the residual width (grey bars), the attention
+    width (blue), each FFN sub-block's hidden size (orange; K marks for an hourglass) and CEA's
+    Inner-FFN (green), on one log-scaled width axis so that every panel reads alike."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(shapes)
+    cols = min(5, n)
+    rows_n = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.9 * rows_n), sharey=True,
+                             squeeze=False)
+    for ax, (name, (model_type, model_args)) in zip(axes.flat, shapes.items()):
+        with torch.device("meta"):
+            layers = layer_profile(build_model(model_type, **model_args))
+        x = range(1, len(layers) + 1)
+        ax.bar(x, [r["stream"] for r in layers], color="0.85", label="residual width")
+        ax.plot(x, [r["attention"] for r in layers], "o-", color="tab:blue", label="attention")
+        k = max(len(r["ffn"]) for r in layers)
+        ffn = [r["ffn"][0] if r["ffn"] else float("nan") for r in layers]
+        ax.plot(x, ffn, "s-", color="tab:orange", label="FFN hidden (per sub-block)")
+        if k > 1:
+            ax.text(0.03, 0.93, f"{k} FFN sub-blocks per layer", transform=ax.transAxes,
+                    fontsize=7, color="tab:orange", va="top")
+        if any(r["inner"] for r in layers):
+            ax.plot(x, [r["inner"] or float("nan") for r in layers], "^--", color="tab:green",
+                    label="Inner-FFN (in attention)")
+        ax.set_title(name, fontsize=9)
+        ax.set_yscale("log", base=2)
+        ax.set_xticks(list(x))
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("width")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("layer")
+    handles = {}
+    for ax in axes.flat:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles),
+               fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]  # --plot (to docs/shapes_<preset>.png) or --plot=PATH draws the shapes too
+    plots = [a.split("=", 1)[1] if "=" in a else "" for a in args if a.split("=")[0] == "--plot"]
+    plot = plots[-1] if plots else None  # the last one wins, as for every option
+    try:
+        settings = preset_settings([a for a in args if a.split("=")[0] != "--plot"])
+        shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
+                                models=select_models(settings["models"]))
+        print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
+        print(shapes_table(describe_shapes(shapes, settings["block_size"])))
+    except (ConfigError, ValueError) as e:
+        raise SystemExit(f"error: {e}")
+    if plot is not None:
+        path = plot or str(ROOT / "docs" / f"shapes_{settings['preset']}.png")
+        title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
+                 f"(L{settings['n_layer']}, d{settings['n_embd']})")
+        plot_shapes(shapes, path, title)
+        print(f"\nwrote {path}")
