@@ -322,3 +322,34 @@ def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
     units = round((target_non_embedding - count(multiple)) / per_unit / multiple + 1)
     return multiple * max(1, units)
 
+
+def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
+    """FFN-Wider at the budget of the plain GPT `baseline` (GPTConfig keywords): same depth and
+    heads, a narrower d and an FFN about ffn_mult x d wide. For each d (head_dim_multiple x n_head
+    apart: head dims stay even for RoPE, or multiples of 8 for the GPU's fast attention kernels)
+    match_ffn_hidden solves the FFN width W (a multiple of `multiple`) that matches the budget; the
+    d whose W / d is closest to ffn_mult wins. Returns CEAConfig keywords (outer_ratio 1)."""
+    if head_dim_multiple % 2:
+        raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
+                         "2, 8, ...")
+    with torch.device("meta"):
+        target = GPT(GPTConfig(**dict(baseline, block_size=2))).budget()
+    step = head_dim_multiple * baseline["n_head"]
+    shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
+    best = None
+    for d in range(step, baseline["n_embd"] + 1, step):
+        # budget() leaves out an untied head; non_embedding counts it
+        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d
+        width = match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
+        score = abs(width / d - ffn_mult)
+        if best is None or score < best[0]:
+            best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
+    return best[1]
+
+
+def matched_args(baseline):
+    """What a bare `--model_type=cea` trains: CEA with the paper's GPT setting rho = 0.125 on the
+    FFN-Wider shape matched to the plain GPT that `baseline` describes (CEA moves FFN width
+    inside attention, so it has FFN-Wider's parameters)."""
+    return {**match_ffn_wider(baseline), "outer_ratio": 0.125}
+

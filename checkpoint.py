@@ -5,8 +5,9 @@ out_dir, the time budget, resume settings, RNG states - is run.py's.)
 
 - `save_checkpoint` writes to `<path>.tmp.<pid>`, fsyncs it, then renames it over `<path>`.
   A rename within one directory is atomic, so a run killed mid-save leaves the previous
-  checkpoint intact (and at worst a stray temp file, which the next save removes). A disk that
-  fills up raises DiskFull, one line saying what is intact.
+  checkpoint intact; a save cut short by an error, Ctrl-C or SIGTERM removes its temp file (a
+  kill -9 leaves one, which the next save removes). A disk that fills up raises DiskFull, one
+  line saying what is intact.
 - `load_checkpoint` uses `torch.load(weights_only=True)`: only tensors and plain Python
   containers are unpickled, so a checkpoint from someone else cannot execute code.
   That is why everything we store (model arguments, the training config, RNG states)
@@ -74,7 +75,6 @@ def save_checkpoint(state, path, previous=""):
                 raise (recorded.error or e) from None
         os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         intact = (f"the previous {path.name} ({previous}) is intact" if previous and path.exists()
@@ -82,6 +82,8 @@ def save_checkpoint(state, path, previous=""):
         raise DiskFull(f"error: no space left on the disk of {path.parent} while saving "
                        f"{path.name}: {intact}. Free some space, then continue the run with "
                        f"--init_from=resume") from None
+    finally:  # a save cut short (an error, Ctrl-C, SIGTERM) leaves no temporary file
+        tmp.unlink(missing_ok=True)
 
 
 class CheckpointError(SystemExit):

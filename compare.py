@@ -1,306 +1,354 @@
 """
 Which shape wins at my parameter and token budget, and what does it cost? One command:
 
-    python compare.py                          # CPU preset: 10 shapes x 600 steps,
-                                               # ~45 min on 2 cores
-    python compare.py --preset=gpu             # the papers' smallest shapes (12L/768 baseline)
-                                               # on TinyStories
-    python compare.py --seeds=1337,1338,1339   # more seeds: the table shows mean +- std
+    python compare.py                          # CPU preset: 10 shapes x 600 steps, one rate and
+                                               # one seed (~45 min on 2 cores): a demonstration
+    python compare.py config/compare_verdict_cpu.py   # the verdict: 3 rates, 3 seeds (~3 h)
+    python compare.py --learning_rates=1e-3,2e-3,4e-3 --seeds=1337,1338,1339 --jobs=2
     python compare.py --models=GPT,CEA --max_iters=200 --out_dir=out-quick   # any preset key
+    python compare.py --preset=gpu             # the papers' smallest shapes, on TinyStories
     python shapes.py --preset=gpu              # only the matched shapes, no training
 
 From one baseline shape (the plain GPT) shapes.matched_shapes builds every mechanism at the
-baseline's non-embedding parameter count, each by its paper's own matching rule:
+baseline's non-embedding parameter count, each by its paper's own matching rule: GPT, hourglass,
+><former, hourglass+><former, FFN-Wider, CEA (against FFN-Wider), LWS vanilla/framed/reverse/crown.
+Each is trained by train.py with the same data order for a seed (the batch sampler is seeded by
+`seed` alone), the same optimizer, schedule and token budget, at its own learning rate:
 
-    GPT, hourglass, ><former, hourglass+><former, FFN-Wider, CEA (against FFN-Wider),
-    LWS vanilla, LWS framed, LWS reverse, LWS crown.
+    phase 1   every shape at every rate of --learning_rates, with the first seed; each shape's
+              rate is the one of its lowest final val loss (at an end of the list: flagged)
+    phase 2   every shape's other --seeds at its chosen rate, once its phase 1 has finished
 
-Each is trained by train.py with the same data order and seed (the batch sampler is seeded
-by `seed` alone, so every model sees the same batches), the same optimizer, schedule and
-token budget. Everything goes into one folder (`out_dir`):
+and each shape's verdict against the GPT is its seed-paired difference (verdict.py states the
+rule). --jobs=2 runs two train.py side by side (each with its share of the threads). A run's
+min_lr is its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
 
-    <name>-s<seed>/config.py     the train.py config of that run (rerun it alone with train.py)
-    <name>-s<seed>/train.log     its output; ckpt.pt and metrics.jsonl as train.py writes them
-    <name>-s<seed>/result.json   written when the run has finished
-    results.md, results.json     the table: shape, parameters by component, FLOPs/token,
-                                 KV-cache bytes/token, training tokens/s, final val loss
-    val_loss.png                 the validation-loss curves, against tokens and wall-clock time
+    <name>-lr<rate>-s<seed>/   one run (<name>-s<seed>/ when one rate is given): config.py (rerun
+                               it alone with train.py), train.log, ckpt.pt and metrics.jsonl as
+                               train.py writes them, result.json once it finished (or diverged)
+    results.md      the verdict table, phase 1's loss at every rate, the shapes (parameters by
+                    component, FLOPs/token, KV-cache bytes/token, training tokens/s)
+    results.json    the settings, shapes, every run and every verdict; results.csv: every run
+                    (shape, model_type, lr, seed, val_loss, train_loss, tokens, elapsed_s,
+                    tokens_per_s; a diverged run's val_loss is nan)
+    val_loss.png    the curves at each shape's chosen rate, against tokens and wall-clock time
+    verdict.png     final losses with their seeds beside the GPT's, and loss against the rate
 
-Interrupt it (Ctrl-C) and run the same command again: finished runs are skipped, the
-interrupted one resumes from its last checkpoint (train.py's resume is exact, so its losses
-are those of an uninterrupted run), and the table and plot are rebuilt from the saved
-results. Tokens/s are measurements and change from one machine state to the next; every
-loss and count in the table comes out the same. Changing a run's settings and reusing its
-out_dir is refused: use a new out_dir.
+Interrupt it (Ctrl-C, or a SIGTERM as Slurm and Kubernetes send) and run the same command
+again: finished runs are skipped, the interrupted ones resume from their last checkpoint
+(train.py's resume is exact, so their losses are those of an uninterrupted run), and the tables
+and plots are rebuilt from the saved results. A run is its settings: a longer --learning_rates or
+--seeds list reuses every finished run. Tokens/s are measurements and change from one machine
+state to the next; every loss and count comes out the same. A run folder holding other settings
+is refused: use a new out_dir. So is an out_dir in use by another compare.py (it holds
+out_dir/compare.lock) or by a train.py in one of its run folders. It runs from any folder: out_dir
+and data_dir are taken relative to where you run it.
 """
 
+import csv
 import json
+import math
+import os
+import shlex
+import signal
 import statistics
-import subprocess
 import sys
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
-from configurator import ConfigError, usage_error
+from configurator import ConfigError, check_train_settings, train_defaults, usage_error
 from dataset import find_dataset
-from plot import read_evals
-from shapes import (MATCHING_KEYS, ROOT, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
+from plot import plot_curves, plot_verdict
+from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
                     preset_settings, select_models, shapes_table, slug)
-
+from sweep import (TERMINATED, busy, lock_out_dir, run_all, same_settings, terminated,
+                   train_one, training_in, write_atomic)
+from verdict import (choose_rate, rate_label, rates_table, shape_rows, verdict_footer,
+                     verdict_table)
 
 # ----------------------------------------------------------------------------------------
-# Running one model through train.py, resumably
+# The runs of a comparison: their settings and folders, the two phases
 
 
 TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accumulation_steps",
-              "max_iters", "learning_rate", "min_lr", "warmup_iters", "eval_interval", "eval_iters",
-              "log_interval", "device", "dtype", "compile")
+              "max_iters", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device",
+              "dtype", "compile")
+CSV_COLUMNS = ("shape", "model_type", "lr", "seed", "val_loss", "train_loss", "tokens",
+               "elapsed_s", "tokens_per_s")
 
 
-def run_config(settings, model_type, model_args, seed, run_dir):
-    """The train.py settings of one run, as the text of a config file."""
+def run_config(settings, model_type, model_args, lr, seed, run_dir):
+    """The train.py settings of one run (out_dir: its absolute path; train.py runs in the repo).
+    min_lr keeps the preset's ratio to the rate (2e-3 decays to 2e-4), rounded as one writes it."""
     config = {k: settings[k] for k in TRAIN_KEYS}
-    config.update(out_dir=str(run_dir), lr_decay_iters=settings["max_iters"], seed=seed,
-                  sample_tokens=0, model_type=model_type, model_args=model_args)
-    header = "# written by compare.py; run alone with: python train.py <this file>\n"
-    return header + "".join(f"{k} = {v!r}\n" for k, v in config.items())
+    config.update(out_dir=str(run_dir), learning_rate=lr,
+                  min_lr=float(f"{lr * settings['min_lr_ratio']:.12g}"),
+                  lr_decay_iters=settings["max_iters"], seed=seed, sample_tokens=0,
+                  model_type=model_type, model_args=model_args)
+    return config
 
 
-def summarize_run(run_dir, max_iters):
-    """result.json's content from a finished run's metrics.jsonl."""
-    evals = {r["iter"]: r for r in read_evals(run_dir)}  # one record per step, even after resumes
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-               if line.strip()]
-    steps = [r for r in records if "tokens_per_s" in r]
-    # step 0 includes warm-up (and compilation)
-    steps = [r for r in steps if r["iter"] > 0] or steps
-    if max_iters not in evals:
-        raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
-    median = lambda key: statistics.median(r[key] for r in steps) if steps else None
-    mfus = [r["mfu"] for r in steps if r.get("mfu") is not None]
-    return dict(val_loss=evals[max_iters]["val_loss"], train_loss=evals[max_iters]["train_loss"],
-                tokens=evals[max_iters]["tokens"], elapsed_s=evals[max_iters]["elapsed_s"],
-                tokens_per_s=median("tokens_per_s"), ms_per_iter=median("ms_per_iter"),
-                mfu=statistics.median(mfus) if mfus else None,
-                curve=[dict(iter=k, tokens=evals[k]["tokens"], val_loss=evals[k]["val_loss"],
-                            elapsed_s=evals[k]["elapsed_s"]) for k in sorted(evals)])
+@dataclass(eq=False)
+class Run:
+    name: str
+    lr: float
+    seed: int
+    dir: Path
+    config: dict
+    tag: str  # "GPT lr2e-3 s1337" ("GPT s1337" with one rate)
+    order: tuple  # (phase, seed, shape, rate): the queue's order
+
+    @property
+    def key(self):
+        return self.name, self.lr, self.seed
 
 
-def train_one(run_dir, config_text, max_iters, tag):
-    """Train (or resume, or skip) one run; return its result dict."""
-    result_path = run_dir / "result.json"
-    config_path = run_dir / "config.py"
-    if config_path.exists() and config_path.read_text() != config_text:
-        raise SystemExit(f"{config_path} holds different settings from this command's. Results of "
-                         f"different settings must not mix: pass a new --out_dir (or delete "
-                         f"{run_dir} to retrain it).")
-    if result_path.exists():
-        print(f"{tag}: finished before, skipping ({result_path})")
-        return json.loads(result_path.read_text())
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(config_text)
-    resume = (run_dir / "ckpt.pt").exists()
-    if not resume and (run_dir / "metrics.jsonl").exists():
-        (run_dir / "metrics.jsonl").unlink()  # killed before its first checkpoint: start clean
-    print(f"{tag}: {'resuming from ' + str(run_dir / 'ckpt.pt') if resume else 'training'} "
-          f"(log: {run_dir / 'train.log'})")
-    command = [sys.executable, str(ROOT / "train.py"), str(config_path),
-               f"--init_from={'resume' if resume else 'scratch'}"]
-    with open(run_dir / "train.log", "a") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, cwd=ROOT)
-        for line in process.stdout:
-            log.write(line)
-            log.flush()  # tail -f works
-            if line.startswith(("step ", "error", "Traceback")) or "Error" in line:
-                print(f"  {tag} {line.rstrip()}", flush=True)
-        if process.wait() != 0:
-            raise SystemExit(f"{tag}: train.py failed (exit {process.returncode}); "
-                             f"see {run_dir / 'train.log'}")
-    result = summarize_run(run_dir, max_iters)
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(result_path)  # atomic: a result.json is always a finished run's
-    return result
+def run_dirs(out_dir, name, lr, seed):
+    """The two folders a run may be in: <slug>-lr<rate>-s<seed>, <slug>-s<seed> (a comparison of
+    one rate, the name from before rates were compared)."""
+    return [out_dir / f"{slug(name)}-lr{rate_label(lr)}-s{seed}", out_dir / f"{slug(name)}-s{seed}"]
 
 
-def parse_seeds(text):
-    try:
-        return [int(seed) for seed in str(text).split(",")]
-    except ValueError:
-        raise ConfigError(f"seeds={text!r}: give comma-separated integers, "
-                          "e.g. 1337,1338") from None
+def plan_run(settings, shape, name, lr, seed, phase):
+    """One shape at one rate and seed. Its folder is this comparison's name for it, unless the
+    other name holds a run of exactly these settings (left there by a comparison of more, or of
+    one, rates): a run is its settings."""
+    rates, seeds = settings["learning_rates"], settings["seeds"]
+    named = run_dirs(Path(settings["out_dir"]), name, lr, seed)[::-1 if len(rates) == 1 else 1]
+    config = lambda run_dir: run_config(settings, *shape, lr, seed, run_dir)  # noqa: E731
+    folder = next((d for d in named if same_settings(d / "config.py", config(d))), named[0])
+    tag = f"{name}{'' if len(rates) == 1 else f' lr{rate_label(lr)}'} s{seed}"
+    order = (phase, seeds.index(seed), SHAPE_NAMES.index(name), rates.index(lr))
+    return Run(name, lr, seed, folder, config(folder), tag, order)
 
 
-def finished_elsewhere(settings, seeds, out_dir, matching, exclude):
-    """{name: ((model_type, model_args), {seed: result})} of the shapes not in `exclude` whose
-    runs of every seed finished in out_dir with exactly this command's settings (an earlier
-    `--models=...` run), so a run of a few models adds to the table instead of replacing it."""
+def phase1_runs(settings, shape, name):
+    return [plan_run(settings, shape, name, lr, settings["seeds"][0], 1)
+            for lr in settings["learning_rates"]]
+
+
+def phase2_runs(settings, shape, name, results):
+    """The shape's other seeds at the rate its phase-1 results chose (none if all diverged)."""
+    seeds = settings["seeds"]
+    lr, _ = choose_rate({lr: results[(name, lr, seeds[0])]["val_loss"]
+                         for lr in settings["learning_rates"]})
+    return [] if lr is None else [plan_run(settings, shape, name, lr, seed, 2)
+                                  for seed in seeds[1:]]
+
+
+def finished(run):
+    return (run.dir / "result.json").exists() and same_settings(run.dir / "config.py", run.config)
+
+
+def finished_elsewhere(settings, matching, exclude):
+    """{name: (shape, {run.key: result})} of the shapes not in `exclude` whose every run of this
+    comparison finished in out_dir with exactly these settings (an earlier `--models=...`
+    command), so that a command for a few shapes adds to the table instead of replacing it."""
+    out_dir, seed = Path(settings["out_dir"]), settings["seeds"][0]
     names = [n for n in SHAPE_NAMES if n not in exclude and all(
-        (out_dir / f"{slug(n)}-s{seed}" / "result.json").exists() for seed in seeds)]
-    if not names:
-        return {}
-    shapes = matched_shapes(baseline_of(settings), **matching, models=names)
+        any((d / "result.json").exists() for d in run_dirs(out_dir, n, lr, seed))
+        for lr in settings["learning_rates"])]
     found = {}
-    for name, (model_type, model_args) in shapes.items():
-        dirs = {seed: out_dir / f"{slug(name)}-s{seed}" for seed in seeds}
-        if all((d / "config.py").read_text()
-               == run_config(settings, model_type, model_args, seed, d)
-               for seed, d in dirs.items()):
-            found[name] = ((model_type, model_args),
-                           {seed: json.loads((d / "result.json").read_text())
-                            for seed, d in dirs.items()})
+    for name, shape in (matched_shapes(baseline_of(settings), **matching, models=names)
+                        if names else {}).items():
+        runs = phase1_runs(settings, shape, name)
+        if all(map(finished, runs)):
+            results = {run.key: json.loads((run.dir / "result.json").read_text()) for run in runs}
+            more = phase2_runs(settings, shape, name, results)
+            if all(map(finished, more)):
+                found[name] = (shape, {**results, **{run.key: json.loads(
+                    (run.dir / "result.json").read_text()) for run in more}})
     return found
 
 
 # ----------------------------------------------------------------------------------------
-# The table and the plot
 
 
-def results_table(shapes_info, results, seeds):
-    """shapes.shapes_table with the training results on the right: tokens/s (mean over seeds, as
-    a ratio to the first model) and the final val loss (mean, and std if several seeds)."""
-    first = next(iter(shapes_info))
-    base_tps = statistics.fmean(results[(first, s)]["tokens_per_s"] for s in seeds)
-    head = [f"tokens/s (vs {first})",
-            "val loss" + (" (mean +- std over seeds)" if len(seeds) > 1 else "")]
-    cells = {}
-    for name in shapes_info:
-        tps = statistics.fmean(results[(name, s)]["tokens_per_s"] for s in seeds)
-        losses = [results[(name, s)]["val_loss"] for s in seeds]
-        spread = f" +- {statistics.stdev(losses):.4f}" if len(losses) > 1 else ""
-        cells[name] = [f"{tps:,.0f} ({tps / base_tps:.2f}x)",
-                       f"{statistics.fmean(losses):.4f}{spread}"]
-    return shapes_table(shapes_info, (head, cells))
-
-
-def plot_curves(names, results, seeds, path, title):
-    """Validation loss against tokens (left) and wall-clock minutes (right); the mean over
-    seeds as a line, the min-max band shaded when there are several."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), dpi=110, sharey=True)
-    zoom = axes[0].inset_axes([0.42, 0.42, 0.55, 0.55])  # the last third of training, magnified
-    styles = ["-", "--", "-.", ":"]
-    finals, earlies, worst_finals = [], [], []
-    for i, name in enumerate(names):
-        curves = [results[(name, s)]["curve"] for s in seeds]
-        n = min(len(c) for c in curves)
-        losses = [[c[j]["val_loss"] for c in curves] for j in range(n)]
-        mean = [statistics.fmean(v) for v in losses]
-        finals.append(mean[-1])
-        earlies.append(mean[2] if n > 5 else max(mean))  # a short run: every evaluation shows
-        worst_finals.append(max(mean[-1], mean[max(0, 2 * n // 3)]))
-        for ax, key, scale in ((axes[0], "tokens", 1e6), (axes[1], "elapsed_s", 60),
-                               (zoom, "tokens", 1e6)):
-            xs = [statistics.fmean(c[j][key] for c in curves) / scale for j in range(n)]
-            line, = ax.plot(xs, mean, styles[i // 10 % 4], marker="o", markersize=2.5, label=name,
-                            color=f"C{i % 10}")
-            if len(seeds) > 1:
-                ax.fill_between(xs, [min(v) for v in losses], [max(v) for v in losses],
-                                color=line.get_color(), alpha=0.15)
-    low, high = min(finals), max(earlies)
-    axes[0].set_ylim(low - 0.05 * (high - low), high)  # the interesting part: after the first drop
-    last_x = max(line.get_xdata()[-1] for line in zoom.get_lines())
-    zoom.set_xlim(2 * last_x / 3, last_x * 1.02)
-    # the better half of the models, at 2/3 of training
-    top = sorted(worst_finals)[len(worst_finals) // 2]
-    zoom.set_ylim(low - 0.1 * (top - low), top)
-    zoom.tick_params(labelsize=7)
-    zoom.grid(alpha=0.3)
-    zoom.set_title("last third, magnified", fontsize=8)
-    axes[0].set(xlabel="tokens trained on (millions)", ylabel="validation loss", title=title)
-    axes[1].set(xlabel="wall-clock minutes (this machine, evaluation included)",
-                title="the same, against time")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return axes[0].get_ylim()
-
-
-# ----------------------------------------------------------------------------------------
+def check_lists(settings):
+    """The list settings, checked (a ConfigError names the key) and the rates sorted."""
+    seeds, rates = settings["seeds"], settings["learning_rates"]
+    if not seeds or any(type(s) is not int for s in seeds) or len(set(seeds)) < len(seeds):
+        raise ConfigError(f"seeds={seeds!r}: give distinct integers, e.g. --seeds=1337,1338,1339")
+    if not rates or len(set(rates)) < len(rates) or not all(
+            type(r) in (int, float) and math.isfinite(r) and r > 0 for r in rates):
+        raise ConfigError(f"learning_rates={rates!r}: give distinct finite rates > 0, e.g. "
+                          f"--learning_rates=1e-3,2e-3,4e-3")
+    if not 0 <= settings["min_lr_ratio"] <= 1:
+        raise ConfigError(f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]")
+    if settings["jobs"] < 1:
+        raise ConfigError(f"jobs={settings['jobs']}: it must be 1 or more")
+    settings["learning_rates"] = tuple(sorted(float(r) for r in rates))
 
 
 def main(argv):
     try:
         settings = preset_settings(argv)
-        seeds = parse_seeds(settings["seeds"])
+        check_lists(settings)
         names = select_models(settings["models"])  # before matching: only these are built
     except ConfigError as e:
         usage_error(e)
+    if not settings["out_dir"]:
+        usage_error("out_dir='': name a folder for the comparison")
+    for key in ("out_dir", "data_dir"):  # the caller's folder's, not the repo's (train.py's cwd)
+        settings[key] = settings[key] and os.path.abspath(settings[key])
     find_dataset(settings["dataset"], settings["data_dir"])  # the shapes' vocab_size is the data's
     matching = {k: settings[k] for k in MATCHING_KEYS}
+    out_dir = Path(settings["out_dir"])
+    rates, seeds = settings["learning_rates"], settings["seeds"]
     try:
         shapes = matched_shapes(baseline_of(settings), **matching, models=names)
+        for i, (model_type, model_args) in enumerate(shapes.values()):  # as train.py checks them
+            for lr in rates if i == 0 else rates[:1]:
+                check_train_settings({**train_defaults(), **run_config(
+                    settings, model_type, model_args, lr, seeds[0], out_dir)})
     except (ConfigError, ValueError) as e:
         usage_error(e)
-    out_dir = Path(settings["out_dir"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    shapes_info = describe_shapes(shapes, settings["block_size"])
+    with lock_out_dir(out_dir):  # held until the comparison ends
+        for run_dir in sorted(d for d in out_dir.iterdir() if d.is_dir()):
+            if pid := training_in(run_dir):
+                usage_error(busy(run_dir, pid))
+        state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
+                                running=[], finished=[])
+        try:
+            run_comparison(settings, shapes, matching, state)
+        except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's and train.py's
+            print(interrupted_message(state), file=sys.stderr)
+            raise SystemExit(143 if TERMINATED else 130) from None
+
+
+def interrupted_message(state):
+    """The one line of an interrupted comparison: what finished, and the command that goes on."""
+    command = shlex.join(["python", sys.argv[0], *sys.argv[1:]])
+    done = ", ".join(run.tag for run in state.finished[:4])
+    done += f" and {len(state.finished) - 4} more" if len(state.finished) > 4 else ""
+    where = "; ".join(
+        f"{run.tag} resumes from its last checkpoint, {run.dir / 'ckpt.pt'}"
+        if (run.dir / "ckpt.pt").exists() else f"{run.tag} starts again (it had no checkpoint yet)"
+        for run in state.running)
+    if not where:
+        where = ("the table was not written" if len(state.finished) >= state.total
+                 else "the next runs start when you continue")
+    return (f"interrupted: {len(state.finished)} of {state.total} runs finished"
+            f"{f' ({done})' if done else ''}; {where}; continue with: {command}")
+
+
+def run_comparison(settings, shapes, matching, state):
+    """Train (or skip, or resume) both phases' runs, noting them in `state`; then the report."""
+    rates, seeds, jobs = settings["learning_rates"], settings["seeds"], settings["jobs"]
     tokens = settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
         "gradient_accumulation_steps"]
-    print(f"{len(shapes)} shapes x {len(seeds)} seed(s), {tokens / 1e6:.2f}M tokens each, "
-          f"into {out_dir}/")
-    print(shapes_table(shapes_info) + "\n")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    threads = max(1, (int(threads) if threads.isdigit() else cores) // jobs) if jobs > 1 else None
+    print(f"{len(shapes)} shapes: {len(rates)} rate(s) with seed {seeds[0]}, then "
+          f"{len(seeds) - 1} more seed(s) at each shape's chosen rate = {state.total} runs of "
+          f"{tokens / 1e6:.2f}M tokens, {jobs} at a time"
+          f"{f' ({threads} thread' + 's' * (threads > 1) + ' each)' if threads else ''}, "
+          f"into {settings['out_dir']}/")
+    print(shapes_table(describe_shapes(shapes, settings["block_size"])) + "\n")
 
-    results, start, done_now = {}, time.time(), 0
-    jobs = [(seed, name) for seed in seeds for name in shapes]
-    for k, (seed, name) in enumerate(jobs):
-        model_type, model_args = shapes[name]
-        run_dir = out_dir / f"{slug(name)}-s{seed}"
-        tag = f"[{k + 1}/{len(jobs)} {name} s{seed}]"
-        finished_before = (run_dir / "result.json").exists()
-        results[(name, seed)] = train_one(
-            run_dir, run_config(settings, model_type, model_args, seed, run_dir),
-            settings["max_iters"], tag)
-        if not finished_before:
-            done_now += 1
-            per_run = (time.time() - start) / done_now
-            left = len(jobs) - k - 1
-            print(f"{tag} val loss {results[(name, seed)]['val_loss']:.4f}; "
-                  f"{(time.time() - start) / 60:.1f} min so far, "
-                  f"~{left * per_run / 60:.0f} min to go")
+    start, fresh = time.time(), []
 
+    def train(run, k):
+        tag = f"[{k}/{state.total} {run.tag}]"
+        before = (run.dir / "result.json").exists()
+        result = train_one(run.dir, run.config, settings["max_iters"], tag, threads)
+        if not before:  # (a worker thread: list.append is atomic)
+            fresh.append(run)
+            left = state.total - len(state.finished) - 1
+            loss = "diverged" if result["val_loss"] is None else f"{result['val_loss']:.4f}"
+            print(f"{tag} val loss {loss}; {(time.time() - start) / 60:.1f} min so far, "
+                  f"~{left * (time.time() - start) / len(fresh) / 60:.0f} min to go", flush=True)
+        return result
+
+    first = [run for name, shape in shapes.items() for run in phase1_runs(settings, shape, name)]
+    left = Counter(run.name for run in first)
+
+    def after(run, results):  # a shape's phase 2 once its phase-1 runs have all finished
+        left[run.name] -= run.order[0] == 1
+        last = run.order[0] == 1 and not left[run.name]
+        return phase2_runs(settings, shapes[run.name], run.name, results) if last else []
+
+    results = run_all(first, after, train, jobs, state)
     # the table: every shape finished in out_dir with these settings, not only this command's
-    earlier = finished_elsewhere(settings, seeds, out_dir, matching, exclude=shapes)
-    for name, (shape, result) in earlier.items():
+    for name, (shape, found) in finished_elsewhere(settings, matching, exclude=shapes).items():
         shapes[name] = shape
-        results.update({(name, seed): r for seed, r in result.items()})
-    shapes = {name: shapes[name] for name in SHAPE_NAMES if name in shapes}
-    shapes_info = describe_shapes(shapes, settings["block_size"])
-    title = (f"{settings['dataset']}, {tokens / 1e6:.1f}M tokens, matched budget "
+        results.update(found)
+    report(settings, {name: shapes[name] for name in SHAPE_NAMES if name in shapes}, results,
+           tokens)
+
+
+def report(settings, shapes, results, tokens):
+    """results.md / .json / .csv, val_loss.png and verdict.png from the finished runs' results."""
+    out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
+    names = list(shapes)
+    baseline = "GPT" if "GPT" in shapes else names[0]
+    rows = shape_rows({key: r["val_loss"] for key, r in results.items()}, names, rates, seeds,
+                      baseline)
+    chosen = {n: [results[(n, rows[n]["lr"], s)] for s in seeds] if rows[n]["lr"] else []
+              for n in names}
+    info = describe_shapes(shapes, settings["block_size"])
+    speed = {n: statistics.fmean([r["tokens_per_s"] for r in chosen[n] if r["tokens_per_s"]]
+                                 or [math.nan]) for n in names}
+    shapes_md = shapes_table(info, ([f"tokens/s (vs {names[0]})"], {
+        n: [f"{speed[n]:,.0f} ({speed[n] / speed[names[0]]:.2f}x)"] for n in names}))
+    title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
              f"({settings['preset']} preset)")
-    table = results_table(shapes_info, results, seeds)
-    header = (f"# Shape comparison: {title}\n\n"
-              f"Baseline {shapes_info[next(iter(shapes_info))]['shape']}, "
-              f"block {settings['block_size']}, batch {settings['batch_size']} x "
-              f"{settings['gradient_accumulation_steps']}, {settings['max_iters']} steps, "
-              f"lr {settings['learning_rate']}, seeds {','.join(map(str, seeds))}. "
-              f"budget = non-embedding parameters without an untied LM head; tokens/s = median "
-              f"training speed of the run (a measurement: it varies between machines and runs), "
-              f"val loss at the last step. CEA's attention column includes its Inner-FFN; "
-              f"'budget without W_end' leaves out Appendix A's endpoint matrices (the ><formers' "
-              f"first-layer columns on the zero padding and last rows cut to d), as the "
-              f"><formers' matching does.\n\n")
-    (out_dir / "results.md").write_text(header + table + "\n")
-    (out_dir / "results.json").write_text(json.dumps(dict(
-        settings=settings,
-        shapes={n: dict(info, model_args=shapes[n][1]) for n, info in shapes_info.items()},
-        results=[dict(model=n, seed=s, **{k: v for k, v in r.items() if k != "curve"})
-                 for (n, s), r in results.items()]),
-        indent=1))
-    plot_curves(list(shapes), results, seeds, out_dir / "val_loss.png", title)
-    print("\n" + table + f"\n\nwrote {out_dir / 'results.md'}, {out_dir / 'results.json'} and "
-          f"{out_dir / 'val_loss.png'}")
+    verdict_md = verdict_table(rows, baseline)
+    rates_md = rates_table(rows, rates)
+    text = (f"# Shape comparison: {title}\n\n"
+            f"Baseline {info[baseline]['shape']}, block {settings['block_size']}, batch "
+            f"{settings['batch_size']} x {settings['gradient_accumulation_steps']}, "
+            f"{settings['max_iters']} steps, learning rates "
+            f"{', '.join(map(rate_label, rates))} (min_lr = rate x {settings['min_lr_ratio']}), "
+            f"seeds {', '.join(map(str, seeds))}, dtype {settings['dtype']}.\n\n"
+            f"## Every shape at its own learning rate, against {baseline}\n\n{verdict_md}\n\n"
+            f"{verdict_footer(rows, rates, seeds, baseline)}\n\n"
+            f"## Phase 1: final val loss at every rate (seed {seeds[0]}; bold: chosen)\n\n"
+            f"{rates_md}\n\n## The shapes\n\n{shapes_md}\n\n"
+            f"budget = non-embedding parameters without an untied LM head; tokens/s = median "
+            f"training speed of a run, mean over the seeds at the chosen rate (a measurement: it "
+            f"varies between machines and runs). CEA's attention column includes its Inner-FFN; "
+            f"'budget without W_end' leaves out Appendix A's endpoint matrices (the ><formers' "
+            f"first-layer columns on the zero padding and last rows cut to d), as the "
+            f"><formers' matching does.\n")
+    write_atomic(out_dir / "results.md", lambda tmp: tmp.write_text(text))
+    runs = [dict(shape=name, model_type=shapes[name][0], lr=lr, seed=seed,
+                 **{k: v for k, v in r.items() if k != "curve"})
+            for (name, lr, seed), r in sorted(results.items(), key=lambda kv: (
+                SHAPE_NAMES.index(kv[0][0]), seeds.index(kv[0][2]), kv[0][1]))]
+    verdicts = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"], seeds=len(row["losses"]),
+                     val_loss_mean=row["mean"], val_loss_std=row["std"],
+                     phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
+                     diff=row.get("diff"), verdict=row.get("verdict", "baseline"))
+                for n, row in rows.items()]
+    summary = json.dumps(dict(settings=settings, shapes={
+        n: dict(i, model_args=shapes[n][1]) for n, i in info.items()}, verdicts=verdicts,
+        runs=runs), indent=1)
+    write_atomic(out_dir / "results.json", lambda tmp: tmp.write_text(summary))
+
+    def write_csv(tmp):
+        with open(tmp, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(CSV_COLUMNS)
+            writer.writerows([math.nan if run[k] is None and k == "val_loss" else run[k]
+                              for k in CSV_COLUMNS] for run in runs)
+    write_atomic(out_dir / "results.csv", write_csv)
+    plot_curves({n: [r["curve"] for r in chosen[n]] for n in names}, out_dir / "val_loss.png",
+                title)
+    plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
+    print(f"\n{verdict_md}\n\n{rates_md}\n\nwrote {out_dir / 'results.md'}, results.json, "
+          f"results.csv, val_loss.png and verdict.png there")
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, terminated)
     try:
         main(sys.argv[1:])
     except KeyboardInterrupt:
-        raise SystemExit("\ninterrupted: run the same command again to resume (finished runs are "
-                         "kept, the interrupted one continues from its last checkpoint)")
+        print("\ninterrupted: run the same command again to resume (finished runs are kept, the "
+              "interrupted one continues from its last checkpoint)", file=sys.stderr)
+        raise SystemExit(143 if TERMINATED else 130) from None

@@ -197,3 +197,10 @@ class ComposedGPT(variable_width.VariableWidthGPT):
             out = last_attn.out_proj if cea_attention else last_attn.attn.out_proj
         return cols * max(widths[0] - d, 0) + out.weight.size(1) * max(widths[-1] - d, 0)
 
+
+def matched_args(baseline_args):
+    """What a bare `--model_type=composed` trains: the hourglass ><former, i.e. hourglass FFNs
+    matched to the plain GPT (hourglass.matched_args) on the ><former's x schedule solved against
+    that hourglass (variable_width.matched_args's widths)."""
+    return variable_width.matched_args(hourglass.matched_args(baseline_args))
+

@@ -3,14 +3,15 @@ Configuration for train.py, sample.py and the mechanism files' command lines.
 
     python train.py config/train_shakespeare_char.py --batch_size=32 --compile=False
 
-Arguments are read left to right: a path ending in .py is a config file of plain Python
-assignments; `--key=value` overrides one key. Values are Python literals (`--lr=3e-4`,
-`--compile=False`, `--model_args={'n_sub_blocks': 4}`); anything that is not a literal is
-taken as a string (`--device=cuda`); a setting whose default is a tuple takes a comma-separated
-list (`--seeds=0,1`, `--seeds=0`, `--variants=frozen,learned`, `--seeds=` for none). A key
-that is not a default, or a value whose type does not match the default's, is an error that
-names the key: a typo never trains the wrong model silently. (nanoGPT's configurator exec()s
-into globals; this one checks.)
+Arguments are read left to right: a path ending in .py is a config file; `--key=value`
+overrides one key. A config file is data, read and never run (`read_config_file`): `name = value`
+lines whose values are literals, or + - * / // % ** on literals. Override values are Python
+literals too (`--lr=3e-4`, `--compile=False`, `--model_args={'n_sub_blocks': 4}`); anything that
+is not a literal is taken as a string (`--device=cuda`); a setting whose default is a tuple takes
+a comma-separated list (`--seeds=0,1`, `--seeds=0`, `--variants=frozen,learned`, `--seeds=` for
+none). A key that is not a default, or a value whose type does not match the default's, is an
+error that names the key: a typo never trains the wrong model silently. (nanoGPT's configurator
+exec()s config files into globals; this one reads them and checks.)
 
 It also holds `build_model`, the one place where a `model_type` name becomes a model:
 mechanisms compose in this config/build code, never by importing each other.
@@ -20,6 +21,7 @@ import ast
 import dataclasses
 import importlib
 import io
+import operator
 import os
 import sys
 import textwrap
@@ -61,7 +63,10 @@ def _checked(key, value, default, where, types=None):
     return value
 
 
-def _parse_value(text, default):
+def _parse_value(text, default, declared=None):
+    """The value of `--key=text` for a key with this default (or, for a None default, this
+    declared type): a literal, else the text itself as a string."""
+    kind = type(default) if default is not None else declared
     if isinstance(default, tuple):  # a list setting: --seeds=0,1 / --seeds=0 / --names=a,b / --x=
         try:
             value = ast.literal_eval(text)
@@ -74,12 +79,121 @@ def _parse_value(text, default):
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        if isinstance(default, float) and text.lower() in ("nan", "inf", "-inf"):
-            return float(text)  # (not Python literals, but floats)
+        if kind is float and text.strip().lower() in ("nan", "inf", "+inf", "-inf"):
+            return float(text)  # (not Python literals, but floats: the settings checks judge them)
         return text  # not a literal: a bare string such as cuda or resume
-    if isinstance(default, str) and not isinstance(value, str):
+    if kind is str and not isinstance(value, str) and not (default is None and value is None):
         return text  # --out_dir=2024 means the string '2024'
     return value
+
+
+# ----------------------------------------------------------------------------------------
+# Config files: data, read without running them
+
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+               ast.Pow: operator.pow}
+_SIGNS = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_CONSTANTS = (str, bytes, bool, int, float, complex, type(None))
+_WHAT = [  # how a refusal names what it found (the first matching class)
+    ((ast.Import, ast.ImportFrom), "an import"), (ast.Call, "a call"), (ast.Name, "a name"),
+    (ast.Attribute, "an attribute"), (ast.Subscript, "a subscript"), (ast.Lambda, "a lambda"),
+    (ast.AugAssign, "an augmented assignment"), (ast.AnnAssign, "an annotated assignment"),
+    (ast.Assign, "an assignment to several names, or to an item or attribute"),
+    ((ast.FunctionDef, ast.AsyncFunctionDef), "a function definition"),
+    (ast.ClassDef, "a class definition"), (ast.If, "an if statement"),
+    ((ast.For, ast.AsyncFor, ast.While), "a loop"), ((ast.With, ast.AsyncWith), "a with statement"),
+    (ast.Raise, "a raise statement"), (ast.Try, "a try statement"), (ast.Expr, "an expression "
+     "that assigns nothing"), (ast.stmt, "a statement"), (ast.JoinedStr, "an f-string"),
+    ((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), "a comprehension"),
+    ((ast.Compare, ast.BoolOp, ast.IfExp), "a condition"), (ast.NamedExpr, "an assignment (:=)"),
+    (ast.Starred, "an unpacking (*)"), ((ast.BinOp, ast.UnaryOp), "an operator other than "
+     "+ - * / // % **"), (ast.expr, "an expression that is not a literal")]
+
+
+def read_config_file(path, name=None):
+    """{key: value} of a config file, in the file's order, read without running it. A config file
+    is data: `name = value` lines (comments and a docstring aside) whose values are literals -
+    numbers, strings, True/False/None, lists, tuples, dicts, sets - or + - * / // % ** on them
+    (`batch_size = 8 * 4`, `min_lr = 6e-4 / 10`). Anything else (an import, a call, a name, an
+    if, ...) or a syntax error is a ConfigError of one line naming the file (as `name`) and line."""
+    name = name or str(path)
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {name} is not UTF-8 text") from None
+    except OSError as e:
+        raise ConfigError(f"config file {name}: cannot read it ({e.strerror})") from None
+    try:
+        tree = ast.parse(source, filename=name)
+    except (SyntaxError, ValueError) as e:  # (ValueError: a null byte, before Python 3.12)
+        line = f", line {e.lineno}" if getattr(e, "lineno", None) else ""
+        raise ConfigError(f"{name}{line}: not valid Python ({getattr(e, 'msg', e)})") from None
+    except RecursionError:
+        raise ConfigError(f"{name}: an expression nested too deeply to read") from None
+    settings = {}
+    for i, node in enumerate(tree.body):
+        if (i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)):
+            continue  # the docstring
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            _refuse(name, node)
+        try:
+            settings[node.targets[0].id] = _literal(node.value, name)
+        except RecursionError:
+            _refuse(name, node, "a value nested too deeply")
+    return settings
+
+
+def _refuse(name, node, what=None):
+    if what is None:
+        kind = next(text for cls, text in _WHAT if isinstance(node, cls))
+        code = ast.unparse(node.func) + "(...)" if isinstance(node, ast.Call) else ast.unparse(node)
+        code = code.splitlines()[0] if code else ""
+        what = f"{kind}: {code if len(code) <= 60 else code[:57] + '...'}"
+    raise ConfigError(f"{name}, line {node.lineno}: only assignments of literals are allowed "
+                      f"(found {what})")
+
+
+def _literal(node, name):
+    """The value of a config file's expression: a literal, or arithmetic on literals."""
+    value = lambda n: _literal(n, name)  # noqa: E731
+    if isinstance(node, ast.Constant) and isinstance(node.value, _CONSTANTS):
+        return node.value
+    try:
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = [value(n) for n in node.elts]
+            return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
+        if isinstance(node, ast.Dict) and None not in node.keys:  # (a None key: {**other})
+            return {value(k): value(v) for k, v in zip(node.keys, node.values)}
+    except TypeError as e:  # a list as a dict key or in a set
+        raise ConfigError(f"{name}, line {node.lineno}: {e}") from None
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _SIGNS:
+        operand = value(node.operand)
+        if isinstance(operand, (int, float, complex)):
+            return _SIGNS[type(node.op)](operand)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = value(node.left), value(node.right)
+        if _too_large(node.op, left, right):
+            _refuse(name, node, f"a value too large to compute: {ast.unparse(node)[:60]}")
+        try:
+            return _ARITHMETIC[type(node.op)](left, right)
+        except (ArithmeticError, TypeError, ValueError) as e:
+            raise ConfigError(f"{name}, line {node.lineno}: cannot compute "
+                              f"{ast.unparse(node)[:60]} ({e})") from None
+    _refuse(name, node)
+
+
+def _too_large(op, left, right):
+    """Arithmetic that would take the memory or the time of the machine (2 ** 10 ** 10)."""
+    if isinstance(op, ast.Pow) and all(type(v) is int for v in (left, right)):
+        return abs(left) > 1 and right * abs(left).bit_length() > 100_000
+    if isinstance(op, ast.Mult):
+        for seq, n in ((left, right), (right, left)):
+            if isinstance(seq, (str, bytes, list, tuple)) and type(n) is int:
+                return len(seq) * n > 1_000_000
+    return False
 
 
 def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
@@ -106,11 +220,7 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
                                   f"--key=value")
             if not path.is_file():
                 raise ConfigError(f"config file {arg} not found (the configs live in config/)")
-            namespace = {}
-            exec(compile(path.read_text(), str(path), "exec"), namespace)
-            for key, value in namespace.items():
-                if key.startswith("_") or callable(value) or type(value).__name__ == "module":
-                    continue  # (__builtins__, imports, helper functions)
+            for key, value in read_config_file(path, name=arg).items():
                 if key not in config:
                     raise ConfigError(f"config file {arg}: unknown key {key!r}. Known keys: "
                                       f"{', '.join(sorted(config))}")
@@ -125,7 +235,8 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
                 hint = f" Did you mean {', '.join(close)}?" if close else ""
                 raise ConfigError(f"unknown config key {key!r} in {arg!r}.{hint} Known keys: "
                                   f"{', '.join(sorted(config))}")
-            value = _parse_value(text, defaults[key])
+            declared = (types or {}).get(key) if defaults[key] is None else None
+            value = _parse_value(text, defaults[key], declared)
             config[key] = _checked(key, value, defaults[key], f"override {arg}", types)
             given.add(key)
     if apply_to is not None:
@@ -275,6 +386,21 @@ def build_model(model_type, **model_args):
         raise ConfigError(f"model_type={model_type!r}: {e}") from None
 
 
+def matched_model_args(model_type, baseline):
+    """The model_args of a bare --model_type=X (no model_args given): X's own shape at the budget
+    of the plain GPT that `baseline` (GPTConfig keywords) describes, by its file's matched_args -
+    the matching compare.py uses (shapes.py). For 'gpt', baseline itself."""
+    if model_type == "gpt":
+        return dict(baseline)
+    model_classes(model_type)  # (an unknown name: one line)
+    module = importlib.import_module(MODELS[model_type][0])
+    try:
+        return module.matched_args(dict(baseline))
+    except (AssertionError, ValueError, TypeError) as e:
+        raise ConfigError(f"model_type={model_type!r}: no shape of it matches this GPT's budget "
+                          f"({e}); give its shape in --model_args") from None
+
+
 def check_train_settings(config):
     """train.py's settings that no run can use, each a ConfigError of one line naming the key and
     what it takes; for a new run the model too (built on the meta device: no memory, no time)."""
@@ -287,6 +413,9 @@ def check_train_settings(config):
     need(config["init_from"] in ("scratch", "resume"),
          f"init_from={config['init_from']!r}: use 'scratch' or 'resume'")
     need(config["out_dir"] != "", "out_dir='': name a folder for the run (default 'out')")
+    for key, value in config.items():  # inf and nan pass (or break) every comparison below
+        need(not isinstance(value, float) or abs(value) < float("inf"),
+             f"{key}={value}: it must be a finite number")
     for key in ("batch_size", "block_size", "eval_interval", "log_interval", "eval_iters",
                 "gradient_accumulation_steps"):
         need(config[key] >= 1, f"{key}={config[key]}: it must be 1 or more")
@@ -317,6 +446,8 @@ def check_train_settings(config):
          "dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use bfloat16 or float32")
     if config["init_from"] == "scratch":  # (a resume builds the checkpoint's model)
         with torch.device("meta"):
-            common = {k: config[k] for k in model_keys(config)}
-            build_model(config["model_type"], **{"vocab_size": 256, **common,
-                                                 **config["model_args"]})
+            baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
+            model_type, model_args = config["model_type"], config["model_args"]
+            if not model_args:  # a bare --model_type: matched to this GPT, as train.py builds it
+                baseline = matched_model_args(model_type, baseline)
+            build_model(model_type, **{**baseline, **model_args})

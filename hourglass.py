@@ -175,6 +175,13 @@ def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
     return dict(args, bottleneck_dim=max(1, 1 + round((target - base) / per_unit)))
 
 
+
+def matched_args(baseline_args):
+    """What a bare `--model_type=hourglass` trains: K = 4 sub-blocks with d_h ~ 0.4 d (the shape the
+    paper carries to its Table 3) at the budget of the plain GPT that baseline_args describe."""
+    return match_baseline(baseline_args, n_sub_blocks=4, bottleneck_ratio=0.4)
+
+
 if __name__ == "__main__":
     import sys
 

@@ -221,6 +221,17 @@ def match_params(baseline, variant, tolerance=1e-3):
     return with_scale(best), count(best)
 
 
+
+def matched_args(baseline, variant="vanilla"):
+    """What a bare `--model_type=lws` trains: OpenELM's schedule (`vanilla`), its FFN multipliers
+    scaled so the model has the budget of the plain GPT that `baseline` describes (match_params).
+    FFN widths round to OpenELM's 256 where the model is wide enough for that to be fine (d >=
+    512), else to 32."""
+    base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
+    ffn_multiple = 256 if base.get("n_embd", GPTConfig.n_embd) >= 512 else 32
+    return match_params(base, {**base, **VARIANTS[variant], "ffn_multiple": ffn_multiple})[0]
+
+
 if __name__ == "__main__":
     import sys
 

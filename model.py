@@ -565,6 +565,26 @@ def describe(model, seq_len=None):
     return "\n".join(rows)
 
 
+def shape_report(model, model_args, gpt_args, matched=True):
+    """What train.py prints for a mechanism's model: the settings that make it differ from the
+    plain GPT of gpt_args, its per-layer shape (describe; the widths of a variable-width stream)
+    and its budget next to that GPT's."""
+    with torch.device("meta"):
+        gpt_budget = GPT(GPTConfig(**gpt_args)).budget()
+    own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}
+    how = "matched to the GPT of these settings" if matched else "as --model_args sets it"
+    rows = [f"{type(model).__name__} {how}: {own}"]
+    if matched:
+        rows[0] += " (--model_args sets a shape by hand)"
+    widths = getattr(model.config, "layer_widths", None)
+    if widths:
+        rows.append(f"layer widths: {widths}")
+    rows.append(describe(model))
+    rows.append(f"budget (non-embedding parameters): {model.budget():,}, the GPT's {gpt_budget:,} "
+                f"({model.budget() / gpt_budget - 1:+.1%})")
+    return "\n".join(rows)
+
+
 def default_args(cls=GPTConfig):
     """The un-resolved defaults of a config dataclass (None stays None), for command lines."""
     return {f.name: f.default_factory() if f.default_factory is not MISSING else f.default

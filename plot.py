@@ -6,9 +6,15 @@ Plot validation loss curves of training runs from their out_dir/metrics.jsonl.
 
 --x is `iter` (steps), `tokens` (tokens trained on) or `elapsed_s` (wall-clock seconds since
 the run started, evaluation time included; shown in minutes).
+
+compare.py's two figures are drawn here too: `plot_curves` (every shape's curves, mean over seeds)
+and `plot_verdict` (every shape's final loss with its seeds beside the GPT's, and loss against
+the learning rate).
 """
 
 import argparse
+import os
+import statistics
 from pathlib import Path
 
 import matplotlib
@@ -47,6 +53,151 @@ def plot_runs(out_dirs, out_path, x="iter", labels=None, title="validation loss"
     fig.savefig(out_path)
     plt.close(fig)
     return out_path
+
+
+def save_figure(fig, path):
+    """fig as a PNG at path, written whole or not at all (a temporary file renamed); then closed."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        fig.savefig(tmp, format="png")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------
+# compare.py's figures
+
+
+def plot_curves(curves, path, title):
+    """{name: [one curve per seed]} (a curve: the evaluations, dicts of iter, tokens, val_loss,
+    elapsed_s): validation loss against tokens (left) and wall-clock minutes (right); the mean over
+    seeds as a line, the min-max band shaded when there are several. Returns the left y-limits."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), dpi=110, sharey=True)
+    zoom = axes[0].inset_axes([0.42, 0.42, 0.55, 0.55])  # the last third of training, magnified
+    styles = ["-", "--", "-.", ":"]
+    finals, earlies, worst_finals = [], [], []
+    for i, (name, runs) in enumerate(curves.items()):
+        runs = [c for c in runs if c]  # (a diverged run has no curve)
+        if not runs:
+            continue
+        n = min(len(c) for c in runs)
+        losses = [[c[j]["val_loss"] for c in runs] for j in range(n)]
+        mean = [statistics.fmean(v) for v in losses]
+        finals.append(mean[-1])
+        earlies.append(mean[2] if n > 5 else max(mean))  # a short run: every evaluation shows
+        worst_finals.append(max(mean[-1], mean[max(0, 2 * n // 3)]))
+        for ax, key, scale in ((axes[0], "tokens", 1e6), (axes[1], "elapsed_s", 60),
+                               (zoom, "tokens", 1e6)):
+            xs = [statistics.fmean(c[j][key] for c in runs) / scale for j in range(n)]
+            line, = ax.plot(xs, mean, styles[i // 10 % 4], marker="o", markersize=2.5, label=name,
+                            color=f"C{i % 10}")
+            if len(runs) > 1:
+                ax.fill_between(xs, [min(v) for v in losses], [max(v) for v in losses],
+                                color=line.get_color(), alpha=0.15)
+    low, high = min(finals), max(earlies)
+    axes[0].set_ylim(low - 0.05 * (high - low), high)  # the interesting part: after the first drop
+    last_x = max(line.get_xdata()[-1] for line in zoom.get_lines())
+    zoom.set_xlim(2 * last_x / 3, last_x * 1.02)
+    # the better half of the models, at 2/3 of training
+    top = sorted(worst_finals)[len(worst_finals) // 2]
+    zoom.set_ylim(low - 0.1 * (top - low), top)
+    zoom.tick_params(labelsize=7)
+    zoom.grid(alpha=0.3)
+    zoom.set_title("last third, magnified", fontsize=8)
+    axes[0].set(xlabel="tokens trained on (millions)", ylabel="validation loss", title=title)
+    axes[1].set(xlabel="wall-clock minutes (this machine, evaluation included)",
+                title="the same, against time")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    ylim = axes[0].get_ylim()
+    save_figure(fig, path)
+    return ylim
+
+
+def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
+    """Left: every shape's final val loss at its chosen rate, the mean with +- std bars and each
+    seed as a dot, beside the baseline's mean (line) and std (band), its verdict on the right.
+    Right: phase 1, each shape's final loss against the learning rate (log axis), the chosen
+    rate ringed. rows: verdict.shape_rows's {name: row}; rate_text: how a rate is written."""
+    names = list(rows)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, max(4.5, 2.2 + 0.42 * len(names))),
+                                      dpi=110, layout="constrained",
+                                      gridspec_kw=dict(width_ratios=(1.25, 1)))
+    fig.suptitle(title, fontsize=11)
+    good = lambda v: v is not None and v == v and abs(v) != float("inf")  # noqa: E731
+    base = rows[baseline]
+    if base["mean"] is not None:
+        left.axvline(base["mean"], color="0.4", lw=1, ls="--", label=f"{baseline} mean")
+        if base["std"]:
+            left.axvspan(base["mean"] - base["std"], base["mean"] + base["std"], color="0.5",
+                         alpha=0.15, lw=0, label=f"{baseline} +- std")
+    for i, name in enumerate(names):
+        row, color = rows[name], f"C{i % 10}"
+        seeds = [v for v in row["losses"].values() if good(v)]
+        jitter = [0.12 * (k - (len(seeds) - 1) / 2) / max(1, len(seeds) - 1) for k in
+                  range(len(seeds))]
+        left.plot(seeds, [i + j for j in jitter], "o", ms=4, mfc="none", mec=color, alpha=0.8)
+        if row["mean"] is not None:
+            left.errorbar(row["mean"], i, xerr=row["std"] or 0, fmt="D", ms=6, color=color,
+                          capsize=4, lw=1.5)
+    left.set_yticks(range(len(names)), [
+        f"{name}  (lr {rate_text(rows[name]['lr'])})" if rows[name]["lr"] else name
+        for name in names])
+    left.set_ylim(len(names) - 0.5, -0.5)  # the first shape on top
+    verdicts = left.secondary_yaxis("right")
+    verdicts.set_yticks(range(len(names)), [rows[n].get("verdict", "(the baseline)")
+                                            for n in names], fontsize=8)
+    xs = [x for line in left.get_lines() for x in line.get_xdata()] + [
+        row["mean"] + sign * (row["std"] or 0) for row in rows.values() if row["mean"] is not None
+        for sign in (-1, 1)]
+    if xs:  # (every point inside the frame, however few)
+        pad = max(0.08 * (max(xs) - min(xs)), 2e-3)
+        left.set_xlim(min(xs) - pad, max(xs) + pad)
+    seeds_n = max(len(row["losses"]) for row in rows.values())
+    left.set(xlabel="final validation loss (lower is better)")
+    left.set_title(f"each shape at its own rate: mean +- std over {seeds_n} seed(s), dots: seeds",
+                   fontsize=9)
+    left.grid(axis="x", alpha=0.3)
+    left.legend(fontsize=8, loc="lower right")
+
+    rates = sorted({r for row in rows.values() for r in row["phase1"]})
+    values = [v for row in rows.values() for v in row["phase1"].values() if good(v)]
+    ordered = sorted(values) or [0.0]
+    best = ordered[0]
+    # a far-off loss (a rate much too high) would flatten the rest: a loss further above the next
+    # lower one than half the range below that sits on the top edge instead
+    while len(ordered) > 2 and ordered[-1] - ordered[-2] > (ordered[-2] - best) / 2:
+        ordered.pop()
+    top = ordered[-1]
+    for i, name in enumerate(names):
+        row, color = rows[name], f"C{i % 10}"
+        xs = [r for r in rates if good(row["phase1"].get(r))]
+        ys = [min(row["phase1"][r], top) for r in xs]
+        right.plot(xs, ys, "-o", ms=4, color=color, label=name)
+        off = [(x, top) for x in rates if not good(row["phase1"].get(x)) or row["phase1"][x] > top]
+        if off:
+            right.plot(*zip(*off), "^", ms=7, color=color, clip_on=False)
+        if row["lr"] is not None:
+            right.plot([row["lr"]], [row["phase1"][row["lr"]]], "o", ms=11, mfc="none", mec=color)
+    right.set_xscale("log")
+    right.set_xticks(rates, [rate_text(r) for r in rates])
+    right.minorticks_off()
+    if len(rates) == 1:
+        right.set_xlim(rates[0] / 1.6, rates[0] * 1.6)
+    else:
+        right.set_xlim(rates[0] / 1.25, rates[-1] * 1.25)
+    right.set_ylim(best - 0.04 * (top - best) - 1e-3, top + 0.04 * (top - best) + 1e-3)
+    right.set(xlabel="learning rate (log scale)", ylabel="final validation loss, first seed")
+    right.set_title("phase 1: loss against the rate (ringed: chosen; triangles on the top edge: "
+                    "off the chart or diverged)", fontsize=9)
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """
-What keeps a training run safe (train.py): read this file when you care about a run's folder, not
-about the model.
+What keeps a training run safe (train.py, train_mlp.py): read this file when you care about a run's
+folder, not about the model.
 
 - `RunDir`: out_dir, locked for one run at a time (a flock the OS drops when the process dies);
-  metrics.jsonl written a whole line or nothing; the one-line messages for a diverged run and a
-  Ctrl-C, each naming the last good checkpoint.
-- `TimeBudget`: max_iters = 0 sizes the run to max_minutes of wall time on this machine.
+  metrics.jsonl written a whole line or nothing; --overwrite's previous run set aside until the
+  new run's first checkpoint and put back if there is none; Ctrl-C, SIGTERM and running out of
+  memory each end in one line naming the last good checkpoint and the command that goes on.
+- `TimeBudget`: max_iters = 0 fits the run to max_minutes of wall time on this machine, re-planned
+  at each evaluation from the measured rate; the learning rate's decay follows the plan.
 - `resume_settings`, `restore_rng`, `all_rng_states`: init_from='resume' goes on exactly as the
   run was saved - its model, its settings (NOT_RESUMED aside), every process's RNG states.
 - `read_jsonl`: the metrics reader (train.py's resume, plot.py), which drops a torn last line.
@@ -13,10 +15,16 @@ about the model.
 Saving and loading the checkpoint file itself (atomic, never unpickling code) is checkpoint.py's.
 """
 
+import atexit
 import errno
 import fcntl
 import json
+import math
 import os
+import re
+import shlex
+import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,6 +32,7 @@ from pathlib import Path
 import torch
 
 from checkpoint import DiskFull, load_checkpoint, save_checkpoint
+from configurator import usage_error
 
 # what a resume never takes from the checkpoint: where and how this invocation runs
 NOT_RESUMED = ("init_from", "overwrite", "out_dir")
@@ -34,45 +43,145 @@ class RunDir:
 
     The lock is an exclusive flock on out_dir/run.lock, held while the process lives: the
     operating system releases it when the process ends, however it ends (kill -9 included), so it
-    never goes stale. A second run into the same folder stops in one line naming the holder."""
+    never goes stale. A second run into the same folder, an out_dir that is a file or read-only,
+    and a scratch run into a folder that holds a run stop in one line with exit status 2.
+
+    --overwrite: `remove_previous_run` moves the old ckpt.pt and metrics.jsonl into
+    out_dir/previous_run/; the new run's first `save` deletes them. A run that ends without a
+    checkpoint of its own (an error, out of memory, Ctrl-C, SIGTERM) puts them back byte for byte
+    at its exit; after a kill -9 the next run in the folder does (one line says so)."""
+
+    SET_ASIDE = "previous_run"  # the folder --overwrite moves the previous run into
 
     def __init__(self, out_dir, lock=True):
         self.dir = Path(out_dir)
         self.ckpt, self.metrics = self.dir / "ckpt.pt", self.dir / "metrics.jsonl"
         self.last_good_step = None  # the step of ckpt.pt, once saved or resumed from
+        self.set_aside = None  # out_dir/previous_run while this run has no checkpoint of its own
+        self._saving, self._pending_signal = False, None  # a signal waits for the save to end
         self._lock = None
         if lock:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._lock = open(self.dir / "run.lock", "a+")
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                self._lock = open(self.dir / "run.lock", "a+")
+            except OSError as e:
+                usage_error(self._unusable(e))
             try:
                 fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 self._lock.seek(0)
                 holder = self._lock.read().strip() or "unknown"
-                raise SystemExit(f"error: {self.dir} is in use by another training run (PID "
-                                 f"{holder}): wait for it to finish, or use another --out_dir")
+                usage_error(f"{self.dir} is in use by another training run (PID {holder}): wait "
+                            f"for it to finish, or use another --out_dir")
             self._lock.seek(0)
             self._lock.truncate()
             self._lock.write(str(os.getpid()))
             self._lock.flush()
+            self._settle_a_killed_overwrite()
+
+    def _unusable(self, error):
+        if isinstance(error, (FileExistsError, NotADirectoryError)):
+            file = next((p for p in (self.dir, *self.dir.parents) if p.is_file()), self.dir)
+            return (f"out_dir={str(self.dir)!r} cannot be a folder: {file} is a file. Name a "
+                    f"folder with --out_dir")
+        if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return (f"out_dir={str(self.dir)!r} is not writable ({error.strerror}): name a folder "
+                    f"you can write to with --out_dir")
+        return f"out_dir={str(self.dir)!r} cannot be used: {error.strerror or error}"
 
     def refuse_to_replace(self, init_from, overwrite):
-        """A scratch run never replaces a previous run in out_dir by accident."""
+        """A scratch run never replaces a previous run in out_dir by accident (exit status 2)."""
         previous = [p.name for p in (self.ckpt, self.metrics) if p.exists()]
         if init_from == "scratch" and previous and not overwrite:
-            raise SystemExit(f"error: {self.dir} already holds a run ({', '.join(previous)}): "
-                             f"continue it with --init_from=resume, train into another --out_dir, "
-                             f"or pass --overwrite=True to replace it")
+            usage_error(f"{self.dir} already holds a run ({', '.join(previous)}): continue it "
+                        f"with --init_from=resume, train into another --out_dir, or pass "
+                        f"--overwrite=True to replace it")
 
     def remove_previous_run(self):
-        """overwrite=True: called once the new run's settings, data and model are checked."""
+        """overwrite=True: called once the new run's settings, data and model are checked. The
+        previous run is set aside (out_dir/previous_run/), deleted by this run's first save, and
+        put back at exit if this run ends without one. ckpt.pt moves first and comes back last,
+        and the names moved are written down first, so a kill -9 anywhere leaves a state the next
+        start settles (`_settle_a_killed_overwrite`)."""
+        names = [p.name for p in (self.ckpt, self.metrics) if p.exists()]
+        if not names:
+            return
+        aside = self.dir / self.SET_ASIDE
+        aside.mkdir(exist_ok=True)
+        listed = aside / f"names.json.tmp.{os.getpid()}"
+        listed.write_text(json.dumps(names))
+        os.replace(listed, aside / "names.json")
+        self.set_aside = aside
+        atexit.register(self._put_back_at_exit)
         for path in (self.ckpt, self.metrics):
-            path.unlink(missing_ok=True)
+            if path.name in names:
+                os.replace(path, aside / path.name)
+        print(f"--overwrite: the previous run ({', '.join(names)}) waits in {aside} until this "
+              f"run saves its first checkpoint")
+
+    def put_back_previous_run(self):
+        """Put the set-aside run back now (the run is ending without a checkpoint of its own);
+        returns a phrase saying so for the message that ends the run ('' if nothing was aside)."""
+        if self.set_aside is None:
+            return ""
+        names = self._restore(self.set_aside)
+        self.set_aside = None
+        return f"; the previous run in {self.dir} ({', '.join(names)}) was put back as it was"
+
+    def _restore(self, aside):
+        """Move the set-aside files back over the new run's (metrics first, ckpt.pt last) and
+        remove the new run's files the previous run did not have; returns the names."""
+        names = json.loads((aside / "names.json").read_text())
+        for path in (self.metrics, self.ckpt):
+            if path.name not in names:
+                path.unlink(missing_ok=True)  # the new run's: the previous run had none
+            elif (aside / path.name).exists():  # (else it never moved, or is back already)
+                os.replace(aside / path.name, path)
+        shutil.rmtree(aside)
+        return names
+
+    def _put_back_at_exit(self):  # (atexit: an exit no message of ours explained)
+        put_back = self.put_back_previous_run()
+        if put_back:
+            print(f"note: this run ended before its first checkpoint{put_back}", file=sys.stderr)
+
+    def _settle_a_killed_overwrite(self):
+        """A previous_run/ that a killed (kill -9) --overwrite run left: put back if that run had
+        no checkpoint of its own yet (ckpt.pt moves out first and back last, so its presence
+        says the new run saved one, or nothing had moved), else deleted. One line says which."""
+        aside = self.dir / self.SET_ASIDE
+        if not aside.is_dir():
+            return
+        held = sorted(p.name for p in aside.iterdir() if p.name in (self.ckpt.name,
+                                                                    self.metrics.name))
+        if self.ckpt.exists() or not (aside / "names.json").exists():
+            shutil.rmtree(aside)
+            if held:
+                print(f"note: deleted {aside} ({', '.join(held)}): the --overwrite run that set "
+                      f"it aside had saved its own checkpoint before it was killed")
+        else:
+            names = self._restore(aside)
+            print(f"note: put back the previous run in {self.dir} ({', '.join(names)}): the "
+                  f"--overwrite run that set it aside was killed before its first checkpoint")
 
     def save(self, state):
+        """Write ckpt.pt atomically. The first save of an --overwrite run deletes the set-aside
+        run. Ctrl-C or SIGTERM during a save wait for it to end: the run stops just after it."""
         previous = f"step {self.last_good_step}" if self.last_good_step is not None else ""
-        save_checkpoint(state, self.ckpt, previous)
+        self._saving = True
+        try:
+            save_checkpoint(state, self.ckpt, previous)
+        except DiskFull as e:
+            raise DiskFull(f"{e.code}{self.put_back_previous_run()}") from None
+        finally:
+            self._saving = False
         self.last_good_step = state["iter_num"]
+        if self.set_aside is not None:
+            shutil.rmtree(self.set_aside, ignore_errors=True)
+            self.set_aside = None
+            atexit.unregister(self._put_back_at_exit)
+        if self._pending_signal is not None:
+            self.interrupted(self._pending_signal)
 
     def log(self, record):
         """Append one row to metrics.jsonl, the whole line or nothing: a disk that fills up midway
@@ -89,11 +198,13 @@ class RunDir:
                 raise
             raise DiskFull(f"error: no space left on the disk of {self.dir} while logging step "
                            f"{record.get('iter')} to metrics.jsonl: {self.intact()}. Free some "
-                           f"space, then continue the run with --init_from=resume") from None
+                           f"space, then continue the run with --init_from=resume"
+                           f"{self.put_back_previous_run()}") from None
         finally:
             os.close(fd)
 
     def intact(self):
+        """What is safe on disk, for a message that ends the run."""
         if self.last_good_step is None:
             return "no checkpoint was saved yet"
         return f"the last checkpoint, {self.ckpt} (step {self.last_good_step}), is intact"
@@ -101,72 +212,244 @@ class RunDir:
     def drop_repeated_metrics(self, iter_num):
         """A resume trains the steps after its checkpoint again: drop the rows a killed run logged
         for them (a row of step iter_num stays only if it is the evaluation the checkpoint saved),
-        and a torn last line (a disk that filled up under an older version), with a warning."""
+        and a torn last line (a disk that filled up under an older version), with a warning. The
+        file is rewritten through a temporary file; a full disk leaves it as it was (one line)."""
         lines = self.metrics.read_text().splitlines() if self.metrics.exists() else []
         kept = [r for r in read_jsonl(self.metrics)
                 if r["iter"] < iter_num or (r["iter"] == iter_num and "loss" not in r)]
-        if len(kept) < len(lines):
-            tmp = self.metrics.with_name(f"metrics.jsonl.tmp.{os.getpid()}")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        if len(kept) == len(lines):
+            return
+        tmp = self.metrics.with_name(f"metrics.jsonl.tmp.{os.getpid()}")
+        text = "".join(json.dumps(r) + "\n" for r in kept)
+        try:
+            with open(tmp, "w") as f:
+                f.write(text)
             os.replace(tmp, self.metrics)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise DiskFull(f"error: no space left on the disk of {self.dir} to drop from "
+                           f"metrics.jsonl the {len(lines) - len(kept)} row(s) logged after the "
+                           f"checkpoint (step {iter_num}); nothing was changed. Free at least "
+                           f"{len(text.encode()) // 1024 + 1} kB there, then run the same command "
+                           f"again") from None
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def diverged(self, step, what, config):
         """The one message that ends a diverged run: what went wrong, what to try, and the last
         good checkpoint, if there is one (only finite losses and weights are ever saved)."""
         good = (f"The last good checkpoint is {self.ckpt} (step {self.last_good_step})."
                 if self.last_good_step is not None and self.ckpt.exists()
-                else "No good checkpoint was saved (only finite losses and weights are saved).")
+                else "No good checkpoint was saved (only finite losses and weights are saved)"
+                + self.put_back_previous_run() + ".")
         return SystemExit(f"step {step}: {what}. Training diverged; try a lower learning_rate (now "
                           f"{config['learning_rate']}), more warmup_iters (now "
                           f"{config['warmup_iters']}), grad_clip=1.0, or dtype='bfloat16' instead "
                           f"of float16. {good}")
 
-    def interrupted(self, signum=None, frame=None):
-        """Ctrl-C (SIGINT handler): stop with one line naming the last checkpoint and the command
-        that continues the run. (A save cut short leaves the previous checkpoint intact.)"""
+    def catch_signals(self):
+        """Ctrl-C (SIGINT) and SIGTERM (what Slurm, Kubernetes and torchrun send to stop a job)
+        call `interrupted`; running out of memory (std::bad_alloc, CUDA's or MPS's OOM) ends in
+        one line too. Under torchrun only rank 0 (the process holding the lock) speaks: the other
+        ranks ignore Ctrl-C (torchrun stops them), die at once on SIGTERM (no Python handler
+        waits for a collective to return), and exit quietly when a peer is gone."""
+        self._hook = sys.excepthook
+        sys.excepthook = self._one_line_failures
+        if self._lock is None and os.environ.get("RANK", "0") != "0":  # torchrun's other ranks
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            return
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum, frame):
+        if self._saving and self._pending_signal is None:
+            self._pending_signal = signum  # the checkpoint being written is finished first
+            return
+        self.interrupted(signum)
+
+    @staticmethod
+    def _exiting():
+        """The run is ending, its message said: a later signal (torchrun's SIGTERM after rank 0's
+        message, a second Ctrl-C) ends the process without a second message."""
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def _remove_temp_files(self):
+        """This process's temporary files: a save or a metrics rewrite cut short."""
+        for tmp in self.dir.glob(f"*.tmp.{os.getpid()}"):
+            tmp.unlink(missing_ok=True)
+
+    def resume_command(self):
+        """The command that continues this run: this one with --init_from=resume (and without
+        --overwrite), under torchrun if it runs under torchrun."""
         args = [a for a in sys.argv[1:] if not a.startswith(("--init_from=", "--overwrite="))]
-        resume = " ".join(["python", sys.argv[0], *args, "--init_from=resume"])
+        return self._launcher() + shlex.join([sys.argv[0], *args, "--init_from=resume"])
+
+    def _launcher(self):
+        if "LOCAL_WORLD_SIZE" not in os.environ:
+            return "python "
+        if os.environ.get("WORLD_SIZE") == os.environ["LOCAL_WORLD_SIZE"]:
+            return f"torchrun --standalone --nproc_per_node={os.environ['LOCAL_WORLD_SIZE']} "
+        return "torchrun <its options as before> "
+
+    def _how_to_go_on(self):
+        """'the last checkpoint is ...; continue the run with: ...', or how to start again (the
+        previous run that --overwrite set aside put back first)."""
+        if self.last_good_step is not None and self.ckpt.exists():
+            return (f"the last checkpoint is {self.ckpt} (step {self.last_good_step}); continue "
+                    f"the run with: {self.resume_command()}")
+        return (f"nothing to resume{self.put_back_previous_run()}; start again with: "
+                f"{self._launcher() + shlex.join(sys.argv)}")
+
+    def interrupted(self, signum=signal.SIGINT, frame=None):
+        """Ctrl-C or SIGTERM: stop with one line naming the last checkpoint and the command that
+        continues the run; exit status 128 + the signal's number (130, 143), as a shell's. (A
+        save in progress was finished first.) This process's temporary files are removed."""
+        self._remove_temp_files()
+        how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
         if self.last_good_step is None or not self.ckpt.exists():
-            raise SystemExit(f"interrupted before the first checkpoint: nothing to resume; start "
-                             f"again with: {' '.join(['python', *sys.argv])}")
-        raise SystemExit(f"interrupted: the last checkpoint is {self.ckpt} (step "
-                         f"{self.last_good_step}); continue the run with: {resume}")
+            how += " before the first checkpoint"
+        print(f"{how}: {self._how_to_go_on()}", file=sys.stderr, flush=True)
+        self._exiting()
+        raise SystemExit(128 + signum)
+
+    def _one_line_failures(self, kind, error, traceback):
+        """sys.excepthook: out of memory, and under torchrun a peer process gone, in one line."""
+        text = str(error).strip().splitlines()[0] if str(error).strip() else kind.__name__
+        lost_peer = "LOCAL_RANK" in os.environ and isinstance(error, RuntimeError) and (
+            "closed by peer" in text or "reset by peer" in text
+            or isinstance(error, torch.distributed.DistNetworkError))
+        out_of_memory = isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
+            isinstance(error, RuntimeError) and any(
+                words in text for words in ("bad_alloc", "out of memory", "can't allocate memory")))
+        text = re.sub(r"^\[enforce fail at [^\]]*\] err == 0\. ", "", text)  # (torch's CPU OOM)
+        self._exiting()
+        if lost_peer and self._lock is None:
+            return  # another rank failed or was stopped: it, or rank 0, says so
+        if lost_peer:
+            print(f"error: another process of this torchrun run stopped (its message is above): "
+                  f"{self._how_to_go_on()}", file=sys.stderr)
+        elif out_of_memory:
+            self._remove_temp_files()
+            print(f"error: out of memory ({text[:120]}): lower batch_size (the micro-batch) or "
+                  f"block_size, or train a smaller model; {self.intact()}"
+                  f"{self.put_back_previous_run()}", file=sys.stderr)
+        else:
+            self._hook(kind, error, traceback)
 
 
 class TimeBudget:
-    """max_iters = 0: how many steps fit in a run of `minutes` of wall time on this machine. Steps
-    FIRST to LAST are timed (after the first steps' warm-up, within the learning rate's warm-up),
-    then the steps left are what the time left allows, evaluations (with their checkpoint, timed
-    at step 0) included. Under torchrun rank 0 decides for every process."""
+    """max_iters = 0: the run's length fitted to `minutes` of wall time on this machine, counted
+    across resumes, and re-planned at the top of each evaluation step from the measured seconds a
+    step (the evaluations and their checkpoints included): a running estimate that weighs the
+    time since the last plan by how long it was, forgetting over a tenth of the budget, so a busy
+    minute is soon forgotten and a few quick steps do not swing it. A session's first FIRST steps
+    are not timed (the first batches, compiling); its first plan comes at the first evaluation
+    step after them, or at its step LAST if that comes first. Under torchrun rank 0 decides.
+
+    The cosine decay of the learning rate follows the plan as a fraction of the run (`progress`):
+    at each plan the progress left is spread evenly over the steps left, so a new length changes
+    how fast the decay goes on, never where it is. The learning rate never jumps, and never goes
+    back up when the run is extended (progress only grows, and stays 1 once there). Every plan
+    that changes max_iters is recorded; the plan, the decay and the budget's clock are saved with
+    each checkpoint (`state_dict`), so a resume goes on with the plan the run had at that step
+    (`load`); a resume given another max_minutes is re-planned at once from the last rate."""
 
     FIRST, LAST = 10, 50
 
-    def __init__(self, minutes, script_start, eval_interval, ddp, master):
-        self.seconds, self.script_start = 60 * minutes, script_start
-        self.eval_interval = eval_interval
-        self.ddp, self.master, self.t_first = ddp, master, None
+    def __init__(self, minutes, script_start, eval_interval, warmup_iters, ddp=False, master=True,
+                 device="cpu"):
+        self.minutes, self.script_start = minutes, script_start
+        self.eval_interval, self.warmup_iters = eval_interval, warmup_iters
+        self.ddp, self.master, self.device = ddp, master, device
+        self.max_iters = None  # the planned length (None before the first plan)
+        self.decay = None  # [step s, progress at s, planned end]: the decay's course from s on
+        self.decisions = []  # [step, max_iters, seconds a step] of each plan that changed it
+        self.elapsed_before = 0.0  # the budget's seconds spent by earlier sessions
+        self.step_s = None  # the running estimate of seconds a step, evaluations included
+        self.first_step = self.timed_from = None  # this session's first step; (step, time)
 
-    def measure(self, step, loss, eval_s):
-        """Called after every step; returns the run's max_iters at step LAST, else None."""
-        if step not in (self.FIRST, self.LAST):
-            return None
-        loss.item()  # wait for the device: the time must be its
-        if step == self.FIRST:
-            self.t_first = time.time()
-            return None
-        step_s = (time.time() - self.t_first) / (self.LAST - self.FIRST)
-        left = self.seconds - (time.time() - self.script_start)
-        steps = max(1, int(left / (step_s + eval_s / self.eval_interval)))
-        max_iters = step + 1 + steps
-        if self.ddp:  # one decision for every process
-            decided = torch.tensor([max_iters], device=loss.device)
+    def elapsed(self):
+        return self.elapsed_before + time.time() - self.script_start
+
+    def state_dict(self):
+        return dict(minutes=self.minutes, max_iters=self.max_iters, decay=self.decay,
+                    decisions=self.decisions, step_s=self.step_s, elapsed_s=self.elapsed())
+
+    def load(self, state, step):
+        """Go on from a checkpoint's step with its plan (a state_dict; None: none was saved)."""
+        if not state:
+            return
+        self.max_iters, self.decay = state["max_iters"], state["decay"]
+        self.decisions, self.elapsed_before = list(state["decisions"]), state["elapsed_s"]
+        self.step_s = state["step_s"]
+        if state["minutes"] != self.minutes and self.step_s:  # (the same on every process)
+            left = 60 * self.minutes - self.elapsed_before
+            self._decide(step, step + max(0, int(left / self.step_s)),
+                         f"time budget {state['minutes']:g} -> {self.minutes:g} min: ",
+                         f"{1000 * self.step_s:.0f} ms a step as last measured, "
+                         f"{_minutes(left)} left")
+
+    def plan(self, step, eval_s):
+        """Called at the top of every step, before its evaluation (eval_s: the last evaluation's
+        seconds, its save included); returns max_iters, 0 while it is not planned yet."""
+        if self.first_step is None:
+            self.first_step = step
+        if step == self.first_step + self.FIRST:
+            self.timed_from = (step, time.time())
+        due = self.timed_from is not None and step > self.timed_from[0] and (
+            step % self.eval_interval == 0
+            or (self.max_iters is None and step == self.first_step + self.LAST))
+        if not due:
+            return self.max_iters or 0
+        (since, then), now = self.timed_from, time.time()
+        evaluations = (step - 1) // self.eval_interval - (since - 1) // self.eval_interval
+        train_s = max(0.0, now - then - evaluations * eval_s) / (step - since)
+        measured = train_s + eval_s / self.eval_interval  # a step's share of an evaluation in it
+        weight = 1.0 - math.exp(-(now - then) / (6.0 * self.minutes))  # (a tenth of the budget)
+        self.step_s = measured if self.step_s is None else (
+            self.step_s + weight * (measured - self.step_s))
+        left = 60 * self.minutes - self.elapsed() - eval_s  # (the last step's evaluation)
+        planned = step + max(0, int(left / self.step_s)) if self.step_s > 0 else step
+        if self.ddp:  # one decision for every process: rank 0's
+            decided = torch.tensor([planned], device=self.device)
             torch.distributed.broadcast(decided, src=0)
-            max_iters = int(decided.item())
-        if self.master:
-            print(f"time budget {self.seconds / 60:g} min: max_iters={max_iters} (measured here: "
-                  f"{1000 * step_s:.0f} ms a step, {eval_s:.1f} s an evaluation every "
-                  f"{self.eval_interval} steps)")
-        return max_iters
+            planned = int(decided.item())
+        self.timed_from = (step, now)
+        why = (f"measured here: {1000 * train_s:.0f} ms a step, {eval_s:.1f} s an evaluation every "
+               f"{self.eval_interval} steps; re-planned at each evaluation"
+               if self.max_iters is None else
+               f"now {1000 * self.step_s:.0f} ms a step, {_minutes(left)} left")
+        self._decide(step, planned, f"time budget {self.minutes:g} min: ", why)
+        return self.max_iters
+
+    def _decide(self, step, planned, head, why):
+        if planned == self.max_iters:
+            return
+        old = self.max_iters
+        if self.master and (old is None or abs(planned - old) >= 0.05 * old):  # (not the jitter)
+            change = f"max_iters={planned}" if old is None else f"max_iters {old} -> {planned}"
+            print(f"{head}{change} ({why})")
+        start = max(step, self.warmup_iters)  # the decay starts after the warm-up
+        self.decay = [start, self.progress(start), planned]  # where the old plan had it at start
+        self.decisions.append([step, planned, round(self.step_s, 6)])
+        self.max_iters = planned
+
+    def progress(self, step):
+        """How far the cosine decay is at `step`, in [0, 1] (0 before the first plan)."""
+        if self.decay is None:
+            return 0.0
+        start, at_start, end = self.decay
+        if step <= start:
+            return at_start
+        return min(1.0, at_start + (1.0 - at_start) * (step - start) / max(1, end - start))
+
+
+def _minutes(seconds):
+    seconds = max(0.0, seconds)
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def read_jsonl(path):
@@ -194,7 +477,8 @@ def resume_settings(path, config, given, model_keys):
     given on the command line or in a config file, each of which is named in a note when it
     differs. The model's shape is the checkpoint's: a shape key or model_args entry given with
     another value is refused in one line (the run would train one shape and save another). A run
-    that stopped at a target loss this resume also accepts says so and exits (nothing to train)."""
+    that stopped at a target loss this resume also accepts, or that trained its whole length
+    (max_iters, or its time budget's plan), says so and exits (nothing to train)."""
     rank0 = int(os.environ.get("RANK", 0)) == 0  # (torchrun: one process speaks)
     try:
         checkpoint = load_checkpoint(path)
@@ -231,6 +515,18 @@ def resume_settings(path, config, given, model_keys):
                   f"{checkpoint['best_val_loss']:.4f} reached stop_val_loss="
                   f"{config['stop_val_loss']}. Nothing to train; pass a lower --stop_val_loss "
                   f"(0: off) to train on")
+        raise SystemExit(0)
+    budget = checkpoint.get("time_budget") or {}  # (a plan: max_iters = 0, a time budget)
+    same_budget = budget.get("minutes") == config.get("max_minutes")
+    length = config.get("max_iters") or (same_budget and budget.get("max_iters"))
+    if length and checkpoint["iter_num"] >= length:
+        if rank0:
+            what = (f"max_iters={length}" if config.get("max_iters") else
+                    f"its time budget, max_minutes={config['max_minutes']:g}")
+            print(f"this run finished at step {checkpoint['iter_num']} ({what}): val loss "
+                  f"{checkpoint.get('val_loss', checkpoint['best_val_loss']):.4f} (best "
+                  f"{checkpoint['best_val_loss']:.4f}). Nothing to train; pass a larger "
+                  f"--{'max_iters' if config.get('max_iters') else 'max_minutes'} to train on")
         raise SystemExit(0)
     return checkpoint, config
 

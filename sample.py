@@ -13,12 +13,14 @@ vocabulary are ever sampled: a GPT-2
 model's embedding is padded to 50304 rows for the GPU, and the padding ids are never drawn.
 
 --top_k=K keeps the K most likely tokens at each step; --top_k=0 keeps every token (no top-k).
---temperature=0 is greedy. A negative temperature or top_k is refused.
+--temperature=0 is greedy. A negative, infinite or nan temperature, or a negative top_k, is
+refused.
 
 The checkpoint is read into CPU memory and only the model moves to the device (the optimizer
 state it also holds is dropped unread).
 """
 
+import math
 import sys
 from pathlib import Path
 
@@ -56,7 +58,8 @@ dtype = "auto"  # auto: bfloat16 where the device has it natively, else float16 
 try:  # every setting it cannot use is one line, exit status 2
     parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
                                    and isinstance(v, (int, float, str))}, apply_to=globals())
-    for bad, why in ((temperature < 0, f"temperature={temperature}: use 0 (greedy) or more"),
+    for bad, why in ((not temperature >= 0 or temperature == math.inf,  # (nan, inf, < 0)
+                      f"temperature={temperature}: use 0 (greedy) or more, a finite number"),
                      (top_k < 0, f"top_k={top_k}: use 1 or more (0: all tokens)"),
                      (num_samples < 1, f"num_samples={num_samples}: use 1 or more"),
                      (max_new_tokens < 0, f"max_new_tokens={max_new_tokens}: use 0 or more"),

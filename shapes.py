@@ -10,7 +10,7 @@ parameters without an untied LM head), each matched by its own paper's rule:
     ><former             the x schedule solved by Appendix A (variable_width.solve_widths), which
                          matches the budget less the endpoint matrices W_end
     hourglass+><former   the same solver against the matched hourglass shape (compose.py)
-    FFN-Wider            the CEA paper's baseline: a narrower d with a ~32 d FFN (match_ffn_wider)
+    FFN-Wider            the CEA paper's baseline: narrower d, a ~32 d FFN (cea.match_ffn_wider)
     CEA                  the FFN-Wider shape with rho = outer_ratio (the same parameters)
     LWS <variant>        the LWS paper's four schedules, FFN multipliers scaled by lws.match_params
 
@@ -41,7 +41,7 @@ import torch
 import cea
 import hourglass
 import lws
-from configurator import ConfigError, build_model, parse_overrides
+from configurator import ConfigError, build_model, parse_overrides, read_config_file
 from model import SwiGLU, padded_vocab_size
 
 ROOT = Path(__file__).resolve().parent
@@ -88,7 +88,7 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         # W a multiple of 8, and of hidden_multiple / rho, so CEA's split rho W keeps that rounding
         rho = Fraction(outer_ratio).limit_denominator(64)
         multiple = math.lcm(8, rho.denominator * hidden_multiple)
-        wider = match_ffn_wider(baseline, ffn_wider_mult, multiple, head_dim_multiple)
+        wider = cea.match_ffn_wider(baseline, ffn_wider_mult, multiple, head_dim_multiple)
         shapes["FFN-Wider"] = ("cea", wider)
         shapes["CEA"] = ("cea", {**wider, "outer_ratio": outer_ratio})
     lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
@@ -104,29 +104,6 @@ def count_budget(model_type, **model_args):
     non-embedding parameters without an untied LM head, which every shape is matched on."""
     with torch.device("meta"):
         return build_model(model_type, **dict(model_args, block_size=2)).budget()
-
-
-def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
-    """FFN-Wider at the baseline's budget: same depth and heads, a narrower d and an FFN
-    about ffn_mult x d wide. For each d (head_dim_multiple x n_head apart: head dims stay even
-    for RoPE, or multiples of 8 for the GPU's fast attention kernels) cea.match_ffn_hidden solves
-    the FFN width W (a multiple of `multiple`) that matches the budget; the d whose W / d is
-    closest to ffn_mult wins. Returns cea.CEAConfig keyword arguments (outer_ratio 1)."""
-    if head_dim_multiple % 2:
-        raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
-                         "2, 8, ...")
-    target = count_budget("gpt", **baseline)
-    step = head_dim_multiple * baseline["n_head"]
-    shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
-    best = None
-    for d in range(step, baseline["n_embd"] + 1, step):
-        # in non_embedding
-        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d
-        width = cea.match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
-        score = abs(width / d - ffn_mult)
-        if best is None or score < best[0]:
-            best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
-    return best[1]
 
 
 def shape_label(model):
@@ -160,12 +137,15 @@ MATCHING_KEYS = ("n_sub_blocks", "bottleneck_ratio", "width_schedule", "width_mu
 BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
 
 # 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
-# Measured: ~45 min for all ten on a 2-core CPU (see README, Results).
+# Measured: ~45 min for all ten at one rate and seed on a 2-core CPU (docs/compare.md).
+# compare.py's own: models, seeds and learning_rates are lists (--seeds=1337,1338), each run's
+# min_lr is its rate x min_lr_ratio, jobs = train.py processes side by side.
 CPU_PRESET = dict(
-    out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models="", seeds="1337",
+    out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models=(), seeds=(1337,),
+    learning_rates=(2e-3,), min_lr_ratio=0.1, jobs=1,
     n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
-    block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600, learning_rate=2e-3,
-    min_lr=2e-4, warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
+    block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600,
+    warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
     device="auto", dtype="auto", compile=False,
     n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
     outer_ratio=0.125, ffn_multiple=32, head_dim_multiple=2, hidden_multiple=1)
@@ -174,7 +154,7 @@ CPU_PRESET = dict(
 # 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
 GPU_PRESET = dict(
     CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
-    block_size=1024, max_iters=4000, learning_rate=6e-4, min_lr=6e-5, warmup_iters=200,
+    block_size=1024, max_iters=4000, learning_rates=(6e-4,), warmup_iters=200,
     eval_interval=250, eval_iters=50, log_interval=50, compile=True,
     width_multiple=96,  # widths: multiples of 8 x 12 heads, so every head dim is a multiple of 8
     # FFN-Wider / CEA: d = 12 heads x a multiple of 8 (fast SDPA kernels on CUDA)
@@ -184,10 +164,11 @@ GPU_PRESET = dict(
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 
 
-# Matching settings renamed to the names the model configs use: the old name still works, on the
-# command line and in a config file, with a note, until the next release.
+# Settings renamed (the matching ones to the names the model configs use; compare.py's one rate to
+# its list of rates): the old name still works, on the command line and in a config file, with a
+# note, until the next release.
 RENAMED = {"hourglass_k": "n_sub_blocks", "hourglass_ratio": "bottleneck_ratio",
-           "cea_outer_ratio": "outer_ratio"}
+           "cea_outer_ratio": "outer_ratio", "learning_rate": "learning_rates"}
 
 
 def renamed_note(old, dashes="--"):
@@ -199,8 +180,14 @@ def preset_settings(argv, keys=None, extra=None):
     """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
     on top (shapes.py, compare.py and bench.py read their command lines this way).
     keys: keep only these preset keys; extra: the calling tool's own options and defaults.
-    An old name of RENAMED is read as its new name, with a note."""
-    preset = next((a.split("=", 1)[1] for a in argv if a.startswith("--preset=")), "cpu")
+    An old name of RENAMED is read as its new name, with a note. The preset is the last one named,
+    by --preset=<name> or by a config file's `preset = "<name>"` line."""
+    preset = "cpu"
+    for arg in argv:
+        if arg.startswith("--preset="):
+            preset = arg.split("=", 1)[1]
+        elif arg.endswith(".py") and not arg.startswith("-") and Path(arg).is_file():
+            preset = read_config_file(arg).get("preset", preset)
     if preset not in PRESETS:
         raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
@@ -215,7 +202,10 @@ def preset_settings(argv, keys=None, extra=None):
     # a config file's old names: read as keys of their own, then moved to the new name (which
     # wins when both are given); --help and the list of known keys show the new names only
     files = any(not a.startswith("-") for a in argv) and not ({"-h", "--help"} & set(argv))
-    old = {o: defaults[n] for o, n in RENAMED.items() if n in defaults} if files else {}
+    # (an old single value of what is now a list, learning_rate = 1e-3, is a list of one)
+    lists = {n for n in RENAMED.values() if isinstance(defaults.get(n), tuple)}
+    old = {o: None if n in lists else defaults[n] for o, n in RENAMED.items() if n in defaults
+           } if files else {}
     given = set()
     settings = parse_overrides(args, {**defaults, **old}, given=given)
     for key in old:
@@ -223,16 +213,18 @@ def preset_settings(argv, keys=None, extra=None):
         if key in given:
             renamed_note(key, dashes="")
             if RENAMED[key] not in given:
-                settings[RENAMED[key]] = value
+                wrap = RENAMED[key] in lists and not isinstance(value, (tuple, list))
+                settings[RENAMED[key]] = (value,) if wrap else value
     return settings
 
 
 def select_models(models):
-    """The shape names that `models` picks: comma-separated names or their folder slugs ('' =
-    all), in SHAPE_NAMES' order, checked before anything is matched."""
-    if not models:
+    """The shape names that `models` picks: names or their folder slugs, a tuple (the setting) or
+    comma-separated (empty = all), in SHAPE_NAMES' order, checked before anything is matched."""
+    wanted = [str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)]
+    wanted = [m for m in wanted if m]
+    if not wanted:
         return SHAPE_NAMES
-    wanted = [m.strip() for m in models.split(",")]
     unknown = [m for m in wanted if m not in SHAPE_NAMES and m not in map(slug, SHAPE_NAMES)]
     if unknown:
         raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(SHAPE_NAMES)} "

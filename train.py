@@ -5,36 +5,40 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
     python train.py config/train_shakespeare_char_gpu.py --max_iters=2000   # config, overrides
     torchrun --standalone --nproc_per_node=4 train.py config/train_gpt2_tinystories.py   # DDP
 
-Every setting below can be set by a config file (plain Python assignments) or by --key=value; a
+Every setting below can be set by a config file (assignments of literals) or by --key=value; a
 typo or a value of the wrong type stops with one line naming it. `model_type` picks the file that
 builds the model; `model_args` holds that mechanism's own (--help lists every type with its keys).
+A bare --model_type=X builds X at the budget of the GPT the other settings describe, matched as
+compare.py matches it, and prints its shape.
 
 Top to bottom: settings (a resume takes the checkpoint's); devices, precision, DDP; the data; the
 model and AdamW; the loop: evaluate and checkpoint every eval_interval steps, one optimizer step
 (gradient accumulation, clipping, warm-up + cosine learning rate), a log line every log_interval
-steps (also in out_dir/metrics.jsonl). max_iters = 0 sizes the run to max_minutes on this machine.
-What keeps a run safe (locked out_dir, exact resume, a diverged model never saved) lives in
-run.py; atomic checkpoints in checkpoint.py; data checked without reading it in dataset.py.
+steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run to max_minutes on this machine,
+re-planned at each evaluation. What keeps a run safe (locked out_dir, exact resume, a diverged
+model never saved, Ctrl-C and SIGTERM in one line) lives in run.py; atomic checkpoints in
+checkpoint.py; data checked without reading it in dataset.py.
 """
 
+import gc
 import inspect
 import math
 import os
-import signal
 import sys
 import time
 
 import numpy as np
 import torch
+import torch.distributed.nn  # noqa: F401 (imported before init_process_group, see the end)
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from checkpoint import model_from_checkpoint
-from configurator import (ConfigError, build_model, check_train_settings, model_keys,
-                          parse_overrides, usage_error)
+from configurator import (ConfigError, build_model, check_train_settings, matched_model_args,
+                          model_keys, parse_overrides, usage_error)
 from dataset import check_dataset, find_dataset
 from hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
-from model import format_counts, padded_vocab_size
+from model import format_counts, padded_vocab_size, shape_report
 from run import RunDir, TimeBudget, all_rng_states, restore_rng, resume_settings
 
 # -----------------------------------------------------------------------------------------------
@@ -67,7 +71,7 @@ ffn_hidden = None  # hidden width of the SwiGLU FFN; None: 4 * n_embd
 qk_norm = ""  # RMSNorm on queries and keys: '' (off), 'head' (per head) or 'full'
 tie_embeddings = True  # the LM head shares the token embedding's weights
 dropout = 0.0  # dropout probability in training (0: off)
-model_args = {}  # the mechanism's own settings, e.g. {'bottleneck_dim': 128, 'n_sub_blocks': 4}
+model_args = {}  # the mechanism's own, e.g. {'n_sub_blocks': 4}; {}: matched to this GPT's budget
 # optimizer: AdamW, weight decay on matrices only
 learning_rate = 2e-3  # the peak learning rate, reached at the end of the warm-up
 max_iters = 0  # training steps; 0: as many steps as fit in max_minutes (measured on this machine)
@@ -102,6 +106,7 @@ MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model ta
 sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
 # out_dir is this run's alone (a lock; rank 0 holds it); a scratch run never replaces another
 run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)
+run.catch_signals()  # Ctrl-C, SIGTERM, out of memory: one line, the last checkpoint, how to go on
 checkpoint = None
 if config["init_from"] == "resume":  # the run goes on as it was saved: its model, its settings
     checkpoint, config = resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
@@ -177,12 +182,19 @@ def fetch_train_batch():
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, elapsed_before, tokens_before = 0, float("inf"), 0.0, 0
+val_loss, budget_state = float("nan"), None  # the last evaluation's val loss; a time budget's plan
 if init_from == "scratch":
     # GPT-2's 50257 ids get an embedding and head of 50304 rows (tensor-core friendly); the padding
     # ids are never targets and never sampled. A character vocabulary stays as it is.
-    model_args = {"vocab_size": padded_vocab_size(vocab_size, multiple=64),
-                  **{k: config[k] for k in MODEL_KEYS}, **model_args}  # model_args: the last word
+    baseline = {"vocab_size": padded_vocab_size(vocab_size, multiple=64),
+                **{k: config[k] for k in MODEL_KEYS}}  # the plain GPT these settings describe
+    if model_args:  # the mechanism's own settings, by hand: the last word
+        model_args = {**baseline, **model_args}
+    else:  # a bare --model_type=X: X's own shape at this GPT's budget (as compare.py builds it)
+        model_args = matched_model_args(model_type, baseline)
     model = build_model(model_type, **model_args)  # (the settings were checked on the meta device)
+    if master_process and model_type != "gpt":
+        print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
     if master_process:  # overwrite=True: only now, with settings, data and model checked
         run.remove_previous_run()
 else:
@@ -191,6 +203,8 @@ else:
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
     run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
+    val_loss = checkpoint.get("val_loss", best_val_loss)
+    budget_state = checkpoint.get("time_budget")  # its plan, decay and clock at this step
     note = restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
@@ -246,16 +260,26 @@ def estimate_loss():
     return out
 
 
+# max_iters = 0: the run's length is planned to end at max_minutes, and re-planned at each
+# evaluation from the measured rate (run.py); a resume goes on with the plan its checkpoint saved
+time_budget = (TimeBudget(max_minutes, script_start, eval_interval, warmup_iters, ddp,
+                          master_process, device) if max_iters == 0 else None)
+if time_budget:
+    time_budget.load(budget_state, iter_num)
+
+
 def get_lr(it):
-    """Linear warm-up for warmup_iters, then cosine decay to min_lr at lr_decay_iters."""
+    """Linear warm-up for warmup_iters, then cosine decay to min_lr at lr_decay_iters (0:
+    max_iters); under a time budget over the fraction of its planned length (never back up)."""
     if not decay_lr:
         return learning_rate
     if it < warmup_iters:
         return learning_rate * (it + 1) / (warmup_iters + 1)
-    decay_iters = lr_decay_iters or max_iters or math.inf  # inf: before a time budget fixes it
-    if it > decay_iters:
-        return min_lr
-    progress = (it - warmup_iters) / max(1, decay_iters - warmup_iters)
+    if time_budget and not lr_decay_iters:
+        progress = time_budget.progress(it)
+    else:
+        progress = (it - warmup_iters) / max(1, (lr_decay_iters or max_iters) - warmup_iters)
+    progress = min(progress, 1.0)  # min_lr after the decay
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
@@ -264,14 +288,14 @@ def get_lr(it):
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")
-signal.signal(signal.SIGINT, run.interrupted)  # Ctrl-C: one line, the last checkpoint, how to go on
 start_iter = iter_num
 run_start = time.time() - elapsed_before
-time_budget = TimeBudget(max_minutes, script_start, eval_interval, ddp, master_process)
-eval_s, val_loss = 0.0, float("nan")  # the last evaluation's seconds (with its save), val loss
+eval_s = 0.0  # the last evaluation's seconds (with its save)
 t0, steps_timed = time.time(), 0  # the last time the host waited for the device, steps since
 x, y = fetch_train_batch()
 while True:
+    if time_budget:  # (re)planned at each evaluation step, before the evaluation
+        max_iters = time_budget.plan(iter_num, eval_s)
     tokens = tokens_before + (iter_num - start_iter) * tokens_per_iter  # seen before this step
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
@@ -304,7 +328,8 @@ while True:
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
                 rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.time() - run_start,
-                tokens=tokens, reached_target=reached_target))
+                tokens=tokens, reached_target=reached_target, val_loss=val_loss,
+                time_budget=time_budget and time_budget.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.time() - eval_start
         if reached_target:
@@ -341,11 +366,6 @@ while True:
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
     steps_timed += 1
-    # max_iters = 0: a few steps are timed, then the run's length is fixed once so that it ends at
-    # max_minutes (the checkpoints keep it: a resume is exact)
-    if max_iters == 0 and (decided := time_budget.measure(iter_num, loss, eval_s)):
-        max_iters = config["max_iters"] = decided
-        lr_decay_iters = config["lr_decay_iters"] = lr_decay_iters or decided
 
     # log steps only (every process): the loss comes to the host, is checked, and timed over the
     # steps since the last sync. A non-finite loss in between is caught here or by the next
@@ -393,4 +413,10 @@ if master_process:
         print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its evaluation and sample first
+    # The process group goes now, its threads joined, not during the interpreter's exit (where
+    # gloo's threads met std::terminate: "terminate called without an active exception"). Nothing
+    # may hold it then: not DDP (deleted here), not torch.distributed.nn's functions (their default
+    # arguments would, had DDP imported them after init_process_group: imported at the top).
+    del model, ddp_model
+    gc.collect()
     destroy_process_group()

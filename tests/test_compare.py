@@ -1,71 +1,105 @@
-"""compare.py end to end on a tiny dataset: it trains every asked-for shape through train.py,
-writes the table and the plot, and an interrupted comparison resumes to the same results."""
+"""compare.py end to end on a tiny dataset: it trains every asked-for shape through train.py at
+every rate, then the other seeds at each shape's chosen rate, writes the tables and the plots, and
+an interrupted comparison resumes to the same results. The rate choice and the verdict are checked
+in-process on made-up losses (verdict.py), the order of the two phases with a faked train.py."""
 
+import csv
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+import compare
+import verdict
 from conftest import ROOT
+from shapes import preset_settings
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8",
         "--models=GPT,hourglass+><former", "--dtype=float32"]
 
 
-def compare(out_dir, data_dir, *extra, wait=True):
+def compare_run(out_dir, data_dir, *extra, wait=True, cwd=ROOT):
     command = [sys.executable, str(ROOT / "compare.py"), *TINY, f"--data_dir={data_dir}",
                f"--out_dir={out_dir}", *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if not wait:
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def losses(out_dir):
-    """Everything in results.json except the speed measurements."""
-    results = json.loads((out_dir / "results.json").read_text())["results"]
-    return [(r["model"], r["seed"], r["val_loss"], r["train_loss"], r["tokens"]) for r in results]
+    """Everything in results.json's runs except the speed measurements."""
+    runs = json.loads((out_dir / "results.json").read_text())["runs"]
+    return [(r["shape"], r["lr"], r["seed"], r["val_loss"], r["train_loss"], r["tokens"])
+            for r in runs]
 
 
-def test_compare_writes_table_and_plot(tmp_path, char_dataset):
+def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset):
+    """Run from another folder than the repo's, with relative paths: they are the caller's. Phase
+    1 trains both shapes at both rates (seed 1), phase 2 seed 2 at each one's chosen rate; a rerun
+    retrains nothing, nor does a one-rate command whose runs a two-rate one left (a run is its
+    settings, whatever its folder's name)."""
     out = tmp_path / "cmp"
-    done = compare(out, char_dataset, "--max_iters=20", "--eval_interval=10", "--seeds=1,2")
+    args = ("--max_iters=20", "--eval_interval=10", "--seeds=1,2")
+    done = compare_run("cmp", char_dataset.name, *args, "--learning_rates=1e-3,4e-3", "--jobs=2",
+                       cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 at a time (1 thread each)" in done.stdout
+    results = json.loads((out / "results.json").read_text())
+    chosen = {v["shape"]: v["lr"] for v in results["verdicts"]}
+    assert set(chosen) == {"GPT", "hourglass+><former"} and set(chosen.values()) <= {1e-3, 4e-3}
+    folders = {f"{compare.slug(n)}-lr{r}-s1" for n in chosen for r in ("1e-3", "4e-3")} | {
+        f"{compare.slug(n)}-lr{verdict.rate_label(lr)}-s2" for n, lr in chosen.items()}
+    assert {p.name for p in out.iterdir() if p.is_dir()} == folders
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(compare.CSV_COLUMNS) and len(rows) == 6
+    assert {(r["shape"], float(r["lr"]), int(r["seed"])) for r in rows} == {
+        (n, lr, s) for n in chosen for lr, s in ((1e-3, 1), (4e-3, 1), (chosen[n], 2))}
     table = (out / "results.md").read_text()
-    # +-: the spread over 2 seeds
-    assert "| GPT |" in table and "| hourglass+><former |" in table and "+-" in table
+    assert "| hourglass+><former |" in table and "no verdict (2 seeds; 3 needed)" in table
+    assert "| model | lr 1e-3 | lr 4e-3 |" in table and "**" in table  # phase 1, chosen in bold
     assert (out / "val_loss.png").stat().st_size > 10_000
-    assert {p.name for p in out.iterdir()} >= {"gpt-s1", "gpt-s2", "hourglass-xformer-s1",
-                                               "hourglass-xformer-s2"}
-    assert len(losses(out)) == 4
+    assert (out / "verdict.png").stat().st_size > 10_000
     # the composed model (hourglass FFNs in a ><former) samples from its checkpoint like any other
-    sample = subprocess.run([sys.executable, str(ROOT / "sample.py"),
-                             f"--out_dir={out / 'hourglass-xformer-s1'}", "--start=All:",
-                             "--num_samples=1", "--max_new_tokens=20"], cwd=ROOT,
+    one = out / "hourglass-xformer-lr1e-3-s1"
+    sample = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={one}",
+                             "--start=All:", "--num_samples=1", "--max_new_tokens=20"], cwd=ROOT,
                             capture_output=True, text=True)
     assert sample.returncode == 0 and sample.stdout.startswith("composed from"), (
         sample.stdout + sample.stderr)
     # a finished comparison is not retrained: the rerun only rebuilds the table
-    again = compare(out, char_dataset, "--max_iters=20", "--eval_interval=10", "--seeds=1,2")
-    assert again.stdout.count("finished before, skipping") == 4
-    # other settings into the same folder are refused
-    changed = compare(out, char_dataset, "--max_iters=30", "--eval_interval=10", "--seeds=1,2")
+    again = compare_run(out, char_dataset, *args, "--learning_rates=1e-3,4e-3")
+    assert again.stdout.count("finished before, skipping") == 6, again.stdout + again.stderr
+    assert losses(out) == [(r["shape"], r["lr"], r["seed"], r["val_loss"], r["train_loss"],
+                            r["tokens"]) for r in results["runs"]]
+    # one rate (its folders would be <slug>-s<seed>): the two-rate comparison's runs at it count
+    one_rate = compare_run(out, char_dataset, *args, "--learning_rates=4e-3",
+                           "--models=hourglass+><former")
+    assert one_rate.returncode == 0, one_rate.stdout + one_rate.stderr
+    assert chosen == {"GPT": 4e-3, "hourglass+><former": 4e-3}  # (20 steps: the higher rate)
+    assert one_rate.stdout.count("finished before, skipping") == 2
+    assert "training" not in one_rate.stdout and "| GPT |" in (out / "results.md").read_text()
+    # other settings into the same folders are refused
+    changed = compare_run(out, char_dataset, "--max_iters=30", "--eval_interval=10",
+                          "--seeds=1,2", "--learning_rates=1e-3,4e-3")
     assert changed.returncode != 0 and "new --out_dir" in changed.stdout + changed.stderr
 
 
 def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset):
     args = ("--max_iters=300", "--eval_interval=20")
-    straight = compare(tmp_path / "straight", char_dataset, *args)
+    straight = compare_run(tmp_path / "straight", char_dataset, *args)
     assert straight.returncode == 0, straight.stdout + straight.stderr
 
     out = tmp_path / "interrupted"
-    process = compare(out, char_dataset, *args, wait=False)
+    process = compare_run(out, char_dataset, *args, wait=False)
     checkpoint = out / "hourglass-xformer-s1337" / "ckpt.pt"  # the second model's first checkpoint
     deadline = time.time() + 120
     while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
@@ -76,7 +110,7 @@ def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset)
         pytest.fail("the second run finished before it could be interrupted: raise max_iters")
     assert (out / "gpt-s1337" / "result.json").exists()
 
-    resumed = compare(out, char_dataset, *args)
+    resumed = compare_run(out, char_dataset, *args)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "finished before, skipping" in resumed.stdout and "resuming from" in resumed.stdout
     assert losses(out) == losses(tmp_path / "straight")
@@ -91,13 +125,148 @@ def test_missing_dataset_is_prepared_or_explained(tmp_path):
 def test_the_plot_shows_every_evaluation_of_a_short_run(tmp_path):
     """A 3-evaluation run: the y-axis must hold all three points (it once took its limits from
     the third evaluation, the last, and the curves fell off the plot)."""
-    import compare
+    from plot import plot_curves
 
     def curve(losses):
         return [dict(iter=i, tokens=1000 * i, val_loss=v, elapsed_s=10.0 * i)
                 for i, v in enumerate(losses)]
 
-    results = {("GPT", 1): dict(curve=curve([4.2, 2.3, 2.2126])),
-               ("hourglass", 1): dict(curve=curve([4.2, 2.4, 2.2147]))}
-    low, high = compare.plot_curves(["GPT", "hourglass"], results, [1], tmp_path / "p.png", "t")
+    curves = {"GPT": [curve([4.2, 2.3, 2.2126])], "hourglass": [curve([4.2, 2.4, 2.2147])]}
+    low, high = plot_curves(curves, tmp_path / "p.png", "t")
     assert low <= 2.2126 and high >= 4.2
+
+
+# ----------------------------------------------------------------------------------------
+# The rate choice and the verdict, on made-up losses
+
+
+def test_each_shape_takes_the_rate_of_its_lowest_loss_and_an_end_of_the_list_is_flagged():
+    assert verdict.choose_rate({1e-3: 1.70, 2e-3: 1.65, 4e-3: 1.68}) == (2e-3, "")
+    assert verdict.choose_rate({1e-3: 1.60, 2e-3: 1.65, 4e-3: 1.68}) == (1e-3, "lowest")
+    assert verdict.choose_rate({1e-3: 1.70, 2e-3: 1.65, 4e-3: 1.61}) == (4e-3, "highest")
+    # a diverged rate (None) is never chosen; the best finite one inside the list is not an end
+    assert verdict.choose_rate({1e-3: 1.70, 2e-3: 1.65, 4e-3: None}) == (2e-3, "")
+    assert verdict.choose_rate({1e-3: None, 2e-3: float("nan")}) == (None, "")
+    assert verdict.choose_rate({2e-3: 1.65}) == (2e-3, "only")
+    # the flag that looks past the ends chosen: one more rate there, the list's own step
+    assert verdict.rates_flag(verdict.extended_rates([1e-3, 2e-3, 4e-3], ["", "highest"])) == (
+        "--learning_rates=1e-3,2e-3,4e-3,8e-3")
+    assert verdict.rates_flag(verdict.extended_rates([1e-3, 3e-3], ["lowest", "highest"])) == (
+        "--learning_rates=3.33e-4,1e-3,3e-3,9e-3")
+    assert verdict.extended_rates([2e-3], ["only"]) == [1e-3, 2e-3, 4e-3]
+    assert [verdict.rate_label(r) for r in (0.002, 1.5e-4, 6e-4, 1e-2)] == [
+        "2e-3", "1.5e-4", "6e-4", "1e-2"]
+
+
+def made_up_rows(shape_losses, gpt_losses, rates=(1e-3, 2e-3, 4e-3)):
+    """shape_rows of GPT and one shape from {rate: [loss per seed]} (the first seed: phase 1)."""
+    losses = {}
+    for name, table in (("GPT", gpt_losses), ("shape", shape_losses)):
+        for lr, seeds in table.items():
+            losses.update({(name, lr, s): loss for s, loss in enumerate(seeds, 1)})
+    seeds = range(1, max(len(v) for v in shape_losses.values()) + 1)
+    return verdict.shape_rows(losses, ["GPT", "shape"], list(rates), list(seeds), "GPT")
+
+
+def test_the_verdict_is_the_seed_paired_difference_at_each_shapes_own_rate():
+    gpt = {1e-3: [1.70], 2e-3: [1.650, 1.660, 1.640], 4e-3: [1.69]}
+    # better on every seed by ~0.03 at its own (higher) rate; its loss at the GPT's rate is worse
+    better = made_up_rows({1e-3: [1.75], 2e-3: [1.66], 4e-3: [1.620, 1.631, 1.609]}, gpt)
+    row = better["shape"]
+    assert row["lr"] == 4e-3 and row["edge"] == "highest" and row["losses"] == {
+        1: 1.620, 2: 1.631, 3: 1.609}
+    n, mean, se = row["diff"]  # paired by seed: (1.620-1.650, 1.631-1.660, 1.609-1.640)
+    assert n == 3 and mean == pytest.approx(-0.03) and se == pytest.approx(0.000577, abs=1e-5)
+    assert row["verdict"] == "better by 0.0300 +- 0.0006"
+    # the same mean difference with seeds that disagree: within noise
+    noisy = made_up_rows({1e-3: [1.75], 2e-3: [1.600, 1.680, 1.580], 4e-3: [1.70]}, gpt)
+    assert noisy["shape"]["lr"] == 2e-3 and noisy["shape"]["edge"] == ""
+    assert noisy["shape"]["diff"][1] == pytest.approx(-0.03)
+    assert noisy["shape"]["verdict"] == "within noise"
+    worse = made_up_rows({1e-3: [1.75], 2e-3: [1.700, 1.712, 1.688], 4e-3: [1.76]}, gpt)
+    assert worse["shape"]["verdict"] == "worse by 0.0500 +- 0.0012"  # diffs .050, .052, .048
+    # two seeds are not enough for any verdict, however clear
+    two = made_up_rows({1e-3: [1.75], 2e-3: [1.55, 1.56], 4e-3: [1.76]},
+                       {lr: v[:2] for lr, v in gpt.items()})
+    assert two["shape"]["verdict"] == "no verdict (2 seeds; 3 needed)"
+    # the rule's threshold: t(0.975, 2) = 4.30 standard errors with 3 seeds
+    assert verdict.verdict(3, -0.0044, 0.001) == "better by 0.0044 +- 0.0010"
+    assert verdict.verdict(3, -0.0042, 0.001) == "within noise"
+    assert verdict.verdict(3, 0.0, 0.0) == "within noise"
+    table = verdict.verdict_table(better, "GPT")
+    assert "| shape | 4e-3 (highest: extend) | 3 | 1.6200 +- 0.0110 | -0.0300 +- 0.0006 | " \
+           "better by 0.0300 +- 0.0006 |" in table
+    footer = verdict.verdict_footer(better, [1e-3, 2e-3, 4e-3], [1, 2, 3], "GPT")
+    assert "`--learning_rates=1e-3,2e-3,4e-3,8e-3`" in footer and "4.30 SE" in footer
+    assert "| shape | 1.7500 | 1.6600 | **1.6200** |" in verdict.rates_table(
+        better, [1e-3, 2e-3, 4e-3])
+
+
+def test_the_verdict_figure_reads_with_one_rate_one_seed_and_a_diverged_rate(tmp_path):
+    from plot import plot_verdict
+    one = made_up_rows({2e-3: [1.62]}, {2e-3: [1.65]}, rates=(2e-3,))
+    plot_verdict(one, "GPT", tmp_path / "one.png", "one rate, one seed", verdict.rate_label)
+    diverged = made_up_rows({1e-3: [1.75], 2e-3: [1.66, 1.65, 1.64], 4e-3: [None]},
+                            {1e-3: [1.70], 2e-3: [1.650, 1.660, 1.640], 4e-3: [9.0]})
+    plot_verdict(diverged, "GPT", tmp_path / "diverged.png", "t", verdict.rate_label)
+    assert (tmp_path / "one.png").stat().st_size > 10_000
+    assert (tmp_path / "diverged.png").stat().st_size > 10_000
+
+
+# ----------------------------------------------------------------------------------------
+# The two phases, with a faked train.py (in-process)
+
+
+def test_phase_two_starts_a_shapes_seeds_only_after_its_phase_one(tmp_path, char_dataset,
+                                                                    monkeypatch):
+    """Two jobs at once, three rates, three seeds: a shape's seeds 8 and 9 run at the rate its
+    phase-1 runs (seed 7) chose, and only once they have all finished."""
+    loss = {"gpt": {1e-3: 1.70, 2e-3: 1.65, 4e-3: 1.68},
+            "hourglass": {1e-3: 1.66, 2e-3: 1.64, 4e-3: 1.60}}
+    events, lock, running, most = [], threading.Lock(), [], []
+
+    def fake_train_one(run_dir, config, max_iters, tag, threads):
+        key = (config["model_type"], config["learning_rate"], config["seed"])
+        with lock:
+            running.append(key)
+            events.append(("start", key))
+            most.append(len(running))
+        time.sleep(0.05)
+        with lock:
+            running.remove(key)
+            events.append(("end", key))
+        value = loss[key[0]][key[1]] + 0.001 * key[2]
+        return dict(val_loss=value, train_loss=value, tokens=1, elapsed_s=1.0, tokens_per_s=1.0,
+                    curve=[])
+
+    reported = {}
+    monkeypatch.setattr(compare, "train_one", fake_train_one)
+    monkeypatch.setattr(compare, "report", lambda *args: reported.update(args[2]))
+    compare.main([*TINY[:-2], "--models=GPT,hourglass", f"--data_dir={char_dataset}",
+                  f"--out_dir={tmp_path / 'cmp'}", "--learning_rates=4e-3,1e-3,2e-3",
+                  "--seeds=7,8,9", "--jobs=2"])
+    assert len(events) == 2 * 2 * (3 + 2) and max(most) == 2 and len(reported) == 10
+    for model, chosen in (("gpt", 2e-3), ("hourglass", 4e-3)):
+        phase1_done = max(events.index(("end", (model, lr, 7))) for lr in loss[model])
+        later = [(i, key) for i, (kind, key) in enumerate(events)
+                 if kind == "start" and key[0] == model and key[2] != 7]
+        assert [key for _, key in later] == [(model, chosen, 8), (model, chosen, 9)]
+        assert min(i for i, _ in later) > phase1_done
+
+
+def test_help_shows_the_list_settings():
+    shown = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--help"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert shown.returncode == 0
+    for setting in ("--learning_rates=(0.002,)", "--seeds=(1337,)", "--jobs=1",
+                    "--min_lr_ratio=0.1"):
+        assert setting in shown.stdout
+
+
+@pytest.mark.parametrize("name", ["compare_verdict_cpu", "compare_verdict_gpu"])
+def test_the_verdict_configs_load(name):
+    settings = preset_settings([str(ROOT / "config" / f"{name}.py")])
+    compare.check_lists(settings)
+    assert len(settings["learning_rates"]) >= 2 and len(settings["seeds"]) >= 3
+    assert settings["preset"] == name.rsplit("_", 1)[1]
+    assert compare.select_models(settings["models"]) == compare.SHAPE_NAMES

@@ -1,9 +1,13 @@
 """Nothing lost at the edges: a full disk, two runs in one folder, --overwrite, a resume's settings,
-a run that reached its target, Ctrl-C, and one line for every bad setting. Each row reproduces
-what a user hit, run as a user runs it (train.py in a child process)."""
+a run that reached its target or its end, Ctrl-C and SIGTERM, a time budget on a busy machine, and
+one line for every bad setting. Each row reproduces what a user hit, run as a user runs it
+(train.py in a child process) where the behaviour is the command line's."""
 
 import json
+import math
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -14,6 +18,7 @@ import torch
 
 from conftest import ROOT
 from checkpoint import load_checkpoint
+from configurator import ConfigError, check_train_settings, train_defaults
 from run import read_jsonl
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
@@ -131,7 +136,7 @@ def test_two_runs_into_one_out_dir_one_trains_the_other_refuses(char_dataset, tm
         while not (out / "ckpt.pt").exists() and time.time() < deadline:
             time.sleep(0.2)
         second = train(*args, "--seed=2", "--overwrite=True", "--max_iters=10", check=False)
-        message = one_line(second)
+        message = one_line(second, code=2)
         assert "in use by another training run" in message and f"PID {first.pid}" in message
     finally:
         first.kill()  # kill -9: the lock must not outlive it
@@ -195,7 +200,7 @@ def test_ctrl_c_names_the_last_checkpoint_and_the_command_that_resumes(char_data
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and "Traceback" not in err, err
+    assert proc.returncode == 130 and "Traceback" not in err, err
     step = load_checkpoint(out / "ckpt.pt")["iter_num"]
     assert f"the last checkpoint is {out / 'ckpt.pt'} (step {step})" in err
     assert "--init_from=resume" in err and len(err.strip().splitlines()) == 1, err
@@ -252,33 +257,117 @@ def test_model_py_prints_a_bad_shape_in_one_line():
     assert "n_embd=130 is not divisible by n_head=4" in one_line(result, code=2)
 
 
-def test_a_time_budget_fixes_max_iters_once_and_a_resume_is_exact(char_dataset, tmp_path):
-    """max_iters=0: train.py times steps 10-50 (inside the learning rate's warm-up, so the schedule
-    before the decision is the same for any length), fixes max_iters once, saves it in the
-    checkpoint; a run killed after that and resumed equals a run given that max_iters."""
-    out, fixed = tmp_path / "budget", tmp_path / "fixed"
-    args = [*TINY, f"--data_dir={char_dataset}", "--eval_interval=60", "--warmup_iters=50",
-            "--lr_decay_iters=0", "--log_interval=10"]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"--out_dir={out}",
-                             "--max_iters=0", "--max_minutes=0.25"], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    lines = []  # train.py's stdout is line-buffered: read up to the progress line of step 60
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("iter 60/"):  # its checkpoint is saved just before this line
+def stop_at(command, line, signum):
+    """Run a command until it prints a line starting with `line`, then send it `signum` (os.kill,
+    as Slurm, Kubernetes or a Ctrl-C would); returns the completed process."""
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    stdout = []
+    for text in proc.stdout:
+        stdout.append(text)
+        if text.startswith(line):
+            os.kill(proc.pid, signum)
             break
-    proc.kill()  # after the first checkpoint (step 60), past the decision at step 50
-    first_part = "".join(lines) + proc.communicate()[0]
-    assert first_part.count("time budget 0.25 min: max_iters=") == 1, first_part
-    saved = load_checkpoint(out / "ckpt.pt")
-    n = saved["config"]["max_iters"]
-    assert saved["iter_num"] == 60 < n and saved["config"]["lr_decay_iters"] == n
-    assert "iter 10/?: " in first_part and f"iter 60/{n}: " in first_part
-    resumed = train(*args, f"--out_dir={out}", "--init_from=resume", timeout=300)
-    assert "time budget" not in resumed.stdout and f"done: {n} steps" in resumed.stdout
-    train(*args, f"--out_dir={fixed}", f"--max_iters={n}", timeout=300)
-    assert losses(out) == losses(fixed)
+    rest, stderr = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(command, proc.returncode, "".join(stdout) + rest, stderr)
+
+
+def resume_command(result, step):
+    """The command the one line names to continue from the checkpoint of `step`."""
+    message = one_line(result)
+    assert f"(step {step}); continue the run with: python " in message, message
+    command = shlex.split(message.split("continue the run with: ")[1])
+    return [sys.executable, *command[1:]]
+
+
+def test_a_budgeted_run_stopped_twice_resumes_exactly_and_ends_in_its_budget(char_dataset,
+                                                                              tmp_path):
+    """max_iters=0, max_minutes=0.25: planned from step 15 on, again at each evaluation (every 5
+    steps). SIGTERM at step 13, before any plan: one line, exit status 143, with the command that
+    goes on; that command goes on, and a Ctrl-C stops it at step 33, after plans at 25 and 30; the
+    command it prints goes on again and ends the run within its budget. The steps a resume trains
+    again give the losses they gave before the stop: the plan, its decay and the RNG come back
+    exactly (a resume before the first plan was a TypeError at step 50)."""
+    out = tmp_path / "o"
+    first = [sys.executable, str(ROOT / "train.py"), *TINY, f"--data_dir={char_dataset}",
+             f"--out_dir={out}", "--eval_interval=5", "--lr_decay_iters=0", "--max_iters=0",
+             "--max_minutes=0.25"]
+    stopped = stop_at(first, "iter 13/?", signal.SIGTERM)  # (steps 10-12 are logged)
+    assert stopped.returncode == 143 and "time budget" not in stopped.stdout
+    before_plan = {s: loss for s, loss in losses(out).items() if s >= 10}
+    second = resume_command(stopped, 10)
+    stopped = stop_at(second, "iter 33/", signal.SIGINT)  # (steps 30-32 are logged)
+    assert stopped.returncode == 130 and "time budget 0.25 min: max_iters=" in stopped.stdout
+    assert "interrupted: " in stopped.stderr
+    after_plans = {s: loss for s, loss in losses(out).items() if 30 <= s < 35}
+    finished = subprocess.run(resume_command(stopped, 30), cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert finished.returncode == 0, finished.stderr
+    ckpt = load_checkpoint(out / "ckpt.pt")
+    budget, steps = ckpt["time_budget"], ckpt["iter_num"]
+    assert f"done: {steps} steps" in finished.stdout and budget["max_iters"] == steps > 35
+    assert budget["decisions"][0][0] == 25 and budget["elapsed_s"] < 15 + 10  # (+ a start-up)
+    final = losses(out)
+    assert sorted(final) == list(range(steps))
+    assert {s: final[s] for s in before_plan} == before_plan and len(before_plan) >= 3
+    assert {s: final[s] for s in after_plans} == after_plans and len(after_plans) >= 3
+    lrs = [r["lr"] for r in read_jsonl(out / "metrics.jsonl") if "lr" in r]
+    assert all(b <= a for a, b in zip(lrs[2:], lrs[3:])) and lrs[-1] < lrs[2]  # never up
+
+
+def test_a_failed_overwrite_keeps_the_old_run_byte_identical(char_dataset, tmp_path):
+    """--overwrite with a batch no memory holds (here 10^12 windows: the allocation fails at once;
+    10^8 is the std::bad_alloc a user met, the same path): one line, the old run as it was; then a
+    resume of that finished run says so with its last val loss (it printed "val loss nan")."""
+    out = tmp_path / "o"
+    args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=4",
+            "--eval_interval=4"]
+    train(*args)
+    before = (out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_bytes()
+    failed = train(*args, "--overwrite=True", "--batch_size=1000000000000", check=False)
+    message = one_line(failed, code=1)
+    assert message.startswith("error: out of memory") and "lower batch_size" in message
+    assert f"the previous run in {out} (ckpt.pt, metrics.jsonl) was put back" in message
+    assert ((out / "ckpt.pt").read_bytes(), (out / "metrics.jsonl").read_bytes()) == before
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt.pt", "metrics.jsonl", "run.lock"]
+    again = train(*args, "--init_from=resume")
+    val_loss = load_checkpoint(out / "ckpt.pt")["val_loss"]
+    assert (f"this run finished at step 4 (max_iters=4): val loss {val_loss:.4f}" in again.stdout
+            and "Nothing to train" in again.stdout and "nan" not in again.stdout)
+
+
+def test_an_out_dir_that_is_a_file_or_holds_a_run_is_one_line_with_exit_status_2(char_dataset,
+                                                                                   tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    message = one_line(train(*TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'file'}",
+                             "--max_iters=2", check=False), code=2)
+    assert f"cannot be a folder: {tmp_path / 'file'} is a file" in message
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "ckpt.pt").write_bytes(b"a run")
+    message = one_line(train(*TINY, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}",
+                             "--max_iters=2", check=False), code=2)
+    assert "already holds a run (ckpt.pt)" in message
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("learning_rate", math.inf, "learning_rate=inf: it must be a finite number"),
+    ("learning_rate", math.nan, "learning_rate=nan: it must be a finite number"),
+    ("max_minutes", math.inf, "max_minutes=inf: it must be a finite number"),
+    ("max_minutes", math.nan, "max_minutes=nan: it must be a finite number"),
+    ("max_minutes", -1.0, "max_minutes=-1.0: it must be 0 or more"),
+    ("max_minutes", 0.0, "max_iters=0 and max_minutes=0: give the run a length"),
+])
+def test_an_infinite_nan_or_negative_setting_is_refused(key, value, expected):
+    """inf passed every check (max_minutes=inf was an OverflowError when the budget was planned);
+    the command line's one line and exit status 2 for it: the next row."""
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        check_train_settings(dict(train_defaults(), max_iters=0, **{key: value}))
+
+
+def test_max_minutes_inf_is_one_line_on_the_command_line(tmp_path):
+    message = one_line(train(f"--out_dir={tmp_path / 'o'}", "--max_minutes=inf", check=False),
+                       code=2)
+    assert message == "error: max_minutes=inf: it must be a finite number"
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -289,6 +378,7 @@ def test_a_time_budget_fixes_max_iters_once_and_a_resume_is_exact(char_dataset, 
     (["--dtype=fp16"], "dtype='fp16': use one of auto, float32, bfloat16, float16"),
     (["--device=cpuu"], "device='cpuu'"),
     (["--device=cuda"], "no CUDA GPU"),
+    (["--temperature=nan"], "temperature=nan: use 0 (greedy) or more, a finite number"),
 ])
 def test_every_bad_sample_setting_is_one_line(char_dataset, tmp_path, args, expected):
     if expected == "no CUDA GPU" and torch.cuda.is_available():

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT
 
 LEAVES = {"model", "hardware", "configurator", "checkpoint", "run", "dataset", "tokenizer",
-          "plot", "image_tasks"}
+          "plot", "image_tasks", "sweep", "verdict"}
 MECHANISMS = {"hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
 ENTRY_POINTS = {"train", "sample"}  # import leaves only
 COMPOSERS = {"compose": "mechanisms in one model", "shapes": "every mechanism at one budget"}
@@ -27,7 +27,9 @@ FILE_ALARM_LINES = 450  # every top-level .py (a flat trainer may run longer: se
 LONGER = {"train": (550, "a flat loop a learner reads top to bottom"),
           "train_mlp": (550, "the image MLP's flat loop"),
           "model": (650, "the GPT, the accounting every model shares, KV-cached generation"),
-          "bench": (600, "every speed measurement: training steps and generation")}
+          "bench": (600, "every speed measurement: training steps and generation"),
+          "configurator": (500, "the command line: config files as data, --key=value, --help"),
+          "run": (600, "what keeps a run safe: its folder, how it ends, its time budget, resume")}
 README_ALARM_LINES = 340
 MECHANISM_DOCSTRING_MAX_LINES = 40  # paper, idea, equations, pointers; the deviations: docs/
 MODEL_DOCSTRING_MAX_LINES = 25  # model.py: what it is, the equations; the rest on its classes

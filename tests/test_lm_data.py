@@ -14,6 +14,7 @@ import importlib.util
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -65,6 +66,32 @@ def test_write_split_is_uint16_and_checks_range(tmp_path):
         write_split(tmp_path / "b.bin", [1, 65536])
     # nothing half-written left behind
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "c.bin", "d.bin"]
+
+
+def test_a_stopped_prepare_leaves_no_temporary_file_and_a_killed_ones_goes_next_time(
+        tmp_path, monkeypatch):
+    """A prepare stopped while it writes (an error, Ctrl-C, or SIGTERM, which stop_on_sigterm makes
+    an exit, status 143) removes its train.bin.PID.tmp; one that a kill -9 left (its process is
+    gone) is removed by the next write; a writer's that still runs is left alone."""
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+    (tmp_path / f"train.bin.{gone}.tmp").write_bytes(b"half")  # kill -9
+    (tmp_path / f"train.bin.{os.getppid()}.tmp").write_bytes(b"writing")  # (a live process)
+    real_replace = os.replace
+
+    def stopped(src, dst):  # SIGTERM arrives once the ids are written, before the rename
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_replace(src, dst)
+    saved = signal.getsignal(signal.SIGTERM)
+    try:
+        sources.stop_on_sigterm()
+        monkeypatch.setattr(os, "replace", stopped)
+        with pytest.raises(SystemExit) as info:
+            write_split(tmp_path / "train.bin", [1, 2, 3])
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+    assert info.value.code == 143
+    assert [p.name for p in tmp_path.iterdir()] == [f"train.bin.{os.getppid()}.tmp"]
 
 
 # -----------------------------------------------------------------------------

@@ -209,3 +209,26 @@ def test_the_shapes_picture_is_drawn_with_tiny_settings(tmp_path):
             models=("GPT", "CEA"))["CEA"]
         rows = layer_profile(build_model(model_type, **model_args))
     assert len(rows) == 4 and all(r["inner"] > 0 and r["stream"] == r["attention"] for r in rows)
+
+
+def test_a_bare_model_type_is_the_shape_compare_trains():
+    """train.py --model_type=X with no model_args builds X by its file's matched_args: the same
+    matching the CPU preset's comparison uses (hourglass K = 4, the x schedule, CEA at rho = 0.125
+    on the matched FFN-Wider, OpenELM's LWS schedule), within 10% of the GPT's budget."""
+    import cea
+    import compose
+    import hourglass
+    import lws
+
+    settings = PRESETS["cpu"]
+    shapes = preset_shapes(settings)
+    baseline = shapes["GPT"][1]
+    same = {"hourglass": (hourglass, "hourglass"), "><former": (variable_width, "variable_width"),
+            "hourglass+><former": (compose, "composed"), "CEA": (cea, "cea"),
+            "LWS vanilla": (lws, "lws")}
+    gpt = count_budget("gpt", **baseline)
+    for name, (module, model_type) in same.items():
+        args = module.matched_args(baseline)
+        assert (model_type, args) == shapes[name], name
+        budget = count_budget(model_type, **args)
+        assert abs(budget / gpt - 1) < 0.10, (name, budget, gpt)

@@ -113,11 +113,10 @@ def test_configurator_checks_keys_and_types(tmp_path):
     with pytest.raises(ConfigError, match="--key=value|--n_layer=value"):
         parse_overrides(["--n_layer"], defaults)
     config_file = tmp_path / "c.py"
-    config_file.write_text("import math\nn_layer = 3\nlearning_rate = math.sqrt(1e-6)\n"
-                           "batchsize = 8\n")
+    config_file.write_text("n_layer = 3\nlearning_rate = 1e-6 ** 0.5\nbatchsize = 8\n")
     with pytest.raises(ConfigError, match="'batchsize'"):
         parse_overrides([str(config_file)], defaults)
-    config_file.write_text("import math\nn_layer = 3\nlearning_rate = math.sqrt(1e-6)\n")
+    config_file.write_text("n_layer = 3\nlearning_rate = 1e-6 ** 0.5\n")
     assert parse_overrides([str(config_file), "--n_layer=5"], defaults)["n_layer"] == 5
     with pytest.raises(ConfigError, match="not found"):
         parse_overrides([str(tmp_path / "missing.py")], defaults)
@@ -126,8 +125,8 @@ def test_configurator_checks_keys_and_types(tmp_path):
 
 
 @pytest.mark.parametrize("config_file", sorted(p for p in (ROOT / "config").glob("*.py")
-                                                if not p.name.startswith("mlp_")),
-                         ids=lambda p: p.name)  # (config/mlp_*.py: tests/test_train_mlp.py)
+                                                if not p.name.startswith(("mlp_", "compare_"))),
+                         ids=lambda p: p.name)  # (mlp_*: test_train_mlp.py, compare_*: test_compare)
 def test_every_config_file_loads_and_builds_its_model(config_file):
     defaults = train_defaults()
     cfg = parse_overrides([str(config_file)], defaults)
@@ -373,24 +372,73 @@ def test_the_checkpoint_keeps_its_vocabulary_for_sampling_and_resume(char_datase
         assert key in message and len(message.splitlines()) == 1, message
 
 
+# Runs train.py under torchrun; after it, each process prints the threads it still has. Rank
+# `FAIL_RANK` (if set) raises at its 6th optimizer step, as a rank that fails does.
+RANK_LAUNCHER = r'''
+import os, runpy, sys, torch
+sys.path.insert(0, sys.argv[1])
+sys.argv = sys.argv[2:]
+if os.environ["RANK"] == os.environ.get("FAIL_RANK"):
+    calls, real_step = [0], torch.optim.AdamW.step
+    def step(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 6:
+            raise ValueError("this rank fails")
+        return real_step(self, *args, **kwargs)
+    torch.optim.AdamW.step = step
+runpy.run_path(sys.argv[0], run_name="__main__")
+threads = sorted(open(f"/proc/self/task/{t}/comm").read().strip()
+                 for t in os.listdir("/proc/self/task"))
+print(f"rank {os.environ['RANK']} ends with threads {threads}")
+'''
+
+
+def torchrun(data, out, *extra, launcher=None, env=None):
+    prefix = [str(launcher), str(ROOT)] if launcher else []
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         *prefix, str(ROOT / "train.py"), *TINY, f"--data_dir={data}", f"--out_dir={out}",
+         "--eval_interval=4", "--gradient_accumulation_steps=2", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+
+
 def test_ddp_resume_gives_the_same_losses_as_an_uninterrupted_ddp_run(char_dataset, tmp_path):
     """Two gloo processes: each rank's batch sampler and dropout RNG are saved and each rank gets
-    its own back."""
-    def torchrun(out, *extra):
-        result = subprocess.run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-             str(ROOT / "train.py"), *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
-             "--eval_interval=4", "--gradient_accumulation_steps=2", *extra],
-            cwd=ROOT, capture_output=True, text=True, timeout=180,
-            env={**os.environ, "OMP_NUM_THREADS": "1"})
-        assert result.returncode == 0, result.stdout + result.stderr
+    its own back. At the end each process has destroyed its process group, gloo's threads joined
+    (left to the interpreter's exit, they met "terminate called without an active exception")."""
     whole, part = tmp_path / "whole", tmp_path / "part"
-    torchrun(whole, "--max_iters=8")
-    torchrun(part, "--max_iters=4")
-    torchrun(part, "--max_iters=8", "--init_from=resume")
+    launcher = tmp_path / "ranks.py"
+    launcher.write_text(RANK_LAUNCHER)
+    for out, extra in ((whole, ["--max_iters=8"]), (part, ["--max_iters=4"]),
+                       (part, ["--max_iters=8", "--init_from=resume"])):
+        result = torchrun(char_dataset, out, *extra, launcher=launcher)
+        assert result.returncode == 0, result.stdout + result.stderr
+        ends = re.findall(r"rank \d ends with threads \[[^]]*\]", result.stdout)
+        assert len(ends) == 2 and not any("gloo" in end for end in ends), ends
     assert step_losses(part) == step_losses(whole) and sorted(step_losses(part)) == list(range(8))
     a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(part / "ckpt.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_a_failing_ddp_rank_gets_its_traceback_and_rank_0_one_line(char_dataset, tmp_path):
+    """Rank 1 fails at its 6th step; torchrun then stops rank 0 (SIGTERM). Rank 1's own error is
+    shown; rank 0 says in one line that another process stopped and how to go on, with no
+    traceback of its own, no "interrupted", and no wait."""
+    launcher = tmp_path / "ranks.py"
+    launcher.write_text(RANK_LAUNCHER)
+    start = time.time()
+    result = torchrun(char_dataset, tmp_path / "o", "--max_iters=100", launcher=launcher,
+                      env={"FAIL_RANK": "1"})
+    assert result.returncode != 0 and time.time() - start < 60
+    assert "ValueError: this rank fails" in result.stderr
+    rank0 = [line for line in result.stderr.splitlines() if line.startswith("[rank0]")]
+    assert rank0 == [f"[rank0]: error: another process of this torchrun run stopped (its message "
+                     f"is above): the last checkpoint is {tmp_path / 'o' / 'ckpt.pt'} (step 4); "
+                     f"continue the run with: torchrun --standalone --nproc_per_node=2 "
+                     f"{ROOT / 'train.py'} {' '.join(TINY)} --data_dir={char_dataset} "
+                     f"--out_dir={tmp_path / 'o'} --eval_interval=4 "
+                     f"--gradient_accumulation_steps=2 --max_iters=100 --init_from=resume"], rank0
 
 
 def _spoil(data_dir, what):
@@ -492,3 +540,31 @@ def test_help_says_what_each_setting_means_and_lists_every_model_type(tmp_path):
                 own = [f.name for f in dataclasses.fields(model_classes(name)[1])
                        if f.init and f.name not in gpt_fields]
                 assert f" {name} ({file}.py) {', '.join(own) or '(none'}" in types, name
+
+
+@pytest.mark.parametrize("model_type", ["hourglass", "variable_width", "cea", "lws", "composed"])
+def test_a_bare_model_type_builds_that_mechanism_matched_to_the_gpt(model_type):
+    """--model_type=X without model_args is X's own shape (compare.py's matching) within 10% of
+    the budget of the GPT the other settings describe, and not that GPT under another name."""
+    from configurator import matched_model_args
+
+    baseline = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
+    args = matched_model_args(model_type, baseline)
+    with torch.device("meta"):
+        gpt, model = build_model("gpt", **baseline), build_model(model_type, **args)
+    assert abs(model.budget() / gpt.budget() - 1) < 0.10
+    differs = [k for k in args if baseline.get(k) != args[k]]
+    assert differs, f"{model_type}: the plain GPT's settings"
+    assert model.state_dict().keys() != gpt.state_dict().keys() or model.config.layers != (
+        gpt.config.layers)
+
+
+def test_train_py_prints_the_shape_of_a_bare_model_type_and_saves_it(char_dataset, tmp_path):
+    out = tmp_path / "out"
+    result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}",
+                 "--n_embd=128", "--n_head=4", "--max_iters=1", "--eval_interval=1",
+                 "--model_type=hourglass")
+    assert "HourglassGPT matched to the GPT of these settings" in result.stdout
+    assert "budget (non-embedding parameters):" in result.stdout and "the GPT's" in result.stdout
+    saved = load_checkpoint(out / "ckpt.pt")["model_args"]
+    assert saved["n_sub_blocks"] == 4 and saved["bottleneck_dim"] < saved["n_embd"]

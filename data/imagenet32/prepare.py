@@ -154,4 +154,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    mnist_prepare.stop_on_sigterm()  # SIGTERM: no half-written file left
     main()

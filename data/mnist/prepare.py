@@ -68,7 +68,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for data/sources.py
-from data.sources import write_meta  # noqa: E402
+from data.sources import stop_on_sigterm, write_meta, written_atomically  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CACHE = HERE / "cache"                     # git-ignored (data/**/cache/)
@@ -381,11 +381,9 @@ def write_prepared(out_dir, splits, meta):
     meta = dict(meta, image_shape=list(splits["train"][0].shape[1:]),
                 splits={name: len(images) for name, (images, labels) in splits.items()})
     for name, (images, labels) in splits.items():
-        tmp = out_dir / f"{name}.npz.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
+        with written_atomically(out_dir / f"{name}.npz") as tmp, open(tmp, "wb") as f:
             np.savez(f, images=np.ascontiguousarray(images, dtype=np.uint8),
                      labels=np.asarray(labels, dtype=np.int64))
-        os.replace(tmp, out_dir / f"{name}.npz")
     write_meta(out_dir, meta)
     print(f"source: {meta['source']}")
     print(" ".join(f"{name} {n:,}" for name, n in meta["splits"].items())
@@ -482,4 +480,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()  # SIGTERM: no half-written file left
     main()

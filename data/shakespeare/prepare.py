@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
-from data.sources import get_gpt2_encoding, write_meta, write_split  # noqa: E402
+from data.sources import (get_gpt2_encoding, stop_on_sigterm, write_meta,  # noqa: E402
+                          write_split)
 from tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 VAL_FRACTION = 0.1
@@ -75,4 +76,5 @@ def main(data_dir=None) -> dict:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()  # SIGTERM: no half-written file left
     main()

@@ -29,7 +29,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
-from data.sources import HashMismatchError, download_sdist, write_meta, write_split  # noqa: E402
+from data.sources import (HashMismatchError, download_sdist, stop_on_sigterm,  # noqa: E402
+                          write_meta, write_split)
 from tokenizer import Tokenizer  # noqa: E402
 
 TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
@@ -118,4 +119,5 @@ def main(data_dir=None) -> dict:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()  # SIGTERM: no half-written file left
     main()

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
-from data.sources import get_gpt2_encoding, write_meta  # noqa: E402
+from data.sources import (get_gpt2_encoding, stop_on_sigterm, write_meta,  # noqa: E402
+                          written_atomically)
 from tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 HUB_DATASET = "roneneldan/TinyStories"
@@ -133,30 +134,24 @@ def write_stories(texts, path, enc, max_docs=None, batch_size=1024, num_threads=
     Written to a .tmp file and renamed at the end. Returns (number of stories, the split's record
     for meta.json: {"tokens": ..., "max_id": ...}, counted as the batches are written)."""
     path = Path(path)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     n_docs = n_tokens = 0
     max_id = -1
     next_log = log_every
     t0 = time.time()
-    try:
-        with open(tmp, "wb") as f:
-            for batch in batched(itertools.islice(texts, max_docs), batch_size):
-                ids_batch = enc.encode_ordinary_batch(batch, num_threads=num_threads)
-                stories = (ids + [GPT2_EOT] for ids in ids_batch)
-                flat = np.fromiter(itertools.chain.from_iterable(stories),
-                                   dtype=np.uint16)  # GPT-2 ids are < 50257 < 65536
-                flat.tofile(f)
-                n_docs += len(batch)
-                n_tokens += flat.size
-                max_id = max(max_id, int(flat.max()))  # a batch is never empty: one EOT per story
-                if n_docs >= next_log:
-                    print(f"  {path.name}: {n_docs:,} stories, {n_tokens:,} tokens, "
-                          f"{time.time() - t0:.0f}s")
-                    next_log += log_every
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with written_atomically(path) as tmp, open(tmp, "wb") as f:
+        for batch in batched(itertools.islice(texts, max_docs), batch_size):
+            ids_batch = enc.encode_ordinary_batch(batch, num_threads=num_threads)
+            stories = (ids + [GPT2_EOT] for ids in ids_batch)
+            flat = np.fromiter(itertools.chain.from_iterable(stories),
+                               dtype=np.uint16)  # GPT-2 ids are < 50257 < 65536
+            flat.tofile(f)
+            n_docs += len(batch)
+            n_tokens += flat.size
+            max_id = max(max_id, int(flat.max()))  # a batch is never empty: one EOT per story
+            if n_docs >= next_log:
+                print(f"  {path.name}: {n_docs:,} stories, {n_tokens:,} tokens, "
+                      f"{time.time() - t0:.0f}s")
+                next_log += log_every
     return n_docs, {"tokens": n_tokens, "max_id": max_id}
 
 
@@ -228,4 +223,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()  # SIGTERM: no half-written file left
     main()

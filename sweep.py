@@ -1,0 +1,240 @@
+"""
+Many train.py runs into one folder, safely: what compare.py's comparison stands on.
+
+    lock_out_dir   one comparison per folder: an flock on out_dir/compare.lock, dropped by the OS
+                   however the process ends; training_in: a train.py still training in a run folder
+    train_one      one run, trained, resumed from its last checkpoint (train.py's resume is exact)
+                   or skipped when finished (its result.json, written whole, last); a run folder
+                   that holds other settings (its config.py) is refused; a diverged run is a result
+    run_all        runs `jobs` at a time, each train.py from a worker thread, follow-up runs queued
+                   as runs finish (compare.py's phase 2); Ctrl-C, SIGTERM or a failed run stop
+                   every train.py still running as on Ctrl-C, and none starts after
+
+Each train.py runs in the repo with absolute paths, its output in its folder's train.log. Ctrl-C
+at a terminal reaches the train.py processes too; a SIGTERM to the driver alone (`terminated`
+turns it into Ctrl-C) is passed on as a SIGINT.
+"""
+
+import fcntl
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from configurator import ConfigError, read_config_file, usage_error
+from plot import read_evals
+
+ROOT = Path(__file__).resolve().parent
+
+
+def config_text(config):
+    header = "# written by compare.py; run alone with: python train.py <this file>\n"
+    return header + "".join(f"{k} = {v!r}\n" for k, v in config.items())
+
+
+def same_settings(config_path, config):
+    """Whether an earlier run's config.py holds these settings (out_dir aside: the same folder,
+    maybe reached by another path)."""
+    try:
+        recorded = read_config_file(config_path)
+    except ConfigError:
+        return False
+    return {**recorded, "out_dir": None} == {**config, "out_dir": None}
+
+
+def write_atomic(path, write):
+    """write(tmp), then rename tmp to path: path is always whole, and no tmp outlives a Ctrl-C."""
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def lock_out_dir(out_dir):
+    """An exclusive flock on out_dir/compare.lock (the OS drops it when the process ends, however
+    it ends), held while the returned file is open. An out_dir that is a file, cannot be written
+    or is in use by another compare.py stops in one line, before anything in it is touched."""
+    if out_dir.exists() and not out_dir.is_dir():
+        usage_error(f"out_dir={out_dir} is a file: name a folder for the comparison")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(out_dir / "compare.lock", "a+")
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+    except BlockingIOError:
+        lock.seek(0)
+        usage_error(f"{out_dir} is in use by another compare.py (PID {lock.read().strip()}): "
+                    f"wait for it to finish, or use another --out_dir")
+    except OSError as e:
+        usage_error(f"out_dir={out_dir}: cannot write there ({e.strerror})")
+    return lock
+
+
+def training_in(run_dir):
+    """The PID of a train.py that holds run_dir's lock (run.RunDir's flock on run.lock), or None."""
+    try:
+        with open(run_dir / "run.lock") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)  # (fails only against a holder)
+                return None
+            except BlockingIOError:
+                return f.read().strip() or "unknown"
+    except OSError:  # no lock file: nothing ever trained there
+        return None
+
+
+def busy(run_dir, pid):
+    return (f"{run_dir} is in use by a training run (train.py, PID {pid}): wait for it to finish, "
+            f"or use another --out_dir")
+
+
+TERMINATED = []  # [True] once a SIGTERM came
+CHILDREN, CHILDREN_LOCK, STOP = {}, threading.Lock(), threading.Event()  # the running train.py
+
+
+def terminated(signum, frame):
+    """SIGTERM (what Slurm and Kubernetes send before a kill) is Ctrl-C."""
+    TERMINATED.append(True)
+    raise KeyboardInterrupt
+
+
+def stop_children(gentle):
+    """Interrupted, or a run failed: every train.py still running stops as on Ctrl-C (its log
+    names its checkpoint), and none starts. A terminal's Ctrl-C reached them too (gentle): 2 s to
+    stop by themselves; otherwise a SIGINT at once; after a minute (or a second interrupt) a
+    kill: a checkpoint is whole either way."""
+    with CHILDREN_LOCK:
+        STOP.set()
+        children = list(CHILDREN.values())
+    try:
+        for sig, seconds in ((signal.SIGINT, 2 if gentle else 0), (signal.SIGKILL, 60)):
+            end = time.time() + seconds
+            for process in children:
+                try:
+                    process.wait(timeout=max(0.0, end - time.time()))
+                except subprocess.TimeoutExpired:
+                    process.send_signal(sig)
+    except KeyboardInterrupt:
+        for process in children:
+            process.kill()
+    for process in children:
+        process.wait()
+
+
+RESULT_KEYS = ("val_loss", "train_loss", "tokens", "elapsed_s", "tokens_per_s", "ms_per_iter",
+               "mfu")
+
+
+def summarize_run(run_dir, max_iters):
+    """result.json's content from a finished run's metrics.jsonl."""
+    evals = {r["iter"]: r for r in read_evals(run_dir)}  # one record per step, even after resumes
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+               if line.strip()]
+    steps = [r for r in records if "tokens_per_s" in r]
+    # step 0 includes warm-up (and compilation)
+    steps = [r for r in steps if r["iter"] > 0] or steps
+    if max_iters not in evals:
+        raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
+    median = lambda key: statistics.median(r[key] for r in steps) if steps else None  # noqa: E731
+    mfus = [r["mfu"] for r in steps if r.get("mfu") is not None]
+    return dict(val_loss=evals[max_iters]["val_loss"], train_loss=evals[max_iters]["train_loss"],
+                tokens=evals[max_iters]["tokens"], elapsed_s=evals[max_iters]["elapsed_s"],
+                tokens_per_s=median("tokens_per_s"), ms_per_iter=median("ms_per_iter"),
+                mfu=statistics.median(mfus) if mfus else None,
+                curve=[dict(iter=k, tokens=evals[k]["tokens"], val_loss=evals[k]["val_loss"],
+                            elapsed_s=evals[k]["elapsed_s"]) for k in sorted(evals)])
+
+
+def train_one(run_dir, config, max_iters, tag, threads=None):
+    """Train (or resume, or skip) one run; return its result dict. A run that diverges (train.py
+    says "Training diverged") is a result too: its losses and counts are None, its message kept.
+    threads: OMP_NUM_THREADS for its train.py (None: this process's environment)."""
+    result_path = run_dir / "result.json"
+    config_path = run_dir / "config.py"
+    if config_path.exists() and not same_settings(config_path, config):
+        raise SystemExit(f"{config_path} holds different settings from this command's. Results of "
+                         f"different settings must not mix: pass a new --out_dir (or delete "
+                         f"{run_dir} to retrain it).")
+    if result_path.exists():
+        print(f"{tag}: finished before, skipping ({result_path})")
+        return json.loads(result_path.read_text())
+    if pid := training_in(run_dir):  # (checked at the start too; one may have started since)
+        raise SystemExit(f"error: {busy(run_dir, pid)}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(config_path, lambda tmp: tmp.write_text(config_text(config)))
+    resume = (run_dir / "ckpt.pt").exists()
+    if not resume and (run_dir / "metrics.jsonl").exists():
+        (run_dir / "metrics.jsonl").unlink()  # killed before its first checkpoint: start clean
+    print(f"{tag}: {'resuming from ' + str(run_dir / 'ckpt.pt') if resume else 'training'} "
+          f"(log: {run_dir / 'train.log'})", flush=True)
+    command = [sys.executable, str(ROOT / "train.py"), str(config_path),
+               f"--init_from={'resume' if resume else 'scratch'}"]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
+    diverged = ""
+    with open(run_dir / "train.log", "a") as log:
+        with CHILDREN_LOCK:  # (none starts once the comparison is stopping)
+            if STOP.is_set():
+                raise SystemExit(f"{tag}: not started (the comparison is stopping)")
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, cwd=ROOT, env=env)
+            CHILDREN[run_dir] = process
+        try:
+            for line in process.stdout:  # (stopped, it still writes its last lines here)
+                log.write(line)
+                log.flush()  # tail -f works
+                # (run.RunDir.diverged's words: the run ended on a non-finite loss)
+                diverged = diverged or ("Training diverged" in line and line.strip())
+                if line.startswith(("step ", "error", "Traceback")) or "Error" in line:
+                    print(f"  {tag} {line.rstrip()}", flush=True)
+            process.wait()
+        finally:
+            CHILDREN.pop(run_dir, None)
+    if process.returncode != 0 and not (diverged and not STOP.is_set()):
+        raise SystemExit(f"{tag}: train.py failed (exit {process.returncode}); "
+                         f"see {run_dir / 'train.log'}")
+    result = (dict(dict.fromkeys(RESULT_KEYS), diverged=diverged, curve=[]) if diverged
+              else summarize_run(run_dir, max_iters))
+    # atomic: a result.json is always a finished run's
+    write_atomic(result_path, lambda tmp: tmp.write_text(json.dumps(result, indent=1)))
+    return result
+
+
+def run_all(first, after, train, jobs, state):
+    """Train every run, `jobs` at a time, and return {run.key: result}: the runs `first`, and the
+    ones after(run, results) returns as each run finishes, in the order of run.order.
+    train(run, k): the k-th run started. state.running / state.finished: the runs in progress
+    and done (an interruption names them); state.started counts them."""
+    results, queue, running = {}, list(first), {}
+    STOP.clear()
+    pool = ThreadPoolExecutor(jobs)
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                run = queue.pop(0)
+                state.started += 1
+                running[pool.submit(train, run, state.started)] = run
+                state.running = list(running.values())
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                run = running.pop(future)
+                results[run.key] = future.result()
+                state.finished.append(run)
+                queue = sorted(queue + after(run, results), key=lambda r: r.order)
+            state.running = list(running.values())
+    except BaseException as error:  # Ctrl-C, SIGTERM, a failed run: the others stop too
+        stop_children(gentle=isinstance(error, KeyboardInterrupt) and not TERMINATED)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results

@@ -1,0 +1,170 @@
+"""compare.py's edges, run as a user runs them: a busy out_dir is refused before anything in it is
+touched, a bad out_dir or setting is one line (exit status 2) before anything is written, paths are
+the caller's (it runs from any folder), and SIGTERM is Ctrl-C. Each refusal is checked in-process,
+before any training: only the SIGTERM row starts a train.py."""
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import compare
+import sweep
+from configurator import read_config_file
+from conftest import ROOT
+
+TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
+        "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8", "--models=GPT",
+        "--dtype=float32", "--max_iters=4", "--eval_interval=2"]
+
+
+def refused(capsys, *argv):
+    """compare.main(argv) in-process: it must stop with exit status 2 and one line; return it."""
+    with pytest.raises(SystemExit) as stop:
+        compare.main([*TINY, *argv])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
+def hold_lock(path, pid="4242"):
+    """An flock on path as run.RunDir (train.py) and compare.py take it, held by this process."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(path, "a+")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    lock.write(pid)
+    lock.flush()
+    return lock
+
+
+@pytest.mark.parametrize("holder", ["another compare.py", "a train.py in a run folder"])
+def test_a_busy_out_dir_is_refused_before_anything_in_it_is_touched(holder, tmp_path,
+                                                                       char_dataset, capsys):
+    out = tmp_path / "cmp"
+    live = out / "gpt-s1337" / "metrics.jsonl"  # the running run's early evaluations
+    live.parent.mkdir(parents=True)
+    live.write_text('{"iter": 0, "val_loss": 3.4}\n')
+    lock_file = out / "compare.lock" if holder == "another compare.py" else live.with_name(
+        "run.lock")
+    with hold_lock(lock_file):
+        err = refused(capsys, f"--data_dir={char_dataset}", f"--out_dir={out}")
+    assert "is in use by" in err and "PID 4242" in err
+    assert live.read_text() == '{"iter": 0, "val_loss": 3.4}\n'
+    assert {p.name for p in live.parent.iterdir()} == {"metrics.jsonl", lock_file.name} - {
+        "compare.lock"}  # nothing else was written in the run folder
+
+
+def unwritable_folder(tmp_path):
+    """A folder this process cannot create anything in (root writes through chmod: /sys then)."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        (folder / "probe").touch()
+    except OSError:
+        return folder
+    if os.path.isdir("/sys/kernel") and not os.path.exists("/sys/kernel/compare.lock"):
+        try:
+            open("/sys/kernel/compare.lock", "a").close()
+        except OSError:
+            return "/sys/kernel"
+    pytest.skip("no folder here refuses this user's writes")
+
+
+@pytest.mark.parametrize("kind", ["a file", "a folder under a file", "a read-only folder",
+                                  "inside a read-only folder"])
+def test_an_out_dir_that_cannot_hold_the_comparison_is_one_line(kind, tmp_path, char_dataset,
+                                                                capsys):
+    (tmp_path / "file").write_text("not a folder")
+    out = {"a file": lambda: tmp_path / "file",
+           "a folder under a file": lambda: tmp_path / "file" / "sub",
+           "a read-only folder": lambda: unwritable_folder(tmp_path),
+           "inside a read-only folder": lambda: f"{unwritable_folder(tmp_path)}/cmp"}[kind]()
+    err = refused(capsys, f"--data_dir={char_dataset}", f"--out_dir={out}")
+    assert f"out_dir={out}" in err and ("is a file" in err or "cannot write there" in err)
+    assert (tmp_path / "file").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("setting", [
+    "--batch_size=0", "--learning_rates=nan", "--learning_rates=1e-3,0", "--learning_rates=",
+    "--learning_rates=1e-3,1e-3", "--seeds=1,x", "--seeds=", "--jobs=0", "--min_lr_ratio=2",
+    "--dtype=fp32", "--out_dir="])
+def test_a_setting_no_run_can_use_is_one_line_before_anything_is_written(setting, tmp_path,
+                                                                         char_dataset, capsys):
+    out = tmp_path / "cmp"
+    err = refused(capsys, f"--data_dir={char_dataset}", f"--out_dir={out}", setting)
+    assert setting.split("=")[0][2:] in err
+    assert not out.exists()
+
+
+def test_the_one_rate_of_old_is_a_list_of_one_with_a_note(tmp_path, capsys):
+    """--learning_rate (one rate for every shape) is now --learning_rates; the old name works, on
+    the command line and in a config file, with a one-line note."""
+    settings = compare.preset_settings(["--learning_rate=1e-3"])
+    assert settings["learning_rates"] == (1e-3,) and "learning_rate" not in settings
+    assert "note: --learning_rate is now --learning_rates" in capsys.readouterr().err
+    config = tmp_path / "old.py"
+    config.write_text("learning_rate = 3e-3\n")
+    assert compare.preset_settings([str(config)])["learning_rates"] == (3e-3,)
+    assert "note: learning_rate is now learning_rates" in capsys.readouterr().err
+
+
+def test_relative_paths_are_the_callers_not_the_repo_roots(tmp_path, char_dataset, monkeypatch):
+    """train.py runs in the repo root: compare.py hands it absolute paths, those of the folder it
+    was run from (the end-to-end run from another folder: tests/test_compare.py)."""
+    started = []
+
+    class NoTraining(Exception):
+        pass
+
+    def popen(command, cwd, **kwargs):
+        started.append((command, cwd))
+        raise NoTraining
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sweep.subprocess, "Popen", popen)
+    with pytest.raises(NoTraining):
+        compare.main([*TINY, f"--data_dir={char_dataset.name}", "--out_dir=rel"])
+    (command, cwd), = started
+    config = tmp_path / "rel" / "gpt-s1337" / "config.py"
+    assert cwd == ROOT and command[2] == str(config)
+    settings = read_config_file(config)
+    assert settings["out_dir"] == str(config.parent)
+    assert settings["data_dir"] == str(char_dataset)
+    assert not (ROOT / "rel").exists()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_stops_the_comparison_like_ctrl_c(jobs, tmp_path, char_dataset):
+    """SIGTERM to compare.py alone (as Kubernetes sends it): its train.py (both, with --jobs=2)
+    stops as on Ctrl-C, and compare.py says in one line what finished and the command that
+    continues."""
+    out = tmp_path / "cmp"
+    args = [*TINY, "--max_iters=100000", "--eval_interval=5", f"--data_dir={char_dataset}",
+            f"--out_dir={out}"] + (["--learning_rates=1e-3,2e-3", "--jobs=2"] if jobs > 1 else [])
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "compare.py"), *args], cwd=tmp_path,
+        env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    runs = {"GPT s1337": out / "gpt-s1337"} if jobs == 1 else {
+        f"GPT lr{lr} s1337": out / f"gpt-lr{lr}-s1337" for lr in ("1e-3", "2e-3")}
+    deadline = time.time() + 60
+    while not all((d / "metrics.jsonl").exists() for d in runs.values()) and (
+            process.poll() is None and time.time() < deadline):
+        time.sleep(0.02)  # (every train.py has started training)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err  # 128 + SIGTERM, as a shell's (and train.py's)
+    assert err.startswith(f"interrupted: 0 of {jobs} runs finished; ") and err.count(
+        "\n") == 1, err
+    assert all(f"{tag} resumes from its last checkpoint" in err or f"{tag} starts again" in err
+               for tag in runs), err
+    assert err.rstrip().endswith(f"continue with: python {ROOT / 'compare.py'} " + " ".join(args))
+    for run_dir in runs.values():
+        assert compare.training_in(run_dir) is None  # train.py has ended
+        assert "interrupted" in (run_dir / "train.log").read_text().splitlines()[-1]
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
