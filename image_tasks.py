@@ -11,13 +11,15 @@ The five tasks (the paper's Table 3): an image in [0, 1], flattened to x (d_x), 
   mnist_sr            bicubic 14x14 -> 28x28 (2x super-resolution)
   imagenet32_denoise  the same noise on 32x32x3 ImageNet-32 images
   imagenet32_sr       bicubic 16x16x3 -> 32x32x3
-A Task says what the task is: its data, degradation, target and sizes; baseline_prediction is
-the trivial restorer its model must beat (the noisy input, bicubic upsampling, the input image
-itself). How it is trained (the paper's epochs, batch, flips and sigma, our default shape and lr)
-is written once, in config/mlp_<task>.py, which train_mlp.py reads.
+A Task says what the task is: its data, degradation, target and sizes (samples_png draws a batch
+of it); baseline_prediction is the trivial restorer its model must beat (the noisy input, bicubic
+upsampling, the input image itself). How it is trained (the paper's epochs, batch, flips and
+sigma, our default shape and lr) is written once, in config/mlp_<task>.py, which train_mlp.py
+reads.
 
 The degradations as the reference code makes them: Gaussian noise clamped to [0, 1]; bicubic
-F.interpolate without antialiasing (antialias=True is PIL's resize); flips as augmentation.
+F.interpolate without antialiasing and without a clamp (antialias=True is PIL's resize, a clamp
+to [0, 1] an option of ours); flips as augmentation, x2 = {none, both flips}, x4 = all four.
 
 The metrics. psnr_batchmse is the reference code's convention: the PSNR of each eval batch's
 mean MSE, averaged over batches weighted by their size (so it depends on the eval batch, 128);
@@ -83,15 +85,16 @@ def add_gaussian_noise(clean, sigma, generator=None):
     return (clean + sigma * noise).clamp(0.0, 1.0)
 
 
-def bicubic_downsample(clean, factor=2, antialias=False):
-    """Super-resolution input: (B, C, H, W) -> (B, C, H/f, W/f), bicubic, clamped to [0, 1].
-    antialias=False as the reference code's F.interpolate; antialias=True (ours) is PIL's resize."""
+def bicubic_downsample(clean, factor=2, antialias=False, clamp=False):
+    """Super-resolution input: (B, C, H, W) -> (B, C, H/f, W/f), bicubic, as the reference code's
+    F.interpolate (antialias=False, no clamp: bicubic overshoots [0, 1] a little near edges).
+    antialias=True (ours) is PIL's resize; clamp=True (ours) clamps the result to [0, 1]."""
     b, c, h, w = clean.shape
     if h % factor or w % factor:
         raise ConfigError(f"image size {h}x{w} is not divisible by the SR factor {factor}")
     low = F.interpolate(clean, size=(h // factor, w // factor), mode="bicubic",
                         antialias=antialias, align_corners=False)
-    return low.clamp(0.0, 1.0)
+    return low.clamp(0.0, 1.0) if clamp else low
 
 
 def bicubic_upsample(low, size):
@@ -109,6 +112,16 @@ def baseline_prediction(task, x):
     return bicubic_upsample(x.view(-1, c, h // 2, w // 2), (h, w)).flatten(1)
 
 
+# flip augmentation as the reference code's: the training set enlarged n times, copy k flipped by
+# FLIP_SETS[n][k] (0: none, 1: horizontal, 2: vertical, 3: both); x2 = {none, both}
+FLIP_SETS = {1: (0,), 2: (0, 3), 4: (0, 1, 2, 3)}
+
+
+def flips_of_copies(copies, flips):
+    """The flip of each sample of the enlarged set: copies (B,) in [0, flips) -> codes (B,)."""
+    return torch.tensor(FLIP_SETS[flips], device=copies.device)[copies]
+
+
 def flip_images(images, codes):
     """Flip augmentation. images (B, C, H, W); codes (B,) in {0: none, 1: h, 2: v, 3: h+v}."""
     out = images.clone()
@@ -119,22 +132,25 @@ def flip_images(images, codes):
     return out
 
 
-def degrade(task, clean, generator, noise_sigma):
+def degrade(task, clean, generator, noise_sigma, clamp_sr_input=False):
     """The network input for a clean image batch (B, C, H, W) -> (B, C, h, w). noise_sigma: the
-    noise tasks' sigma (the others ignore it)."""
+    noise tasks' sigma; clamp_sr_input (ours): the SR tasks' low-resolution input clamped to
+    [0, 1] (the others ignore them)."""
     if task.degradation == "noise":
         return add_gaussian_noise(clean, noise_sigma, generator)
     if task.degradation == "bicubic2x":
-        return bicubic_downsample(clean, 2)
+        return bicubic_downsample(clean, 2, clamp=clamp_sr_input)
     return clean
 
 
-def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip_codes=None):
-    """uint8 images (B, C, H, W) -> (x (B, d_x), target (B, d_out)) as float in [0, 1]."""
+def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip_codes=None,
+               clamp_sr_input=False):
+    """uint8 images (B, C, H, W) -> (x (B, d_x), target (B, d_out)) as float; the target in
+    [0, 1], the input too except a bicubic one (it overshoots a little unless clamp_sr_input)."""
     clean = images_u8.float() / 255.0                          # (B, C, H, W)
     if flip_codes is not None:
         clean = flip_images(clean, flip_codes)
-    x = degrade(task, clean, generator, noise_sigma).flatten(1)  # (B, d_x)
+    x = degrade(task, clean, generator, noise_sigma, clamp_sr_input).flatten(1)  # (B, d_x)
     target = prototypes[labels] if task.target == "prototype" else clean.flatten(1)  # (B, d_out)
     return x, target
 
@@ -151,6 +167,37 @@ def choose_prototypes(images, labels, n_classes=None, seed=42):
         pick = idx[torch.randint(len(idx), (1,), generator=g)]
         protos.append(images[pick].float().flatten() / 255.0)
     return torch.stack(protos)
+
+def samples_png(task, x, pred, target, title):
+    """A PNG (bytes) of a batch: rows of inputs (a low-resolution one at full size, nearest),
+    outputs and targets; x (B, d_x), pred and target (B, d_out)."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ch, h, w = task.image_shape
+    n = x.shape[0]
+    shown = x.float().cpu()
+    if task.degradation == "bicubic2x":
+        shown = F.interpolate(shown.view(n, ch, h // 2, w // 2), size=(h, w)).flatten(1)
+    rows = [("input", shown), ("output", pred.float().cpu()), ("target", target.float().cpu())]
+    fig, axes = plt.subplots(3, n, figsize=(n * 0.9, 3 * 0.95), squeeze=False)
+    for r, (name, images) in enumerate(rows):
+        for j in range(n):
+            image = images[j].view(ch, h, w).permute(1, 2, 0).clamp(0, 1).numpy()
+            axes[r, j].imshow(image[..., 0] if ch == 1 else image, cmap="gray" if ch == 1 else None,
+                              vmin=0, vmax=1)
+            axes[r, j].set_xticks([])
+            axes[r, j].set_yticks([])
+        axes[r, 0].set_ylabel(name, fontsize=8)
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=60)
+    plt.close(fig)
+    return png.getvalue()
 
 # -----------------------------------------------------------------------------
 # Metrics: PSNR (two conventions) and SSIM (Wang et al. 2004)

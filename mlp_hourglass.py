@@ -14,7 +14,8 @@ never trained, then let every block refine that wide vector through a *narrow* b
 super-resolution and "generative classification" (map a digit to its class prototype) the paper
 finds hourglass stacks on a better PSNR-vs-parameters Pareto front, and that freezing W_in costs
 almost nothing (4.3); a frozen random W_in need not be stored (3.2): here it is a buffer rebuilt
-from its seed.
+from its seed. The conventional MLP it is compared with takes the image itself (no W_in, d_z = d_x:
+"injecting the input signal directly", section 3): each shape's own input, INPUT_PROJECTIONS.
 
 Equations (paper numbering):
 
@@ -24,7 +25,8 @@ Equations (paper numbering):
   (4)  y_hat = W_out z_L     (+ a sigmoid, as the reference code: outputs in [0, 1])
   P = d_x d_z + 2 L d_z d_h + d_z d_out (3.3, plus W_out; the paper counts a frozen W_in too)
 
-The code: `ResidualMLPBlock` is eq. (3), `InputProjection` eq. (2), `ImageMLP` the whole model,
+The code: `ResidualMLPBlock` is eq. (3), `InputProjection` eq. (2) (`input_projection` picks what
+feeds the blocks: the image, a frozen or learned W_in, zero padding), `ImageMLP` the whole model,
 `image_mlp` builds it for a task, `param_formula` / `count_params` count it as the paper does.
 Every choice the paper leaves open (norm, sigma, the sigmoid), with its source, the results and
 the commands: docs/mlp_hourglass.md. The tasks, degradations and metrics: image_tasks.py;
@@ -44,7 +46,31 @@ from configurator import ConfigError  # the one error type for bad settings: a o
 
 
 BLOCK_SHAPES = ("hourglass", "conventional")  # wide-narrow-wide (d_h < d_z) | narrow-wide-narrow
-INPUT_PROJECTIONS = ("frozen", "learned", "identity", "none")
+# what feeds the blocks (z_0):
+#   direct         the image itself, z_0 = x (no W_in; d_z = d_x): the paper's conventional baseline
+#   frozen_random  z_0 = W_in x, W_in random and never trained (eq. 2): the paper's lift
+#   learned        z_0 = W_in x, W_in trained, from the same random start (section 4.3)
+#   zero_pad       z_0 = [x, 0] (d_z >= d_x; the reference's identity W_in, I_Win, kept fixed)
+INPUT_PROJECTIONS = ("direct", "frozen_random", "learned", "zero_pad")
+# the names before these (still read: old configs, checkpoints and sweep rows)
+INPUT_PROJECTION_ALIASES = {"none": "direct", "frozen": "frozen_random", "identity": "zero_pad"}
+
+
+def input_projection(name, shape, latent_dim, input_dim):
+    """The input projection a model of this shape uses: `name` ('' or None = the shape's own; an
+    old name = its new one). A hourglass's own is the frozen random lift (the paper's); a
+    conventional MLP's is the image itself when d_z = d_x (the paper's baseline, section 3:
+    "injecting the input signal directly"), else a learned W_in (the reference code's conventional
+    MLP for super-resolution, d_x = 196 -> d_z = 784)."""
+    if not name:
+        if shape == "hourglass":
+            return "frozen_random"
+        return "direct" if latent_dim == input_dim else "learned"
+    name = INPUT_PROJECTION_ALIASES.get(name, name)
+    if name not in INPUT_PROJECTIONS:
+        raise ConfigError(f"input_proj={name!r}: choose one of {', '.join(INPUT_PROJECTIONS)} "
+                          f"(or leave it out: the shape's own)")
+    return name
 
 
 def check_shape(shape, latent_dim, hidden_dim):
@@ -100,18 +126,18 @@ class ImageMLP(nn.Module):
     """x (B, d_x) in [0,1] -> W_in -> L residual blocks -> W_out -> sigmoid -> (B, d_out)."""
 
     def __init__(self, input_dim, output_dim, latent_dim, hidden_dim, n_blocks,
-                 shape="hourglass", input_proj="frozen", w_in_seed=0):
+                 shape="hourglass", input_proj=None, w_in_seed=0):
         super().__init__()
         check_shape(shape, latent_dim, hidden_dim)
-        if n_blocks < 1 or input_proj not in INPUT_PROJECTIONS:
-            raise ConfigError(f"n_blocks={n_blocks}, input_proj={input_proj!r}: n_blocks (L) must "
-                              f"be >= 1, input_proj one of {INPUT_PROJECTIONS}")
-        if input_proj == "none" and latent_dim != input_dim:
-            raise ConfigError(f"--input_proj=none feeds x straight into the blocks, so it needs "
+        if n_blocks < 1:
+            raise ConfigError(f"n_blocks={n_blocks}: n_blocks (L) must be >= 1")
+        input_proj = input_projection(input_proj, shape, latent_dim, input_dim)
+        if input_proj == "direct" and latent_dim != input_dim:
+            raise ConfigError(f"--input_proj=direct feeds x straight into the blocks, so it needs "
                               f"latent_dim == input_dim ({input_dim}); got {latent_dim}: zero-pad "
-                              f"with --input_proj=identity, or project with frozen/learned")
-        if input_proj == "identity" and latent_dim < input_dim:
-            raise ConfigError(f"--input_proj=identity zero-pads x to d_z, so it needs "
+                              f"with --input_proj=zero_pad, or project with frozen_random/learned")
+        if input_proj == "zero_pad" and latent_dim < input_dim:
+            raise ConfigError(f"--input_proj=zero_pad pads x with zeros to d_z, so it needs "
                               f"latent_dim >= input_dim ({input_dim}); got {latent_dim}")
         if shape == "hourglass" and latent_dim <= input_dim:
             print(f"warning: hourglass with d_z={latent_dim} <= d_x={input_dim}: the paper lifts "
@@ -120,7 +146,7 @@ class ImageMLP(nn.Module):
         self.hidden_dim, self.n_blocks, self.shape = hidden_dim, n_blocks, shape  # d_h, L
         self.input_proj = input_proj
         self.lift = None
-        if input_proj in ("frozen", "learned"):                          # W_in: d_x -> d_z, eq. (2)
+        if input_proj in ("frozen_random", "learned"):                   # W_in: d_x -> d_z, eq. (2)
             learned = input_proj == "learned"
             self.lift = InputProjection(input_dim, latent_dim, w_in_seed, trainable=learned)
         self.blocks = nn.ModuleList(ResidualMLPBlock(latent_dim, hidden_dim)
@@ -130,7 +156,7 @@ class ImageMLP(nn.Module):
     def forward(self, x):                                     # x: (B, d_x)
         if self.lift is not None:
             z = self.lift(x).float()                          # (B, d_z)  eq. (2)
-        elif self.input_proj == "identity":
+        elif self.input_proj == "zero_pad":
             z = F.pad(x.float(), (0, self.latent_dim - self.input_dim))  # (B, d_z) = [x, 0]
         else:
             z = x.float()                                     # (B, d_z = d_x)
@@ -139,19 +165,23 @@ class ImageMLP(nn.Module):
         return torch.sigmoid(self.out_proj(z).float())        # (B, d_out) eq. (4) + sigmoid
 
 
-def image_mlp(task, latent_dim, hidden_dim, n_blocks, shape="hourglass", input_proj="frozen",
+def image_mlp(task, latent_dim, hidden_dim, n_blocks, shape="hourglass", input_proj=None,
               w_in_seed=0):
     """The ImageMLP of shape (d_z, d_h, L) for a task: d_x and d_out are the task's (an
-    image_tasks.Task, or anything with input_dim and output_dim)."""
+    image_tasks.Task, or anything with input_dim and output_dim); input_proj None: the shape's."""
     return ImageMLP(task.input_dim, task.output_dim, latent_dim, hidden_dim, n_blocks, shape=shape,
                     input_proj=input_proj, w_in_seed=w_in_seed)
 
 
-def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input_proj="frozen"):
-    """P = d_x d_z + 2 L d_z d_h + d_z d_out (3.3, plus W_out); a frozen W_in is not trainable."""
-    w_in = input_dim * latent_dim if input_proj in ("frozen", "learned") else 0
+def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input_proj=None):
+    """P = d_x d_z + 2 L d_z d_h + d_z d_out (3.3, plus W_out); a frozen W_in is not trainable,
+    a direct or zero-padded input has none. input_proj None: the shape's own (d_h < d_z:
+    hourglass)."""
+    shape = "hourglass" if hidden_dim < latent_dim else "conventional"
+    input_proj = input_projection(input_proj, shape, latent_dim, input_dim)
+    w_in = input_dim * latent_dim if input_proj in ("frozen_random", "learned") else 0
     total = w_in + 2 * n_blocks * latent_dim * hidden_dim + latent_dim * output_dim
-    trainable = total - (w_in if input_proj == "frozen" else 0)
+    trainable = total - (w_in if input_proj == "frozen_random" else 0)
     return {"total": total, "trainable": trainable}
 
 
@@ -161,8 +191,9 @@ def count_params(model):
     def n(params):
         return sum(p.numel() for p in params)
     w_in = model.lift.weight.numel() if model.lift is not None else 0
+    frozen = INPUT_PROJECTION_ALIASES.get(model.input_proj, model.input_proj) == "frozen_random"
     return {
-        "total": n(model.parameters()) + (w_in if model.input_proj == "frozen" else 0),
+        "total": n(model.parameters()) + (w_in if frozen else 0),
         "trainable": n(p for p in model.parameters() if p.requires_grad),
         "input_proj": w_in,
         "blocks": n(model.blocks.parameters()),

@@ -6,6 +6,7 @@ MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), read top to bottom like tra
     python train_mlp.py config/mlp_mnist_sr.py --dataset=fashion_mnist --epochs=5
     python train_mlp.py config/mlp_mnist_classify.py       # generative classification + accuracy
     python train_mlp.py --eval_only=True --out_dir=out/mlp_mnist_denoise   # score its ckpt.pt
+    python train_mlp.py <the same settings> --init_from=resume   # go on where a run stopped
 
 Every setting below can be set by a config file or by --key=value; a typo or a value of the wrong
 type stops with one line naming it. A setting left at None takes its value from
@@ -14,20 +15,26 @@ sigma and fp32; our default shape and lr). On a shared machine add --num_threads
 threads fighting other jobs for 2 cores were ~15x slower than one, measured).
 
 Top to bottom: settings and their checks; the data (prepared on first use by data/<name>/
-prepare.py; its source is printed and saved with every result); the model and AdamW over the
-trainable parameters (a frozen W_in is a buffer, not a parameter); the loop: degraded images, a
+prepare.py; its source is printed, and saved with every result without machine paths); the
+model (by default a conventional MLP takes the image itself, a hourglass the frozen random lift)
+and AdamW over the trainable parameters (a frozen W_in is a buffer); the loop: degraded images, a
 step at the linearly decaying learning rate (no warm-up), an evaluation every eval_interval steps
-(0 = once per epoch) keeping the best model by validation loss (ckpt.pt, written atomically);
-then the test metrics of that model beside the trivial baseline. A run writes out_dir/: data.json,
-metrics.json, history.csv, samples.png and ckpt.pt. The sweep and the frozen-vs-learned W_in
-comparison call `train` from experiments/mlp_hourglass_{sweep,input_proj}.py. Where each
-training choice comes from (the paper / the reference code / ours): docs/mlp_hourglass.md.
+(0 = once per epoch) keeping the best model by validation loss; then the test metrics of that
+model beside the trivial baseline. out_dir is run.py's RunDir, as train.py's (locked, replaced
+only with --overwrite=True, Ctrl-C / SIGTERM one line saying how to go on); its ckpt.pt, rewritten
+atomically at each evaluation, holds the best model (what --eval_only reads; only a better one
+replaces it) and the training state from which --init_from=resume goes on exactly. Then come
+data.json, metrics.json, history.csv, samples.png. The sweep and W_in comparison (experiments/)
+call `train`. Each training choice's source (paper / reference / ours): docs/mlp_hourglass.md.
 """
 
 import csv
+import errno
+import io
 import json
 import math
 import os
+import re
 import sys
 import time
 from types import SimpleNamespace
@@ -35,13 +42,15 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from checkpoint import save_checkpoint  # temp file + rename: a kill never leaves a broken file
+from checkpoint import DiskFull, load_checkpoint
 from configurator import ConfigError, parse_overrides, usage_error
 from dataset import load_images
 from hardware import auto_dtype, autocast
 from image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
-                         choose_prototypes, get_task, make_batch)
-from mlp_hourglass import check_shape, count_params, image_mlp
+                         choose_prototypes, flips_of_copies, get_task, make_batch, samples_png)
+from mlp_hourglass import INPUT_PROJECTION_ALIASES, check_shape, count_params, image_mlp, \
+    input_projection
+from run import RunDir
 
 # -----------------------------------------------------------------------------------------------
 # default config: denoising MNIST; a None takes config/mlp_<task>.py's value (the task's protocol)
@@ -52,10 +61,11 @@ data_dir = ""  # raw IDX / official npz files to prepare from ('' = the usual so
 prepared_dir = ""  # '' = data/mnist/, data/mnist/<dataset>/ or data/imagenet32/
 max_train_images = 0  # 0 = every training image
 noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1) (the noise tasks only)
-flips = None  # 1, 2 or 4: the training set enlarged by flips (the paper: x4 for SR, ImageNet-32)
+flips = None  # 1, 2 or 4: the set enlarged by flips, the reference's: x2 {none, both}, x4 all four
+clamp_sr_input = False  # ours: clamp the bicubic low-res input to [0, 1] (the reference does not)
 # model: eq. (2)-(4) of the paper
 shape = "hourglass"  # hourglass (d_h < d_z) | conventional (d_h > d_z)
-input_proj = "frozen"  # W_in: frozen (random, never trained) | learned | identity | none
+input_proj = ""  # '' = the shape's own (hourglass frozen_random, conventional direct) | learned ...
 latent_dim = None  # d_z, the width of the skip path
 hidden_dim = None  # d_h, the width of each block's branch
 n_blocks = None  # L
@@ -69,7 +79,9 @@ eval_interval = None  # steps between validations; 0 = once per epoch
 log_interval = 50
 seed = 0  # draws W_in, the init, the data order and the noise
 # I/O
-out_dir = ""  # '' = out/mlp_<task>
+out_dir = ""  # '' = out/mlp_<task>: ckpt.pt (best model + training state), results, the lock
+init_from = "scratch"  # 'scratch' or 'resume' (go on exactly from out_dir/ckpt.pt)
+overwrite = False  # True: a scratch run may replace the run already in out_dir
 eval_only = False  # True: score out_dir/ckpt.pt on the test split and stop
 allow_other_data = False  # True: eval_only scores a checkpoint on another data source than its own
 # system
@@ -84,6 +96,10 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_")
 PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float, batch_size=int,
                      lr=float, flips=int, eval_interval=int, noise_sigma=float, dtype=str)
 EVAL_BATCH_SIZE = 128  # the reference code's eval / test loaders; psnr_batchmse depends on it
+# what a resume takes from this invocation, not from the run it continues: where and how it runs
+# (the device is the run's: a noise RNG's state goes on only on its own kind of device)
+WHERE_IT_RUNS = ("out_dir", "init_from", "overwrite", "eval_only", "allow_other_data", "compile",
+                 "num_threads", "log_interval", "data_dir", "prepared_dir")
 
 
 def task_protocol(task_name):
@@ -110,19 +126,31 @@ def resolve(config):
     for key in ("max_steps", "max_train_images", "num_threads", "eval_interval"):
         if getattr(c, key) < 0:
             raise ConfigError(f"--{key}={getattr(c, key)}: it must be 0 (off) or more")
+    for key in ("epochs", "lr", "weight_decay", "noise_sigma"):
+        if getattr(c, key) is not None and not math.isfinite(getattr(c, key)):
+            raise ConfigError(f"--{key}={getattr(c, key)}: it must be a finite number")
     if not c.epochs > 0:
         raise ConfigError(f"--epochs={c.epochs}: it must be more than 0 (a fraction is fine)")
     if not c.lr > 0 or not c.weight_decay >= 0:
         raise ConfigError(f"--lr={c.lr}, --weight_decay={c.weight_decay}: lr must be > 0, "
                           f"weight_decay 0 or more")
+    if c.noise_sigma is not None and c.noise_sigma < 0:
+        raise ConfigError(f"--noise_sigma={c.noise_sigma}: it must be 0 or more")
+    if c.init_from not in ("scratch", "resume"):
+        raise ConfigError(f"--init_from={c.init_from}: use scratch or resume")
     if c.flips not in (1, 2, 4):
         raise ConfigError(f"--flips={c.flips}: it must be 1, 2 or 4")
     if c.flips > 1 and t.target == "prototype":
         raise ConfigError("flip augmentation is not defined for generative classification (the "
                           "target prototype would not flip with the input); use --flips=1")
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device):
+        raise ConfigError(f"--device={c.device}: use auto, cpu, cuda or cuda:<index>")
     if c.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"--device={c.device}: this machine has no CUDA GPU (torch "
                           f"{torch.__version__}); use --device=cpu or auto")
+    if c.device.startswith("cuda:") and int(c.device[5:]) >= torch.cuda.device_count():
+        raise ConfigError(f"--device={c.device}: this machine has {torch.cuda.device_count()} "
+                          f"CUDA GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     if c.data_dir and not os.path.isdir(c.data_dir):
         raise ConfigError(f"--data_dir={c.data_dir}: no such folder (the raw files to prepare "
                           f"from); leave it out to use the prepared data")
@@ -134,7 +162,29 @@ def resolve(config):
         raise ConfigError(f"--dtype={c.dtype!r}: use float32, auto, bfloat16 or float16")
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
+    # what feeds the blocks, by name: '' = the shape's own (mlp_hourglass.INPUT_PROJECTIONS)
+    c.input_proj = input_projection(c.input_proj, c.shape, c.latent_dim, t.input_dim)
     return c
+
+
+def portable_source(source):
+    """A data source as results record it, the same in every checkout (an older record with an
+    absolute path is matched by this form of it): a path in it becomes its part from the repo's
+    data/<name>/ on, or else its last name (.../<name>)."""
+    def short(match):
+        path = match.group(0)
+        inside = re.search(r"^.*/(data/\w+/.*)$", path)
+        return inside.group(1) if inside else ".../" + path.rstrip("/").rsplit("/", 1)[-1]
+    return re.sub(r"(?<![^\s(])/[^\s,()]+", short, source)
+
+
+def saved_settings(config):
+    """The settings a checkpoint saved, in today's words: an old input_proj name is its new one;
+    an SR run saved before clamp_sr_input existed had its input clamped (then always the case)."""
+    config, name = dict(config), config.get("input_proj", "")
+    config["input_proj"] = INPUT_PROJECTION_ALIASES.get(name, name)
+    config.setdefault("clamp_sr_input", get_task(config["task"]).degradation == "bicubic2x")
+    return config
 
 
 def make_model(c):
@@ -164,7 +214,8 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     for i in range(0, len(images), EVAL_BATCH_SIZE):
         imgs = images[i:i + EVAL_BATCH_SIZE].to(c.device)
         labs = labels[i:i + EVAL_BATCH_SIZE].to(c.device)
-        x, target = make_batch(t, imgs, labs, protos, g, c.noise_sigma)
+        x, target = make_batch(t, imgs, labs, protos, g, c.noise_sigma,
+                               clamp_sr_input=c.clamp_sr_input)
         if baseline:
             pred = baseline_prediction(t, x)
         else:
@@ -178,17 +229,67 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     return acc.result()
 
 
-def train(config, data=None, quiet=False, save=True):
+class Diverged(SystemExit):
+    """A non-finite loss or weight: the run stops at `step` in one line naming its last good
+    checkpoint (only finite weights are ever saved)."""
+
+    def __init__(self, run, step, what, lr):
+        saved = run.intact() + run.put_back_previous_run() if run else "nothing was saved"
+        super().__init__(f"step {step}: {what}: training diverged (try a lower --lr, now {lr}); "
+                         f"{saved}")
+        self.step = step
+
+
+def resumed_run(run, config, given):
+    """init_from='resume': (the checkpoint in run.ckpt, the settings of its run). The run goes on
+    exactly as it was saved: every setting is the run's, except where and how it runs
+    (WHERE_IT_RUNS, from this invocation); a setting given here with another value than the run's
+    is refused in one line. `given`: the keys the command line set (None: every key)."""
+    checkpoint = load_checkpoint(run.ckpt)  # (damaged or foreign: one line)
+    if "train_state" not in checkpoint or not isinstance(checkpoint.get("config"), dict):
+        raise ConfigError(f"{run.ckpt} holds no training state to resume (a best model saved by "
+                          f"an older train_mlp.py, or not a train_mlp.py checkpoint): score it "
+                          f"with --eval_only=True, or train again with --overwrite=True")
+    if "clamp_sr_input" not in checkpoint["config"] and checkpoint["config"].get("flips") == 2:
+        raise ConfigError(f"{run.ckpt} was trained with the old x2 flips (none, horizontal; now "
+                          f"none, both): a resume cannot go on with them; train again")
+    saved, asked = saved_settings(checkpoint["config"]), resolve(config)
+    differ = [f"{k}={getattr(asked, k)!r} (the run has {saved[k]!r})"
+              for k in sorted(DEFAULTS if given is None else given)
+              if k in saved and k not in WHERE_IT_RUNS and getattr(asked, k) != saved[k]]
+    if differ:
+        raise ConfigError(f"resuming {run.ckpt} with settings that differ from its run: "
+                          f"{'; '.join(differ)}. Drop them to resume the run as it was, or start "
+                          f"a new one with --overwrite=True or another --out_dir")
+    return checkpoint, resolve({**saved, **{k: config[k] for k in WHERE_IT_RUNS if k in config}})
+
+
+def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model. config: settings (a dict; missing keys take the defaults above). data:
-    ImageSplits (loaded here when None). save=False writes nothing (the sweep). Returns the
-    results, with the best model (by validation loss) under "model"."""
+    ImageSplits (loaded here when None). run: the RunDir (run.py) of out_dir, locked, where the
+    checkpoint goes; None writes nothing. given: the keys the command line set (a resume refuses
+    those that differ from its run's; None: every key). results=False leaves out metrics.json,
+    history.csv and samples.png (the sweep keeps a row instead). Returns the results, with the
+    best model (by validation loss) under "model"."""
     c = resolve(config)
+    checkpoint = None
+    if c.init_from == "resume":  # the run goes on as it was saved: its settings, its state
+        checkpoint, c = resumed_run(run, config, given)
+    if run is not None:
+        run.refuse_to_replace(c.init_from, c.overwrite)  # a scratch run never replaces one silently
     t = get_task(c.task)
     say = (lambda *a: None) if quiet else print
     if c.num_threads:
         torch.set_num_threads(c.num_threads)
     if data is None:
         data = load_images(t, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
+    data_record = {"dataset": data.dataset, "source": portable_source(data.source),
+                   "n_train": len(data.train)}  # (the source without this machine's paths)
+    if checkpoint is not None and {**checkpoint["data"], "source": portable_source(
+            checkpoint["data"]["source"])} != data_record:
+        raise ConfigError(f"{run.ckpt} was trained on {checkpoint['data']}, but the data now is "
+                          f"{data_record}: resume it on its own data (--prepared_dir=<the folder "
+                          f"holding it>)")
     prototypes = choose_prototypes(data.train, data.train_labels) if t.target == "prototype" \
         else None  # generative classification: one training image per class is the target
 
@@ -214,27 +315,46 @@ def train(config, data=None, quiet=False, save=True):
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
     protos = prototypes.to(c.device) if prototypes is not None else None
-    data_record = {"dataset": data.dataset, "source": data.source, "n_train": n_train}
-    if save:
-        os.makedirs(c.out_dir, exist_ok=True)
-        with open(os.path.join(c.out_dir, "data.json"), "w") as f:  # what this run trains on
-            json.dump(data_record, f, indent=2)
     train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once, not every step
     train_labels = data.train_labels.to(c.device)
 
-    history, best = [], {"val_loss": math.inf, "step": 0, "state": None}
-    val_psnr, loss_sum, n_loss = math.nan, 0.0, 0
+    start, history, elapsed_before = 0, [], 0.0
+    best = {"val_loss": math.inf, "step": 0, "state": None}
+    if checkpoint is not None:  # exactly where the run stopped: weights, AdamW, data order, noise
+        state = checkpoint["train_state"]
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if state["scaler"]:  # float16's loss scale ({} without a scaler)
+            scaler.load_state_dict(state["scaler"])
+        noise_rng.set_state(state["noise_rng"])
+        epoch_order_rng = state["epoch_order_rng"]
+        order_rng.set_state(epoch_order_rng)  # this epoch's order, drawn again
+        order = torch.randperm(n_train * c.flips, generator=order_rng)
+        start, history = checkpoint["iter_num"], state["history"]
+        elapsed_before = state["elapsed_s"]  # wall-clock time keeps counting across resumes
+        best = {"val_loss": checkpoint["val_loss"], "step": checkpoint["step"],
+                "state": checkpoint["model"]}
+        run.last_good_step = start
+        say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
+            if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
+    elif run is not None:  # overwrite=True: only now, with settings, data and model checked
+        run.remove_previous_run()
+    checkpoint = None  # free memory
+
+    val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan
+    loss_sum, n_loss = 0.0, 0
     t0 = t_last = time.time()
     model.train()
-    for step in range(total_steps):
+    for step in range(start, total_steps):
         pos = step % steps_per_epoch
         if pos == 0:  # a new epoch: shuffle the (image, flip) pairs of the enlarged set
+            epoch_order_rng = order_rng.get_state()  # (saved: a resume draws this order again)
             order = torch.randperm(n_train * c.flips, generator=order_rng)
         idx = order[pos * c.batch_size:(pos + 1) * c.batch_size]
         rows = (idx % n_train).to(c.device)
-        flip_codes = (idx // n_train).to(c.device) if c.flips > 1 else None
+        flips = flips_of_copies((idx // n_train).to(c.device), c.flips) if c.flips > 1 else None
         x, target = make_batch(t, train_images[rows], train_labels[rows], protos, noise_rng,
-                               c.noise_sigma, flip_codes)  # (B, d_x), (B, d_out)
+                               c.noise_sigma, flips, c.clamp_sr_input)  # (B, d_x), (B, d_out)
         lr = c.lr * (1.0 - step / total_steps)  # linear decay to 0, no warm-up
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -250,44 +370,56 @@ def train(config, data=None, quiet=False, save=True):
         last = step + 1 == total_steps
         if (step + 1) % eval_interval == 0 or last:
             val = evaluate(forward, c, data.val, data.val_labels, prototypes, seed=c.seed + 1000)
-            val_psnr = val["psnr_batchmse"]
+            val_psnr, train_loss = val["psnr_batchmse"], float(loss_sum) / max(n_loss, 1)
             history.append({"step": step + 1, "epoch": (step + 1) / steps_per_epoch, "lr": lr,
-                            "train_loss": float(loss_sum) / max(n_loss, 1),
-                            "val_loss": val["loss"], "val_psnr_batchmse": val_psnr,
+                            "train_loss": train_loss, "val_loss": val["loss"],
+                            "val_psnr_batchmse": val_psnr,
                             "val_psnr_per_image": val["psnr_per_image"],
-                            "time_s": time.time() - t0})
+                            "time_s": elapsed_before + time.time() - t0})
             loss_sum, n_loss = 0.0, 0
-            if val["loss"] < best["val_loss"]:  # a NaN loss is never the best
+            if not (math.isfinite(train_loss) and math.isfinite(val["loss"]) and all(
+                    bool(torch.isfinite(p).all()) for p in model.parameters())):
+                raise Diverged(run, step + 1, f"the losses are {train_loss} (train), "
+                                              f"{val['loss']} (val)", c.lr)
+            if val["loss"] < best["val_loss"]:
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 best = {"val_loss": val["loss"], "step": step + 1, "state": state}
-                if save:
-                    save_checkpoint({"model": state, "config": config_record(c),
-                                     "step": step + 1, "val_loss": val["loss"],
-                                     "prototypes": prototypes, "data": data_record},
-                                    os.path.join(c.out_dir, "ckpt.pt"))
+            if run is not None:  # the best model so far, and where the run is (for a resume)
+                first = run.last_good_step is None
+                run.save({"model": best["state"], "step": best["step"],
+                          "val_loss": best["val_loss"], "config": config_record(c),
+                          "prototypes": prototypes, "data": data_record, "iter_num": step + 1,
+                          "train_state": {
+                              "model": best["state"] if best["step"] == step + 1
+                              else model.state_dict(),  # (the same tensors are stored once)
+                              "optimizer": optimizer.state_dict(),
+                              "scaler": scaler.state_dict(), "noise_rng": noise_rng.get_state(),
+                              "epoch_order_rng": epoch_order_rng, "history": history,
+                              "elapsed_s": elapsed_before + time.time() - t0}})
+                if first:  # the folder is this run's now: the previous run's results go
+                    for name in ("metrics.json", "history.csv", "samples.png"):
+                        (run.dir / name).unlink(missing_ok=True)
+                    write_atomically(run.dir / "data.json", json.dumps(data_record, indent=2))
         if (step + 1) % c.log_interval == 0 or last:
+            loss_value = loss.item()
+            if not math.isfinite(loss_value):
+                raise Diverged(run, step + 1, f"the loss is {loss_value}", c.lr)
             now = time.time()
-            its = ((step + 1) / (now - t0) if last else c.log_interval / (now - t_last))
+            its = ((step + 1 - start) / (now - t0) if last
+                   else min(c.log_interval, step + 1 - start) / (now - t_last))
             t_last = now
-            left = (total_steps - step - 1) * (now - t0) / (step + 1) / 60
+            left = (total_steps - step - 1) * (now - t0) / (step + 1 - start) / 60
             val_text = "--" if math.isnan(val_psnr) else f"{val_psnr:.2f} dB"
-            say(f"step {step + 1}/{total_steps} | loss {loss.item():.5f} | val psnr {val_text} | "
+            say(f"step {step + 1}/{total_steps} | loss {loss_value:.5f} | val psnr {val_text} | "
                 f"lr {lr:.2e} | {its:.1f} it/s | ~{left:.1f} min to go")
-    train_time = time.time() - t0
+    train_time = elapsed_before + time.time() - t0
 
-    if best["state"] is None:  # every validation loss was NaN (diverged): NaN metrics, no crash
-        say("warning: every validation loss was NaN (the run diverged); its test metrics are NaN")
-        metrics = ("loss", "psnr_batchmse", "psnr_per_image", "ssim", "accuracy")
-        test = {**dict.fromkeys(metrics[:4 + (t.target == "prototype")], math.nan),
-                "n_images": len(data.test)}
-        best["val_loss"] = math.nan
-    else:
-        model.load_state_dict(best["state"])  # test the model with the lowest validation loss
-        test = evaluate(model, c, data.test, data.test_labels, prototypes, with_ssim=True,
-                        seed=c.seed + 2000)
+    model.load_state_dict(best["state"])  # test the model with the lowest validation loss
+    test = evaluate(model, c, data.test, data.test_labels, prototypes, with_ssim=True,
+                    seed=c.seed + 2000)
     baseline = evaluate(model, c, data.test, data.test_labels, prototypes, with_ssim=True,
                         seed=c.seed + 2000, baseline=True)
-    result = {"task": c.task, "data": data.source, "dataset": data.dataset,
+    result = {"task": c.task, "data": data_record["source"], "dataset": data.dataset,
               "config": config_record(c), "params": params, "steps": total_steps,
               "best_step": best["step"], "best_val_loss": best["val_loss"],
               "train_time_s": train_time, "it_per_s": total_steps / max(train_time, 1e-9),
@@ -297,11 +429,10 @@ def train(config, data=None, quiet=False, save=True):
         f"psnr_per_image {test['psnr_per_image']:.2f} dB, ssim {test['ssim']:.4f}{accuracy} | "
         f"{result['baseline_name']}: {baseline['psnr_batchmse']:.2f} dB, ssim "
         f"{baseline['ssim']:.4f} | {train_time:.0f}s")
-    if save:
-        with open(os.path.join(c.out_dir, "metrics.json"), "w") as f:
-            json.dump(result, f, indent=2)
-        write_csv(os.path.join(c.out_dir, "history.csv"), history)
-        save_samples(model, c, data, protos, test)
+    if run is not None and results:
+        write_atomically(run.dir / "metrics.json", json.dumps(result, indent=2))
+        write_csv(run.dir / "history.csv", history)
+        save_samples(model, c, data, protos, test, run.dir / "samples.png")
     return {**result, "history": history, "model": model}
 
 
@@ -310,54 +441,46 @@ def config_record(c):
     return {k: getattr(c, k) for k in DEFAULTS}
 
 
-def write_csv(path, rows):
-    """rows (dicts) as a CSV, whole or not at all: written to a temporary file, then renamed."""
-    if not rows:
-        return
-    keys = list(dict.fromkeys(k for row in rows for k in row))
+def write_atomically(path, content):
+    """A file (text or bytes), whole or not at all: written to a temporary file, then renamed."""
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(content.encode() if isinstance(content, str) else content)
+        os.replace(tmp, path)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise DiskFull(f"error: no space left on the disk of {path} (left as it was): free some "
+                       f"space, then run the same command again (train_mlp.py: with "
+                       f"--init_from=resume, which writes a finished run's results)") from None
+    finally:  # (interrupted: no temporary file left behind)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_csv(path, rows):
+    """rows (dicts, at least one) as a CSV, whole or not at all."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
 
 
 @torch.no_grad()
-def save_samples(model, c, data, protos, test, n=8):
-    """out_dir/samples.png: rows of inputs, outputs and targets of the first n test images."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def save_samples(model, c, data, protos, test, path, n=8):
+    """samples.png: rows of inputs, outputs and targets of the first n test images."""
     t = get_task(c.task)
-    ch, h, w = t.image_shape
     g = torch.Generator(device=c.device).manual_seed(c.seed + 2000)
     model.eval()
     x, target = make_batch(t, data.test[:n].to(c.device), data.test_labels[:n].to(c.device),
-                           protos, g, c.noise_sigma)
+                           protos, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
     with autocast(c.device.split(":")[0], c.dtype):
         pred = model(x)
-    n = x.shape[0]
-    shown = x.float().cpu()
-    if t.degradation == "bicubic2x":  # the low-resolution input at full size (nearest)
-        shown = F.interpolate(shown.view(n, ch, h // 2, w // 2), size=(h, w)).flatten(1)
-    rows = [("input", shown), ("output", pred.float().cpu()), ("target", target.float().cpu())]
-    fig, axes = plt.subplots(3, n, figsize=(n * 0.9, 3 * 0.95), squeeze=False)
-    for r, (name, images) in enumerate(rows):
-        for j in range(n):
-            image = images[j].view(ch, h, w).permute(1, 2, 0).clamp(0, 1).numpy()
-            axes[r, j].imshow(image[..., 0] if ch == 1 else image, cmap="gray" if ch == 1 else None,
-                              vmin=0, vmax=1)
-            axes[r, j].set_xticks([])
-            axes[r, j].set_yticks([])
-        axes[r, 0].set_ylabel(name, fontsize=8)
-    fig.suptitle(f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
-                 f"{test['psnr_batchmse']:.2f} dB", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(c.out_dir, "samples.png"), dpi=60)
-    plt.close(fig)
+    title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
+             f"{test['psnr_batchmse']:.2f} dB")
+    write_atomically(path, samples_png(t, x, pred, target, title))
 
 
 def load_trained_mlp(path, device="cpu"):
@@ -373,7 +496,7 @@ def load_trained_mlp(path, device="cpu"):
     if not isinstance(ckpt.get("config"), dict) or not set(ckpt["config"]) <= set(DEFAULTS):
         raise ConfigError(f"{path} is not a checkpoint of train_mlp.py (an LM checkpoint of "
                           f"train.py? sample it with sample.py)")
-    c = resolve({**ckpt["config"], "device": device, "data_dir": ""})  # (no re-preparing)
+    c = resolve({**saved_settings(ckpt["config"]), "device": device, "data_dir": ""})
     model = make_model(c)
     model.load_state_dict(ckpt["model"])
     return model.to(device), c, ckpt
@@ -390,7 +513,7 @@ def evaluate_checkpoint(config):
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images,
                        c.prepared_dir)
     trained = (ckpt.get("data") or {}).get("source")
-    if trained != data.source:
+    if portable_source(trained or "") != portable_source(data.source):
         message = f"{path} was trained on {trained!r}, but the prepared data now is {data.source!r}"
         if not given.allow_other_data:
             raise ConfigError(f"{message}. Prepare the training source again (python "
@@ -404,17 +527,24 @@ def evaluate_checkpoint(config):
     return test
 
 
-def main(argv):
+def main(argv, catch_signals=False):
     try:
-        config = parse_overrides(argv, DEFAULTS, types=PROTOCOL_KEYS)
+        given = set()  # the keys the command line sets (a resume refuses other values)
+        config = parse_overrides(argv, DEFAULTS, types=PROTOCOL_KEYS, given=given)
         if config["eval_only"]:
             return evaluate_checkpoint(config)
-        resolve(config)  # every setting checked before anything is loaded or written
-        return train(config)
+        c = resolve(config)  # every setting checked before anything is loaded or written
+        if c.init_from == "resume" and not os.path.isfile(os.path.join(c.out_dir, "ckpt.pt")):
+            raise ConfigError(f"--init_from=resume: there is no {c.out_dir}/ckpt.pt to resume; "
+                              f"start the run without --init_from=resume")
+        run = RunDir(c.out_dir)  # out_dir is this run's alone (a lock the OS drops at exit)
+        if catch_signals:  # Ctrl-C, SIGTERM: one line, the last checkpoint, how to go on
+            run.catch_signals()
+        return train(config, run=run, given=given)
     except ConfigError as e:
         usage_error(e)
 
 
 if __name__ == "__main__":
     sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even piped
-    main(sys.argv[1:])
+    main(sys.argv[1:], catch_signals=True)

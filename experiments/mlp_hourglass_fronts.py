@@ -8,8 +8,15 @@ It reads the sweep.csv that experiments/mlp_hourglass_sweep.py writes (one row p
 seed; several CSVs of one setting are read together), picks each shape's learning rate by its
 mean validation loss over the seeds (the test set never chooses), and writes fronts.png (PSNR and
 SSIM against total and against trainable parameters, every shape with its seeds' min-max as error
-bars, each family's Pareto front as a line) and fronts.md (the fronts, the gap between them at
-matched budgets, the shapes on each front) beside the first CSV.
+bars, each family's Pareto front as a staircase: the best mean reached with at most that many
+parameters) and fronts.md (what it prints) beside the first CSV. What it prints is what a
+write-up may quote: the runs and their training time, the noisy input's PSNR and SSIM, each shape
+at its lr, the fronts, and at every conventional front point the gap to the hourglass staircase
+(total and trainable parameters, PSNR and SSIM: the gap of the means and the seed-paired gaps'
+range); then each Pareto-optimal shape whose lr is at an edge of the lrs it was tried at, with the
+--lrs to run next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it). A row not
+written whole (cut short, or glued to the next) is left out and a run written twice counts once,
+each with a warning; rows of older sweeps are read in today's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
@@ -21,43 +28,135 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+
+from image_tasks import TASKS  # noqa: E402
+from mlp_hourglass import INPUT_PROJECTION_ALIASES, input_projection  # noqa: E402
+from train_mlp import portable_source  # noqa: E402
+
 METRICS = {"test_psnr_batchmse": "test PSNR (dB)", "test_ssim": "test SSIM"}
+DIGITS = {"test_psnr_batchmse": 2, "test_ssim": 4}  # as the table shows them; gaps: one more
+NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "lr", "seed", "params_total",
+           "params_trainable", "val_loss", *METRICS, "baseline_psnr_batchmse", "baseline_ssim",
+           "train_time_s")
+# what a run measured; every other field of a row says which run it is (setting, shape, lr, seed)
+RESULTS = ("params_total", "params_trainable", "val_loss", "test_psnr_batchmse",
+           "test_psnr_per_image", "test_ssim", "test_accuracy", "baseline_psnr_batchmse",
+           "baseline_psnr_per_image", "baseline_ssim", "steps", "train_time_s")
+
+
+def canonical(value):
+    """A field as rows compare it: 30 and 30.0 alike, None as ''."""
+    try:
+        return "" if value in (None, "") else repr(float(value))
+    except ValueError:
+        return str(value)
+
+
+def whole_rows(path):
+    """The rows of a sweep CSV written whole (dicts of text), and how many were not. A row is whole
+    with its line end, the header's number of fields, numbers where numbers belong and a known
+    shape: a row cut short (a kill, a full disk) or glued to the next one (a row torn exactly at
+    its end, then the next appended to it) is left out with a warning."""
+    with open(path, newline="") as f:
+        lines = list(f)  # each with its line end, where it has one
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    ended = header and lines[reader.line_num - 1].endswith(("\n", "\r"))
+    rows, torn = [], 0 if ended else len(lines)  # (no whole header: nothing in it is a run)
+    for fields in reader if ended else []:
+        row = dict(zip(header, fields))
+        if (lines[reader.line_num - 1].endswith(("\n", "\r")) and len(fields) == len(header)
+                and row.get("shape") in ("hourglass", "conventional")
+                and all(is_number(row[k]) for k in NUMBERS if k in row)):
+            rows.append(normalized(row))
+        elif fields:  # (a blank line is no row)
+            torn += 1
+    if torn:
+        print(f"warning: {path}: {torn} row(s) not written whole (cut short, or glued to the next "
+              f"row): left out (the sweep runs them again)", file=sys.stderr)
+    return rows, torn
+
+
+def normalized(row):
+    """A row in today's words. data_source without machine paths (train_mlp.portable_source: a
+    row that recorded this machine's absolute cache path is matched from any checkout); an old
+    input_proj name as its new one (frozen -> frozen_random); a row from before clamp_sr_input
+    was a column: its SR input was clamped (then always), and its x2 flips were {none,
+    horizontal}, not today's {none, both} (so such a row is not resumed as today's x2)."""
+    row = dict(row)
+    row["data_source"] = portable_source(row.get("data_source", ""))
+    row["input_proj"] = INPUT_PROJECTION_ALIASES.get(row.get("input_proj"),
+                                                     row.get("input_proj", ""))
+    if "clamp_sr_input" not in row:
+        row["clamp_sr_input"] = "1.0" if row.get("task", "").endswith("_sr") else ""
+        if canonical(row.get("flips")) == "2.0":
+            row["flips"] = "2 (none, horizontal: before x2 was none, both)"
+    return row
+
+
+def is_number(text):
+    """A number field: a float, or empty (no accuracy for denoising, no step cap)."""
+    try:
+        float(text or "nan")
+        return True
+    except ValueError:
+        return False
+
+
+def unique_runs(rows, where):
+    """Each run once: a row repeating one already read (the same setting, shape, lr and seed:
+    two sweeps that ran the same runs) is left out, with a warning."""
+    seen, unique = set(), []
+    for r in rows:
+        key = tuple((k, canonical(v)) for k, v in sorted(r.items())
+                    if k not in RESULTS and k != "csv")
+        if key not in seen:
+            seen.add(key)
+            unique.append(r)
+    if len(unique) < len(rows):
+        print(f"warning: {where}: {len(rows) - len(unique)} row(s) repeat a run already read "
+              f"(the same setting, shape, lr and seed): each run counts once", file=sys.stderr)
+    return unique
 
 
 def read_rows(path):
-    """The sweep's rows with numbers as numbers; a row whose run diverged keeps NaN metrics."""
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
+    """The sweep's whole rows, each run once, numbers as numbers; a diverged run keeps NaN."""
+    rows = unique_runs(whole_rows(path)[0], path)
     if not rows:
         raise SystemExit(f"error: {path} holds no runs yet: run python "
                          f"experiments/mlp_hourglass_sweep.py first")
-    numeric = ("latent_dim", "hidden_dim", "n_blocks", "lr", "seed", "params_total",
-               "params_trainable", "val_loss", *METRICS, "baseline_psnr_batchmse", "train_time_s")
     for r in rows:
-        for k in numeric:
+        for k in NUMBERS:
             r[k] = float(r[k]) if r.get(k) not in (None, "") else math.nan
     return rows
 
 
 def shape_results(rows):
-    """One entry per shape at its chosen lr: the metrics' mean, min and max over the seeds."""
+    """One entry per shape (and input) at its chosen lr: the metrics' mean, min and max over the
+    seeds, each seed's value (for seed-paired gaps) and the lrs the shape was tried at."""
     by_shape = defaultdict(lambda: defaultdict(list))  # shape -> lr -> rows
     for r in rows:
-        key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]))
+        key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]),
+               r.get("input_proj", ""))
         by_shape[key][r["lr"]].append(r)
     results = []
-    for (family, d_z, d_h, L), by_lr in by_shape.items():
+    for (family, d_z, d_h, L, input_proj), by_lr in by_shape.items():
         def mean_val_loss(runs):
             losses = [r["val_loss"] for r in runs]
             return math.inf if any(math.isnan(v) for v in losses) else sum(losses) / len(losses)
         # the lr with every seed done, then the lowest mean validation loss
         lr, runs = min(by_lr.items(), key=lambda item: (-len(item[1]), mean_val_loss(item[1])))
-        entry = dict(family=family, d_z=d_z, d_h=d_h, L=L, lr=lr, seeds=len(runs),
+        task = TASKS.get(runs[0].get("task"))
+        entry = dict(family=family, d_z=d_z, d_h=d_h, L=L, input_proj=input_proj, lr=lr,
+                     d_x=task.input_dim if task else None,
+                     seeds=len(runs), lrs_tried=tuple(sorted(by_lr)),
                      params_total=runs[0]["params_total"],
-                     params_trainable=runs[0]["params_trainable"])
+                     params_trainable=runs[0]["params_trainable"], per_seed={})
         for metric in METRICS:
             values = [r[metric] for r in runs]
             entry[metric] = (sum(values) / len(values), min(values), max(values))
+            entry["per_seed"][metric] = {int(r["seed"]): r[metric] for r in runs}
         results.append(entry)
     return sorted(results, key=lambda e: (e["family"], e["params_total"]))
 
@@ -73,31 +172,121 @@ def pareto_front(entries, params_key, metric):
 
 
 def best_within(front, budget, metric, params_key):
-    """The front's best mean metric with at most `budget` parameters (None if it has none)."""
-    values = [e[metric][0] for e in front if e[params_key] <= budget]
-    return max(values) if values else None
+    """The front's best entry with at most `budget` parameters (None if it has none): the value
+    of its staircase at that budget."""
+    within = [e for e in front if e[params_key] <= budget]
+    return max(within, key=lambda e: e[metric][0]) if within else None
 
 
 def gaps(entries, params_key, metric):
-    """At every conventional front point: the best hourglass at no more parameters, minus it."""
+    """At every conventional front point: the hourglass staircase there (its best entry with no
+    more parameters) minus it, as (conventional entry, hourglass entry or None, gap of the means
+    or None, (lowest, highest) seed-paired gap or None)."""
     hourglass = pareto_front([e for e in entries if e["family"] == "hourglass"], params_key, metric)
     conventional = pareto_front([e for e in entries if e["family"] == "conventional"],
                                 params_key, metric)
     out = []
     for e in conventional:
         best = best_within(hourglass, e[params_key], metric, params_key)
-        out.append((e, None if best is None else best - e[metric][0]))
+        if best is None:
+            out.append((e, None, None, None))
+            continue
+        ours, theirs = best["per_seed"][metric], e["per_seed"][metric]
+        paired = [ours[s] - theirs[s] for s in sorted(set(ours) & set(theirs))]
+        out.append((e, best, best[metric][0] - e[metric][0],
+                    (min(paired), max(paired)) if paired else None))
     return out
 
 
+def edge_lrs(entries):
+    """The Pareto-optimal shapes (on any of the four fronts) whose chosen lr is the highest or the
+    lowest they were tried at: [(entry, 'top' or 'bottom', lr to add)]. Above the top: 1.5x it
+    (2e-3 -> 3e-3); below the bottom: half it. A shape tried at one lr is at both edges."""
+    optimal = {}
+    for family in ("hourglass", "conventional"):
+        for params_key in ("params_total", "params_trainable"):
+            for metric in METRICS:
+                for e in pareto_front([e for e in entries if e["family"] == family], params_key,
+                                      metric):
+                    optimal[id(e)] = e
+    flags = []
+    for e in sorted(optimal.values(), key=lambda e: (e["family"], e["params_total"])):
+        if e["lr"] == max(e["lrs_tried"]):
+            flags.append((e, "top", float(f"{e['lr'] * 1.5:.3g}")))
+        if e["lr"] == min(e["lrs_tried"]):
+            flags.append((e, "bottom", float(f"{e['lr'] / 2:.3g}")))
+    return flags
+
+
 def label(e):
-    return f"{e['family']} d_z={e['d_z']} d_h={e['d_h']} L={e['L']}"
+    """A shape, with its input when it is not the shape's own (mlp_hourglass.input_projection)."""
+    own = input_projection("", e["family"], e["d_z"], e["d_x"]) if e["d_x"] else e["input_proj"]
+    shown = "" if e["input_proj"] in ("", own) else f" W_in={e['input_proj']}"
+    return f"{e['family']} d_z={e['d_z']} d_h={e['d_h']} L={e['L']}{shown}"
 
 
-def report(entries, baseline, title):
-    lines = [f"# {title}", ""]
-    if baseline is not None:
-        lines += [f"Noisy input (the baseline every model must beat): {baseline:.2f} dB.", ""]
+def mean(values):
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def h_min(seconds):
+    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60):02d} min"
+
+
+def summary(rows, entries, paths):
+    """What the sweep is and what it cost, the noisy input, the spread of the seeds."""
+    lrs = sorted({r["lr"] for r in rows})
+    seeds = sorted({int(r["seed"]) for r in rows})
+    steps = sorted({int(float(r["steps"])) for r in rows if r.get("steps") not in (None, "")})
+
+    def seconds(runs):
+        return sum(r["train_time_s"] for r in runs if not math.isnan(r["train_time_s"]))
+    text = (f"{len(rows)} runs: {len(entries)} shapes x {len(lrs)} lrs "
+            f"({', '.join(f'{lr:g}' for lr in lrs)}) x {len(seeds)} seeds "
+            f"({', '.join(map(str, seeds))}); "
+            + (f"{'/'.join(map(str, steps))} steps a run; " if steps else "")
+            + f"training time {seconds(rows):,.0f} s in all = {h_min(seconds(rows))}")
+    if len(paths) > 1:  # side by side: each process's runs one after the other
+        text += " (" + "; ".join(
+            f"{p.parent.name}/{p.name}: {seconds([r for r in rows if r['csv'] == str(p)]):,.0f} "
+            f"s = {h_min(seconds([r for r in rows if r['csv'] == str(p)]))}" for p in paths) + ")"
+    lines = [text + "."]
+    for family in ("hourglass", "conventional"):
+        totals = [e["params_total"] for e in entries if e["family"] == family]
+        inputs = sorted({e["input_proj"] for e in entries if e["family"] == family})
+        if totals:
+            lines.append(f"{family}: {len(totals)} shapes, {min(totals) / 1e6:.2f}M-"
+                         f"{max(totals) / 1e6:.2f}M total parameters, input: "
+                         f"{', '.join(i or '(not recorded)' for i in inputs)}.")
+    baseline = defaultdict(dict)  # metric -> seed -> the noisy input's score (one per seed)
+    for r in rows:
+        for k in ("baseline_psnr_batchmse", "baseline_ssim"):
+            if not math.isnan(r.get(k, math.nan)):
+                baseline[k][int(r["seed"])] = r[k]
+    psnr, ssim = baseline["baseline_psnr_batchmse"], baseline["baseline_ssim"]
+    if psnr:
+        text = f"Noisy input (the baseline every model must beat): {mean(psnr.values()):.2f} dB"
+        text += f", SSIM {mean(ssim.values()):.4f}" if ssim else ""
+        text += " (per seed: " + "; ".join(
+            f"{s}: {psnr[s]:.2f} dB" + (f", SSIM {ssim[s]:.4f}" if s in ssim else "")
+            for s in sorted(psnr)) + ")."
+        gains = [e["test_psnr_batchmse"][0] - mean(psnr.values()) for e in entries
+                 if not math.isnan(e["test_psnr_batchmse"][0])]
+        if gains:
+            text += f" The shapes' mean PSNR beats it by {min(gains):.2f}-{max(gains):.2f} dB."
+        lines.append(text)
+    spread = {m: [e[m][2] - e[m][1] for e in entries if e["seeds"] > 1 and not math.isnan(
+        e[m][0])] for m in METRICS}
+    if all(spread.values()):
+        lines.append(f"Seeds' spread (max - min at a shape's lr, the largest over shapes): PSNR "
+                     f"{max(spread['test_psnr_batchmse']):.3f} dB, SSIM "
+                     f"{max(spread['test_ssim']):.4f}.")
+    return lines
+
+
+def report(entries, rows, paths, title):
+    lines = [f"# {title}", "", *summary(rows, entries, paths), ""]
     lines += ["| shape | lr | seeds | params total / trainable | test PSNR mean (min-max) | "
               "test SSIM mean (min-max) |", "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
@@ -107,20 +296,50 @@ def report(entries, baseline, title):
                      f"{e['params_trainable'] / 1e6:.2f}M | {p[0]:.2f} ({p[1]:.2f}-{p[2]:.2f}) | "
                      f"{s[0]:.4f} ({s[1]:.4f}-{s[2]:.4f}) |")
     for params_key in ("params_total", "params_trainable"):
+        axis = params_key.split("_")[1]
         for metric, name in METRICS.items():
-            lines += ["", f"**{name} against {params_key.split('_')[1]} parameters.** Fronts:"]
+            d = DIGITS[metric]
+            lines += ["", f"**{name} against {axis} parameters.** Fronts (staircases):"]
             for family in ("hourglass", "conventional"):
                 front = pareto_front([e for e in entries if e["family"] == family], params_key,
                                      metric)
                 lines.append(f"- {family}: " + "; ".join(
                     f"{label(e).split(' ', 1)[1]} ({e[params_key] / 1e6:.2f}M, "
-                    f"{e[metric][0]:.{2 if 'psnr' in metric else 4}f})" for e in front))
-            diffs = [(e, d) for e, d in gaps(entries, params_key, metric) if d is not None]
-            digits = 2 if "psnr" in metric else 4
-            lines.append("- hourglass front minus conventional front at the conventional points: "
-                         + "; ".join(f"{e[params_key] / 1e6:.2f}M: {d:+.{digits}f}"
-                                     for e, d in diffs))
+                    f"{e[metric][0]:.{d}f})" for e in front))
+            lines.append("- at each conventional front point, the hourglass staircase there "
+                         "minus it (gap of the means; seed-paired gaps' range):")
+            for e, best, gap, paired in gaps(entries, params_key, metric):
+                unit = " dB" if "psnr" in metric else ""
+                where = (f"  - {e[params_key] / 1e6:.2f}M {axis} ({label(e)}, "
+                         f"{e[metric][0]:.{d + 1}f}): ")
+                if best is None:
+                    lines.append(where + "no hourglass with this few parameters")
+                    continue
+                lines.append(where + f"{gap:+.{d + 1}f}{unit}" + (
+                    f" (seed-paired {paired[0]:+.{d + 1}f} to {paired[1]:+.{d + 1}f})"
+                    if paired else "") + f"; the hourglass: {label(best)} at "
+                    f"{best[params_key] / 1e6:.2f}M, {best[metric][0]:.{d + 1}f}")
+    flags = edge_lrs(entries)
+    lines += ["", "**Learning rates at an edge** (Pareto-optimal shapes whose chosen lr is the "
+              "highest or lowest they were tried at: the list must grow):"]
+    if not flags:
+        lines.append("- none: every Pareto-optimal shape chose an lr inside the list")
+    for e, edge, lr in flags:
+        lines.append(f"- {label(e)}: lr {e['lr']:g}, the {edge} of "
+                     f"{', '.join(f'{x:g}' for x in e['lrs_tried'])}: add {lr:g}")
+    if flags:
+        tried = sorted({x for e in entries for x in e["lrs_tried"]} | {lr for *_, lr in flags})
+        lines.append(f"- the same sweep again with --lrs={','.join(f'{x:g}' for x in tried)} "
+                     f"trains only the runs it does not hold yet")
     return "\n".join(lines) + "\n"
+
+
+def staircase(front, params_key, metric, right):
+    """A Pareto front as the step function it is: the best mean reached with at most x
+    parameters, from the first front point to `right` (x in millions)."""
+    x = [e[params_key] / 1e6 for e in front]
+    y = [e[metric][0] for e in front]
+    return x + [max(right, x[-1])], y + [y[-1]]
 
 
 def plot(entries, baseline, path, title):
@@ -132,18 +351,22 @@ def plot(entries, baseline, path, title):
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     colors = {"hourglass": "tab:orange", "conventional": "tab:blue"}
     for col, params_key in enumerate(("params_total", "params_trainable")):
+        right = max(e[params_key] for e in entries) / 1e6
         for row, (metric, name) in enumerate(METRICS.items()):
             ax = axes[row, col]
             for family, color in colors.items():
                 family_entries = [e for e in entries if e["family"] == family]
+                if not family_entries:
+                    continue
                 x = [e[params_key] / 1e6 for e in family_entries]
                 y = [e[metric][0] for e in family_entries]
                 err = [[e[metric][0] - e[metric][1] for e in family_entries],
                        [e[metric][2] - e[metric][0] for e in family_entries]]
                 ax.errorbar(x, y, yerr=err, fmt="o", color=color, alpha=0.45, capsize=3)
                 front = pareto_front(family_entries, params_key, metric)
-                ax.plot([e[params_key] / 1e6 for e in front], [e[metric][0] for e in front],
-                        "-", color=color, lw=2, label=f"{family} front")
+                if front:
+                    ax.step(*staircase(front, params_key, metric, right), where="post",
+                            color=color, lw=2, label=f"{family} front (best with <= x params)")
             values = [v for e in entries for v in e[metric][1:] if not math.isnan(v)]
             if values:  # the models' range: a baseline far below would flatten the fronts
                 low, high = min(values), max(values)
@@ -159,37 +382,57 @@ def plot(entries, baseline, path, title):
             ax.set_xlabel(f"{params_key.split('_')[1]} parameters (M)")
             ax.set_ylabel(name)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8, loc="best")
+            if ax.get_legend_handles_labels()[0]:  # (nothing to name when every run diverged)
+                ax.legend(fontsize=8, loc="best")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+SETTING = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma",
+           "clamp_sr_input")  # what one set of fronts must share
+
+
 def main(argv):
-    """Fronts of one sweep: its CSV, or several CSVs of one setting (seeds run side by side)."""
-    paths = [Path(a) for a in argv]
-    if not paths or not all(p.is_file() for p in paths):
+    """Fronts of one sweep: its CSV, or several CSVs of one setting (seeds run side by side).
+    --out=PREFIX writes PREFIX.md and PREFIX.png (default: fronts.md, fronts.png beside the first
+    CSV)."""
+    out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
+    paths = [Path(a) for a in argv if not a.startswith("--out=")]
+    if not paths or not all(p.is_file() for p in paths) or len(out) > 1:
         raise SystemExit("usage: python experiments/mlp_hourglass_fronts.py <sweep.csv> "
-                         "[<sweep.csv> ...] (written by experiments/mlp_hourglass_sweep.py)")
-    rows = [r for p in paths for r in read_rows(p)]
-    setting = ("task", "data_source", "epochs", "batch_size")
-    if len({tuple(str(r[k]) for k in setting) for r in rows}) > 1:
+                         "[<sweep.csv> ...] [--out=PREFIX] (the CSVs written by "
+                         "experiments/mlp_hourglass_sweep.py)")
+    rows = unique_runs([dict(r, csv=str(p)) for p in paths for r in read_rows(p)],
+                       ", ".join(map(str, paths)))
+    if len({tuple(canonical(r.get(k)) for k in SETTING) for r in rows}) > 1:
         raise SystemExit(f"error: {', '.join(map(str, paths))} hold runs of different settings "
-                         f"({', '.join(setting)}): draw each setting's fronts on its own")
+                         f"({', '.join(SETTING)}): draw each setting's fronts on its own")
+    for family in ("hourglass", "conventional"):
+        inputs = {r["input_proj"] for r in rows if r["shape"] == family}
+        if len(inputs) > 1:
+            raise SystemExit(f"error: {', '.join(map(str, paths))} hold {family} runs with "
+                             f"different inputs ({', '.join(sorted(inputs))}): one front per "
+                             f"family, so draw each on its own")
     entries = shape_results(rows)
     baselines = [r["baseline_psnr_batchmse"] for r in rows
                  if not math.isnan(r["baseline_psnr_batchmse"])]
-    baseline = baselines[0] if baselines else None
+    baseline = mean(baselines) if baselines else None
     r0 = rows[0]
+    first = {f: next((r for r in rows if r["shape"] == f), None) for f in ("hourglass",
+                                                                            "conventional")}
+    inputs = "; ".join(f"{f} input {r['input_proj']}" for f, r in first.items()
+                       if r and r.get("input_proj"))  # (one per family: checked above)
     title = (f"{r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
-             f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}; "
-             f"error bars: seeds' min-max")
-    out = paths[0].parent
-    (out / "fronts.md").write_text(report(entries, baseline, title))
-    plot(entries, baseline, out / "fronts.png", title)
-    print(report(entries, baseline, title))
-    print(f"wrote {out / 'fronts.md'} and {out / 'fronts.png'}")
+             f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}"
+             + (f"; {inputs}" if inputs else "") + "; error bars: seeds' min-max")
+    prefix = Path(out[0]) if out else paths[0].parent / "fronts"
+    text = report(entries, rows, paths, title)
+    prefix.with_name(prefix.name + ".md").write_text(text)
+    plot(entries, baseline, prefix.with_name(prefix.name + ".png"), title)
+    print(text)
+    print(f"wrote {prefix}.md and {prefix}.png")
 
 
 if __name__ == "__main__":

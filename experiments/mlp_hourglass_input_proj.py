@@ -7,71 +7,121 @@ blocks), optionally at several d_z.
     python experiments/mlp_hourglass_input_proj.py --task=mnist_denoise --num_threads=1
     python experiments/mlp_hourglass_input_proj.py --latent_dims=1024,2048,4096 --epochs=10
 
-Every train_mlp.py setting works here, plus --variants (default frozen,learned; also identity or
-none) and --latent_dims (default: --latent_dim alone). Writes out_dir/ (default
-out/mlp_compare_input_proj_<task>/): compare.json, compare.csv, compare_input_proj.png (the
-validation PSNR per epoch for one d_z; test PSNR against d_z for several), and each run's own
-folder as train_mlp.py writes it.
+Every train_mlp.py setting works here, plus --variants (default frozen_random,learned; also
+zero_pad or direct: mlp_hourglass.INPUT_PROJECTIONS), --latent_dims (default: --latent_dim alone)
+and --seeds (default: --seed alone). Writes out_dir/ (default out/mlp_compare_input_proj_<task>/):
+compare.csv (one row per d_z x variant x seed: parameters, best validation loss, test PSNR and
+SSIM, and the trivial baseline's - the noisy input's - PSNR and SSIM, with the data source and
+setting), compare.json (the same with the validation curves) and compare_input_proj.png (the
+validation PSNR per epoch for one d_z; test PSNR against d_z for several). Each run trains in its
+own folder under --runs_dir (default: out_dir; out/<name> when out_dir is in docs/, so that
+committed results never hold a checkpoint). The same command again goes on where it stopped: a
+finished run gives its results again, a run stopped inside goes on from its checkpoint (exactly),
+the others start; --overwrite=True starts every run again. Ctrl-C or SIGTERM: one line naming the
+run's last checkpoint and the command that goes on.
+
+    python experiments/mlp_hourglass_input_proj.py config/mlp_mnist_denoise.py \\
+        --dataset=fashion_mnist --epochs=10 --seeds=0,1 --num_threads=1 \\
+        --out_dir=docs/mlp_fashion_denoise_input_proj    # the committed full-size comparison
 """
 
 import json
 import os
+import shlex
+import signal
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
+sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_sweep.py
 
 import train_mlp  # noqa: E402
+from mlp_hourglass_sweep import train_in_folder  # noqa: E402
 from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from dataset import load_images  # noqa: E402
 from image_tasks import get_task  # noqa: E402
-from mlp_hourglass import check_shape  # noqa: E402
+from mlp_hourglass import check_shape, input_projection  # noqa: E402
 
-OPTIONS = dict(variants=("frozen", "learned"), latent_dims=())
+OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=(), runs_dir="")
+# settings that say where a run lives, not what it is: left out of the committed results
+WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_only",
+         "allow_other_data", "num_threads", "log_interval", "device", "compile")
 
 
-def compare(config, variants, latent_dims, out_dir):
+def runs_folder(out_dir, runs_dir):
+    """Where the runs train: --runs_dir, or out_dir, or out/<name> when out_dir is in docs/."""
+    if runs_dir:
+        return runs_dir
+    docs = ROOT / "docs"
+    if Path(out_dir).resolve() == docs or docs in Path(out_dir).resolve().parents:
+        return os.path.join("out", Path(out_dir).name)
+    return out_dir
+
+
+def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
     base = train_mlp.resolve(config)
-    latent_dims = latent_dims or (base.latent_dim,)
+    latent_dims, seeds = latent_dims or (base.latent_dim,), seeds or (base.seed,)
+    task = get_task(base.task)
+    variants = [input_projection(v, base.shape, base.latent_dim, task.input_dim) for v in variants]
     for d_z in latent_dims:
         check_shape(base.shape, d_z, base.hidden_dim)
-    data = load_images(get_task(base.task), base.dataset, base.data_dir, base.max_train_images,
+    data = load_images(task, base.dataset, base.data_dir, base.max_train_images,
                        base.prepared_dir)
+    source = train_mlp.portable_source(data.source)  # (no machine path in committed results)
+    runs_dir = runs_folder(out_dir, runs_dir)
+    os.makedirs(out_dir, exist_ok=True)
     results, grid = {}, []
-    for d_z in latent_dims:
-        for variant in variants:
-            print(f"--- d_z = {d_z}, W_in = {variant}")
-            run_dir = variant if len(latent_dims) == 1 else f"dz{d_z}_{variant}"
-            run = {**config, "latent_dim": d_z, "input_proj": variant,
-                   "out_dir": os.path.join(out_dir, run_dir)}
-            r = results[(d_z, variant)] = train_mlp.train(run, data)
-            grid.append({"latent_dim": d_z, "hidden_dim": base.hidden_dim,
-                         "n_blocks": base.n_blocks, "input_proj": variant,
-                         "params_total": r["params"]["total"],
-                         "params_trainable": r["params"]["trainable"],
-                         "best_val_loss": r["best_val_loss"],
-                         "test_psnr_batchmse": r["test"]["psnr_batchmse"],
-                         "test_psnr_per_image": r["test"]["psnr_per_image"],
-                         "test_ssim": r["test"]["ssim"], "steps": r["steps"],
-                         "train_time_s": round(r["train_time_s"], 1)})
-    summary = {"data": data.source, "dataset": data.dataset, "grid": grid,
+    for seed in seeds:
+        for d_z in latent_dims:
+            for variant in variants:
+                print(f"--- d_z = {d_z}, W_in = {variant}, seed {seed}")
+                name = variant if len(latent_dims) == 1 else f"dz{d_z}_{variant}"
+                name += f"_seed{seed}" if len(seeds) > 1 else ""
+                run = {**config, "latent_dim": d_z, "input_proj": variant, "seed": seed}
+                r = results[(d_z, variant, seed)] = train_in_folder(
+                    run, data, os.path.join(runs_dir, name), quiet=False, results=True)
+                grid.append({"task": base.task, "data_source": source,
+                             "epochs": base.epochs, "shape": base.shape, "latent_dim": d_z,
+                             "hidden_dim": base.hidden_dim, "n_blocks": base.n_blocks,
+                             "input_proj": variant, "lr": base.lr, "seed": seed,
+                             "params_total": r["params"]["total"],
+                             "params_trainable": r["params"]["trainable"],
+                             "best_val_loss": r["best_val_loss"],
+                             "test_psnr_batchmse": r["test"]["psnr_batchmse"],
+                             "test_psnr_per_image": r["test"]["psnr_per_image"],
+                             "test_ssim": r["test"]["ssim"],
+                             "baseline": r["baseline_name"],
+                             "baseline_psnr_batchmse": r["baseline"]["psnr_batchmse"],
+                             "baseline_psnr_per_image": r["baseline"]["psnr_per_image"],
+                             "baseline_ssim": r["baseline"]["ssim"], "steps": r["steps"],
+                             "train_time_s": round(r["train_time_s"], 1)})
+    summary = {"data": source, "dataset": data.dataset, "grid": grid,
                "setting": {k: v for k, v in vars(base).items()
-                           if k not in ("input_proj", "latent_dim", "out_dir")}}
-    if len(latent_dims) == 1:  # one d_z: the variants by name
+                           if k not in ("input_proj", "latent_dim", "seed", *WHERE)},
+               "history": {f"dz{d_z}_{v}_seed{s}": r["history"]
+                           for (d_z, v, s), r in results.items()}}
+    if len(latent_dims) == 1 and len(seeds) == 1:  # one d_z, one seed: the variants by name
         summary.update({v: {"params": r["params"], "test": r["test"],
-                            "best_val_loss": r["best_val_loss"],
-                            "train_time_s": r["train_time_s"]} for (_, v), r in results.items()})
+                            "baseline": r["baseline"], "best_val_loss": r["best_val_loss"],
+                            "train_time_s": r["train_time_s"]}
+                        for (_, v, _), r in results.items()})
     with open(os.path.join(out_dir, "compare.json"), "w") as f:
         json.dump(summary, f, indent=2)
     train_mlp.write_csv(os.path.join(out_dir, "compare.csv"), grid)
-    plot(results, grid, variants, latent_dims, base, data.source,
+    plot(results, grid, variants, latent_dims, base, source,
          os.path.join(out_dir, "compare_input_proj.png"))
-    print("d_z    W_in     params(trainable/total)   test psnr_batchmse  psnr_per_image  ssim")
+    print("d_z    W_in          seed  params(trainable/total)   test psnr_batchmse  "
+          "psnr_per_image  ssim")
     for g in grid:
-        print(f"{g['latent_dim']:5d}  {g['input_proj']:8s} {g['params_trainable'] / 1e6:7.2f}M / "
-              f"{g['params_total'] / 1e6:6.2f}M   {g['test_psnr_batchmse']:8.2f} dB       "
-              f"{g['test_psnr_per_image']:6.2f} dB     {g['test_ssim']:.4f}")
+        print(f"{g['latent_dim']:5d}  {g['input_proj']:13s} {g['seed']:4d} "
+              f"{g['params_trainable'] / 1e6:7.2f}M / {g['params_total'] / 1e6:6.2f}M   "
+              f"{g['test_psnr_batchmse']:8.3f} dB       {g['test_psnr_per_image']:6.3f} dB     "
+              f"{g['test_ssim']:.4f}")
+    for seed in seeds:
+        g = next(g for g in grid if g["seed"] == seed)
+        print(f"{g['baseline']} (seed {seed}): {g['baseline_psnr_batchmse']:.3f} dB, "
+              f"{g['baseline_psnr_per_image']:.3f} dB per image, SSIM {g['baseline_ssim']:.4f}")
     print(f"wrote {out_dir}/compare.json, compare.csv and compare_input_proj.png")
     return summary
 
@@ -84,18 +134,20 @@ def plot(results, grid, variants, latent_dims, c, source, path):
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     if len(latent_dims) == 1:  # the variants' validation curves
-        for (_, v), r in results.items():
+        for (_, v, seed), r in results.items():
             h = r["history"]
             ax.plot([e["epoch"] for e in h], [e["val_psnr_batchmse"] for e in h], "-o", ms=3,
-                    label=f"W_in {v}: {r['params']['trainable'] / 1e6:.2f}M trainable / "
-                          f"{r['params']['total'] / 1e6:.2f}M")
+                    label=f"W_in {v}, seed {seed}: {r['params']['trainable'] / 1e6:.2f}M "
+                          f"trainable / {r['params']['total'] / 1e6:.2f}M")
         ax.set_xlabel("epoch")
         ax.set_ylabel("val PSNR (dB, batch-MSE)")
-    else:  # test PSNR against d_z, a line per variant
+    else:  # test PSNR against d_z, a line per variant and seed
         for v in variants:
-            points = [g for g in grid if g["input_proj"] == v]
-            ax.plot([g["latent_dim"] for g in points], [g["test_psnr_batchmse"] for g in points],
-                    "-o", ms=4, label=f"W_in {v}")
+            for seed in sorted({g["seed"] for g in grid}):
+                points = [g for g in grid if g["input_proj"] == v and g["seed"] == seed]
+                ax.plot([g["latent_dim"] for g in points],
+                        [g["test_psnr_batchmse"] for g in points], "-o", ms=4,
+                        label=f"W_in {v}, seed {seed}")
         ax.set_xlabel("d_z (latent width)")
         ax.set_ylabel("test PSNR (dB, batch-MSE)")
     ax.set_title(f"{c.task} {c.shape} d_h={c.hidden_dim} L={c.n_blocks}, {c.dtype}\n{source}",
@@ -109,20 +161,25 @@ def plot(results, grid, variants, latent_dims, c, source, path):
 
 def main(argv):
     try:
-        defaults = {**train_mlp.DEFAULTS, **OPTIONS}
+        defaults = {**{k: v for k, v in train_mlp.DEFAULTS.items()
+                       if k not in ("init_from", "eval_only")}, **OPTIONS}  # (per run: ours)
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
         variants, latent_dims = config.pop("variants"), config.pop("latent_dims")
+        seeds, runs_dir = config.pop("seeds"), config.pop("runs_dir")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_compare_input_proj_"
                                                            f"{config['task']}")
-        unknown = set(variants) - {"frozen", "learned", "identity", "none"}
-        if unknown or not variants:
-            raise ConfigError(f"--variants={','.join(variants)}: use frozen, learned, identity "
-                              f"or none")
-        return compare(config, variants, latent_dims, out_dir)
+        if not variants:
+            raise ConfigError("--variants= is empty: name one or more of "
+                              "frozen_random, learned, zero_pad, direct")
+        return compare(config, variants, latent_dims, out_dir, seeds, runs_dir)
     except ConfigError as e:
         usage_error(e)
+    except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)
+        raise SystemExit(f"interrupted; the same command goes on: "
+                         f"{shlex.join(['python', *sys.argv])}") from None
 
 
 if __name__ == "__main__":
     sys.stdout.reconfigure(line_buffering=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM (Slurm, k8s) = Ctrl-C
     main(sys.argv[1:])

@@ -11,28 +11,47 @@ section 4.2 and Figures 2-4.
 
 Every train_mlp.py setting works here (--task, --dataset, --epochs, --noise_sigma, ...), plus the
 grid: --hg_latent, --hg_hidden, --hg_blocks (the hourglass d_z, d_h, L values: every combination
-with d_h < d_z), --conv_latent, --conv_hidden, --conv_blocks (conventional: d_h > d_z), --lrs and
---seeds (comma-separated; an empty value is no shape of that family); or an explicit list,
+with d_h < d_z), --conv_latent (default d_x), --conv_hidden, --conv_blocks (conventional: d_h >
+d_z), --lrs and --seeds (comma-separated; an empty value is no shape of that family); each shape
+takes its own input (a hourglass the frozen random lift, a conventional MLP the image itself when
+d_z = d_x, as the paper's baseline) unless --input_proj names one for all; or an explicit list,
 `shapes = (("hourglass", 1024, 64, 2), ...)`, in a config file (config/mlp_sweep_*.py), run in its
 order. The runs go seed by seed, so a sweep stopped early holds every shape and lr of its first
 seeds.
 
-Resumable: a row records the run's whole setting (data source, train-set size, epochs, steps,
-batch, flips, sigma, W_in, dtype, weight decay, eval interval) beside its shape, lr and seed; a
-second sweep into the same --out_dir skips the runs already there, and one CSV holds one setting
-(another is a one-line error: use another --out_dir). Several sweeps of one setting, each with its
-own grid or seeds, can share a folder, or run side by side in two folders (one process per core)
-whose CSVs mlp_hourglass_fronts.py reads together. A row is appended whole or not at all; a torn
-last row (a killed older version, a full disk) is dropped with a warning and runs again. A run
-whose every validation loss is NaN writes a NaN row and the sweep goes on.
+Resumable: a row records the run's whole setting (data source without machine paths, so a CSV
+resumes from any checkout; train-set size, epochs, steps, batch, flips, sigma, SR clamp, dtype,
+weight decay, eval interval) beside its shape, input (W_in), lr and seed, and the test scores of
+the model and of the trivial baseline (noisy input, bicubic: PSNR and SSIM); the
+same command again skips the runs already in the CSV and goes on inside the run it was stopped in
+(each run trains in its own folder, out_dir/runs/<run>/, checkpointed at every evaluation as
+train_mlp.py's, removed once its row is written). One CSV holds one setting (another is a
+one-line error: use another --out_dir) and one sweep at a time (a lock: a second one stops in one
+line). Several sweeps of one setting, each with its own grid or seeds, can run one after the other
+in a folder, or side by side in two folders (one process per core) whose CSVs
+mlp_hourglass_fronts.py reads together. A row is appended whole or not at all; a row not written
+whole (cut short, or glued to the next by an older version) is dropped with a warning and its run
+runs again, and a run written twice counts once. A run that diverges (a non-finite loss) writes a
+NaN row and the sweep goes on. Ctrl-C or SIGTERM: one line saying which run's checkpoint is kept
+and the command that goes on. A CSV of an older version is read in today's words and rewritten
+in today's columns; --upgrade_csv=PATH (with the sweep's config) does that to any CSV and adds
+the baseline's PSNR per image and SSIM it lacks, computed again (upgrade_csv).
 """
 
 import csv
+import fcntl
 import io
+import math
 import os
+import shlex
+import shutil
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
@@ -42,45 +61,54 @@ import mlp_hourglass_fronts as fronts  # noqa: E402
 import train_mlp  # noqa: E402
 from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from dataset import load_images  # noqa: E402
-from image_tasks import get_task  # noqa: E402
-from mlp_hourglass import check_shape  # noqa: E402
+from image_tasks import choose_prototypes, get_task  # noqa: E402
+from mlp_hourglass import check_shape, count_params, input_projection  # noqa: E402
+from run import RunDir  # noqa: E402
 
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
-            conv_latent=(784,), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
-            lrs=(1e-3,), seeds=(0,))
+            conv_latent=(), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
+            lrs=(1e-3,), seeds=(0,))  # conv_latent () = d_x: the image itself, as the paper's
 # the run's setting: every row records it, the resume keys on it, one CSV holds one setting
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips",
-                  "noise_sigma", "input_proj", "dtype", "weight_decay", "eval_interval"]
-SWEEP_FIELDS = SETTING_FIELDS + [
-    "shape", "latent_dim", "hidden_dim", "n_blocks", "lr", "seed", "params_total",
-    "params_trainable", "val_loss", "test_psnr_batchmse", "test_psnr_per_image", "test_ssim",
-    "test_accuracy", "baseline_psnr_batchmse", "steps", "train_time_s"]
+                  "noise_sigma", "dtype", "weight_decay", "eval_interval", "clamp_sr_input"]
+# a row: the setting, then the run (its input_proj is its shape's, unless the sweep names one for
+# all), then what it measured; the columns after train_time_s came later (older CSVs lack them)
+SWEEP_FIELDS = [
+    "task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips", "noise_sigma",
+    "input_proj", "dtype", "weight_decay", "eval_interval", "shape", "latent_dim", "hidden_dim",
+    "n_blocks", "lr", "seed", "params_total", "params_trainable", "val_loss",
+    "test_psnr_batchmse", "test_psnr_per_image", "test_ssim", "test_accuracy",
+    "baseline_psnr_batchmse", "steps", "train_time_s", "clamp_sr_input",
+    "baseline_psnr_per_image", "baseline_ssim"]
 
 
-def canonical(value):
-    """A setting value as the CSV compares it: 30 and 30.0 alike, None as ''."""
-    try:
-        return "" if value in (None, "") else repr(float(value))
-    except ValueError:
-        return str(value)
+canonical = fronts.canonical  # a setting value as the CSV compares it: 30 and 30.0 alike
 
 
 def sweep_setting(c, data):
-    """{field: canonical text}: everything but the shape, lr and seed that changes a result."""
-    raw = {**vars(c), "data_source": data.source, "n_train": len(data.train),
-           "max_steps": c.max_steps or None}  # (0 = no cap, recorded as an empty field)
+    """{field: canonical text}: everything but the shape, input, lr and seed that changes a
+    result. The data source without this machine's paths (train_mlp.portable_source), so a CSV
+    resumes from any checkout; the SR clamp only where there is an SR input."""
+    raw = {**vars(c), "data_source": train_mlp.portable_source(data.source),
+           "n_train": len(data.train), "max_steps": c.max_steps or None,  # (0 = no cap: empty)
+           "clamp_sr_input": c.clamp_sr_input if get_task(c.task).degradation == "bicubic2x"
+           else None}
     return {k: canonical(raw[k]) for k in SETTING_FIELDS}
 
 
 def run_key(row):
-    """A row's identity: the shape, lr, seed and the full setting."""
+    """A row's identity: the shape, its input, lr, seed and the full setting (the row as
+    mlp_hourglass_fronts.normalized reads it: an old name, an old machine path, in today's)."""
     return ((row["shape"], int(row["latent_dim"]), int(row["hidden_dim"]), int(row["n_blocks"]),
-             float(row["lr"]), int(row["seed"])) + tuple(canonical(row[k]) for k in SETTING_FIELDS))
+             row["input_proj"], float(row["lr"]), int(row["seed"]))
+            + tuple(canonical(row[k]) for k in SETTING_FIELDS))
 
 
-def check_one_setting(rows, csv_path, setting):
+def check_one_setting(rows, csv_path, setting, inputs=None):
     """A clear error when the rows of a CSV and the setting about to run are not one setting: a
-    front must not mix them, and a resume must not count another setting's runs as done."""
+    front must not mix them, and a resume must not count another setting's runs as done.
+    inputs(shape, d_z): the input this sweep gives such a shape; a row that took another one is
+    another setting's (the frozen-square conventional rows of an earlier sweep, say)."""
     if any(k not in row for row in rows for k in SETTING_FIELDS):
         raise ConfigError(f"{csv_path} was written before sweep rows recorded their setting "
                           f"(data, steps, batch, flips, sigma, W_in, dtype...), so its runs cannot "
@@ -88,28 +116,45 @@ def check_one_setting(rows, csv_path, setting):
                           f"over.")
     settings = {tuple(canonical(r[k]) for k in SETTING_FIELDS) for r in rows}
     settings.add(tuple(setting[k] for k in SETTING_FIELDS))
-    if len(settings) > 1:
-        diffs = [f"{k}: " + " vs ".join(sorted({s[i] or "-" for s in settings}))
-                 for i, k in enumerate(SETTING_FIELDS) if len({s[i] for s in settings}) > 1]
+    diffs = [f"{k}: " + " vs ".join(sorted({s[i] or "-" for s in settings}))
+             for i, k in enumerate(SETTING_FIELDS) if len({s[i] for s in settings}) > 1]
+    for r in rows if inputs else []:
+        given = inputs(r["shape"], int(r["latent_dim"]))
+        if r["input_proj"] != given:
+            diffs.append(f"input_proj: {r['shape']} rows took {r['input_proj'] or '-'}, this "
+                         f"sweep gives them {given}")
+            break
+    if diffs:
         raise ConfigError(f"{csv_path} holds runs of another setting ({'; '.join(diffs)}); one "
                           f"sweep CSV holds one setting. Use another --out_dir for this one (or "
                           f"delete the CSV to start over).")
 
 
 def read_csv(path):
-    """The rows of a sweep CSV; a torn last row is dropped with a warning (that run runs again),
-    and the file rewritten without it, atomically, so that the next row starts on its own line."""
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
-    if rows and (None in rows[-1].values() or None in rows[-1]):
-        print(f"warning: {path}: its last row is incomplete (a torn write); dropped, that run "
-              f"will run again", file=sys.stderr)
-        rows = rows[:-1]
-        if rows:
-            train_mlp.write_csv(path, rows)
+    """The whole rows of a sweep CSV, each run once (mlp_hourglass_fronts.whole_rows and
+    unique_runs warn about the others: those runs run again), in today's words (fronts.normalized:
+    no machine path in data_source, today's input names). The file is rewritten without the
+    others, atomically, so that the next row starts on a line of its own; and in today's columns
+    and words when it has older ones (a CSV of an earlier version, machine paths and all)."""
+    rows, torn = fronts.whole_rows(path)
+    unique = fronts.unique_runs(rows, path)
+    with open(path, newline="") as f:
+        header = next(csv.reader(f), [])
+    if torn or len(unique) < len(rows) or header != SWEEP_FIELDS:
+        if unique:
+            write_rows(path, unique)
         else:
             os.remove(path)
-    return rows
+    return unique
+
+
+def write_rows(path, rows):
+    """rows as a sweep CSV in today's columns (a field a row lacks: empty), whole or not at all."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=SWEEP_FIELDS, restval="", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    train_mlp.write_atomically(path, text.getvalue())
 
 
 def append_row(path, row):
@@ -123,6 +168,57 @@ def append_row(path, row):
         f.write(text.getvalue())
         f.flush()
         os.fsync(f.fileno())
+
+
+@contextmanager
+def sweep_lock(csv_path):
+    """One sweep at a time on a CSV: an exclusive flock on <csv>.lock (as run.py's RunDir locks a
+    run's folder), dropped by the OS when the process ends, however it ends. A second sweep on the
+    same CSV stops in one line instead of training the same runs again."""
+    with open(f"{csv_path}.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise ConfigError(f"{csv_path} is in use by another sweep (PID "
+                              f"{lock.read().strip() or 'unknown'}): wait for it to finish, or "
+                              f"use another --out_dir") from None
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        yield
+
+
+def train_in_folder(settings, data, run_dir, quiet=True, results=False):
+    """train_mlp.train in the run's own folder (run.py's RunDir, locked): started there, or
+    continued from its checkpoint where an earlier sweep stopped inside it (a finished run gives
+    its results again without training). Ctrl-C / SIGTERM: one line naming the run's last
+    checkpoint and the command that goes on: the same one (without --overwrite)."""
+    folder = RunDir(run_dir)
+    init = "resume" if folder.ckpt.exists() and not settings.get("overwrite") else "scratch"
+    if init == "resume":
+        print(f"{run_dir}: going on from its checkpoint")
+    try:
+        return train_mlp.train({**settings, "out_dir": str(run_dir), "init_from": init}, data,
+                               quiet=quiet, run=folder, results=results)
+    except KeyboardInterrupt:
+        for tmp in Path(run_dir).glob("*.tmp.*"):  # a save cut short
+            tmp.unlink()
+        saved = (f"its last checkpoint is {folder.ckpt} (step {folder.last_good_step})"
+                 if folder.last_good_step is not None
+                 else f"it had no checkpoint yet{folder.put_back_previous_run()}")
+        again = [a for a in sys.argv if not a.startswith("--overwrite=")]  # (would start over)
+        raise SystemExit(f"interrupted in {run_dir}: {saved}; the same command goes on from "
+                         f"there: {shlex.join(['python', *again])}") from None
+
+
+def diverged_result(settings, step):
+    """The results of a run that diverged at `step`: its parameters, NaN metrics."""
+    with torch.device("meta"):
+        params = count_params(train_mlp.make_model(train_mlp.resolve(settings)))
+    nan = dict.fromkeys(("psnr_batchmse", "psnr_per_image", "ssim"), math.nan)
+    return {"params": params, "best_val_loss": math.nan, "test": nan, "baseline": nan,
+            "steps": step, "train_time_s": math.nan}
 
 
 def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_blocks):
@@ -153,48 +249,114 @@ def explicit_grid(shapes):
     return grid
 
 
+def run_name(run):
+    return (f"{run['shape']}_dz{run['latent_dim']}_dh{run['hidden_dim']}_L{run['n_blocks']}_"
+            f"lr{run['lr']:g}_seed{run['seed']}")
+
+
 def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
     base = train_mlp.resolve(config)  # every setting checked, the task's protocol filled in
-    data = load_images(get_task(base.task), base.dataset, base.data_dir, base.max_train_images,
-                       base.prepared_dir)
-    setting = sweep_setting(base, data)
+    d_x = get_task(base.task).input_dim
+
+    def inputs(shape, d_z):  # what feeds the blocks: the one asked for, or each shape's own
+        return input_projection(config.get("input_proj", ""), shape, d_z, d_x)
     os.makedirs(out_dir, exist_ok=True)
     csv_path = os.path.join(out_dir, "sweep.csv")
-    done_rows = read_csv(csv_path) if os.path.exists(csv_path) else []
-    check_one_setting(done_rows, csv_path, setting)  # resume only runs of this very setting
-    done = {run_key(r) for r in done_rows}
-    runs = [dict(shape=shape, latent_dim=d_z, hidden_dim=d_h, n_blocks=L, lr=lr, seed=seed)
-            for seed in seeds for (shape, d_z, d_h, L) in grid for lr in lrs]
-    todo = [run for run in runs if run_key({**setting, **run}) not in done]
-    print(f"sweep: {len(grid)} shapes x {len(lrs)} lr x {len(seeds)} seeds = {len(runs)} runs "
-          f"({len(runs) - len(todo)} already in {csv_path})")
-    t0 = time.time()
-    for i, run in enumerate(todo):
-        res = train_mlp.train({**config, **run}, data, quiet=not verbose, save=False)
-        test = res["test"]
-        row = {**setting, **run, "params_total": res["params"]["total"],
-               "params_trainable": res["params"]["trainable"], "val_loss": res["best_val_loss"],
-               "test_psnr_batchmse": test["psnr_batchmse"],
-               "test_psnr_per_image": test["psnr_per_image"], "test_ssim": test["ssim"],
-               "test_accuracy": test.get("accuracy", ""),
-               "baseline_psnr_batchmse": res["baseline"]["psnr_batchmse"], "steps": res["steps"],
-               "train_time_s": round(res["train_time_s"], 1)}
-        append_row(csv_path, row)
-        left = (time.time() - t0) / (i + 1) * (len(todo) - i - 1) / 60
-        print(f"[{i + 1}/{len(todo)}] {run['shape']:12s} d_z={run['latent_dim']:5d} "
-              f"d_h={run['hidden_dim']:5d} L={run['n_blocks']:2d} lr={run['lr']:g} "
-              f"seed={run['seed']} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
-              f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
-              f"{row['train_time_s']:.0f}s, ~{left:.0f} min to go", flush=True)
-    fronts.main([csv_path])  # fronts.md and fronts.png beside the CSV
-    return read_csv(csv_path)
+    with sweep_lock(csv_path):  # one sweep at a time on this CSV
+        data = load_images(get_task(base.task), base.dataset, base.data_dir,
+                           base.max_train_images, base.prepared_dir)
+        setting = sweep_setting(base, data)
+        done_rows = read_csv(csv_path) if os.path.exists(csv_path) else []
+        check_one_setting(done_rows, csv_path, setting, inputs)  # resume only this setting's
+        done = {run_key(r) for r in done_rows}
+        runs = [dict(shape=shape, latent_dim=d_z, hidden_dim=d_h, n_blocks=L, lr=lr, seed=seed)
+                for seed in seeds for (shape, d_z, d_h, L) in grid for lr in lrs]
+        todo = [run for run in runs if run_key(
+            {**setting, **run, "input_proj": inputs(run["shape"], run["latent_dim"])}) not in done]
+        for run in runs:  # the folder of a run whose row was written before a stop
+            if run not in todo:
+                shutil.rmtree(os.path.join(out_dir, "runs", run_name(run)), ignore_errors=True)
+        print(f"sweep: {len(grid)} shapes x {len(lrs)} lr x {len(seeds)} seeds = {len(runs)} "
+              f"runs ({len(runs) - len(todo)} already in {csv_path})")
+        t0 = time.time()
+        for i, run in enumerate(todo):
+            run_dir = os.path.join(out_dir, "runs", run_name(run))
+            try:
+                res = train_in_folder({**config, **run}, data, run_dir, quiet=not verbose)
+            except train_mlp.Diverged as e:  # a row of NaN, and the sweep goes on
+                print(f"{run_name(run)}: {e}; its row is NaN")
+                res = diverged_result({**config, **run}, e.step)
+            test, baseline = res["test"], res["baseline"]
+            row = {**setting, **run, "input_proj": inputs(run["shape"], run["latent_dim"]),
+                   "params_total": res["params"]["total"],
+                   "params_trainable": res["params"]["trainable"],
+                   "val_loss": res["best_val_loss"], "test_psnr_batchmse": test["psnr_batchmse"],
+                   "test_psnr_per_image": test["psnr_per_image"], "test_ssim": test["ssim"],
+                   "test_accuracy": test.get("accuracy", ""),
+                   "baseline_psnr_batchmse": baseline["psnr_batchmse"],
+                   "baseline_psnr_per_image": baseline["psnr_per_image"],
+                   "baseline_ssim": baseline["ssim"],
+                   "steps": res["steps"], "train_time_s": round(res["train_time_s"], 1)}
+            append_row(csv_path, row)
+            shutil.rmtree(run_dir)  # (its row holds what it measured)
+            left = (time.time() - t0) / (i + 1) * (len(todo) - i - 1) / 60
+            print(f"[{i + 1}/{len(todo)}] {run['shape']:12s} d_z={run['latent_dim']:5d} "
+                  f"d_h={run['hidden_dim']:5d} L={run['n_blocks']:2d} lr={run['lr']:g} "
+                  f"seed={run['seed']} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
+                  f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
+                  f"{row['train_time_s']:.0f}s, ~{left:.0f} min to go", flush=True)
+        if os.path.isdir(os.path.join(out_dir, "runs")) and not os.listdir(
+                os.path.join(out_dir, "runs")):
+            os.rmdir(os.path.join(out_dir, "runs"))
+        fronts.main([csv_path])  # fronts.md and fronts.png beside the CSV
+        return read_csv(csv_path)
+
+
+def upgrade_csv(config, path):
+    """An older sweep CSV in today's columns and words (read_csv: no machine path, today's input
+    names), with the trivial baseline's scores it lacks (PSNR per image, SSIM) computed again for
+    each seed on the data and setting given here, as every run scores it. The baseline's
+    batch-MSE PSNR computed again must equal the row's to the last bit, or nothing is written."""
+    base = train_mlp.resolve(config)
+    data = load_images(get_task(base.task), base.dataset, base.data_dir, base.max_train_images,
+                       base.prepared_dir)
+    rows = read_csv(path)
+    check_one_setting(rows, path, sweep_setting(base, data))
+    task = get_task(base.task)
+    prototypes = (choose_prototypes(data.train, data.train_labels)
+                  if task.target == "prototype" else None)
+    for seed in sorted({int(r["seed"]) for r in rows}):
+        c = train_mlp.resolve({**config, "seed": seed})
+        scores = train_mlp.evaluate(torch.nn.Identity(), c, data.test, data.test_labels,
+                                    prototypes, with_ssim=True, seed=seed + 2000, baseline=True)
+        for r in (r for r in rows if int(r["seed"]) == seed):
+            if float(r["baseline_psnr_batchmse"]) != scores["psnr_batchmse"]:
+                raise ConfigError(f"{path}: seed {seed}'s baseline scores "
+                                  f"{scores['psnr_batchmse']!r} dB here, its rows "
+                                  f"{r['baseline_psnr_batchmse']} dB: not the same test inputs, "
+                                  f"nothing written")
+            r["baseline_psnr_per_image"] = r.get("baseline_psnr_per_image") or scores[
+                "psnr_per_image"]
+            r["baseline_ssim"] = r.get("baseline_ssim") or scores["ssim"]
+    write_rows(path, rows)
+    print(f"{path}: {len(rows)} rows in today's columns, with the baseline's PSNR per image and "
+          f"SSIM")
+    return rows
 
 
 def main(argv):
     try:
-        defaults = {**train_mlp.DEFAULTS, **GRID, "shapes": (), "verbose": False}
+        defaults = {**{k: v for k, v in train_mlp.DEFAULTS.items()
+                       if k not in ("init_from", "overwrite", "eval_only")},  # (per run: ours)
+                    **GRID, "shapes": (), "verbose": False, "upgrade_csv": ""}
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
+        upgrade = config.pop("upgrade_csv")
+        if upgrade:  # (the grid plays no part)
+            return upgrade_csv({k: v for k, v in config.items()
+                                if k not in (*GRID, "shapes", "verbose")}, upgrade)
         grid_args = {k: config.pop(k) for k in GRID}
+        grid_args["conv_latent"] = grid_args["conv_latent"] or (
+            get_task(config["task"]).input_dim,)  # d_x: the image itself
         shapes, verbose = config.pop("shapes"), config.pop("verbose")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
         family_grid = [grid_args[k] for k in list(GRID)[:6]]  # hg_* and conv_* values
@@ -205,8 +367,12 @@ def main(argv):
         return run_sweep(config, grid, grid_args["lrs"], grid_args["seeds"], out_dir, verbose)
     except ConfigError as e:
         usage_error(e)
+    except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)
+        raise SystemExit(f"interrupted; the same command goes on: "
+                         f"{shlex.join(['python', *sys.argv])}") from None
 
 
 if __name__ == "__main__":
     sys.stdout.reconfigure(line_buffering=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM (Slurm, k8s) = Ctrl-C
     main(sys.argv[1:])

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import digit_like
 
 import image_tasks as IT
 
@@ -33,7 +34,7 @@ def test_degradations_shapes_and_ranges():
     assert white.max() <= 1 and white.min() >= 0 and (white == 1).float().mean() > 0.45
 
     img = torch.rand(4, 3, 32, 32)
-    low = IT.bicubic_downsample(img, 2)
+    low = IT.bicubic_downsample(img, 2, clamp=True)
     assert low.shape == (4, 3, 16, 16) and low.min() >= 0 and low.max() <= 1
     const = IT.bicubic_downsample(torch.full((2, 1, 28, 28), 0.3), 2)
     assert torch.allclose(const, torch.full((2, 1, 14, 14), 0.3), atol=1e-6)
@@ -55,7 +56,8 @@ def test_degradations_shapes_and_ranges():
         xb, tb = IT.make_batch(task, imgs_u8, labels, protos, torch.Generator().manual_seed(0),
                                0.25)
         assert xb.shape == (6, dx) and tb.shape == (6, 784)
-        assert xb.min() >= 0 and xb.max() <= 1
+        assert tb.min() >= 0 and tb.max() <= 1
+        assert name == "mnist_sr" or (xb.min() >= 0 and xb.max() <= 1)  # (bicubic overshoots)
     # classification targets are the prototypes
     assert torch.equal(tb, protos[labels])
     assert (
@@ -186,10 +188,31 @@ def test_valid_ssim_is_the_full_map_cropped_to_the_windows_inside_the_image():
     torch.testing.assert_close(IT.ssim(noisy, clean, valid=True), cropped, rtol=0, atol=1e-6)
 
 
-def test_bicubic_downsampling_is_the_reference_codes_interpolate_without_antialiasing():
-    images = torch.rand(3, 1, 28, 28)
-    expected = torch.nn.functional.interpolate(images, size=(14, 14), mode="bicubic",
-                                               antialias=False, align_corners=False).clamp(0, 1)
-    assert torch.equal(IT.bicubic_downsample(images, 2), expected)
-    pil_like = IT.bicubic_downsample(images, 2, antialias=True)  # ours, PIL's resize: not the same
+def test_the_sr_input_is_the_reference_codes_interpolate_exactly():
+    """The reference code's utils/ds.py: F.interpolate(bicubic, antialias=False), no clamp. On
+    digit-like images bicubic overshoots [0, 1] next to the strokes, so a clamp would change the
+    input; ours (clamp_sr_input=True) is an option."""
+    images_u8, labels = digit_like(16, seed=3)
+    clean = images_u8.float() / 255.0
+    expected = F.interpolate(clean, size=(14, 14), mode="bicubic", antialias=False,
+                             align_corners=False)
+    assert (expected < 0).any() and (expected > 1).any()  # (so a clamp is seen)
+    assert torch.equal(IT.bicubic_downsample(clean, 2), expected)
+    task = IT.get_task("mnist_sr")
+    x, target = IT.make_batch(task, images_u8, labels, None, None, None)
+    assert torch.equal(x, expected.flatten(1)) and torch.equal(target, clean.flatten(1))
+    clamped, _ = IT.make_batch(task, images_u8, labels, None, None, None, clamp_sr_input=True)
+    assert torch.equal(clamped, expected.clamp(0, 1).flatten(1))
+    pil_like = IT.bicubic_downsample(clean, 2, antialias=True)  # ours, PIL's resize: not the same
     assert (pil_like - expected).abs().max() > 0.01
+
+
+def test_flips_are_the_reference_codes():
+    """The set enlarged x2 holds each image as it is and flipped both ways (the reference's
+    aug_num=2: none, both); x4 all four (none, horizontal, vertical, both)."""
+    copies = torch.tensor([0, 1, 0, 1])
+    assert IT.flips_of_copies(copies, 2).tolist() == [0, 3, 0, 3]
+    assert IT.flips_of_copies(torch.arange(4), 4).tolist() == [0, 1, 2, 3]
+    x = torch.rand(2, 1, 5, 5)
+    flipped = IT.flip_images(x, IT.flips_of_copies(torch.tensor([0, 1]), 2))
+    assert torch.equal(flipped[0], x[0]) and torch.equal(flipped[1], x[1].flip(-1).flip(-2))

@@ -27,13 +27,13 @@ import mlp_hourglass_tables as tables  # noqa: E402
     "name,dx,dout,dz,dh,L,paper_total,paper_trainable", tables.PAPER_PARAM_ROWS
 )
 def test_param_counts_match_paper(name, dx, dout, dz, dh, L, paper_total, paper_trainable):
-    formula = M.param_formula(dx, dz, dh, L, dout, input_proj="frozen")
+    formula = M.param_formula(dx, dz, dh, L, dout, input_proj="frozen_random")
     assert round(formula["total"] / 1e6, 2) == paper_total
     if paper_trainable is not None:
         assert round(formula["trainable"] / 1e6, 2) == paper_trainable
     shape = "hourglass" if dh < dz else "conventional"
     with torch.device("meta"):       # count a real module without allocating 30M floats
-        model = M.ImageMLP(dx, dout, dz, dh, L, shape=shape, input_proj="frozen")
+        model = M.ImageMLP(dx, dout, dz, dh, L, shape=shape, input_proj="frozen_random")
     counted = M.count_params(model)
     assert counted["total"] == formula["total"]
     assert counted["trainable"] == formula["trainable"] == formula["total"] - dx * dz
@@ -45,11 +45,54 @@ def test_param_counts_match_paper(name, dx, dout, dz, dh, L, paper_total, paper_
 
 def test_section_4_3_trainable_counts():
     # (d_z, d_h, L) = (3546, 270, 5) on ImageNet-32 denoising: 20.47M fixed vs 31.36M trainable
-    fixed = M.param_formula(3072, 3546, 270, 5, 3072, "frozen")
+    fixed = M.param_formula(3072, 3546, 270, 5, 3072, "frozen_random")
     learned = M.param_formula(3072, 3546, 270, 5, 3072, "learned")
     assert round(fixed["trainable"] / 1e6, 2) == 20.47
     assert round(learned["trainable"] / 1e6, 2) == 31.36
-    assert M.param_formula(784, 784, 2048, 1, 784, "none")["total"] == 2 * 784 * 2048 + 784 * 784
+    assert M.param_formula(784, 784, 2048, 1, 784, "direct")["total"] == 2 * 784 * 2048 + 784 * 784
+
+
+def test_a_conventional_mlp_takes_the_image_itself_by_default():
+    """The paper's baseline (section 3: "injecting the input signal directly"): no W_in, d_z = d_x,
+    every parameter trainable; a hourglass's own input is the frozen random lift. Where d_z != d_x
+    (super-resolution's 196 pixels into d_z = 784) a conventional MLP learns its W_in, as the
+    reference code's does."""
+    denoise, sr = get_task("mnist_denoise"), get_task("mnist_sr")
+    conv = M.image_mlp(denoise, 784, 2048, 1, shape="conventional")
+    assert conv.input_proj == "direct" and conv.lift is None
+    counts = M.count_params(conv)
+    assert counts["total"] == counts["trainable"] == 2 * 784 * 2048 + 784 * 784
+    assert counts["input_proj"] == 0 and M.param_formula(784, 784, 2048, 1, 784) == {
+        "total": counts["total"], "trainable": counts["total"]}
+    x = torch.rand(4, 784)
+    conv.eval()
+    z = conv.blocks[0](x)  # z_0 = x: the image itself feeds the first block
+    assert torch.equal(conv(x), torch.sigmoid(conv.out_proj(z)))
+    hourglass = M.image_mlp(denoise, 1024, 64, 2)
+    assert hourglass.input_proj == "frozen_random" and not hourglass.lift.weight.requires_grad
+    sr_conv = M.image_mlp(sr, 784, 2048, 1, shape="conventional")
+    assert sr_conv.input_proj == "learned" and sr_conv.lift.weight.requires_grad
+    assert M.param_formula(196, 784, 2048, 1, 784)["trainable"] == M.count_params(sr_conv)[
+        "trainable"]
+    square = M.image_mlp(denoise, 784, 2048, 1, shape="conventional", input_proj="frozen_random")
+    square_counts = M.count_params(square)  # the first full-size sweep's conventional models
+    assert (square_counts["total"], square_counts["trainable"]) == (counts["total"] + 784 * 784,
+                                                                    counts["total"])
+
+
+def test_old_input_projection_names_still_read():
+    """none / frozen / identity (what runs and sweep rows recorded before) are direct /
+    frozen_random / zero_pad; an unknown name is one line naming the choices."""
+    for old, new, dz in (("none", "direct", 784), ("frozen", "frozen_random", 1024),
+                         ("identity", "zero_pad", 1024)):
+        shape = "conventional" if new == "direct" else "hourglass"
+        dh = 2048 if shape == "conventional" else 64
+        model = M.ImageMLP(784, 784, dz, dh, 1, shape=shape, input_proj=old)
+        assert model.input_proj == new == M.input_projection(old, shape, dz, 784)
+        assert M.param_formula(784, dz, dh, 1, 784, old) == M.param_formula(784, dz, dh, 1, 784,
+                                                                             new)
+    with pytest.raises(ValueError, match="choose one of direct, frozen_random, learned, zero_pad"):
+        M.ImageMLP(784, 784, 1024, 64, 1, input_proj="random")
 
 
 # ---------------------------------------------------------------- shapes and bad input
@@ -66,11 +109,11 @@ def test_hourglass_and_conventional_shape_checks():
     with pytest.raises(ValueError, match="unknown shape"):
         M.ImageMLP(784, 784, 1024, 64, 2, shape="diamond")
     with pytest.raises(ValueError, match="latent_dim == input_dim"):
-        M.ImageMLP(784, 784, 1024, 64, 2, input_proj="none")
+        M.ImageMLP(784, 784, 1024, 64, 2, input_proj="direct")
     with pytest.raises(ValueError, match="n_blocks"):
         M.ImageMLP(784, 784, 1024, 64, 0)
     with pytest.raises(ValueError, match="latent_dim >= input_dim"):
-        M.ImageMLP(784, 784, 512, 64, 2, input_proj="identity")
+        M.ImageMLP(784, 784, 512, 64, 2, input_proj="zero_pad")
 
 
 def test_image_mlp_takes_dims_from_the_task():
@@ -94,8 +137,8 @@ def test_image_mlp_takes_dims_from_the_task():
 
 def test_forward_shapes_and_range_for_every_input_projection():
     x = torch.rand(5, 196)
-    for proj, dz in (("frozen", 512), ("learned", 512), ("identity", 512), ("none", 196)):
-        shape = "hourglass" if proj != "none" else "conventional"
+    for proj, dz in (("frozen_random", 512), ("learned", 512), ("zero_pad", 512), ("direct", 196)):
+        shape = "hourglass" if proj != "direct" else "conventional"
         dh = 32 if shape == "hourglass" else 400
         y = M.ImageMLP(196, 784, dz, dh, 2, shape=shape, input_proj=proj)(x)
         assert y.shape == (5, 784) and y.min() >= 0 and y.max() <= 1
@@ -157,6 +200,10 @@ def test_main_prints_paper_checks_and_shape_table():
     for paper_total in ("37.77M", "22.07M", "31.36M", "30.69M"):
         assert f"total {paper_total} (paper {paper_total})" in run.stdout
     assert "20.47M (paper 20.47M)" in run.stdout
+    # the frozen square lift of the first full-size sweep's conventional rows: ill-conditioned
+    assert ("784x784 seed 0: condition number 1.88e+04, 49 of 784 singular values below 5% of the "
+            "largest") in run.stdout
+    assert "2048x784 seed 0: condition number 4.22, 0 of 784" in run.stdout
     assert (
         "| mnist_denoise | hourglass | 784 | 2048 | 128 | 4 | 784 | 1.61M | 2.10M | 1.61M | 5.31M "
         "| 3.70M |"

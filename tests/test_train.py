@@ -126,7 +126,7 @@ def test_configurator_checks_keys_and_types(tmp_path):
 
 @pytest.mark.parametrize("config_file", sorted(p for p in (ROOT / "config").glob("*.py")
                                                 if not p.name.startswith(("mlp_", "compare_"))),
-                         ids=lambda p: p.name)  # (mlp_*: test_train_mlp.py, compare_*: test_compare)
+                         ids=lambda p: p.name)  # (mlp_*: test_train_mlp, compare_*: test_compare)
 def test_every_config_file_loads_and_builds_its_model(config_file):
     defaults = train_defaults()
     cfg = parse_overrides([str(config_file)], defaults)

@@ -3,10 +3,9 @@ checks, a tiny denoiser that must beat the noisy input, the checkpoint round tri
 classification accuracy, reading prepared data (and preparing it through the data script when it
 is missing: dataset.load_images), the config files, the command line (train, --eval_only), and
 that every number is the run's own: eval refusing another data source, every bad setting one
-line. The sweep and the W_in comparison: experiments/test_mlp_hourglass_sweep.py. CPU, offline,
-tiny models."""
+line. The run's folder, resume, signals and divergence: test_edges_train_mlp.py; the sweep and the
+W_in comparison: experiments/test_mlp_hourglass_sweep.py. CPU, offline, tiny models."""
 import json
-import math
 import os
 import re
 import subprocess
@@ -22,6 +21,7 @@ from configurator import parse_overrides
 from hardware import auto_dtype
 from image_tasks import TASKS, get_task
 from mlp_hourglass import count_params
+from run import RunDir
 
 
 def tiny_config(tmp_path, **overrides):
@@ -30,9 +30,15 @@ def tiny_config(tmp_path, **overrides):
                    device="cpu", out_dir=str(tmp_path)), **overrides}
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, str(ROOT / "train_mlp.py"), *args],
-                          capture_output=True, text=True)
+def one_line(capsys, *argv, status=None):
+    """train_mlp.py's command line in this process, ended by a bad setting or damaged file: the
+    one line it says why in (usage_error's, or a SystemExit's message)."""
+    with pytest.raises(SystemExit) as stop:
+        T.main(list(argv))
+    code, err = stop.value.code, capsys.readouterr().err
+    text = code if isinstance(code, str) else err
+    assert (status is None or code == status) and len(text.strip().splitlines()) == 1, text
+    return text
 
 
 # ---------------------------------------------------------------- frozen W_in
@@ -48,14 +54,14 @@ def test_frozen_input_projection_not_in_optimizer_and_unchanged(tmp_path):
     assert id(model.lift.weight) not in in_opt
     assert all(id(p) in in_opt for n, p in model.named_parameters() if not n.startswith("lift"))
 
-    res = T.train(tiny_config(tmp_path), digit_splits(), quiet=True, save=False)
+    res = T.train(tiny_config(tmp_path), digit_splits(), quiet=True)
     trained = res["model"]
     assert torch.equal(trained.lift.weight, initial)  # bit-identical after 8 AdamW steps
     assert not torch.equal(trained.out_proj.weight, T.make_model(c).out_proj.weight)
 
     # the same run with a learned W_in does move it (so the check above can fail)
     res_learned = T.train(tiny_config(tmp_path, input_proj="learned"), digit_splits(),
-                          quiet=True, save=False)
+                          quiet=True)
     assert not torch.equal(res_learned["model"].lift.weight, initial)
 
 
@@ -63,7 +69,7 @@ def test_frozen_input_projection_not_in_optimizer_and_unchanged(tmp_path):
 
 def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
     config = tiny_config(tmp_path, max_steps=100, eval_interval=50)
-    res = T.train(config, digit_splits(), quiet=True)
+    res = T.train(config, digit_splits(), quiet=True, run=RunDir(tmp_path))
     gain = res["test"]["psnr_batchmse"] - res["baseline"]["psnr_batchmse"]
     assert res["baseline_name"] == "noisy input"
     assert gain > 3.0, (res["test"], res["baseline"])
@@ -82,7 +88,7 @@ def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
 
 def test_generative_classification_reports_accuracy(tmp_path):
     config = tiny_config(tmp_path, task="mnist_classify", max_steps=120, eval_interval=30)
-    res = T.train(config, digit_splits(), quiet=True, save=False)
+    res = T.train(config, digit_splits(), quiet=True)
     # ten well-separated classes
     assert res["test"]["accuracy"] > 0.9 and "ssim" in res["test"]
     assert res["test"]["psnr_batchmse"] > res["baseline"]["psnr_batchmse"]
@@ -248,6 +254,59 @@ def test_eval_refuses_a_checkpoint_on_another_data_source(tmp_path, capsys):
     assert "--allow_other_data" in capsys.readouterr().err
 
 
+def test_a_conventional_run_takes_the_image_itself_and_x2_flips_are_none_and_both(
+        tmp_path, monkeypatch):
+    """shape=conventional at d_z = d_x: no W_in, every parameter trainable (the paper's baseline);
+    --flips=2 enlarges the set with each image flipped both ways (the reference's x2)."""
+    seen, make_batch = set(), T.make_batch
+
+    def spy(task, images, labels, protos, g, sigma, flip_codes=None, clamp_sr_input=False):
+        if flip_codes is not None:
+            seen.update(flip_codes.tolist())
+        return make_batch(task, images, labels, protos, g, sigma, flip_codes, clamp_sr_input)
+    monkeypatch.setattr(T, "make_batch", spy)
+    config = tiny_config(tmp_path, shape="conventional", latent_dim=784, hidden_dim=1024,
+                         n_blocks=1, flips=2, max_steps=8)  # 128 x 2 images: two epochs
+    res = T.train(config, digit_splits(n_train=128), quiet=True)
+    assert res["config"]["input_proj"] == "direct" and res["model"].lift is None
+    assert res["params"]["total"] == res["params"]["trainable"] == 2 * 784 * 1024 + 784 * 784
+    assert seen == {0, 3}
+
+
+def test_a_run_resumes_and_scores_from_another_checkout_and_old_names_read(tmp_path, capsys):
+    """The data source as saved holds no machine path (portable_source), so the same data prepared
+    in another checkout is the same source; a checkpoint of an older version (W_in 'frozen', no
+    clamp_sr_input, an absolute path in its source) still loads, scores and resumes, except with
+    the old x2 flips (none, horizontal), which it cannot go on with."""
+    splits = digit_splits(n_train=256, n_val=64, n_test=64)
+    folder = write_prepared(tmp_path / "prepared", splits,
+                            source="digits (/machine_a/repo/data/mnist/cache/digits)")
+    run = [*TINY, f"--prepared_dir={folder}", f"--out_dir={tmp_path / 'run'}",
+           "--latent_dim=256", "--hidden_dim=16", "--n_blocks=1"]
+    T.main(run)
+    path = tmp_path / "run" / "ckpt.pt"
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt["data"]["source"] == "digits (data/mnist/cache/digits)"
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["data"] == (
+        "digits (data/mnist/cache/digits)")
+    write_prepared(folder, splits, source="digits (/machine_b/elsewhere/data/mnist/cache/digits)")
+    evaluate = ["--eval_only=True", f"--out_dir={tmp_path / 'run'}", "--device=cpu"]
+    T.main(evaluate)  # the same source from another checkout: scored, no --allow_other_data
+    T.main([*run, "--init_from=resume"])
+    assert "nothing to train" in capsys.readouterr().out
+    ckpt["config"]["input_proj"] = "frozen"  # as an older version saved it
+    del ckpt["config"]["clamp_sr_input"]
+    ckpt["data"]["source"] = "digits (/machine_a/repo/data/mnist/cache/digits)"
+    torch.save(ckpt, path)
+    assert T.load_trained_mlp(str(path))[1].input_proj == "frozen_random"
+    T.main(evaluate)
+    T.main([*run, "--init_from=resume"])
+    assert "nothing to train" in capsys.readouterr().out
+    ckpt["config"]["flips"] = 2
+    torch.save(ckpt, path)
+    assert "old x2 flips" in one_line(capsys, *run, "--init_from=resume", "--flips=2", status=2)
+
+
 @pytest.mark.parametrize("setting,message", [
     ("--n_blocks=0", "--n_blocks=0: it must be 1 or more"),
     ("--hidden_dim=0", "--hidden_dim=0: it must be 1 or more"),
@@ -262,13 +321,12 @@ def test_eval_refuses_a_checkpoint_on_another_data_source(tmp_path, capsys):
     ("--latent_dims=3", "unknown config key 'latent_dims'"),
     ("--epochs=ten", "epochs='ten' is a str"),
 ])
-def test_every_bad_setting_is_one_line_and_nothing_trains(setting, message, tmp_path):
-    run = run_cli(setting, f"--out_dir={tmp_path / 'run'}")
-    assert run.returncode == 2 and message in run.stderr, run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+def test_every_bad_setting_is_one_line_and_nothing_trains(setting, message, tmp_path, capsys):
+    line = one_line(capsys, setting, f"--out_dir={tmp_path / 'run'}", status=2)
+    assert message in line and not (tmp_path / "run").exists(), line
 
 
-def test_a_damaged_checkpoint_or_data_set_is_one_line(tmp_path):
+def test_a_damaged_checkpoint_or_data_set_is_one_line(tmp_path, capsys):
     folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=64, n_val=16, n_test=16))
     (tmp_path / "cut_run").mkdir()
     (tmp_path / "cut_run" / "ckpt.pt").write_bytes(b"PK\x03\x04 not all of a checkpoint")
@@ -283,20 +341,12 @@ def test_a_damaged_checkpoint_or_data_set_is_one_line(tmp_path):
     (tmp_path / "badmeta").mkdir()
     (tmp_path / "badmeta" / "meta.json").write_text("{not json")
     evaluate = "--eval_only=True"
-    train = f"--out_dir={tmp_path / 'run'}"
     cases = [([evaluate, f"--out_dir={tmp_path / 'cut_run'}"], "is not a readable checkpoint"),
              ([evaluate, f"--out_dir={tmp_path / 'lm_run'}"], "is not a checkpoint of train_mlp"),
              ([evaluate, f"--out_dir={tmp_path / 'none'}"], "does not exist: train a model"),
-             ([train, f"--prepared_dir={tmp_path / 'cut'}"], "train.npz is damaged or truncated"),
-             ([train, f"--prepared_dir={tmp_path / 'badmeta'}"], "is not a prepared data set's")]
+             ([f"--prepared_dir={tmp_path / 'cut'}", f"--out_dir={tmp_path / 'run1'}"],
+              "train.npz is damaged or truncated"),
+             ([f"--prepared_dir={tmp_path / 'badmeta'}", f"--out_dir={tmp_path / 'run2'}"],
+              "is not a prepared data set's")]
     for args, message in cases:
-        run = run_cli(*args, "--device=cpu")
-        assert run.returncode != 0 and message in run.stderr and "Traceback" not in run.stderr, (
-            args, run.stderr)
-
-
-def test_an_all_nan_run_reports_nan_metrics_and_does_not_crash(tmp_path):
-    res = T.train(tiny_config(tmp_path, noise_sigma=math.nan),
-                  digit_splits(n_train=256, n_val=64, n_test=64), quiet=True, save=False)
-    assert math.isnan(res["best_val_loss"]) and math.isnan(res["test"]["psnr_batchmse"])
-    assert res["best_step"] == 0
+        assert message in one_line(capsys, *args, "--device=cpu"), args

@@ -1,5 +1,7 @@
 """experiments/mlp_hourglass_fronts.py: each shape's lr chosen by validation loss (with every seed),
-the seeds' spread as error bars, the Pareto fronts and the gap between them, the plot."""
+the seeds' spread as error bars, the Pareto fronts drawn as staircases and the gaps printed at each
+conventional point (with the seed-paired range), the lrs at an edge flagged, rows of an older
+version read in today's words, the plot."""
 
 import csv
 import subprocess
@@ -64,8 +66,67 @@ def test_fronts_and_the_gap_at_matched_budgets(sweep_csv):
     front = fronts.pareto_front([e for e in entries if e["family"] == "hourglass"],
                                 "params_total", "test_psnr_batchmse")
     assert [e["d_h"] for e in front] == [8, 32]
-    [(point, gap)] = fronts.gaps(entries, "params_total", "test_psnr_batchmse")
+    [(point, hourglass, gap, paired)] = fronts.gaps(entries, "params_total",
+                                                    "test_psnr_batchmse")
     assert point["family"] == "conventional" and gap == pytest.approx(20.2 - 19.25)
+    assert hourglass["d_h"] == 8 and paired == pytest.approx((20.4 - 19.5, 20.0 - 19.0))
+
+
+def test_a_front_is_a_staircase_and_the_gap_is_its_value_there(sweep_csv, monkeypatch):
+    """A Pareto front is the best mean reached with at most x parameters: a step function, level
+    until the next front point (a line between points would put the hourglass above a point
+    where its staircase is below). The gap at a conventional point is the staircase's value
+    there, reached by a smaller hourglass."""
+    entries = fronts.shape_results(fronts.read_rows(sweep_csv))
+    front = fronts.pareto_front([e for e in entries if e["family"] == "hourglass"],
+                                "params_total", "test_psnr_batchmse")
+    x, y = fronts.staircase(front, "params_total", "test_psnr_batchmse", right=0.003)
+    assert x == pytest.approx([0.001, 0.002, 0.003]) and y == pytest.approx([20.2, 21.1, 21.1])
+    [(point, best, gap, _)] = fronts.gaps(entries, "params_total", "test_psnr_batchmse")
+    line_there = 20.2 + (21.1 - 20.2) * (point["params_total"] - 1000) / (2000 - 1000)
+    assert best["d_h"] == 8 and gap == pytest.approx(20.2 - 19.25)  # the step's value at 1500,
+    assert gap != pytest.approx(line_there - 19.25)                 # not the line's
+    import matplotlib.axes
+    steps, lines = [], []
+    monkeypatch.setattr(matplotlib.axes.Axes, "step", lambda self, *a, **k: steps.append(a))
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, *a, **k: lines.append(a))
+    fronts.plot(entries, 14.0, sweep_csv.parent / "f.png", "t")
+    assert len(steps) == 8 and not lines  # 2 families x 4 panels, each front a staircase
+
+
+def test_the_printed_gaps_and_the_edge_lr_flag(sweep_csv):
+    """What a write-up may quote is printed: the gap of the means at each conventional point
+    with its seed-paired range, on both parameter axes and both metrics; and a Pareto-optimal
+    shape whose lr is at an edge of the lrs it was tried at is flagged with the lr to add."""
+    rows = fronts.read_rows(sweep_csv)
+    text = fronts.report(fronts.shape_results(rows), rows, [sweep_csv], "t")
+    assert ("+0.950 dB (seed-paired +0.900 to +1.000); the hourglass: hourglass d_z=64 d_h=8 L=2"
+            in text)
+    assert "+0.10000 (seed-paired +0.10000 to +0.10000)" in text  # SSIM, 4 + 1 digits
+    assert text.count("(seed-paired ") == 4  # total / trainable x PSNR / SSIM
+    assert "hourglass d_z=64 d_h=8 L=2: lr 0.001, the bottom of 0.001, 0.002: add 0.0005" in text
+    top = [row("hourglass", 64, 8, 2, lr, seed, 1000, loss, 20.0, 0.8)
+           for lr, loss in ((5e-4, 0.03), (1e-3, 0.02), (2e-3, 0.01)) for seed in (0, 1)]
+    inside = [dict(r, val_loss=0.005 if r["lr"] == 1e-3 else 0.02) for r in top]
+    for rows_, flagged in ((top, True), (inside, False)):
+        rows_ = [{**r, **{k: float(v) for k, v in r.items() if k in fronts.NUMBERS}}
+                 for r in rows_]
+        text = fronts.report(fronts.shape_results(rows_), rows_, [sweep_csv], "t")
+        assert ("lr 0.002, the top of 0.0005, 0.001, 0.002: add 0.003" in text) == flagged
+        assert ("--lrs=0.0005,0.001,0.002,0.003" in text) == flagged
+        assert ("none: every Pareto-optimal shape chose an lr inside" in text) != flagged
+
+
+def test_rows_of_an_older_version_read_in_todays_words():
+    """A first-sweep row: W_in 'frozen', this machine's absolute cache path, no clamp column
+    (its SR input was clamped, its x2 flips were none and horizontal)."""
+    old = dict(task="mnist_sr", data_source="f (/work/main/data/mnist/cache/x), split 5/1",
+               input_proj="frozen", flips="2.0")
+    new = fronts.normalized(old)
+    assert new["data_source"] == "f (data/mnist/cache/x), split 5/1"
+    assert new["input_proj"] == "frozen_random" and new["clamp_sr_input"] == "1.0"
+    assert new["flips"] != "2.0"  # not today's x2
+    assert fronts.normalized(new) == new  # today's rows stay as they are
 
 
 def test_command_line_writes_the_plot_and_the_table(sweep_csv):
@@ -74,8 +135,35 @@ def test_command_line_writes_the_plot_and_the_table(sweep_csv):
     assert run.returncode == 0, run.stderr
     assert (sweep_csv.parent / "fronts.png").stat().st_size > 10_000
     table = (sweep_csv.parent / "fronts.md").read_text()
-    assert "| hourglass d_z=64 d_h=8 L=2 | 0.001 | 2 |" in table and "+0.95" in table
+    assert "| hourglass d_z=64 d_h=8 L=2 | 0.001 | 2 |" in table and "+0.950 dB" in table
+    assert table.startswith("# mnist_denoise on tiny digits: 9 runs")
+    assert "9 runs: 3 shapes x 2 lrs (0.001, 0.002) x 2 seeds (0, 1)" in table
+    assert "Noisy input (the baseline every model must beat): 14.00 dB" in table
+    out = subprocess.run([sys.executable, "experiments/mlp_hourglass_fronts.py", str(sweep_csv),
+                          f"--out={sweep_csv.parent / 'named'}"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and (sweep_csv.parent / "named.md").read_text() == table
+    assert (sweep_csv.parent / "named.png").exists()
     missing = subprocess.run([sys.executable, "experiments/mlp_hourglass_fronts.py", "nope.csv"],
                              cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode != 0 and "usage:" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_rows_not_written_whole_are_left_out_and_a_run_counts_once(sweep_csv, capsys):
+    """A row glued to the next (the first torn exactly at its end: `...,10mnist_denoise,...`), a
+    last row cut short, and a run written twice (in one CSV, or in two read together): the fronts
+    leave them out with a warning and never crash."""
+    header, *rows = sweep_csv.read_text().splitlines(keepends=True)
+    sweep_csv.write_text(header + rows[0].rstrip("\r\n") + "".join(rows[1:]) + rows[3]
+                         + rows[4][:20])
+    assert "1mnist_denoise," in sweep_csv.read_text()  # (the glued row)
+    read = fronts.read_rows(sweep_csv)
+    err = capsys.readouterr().err
+    assert "2 row(s) not written whole" in err and "1 row(s) repeat a run" in err
+    assert len(read) == len(ROWS) - 2  # rows 0 and 1 glued into one, dropped; row 3 once
+    copy = sweep_csv.with_name("copy.csv")
+    copy.write_text(sweep_csv.read_text())
+    fronts.main([str(sweep_csv), str(copy)])  # the same runs twice: drawn once
+    assert f"{len(ROWS) - 2} runs" in (sweep_csv.parent / "fronts.md").read_text()
+    assert "repeat a run" in capsys.readouterr().err

@@ -1,16 +1,23 @@
 """experiments/mlp_hourglass_sweep.py and experiments/mlp_hourglass_input_proj.py on tiny grids:
 the grid, a resume that skips exactly the runs of the same setting (and refuses another setting),
-two seeds run side by side whose CSVs draw one set of fronts with error bars, NaN runs as NaN
-rows, a torn last row run again, and the frozen-vs-learned W_in grid over d_z. CPU, offline."""
+a sweep stopped inside a run going on inside it, two seeds run side by side whose CSVs draw one
+set of fronts with error bars, diverged runs as NaN rows, rows not written whole (torn, glued) run
+again, a run written twice counted once, one sweep at a time on a CSV, and the frozen-vs-learned
+W_in grid over d_z (the same command again goes on). CPU, offline."""
 import csv
+import gc
 import math
+import os
+import re
 import sys
 
 import pytest
 from conftest import ROOT, digit_splits, write_prepared
 
+import torch
 import train_mlp
 from configurator import parse_overrides
+from image_tasks import get_task
 from mlp_hourglass import param_formula
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -29,6 +36,24 @@ def tiny_sweep(tmp_path, folder, *extra, out="sweep"):
             "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--hg_latent=256",
             "--hg_hidden=16", "--hg_blocks=1", "--conv_latent=196", "--conv_hidden=256",
             "--conv_blocks=1", f"--out_dir={tmp_path / out}", *extra]
+
+
+def at_step(monkeypatch, n, action):
+    """Call action(model) at the n-th optimizer step of every run, before its update."""
+    make_optimizer = train_mlp.make_optimizer
+
+    def make(model, c):
+        optimizer, calls = make_optimizer(model, c), [0]
+        step = optimizer.step
+
+        def counted(*a, **k):
+            calls[0] += 1
+            if calls[0] == n:
+                action(model)
+            return step(*a, **k)
+        optimizer.step = counted
+        return optimizer
+    monkeypatch.setattr(train_mlp, "make_optimizer", make)
 
 
 def test_the_grid_keeps_each_familys_shapes():
@@ -64,7 +89,13 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
     rows = sweep.read_csv(tmp_path / "sweep" / "sweep.csv")
     assert len(rows) == 2
     assert {r["data_source"] for r in rows} == {"synthetic bar digits"}
-    assert rows[0]["input_proj"] == "frozen"
+    # each shape's own input: the hourglass's frozen random lift, the image itself (d_z = d_x)
+    assert [(r["shape"], r["input_proj"]) for r in rows] == [("hourglass", "frozen_random"),
+                                                            ("conventional", "direct")]
+    assert {r["params_total"] for r in rows if r["shape"] == "conventional"} == {
+        str(param_formula(196, 196, 256, 1, 784)["total"])}
+    assert all(float(r["baseline_ssim"]) > 0 and float(r["baseline_psnr_per_image"]) > 0
+               for r in rows)  # the trivial baseline's scores, in every row
     assert {r["max_steps"] for r in rows} == {"4.0"} and {r["n_train"] for r in rows} == {"256.0"}
     capsys.readouterr()
     sweep.main(tiny_sweep(tmp_path, folder))  # the same setting: a real resume
@@ -83,9 +114,14 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
     row = dict(rows[0])
     assert sweep.run_key(row) != sweep.run_key(dict(row, max_steps="6"))
     assert sweep.run_key(row) != sweep.run_key(dict(row, input_proj="learned"))
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # the conventional rows took the image itself
+        sweep.main(tiny_sweep(tmp_path, folder, "--input_proj=frozen_random"))
+    assert ("input_proj: conventional rows took direct, this sweep gives them frozen_random"
+            in capsys.readouterr().err)
     # one number, one key; no step cap is an empty field, as train_mlp.py's old sweep wrote it
     assert sweep.run_key(dict(row, epochs="30")) == sweep.run_key(dict(row, epochs="30.0"))
-    assert sweep.canonical(None) == "" and sweep.canonical(0) == "0.0"
+    assert fronts.canonical(None) == "" and fronts.canonical(0) == "0.0"
     # an older CSV without the setting columns: a clear error, not a silent resume
     old = tmp_path / "old" / "sweep.csv"
     old.parent.mkdir()
@@ -93,6 +129,52 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
     with pytest.raises(SystemExit):
         sweep.main(tiny_sweep(tmp_path, folder, out="old"))
     assert "before sweep rows recorded their setting" in capsys.readouterr().err
+
+
+def test_a_csv_resumes_from_another_checkout_and_an_old_csv_reads_in_todays_words(tmp_path,
+                                                                                  capsys):
+    """data_source holds no machine path: a sweep whose data was prepared under one checkout's
+    path resumes under another's. A CSV of an older version (its columns, W_in 'frozen', this
+    machine's absolute cache path, an SR input then clamped) is read in today's words, resumed,
+    and rewritten in today's columns."""
+    folder = prepared(tmp_path, source="digits (/machine_a/repo/data/mnist/cache/digits)")
+    args = tiny_sweep(tmp_path, folder, "--conv_hidden=", "--input_proj=frozen_random")
+    [row] = sweep.main(args)
+    assert row["data_source"] == "digits (data/mnist/cache/digits)"
+    prepared(tmp_path, source="digits (/machine_b/elsewhere/data/mnist/cache/digits)")
+    capsys.readouterr()
+    sweep.main(args)
+    assert "(1 already in" in capsys.readouterr().out
+    path = tmp_path / "sweep" / "sweep.csv"
+    old_fields = [f for f in sweep.SWEEP_FIELDS if f not in (
+        "clamp_sr_input", "baseline_psnr_per_image", "baseline_ssim")]
+    with open(path, "w", newline="") as f:  # as the first full-size sweep wrote its rows
+        writer = csv.DictWriter(f, fieldnames=old_fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerow(dict(row, input_proj="frozen", data_source=(
+            "digits (/machine_a/repo/data/mnist/cache/digits)")))
+    with pytest.raises(SystemExit):  # an SR row of that time had its input clamped
+        sweep.main(args)
+    assert "clamp_sr_input: 0.0 vs 1.0" in capsys.readouterr().err
+    sweep.main([*args, "--clamp_sr_input=True"])
+    assert "(1 already in" in capsys.readouterr().out
+    with open(path) as f:
+        assert next(csv.reader(f)) == sweep.SWEEP_FIELDS
+    [again] = sweep.read_csv(path)
+    assert (again["input_proj"], again["data_source"]) == ("frozen_random",
+                                                          "digits (data/mnist/cache/digits)")
+
+
+def test_no_committed_csv_holds_a_machine_path():
+    """The committed results say what data they are without this machine's paths."""
+    csvs = sorted((ROOT / "docs").rglob("*.csv"))
+    assert csvs
+    for path in csvs:
+        with open(path, newline="") as f:
+            for row in csv.reader(f):
+                for cell in row:
+                    assert train_mlp.portable_source(cell) == cell, (path, cell)
+                    assert not re.search(r"(^|[\s(])(/|[A-Za-z]:\\)", cell), (path, cell)
 
 
 def test_two_seeds_side_by_side_draw_one_set_of_fronts_with_error_bars(tmp_path):
@@ -115,34 +197,95 @@ def test_two_seeds_side_by_side_draw_one_set_of_fronts_with_error_bars(tmp_path)
         fronts.main([str(paths[0]), str(tmp_path / "other" / "sweep.csv")])
 
 
-def test_all_nan_validation_writes_a_nan_row_and_the_sweep_goes_on(tmp_path):
+def test_a_sweep_stopped_inside_a_run_goes_on_inside_it(tmp_path, monkeypatch, capsys):
+    """Ctrl-C or SIGTERM (the command line makes it Ctrl-C) in the first run's step 3, after its
+    checkpoint at step 2: one line; the same command again goes on from that checkpoint and ends
+    with the rows of a sweep never stopped."""
     folder = prepared(tmp_path)
-    nan_noise = tmp_path / "nan_noise.py"  # (a config file: --key=nan parses only where the
-    nan_noise.write_text("noise_sigma = float('nan')\n")  # default is a float, not None)
-    # both diverge; it finishes
-    sweep.main([str(nan_noise), *tiny_sweep(tmp_path, folder, "--task=mnist_denoise")])
+    whole = sweep.main(tiny_sweep(tmp_path, folder, out="whole"))
+
+    def interrupt(model):
+        raise KeyboardInterrupt
+    at_step(monkeypatch, 3, interrupt)
+    with pytest.raises(SystemExit) as stop:
+        sweep.main(tiny_sweep(tmp_path, folder))
+    run_dir = tmp_path / "sweep" / "runs" / "hourglass_dz256_dh16_L1_lr0.001_seed0"
+    assert str(stop.value).startswith(f"interrupted in {run_dir}: its last checkpoint is "
+                                      f"{run_dir / 'ckpt.pt'} (step 2); the same command goes on")
+    assert not list(run_dir.glob("*.tmp*")) and not (tmp_path / "sweep" / "sweep.csv").exists()
+    del stop
+    gc.collect()  # (the run folder's lock goes with the traceback)
+    monkeypatch.undo()
+    capsys.readouterr()
+    rows = sweep.main(tiny_sweep(tmp_path, folder))
+    assert f"{run_dir}: going on from its checkpoint" in capsys.readouterr().out
+    measured = ("val_loss", "test_psnr_batchmse", "test_ssim", "params_total", "steps")
+    assert [[r[k] for k in measured] for r in rows] == [[r[k] for k in measured] for r in whole]
+    assert not (tmp_path / "sweep" / "runs").exists()  # each run's folder goes with its row
+
+
+def test_a_diverged_run_writes_a_nan_row_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
+    folder = prepared(tmp_path)
+
+    def poison(model):
+        with torch.no_grad():
+            next(p for p in model.parameters() if p.requires_grad).fill_(float("nan"))
+    at_step(monkeypatch, 2, poison)  # every run's weights are NaN from its step 2 on
+    sweep.main(tiny_sweep(tmp_path, folder))
     rows = sweep.read_csv(tmp_path / "sweep" / "sweep.csv")
-    assert [r["shape"] for r in rows] == ["hourglass", "conventional"]
+    assert [(r["shape"], r["steps"]) for r in rows] == [("hourglass", "2"), ("conventional", "2")]
     assert all(math.isnan(float(r["test_psnr_batchmse"])) and math.isnan(float(r["val_loss"]))
                for r in rows)
+    assert capsys.readouterr().out.count("training diverged") == 2
     assert (tmp_path / "sweep" / "fronts.png").exists()
 
 
-def test_a_torn_last_sweep_row_is_dropped_and_that_run_runs_again(tmp_path, capsys):
-    """A half-written last row (a run killed mid-write by an older version, or a full disk) is
-    not 'runs of another setting': it is dropped with a warning and its run trains again."""
+def test_rows_not_written_whole_run_again_and_a_run_written_twice_counts_once(tmp_path, capsys):
+    """A row torn exactly at its end had the next row glued onto it (`...,0.7mnist_sr,...`), and
+    a last row cut short: both dropped with a warning, their runs run again (the fronts drawn
+    meanwhile never crash); a row two sweeps both wrote counts once."""
     folder = prepared(tmp_path)
-    sweep.main(tiny_sweep(tmp_path, folder))
+    args = tiny_sweep(tmp_path, folder, "--hg_hidden=16,32")
+    sweep.main(args)
     path = tmp_path / "sweep" / "sweep.csv"
+    header, first, second, third = path.read_text().splitlines(keepends=True)
+    path.write_text(header + first.rstrip("\n") + second + third)  # glued: 1 and 2
+    capsys.readouterr()
+    fronts.main([str(path)])  # drawn from the one whole row
+    assert "1 row(s) not written whole" in capsys.readouterr().err
+    sweep.main(args)
+    captured = capsys.readouterr()
+    assert "1 row(s) not written whole" in captured.err and "(1 already in" in captured.out
     text = path.read_text()
     path.write_text(text[:text.rindex("\n", 0, len(text) - 1) + 1] + "conventional,196,256")
-    capsys.readouterr()
-    sweep.main(tiny_sweep(tmp_path, folder))
+    sweep.main(args)  # a last row cut short
     captured = capsys.readouterr()
-    assert "its last row is incomplete" in captured.err and "(1 already in" in captured.out
-    assert len(sweep.read_csv(path)) == 2 and not list(path.parent.glob("*.tmp.*"))
+    assert "1 row(s) not written whole" in captured.err and "(2 already in" in captured.out
+    rows = sweep.read_csv(path)
+    assert sorted((r["shape"], r["hidden_dim"]) for r in rows) == [
+        ("conventional", "256"), ("hourglass", "16"), ("hourglass", "32")]
     with open(path) as f:  # every row whole: as many fields as the header
-        assert all(None not in r.values() for r in csv.DictReader(f))
+        assert all(None not in r.values() and None not in r for r in csv.DictReader(f))
+    with open(path, "a") as f:  # the row of a run two identical sweeps both trained
+        f.write(path.read_text().splitlines(keepends=True)[1])
+    assert len(fronts.read_rows(path)) == 3 and "repeat a run" in capsys.readouterr().err
+    sweep.main(args)
+    captured = capsys.readouterr()
+    assert "(3 already in" in captured.out and "repeat a run" in captured.err
+    assert len(path.read_text().splitlines()) == 4 and not list(path.parent.glob("*.tmp.*"))
+
+
+def test_two_sweeps_on_one_csv_the_second_refuses_in_one_line(tmp_path, capsys):
+    folder = prepared(tmp_path)
+    path = tmp_path / "sweep" / "sweep.csv"
+    path.parent.mkdir()
+    with sweep.sweep_lock(str(path)):  # a sweep in progress
+        with pytest.raises(SystemExit):
+            sweep.main(tiny_sweep(tmp_path, folder))
+    err = capsys.readouterr().err
+    assert err == (f"error: {path} is in use by another sweep (PID {os.getpid()}): wait for it to "
+                   f"finish, or use another --out_dir\n")
+    assert not path.exists()
 
 
 def test_an_empty_grid_is_one_line(tmp_path, capsys):
@@ -151,26 +294,36 @@ def test_an_empty_grid_is_one_line(tmp_path, capsys):
     assert "the grid is empty" in capsys.readouterr().err
 
 
-def test_frozen_vs_learned_w_in_for_one_and_several_latent_widths(tmp_path):
+def test_frozen_vs_learned_w_in_for_one_and_several_latent_widths(tmp_path, capsys):
     folder = prepared(tmp_path)
     common = ["--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
               "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--hidden_dim=16",
               "--n_blocks=1"]
     summary = input_proj.main([*common, "--latent_dim=256", f"--out_dir={tmp_path / 'cmp'}"])
-    assert summary["frozen"]["params"]["trainable"] == (
+    assert summary["frozen_random"]["params"]["trainable"] == (
         summary["learned"]["params"]["trainable"] - 196 * 256)
     assert (tmp_path / "cmp" / "compare_input_proj.png").exists()
+    again = input_proj.main([*common, "--latent_dim=256", f"--out_dir={tmp_path / 'cmp'}"])
+    assert again["frozen_random"]["test"] == summary["frozen_random"]["test"]  # (no training)
+    assert "nothing to train" in capsys.readouterr().out
 
-    input_proj.main([*common, "--latent_dims=256,320", f"--out_dir={tmp_path / 'grid'}"])
+    input_proj.main([*common, "--latent_dims=256,320", "--seeds=0,1", "--variants=frozen,learned",
+                     f"--out_dir={tmp_path / 'grid'}"])
     with open(tmp_path / "grid" / "compare.csv") as f:
         grid = list(csv.DictReader(f))
-    assert [(g["latent_dim"], g["input_proj"]) for g in grid] == [
-        ("256", "frozen"), ("256", "learned"), ("320", "frozen"), ("320", "learned")]
+    assert [(g["latent_dim"], g["input_proj"], g["seed"]) for g in grid] == [
+        (d_z, v, seed) for seed in "01" for d_z in ("256", "320")
+        for v in ("frozen_random", "learned")]
     for g in grid:  # W_in counts in the total either way, and is trainable only when learned
         w_in = 196 * int(g["latent_dim"])
         assert int(g["params_total"]) - int(g["params_trainable"]) == (
-            w_in if g["input_proj"] == "frozen" else 0)
+            w_in if g["input_proj"] == "frozen_random" else 0)
+        assert g["baseline"] == "bicubic upsampling" and 0 < float(g["baseline_ssim"]) < 1
     assert (tmp_path / "grid" / "compare_input_proj.png").exists()
+    # results written into docs/ keep their runs (checkpoints) out of it
+    assert input_proj.runs_folder(str(ROOT / "docs" / "mlp_x"), "") == os.path.join("out",
+                                                                                    "mlp_x")
+    assert input_proj.runs_folder(str(tmp_path), "") == str(tmp_path)
 
 
 def test_an_explicit_grid_from_a_config_file_runs_in_its_order(tmp_path, capsys):
@@ -196,11 +349,14 @@ def test_every_sweep_config_file_loads_and_spans_one_range_for_both_families(con
                              types=train_mlp.PROTOCOL_KEYS)
     grid = sweep.explicit_grid(config["shapes"])
     assert len(set(grid)) == len(grid) and config["seeds"] == (0,)
-    d_x = 784  # the 28x28 tasks
-    totals = {family: [param_formula(d_x, d_z, d_h, L, d_x)["total"]
-                       for f, d_z, d_h, L in grid if f == family]
+    task = get_task(config["task"])
+    d_x, d_out = task.input_dim, task.output_dim
+    totals = {family: [param_formula(d_x, d_z, d_h, L, d_out, config["input_proj"] or None)[
+                       "total"] for f, d_z, d_h, L in grid if f == family]
               for family in ("hourglass", "conventional")}
-    # the same range: neither family's largest shape is more than 10% beyond the other's
-    assert max(totals["hourglass"]) <= 1.1 * max(totals["conventional"])
-    assert max(totals["conventional"]) <= 1.1 * max(totals["hourglass"])
+    # the same range: neither family's largest shape is more than 15% beyond the other's (the
+    # conventional shapes without a W_in are 0.61M smaller than with the square one)
+    assert max(totals["hourglass"]) <= 1.15 * max(totals["conventional"])
+    assert max(totals["conventional"]) <= 1.15 * max(totals["hourglass"])
     assert min(totals["hourglass"]) <= min(totals["conventional"])
+    assert 2e-3 in config["lrs"] or config["input_proj"] == "frozen_random"  # (the first one)

@@ -1,0 +1,40 @@
+# The image-MLP sweep against the paper's own baseline: Fashion-MNIST denoising (sigma 0.25), the
+# same 14 shapes as config/mlp_sweep_fashion_denoise.py, but each family with its own input: a
+# hourglass lifts the image with the frozen random W_in (the paper's), a conventional MLP takes the
+# image itself (no W_in, d_z = d_x = 784: the paper's "injecting the input signal directly").
+# Three learning rates; if a Pareto-optimal shape chooses the top one, the fronts script flags it
+# and prints the --lrs to add (3e-3 after 2e-3), which the same commands then run alone.
+# One process per seed, one per core (one thread each), each resuming where it stopped:
+#   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=0 \
+#       --out_dir=out/mlp_sweep_fashion_denoise_fair_seed0 &
+#   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=1 \
+#       --out_dir=out/mlp_sweep_fashion_denoise_fair_seed1
+#   python experiments/mlp_hourglass_fronts.py \
+#       out/mlp_sweep_fashion_denoise_fair_seed{0,1}/sweep.csv
+task = "mnist_denoise"
+dataset = "fashion_mnist"
+noise_sigma = 0.25
+epochs = 10
+batch_size = 128
+flips = 1
+input_proj = ""  # each shape's own: hourglass frozen_random, conventional direct (d_z = d_x)
+dtype = "float32"
+num_threads = 1  # one thread per process: two processes share the 2 cores
+lrs = (5e-4, 1e-3, 2e-3)  # the first sweep's two, and 2e-3 above them (every shape chose 1e-3)
+seeds = (0, 1)
+shapes = (  # (family, d_z, d_h, L), smallest first: a sweep stopped early holds both families
+    ("hourglass", 1024, 64, 2),
+    ("hourglass", 1024, 256, 2),
+    ("conventional", 784, 1024, 1),
+    ("hourglass", 2048, 32, 4),
+    ("hourglass", 1024, 256, 4),
+    ("conventional", 784, 1024, 2),
+    ("conventional", 784, 2048, 1),
+    ("hourglass", 2048, 128, 4),
+    ("hourglass", 2048, 256, 4),
+    ("hourglass", 2048, 128, 8),
+    ("hourglass", 3072, 128, 4),
+    ("conventional", 784, 2048, 2),
+    ("hourglass", 2048, 512, 4),
+    ("conventional", 784, 3072, 2),
+)
