@@ -182,3 +182,24 @@ def write_prepared(folder, splits, source="synthetic bar digits", data_dir=None)
         "dataset": "mnist", "source": source, "data_dir": data_dir,
         "image_shape": list(splits.train.shape[1:]), "splits": sizes}))
     return folder
+
+
+def at_step(monkeypatch, n, action):
+    """Call action(model) at the n-th optimizer step of train_mlp.py's runs (every run started
+    after this call), before its update: a kill, a Ctrl-C or NaN weights at a known step."""
+    import train_mlp
+    make_optimizer = train_mlp.make_optimizer
+
+    def make(model, c):
+        optimizer, calls = make_optimizer(model, c), [0]
+        step = optimizer.step
+
+        def counted(*a, **k):
+            calls[0] += 1
+            if calls[0] == n:
+                action(model)
+            return step(*a, **k)
+        optimizer.step = counted
+        return optimizer
+    monkeypatch.setattr(train_mlp, "make_optimizer", make)
+

@@ -15,7 +15,7 @@ import time
 
 import pytest
 import torch
-from conftest import ROOT, digit_splits, write_prepared
+from conftest import ROOT, at_step, digit_splits, write_prepared
 
 import checkpoint
 import train_mlp as T
@@ -73,24 +73,6 @@ def whole(prepared, tmp_path_factory):
     main(*args(prepared, out))
     metrics = json.loads((out / "metrics.json").read_text())
     return checkpoint.load_checkpoint(out / "ckpt.pt"), metrics
-
-
-def at_step(monkeypatch, n, action):
-    """Call action(model) at the n-th optimizer step, before its update."""
-    make_optimizer = T.make_optimizer
-
-    def make(model, c):
-        optimizer, calls = make_optimizer(model, c), [0]
-        step = optimizer.step
-
-        def counted(*a, **k):
-            calls[0] += 1
-            if calls[0] == n:
-                action(model)
-            return step(*a, **k)
-        optimizer.step = counted
-        return optimizer
-    monkeypatch.setattr(T, "make_optimizer", make)
 
 
 def kill(model):

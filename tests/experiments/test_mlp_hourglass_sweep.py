@@ -12,7 +12,7 @@ import re
 import sys
 
 import pytest
-from conftest import ROOT, digit_splits, write_prepared
+from conftest import ROOT, at_step, digit_splits, write_prepared
 
 import torch
 import train_mlp
@@ -36,24 +36,6 @@ def tiny_sweep(tmp_path, folder, *extra, out="sweep"):
             "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--hg_latent=256",
             "--hg_hidden=16", "--hg_blocks=1", "--conv_latent=196", "--conv_hidden=256",
             "--conv_blocks=1", f"--out_dir={tmp_path / out}", *extra]
-
-
-def at_step(monkeypatch, n, action):
-    """Call action(model) at the n-th optimizer step of every run, before its update."""
-    make_optimizer = train_mlp.make_optimizer
-
-    def make(model, c):
-        optimizer, calls = make_optimizer(model, c), [0]
-        step = optimizer.step
-
-        def counted(*a, **k):
-            calls[0] += 1
-            if calls[0] == n:
-                action(model)
-            return step(*a, **k)
-        optimizer.step = counted
-        return optimizer
-    monkeypatch.setattr(train_mlp, "make_optimizer", make)
 
 
 def test_the_grid_keeps_each_familys_shapes():
