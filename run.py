@@ -272,9 +272,13 @@ class RunDir:
     @staticmethod
     def _exiting():
         """The run is ending, its message said: a later signal (torchrun's SIGTERM after rank 0's
-        message, a second Ctrl-C) ends the process without a second message."""
+        message, a second Ctrl-C) ends the process without a second message. The same signal sent
+        twice at once (to the process group, and passed on by compare.py) may already be waiting
+        when the handler goes: Python then reports it as 'ignored due to race condition' with a
+        traceback, which is only noise here and is dropped."""
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.unraisablehook = _drop_signal_race(sys.unraisablehook)
 
     def _remove_temp_files(self):
         """This process's temporary files: a save or a metrics rewrite cut short."""
@@ -338,6 +342,14 @@ class RunDir:
                   f"{self.put_back_previous_run()}", file=sys.stderr)
         else:
             self._hook(kind, error, traceback)
+
+
+def _drop_signal_race(hook):
+    def unraisable(info):
+        if not (isinstance(info.exc_value, OSError)
+                and "ignored due to race condition" in str(info.exc_value)):
+            hook(info)
+    return unraisable
 
 
 class TimeBudget:
