@@ -30,9 +30,15 @@ min_lr is its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
                     component, FLOPs/token, KV-cache bytes/token, training tokens/s)
     results.json    the settings, shapes, every run and every verdict; results.csv: every run
                     (shape, model_type, lr, seed, val_loss, train_loss, tokens, elapsed_s,
-                    tokens_per_s; a diverged run's val_loss is nan)
+                    tokens_per_s, machine; a diverged run's val_loss is nan)
     val_loss.png    the curves at each shape's chosen rate, against tokens and wall-clock time
     verdict.png     final losses with their seeds beside the GPT's, and loss against the rate
+
+With --record_dir=<a folder of the repository> (the verdict configs set it) every finished run's
+config.py and result.json are also kept in record_dir/runs/ as the run finishes, and the report
+files in record_dir: commit them as they come. A fresh checkout's out_dir lacks the runs: the same
+command copies the records in and trains only what is missing. Every result records the machine
+(CPU with its bf16 units, or GPU) it finished on; results.csv has it as its last column.
 
 Interrupt it (Ctrl-C, or a SIGTERM as Slurm and Kubernetes send) and run the same command
 again: finished runs are skipped, the interrupted ones resume from their last checkpoint
@@ -64,8 +70,8 @@ from dataset import find_dataset
 from plot import plot_curves, plot_verdict
 from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
                     preset_settings, select_models, shapes_table, slug)
-from sweep import (TERMINATED, busy, lock_out_dir, run_all, same_settings, terminated,
-                   train_one, training_in, write_atomic)
+from sweep import (ROOT, TERMINATED, busy, lock_out_dir, portable, record_run, run_all,
+                   same_settings, sync_records, terminated, train_one, training_in, write_atomic)
 from verdict import (choose_rate, rate_label, rates_table, shape_rows, verdict_footer,
                      verdict_table)
 
@@ -77,7 +83,7 @@ TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accum
               "max_iters", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device",
               "dtype", "compile")
 CSV_COLUMNS = ("shape", "model_type", "lr", "seed", "val_loss", "train_loss", "tokens",
-               "elapsed_s", "tokens_per_s")
+               "elapsed_s", "tokens_per_s", "machine")
 
 
 def run_config(settings, model_type, model_args, lr, seed, run_dir):
@@ -192,7 +198,7 @@ def main(argv):
         usage_error(e)
     if not settings["out_dir"]:
         usage_error("out_dir='': name a folder for the comparison")
-    for key in ("out_dir", "data_dir"):  # the caller's folder's, not the repo's (train.py's cwd)
+    for key in ("out_dir", "data_dir", "record_dir"):  # the caller's folder's, not the repo's
         settings[key] = settings[key] and os.path.abspath(settings[key])
     find_dataset(settings["dataset"], settings["data_dir"])  # the shapes' vocab_size is the data's
     matching = {k: settings[k] for k in MATCHING_KEYS}
@@ -210,6 +216,10 @@ def main(argv):
         for run_dir in sorted(d for d in out_dir.iterdir() if d.is_dir()):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
+        if settings["record_dir"]:
+            copied = sync_records(out_dir, settings["record_dir"], ROOT)
+            print(f"records: {settings['record_dir']}/runs/ holds every finished run"
+                  f"{f'; {copied} copied from there into {out_dir}' if copied else ''}")
         state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
                                 running=[], finished=[])
         try:
@@ -256,6 +266,8 @@ def run_comparison(settings, shapes, matching, state):
         tag = f"[{k}/{state.total} {run.tag}]"
         before = (run.dir / "result.json").exists()
         result = train_one(run.dir, run.config, settings["max_iters"], tag, threads)
+        if settings["record_dir"]:
+            record_run(run.dir, settings["record_dir"], ROOT)
         if not before:  # (a worker thread: list.append is atomic)
             fresh.append(run)
             left = state.total - len(state.finished) - 1
@@ -325,7 +337,9 @@ def report(settings, shapes, results, tokens):
                      phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
                      diff=row.get("diff"), verdict=row.get("verdict", "baseline"))
                 for n, row in rows.items()]
-    summary = json.dumps(dict(settings=settings, shapes={
+    paths = {k: settings[k] and portable(settings[k], ROOT)  # (no path of this machine)
+             for k in ("out_dir", "data_dir", "record_dir")}
+    summary = json.dumps(dict(settings={**settings, **paths}, shapes={
         n: dict(i, model_args=shapes[n][1]) for n, i in info.items()}, verdicts=verdicts,
         runs=runs), indent=1)
     write_atomic(out_dir / "results.json", lambda tmp: tmp.write_text(summary))
@@ -334,14 +348,21 @@ def report(settings, shapes, results, tokens):
         with open(tmp, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(CSV_COLUMNS)
-            writer.writerows([math.nan if run[k] is None and k == "val_loss" else run[k]
+            writer.writerows([math.nan if run.get(k) is None and k == "val_loss" else run.get(k)
                               for k in CSV_COLUMNS] for run in runs)
     write_atomic(out_dir / "results.csv", write_csv)
     plot_curves({n: [r["curve"] for r in chosen[n]] for n in names}, out_dir / "val_loss.png",
                 title)
     plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
+    record_dir = settings["record_dir"]
+    for name in ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png"):
+        data = (out_dir / name).read_bytes()
+        if record_dir:
+            write_atomic(Path(record_dir) / name, lambda tmp: tmp.write_bytes(data))
+    also = f" and in {portable(record_dir, ROOT)}" if record_dir else ""
     print(f"\n{verdict_md}\n\n{rates_md}\n\nwrote {out_dir / 'results.md'}, results.json, "
-          f"results.csv, val_loss.png and verdict.png there")
+          f"results.csv, val_loss.png and verdict.png there{also}")
+
 
 
 if __name__ == "__main__":

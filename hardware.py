@@ -6,13 +6,17 @@ FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs are m
   (`GPU_BF16_PEAK`: add yours if the log says "peak unknown").
 - A CPU has no spec sheet to trust on a cloud VM, so its peak is measured: torch's own best
   matmul speed in the CPU's fastest dtype. A CPU's MFU says "how close to that".
+- `machine_name()`: the card, or the CPU with its bf16 units, as result files record it.
 - bf16 only where the hardware has it: T4 / V100 report bf16 as supported through emulation,
   which is slow and which torch.compile skips, so they take fp16 (with a GradScaler in train.py);
   a CPU without AMX / AVX512-BF16 emulates bf16 matmuls far slower than fp32, so it takes fp32.
 """
 
+import platform
+import re
 import time
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
@@ -94,6 +98,22 @@ def cpu_matmul_dtype():
     """bf16 where the CPU multiplies it natively (AMX, AVX512-BF16), else fp32: without hardware
     support torch emulates bf16 matmuls at a small fraction of the fp32 speed."""
     return torch.bfloat16 if torch.ops.mkldnn._is_mkldnn_bf16_supported() else torch.float32
+
+
+def machine_name():
+    """The GPU's name, or the CPU's model name with its bf16 units (AMX, AVX512-BF16; "AVX2
+    only": no native bf16), as a result file records where it was measured."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:  # (macOS, Windows)
+        return platform.processor() or platform.machine()
+    model = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
+    flags = set((re.search(r"^flags\s*:\s*(.+)$", info, re.M) or [None, ""])[1].split())
+    units = [name for flag, name in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"))
+             if flag in flags] or (["AVX2 only"] if "avx2" in flags else [])
+    return f"{model[1].strip() if model else platform.machine()} ({', '.join(units) or '?'})"
 
 
 def measure_cpu_peak_flops(size=1024, seconds=0.5):

@@ -6,6 +6,8 @@ Many train.py runs into one folder, safely: what compare.py's comparison stands 
     train_one      one run, trained, resumed from its last checkpoint (train.py's resume is exact)
                    or skipped when finished (its result.json, written whole, last); a run folder
                    that holds other settings (its config.py) is refused; a diverged run is a result
+    sync_records   a sweep's finished runs kept in a folder of the repository (record_dir) as they
+                   finish, and copied back into an out_dir that lacks them (a fresh checkout)
     run_all        runs `jobs` at a time, each train.py from a worker thread, follow-up runs queued
                    as runs finish (compare.py's phase 2); Ctrl-C, SIGTERM or a failed run stop
                    every train.py still running as on Ctrl-C, and none starts after
@@ -28,6 +30,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from configurator import ConfigError, read_config_file, usage_error
+from hardware import machine_name
 from plot import read_evals
 
 ROOT = Path(__file__).resolve().parent
@@ -148,7 +151,8 @@ def summarize_run(run_dir, max_iters):
         raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
     median = lambda key: statistics.median(r[key] for r in steps) if steps else None  # noqa: E731
     mfus = [r["mfu"] for r in steps if r.get("mfu") is not None]
-    return dict(val_loss=evals[max_iters]["val_loss"], train_loss=evals[max_iters]["train_loss"],
+    return dict(machine=machine_name(),
+                val_loss=evals[max_iters]["val_loss"], train_loss=evals[max_iters]["train_loss"],
                 tokens=evals[max_iters]["tokens"], elapsed_s=evals[max_iters]["elapsed_s"],
                 tokens_per_s=median("tokens_per_s"), ms_per_iter=median("ms_per_iter"),
                 mfu=statistics.median(mfus) if mfus else None,
@@ -208,6 +212,50 @@ def train_one(run_dir, config, max_iters, tag, threads=None):
     # atomic: a result.json is always a finished run's
     write_atomic(result_path, lambda tmp: tmp.write_text(json.dumps(result, indent=1)))
     return result
+
+
+def record_run(run_dir, record_dir, root):
+    """Keep a finished run's config.py and result.json in record_dir/runs/<its folder's name>/ (a
+    folder in the repository, committed as runs finish): its out_dir written `portable`."""
+    folder = Path(record_dir) / "runs" / run_dir.name
+    folder.mkdir(parents=True, exist_ok=True)
+    config = read_config_file(run_dir / "config.py")
+    config["out_dir"] = portable(config["out_dir"], root)
+    write_atomic(folder / "config.py", lambda tmp: tmp.write_text(config_text(config)))
+    result = (run_dir / "result.json").read_text()
+    write_atomic(folder / "result.json", lambda tmp: tmp.write_text(result))
+
+
+def portable(path, root):
+    """A path as a record keeps it: relative to `root` (the repository) when it lies inside,
+    else its last two parts (out_dir/run): never a path of this machine."""
+    path = Path(path).resolve()
+    return str(path.relative_to(root) if path.is_relative_to(root) else Path(*path.parts[-2:]))
+
+
+def sync_records(out_dir, record_dir, root):
+    """Before a sweep starts: every finished run of out_dir recorded, and every recorded run that
+    out_dir lacks copied into it (config.py, then result.json), where it counts as finished: a
+    fresh checkout goes on from the committed records without retraining them. A run folder that
+    holds other settings than its record is left alone (train_one refuses it if it is asked for).
+    Returns the number of runs copied in."""
+    copied = 0
+    for run_dir in sorted(d for d in out_dir.iterdir() if (d / "result.json").exists()):
+        record_run(run_dir, record_dir, root)
+    for record in sorted(d for d in (Path(record_dir) / "runs").glob("*") if d.is_dir()):
+        run_dir = out_dir / record.name
+        if (run_dir / "result.json").exists() or not (record / "result.json").exists():
+            continue
+        config = read_config_file(record / "config.py")
+        config["out_dir"] = str(run_dir)
+        if (run_dir / "config.py").exists() and not same_settings(run_dir / "config.py", config):
+            continue
+        run_dir.mkdir(exist_ok=True)
+        write_atomic(run_dir / "config.py", lambda tmp: tmp.write_text(config_text(config)))
+        result = (record / "result.json").read_text()
+        write_atomic(run_dir / "result.json", lambda tmp: tmp.write_text(result))
+        copied += 1
+    return copied
 
 
 def run_all(first, after, train, jobs, state):

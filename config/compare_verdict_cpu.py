@@ -4,7 +4,9 @@
 #   phase 1: 10 shapes x 3 rates (seed 1337); phase 2: 2 more seeds at each shape's chosen rate
 #   = 50 runs, two one-thread train.py side by side.
 #   python compare.py config/compare_verdict_cpu.py
-# Its results.csv, results.md and verdict.png go to docs/compare_verdict_cpu/.
+# Every finished run (config.py, result.json) goes to docs/compare_verdict_cpu/runs/ as it finishes,
+# the report (results.csv, results.md, verdict.png, ...) to docs/compare_verdict_cpu/ at the end;
+# a fresh checkout continues from them.
 # Time, measured roughly (one GPT run at this size, a few minutes of CPU on a machine shared with
 # other work) on 2 cores of an Intel Xeon with AMX (lscpu: "Intel(R) Xeon(R) Processor"), bf16:
 # the GPT trains at 546 ms/step on one thread with a second run beside it (7,500 tokens/s each;
@@ -14,6 +16,7 @@
 # rate list at one end adds 10 runs (~35 min). Interrupt it at will: the same command resumes.
 preset = "cpu"
 out_dir = "out-compare-verdict-cpu"
+record_dir = "docs/compare_verdict_cpu"  # each finished run kept there as it finishes: commit it
 learning_rates = (1e-3, 2e-3, 4e-3)  # around the preset's 2e-3, x2 apart
 seeds = (1337, 1338, 1339)
 jobs = 2

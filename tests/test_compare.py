@@ -6,6 +6,8 @@ in-process on made-up losses (verdict.py), the order of the two phases with a fa
 import csv
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import time
 import pytest
 
 import compare
+import hardware
 import verdict
 from conftest import ROOT
 from shapes import preset_settings
@@ -80,6 +83,21 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset):
     assert again.stdout.count("finished before, skipping") == 6, again.stdout + again.stderr
     assert losses(out) == [(r["shape"], r["lr"], r["seed"], r["val_loss"], r["train_loss"],
                             r["tokens"]) for r in results["runs"]]
+    # its records: a fresh checkout (no out_dir) goes on from them without training anything
+    recorded = compare_run(out, char_dataset, *args, "--learning_rates=1e-3,4e-3",
+                           f"--record_dir={tmp_path / 'rec'}")
+    assert "records: " in recorded.stdout and "training" not in recorded.stdout
+    runs = sorted((tmp_path / "rec" / "runs").iterdir())
+    assert [d.name for d in runs] == sorted(folders)
+    assert all(f"out_dir = 'cmp/{d.name}'" in (d / "config.py").read_text() for d in runs)
+    shutil.rmtree(out)
+    fresh = compare_run(out, char_dataset, *args, "--learning_rates=1e-3,4e-3",
+                        f"--record_dir={tmp_path / 'rec'}")
+    assert f"6 copied from there into {out}" in fresh.stdout, fresh.stdout + fresh.stderr
+    assert fresh.stdout.count("finished before, skipping") == 6 and "training" not in fresh.stdout
+    assert losses(out) == losses(tmp_path / "rec")  # (the report written there too)
+    with open(tmp_path / "rec" / "results.csv") as f:
+        assert {r["machine"] for r in csv.DictReader(f)} == {hardware.machine_name()}
     # one rate (its folders would be <slug>-s<seed>): the two-rate comparison's runs at it count
     one_rate = compare_run(out, char_dataset, *args, "--learning_rates=4e-3",
                            "--models=hourglass+><former")
@@ -134,6 +152,67 @@ def test_the_plot_shows_every_evaluation_of_a_short_run(tmp_path):
     curves = {"GPT": [curve([4.2, 2.3, 2.2126])], "hourglass": [curve([4.2, 2.4, 2.2147])]}
     low, high = plot_curves(curves, tmp_path / "p.png", "t")
     assert low <= 2.2126 and high >= 4.2
+
+
+def drawn_curves(monkeypatch, tmp_path, n_evals, n_shapes, seeds):
+    """plot_curves' figure for made-up runs of n_evals evaluations (kept, drawn, before closing)."""
+    import plot
+    figures, save = [], plot.save_figure
+    monkeypatch.setattr(plot, "save_figure", lambda fig, path: (figures.append(fig),
+                                                               save(fig, path)))
+    curves = {f"shape{k}": [[dict(iter=50 * j, tokens=6400 * j, elapsed_s=9.0 * j + k,
+                                  val_loss=2.2 + 0.001 * k + 0.0003 * s + 2.25 / (1 + 3 * j))
+                             for j in range(n_evals)] for s in range(seeds)]
+              for k in range(n_shapes)}
+    plot.plot_curves(curves, tmp_path / "p.png", "a title")
+    assert (tmp_path / "p.png").stat().st_size > 0
+    return figures[0], curves
+
+
+@pytest.mark.parametrize("n_evals,n_shapes,seeds,inset", [(3, 2, 1, False), (13, 10, 3, True)])
+def test_the_curves_read_for_a_short_and_a_long_run(monkeypatch, tmp_path, n_evals, n_shapes,
+                                                    seeds, inset):
+    """compare.py's val_loss.png after `--max_iters=100 --eval_interval=50` (3 evaluations) once
+    had an inset of near-vertical lines, 6-decimal ticks, an end point cut off and the inset's
+    title on the plot's: the inset comes only with plot.INSET_MIN_EVALS evaluations, every tick
+    label reads as a number of a few decimals, every curve ends inside the axes, titles apart."""
+    import plot
+    assert (n_evals >= plot.INSET_MIN_EVALS) == inset
+    fig, curves = drawn_curves(monkeypatch, tmp_path, n_evals, n_shapes, seeds)
+    left, right = fig.axes
+    assert len(left.child_axes) == inset and not right.child_axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = FigureCanvasAgg(fig)  # (closed: drawn again, as saved)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in (left, right, *left.child_axes):
+        for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            shown = [t.get_text() for t, v in zip(axis.get_ticklabels(), axis.get_ticklocs())
+                     if min(lim) <= v <= max(lim)]
+            assert len(shown) >= 3 and all(re.fullmatch(r"-?\d+(\.\d{1,3})?", t) for t in shown), (
+                shown)
+            assert axis.get_offset_text().get_text() == ""
+    means = {name: [sum(c[j]["val_loss"] for c in runs) / len(runs) for j in range(n_evals)]
+             for name, runs in curves.items()}
+    for ax in (left, right):  # every curve's last point inside the axes (the first, at the top)
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        for line in ax.get_lines():
+            x, y = line.get_xdata()[-1], line.get_ydata()[-1]
+            assert x0 < x < x1 and y0 < y < y1, (line.get_label(), x, y, ax.get_xlim(), (y0, y1))
+    assert left.get_ylim()[1] > max(m[0] for m in means.values()) or n_evals > 5
+    legend = [t.get_text() for t in right.get_legend().get_texts()]
+    assert legend == [f"{name}: {m[-1]:.4f}" for name, m in means.items()]  # the final val losses
+    if inset:
+        zoom = left.child_axes[0]
+        best = min(means, key=lambda name: means[name][-1])
+        (x0, x1), (y0, y1) = zoom.get_xlim(), zoom.get_ylim()
+        end = [line for line in zoom.get_lines() if line.get_label().startswith(best + ":")][0]
+        assert x0 < end.get_xdata()[-1] < x1 and y0 < end.get_ydata()[-1] < y1
+        assert sum(x0 <= x <= x1 for x in end.get_xdata()) >= 3  # a curve, not one segment
+        title, inset_title = left.title.get_window_extent(renderer), zoom.title.get_window_extent(
+            renderer)
+        assert not title.overlaps(inset_title) and inset_title.y1 < left.get_window_extent(
+            renderer).y1
 
 
 # ----------------------------------------------------------------------------------------
