@@ -37,7 +37,8 @@ Not composed: cea.py's MoE forms (their router and balancing loss stay there). R
 docs/compare.md (composing, W_end); shapes.py matches an hourglass ><former to a GPT's budget.
 
     python train.py --model_type=composed --model_args="{'width_schedule': 'x', \\
-        'width_multiple': 8, 'n_sub_blocks': 4, 'bottleneck_dim': 40}"  # an hourglass ><former
+        'width_multiple': 8, 'n_sub_blocks': 4, 'bottleneck_dim': 40}"  # an hourglass ><former,
+        # not matched (about half the GPT's budget): shapes.py matches one to a GPT
 """
 
 from dataclasses import dataclass, field

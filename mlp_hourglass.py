@@ -187,11 +187,13 @@ def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input
 
 def count_params(model):
     """Parameters of a built model, total and trainable, and by component. A frozen W_in is a
-    buffer, not a parameter; it counts in the total (the paper's convention), not as trainable."""
+    buffer, not a parameter; it counts in the total (the paper's convention), not as trainable.
+    What W_in is comes from the module itself, never from the model's input_proj label: a lift
+    swapped for a trainable one by hand is counted once, as a parameter."""
     def n(params):
         return sum(p.numel() for p in params)
     w_in = model.lift.weight.numel() if model.lift is not None else 0
-    frozen = INPUT_PROJECTION_ALIASES.get(model.input_proj, model.input_proj) == "frozen_random"
+    frozen = model.lift is not None and all(p is not model.lift.weight for p in model.parameters())
     return {
         "total": n(model.parameters()) + (w_in if frozen else 0),
         "trainable": n(p for p in model.parameters() if p.requires_grad),

@@ -21,6 +21,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import Formatter  # noqa: E402
 
 from run import read_jsonl  # noqa: E402
 
@@ -71,48 +72,88 @@ def save_figure(fig, path):
 # compare.py's figures
 
 
+# The inset (the last third of training, magnified) is drawn only when every curve has at least
+# this many evaluations: its last third then holds 3 or more of them, a curve; with fewer (a short
+# run, e.g. 3 evaluations) it held one segment, a near-vertical line on a scale of 1e-3.
+INSET_MIN_EVALS = 7
+
+
+class Decimals(Formatter):
+    """Tick labels with as many decimals as the ticks shown need (2.25, 2.50: two; 1.6, 1.8: one),
+    never an offset or scientific notation: each label reads as the value it marks."""
+
+    def set_locs(self, locs):
+        super().set_locs(locs)
+        self.places = 0
+        while self.places < 6 and any(
+                abs(v * 10 ** self.places - round(v * 10 ** self.places)) > 1e-6 for v in locs):
+            self.places += 1
+
+    def __call__(self, x, pos=None):
+        return f"{x:.{getattr(self, 'places', 2)}f}"
+
+
 def plot_curves(curves, path, title):
     """{name: [one curve per seed]} (a curve: the evaluations, dicts of iter, tokens, val_loss,
     elapsed_s): validation loss against tokens (left) and wall-clock minutes (right); the mean over
-    seeds as a line, the min-max band shaded when there are several. Returns the left y-limits."""
+    seeds as a line, the min-max band shaded when there are several; the legend gives each shape's
+    final val loss. With INSET_MIN_EVALS evaluations or more, an inset magnifies the last third of
+    training. Every curve's last point lies inside the axes. Returns the left y-limits."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), dpi=110, sharey=True)
-    zoom = axes[0].inset_axes([0.42, 0.42, 0.55, 0.55])  # the last third of training, magnified
     styles = ["-", "--", "-.", ":"]
-    finals, earlies, worst_finals = [], [], []
+    drawn = []  # (name, i, runs, n, mean, losses)
     for i, (name, runs) in enumerate(curves.items()):
         runs = [c for c in runs if c]  # (a diverged run has no curve)
-        if not runs:
-            continue
-        n = min(len(c) for c in runs)
-        losses = [[c[j]["val_loss"] for c in runs] for j in range(n)]
-        mean = [statistics.fmean(v) for v in losses]
+        if runs:
+            n = min(len(c) for c in runs)
+            losses = [[c[j]["val_loss"] for c in runs] for j in range(n)]
+            drawn.append((name, i, runs, n, [statistics.fmean(v) for v in losses], losses))
+    inset = min(d[3] for d in drawn) >= INSET_MIN_EVALS
+    # (inside the axes, below their top: the inset's title never meets the plot's title)
+    zoom = axes[0].inset_axes([0.42, 0.36, 0.55, 0.52]) if inset else None
+    finals, earlies, worst_finals = [], [], []
+    for name, i, runs, n, mean, losses in drawn:
         finals.append(mean[-1])
         earlies.append(mean[2] if n > 5 else max(mean))  # a short run: every evaluation shows
         worst_finals.append(max(mean[-1], mean[max(0, 2 * n // 3)]))
         for ax, key, scale in ((axes[0], "tokens", 1e6), (axes[1], "elapsed_s", 60),
                                (zoom, "tokens", 1e6)):
+            if ax is None:
+                continue
             xs = [statistics.fmean(c[j][key] for c in runs) / scale for j in range(n)]
-            line, = ax.plot(xs, mean, styles[i // 10 % 4], marker="o", markersize=2.5, label=name,
-                            color=f"C{i % 10}")
+            line, = ax.plot(xs, mean, styles[i // 10 % 4], marker="o", markersize=2.5,
+                            label=f"{name}: {mean[-1]:.4f}", color=f"C{i % 10}")
             if len(runs) > 1:
                 ax.fill_between(xs, [min(v) for v in losses], [max(v) for v in losses],
                                 color=line.get_color(), alpha=0.15)
     low, high = min(finals), max(earlies)
-    axes[0].set_ylim(low - 0.05 * (high - low), high)  # the interesting part: after the first drop
-    last_x = max(line.get_xdata()[-1] for line in zoom.get_lines())
-    zoom.set_xlim(2 * last_x / 3, last_x * 1.02)
-    # the better half of the models, at 2/3 of training
-    top = sorted(worst_finals)[len(worst_finals) // 2]
-    zoom.set_ylim(low - 0.1 * (top - low), top)
-    zoom.tick_params(labelsize=7)
-    zoom.grid(alpha=0.3)
-    zoom.set_title("last third, magnified", fontsize=8)
+    span = (high - low) or 0.1
+    # the interesting part, after the first drop; a margin keeps the end points' markers inside
+    axes[0].set_ylim(low - 0.05 * span, high + 0.03 * span)
+    for ax in axes:
+        lines = ax.get_lines()
+        right = max(line.get_xdata()[-1] for line in lines)
+        ax.set_xlim(-0.02 * right, 1.03 * right)
+    if zoom is not None:
+        last_x = max(line.get_xdata()[-1] for line in zoom.get_lines())
+        zoom.set_xlim(2 * last_x / 3, last_x * 1.03)
+        # the better half of the models, at 2/3 of training
+        top = sorted(worst_finals)[len(worst_finals) // 2]
+        pad = 0.1 * ((top - low) or 0.01)
+        zoom.set_ylim(low - pad, top + pad / 2)
+        zoom.tick_params(labelsize=7)
+        zoom.grid(alpha=0.3)
+        zoom.set_title("last third, magnified", fontsize=8)
     axes[0].set(xlabel="tokens trained on (millions)", ylabel="validation loss", title=title)
     axes[1].set(xlabel="wall-clock minutes (this machine, evaluation included)",
                 title="the same, against time")
     for ax in axes:
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8, ncol=2)
+    axes[1].legend(fontsize=8, ncol=2, title="final val loss", title_fontsize=8)
+    for ax in (*axes, zoom):
+        if ax is not None:
+            ax.xaxis.set_major_formatter(Decimals())
+            ax.yaxis.set_major_formatter(Decimals())
     fig.tight_layout()
     ylim = axes[0].get_ylim()
     save_figure(fig, path)

@@ -52,6 +52,20 @@ def test_section_4_3_trainable_counts():
     assert M.param_formula(784, 784, 2048, 1, 784, "direct")["total"] == 2 * 784 * 2048 + 784 * 784
 
 
+def test_count_params_reads_w_in_from_the_module_not_the_label():
+    """A frozen lift swapped for a trainable one by hand (the workshop's Part 5 exercise), its
+    input_proj label left at 'frozen_random': W_in is a parameter now and counts once - the label
+    used to make count_params add it a second time (2,539,520 instead of 1,736,704)."""
+    model = M.image_mlp(get_task("mnist_denoise"), 1024, 32, 2)
+    frozen = M.count_params(model)
+    model.lift = M.InputProjection(784, 1024, trainable=True)
+    assert model.input_proj == "frozen_random"  # the label no longer says what the module holds
+    swapped = M.count_params(model)
+    learned = M.param_formula(784, 1024, 32, 2, 784, "learned")
+    assert swapped["total"] == frozen["total"] == learned["total"] == 1_736_704
+    assert swapped["trainable"] == learned["trainable"] == 1_736_704
+
+
 def test_a_conventional_mlp_takes_the_image_itself_by_default():
     """The paper's baseline (section 3: "injecting the input signal directly"): no W_in, d_z = d_x,
     every parameter trainable; a hourglass's own input is the frozen random lift. Where d_z != d_x

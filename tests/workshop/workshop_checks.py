@@ -61,17 +61,37 @@ def relative_gap(value, target):
     return abs(value - target) / target
 
 
+def keyword_arguments(module, function):
+    """module.<function>(), which must return a dict of config keyword arguments; anything else is
+    named (the usual slip: returning a (kwargs, count) pair such as lws.match_params' whole)."""
+    got = getattr(module, function)()
+    if isinstance(got, tuple) and got and isinstance(got[0], dict):
+        kinds = ", ".join(type(g).__name__ for g in got)
+        raise AssertionError(
+            f"{function}() returned a tuple of {len(got)} ({kinds}): return the keyword-argument "
+            f"dict alone - a helper that returns a pair (like lws.match_params: (kwargs, count)) "
+            f"is unpacked first, `matched, _ = ...`")
+    assert isinstance(got, dict), (
+        f"{function}() returned a {type(got).__name__}: return a dict of config keyword arguments")
+    return got
+
+
 # ----------------------------------------------------------------------------------------
 # Part 1: hourglass with K = 2 matched to the main job's GPT
 
 
 def build(model_type, args):
-    from configurator import build_model
-    return build_model(model_type, **args)
+    """The model the keyword arguments describe; arguments that build none fail the check, with
+    the configurator's one line (an unknown key, a shape its checks refuse)."""
+    from configurator import ConfigError, build_model
+    try:
+        return build_model(model_type, **args)
+    except ConfigError as e:
+        raise AssertionError(f"these keyword arguments build no model: {e}") from None
 
 
 def check_hourglass_exercise(module):
-    args = module.hourglass_k2()
+    args = keyword_arguments(module, "hourglass_k2")
     model = build("hourglass", args)
     cfg, baseline = model.config, build("gpt", module.BASELINE)
     d, d_h = cfg.n_embd, cfg.layers[0].ffn_hidden
@@ -101,7 +121,7 @@ def check_hourglass_exercise(module):
 
 def check_variable_width_exercise(module):
     import variable_width
-    args = module.early_bottleneck()
+    args = keyword_arguments(module, "early_bottleneck")
     model = build("variable_width", args)
     widths = model.config.layer_widths
     baseline = build("gpt", module.BASELINE)
@@ -179,8 +199,8 @@ def check_cea_exercise(module, steps=150):
         got == expected or math.isnan(got) and math.isnan(expected)
     ), (
         f"ffn_contribution returned {got!r}; the FFN's Token Prediction contribution ratio of this "
-        f"model measures {expected:.4f} (gains per sublayer, FFN share): see "
-        f"experiments/cea_contribution.py"
+        f"model measures {expected!r} (gains per sublayer, FFN share; every digit counts: a "
+        f"number typed in is not a measurement): see experiments/cea_contribution.py"
     )
     # 2. train it a little (a few seconds) so that the ratio means something, and show it
     model.train()
@@ -225,7 +245,7 @@ def participant_ratio(module, model, idx, targets):
 
 def check_lws_exercise(module):
     import lws
-    args = module.valley_shape()
+    args = keyword_arguments(module, "valley_shape")
     model = build("lws", args)
     specs = model.config.layers
     widths, heads = [s.ffn_hidden for s in specs], [s.n_head for s in specs]
@@ -268,7 +288,14 @@ def check_mlp_exercise(module):
     assert any(p is w_in for p in model.parameters()), "W_in is not among model.parameters()"
     assert torch.equal(w_in.detach(), frozen.lift.weight), \
         "the learned W_in should start from the frozen one (same seed, same matrix)"
+    assert model.input_proj == "learned", (
+        f"model.input_proj is still {model.input_proj!r}: set it to 'learned' as well, so that the "
+        f"model says what it holds (the label names its W_in for whoever reads the model)")
+    counts = mlp_hourglass.count_params(model)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert counts["total"] == counts["trainable"] == trainable, (
+        f"count_params says {counts['total']:,} parameters, {counts['trainable']:,} trainable: "
+        f"with a learned W_in every parameter is trainable and W_in counts once")
     assert module.TRAINABLE_PARAMS == trainable, (
         f"TRAINABLE_PARAMS = {module.TRAINABLE_PARAMS}: the formula gives another number (d_x = "
         "784, d_out = 784)"

