@@ -150,8 +150,9 @@ def plot(results, grid, variants, latent_dims, c, source, path):
                         label=f"W_in {v}, seed {seed}")
         ax.set_xlabel("d_z (latent width)")
         ax.set_ylabel("test PSNR (dB, batch-MSE)")
-    ax.set_title(f"{c.task} {c.shape} d_h={c.hidden_dim} L={c.n_blocks}, {c.dtype}\n{source}",
-                 fontsize=7)
+    data = source.split(" (")[0]  # the dataset's name: its full source is in compare.csv
+    ax.set_title(f"{c.task} on {data}: {c.shape} d_h={c.hidden_dim} L={c.n_blocks}, "
+                 f"{c.epochs:g} epochs, {c.dtype}", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

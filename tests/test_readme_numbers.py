@@ -5,6 +5,7 @@ on the machine name the CPU or GPU and the dtype beside them, and are read from 
 records the measurement. Not here: the comparison's results table (its own run, docs/compare.md).
 docs/cheatsheet.md's numbers: tests/workshop/test_workshop_cheatsheet.py."""
 
+import csv
 import json
 import os
 import re
@@ -370,3 +371,28 @@ def test_the_offline_shakespeare_is_the_prepared_data_where_it_is_prepared():
     total = sum(split["tokens"] for split in meta["splits"].values())
     assert (f"{total / 1e6:.2f}", meta["vocab_size"]) == (chars, int(vocab))
 
+
+
+def test_the_learned_w_in_rows_are_quoted_as_committed():
+    """docs/mlp_hourglass.md's full-size frozen-vs-learned table and gaps come from the committed
+    rows of experiments/mlp_hourglass_input_proj.py (docs/mlp_fashion_denoise_input_proj/)."""
+    with open(ROOT / "docs" / "mlp_fashion_denoise_input_proj" / "compare.csv") as f:
+        rows = {(r["input_proj"], int(r["seed"])): r for r in csv.DictReader(f)}
+    text = doc("mlp_hourglass.md")
+    names = {"frozen_random": "frozen random", "learned": "learned"}
+    for (proj, seed), r in rows.items():
+        line = (f"| {names[proj]} | {seed} | {int(r['params_trainable']) / 1e6:.2f}M / "
+                f"{int(r['params_total']) / 1e6:.2f}M | {float(r['test_psnr_batchmse']):.3f} dB | "
+                f"{float(r['test_psnr_per_image']):.3f} dB | {float(r['test_ssim']):.4f} |")
+        assert line in text, line
+    gaps = [float(rows["learned", s]["test_psnr_batchmse"])
+            - float(rows["frozen_random", s]["test_psnr_batchmse"]) for s in (0, 1)]
+    ssim = [float(rows["learned", s]["test_ssim"]) - float(rows["frozen_random", s]["test_ssim"])
+            for s in (0, 1)]
+    extra = int(rows["learned", 0]["params_trainable"]) - int(
+        rows["frozen_random", 0]["params_trainable"])
+    assert (f"gains {gaps[0]:.3f} and {gaps[1]:.3f} dB of PSNR and {ssim[0]:.4f} and "
+            f"{ssim[1]:.4f} of SSIM (seeds 0 and 1) for {extra:,} more trainable") in text
+    noisy = rows["frozen_random", 0]
+    assert (f"(noisy input: {float(noisy['baseline_psnr_batchmse']):.2f} dB, SSIM "
+            f"{float(noisy['baseline_ssim']):.3f}.)") in text
