@@ -32,6 +32,15 @@ def error_in_file(error, path, shown):
             + (f"  ->  {last.line}" if last.line else ""))
 
 
+def as_written(result):
+    """A check's result as the pages write numbers: 'budget 1,050,600, attention_share 0.609'."""
+    def number(v):
+        if isinstance(v, list):
+            return "[" + ", ".join(map(number, v)) + "]"
+        return f"{v:,}" if isinstance(v, int) else f"{v:.3f}" if isinstance(v, float) else str(v)
+    return ", ".join(f"{key} {number(value)}" for key, value in result.items())
+
+
 def run(name, path=None):
     """Check `path` (default workshop/<name>.py) as exercise `name`: print the result or what to
     change; 0 when solved, 1 otherwise."""
@@ -52,7 +61,7 @@ def run(name, path=None):
         print(f"not solved yet: {line}\nfix that line of {shown} and run this again",
               file=sys.stderr)
         return 1
-    print(f"{name}: {result}")
+    print(f"{name}: {as_written(result)}")
     print(f"solved: {shown} passes its check")
     return 0
 

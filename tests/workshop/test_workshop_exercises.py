@@ -18,7 +18,8 @@ import sys
 
 import check
 import pytest
-from workshop_checks import CHECKS, EXERCISES, ROOT, load_module, load_solution, solution_sources
+from workshop_checks import (CHECKS, EXERCISES, ROOT, SOLUTIONS, load_module, load_solution,
+                             solution_sources)
 
 
 @pytest.mark.parametrize("name", EXERCISES)
@@ -135,3 +136,13 @@ def test_an_error_in_the_participants_file_is_one_line_naming_its_line(tmp_path,
     err = capsys.readouterr().err
     assert re.search(rf"workshop/{name}.py, line \d+ \(in hourglass_k2\): TypeError", err), err
     assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("name", [n for n in EXERCISES if n != "cea_exercise"])
+def test_the_check_prints_what_the_solutions_page_quotes(name, tmp_path):
+    """What `python tests/workshop/check.py <exercise>` prints for the reference solution is the
+    line docs/workshop_solutions.md quotes (counts: the same on every machine). The CEA check's
+    trained ratio is tied with its tolerance in test_workshop_cea_numbers.py."""
+    result = CHECKS[name](load_solution(name, tmp_path))
+    line = f"{name}: {check.as_written(result)}"
+    assert f"the check prints `{line}`" in SOLUTIONS.read_text(), line
