@@ -108,7 +108,7 @@ def plot_curves(curves, path, title):
             n = min(len(c) for c in runs)
             losses = [[c[j]["val_loss"] for c in runs] for j in range(n)]
             drawn.append((name, i, runs, n, [statistics.fmean(v) for v in losses], losses))
-    inset = min(d[3] for d in drawn) >= INSET_MIN_EVALS
+    inset = min((d[3] for d in drawn), default=0) >= INSET_MIN_EVALS
     # (inside the axes, below their top: the inset's title never meets the plot's title)
     zoom = axes[0].inset_axes([0.42, 0.36, 0.55, 0.52]) if inset else None
     finals, earlies, worst_finals = [], [], []
