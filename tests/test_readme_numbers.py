@@ -396,3 +396,37 @@ def test_the_learned_w_in_rows_are_quoted_as_committed():
     noisy = rows["frozen_random", 0]
     assert (f"(noisy input: {float(noisy['baseline_psnr_batchmse']):.2f} dB, SSIM "
             f"{float(noisy['baseline_ssim']):.3f}.)") in text
+
+
+VERDICT_CPU = ROOT / "docs" / "compare_verdict_cpu"
+OOD_LINE = re.compile(r"minus FFN-Wider's: ([+-]\d\.\d+) \+- (\d\.\d+) \(95% interval "
+                      r"([+-]\d\.\d+) to ([+-]\d\.\d+); (\d+) runs.*?\): (.*?)\.\*\*")
+
+
+def test_the_cpu_verdict_is_quoted_from_its_committed_results():
+    """README's CEA row, docs/compare.md's tables and the CEA-vs-FFN-Wider sentence, docs/cea.md's
+    OOD result: each number from docs/compare_verdict_cpu/ (compare.py's report, the runs'
+    records, experiments/cea_ood_verdict.py's report)."""
+    import verdict
+    results = json.loads((VERDICT_CPU / "results.json").read_text())
+    verdicts = {v["shape"]: v for v in results["verdicts"]}
+    for shape in ("FFN-Wider", "CEA"):
+        assert f"{shape} {verdicts[shape]['verdict']}" in FLAT, shape
+    c, se, low, high, n, says = OOD_LINE.search((VERDICT_CPU / "cea_ood.md").read_text()).groups()
+    assert f"CEA minus FFN-Wider {c} +- {se}: {says}" in FLAT
+    assert f"is **{c} +- {se}** (95% interval {low} to {high}): {says}" in doc("cea.md")
+    assert f"(each rate, each seed: {n} runs whose" in doc("cea.md")
+    report = (VERDICT_CPU / "results.md").read_text()
+    compare_md = (ROOT / "docs" / "compare.md").read_text()
+    quoted = report.split("## Every shape at its own")[1].split("## The shapes")[0]  # 2 tables
+    tables = [line for line in quoted.splitlines() if line.startswith("| ")]
+    assert tables and all(line in compare_md for line in tables)
+    runs = {(r["shape"], r["lr"], r["seed"]): r["val_loss"] for r in results["runs"]}
+    seeds = results["settings"]["seeds"]
+    at = {s: {seed: runs[s, verdicts[s]["lr"], seed] for seed in seeds} for s in verdicts}
+    n_seeds, mean, se_pair = verdict.paired(at["CEA"], at["FFN-Wider"])
+    says_pair = verdict.verdict(n_seeds, mean, se_pair)
+    assert (f"is {mean:+.4f} +- {se_pair:.4f} against FFN-Wider, paired by seed: {says_pair} by "
+            f"the same rule") in doc("compare.md")
+    assert (f"train best at 8e-3, {verdicts['CEA']['lr'] / verdicts['GPT']['lr']:g} times the "
+            f"GPT's rate") in doc("compare.md")
