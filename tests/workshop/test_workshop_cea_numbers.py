@@ -100,7 +100,8 @@ def test_the_quoted_ratios_and_losses_are_the_checks(doc, measured):
         assert close(quoted, measured[rho]["ratio"], RATIO_TOLERANCE), (
             f"docs/{doc} quotes an FFN ratio of {quoted} at rho = {rho}; the check measures "
             f"{measured[rho]['ratio']:.3f} (tolerance {RATIO_TOLERANCE})")
-    losses = re.findall(r"loss (?:is still )?(\d\.\d+)( for both)?", text)
+    # (not the check's printed line, "(train loss 2.569)": the test below ties that one)
+    losses = re.findall(r"loss (?:is still )?(\d\.\d+)(?![\d)])( for both)?", text)
     assert any(both for _, both in losses) and any(not both for _, both in losses), (
         f"docs/{doc} Part 3 no longer quotes 'train loss <x> for both' (rho 1.0 and 0.5) and the "
         f"loss at rho = 0.125: update this test with the new wording (found {losses})")
@@ -112,13 +113,16 @@ def test_the_quoted_ratios_and_losses_are_the_checks(doc, measured):
 
 
 def test_the_printed_line_the_workshop_shows_is_the_checks(measured):
-    found = re.findall(r"outer ratio 0\.5: FFN contribution ratio (-?\d\.\d+) after 150 steps",
-                       part3("workshop.md"))
+    found = re.findall(r"outer ratio 0\.5: FFN contribution ratio (-?\d\.\d+) after 150 steps "
+                       r"\(train loss (\d\.\d+)\)", " ".join(part3("workshop.md").split()))
     assert found, "docs/workshop.md Part 3 no longer shows the check's printed line: update this"
-    for quoted in found:
+    for quoted, loss in found:
         assert close(quoted, measured[0.5]["ratio"], RATIO_TOLERANCE), (
             f"docs/workshop.md shows the check printing {quoted} at rho = 0.5; it prints "
             f"{measured[0.5]['ratio']:.3f} (tolerance {RATIO_TOLERANCE})")
+        assert close(loss, measured[0.5]["loss"], LOSS_TOLERANCE), (
+            f"docs/workshop.md shows the check printing train loss {loss} at rho = 0.5; it "
+            f"prints {measured[0.5]['loss']:.3f} (tolerance {LOSS_TOLERANCE})")
 
 
 def test_at_rho_one_eighth_the_sublayers_lower_the_accuracy_as_the_texts_say(measured):
