@@ -100,8 +100,8 @@ def test_the_quoted_ratios_and_losses_are_the_checks(doc, measured):
         assert close(quoted, measured[rho]["ratio"], RATIO_TOLERANCE), (
             f"docs/{doc} quotes an FFN ratio of {quoted} at rho = {rho}; the check measures "
             f"{measured[rho]['ratio']:.3f} (tolerance {RATIO_TOLERANCE})")
-    # (not the check's printed line, "(train loss 2.569)": the test below ties that one)
-    losses = re.findall(r"loss (?:is still )?(\d\.\d+)(?![\d)])( for both)?", text)
+    # two decimals: not the check's printed line, "(train loss 2.569)" (the test below ties it)
+    losses = re.findall(r"loss (?:is still )?(\d\.\d\d)(?!\d)( for both)?", text)
     assert any(both for _, both in losses) and any(not both for _, both in losses), (
         f"docs/{doc} Part 3 no longer quotes 'train loss <x> for both' (rho 1.0 and 0.5) and the "
         f"loss at rho = 0.125: update this test with the new wording (found {losses})")
