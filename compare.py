@@ -3,7 +3,7 @@ Which shape wins at my parameter and token budget, and what does it cost? One co
 
     python compare.py                          # CPU preset: 10 shapes x 600 steps, one rate and
                                                # one seed (~45 min on 2 cores): a demonstration
-    python compare.py config/compare_verdict_cpu.py   # the verdict: 5 rates, 3 seeds (~4 h)
+    python compare.py config/compare_verdict_cpu.py   # the verdict: 6 rates, 3 seeds (~5 h)
     python compare.py --learning_rates=1e-3,2e-3,4e-3 --seeds=1337,1338,1339 --jobs=2
     python compare.py --models=GPT,CEA --max_iters=200 --out_dir=out-quick   # any preset key
     python compare.py --preset=gpu             # the papers' smallest shapes, on TinyStories
