@@ -355,10 +355,10 @@ def report(settings, shapes, results, tokens):
                 title)
     plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
     record_dir = settings["record_dir"]
-    for name in ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png"):
+    written = ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png")
+    for name in written if record_dir else ():
         data = (out_dir / name).read_bytes()
-        if record_dir:
-            write_atomic(Path(record_dir) / name, lambda tmp: tmp.write_bytes(data))
+        write_atomic(Path(record_dir) / name, lambda tmp: tmp.write_bytes(data))
     also = f" and in {portable(record_dir, ROOT)}" if record_dir else ""
     print(f"\n{verdict_md}\n\n{rates_md}\n\nwrote {out_dir / 'results.md'}, results.json, "
           f"results.csv, val_loss.png and verdict.png there{also}")

@@ -393,6 +393,11 @@ def test_the_learned_w_in_rows_are_quoted_as_committed():
         rows["frozen_random", 0]["params_trainable"])
     assert (f"gains {gaps[0]:.3f} and {gaps[1]:.3f} dB of PSNR and {ssim[0]:.4f} and "
             f"{ssim[1]:.4f} of SSIM (seeds 0 and 1) for {extra:,} more trainable") in text
+    psnr = {key: float(r["test_psnr_batchmse"]) for key, r in rows.items()}
+    spread = max(abs(psnr[proj, 0] - psnr[proj, 1]) for proj in names)
+    assert f"the two seeds' spread (at most {spread:.3f} dB)" in text
+    times = [float(r["train_time_s"]) for r in rows.values()]
+    assert f"{min(times):.0f}-{max(times):.0f} s a run" in text
     noisy = rows["frozen_random", 0]
     assert (f"(noisy input: {float(noisy['baseline_psnr_batchmse']):.2f} dB, SSIM "
             f"{float(noisy['baseline_ssim']):.3f}.)") in text
@@ -428,5 +433,7 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     says_pair = verdict.verdict(n_seeds, mean, se_pair)
     assert (f"is {mean:+.4f} +- {se_pair:.4f} against FFN-Wider, paired by seed: {says_pair} by "
             f"the same rule") in doc("compare.md")
+    hours = sum(r["elapsed_s"] for r in results["runs"]) / 3600
+    assert f"{len(results['runs'])} runs, {hours:.1f} hours of training in all" in doc("compare.md")
     assert (f"train best at 8e-3, {verdicts['CEA']['lr'] / verdicts['GPT']['lr']:g} times the "
             f"GPT's rate") in doc("compare.md")
