@@ -3,8 +3,9 @@ Which shape wins at my parameter and token budget, and what does it cost? One co
 
     python compare.py                          # CPU preset: 10 shapes x 600 steps, one rate and
                                                # one seed (~45 min on 2 cores): a demonstration
-    python compare.py config/compare_verdict_cpu.py   # the verdict: 6 rates, 3 seeds (~5 h)
-    python compare.py --learning_rates=1e-3,2e-3,4e-3 --seeds=1337,1338,1339 --jobs=2
+    python compare.py config/compare_verdict_cpu.py   # the verdict: a rate per shape, 3 seeds
+    python compare.py --learning_rates=1e-3,2e-3,4e-3 --extend_rates=2 --seeds=1337,1338,1339 \
+        --jobs=2
     python compare.py --models=GPT,CEA --max_iters=200 --out_dir=out-quick   # any preset key
     python compare.py --preset=gpu             # the papers' smallest shapes, on TinyStories
     python shapes.py --preset=gpu              # only the matched shapes, no training
@@ -16,7 +17,9 @@ Each is trained by train.py with the same data order for a seed (the batch sampl
 `seed` alone), the same optimizer, schedule and token budget, at its own learning rate:
 
     phase 1   every shape at every rate of --learning_rates, with the first seed; each shape's
-              rate is the one of its lowest final val loss (at an end of the list: flagged)
+              rate is the one of its lowest final val loss (at an end of the list: flagged).
+              --extend_rates=N: a shape whose best is at an end tries one more rate past it (a
+              step of the list's ratio), and again, up to N rates past the list's ends
     phase 2   every shape's other --seeds at its chosen rate, once its phase 1 has finished
 
 and each shape's verdict against the GPT is its seed-paired difference (verdict.py states the
@@ -72,8 +75,8 @@ from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, describe_shapes, ma
                     preset_settings, select_models, shapes_table, slug)
 from sweep import (ROOT, TERMINATED, busy, lock_out_dir, portable, record_run, run_all,
                    same_settings, sync_records, terminated, train_one, training_in, write_atomic)
-from verdict import (choose_rate, rate_label, rates_table, shape_rows, verdict_footer,
-                     verdict_table)
+from verdict import (choose_rate, next_rate, rate_label, rates_table, shape_rows,
+                     verdict_footer, verdict_table)
 
 # ----------------------------------------------------------------------------------------
 # The runs of a comparison: their settings and folders, the two phases
@@ -105,7 +108,7 @@ class Run:
     dir: Path
     config: dict
     tag: str  # "GPT lr2e-3 s1337" ("GPT s1337" with one rate)
-    order: tuple  # (phase, seed, shape, rate): the queue's order
+    order: tuple  # (phase, seed's index, shape's index, rate): the queue's order
 
     @property
     def key(self):
@@ -127,22 +130,33 @@ def plan_run(settings, shape, name, lr, seed, phase):
     config = lambda run_dir: run_config(settings, *shape, lr, seed, run_dir)  # noqa: E731
     folder = next((d for d in named if same_settings(d / "config.py", config(d))), named[0])
     tag = f"{name}{'' if len(rates) == 1 else f' lr{rate_label(lr)}'} s{seed}"
-    order = (phase, seeds.index(seed), SHAPE_NAMES.index(name), rates.index(lr))
+    order = (phase, seeds.index(seed), SHAPE_NAMES.index(name), lr)
     return Run(name, lr, seed, folder, config(folder), tag, order)
 
 
-def phase1_runs(settings, shape, name):
+def phase1_runs(settings, shape, name, rates=None):
+    """The shape's first seed at `rates` (default: the list's)."""
     return [plan_run(settings, shape, name, lr, settings["seeds"][0], 1)
-            for lr in settings["learning_rates"]]
+            for lr in rates or settings["learning_rates"]]
 
 
-def phase2_runs(settings, shape, name, results):
-    """The shape's other seeds at the rate its phase-1 results chose (none if all diverged)."""
-    seeds = settings["seeds"]
-    lr, _ = choose_rate({lr: results[(name, lr, seeds[0])]["val_loss"]
-                         for lr in settings["learning_rates"]})
+def phase1_losses(settings, name, rates, results):
+    return {lr: results[(name, lr, settings["seeds"][0])]["val_loss"] for lr in rates}
+
+
+def rate_to_add(settings, name, rates, results):
+    """The rate past an end of `rates` the shape chose that phase 1 tries next (with
+    --extend_rates), or None: its choice stands."""
+    return next_rate(rates, phase1_losses(settings, name, rates, results),
+                     settings["learning_rates"], settings["extend_rates"])
+
+
+def phase2_runs(settings, shape, name, results, rates=None):
+    """The shape's other seeds at the rate its phase-1 results (at `rates`, default: the list's)
+    chose (none if all diverged)."""
+    lr, _ = choose_rate(phase1_losses(settings, name, rates or settings["learning_rates"], results))
     return [] if lr is None else [plan_run(settings, shape, name, lr, seed, 2)
-                                  for seed in seeds[1:]]
+                                  for seed in settings["seeds"][1:]]
 
 
 def finished(run):
@@ -158,15 +172,19 @@ def finished_elsewhere(settings, matching, exclude):
         any((d / "result.json").exists() for d in run_dirs(out_dir, n, lr, seed))
         for lr in settings["learning_rates"])]
     found = {}
+    read = lambda runs: {run.key: json.loads((run.dir / "result.json").read_text())  # noqa: E731
+                         for run in runs}
     for name, shape in (matched_shapes(baseline_of(settings), **matching, models=names)
                         if names else {}).items():
-        runs = phase1_runs(settings, shape, name)
-        if all(map(finished, runs)):
-            results = {run.key: json.loads((run.dir / "result.json").read_text()) for run in runs}
-            more = phase2_runs(settings, shape, name, results)
-            if all(map(finished, more)):
-                found[name] = (shape, {**results, **{run.key: json.loads(
-                    (run.dir / "result.json").read_text()) for run in more}})
+        rates, results = list(settings["learning_rates"]), {}
+        while all(map(finished, runs := phase1_runs(settings, shape, name, rates))):
+            results = read(runs)
+            if (lr := rate_to_add(settings, name, rates, results)) is None:
+                more = phase2_runs(settings, shape, name, results, rates)
+                if all(map(finished, more)):
+                    found[name] = (shape, {**results, **read(more)})
+                break
+            rates = sorted(rates + [lr])
     return found
 
 
@@ -186,6 +204,10 @@ def check_lists(settings):
         raise ConfigError(f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]")
     if settings["jobs"] < 1:
         raise ConfigError(f"jobs={settings['jobs']}: it must be 1 or more")
+    if settings["extend_rates"] < 0 or settings["extend_rates"] and len(rates) < 2:
+        raise ConfigError(f"extend_rates={settings['extend_rates']}: give 0 or more rates to "
+                          f"try past the list's ends, a step of the list's ratio apart (the list "
+                          f"needs two rates or more, e.g. --learning_rates=1e-3,2e-3,4e-3)")
     settings["learning_rates"] = tuple(sorted(float(r) for r in rates))
 
 
@@ -278,11 +300,25 @@ def run_comparison(settings, shapes, matching, state):
 
     first = [run for name, shape in shapes.items() for run in phase1_runs(settings, shape, name)]
     left = Counter(run.name for run in first)
+    tried = {name: list(rates) for name in shapes}  # each shape's phase-1 rates, as they grow
 
-    def after(run, results):  # a shape's phase 2 once its phase-1 runs have all finished
+    def after(run, results):
+        """Once a shape's phase-1 runs have all finished: one more rate past the end it chose
+        (--extend_rates), or its phase 2."""
         left[run.name] -= run.order[0] == 1
-        last = run.order[0] == 1 and not left[run.name]
-        return phase2_runs(settings, shapes[run.name], run.name, results) if last else []
+        if run.order[0] != 1 or left[run.name]:
+            return []
+        name, shape = run.name, shapes[run.name]
+        lr = rate_to_add(settings, name, tried[name], results)
+        if lr is None:
+            return phase2_runs(settings, shape, name, results, tried[name])
+        best, edge = choose_rate(phase1_losses(settings, name, tried[name], results))
+        print(f"{name}: its best rate {rate_label(best)} is the {edge} it tried: trying "
+              f"{rate_label(lr)} too (one run more)", flush=True)
+        tried[name] = sorted(tried[name] + [lr])
+        left[name] += 1
+        state.total += 1
+        return [plan_run(settings, shape, name, lr, seeds[0], 1)]
 
     results = run_all(first, after, train, jobs, state)
     # the table: every shape finished in out_dir with these settings, not only this command's
@@ -298,7 +334,8 @@ def report(settings, shapes, results, tokens):
     out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
     names = list(shapes)
     baseline = "GPT" if "GPT" in shapes else names[0]
-    rows = shape_rows({key: r["val_loss"] for key, r in results.items()}, names, rates, seeds,
+    tried = sorted({lr for (_, lr, seed) in results if seed == seeds[0]})  # the list and more
+    rows = shape_rows({key: r["val_loss"] for key, r in results.items()}, names, tried, seeds,
                       baseline)
     chosen = {n: [results[(n, rows[n]["lr"], s)] for s in seeds] if rows[n]["lr"] else []
               for n in names}
@@ -310,15 +347,18 @@ def report(settings, shapes, results, tokens):
     title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
              f"({settings['preset']} preset)")
     verdict_md = verdict_table(rows, baseline)
-    rates_md = rates_table(rows, rates)
+    extend = settings["extend_rates"]
+    extended = f" and up to {extend} past their ends where a shape chose an end" if extend else ""
+    rates_md = rates_table(rows, tried)
     text = (f"# Shape comparison: {title}\n\n"
             f"Baseline {info[baseline]['shape']}, block {settings['block_size']}, batch "
             f"{settings['batch_size']} x {settings['gradient_accumulation_steps']}, "
             f"{settings['max_iters']} steps, learning rates "
-            f"{', '.join(map(rate_label, rates))} (min_lr = rate x {settings['min_lr_ratio']}), "
+            f"{', '.join(map(rate_label, rates))}{extended} (min_lr = rate x "
+            f"{settings['min_lr_ratio']}), "
             f"seeds {', '.join(map(str, seeds))}, dtype {settings['dtype']}.\n\n"
             f"## Every shape at its own learning rate, against {baseline}\n\n{verdict_md}\n\n"
-            f"{verdict_footer(rows, rates, seeds, baseline)}\n\n"
+            f"{verdict_footer(rows, rates, seeds, baseline, settings['extend_rates'])}\n\n"
             f"## Phase 1: final val loss at every rate (seed {seeds[0]}; bold: chosen)\n\n"
             f"{rates_md}\n\n## The shapes\n\n{shapes_md}\n\n"
             f"budget = non-embedding parameters without an untied LM head; tokens/s = median "

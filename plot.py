@@ -220,7 +220,8 @@ def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
         xs = [r for r in rates if good(row["phase1"].get(r))]
         ys = [min(row["phase1"][r], top) for r in xs]
         right.plot(xs, ys, "-o", ms=4, color=color, label=name)
-        off = [(x, top) for x in rates if not good(row["phase1"].get(x)) or row["phase1"][x] > top]
+        off = [(x, top) for x in row["phase1"] if not good(row["phase1"][x])
+               or row["phase1"][x] > top]  # diverged, or above the top edge
         if off:
             right.plot(*zip(*off), "^", ms=7, color=color, clip_on=False)
         if row["lr"] is not None:

@@ -138,12 +138,13 @@ BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_emb
 
 # 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
 # Measured: ~45 min for all ten at one rate and seed on a 2-core CPU (docs/compare.md).
-# compare.py's own: models, seeds and learning_rates are lists (--seeds=1337,1338), each run's
-# min_lr is its rate x min_lr_ratio, jobs = train.py processes side by side, record_dir = a folder
-# of the repository that keeps every finished run's record (config.py, result.json) and the report.
+# compare.py's own: models, seeds and learning_rates are lists (--seeds=1337,1338), extend_rates =
+# how many rates past the list's ends a shape that chose an end may try, each run's min_lr is its
+# rate x min_lr_ratio, jobs = train.py processes side by side, record_dir = a folder of the
+# repository that keeps every finished run's record (config.py, result.json) and the report.
 CPU_PRESET = dict(
     out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models=(), seeds=(1337,),
-    learning_rates=(2e-3,), min_lr_ratio=0.1, jobs=1, record_dir="",
+    learning_rates=(2e-3,), extend_rates=0, min_lr_ratio=0.1, jobs=1, record_dir="",
     n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
     block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600,
     warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,

@@ -5,8 +5,10 @@ baseline, its verdict, and the tables that show them (compare.py calls these on 
 Phase 1 trains every shape at every learning rate of the list with the first seed; each shape's
 rate is the one with the lowest final validation loss (`choose_rate`). A choice at either end of
 the list is flagged: a better rate may lie beyond it, and `extended_rates` gives the list that
-looks there. Phase 2 trains the other seeds at each shape's chosen rate. The same seed is the same
-data order for every shape, so the difference is paired by seed:
+looks there - or, with --extend_rates=N, `next_rate` looks there for that shape alone, one rate at
+a time, up to N rates past the list's ends. Phase 2 trains the other seeds at each shape's
+chosen rate. The same seed is the same data order for every shape, so the difference is paired by
+seed:
 
     diff_s = loss(shape, seed s, its rate) - loss(GPT, seed s, the GPT's rate)
 
@@ -68,6 +70,18 @@ def extended_rates(rates, edges):
     return lower + rates + higher
 
 
+def next_rate(rates, losses, listed, extend):
+    """The rate a shape tries next in phase 1, or None when its choice stands: past the end of
+    `rates` it chose (choose_rate over `losses`, {rate: loss}), one more rate a step of the list's
+    ratio there, while fewer than `extend` of its rates lie beyond the ends of the `listed` rates
+    (the --learning_rates the comparison started from)."""
+    lr, edge = choose_rate(losses)
+    beyond = sum(r < min(listed) or r > max(listed) for r in rates)
+    if edge not in ("lowest", "highest") or beyond >= extend:
+        return None
+    return extended_rates(rates, [edge])[0 if edge == "lowest" else -1]
+
+
 def rates_flag(rates):
     return "--learning_rates=" + ",".join(rate_label(r) for r in rates)
 
@@ -97,8 +111,9 @@ def shape_rows(losses, names, rates, seeds, baseline):
     (over the finite ones), and beside the baseline's: the paired diff (n, mean, se) and the
     verdict."""
     rows = {}
-    for name in names:
-        phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates}
+    for name in names:  # (a shape's phase 1: the rates it was tried at, not every rate)
+        phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates
+                  if (name, lr, seeds[0]) in losses}
         lr, edge = choose_rate(phase1)
         at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in seeds}
         good = [v for v in at_lr.values() if finite(v)]
@@ -142,19 +157,30 @@ def verdict_table(rows, baseline):
     return "\n".join(lines)
 
 
-def verdict_footer(rows, rates, seeds, baseline):
+def verdict_footer(rows, rates, seeds, baseline, extend=0):
     """The rules of verdict_table, in words (markdown bullets), with the flag that extends the
-    rates where a shape chose an end of the list."""
+    rates where a shape chose an end of its list. rates: the --learning_rates the comparison
+    started from; extend: how many rates past their ends a shape may try (--extend_rates)."""
     edges = [row["edge"] for row in rows.values()]
+    at_end = "lowest" in edges or "highest" in edges
     flag = f"`{rates_flag(extended_rates(rates, edges))}`"
     if len(rates) == 1:
         lr = f"one rate for every shape, not chosen per shape; compare rates with {flag}."
+    elif extend:
+        lr = (f"each shape's own: the lowest final val loss at seed {seeds[0]} (phase 1, below) "
+              f"over the rates {', '.join(map(rate_label, rates))} and, while a shape's best lies "
+              f"at an end of its rates, one more rate past that end (a step of the list's ratio), "
+              f"up to {extend} beyond the list (-: not tried). ")
+        lr += (f"**A choice still at an end** (lowest / highest) used up the {extend}: a better "
+               f"rate may lie beyond it; allow more with `--extend_rates={extend + 1}` (finished "
+               f"runs are kept)." if at_end else "Every choice lies inside the shape's rates.")
     else:
         lr = (f"each shape's own: the lowest final val loss of {len(rates)} rates at seed "
               f"{seeds[0]} (phase 1, below). ")
         lr += (f"**A choice at an end of the list** (lowest / highest) may have a better rate "
-               f"beyond it: extend the list with {flag} (finished runs are kept)."
-               if "lowest" in edges or "highest" in edges else "Every choice lies inside the list.")
+               f"beyond it: extend the list with {flag}, or let each shape look past the end it "
+               f"chose with `--extend_rates=2` (finished runs are kept)."
+               if at_end else "Every choice lies inside the list.")
     return "\n".join([
         f"- lr: {lr}",
         "- val loss: the mean over the seeds at that rate +- their standard deviation (n - 1). "
@@ -169,11 +195,12 @@ def verdict_footer(rows, rates, seeds, baseline):
 
 
 def rates_table(rows, rates):
-    """Phase 1: every shape's final val loss at every rate (the first seed); the chosen in bold."""
+    """Phase 1: every shape's final val loss at every rate it tried (the first seed; -: not
+    tried); the chosen in bold."""
     lines = ["| model | " + " | ".join(f"lr {rate_label(r)}" for r in rates) + " |",
              "|---|" + "---:|" * len(rates)]
     for name, row in rows.items():
-        cells = [f"**{loss_text(row['phase1'][r])}**" if r == row["lr"] else
-                 loss_text(row["phase1"][r]) for r in rates]
+        cells = ["-" if r not in row["phase1"] else f"**{loss_text(row['phase1'][r])}**"
+                 if r == row["lr"] else loss_text(row["phase1"][r]) for r in rates]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ in-process on made-up losses (verdict.py), the order of the two phases with a fa
 
 import csv
 import json
+import math
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ import hardware
 import verdict
 from conftest import ROOT
 from shapes import preset_settings
+from sweep import config_text
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8",
@@ -350,3 +352,67 @@ def test_the_verdict_configs_load(name):
     assert len(settings["learning_rates"]) >= 2 and len(settings["seeds"]) >= 3
     assert settings["preset"] == name.rsplit("_", 1)[1]
     assert compare.select_models(settings["models"]) == compare.SHAPE_NAMES
+
+
+def test_a_shape_that_chose_an_end_tries_past_it_up_to_extend_rates(tmp_path, char_dataset,
+                                                                      monkeypatch):
+    """--extend_rates=2: the hourglass keeps getting better at higher rates, so it tries 8e-3 and
+    1.6e-2 past the list (1e-3, 2e-3, 4e-3), one at a time, then stops (still at an end: flagged)
+    and runs its seeds at 1.6e-2; the GPT chose inside its list and tries nothing more. A later
+    command for the GPT alone finds the hourglass's grown list in out_dir and reports it."""
+    trained = []
+
+    def fake_train_one(run_dir, config, max_iters, tag, threads):
+        model, lr, seed = config["model_type"], config["learning_rate"], config["seed"]
+        trained.append((model, lr, seed))
+        value = (abs(math.log2(lr / 2e-3)) if model == "gpt" else -lr) + 1.6 + 1e-3 * seed
+        result = dict(val_loss=value, train_loss=value, tokens=1, elapsed_s=1.0, tokens_per_s=1.0,
+                      curve=[])
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.py").write_text(config_text(config))
+        (run_dir / "result.json").write_text(json.dumps(result))
+        return result
+
+    reported = {}
+    monkeypatch.setattr(compare, "train_one", fake_train_one)
+    monkeypatch.setattr(compare, "report", lambda *args: reported.update(args[2]))
+    common = [*TINY[:-2], f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'cmp'}",
+              "--learning_rates=1e-3,2e-3,4e-3", "--extend_rates=2", "--seeds=7,8,9"]
+    compare.main([*common, "--models=GPT,hourglass", "--jobs=2"])
+    assert sorted(k for k in trained if k[0] == "gpt") == sorted(
+        [("gpt", lr, 7) for lr in (1e-3, 2e-3, 4e-3)] + [("gpt", 2e-3, 8), ("gpt", 2e-3, 9)])
+    hourglass = [k for k in trained if k[0] == "hourglass"]
+    assert [k for k in hourglass if k[2] == 7][3:] == [("hourglass", 8e-3, 7),  # in turn
+                                                      ("hourglass", 1.6e-2, 7)]
+    assert sorted(k for k in hourglass if k[2] != 7) == [("hourglass", 1.6e-2, 8),
+                                                  ("hourglass", 1.6e-2, 9)]
+    assert len(reported) == 5 + 7
+    rows = verdict.shape_rows({k: r["val_loss"] for k, r in reported.items()},
+                              ["GPT", "hourglass"], sorted({k[1] for k in reported}), [7, 8, 9],
+                              "GPT")
+    assert rows["hourglass"]["edge"] == "highest" and len(rows["hourglass"]["phase1"]) == 5
+    assert list(rows["GPT"]["phase1"]) == [1e-3, 2e-3, 4e-3]
+    assert "| GPT | 2.6070 | **1.6070** | 2.6070 | - | - |" in verdict.rates_table(
+        rows, sorted(rows["hourglass"]["phase1"]))
+    footer = verdict.verdict_footer(rows, [1e-3, 2e-3, 4e-3], [7, 8, 9], "GPT", 2)
+    assert "up to 2 beyond the list" in footer and "`--extend_rates=3`" in footer
+    # the GPT alone: nothing trains, and the hourglass's runs (all 7) join its table
+    trained.clear(), reported.clear()
+    compare.main([*common, "--models=GPT"])
+    assert trained and all(k[0] == "gpt" for k in trained)  # (faked: not skipped)
+    assert {k for k in reported if k[0] == "hourglass"} == {
+        ("hourglass", lr, 7) for lr in (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2)} | {
+        ("hourglass", 1.6e-2, s) for s in (8, 9)}
+
+
+def test_next_rate_steps_past_the_end_chosen_until_extend_rates_are_used():
+    listed = [1e-3, 2e-3, 4e-3]
+    assert verdict.next_rate(listed, {1e-3: 1.7, 2e-3: 1.6, 4e-3: 1.65}, listed, 3) is None
+    assert verdict.next_rate(listed, {1e-3: 1.5, 2e-3: 1.6, 4e-3: 1.65}, listed, 3) == 5e-4
+    assert verdict.next_rate(listed, {1e-3: 1.7, 2e-3: 1.6, 4e-3: 1.5}, listed, 3) == 8e-3
+    assert verdict.next_rate(listed, {1e-3: 1.7, 2e-3: 1.6, 4e-3: 1.5}, listed, 0) is None
+    grown = [5e-4, 1e-3, 2e-3, 4e-3, 8e-3]  # two past the ends already: a third, not a fourth
+    losses = {5e-4: 1.4, 1e-3: 1.5, 2e-3: 1.6, 4e-3: 1.65, 8e-3: 1.7}
+    assert verdict.next_rate(grown, losses, listed, 3) == 2.5e-4
+    assert verdict.next_rate(grown, losses, listed, 2) is None
+    assert verdict.next_rate(listed, {1e-3: 1.5, 2e-3: None, 4e-3: None}, listed, 1) == 5e-4
