@@ -1,5 +1,6 @@
 # The GPU verdict: the same comparison as config/compare_verdict_cpu.py (every shape at its own
-# learning rate, 3 rates + 2 more seeds = 50 runs) on one H100, at a size where compute, not
+# learning rate, 3 rates + 2 more seeds = 50 runs, and a run more each time a shape's best is
+# an end of its rates, up to 2 past the list) on one H100, at a size where compute, not
 # per-op overhead, sets the pace: an 8-layer, 512-wide GPT (33.6M non-embedding parameters) and
 # its matched shapes, 600 steps x 64 x 512 = 19.7M characters per run.
 #   python compare.py config/compare_verdict_gpu.py
@@ -11,7 +12,7 @@
 # counts 70-79M for the ten shapes) = 230 MFLOP/token; 19.7M tokens = 4.5 PFLOP per run; at
 # 25-35% MFU of the H100's 989 TFLOP/s bf16 peak 13-18 s, plus ~15 s to start, evaluate 7 times
 # and save 6 checkpoints of ~0.4 GB: ~30 s per run, 50 runs ~25 min (margin up to 40 min for
-# the estimate and one extension of the rate list). 32k tokens per step keep the GPU's work per
+# the estimate and ~10 runs past the list's ends). 32k tokens per step keep the GPU's work per
 # kernel well above the time Python takes to launch it (eager: compiling each of 50 short runs
 # would cost more than it saves).
 # In jobs of at most 10 minutes: `timeout --foreground 590 python compare.py <this file>` ends

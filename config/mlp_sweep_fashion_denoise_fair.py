@@ -4,13 +4,14 @@
 # image itself (no W_in, d_z = d_x = 784: the paper's "injecting the input signal directly").
 # Three learning rates; if a Pareto-optimal shape chooses the top one, the fronts script flags it
 # and prints the --lrs to add (3e-3 after 2e-3), which the same commands then run alone.
-# One process per seed, one per core (one thread each), each resuming where it stopped:
+# One process per seed, one per core (one thread each), each resuming where it stopped; the
+# CSVs live in docs/ so that the rows are committed as they come and any checkout goes on:
 #   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=0 \
-#       --out_dir=out/mlp_sweep_fashion_denoise_fair_seed0 &
+#       --out_dir=docs/mlp_fashion_denoise_fair/seed0 &
 #   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=1 \
-#       --out_dir=out/mlp_sweep_fashion_denoise_fair_seed1
+#       --out_dir=docs/mlp_fashion_denoise_fair/seed1
 #   python experiments/mlp_hourglass_fronts.py \
-#       out/mlp_sweep_fashion_denoise_fair_seed{0,1}/sweep.csv
+#       docs/mlp_fashion_denoise_fair/seed{0,1}/sweep.csv
 task = "mnist_denoise"
 dataset = "fashion_mnist"
 noise_sigma = 0.25
