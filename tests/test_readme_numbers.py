@@ -273,18 +273,7 @@ def test_the_gpu_verdicts_budget_and_the_gpu_presets_tokens():
 
 def test_the_mechanism_tables_results_are_the_write_ups():
     rows = {row[0]: row[3] for row in table(README, "| mechanism | file | paper |")}
-    # hourglass: the CPU pair's final val loss (docs/hourglass.md)
-    plain, hourglass = re.search(r"plain ([\d.]+) vs hourglass ([\d.]+)", rows["hourglass FFN"]
-                                 ).groups()
-    pair = {r[0]: r for r in table((ROOT / "docs/hourglass.md").read_text(), "| model |")
-            if r[0] in ("plain GPT", "hourglass")}
-    assert pair["plain GPT"][4].endswith(f"**{plain}**") and pair["hourglass"][4].endswith(
-        f" {hourglass}")
-    # ><former: val loss at step 200
-    constant, former = re.search(r"constant ([\d.]+) vs ><former ([\d.]+)", rows["><former"]
-                                 ).groups()
-    assert f"| **val loss at step 200** | **{constant}** | **{former}** |" in (
-        ROOT / "docs/variable_width.md").read_text()
+    # hourglass, ><former, LWS: their verdicts (test_the_cpu_verdict_is_quoted_...)
     # CEA: contribution ratios, the equal-loss OOD runs, the speed ratios (docs/cea.md)
     cea = rows["CEA"]
     ratio_from, ratio_to = re.search(r"contribution ratio from ([\d.]+) to ([\d.]+)", cea).groups()
@@ -306,10 +295,6 @@ def test_the_mechanism_tables_results_are_the_write_ups():
     speed = table((ROOT / "docs/cea.md").read_text(), "| measurement | CEA, reference path")
     assert speed[0][1:] == [f"{masked}x", f"**{causal}x**"]
     assert speed[3][2].startswith(f"**{bf16}x**")
-    # LWS: the five variants' spread of val loss at step 200 (docs/lws.md)
-    within = re.search(r"all five variants within ([\d.]+)", rows["LWS"]).group(1)
-    lws = [float(r[7]) for r in table((ROOT / "docs/lws.md").read_text(), "| run | ffn_scalars")]
-    assert len(lws) == 5 and max(lws) - min(lws) <= float(within) < max(lws) - min(lws) + 0.001
     # image MLP: the sweep's runs and seeds (its CSVs), its wall time (docs/mlp_hourglass.md)
     runs_n, seeds_n, hours = re.search(r"\((\d+) runs, (\d+) seeds, (\d+) h on 2 CPU cores",
                                        rows["image MLP"]).groups()
@@ -415,8 +400,11 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     import verdict
     results = json.loads((VERDICT_CPU / "results.json").read_text())
     verdicts = {v["shape"]: v for v in results["verdicts"]}
-    for shape in ("FFN-Wider", "CEA"):
+    for shape in verdicts.keys() - {"GPT"}:  # README's row of the shape's paper says its verdict
         assert f"{shape} {verdicts[shape]['verdict']}" in FLAT, shape
+        _, mean, se = verdicts[shape]["diff"]
+        if verdicts[shape]["verdict"] == "within noise":
+            assert f"{shape} within noise ({mean:+.4f} +- {se:.4f}" in FLAT, shape
     c, se, low, high, n, says = OOD_LINE.search((VERDICT_CPU / "cea_ood.md").read_text()).groups()
     assert f"CEA minus FFN-Wider {c} +- {se}: {says}" in FLAT
     assert f"is **{c} +- {se}** (95% interval {low} to {high}): {says}" in doc("cea.md")
@@ -435,5 +423,59 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
             f"the same rule") in doc("compare.md")
     hours = sum(r["elapsed_s"] for r in results["runs"]) / 3600
     assert f"{len(results['runs'])} runs, {hours:.1f} hours of training in all" in doc("compare.md")
+    assert f"{len(results['runs'])} runs, {hours:.1f} hours of training in all" in FLAT
+    assert f"3 seeds (~{hours / 2:.1f} h, the same)" in FLAT
     assert (f"train best at 8e-3, {verdicts['CEA']['lr'] / verdicts['GPT']['lr']:g} times the "
             f"GPT's rate") in doc("compare.md")
+
+
+@pytest.mark.parametrize("page, shapes", [
+    ("hourglass.md", ("GPT", "hourglass", "hourglass+><former")),
+    ("variable_width.md", ("GPT", "><former", "hourglass+><former")),
+    ("cea.md", ("GPT", "FFN-Wider", "CEA")),
+    ("lws.md", ("GPT", "LWS vanilla", "LWS framed", "LWS reverse", "LWS crown"))])
+def test_each_mechanism_page_quotes_its_shapes_verdict_rows(page, shapes):
+    """A mechanism's page shows its shapes' rows of the verdict table and of phase 1 exactly as
+    compare.py wrote them (docs/compare_verdict_cpu/results.md), and says how many seeds."""
+    report = (VERDICT_CPU / "results.md").read_text()
+    text = (ROOT / "docs" / page).read_text()
+    for shape in shapes:
+        rows = [line for line in report.splitlines() if line.startswith(f"| {shape} |")][:2]
+        assert len(rows) == 2, shape  # the verdict table's and phase 1's (then the shapes')
+        assert all(row in text for row in rows), (page, shape)
+    header = next(line for line in report.splitlines()  # phase 1's: a column per rate tried
+                  if line.startswith("| model | lr ") and "seeds" not in line)
+    assert header in text and "3 seeds" in text
+
+
+def test_the_cpu_verdicts_summary_is_computed_from_its_results():
+    """docs/compare.md's prose about the ten-shape verdict: each number from results.json."""
+    results = json.loads((VERDICT_CPU / "results.json").read_text())
+    verdicts = {v["shape"]: v for v in results["verdicts"]}
+    text = doc("compare.md")
+    worse = [verdicts[s]["diff"][1] for s in ("FFN-Wider", "CEA")]
+    assert all(verdicts[s]["verdict"].startswith("worse") for s in ("FFN-Wider", "CEA"))
+    assert f"are {worse[0]:.2f} and {worse[1]:.2f} worse" in text
+    noise = {s: v["diff"] for s, v in verdicts.items() if v["verdict"] == "within noise"}
+    assert len(noise) == 7 and "The other seven are within noise" in text
+    low, high = (min(noise, key=lambda s: noise[s][1]), max(noise, key=lambda s: noise[s][1]))
+    assert (f"run from {noise[low][1]:+.4f} (the {low}) to {noise[high][1]:+.4f} ({high})"
+            in text)
+    far = max(noise, key=lambda s: abs(noise[s][1]) / noise[s][2])
+    assert (f"farthest from zero is {abs(noise[far][1]) / noise[far][2]:.1f} standard errors "
+            f"({far})") in text
+    hourglass = verdicts["hourglass"]["phase1"]
+    assert (f"would have cost the hourglass {hourglass['2e-3'] - hourglass['1e-3']:.3f} at its "
+            f"first seed") in text
+    assert verdicts["hourglass"]["lr"] == 1e-3 and verdicts["GPT"]["lr"] == 2e-3
+    ffn, cea = verdicts["FFN-Wider"], verdicts["CEA"]
+    assert ffn["lr"] == cea["lr"] and len(ffn["phase1"]) == len(cea["phase1"])
+    assert (f"each shape at its own rate ({ffn['lr']:.0e} for both, of {len(ffn['phase1'])} "
+            f"tried)").replace("e-03", "e-3") in FLAT
+    times = [r["elapsed_s"] for r in results["runs"]]
+    past = sum(len(v["phase1"]) - 3 for v in verdicts.values())  # beyond 1e-3, 2e-3, 4e-3
+    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert (f"{len(times)} runs ({len(times) - past} and {words[past]} past the list's ends), "
+            f"{sum(times) / 3600:.1f} hours of training in all (the runs' own times; "
+            f"{min(times):.0f}-{max(times):.0f} s a run), about {sum(times) / 7200:.1f} hours of "
+            f"the 2 cores") in text
