@@ -204,8 +204,9 @@ def check_lists(settings):
         raise ConfigError(f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]")
     if settings["jobs"] < 1:
         raise ConfigError(f"jobs={settings['jobs']}: it must be 1 or more")
-    if settings["extend_rates"] < 0 or settings["extend_rates"] and len(rates) < 2:
-        raise ConfigError(f"extend_rates={settings['extend_rates']}: give 0 or more rates to "
+    extend = settings["extend_rates"]
+    if type(extend) is not int or extend < 0 or extend and len(rates) < 2:
+        raise ConfigError(f"extend_rates={extend!r}: give a whole number, 0 or more, of rates to "
                           f"try past the list's ends, a step of the list's ratio apart (the list "
                           f"needs two rates or more, e.g. --learning_rates=1e-3,2e-3,4e-3)")
     settings["learning_rates"] = tuple(sorted(float(r) for r in rates))

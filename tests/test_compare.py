@@ -405,6 +405,13 @@ def test_a_shape_that_chose_an_end_tries_past_it_up_to_extend_rates(tmp_path, ch
         ("hourglass", 1.6e-2, s) for s in (8, 9)}
 
 
+@pytest.mark.parametrize("rates, extend", [((1e-3, 2e-3), 1.5), ((1e-3, 2e-3), -1), ((2e-3,), 2)])
+def test_extend_rates_is_checked(rates, extend):
+    with pytest.raises(compare.ConfigError, match="extend_rates="):  # (a float: when read)
+        compare.check_lists(preset_settings([f"--learning_rates={','.join(map(str, rates))}",
+                                             f"--extend_rates={extend}"]))
+
+
 def test_next_rate_steps_past_the_end_chosen_until_extend_rates_are_used():
     listed = [1e-3, 2e-3, 4e-3]
     assert verdict.next_rate(listed, {1e-3: 1.7, 2e-3: 1.6, 4e-3: 1.65}, listed, 3) is None
