@@ -479,3 +479,17 @@ def test_the_cpu_verdicts_summary_is_computed_from_its_results():
             f"{sum(times) / 3600:.1f} hours of training in all (the runs' own times; "
             f"{min(times):.0f}-{max(times):.0f} s a run), about {sum(times) / 7200:.1f} hours of "
             f"the 2 cores") in text
+
+
+def test_the_fair_image_mlp_sweeps_progress_is_its_committed_rows():
+    """README and docs/mlp_hourglass.md say how many of the fair sweep's runs the committed CSVs
+    hold (each CSV's data rows; a run is one row)."""
+    folder = ROOT / "docs" / "mlp_fashion_denoise_fair"
+    rows = 0
+    for path in sorted(folder.glob("seed*/sweep.csv")):
+        with open(path) as f:
+            rows += len(list(csv.DictReader(f)))
+    import runpy
+    grid = runpy.run_path(str(ROOT / "config" / "mlp_sweep_fashion_denoise_fair.py"))
+    said = f"{rows} of {len(grid['shapes']) * len(grid['lrs']) * len(grid['seeds'])} runs"
+    assert said in FLAT and said in doc("mlp_hourglass.md")
