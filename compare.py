@@ -359,7 +359,7 @@ def report(settings, shapes, results, tokens):
             f"{settings['min_lr_ratio']}), "
             f"seeds {', '.join(map(str, seeds))}, dtype {settings['dtype']}.\n\n"
             f"## Every shape at its own learning rate, against {baseline}\n\n{verdict_md}\n\n"
-            f"{verdict_footer(rows, rates, seeds, baseline, settings['extend_rates'])}\n\n"
+            f"{verdict_footer(rows, rates, seeds, baseline, extend)}\n\n"
             f"## Phase 1: final val loss at every rate (seed {seeds[0]}; bold: chosen)\n\n"
             f"{rates_md}\n\n## The shapes\n\n{shapes_md}\n\n"
             f"budget = non-embedding parameters without an untied LM head; tokens/s = median "

@@ -75,7 +75,7 @@ def next_rate(rates, losses, listed, extend):
     `rates` it chose (choose_rate over `losses`, {rate: loss}), one more rate a step of the list's
     ratio there, while fewer than `extend` of its rates lie beyond the ends of the `listed` rates
     (the --learning_rates the comparison started from)."""
-    lr, edge = choose_rate(losses)
+    _, edge = choose_rate(losses)
     beyond = sum(r < min(listed) or r > max(listed) for r in rates)
     if edge not in ("lowest", "highest") or beyond >= extend:
         return None
