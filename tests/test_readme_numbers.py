@@ -493,3 +493,26 @@ def test_the_fair_image_mlp_sweeps_progress_is_its_committed_rows():
     grid = runpy.run_path(str(ROOT / "config" / "mlp_sweep_fashion_denoise_fair.py"))
     said = f"{rows} of {len(grid['shapes']) * len(grid['lrs']) * len(grid['seeds'])} runs"
     assert said in FLAT and said in doc("mlp_hourglass.md")
+
+
+SWEEP_WRITE_UPS = [  # (a section of docs/mlp_hourglass.md, the fronts script's outputs it quotes)
+    ("### The first sweep", ["mlp_fashion_denoise_fronts.md"]),
+]
+
+
+@pytest.mark.parametrize("heading, fronts", SWEEP_WRITE_UPS)
+def test_each_sweeps_write_up_quotes_only_its_fronts_output(heading, fronts):
+    """From "What the rows say" to "What may explain", every number a sweep's write-up gives (a
+    gap, a PSNR, an SSIM, a parameter count, a time) is in the fronts script's output on its
+    committed rows: a claim typed by hand, or left behind when the rows change, fails here."""
+    text = (ROOT / "docs" / "mlp_hourglass.md").read_text()
+    assert heading in text, f"no section {heading!r} in docs/mlp_hourglass.md"
+    section = text.split(heading, 1)[1].split("\n### ", 1)[0]
+    assert "What the rows say" in section and "**What may explain" in section
+    claims = section.split("What the rows say", 1)[1].split("**What may explain", 1)[0]
+    output = "\n".join((ROOT / "docs" / name).read_text() for name in fronts)
+    claims = re.sub(r"section\s+[\d.]+\d", "", claims)  # the paper's sections are not results
+    numbers = set(re.findall(r"[+-]?\d[\d,]*\.\d+", claims))
+    assert len(numbers) > 20, "the write-up's numbers were not found"
+    missing = sorted(n for n in numbers if n not in output)
+    assert not missing, f"docs/mlp_hourglass.md {heading!r} quotes {missing}, not in docs/{fronts}"
