@@ -394,16 +394,9 @@ SETTING = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma"
            "clamp_sr_input")  # what one set of fronts must share
 
 
-def main(argv):
-    """Fronts of one sweep: its CSV, or several CSVs of one setting (seeds run side by side).
-    --out=PREFIX writes PREFIX.md and PREFIX.png (default: fronts.md, fronts.png beside the first
-    CSV)."""
-    out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
-    paths = [Path(a) for a in argv if not a.startswith("--out=")]
-    if not paths or not all(p.is_file() for p in paths) or len(out) > 1:
-        raise SystemExit("usage: python experiments/mlp_hourglass_fronts.py <sweep.csv> "
-                         "[<sweep.csv> ...] [--out=PREFIX] (the CSVs written by "
-                         "experiments/mlp_hourglass_sweep.py)")
+def fronts(paths):
+    """The sweep's rows read from its CSVs (paths), checked to be of one setting: (what the script
+    prints, each shape's entry, the noisy input's mean PSNR or None, the figure's title)."""
     rows = unique_runs([dict(r, csv=str(p)) for p in paths for r in read_rows(p)],
                        ", ".join(map(str, paths)))
     if len({tuple(canonical(r.get(k)) for k in SETTING) for r in rows}) > 1:
@@ -427,8 +420,21 @@ def main(argv):
     title = (f"{r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
              f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}"
              + (f"; {inputs}" if inputs else "") + "; error bars: seeds' min-max")
+    return report(entries, rows, paths, title), entries, baseline, title
+
+
+def main(argv):
+    """Fronts of one sweep: its CSV, or several CSVs of one setting (seeds run side by side).
+    --out=PREFIX writes PREFIX.md and PREFIX.png (default: fronts.md, fronts.png beside the first
+    CSV)."""
+    out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
+    paths = [Path(a) for a in argv if not a.startswith("--out=")]
+    if not paths or not all(p.is_file() for p in paths) or len(out) > 1:
+        raise SystemExit("usage: python experiments/mlp_hourglass_fronts.py <sweep.csv> "
+                         "[<sweep.csv> ...] [--out=PREFIX] (the CSVs written by "
+                         "experiments/mlp_hourglass_sweep.py)")
+    text, entries, baseline, title = fronts(paths)
     prefix = Path(out[0]) if out else paths[0].parent / "fronts"
-    text = report(entries, rows, paths, title)
     prefix.with_name(prefix.name + ".md").write_text(text)
     plot(entries, baseline, prefix.with_name(prefix.name + ".png"), title)
     print(text)

@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -498,6 +499,24 @@ def test_the_fair_image_mlp_sweeps_progress_is_its_committed_rows():
 SWEEP_WRITE_UPS = [  # (a section of docs/mlp_hourglass.md, the fronts script's outputs it quotes)
     ("### The first sweep", ["mlp_fashion_denoise_fronts.md"]),
 ]
+SWEEP_FRONTS = {  # the fronts script's committed output: the committed CSVs it was run on
+    "mlp_fashion_denoise_fronts.md": [f"docs/mlp_fashion_denoise_sweep_seed{s}.csv"
+                                      for s in (0, 1)],
+}
+
+
+@pytest.mark.parametrize("output, csvs", SWEEP_FRONTS.items())
+def test_each_committed_fronts_output_is_the_script_on_its_rows(output, csvs, monkeypatch):
+    """docs/<sweep>_fronts.md is what `python experiments/mlp_hourglass_fronts.py <its CSVs>` gives
+    on the CSVs as committed: rows added without rerunning the script fail here."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import mlp_hourglass_fronts
+
+    monkeypatch.chdir(ROOT)  # (the output names the CSVs as the command was given them)
+    text = mlp_hourglass_fronts.fronts([Path(p) for p in csvs])[0]
+    assert text == (ROOT / "docs" / output).read_text(), (
+        f"docs/{output} is not the fronts script's output on {', '.join(csvs)}: run python "
+        f"experiments/mlp_hourglass_fronts.py {' '.join(csvs)} --out=docs/{output[:-3]}")
 
 
 @pytest.mark.parametrize("heading, fronts", SWEEP_WRITE_UPS)
