@@ -14,9 +14,10 @@ write-up may quote: the runs and their training time, the noisy input's PSNR and
 at its lr, the fronts, and at every conventional front point the gap to the hourglass staircase
 (total and trainable parameters, PSNR and SSIM: the gap of the means and the seed-paired gaps'
 range); then each Pareto-optimal shape whose lr is at an edge of the lrs it was tried at, with the
---lrs to run next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it). A row not
-written whole (cut short, or glued to the next) is left out and a run written twice counts once,
-each with a warning; rows of older sweeps are read in today's words (normalized).
+lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it) and the
+sweep's --shapes and --lrs that train just those runs. A row not written whole (cut short, or
+glued to the next) is left out and a run written twice counts once, each with a warning; rows of
+older sweeps are read in today's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
@@ -327,10 +328,14 @@ def report(entries, rows, paths, title):
     for e, edge, lr in flags:
         lines.append(f"- {label(e)}: lr {e['lr']:g}, the {edge} of "
                      f"{', '.join(f'{x:g}' for x in e['lrs_tried'])}: add {lr:g}")
+    asked = defaultdict(list)  # lr to add -> the shapes that ask for it
+    for e, _, lr in flags:
+        asked[lr].append(f"{e['family']}:{e['d_z']}:{e['d_h']}:{e['L']}")
     if flags:
-        tried = sorted({x for e in entries for x in e["lrs_tried"]} | {lr for *_, lr in flags})
-        lines.append(f"- the same sweep again with --lrs={','.join(f'{x:g}' for x in tried)} "
-                     f"trains only the runs it does not hold yet")
+        lines.append("- the runs they ask for: the sweep's command (its config, each seed's "
+                     "--out_dir) with " + "; then with ".join(
+                         f"--shapes={','.join(shapes)} --lrs={lr:g}"
+                         for lr, shapes in sorted(asked.items())))
     return "\n".join(lines) + "\n"
 
 

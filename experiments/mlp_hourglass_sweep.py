@@ -16,8 +16,8 @@ d_z), --lrs and --seeds (comma-separated; an empty value is no shape of that fam
 takes its own input (a hourglass the frozen random lift, a conventional MLP the image itself when
 d_z = d_x, as the paper's baseline) unless --input_proj names one for all; or an explicit list,
 `shapes = (("hourglass", 1024, 64, 2), ...)`, in a config file (config/mlp_sweep_*.py), run in its
-order. The runs go seed by seed, so a sweep stopped early holds every shape and lr of its first
-seeds.
+order (on the command line: --shapes=hourglass:1024:64:2,conventional:784:1024:1). The runs
+go seed by seed, so a sweep stopped early holds every shape and lr of its first seeds.
 
 Resumable: a row records the run's whole setting (data source without machine paths, so a CSV
 resumes from any checkout; train-set size, epochs, steps, batch, flips, sigma, SR clamp, dtype,
@@ -239,11 +239,19 @@ def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_b
 
 
 def explicit_grid(shapes):
-    """shapes: (shape, d_z, d_h, L) tuples, in the order they run (a config file's grid)."""
+    """shapes: (shape, d_z, d_h, L) tuples, in the order they run (a config file's grid), or
+    "shape:d_z:d_h:L" strings (the command line's --shapes=hourglass:1024:64:2,...)."""
     grid = []
     for entry in shapes:
+        if isinstance(entry, str) and entry.count(":") == 3:
+            family, *dims = entry.split(":")
+            if not all(d.isdigit() for d in dims):
+                raise ConfigError(f"shapes: {entry!r}: d_z, d_h and L are whole numbers")
+            entry = (family, *map(int, dims))
         if not (isinstance(entry, tuple) and len(entry) == 4):
-            raise ConfigError(f"shapes: {entry!r} is not a (shape, d_z, d_h, L) tuple")
+            raise ConfigError(f"shapes: {entry!r} is not a (shape, d_z, d_h, L) tuple (on the "
+                              f"command line: --shapes=hourglass:1024:64:2,conventional:"
+                              f"784:1024:1)")
         check_shape(*entry[:3])
         grid.append(entry)
     return grid

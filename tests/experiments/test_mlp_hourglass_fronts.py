@@ -113,7 +113,7 @@ def test_the_printed_gaps_and_the_edge_lr_flag(sweep_csv):
                  for r in rows_]
         text = fronts.report(fronts.shape_results(rows_), rows_, [sweep_csv], "t")
         assert ("lr 0.002, the top of 0.0005, 0.001, 0.002: add 0.003" in text) == flagged
-        assert ("--lrs=0.0005,0.001,0.002,0.003" in text) == flagged
+        assert ("with --shapes=hourglass:64:8:2 --lrs=0.003" in text) == flagged
         assert ("none: every Pareto-optimal shape chose an lr inside" in text) != flagged
 
 

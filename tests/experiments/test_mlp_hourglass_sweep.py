@@ -16,7 +16,7 @@ from conftest import ROOT, at_step, digit_splits, write_prepared
 
 import torch
 import train_mlp
-from configurator import parse_overrides
+from configurator import ConfigError, parse_overrides
 from image_tasks import get_task
 from mlp_hourglass import param_formula
 
@@ -321,6 +321,12 @@ def test_an_explicit_grid_from_a_config_file_runs_in_its_order(tmp_path, capsys)
     with pytest.raises(SystemExit):
         sweep.main([str(config), *tiny_sweep(tmp_path, folder)])
     assert "d_h < d_z" in capsys.readouterr().err
+    # the command line's form (what mlp_hourglass_fronts.py prints for the lrs at an edge)
+    assert sweep.explicit_grid(("hourglass:256:16:1", "conventional:196:256:2")) == [
+        ("hourglass", 256, 16, 1), ("conventional", 196, 256, 2)]
+    for bad in ("hourglass:256:x:1", "hourglass:256:16"):
+        with pytest.raises(ConfigError, match="shapes: .*hourglass:1024:64:2|whole numbers"):
+            sweep.explicit_grid((bad,))
 
 
 @pytest.mark.parametrize("config_file", sorted((ROOT / "config").glob("mlp_sweep_*.py")),
