@@ -243,7 +243,10 @@ def summary(rows, entries, paths):
 
     def seconds(runs):
         return sum(r["train_time_s"] for r in runs if not math.isnan(r["train_time_s"]))
-    text = (f"{len(rows)} runs: {len(entries)} shapes x {len(lrs)} lrs "
+    per_shape = sorted({len(e["lrs_tried"]) for e in entries})
+    each = (f"x {len(lrs)} lrs" if per_shape == [len(lrs)] else  # or each shape at some of them
+            f"at {per_shape[0]}-{per_shape[-1]} of {len(lrs)} lrs")
+    text = (f"{len(rows)} runs: {len(entries)} shapes {each} "
             f"({', '.join(f'{lr:g}' for lr in lrs)}) x {len(seeds)} seeds "
             f"({', '.join(map(str, seeds))}); "
             + (f"{'/'.join(map(str, steps))} steps a run; " if steps else "")

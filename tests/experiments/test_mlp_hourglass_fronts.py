@@ -137,7 +137,7 @@ def test_command_line_writes_the_plot_and_the_table(sweep_csv):
     table = (sweep_csv.parent / "fronts.md").read_text()
     assert "| hourglass d_z=64 d_h=8 L=2 | 0.001 | 2 |" in table and "+0.950 dB" in table
     assert table.startswith("# mnist_denoise on tiny digits: 9 runs")
-    assert "9 runs: 3 shapes x 2 lrs (0.001, 0.002) x 2 seeds (0, 1)" in table
+    assert "9 runs: 3 shapes at 1-2 of 2 lrs (0.001, 0.002) x 2 seeds (0, 1)" in table
     assert "Noisy input (the baseline every model must beat): 14.00 dB" in table
     out = subprocess.run([sys.executable, "experiments/mlp_hourglass_fronts.py", str(sweep_csv),
                           f"--out={sweep_csv.parent / 'named'}"], cwd=ROOT, capture_output=True,
