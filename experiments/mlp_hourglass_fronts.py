@@ -328,11 +328,10 @@ def report(entries, rows, paths, title):
               "highest or lowest they were tried at: the list must grow):"]
     if not flags:
         lines.append("- none: every Pareto-optimal shape chose an lr inside the list")
+    asked = defaultdict(list)  # lr to add -> the shapes that ask for it
     for e, edge, lr in flags:
         lines.append(f"- {label(e)}: lr {e['lr']:g}, the {edge} of "
                      f"{', '.join(f'{x:g}' for x in e['lrs_tried'])}: add {lr:g}")
-    asked = defaultdict(list)  # lr to add -> the shapes that ask for it
-    for e, _, lr in flags:
         asked[lr].append(f"{e['family']}:{e['d_z']}:{e['d_h']}:{e['L']}")
     if flags:
         lines.append("- the runs they ask for: the sweep's command (its config, each seed's "
