@@ -144,7 +144,7 @@ class ImageMLP(nn.Module):
                   f"(d_z > d_x)", file=sys.stderr)
         self.input_dim, self.output_dim, self.latent_dim = input_dim, output_dim, latent_dim
         self.hidden_dim, self.n_blocks, self.shape = hidden_dim, n_blocks, shape  # d_h, L
-        self.input_proj = input_proj
+        self.zero_pad = input_proj == "zero_pad"  # without a lift: [x, 0] or x itself
         self.lift = None
         if input_proj in ("frozen_random", "learned"):                   # W_in: d_x -> d_z, eq. (2)
             learned = input_proj == "learned"
@@ -156,13 +156,25 @@ class ImageMLP(nn.Module):
     def forward(self, x):                                     # x: (B, d_x)
         if self.lift is not None:
             z = self.lift(x).float()                          # (B, d_z)  eq. (2)
-        elif self.input_proj == "zero_pad":
+        elif self.zero_pad:
             z = F.pad(x.float(), (0, self.latent_dim - self.input_dim))  # (B, d_z) = [x, 0]
         else:
             z = x.float()                                     # (B, d_z = d_x)
         for block in self.blocks:
             z = block(z)                                      # (B, d_z)  eq. (3)
         return torch.sigmoid(self.out_proj(z).float())        # (B, d_out) eq. (4) + sigmoid
+
+    @property
+    def input_proj(self):
+        """What feeds the blocks (INPUT_PROJECTIONS), read from the modules, never from a label:
+        a lift whose weight is a trainable parameter of this model is learned, any other lift
+        frozen. A lift swapped for a trainable one by hand (or frozen by hand) is named for what
+        it is, in every report, checkpoint and sweep row that describes the model."""
+        if self.lift is None:
+            return "zero_pad" if self.zero_pad else "direct"
+        w = self.lift.weight
+        trained = w.requires_grad and any(p is w for p in self.parameters())
+        return "learned" if trained else "frozen_random"
 
 
 def image_mlp(task, latent_dim, hidden_dim, n_blocks, shape="hourglass", input_proj=None,
@@ -188,8 +200,8 @@ def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input
 def count_params(model):
     """Parameters of a built model, total and trainable, and by component. A frozen W_in is a
     buffer, not a parameter; it counts in the total (the paper's convention), not as trainable.
-    What W_in is comes from the module itself, never from the model's input_proj label: a lift
-    swapped for a trainable one by hand is counted once, as a parameter."""
+    What W_in is comes from the module itself, as model.input_proj reads it: a lift swapped for a
+    trainable one by hand is counted once, as a parameter."""
     def n(params):
         return sum(p.numel() for p in params)
     w_in = model.lift.weight.numel() if model.lift is not None else 0

@@ -295,9 +295,10 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
 
     torch.manual_seed(c.seed)  # fixes W_in (frozen or not) and the block init
     model = make_model(c).to(c.device)
+    c.input_proj = model.input_proj  # the W_in the module holds: what every record below says
     params = count_params(model)
     say(f"model: {c.shape} d_z={c.latent_dim} d_h={c.hidden_dim} L={c.n_blocks} "
-        f"W_in={c.input_proj} | params total {params['total']:,} "
+        f"W_in={model.input_proj} | params total {params['total']:,} "
         f"trainable {params['trainable']:,}")
     optimizer = make_optimizer(model, c)
     scaler = torch.amp.GradScaler(c.device.split(":")[0], enabled=c.dtype == "float16")

@@ -84,7 +84,7 @@ def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
                 grid.append({"task": base.task, "data_source": source,
                              "epochs": base.epochs, "shape": base.shape, "latent_dim": d_z,
                              "hidden_dim": base.hidden_dim, "n_blocks": base.n_blocks,
-                             "input_proj": variant, "lr": base.lr, "seed": seed,
+                             "input_proj": r["model"].input_proj, "lr": base.lr, "seed": seed,
                              "params_total": r["params"]["total"],
                              "params_trainable": r["params"]["trainable"],
                              "best_val_loss": r["best_val_loss"],

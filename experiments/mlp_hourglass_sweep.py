@@ -213,12 +213,13 @@ def train_in_folder(settings, data, run_dir, quiet=True, results=False):
 
 
 def diverged_result(settings, step):
-    """The results of a run that diverged at `step`: its parameters, NaN metrics."""
+    """The results of a run that diverged at `step`: its model (on the meta device: no weights)
+    and parameters, NaN metrics."""
     with torch.device("meta"):
-        params = count_params(train_mlp.make_model(train_mlp.resolve(settings)))
+        model = train_mlp.make_model(train_mlp.resolve(settings))
     nan = dict.fromkeys(("psnr_batchmse", "psnr_per_image", "ssim"), math.nan)
-    return {"params": params, "best_val_loss": math.nan, "test": nan, "baseline": nan,
-            "steps": step, "train_time_s": math.nan}
+    return {"model": model, "params": count_params(model), "best_val_loss": math.nan,
+            "test": nan, "baseline": nan, "steps": step, "train_time_s": math.nan}
 
 
 def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_blocks):
@@ -295,7 +296,7 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
                 print(f"{run_name(run)}: {e}; its row is NaN")
                 res = diverged_result({**config, **run}, e.step)
             test, baseline = res["test"], res["baseline"]
-            row = {**setting, **run, "input_proj": inputs(run["shape"], run["latent_dim"]),
+            row = {**setting, **run, "input_proj": res["model"].input_proj,  # the module's W_in
                    "params_total": res["params"]["total"],
                    "params_trainable": res["params"]["trainable"],
                    "val_loss": res["best_val_loss"], "test_psnr_batchmse": test["psnr_batchmse"],

@@ -52,18 +52,27 @@ def test_section_4_3_trainable_counts():
     assert M.param_formula(784, 784, 2048, 1, 784, "direct")["total"] == 2 * 784 * 2048 + 784 * 784
 
 
-def test_count_params_reads_w_in_from_the_module_not_the_label():
-    """A frozen lift swapped for a trainable one by hand (the workshop's Part 5 exercise), its
-    input_proj label left at 'frozen_random': W_in is a parameter now and counts once - the label
-    used to make count_params add it a second time (2,539,520 instead of 1,736,704)."""
+def test_the_model_says_which_w_in_it_holds_from_the_module():
+    """A frozen lift swapped for a trainable one by hand (the workshop's Part 5 exercise), with
+    nothing else set: model.input_proj says 'learned' and W_in counts once, as a parameter (a
+    count that trusted a label would add it a second time: 2,539,520 instead of 1,736,704).
+    requires_grad set on the frozen buffer trains nothing (no optimizer sees a buffer), so that
+    model still holds a frozen W_in; a learned lift frozen by hand is frozen."""
     model = M.image_mlp(get_task("mnist_denoise"), 1024, 32, 2)
     frozen = M.count_params(model)
+    model.lift.weight.requires_grad_(True)
+    assert model.input_proj == "frozen_random" and M.count_params(model) == frozen
     model.lift = M.InputProjection(784, 1024, trainable=True)
-    assert model.input_proj == "frozen_random"  # the label no longer says what the module holds
+    assert model.input_proj == "learned"
     swapped = M.count_params(model)
     learned = M.param_formula(784, 1024, 32, 2, 784, "learned")
     assert swapped["total"] == frozen["total"] == learned["total"] == 1_736_704
     assert swapped["trainable"] == learned["trainable"] == 1_736_704
+    model.lift.weight.requires_grad_(False)
+    assert model.input_proj == "frozen_random"
+    assert M.count_params(model)["trainable"] == frozen["trainable"] == 1_736_704 - 784 * 1024
+    padded = M.image_mlp(get_task("mnist_denoise"), 1024, 32, 2, input_proj="zero_pad")
+    assert padded.input_proj == "zero_pad" and padded.lift is None
 
 
 def test_a_conventional_mlp_takes_the_image_itself_by_default():

@@ -20,7 +20,7 @@ import train_mlp as T
 from configurator import parse_overrides
 from hardware import auto_dtype
 from image_tasks import TASKS, get_task
-from mlp_hourglass import count_params
+from mlp_hourglass import InputProjection, count_params
 from run import RunDir
 
 
@@ -63,6 +63,30 @@ def test_frozen_input_projection_not_in_optimizer_and_unchanged(tmp_path):
     res_learned = T.train(tiny_config(tmp_path, input_proj="learned"), digit_splits(),
                           quiet=True)
     assert not torch.equal(res_learned["model"].lift.weight, initial)
+
+
+def test_a_lift_swapped_in_by_hand_is_what_the_run_reports_and_saves(tmp_path, monkeypatch,
+                                                                    capsys):
+    """A learner who makes the lift trainable in make_model sets no label: the run's printed line,
+    metrics.json and the checkpoint's settings say 'learned' (read from the module), so the
+    checkpoint rebuilds the model it holds (a frozen rebuild has no lift.weight to load)."""
+    make_model = T.make_model
+
+    def learned_lift(c):
+        model = make_model(c)
+        model.lift = InputProjection(784, c.latent_dim, seed=c.seed, trainable=True)
+        return model
+    monkeypatch.setattr(T, "make_model", learned_lift)
+    res = T.train(tiny_config(tmp_path, max_steps=2, eval_interval=2), digit_splits(n_train=128),
+                  run=RunDir(tmp_path))
+    assert "W_in=learned" in capsys.readouterr().out
+    assert res["config"]["input_proj"] == "learned" and res["model"].input_proj == "learned"
+    assert json.loads((tmp_path / "metrics.json").read_text())["config"]["input_proj"] == "learned"
+    assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["config"]["input_proj"] == "learned"
+    monkeypatch.undo()  # the repo's make_model rebuilds it from the saved settings alone
+    model, c, _ = T.load_trained_mlp(str(tmp_path / "ckpt.pt"))
+    assert model.input_proj == c.input_proj == "learned"
+    assert torch.equal(model.lift.weight, res["model"].lift.weight)
 
 
 # ---------------------------------------------------------------- training end to end

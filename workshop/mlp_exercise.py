@@ -7,16 +7,16 @@ training it would buy. Make the lift learnable yourself.
 What to change, two things:
 1. build(): today it returns the model with the frozen W_in. Give it a learned W_in that STARTS
    from the same random matrix (so a frozen and a learned run differ only in training it), e.g. by
-   replacing model.lift with a module whose weight is an nn.Parameter - read InputProjection - and
-   set model.input_proj = "learned", the label that says which W_in the model holds.
+   replacing model.lift with a module whose weight is an nn.Parameter - read InputProjection. The
+   model then says "learned" by itself: model.input_proj reads which W_in it holds from model.lift.
 2. TRAINABLE_PARAMS: the number of trainable parameters of your model, worked out by hand from
    P = d_x d_z + 2 L d_z d_h + d_z d_out (the paper's section 3.3 plus W_out; all matrices, no
    biases; BatchNorm without affine has no parameters).
 
 Check:  python tests/workshop/check.py mlp_exercise
-It passes when W_in is a trainable parameter that starts equal to the frozen one, the model is
-labelled "learned", one AdamW step on a batch moves W_in, and TRAINABLE_PARAMS equals the model's
-trainable count.
+It passes when W_in is a trainable parameter that starts equal to the frozen one, the model says
+it holds a learned W_in, one AdamW step on a batch moves W_in, and TRAINABLE_PARAMS equals the
+model's trainable count.
 """
 
 import sys

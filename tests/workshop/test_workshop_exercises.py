@@ -84,8 +84,10 @@ WRONG_ANSWERS = {
     "mlp_exercise": ("TRAINABLE_PARAMS = 784 * 1024 + ", "TRAINABLE_PARAMS = ", ""),  # no W_in
     "mlp_exercise/one_word": ("n_blocks=2)  # W_in frozen",
                               "n_blocks=2, input_proj='learned')", "yourself"),
-    # the lift made trainable, the label left at frozen_random (count_params once counted it twice)
-    "mlp_exercise/no_label": ('    model.input_proj = "learned"', "    pass", "input_proj"),
+    # requires_grad set on the frozen lift: a buffer still, which no optimizer sees
+    "mlp_exercise/requires_grad": ("    model.lift = mlp_hourglass.InputProjection(frozen.weight."
+                                   "size(1), frozen.weight.size(0), trainable=True)\n",
+                                   "    model.lift.weight.requires_grad_(True)\n", "nn.Parameter"),
     # match_params' whole (kwargs, count) pair returned: named, not a TypeError
     "lws_exercise/pair": ("    return matched\n", "    return matched, _\n", "returned a tuple"),
     "hourglass_exercise/pair": ("    return hourglass.match_baseline(",

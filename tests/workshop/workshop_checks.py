@@ -288,9 +288,9 @@ def check_mlp_exercise(module):
     assert any(p is w_in for p in model.parameters()), "W_in is not among model.parameters()"
     assert torch.equal(w_in.detach(), frozen.lift.weight), \
         "the learned W_in should start from the frozen one (same seed, same matrix)"
-    assert model.input_proj == "learned", (
-        f"model.input_proj is still {model.input_proj!r}: set it to 'learned' as well, so that the "
-        f"model says what it holds (the label names its W_in for whoever reads the model)")
+    assert model.input_proj == "learned", (  # read from model.lift: no label to set by hand
+        f"model.input_proj is {model.input_proj!r}: the model does not hold W_in as a trainable "
+        f"parameter of its own")
     counts = mlp_hourglass.count_params(model)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert counts["total"] == counts["trainable"] == trainable, (
