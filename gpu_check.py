@@ -244,10 +244,10 @@ def check_resume(settings):
     for line in proc.stdout:
         lines.append(line)
         if line.startswith("saved checkpoint"):
-            proc.send_signal(signal.SIGKILL)
+            proc.kill()  # (SIGKILL; on Windows TerminateProcess, exit status 1)
             break
     proc.stdout.close()
-    killed = proc.wait() == -signal.SIGKILL
+    killed = proc.wait() == (1 if os.name == "nt" else -signal.SIGKILL)
     timer.cancel()
     first_run = "".join(lines)
     with open(Path(settings["out_dir"]) / "resume.log", "a") as log:

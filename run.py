@@ -2,7 +2,7 @@
 What keeps a training run safe (train.py, train_mlp.py): read this file when you care about a run's
 folder, not about the model.
 
-- `RunDir`: out_dir, locked for one run at a time (a flock the OS drops when the process dies);
+- `RunDir`: out_dir, locked for one run at a time (a lock the OS drops when the process dies);
   metrics.jsonl written a whole line or nothing; --overwrite's previous run set aside until the
   new run's first checkpoint and put back if there is none; Ctrl-C, SIGTERM and running out of
   memory each end in one line naming the last good checkpoint and the command that goes on.
@@ -17,7 +17,6 @@ Saving and loading the checkpoint file itself (atomic, never unpickling code) is
 
 import atexit
 import errno
-import fcntl
 import json
 import math
 import os
@@ -33,6 +32,7 @@ import torch
 
 from checkpoint import DiskFull, load_checkpoint, save_checkpoint
 from configurator import usage_error
+from lock import Busy, FileLock, NotALockFile
 
 # what a resume never takes from the checkpoint: where and how this invocation runs
 NOT_RESUMED = ("init_from", "overwrite", "out_dir")
@@ -41,10 +41,11 @@ NOT_RESUMED = ("init_from", "overwrite", "out_dir")
 class RunDir:
     """out_dir of a training run: ckpt.pt, metrics.jsonl and the lock that keeps a second run out.
 
-    The lock is an exclusive flock on out_dir/run.lock, held while the process lives: the
-    operating system releases it when the process ends, however it ends (kill -9 included), so it
-    never goes stale. A second run into the same folder, an out_dir that is a file or read-only,
-    and a scratch run into a folder that holds a run stop in one line with exit status 2.
+    The lock is lock.py's on out_dir/run.lock, held while the process lives: the operating system
+    releases it when the process ends, however it ends (kill -9 included), so it never goes stale;
+    a symbolic link planted there is refused, never written through. A second run into the same
+    folder, an out_dir that is a file or read-only, and a scratch run into a folder that holds a
+    run stop in one line with exit status 2.
 
     --overwrite: `remove_previous_run` moves the old ckpt.pt and metrics.jsonl into
     out_dir/previous_run/; the new run's first `save` deletes them. A run that ends without a
@@ -63,20 +64,14 @@ class RunDir:
         if lock:
             try:
                 self.dir.mkdir(parents=True, exist_ok=True)
-                self._lock = open(self.dir / "run.lock", "a+")
+                self._lock = FileLock(self.dir / "run.lock")
+            except Busy as busy:
+                usage_error(f"{self.dir} is in use by another training run (PID {busy.pid}): wait "
+                            f"for it to finish, or use another --out_dir")
+            except NotALockFile as e:
+                usage_error(e.strerror)
             except OSError as e:
                 usage_error(self._unusable(e))
-            try:
-                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                self._lock.seek(0)
-                holder = self._lock.read().strip() or "unknown"
-                usage_error(f"{self.dir} is in use by another training run (PID {holder}): wait "
-                            f"for it to finish, or use another --out_dir")
-            self._lock.seek(0)
-            self._lock.truncate()
-            self._lock.write(str(os.getpid()))
-            self._lock.flush()
             self._settle_a_killed_overwrite()
 
     def _unusable(self, error):

@@ -1,7 +1,7 @@
 """
 Many train.py runs into one folder, safely: what compare.py's comparison stands on.
 
-    lock_out_dir   one comparison per folder: an flock on out_dir/compare.lock, dropped by the OS
+    lock_out_dir   one comparison per folder: a lock on out_dir/compare.lock, dropped by the OS
                    however the process ends; training_in: a train.py still training in a run folder
     train_one      one run, trained, resumed from its last checkpoint (train.py's resume is exact)
                    or skipped when finished (its result.json, written whole, last); a run folder
@@ -17,7 +17,6 @@ at a terminal reaches the train.py processes too; a SIGTERM to the driver alone 
 turns it into Ctrl-C) is passed on as a SIGINT.
 """
 
-import fcntl
 import json
 import os
 import signal
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from configurator import ConfigError, read_config_file, usage_error
 from hardware import machine_name
+from lock import Busy, FileLock, NotALockFile, held_by
 from plot import read_evals
 
 ROOT = Path(__file__).resolve().parent
@@ -62,39 +62,26 @@ def write_atomic(path, write):
 
 
 def lock_out_dir(out_dir):
-    """An exclusive flock on out_dir/compare.lock (the OS drops it when the process ends, however
-    it ends), held while the returned file is open. An out_dir that is a file, cannot be written
-    or is in use by another compare.py stops in one line, before anything in it is touched."""
+    """lock.py's lock on out_dir/compare.lock (the OS drops it when the process ends, however it
+    ends), held while the returned lock is open. An out_dir that is a file, cannot be written or
+    is in use by another compare.py stops in one line, before anything in it is touched."""
     if out_dir.exists() and not out_dir.is_dir():
         usage_error(f"out_dir={out_dir} is a file: name a folder for the comparison")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(out_dir / "compare.lock", "a+")
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        lock.seek(0)
-        lock.truncate()
-        lock.write(str(os.getpid()))
-        lock.flush()
-    except BlockingIOError:
-        lock.seek(0)
-        usage_error(f"{out_dir} is in use by another compare.py (PID {lock.read().strip()}): "
-                    f"wait for it to finish, or use another --out_dir")
+        return FileLock(out_dir / "compare.lock")
+    except Busy as busy:
+        usage_error(f"{out_dir} is in use by another compare.py (PID {busy.pid}): wait for it to "
+                    f"finish, or use another --out_dir")
+    except NotALockFile as e:
+        usage_error(e.strerror)
     except OSError as e:
         usage_error(f"out_dir={out_dir}: cannot write there ({e.strerror})")
-    return lock
 
 
 def training_in(run_dir):
-    """The PID of a train.py that holds run_dir's lock (run.RunDir's flock on run.lock), or None."""
-    try:
-        with open(run_dir / "run.lock") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)  # (fails only against a holder)
-                return None
-            except BlockingIOError:
-                return f.read().strip() or "unknown"
-    except OSError:  # no lock file: nothing ever trained there
-        return None
+    """The PID of a train.py that holds run_dir's lock (run.RunDir's on run.lock), or None."""
+    return held_by(run_dir / "run.lock")
 
 
 def busy(run_dir, pid):
@@ -121,18 +108,27 @@ def stop_children(gentle):
         STOP.set()
         children = list(CHILDREN.values())
     try:
-        for sig, seconds in ((signal.SIGINT, 2 if gentle else 0), (signal.SIGKILL, 60)):
+        for stop, seconds in ((interrupt, 2 if gentle else 0), (subprocess.Popen.kill, 60)):
             end = time.time() + seconds
             for process in children:
                 try:
                     process.wait(timeout=max(0.0, end - time.time()))
                 except subprocess.TimeoutExpired:
-                    process.send_signal(sig)
+                    stop(process)
     except KeyboardInterrupt:
         for process in children:
             process.kill()
     for process in children:
         process.wait()
+
+
+def interrupt(process):
+    """Ctrl-C for one train.py: a SIGINT. Windows sends no signal to another process but a kill
+    (its checkpoints are whole either way; a Ctrl-C at the console reaches every train.py)."""
+    if os.name == "nt":
+        process.kill()
+    else:
+        process.send_signal(signal.SIGINT)
 
 
 RESULT_KEYS = ("val_loss", "train_loss", "tokens", "elapsed_s", "tokens_per_s", "ms_per_iter",

@@ -39,7 +39,6 @@ the baseline's PSNR per image and SSIM it lacks, computed again (upgrade_csv).
 """
 
 import csv
-import fcntl
 import io
 import math
 import os
@@ -62,6 +61,7 @@ import train_mlp  # noqa: E402
 from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from dataset import load_images  # noqa: E402
 from image_tasks import choose_prototypes, get_task  # noqa: E402
+from lock import Busy, FileLock, NotALockFile  # noqa: E402
 from mlp_hourglass import check_shape, count_params, input_projection  # noqa: E402
 from run import RunDir  # noqa: E402
 
@@ -172,20 +172,17 @@ def append_row(path, row):
 
 @contextmanager
 def sweep_lock(csv_path):
-    """One sweep at a time on a CSV: an exclusive flock on <csv>.lock (as run.py's RunDir locks a
+    """One sweep at a time on a CSV: lock.py's lock on <csv>.lock (as run.py's RunDir locks a
     run's folder), dropped by the OS when the process ends, however it ends. A second sweep on the
     same CSV stops in one line instead of training the same runs again."""
-    with open(f"{csv_path}.lock", "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            raise ConfigError(f"{csv_path} is in use by another sweep (PID "
-                              f"{lock.read().strip() or 'unknown'}): wait for it to finish, or "
-                              f"use another --out_dir") from None
-        lock.truncate(0)
-        lock.write(str(os.getpid()))
-        lock.flush()
+    try:
+        lock = FileLock(f"{csv_path}.lock")
+    except Busy as busy:
+        raise ConfigError(f"{csv_path} is in use by another sweep (PID {busy.pid}): wait for it "
+                          f"to finish, or use another --out_dir") from None
+    except NotALockFile as e:
+        raise ConfigError(e.strerror) from None
+    with lock:
         yield
 
 

@@ -3,7 +3,6 @@ touched, a bad out_dir or setting is one line (exit status 2) before anything is
 the caller's (it runs from any folder), and SIGTERM is Ctrl-C. Each refusal is checked in-process,
 before any training: only the SIGTERM row starts a train.py."""
 
-import fcntl
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ import compare
 import sweep
 from configurator import read_config_file
 from conftest import ROOT
+from lock import FileLock
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8", "--models=GPT",
@@ -31,14 +31,10 @@ def refused(capsys, *argv):
     return err
 
 
-def hold_lock(path, pid="4242"):
-    """An flock on path as run.RunDir (train.py) and compare.py take it, held by this process."""
+def hold_lock(path):
+    """The lock run.RunDir (train.py) and compare.py take on path, held by this process."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = open(path, "a+")
-    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    lock.write(pid)
-    lock.flush()
-    return lock
+    return FileLock(path)
 
 
 @pytest.mark.parametrize("holder", ["another compare.py", "a train.py in a run folder"])
@@ -52,7 +48,7 @@ def test_a_busy_out_dir_is_refused_before_anything_in_it_is_touched(holder, tmp_
         "run.lock")
     with hold_lock(lock_file):
         err = refused(capsys, f"--data_dir={char_dataset}", f"--out_dir={out}")
-    assert "is in use by" in err and "PID 4242" in err
+    assert "is in use by" in err and f"PID {os.getpid()}" in err
     assert live.read_text() == '{"iter": 0, "val_loss": 3.4}\n'
     assert {p.name for p in live.parent.iterdir()} == {"metrics.jsonl", lock_file.name} - {
         "compare.lock"}  # nothing else was written in the run folder

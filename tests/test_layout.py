@@ -15,7 +15,7 @@ import re
 import pytest
 from conftest import ROOT
 
-LEAVES = {"model", "hardware", "configurator", "checkpoint", "run", "dataset", "tokenizer",
+LEAVES = {"model", "hardware", "configurator", "checkpoint", "run", "lock", "dataset", "tokenizer",
           "plot", "image_tasks", "sweep", "verdict"}
 MECHANISMS = {"hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
 ENTRY_POINTS = {"train", "sample"}  # import leaves only

@@ -42,7 +42,7 @@ def refused(capsys, call):
 def test_a_second_run_into_a_locked_out_dir_stops_in_one_line_naming_the_holder(tmp_path, capsys):
     first = RunDir(tmp_path / "o")
     assert (tmp_path / "o" / "run.lock").read_text() == str(os.getpid())
-    # another open file: flock refuses it even in this process
+    # another open file: the lock refuses it even in this process
     message = refused(capsys, lambda: RunDir(tmp_path / "o"))
     assert f"in use by another training run (PID {os.getpid()})" in message
     del first

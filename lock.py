@@ -1,0 +1,135 @@
+"""
+One lock, on every operating system: a run folder (run.py's out_dir/run.lock), a comparison's
+folder (sweep.py's out_dir/compare.lock) and a sweep's CSV (<csv>.lock) each belong to one process
+at a time.
+
+    with FileLock(path) as lock:    # or lock = FileLock(path), held until the process ends
+        ...                         # a second process gets Busy(its PID) at once, never waits
+
+The operating system holds the lock for the process (flock on Linux and macOS, msvcrt.locking on
+Windows) and drops it when the process ends, however it ends - kill -9 included - so a lock never
+goes stale and there is nothing to clean up. The lock file holds its holder's PID, for the line a
+refused process prints.
+
+A lock file is opened without following a symbolic link and must be a plain file with one name:
+a link planted at out_dir/run.lock (to a file of the user's) is refused in one line, never written
+through, and nothing but the lock file itself is ever truncated.
+"""
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+try:  # Linux, macOS
+    import fcntl
+    msvcrt = None
+except ImportError:  # Windows
+    import msvcrt
+    fcntl = None
+
+# Windows locks bytes, and a locked byte cannot be read by another process: lock one far past the
+# PID, so that a refused process can still read who holds the lock
+WINDOWS_LOCK_OFFSET = 1 << 30
+
+
+class Busy(Exception):
+    """Another process holds the lock; `pid` is the PID it wrote ('unknown' if none yet)."""
+
+    def __init__(self, pid):
+        super().__init__(pid)
+        self.pid = pid
+
+
+class NotALockFile(OSError):
+    """The lock's path is a symbolic link, a second name of another file, or not a plain file;
+    `strerror` says so in a sentence."""
+
+
+class FileLock:
+    """An exclusive lock on `path` (created if missing), taken at once or `Busy`; held until
+    `close` (or the end of a `with`, or of the process). shared=True takes a lock that only an
+    exclusive holder refuses: a probe of whether someone holds it (`held_by`)."""
+
+    def __init__(self, path, shared=False, create=True):
+        self.path, self.held = Path(path), False
+        # a file object: a lock nobody keeps closes, and so frees, with it
+        self.file = open(_open_own_file(self.path, create), "r+b", buffering=0)
+        try:
+            _lock(self.file.fileno(), shared)
+            self.held = True
+        except BlockingIOError:
+            holder = self.read_pid()
+            self.close()
+            raise Busy(holder) from None
+        except BaseException:
+            self.close()
+            raise
+        if not shared:  # ours now: our PID over the previous holder's
+            self.file.truncate(0)
+            self.file.seek(0)
+            self.file.write(str(os.getpid()).encode())
+
+    def read_pid(self):
+        self.file.seek(0)
+        return self.file.read(32).decode(errors="replace").strip() or "unknown"
+
+    def close(self):
+        if self.held and msvcrt is not None:  # (Windows drops it at close too, but not at once)
+            self.file.seek(WINDOWS_LOCK_OFFSET)
+            msvcrt.locking(self.file.fileno(), msvcrt.LK_UNLCK, 1)
+        self.held = False
+        self.file.close()  # (flock goes with the file)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def held_by(path):
+    """The PID of the process holding the lock on `path`, or None (no lock file, or free)."""
+    try:
+        FileLock(path, shared=True, create=False).close()
+    except Busy as busy:
+        return busy.pid
+    except OSError:  # no lock file (nothing ever ran there), or none this process can open
+        pass
+    return None
+
+
+def _open_own_file(path, create):
+    """A descriptor of path, which must be a plain file of its own: never a symbolic link
+    (O_NOFOLLOW; Windows has no such flag and is asked first), nor a hard link to another file,
+    nor a fifo or device (O_NONBLOCK keeps the open itself from waiting on one)."""
+    refusal = NotALockFile(errno.ELOOP, f"{path} is a symbolic link or not a plain file of its "
+                           f"own: a lock is never written through one. Delete it, or use another "
+                           f"folder")
+    if msvcrt is not None and path.is_symlink():
+        raise refusal
+    flags = (os.O_RDWR | (os.O_CREAT if create else 0) | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.EMLINK):  # (EMLINK: FreeBSD's O_NOFOLLOW answer)
+            raise refusal from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise refusal
+    return fd
+
+
+def _lock(fd, shared):
+    """Lock fd without waiting; BlockingIOError when another process holds it."""
+    if fcntl is not None:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        return
+    os.lseek(fd, WINDOWS_LOCK_OFFSET, os.SEEK_SET)  # (Windows has no shared lock: a probe locks)
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError:
+        raise BlockingIOError(errno.EAGAIN, "locked by another process") from None
