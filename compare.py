@@ -69,7 +69,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from configurator import ConfigError, check_train_settings, train_defaults, usage_error
-from dataset import find_dataset
+from dataset import check_dataset, find_dataset, ood_windows
 from plot import plot_curves, plot_verdict
 from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
                     preset_settings, select_models, shapes_table, slug)
@@ -84,7 +84,7 @@ from verdict import (choose_rate, next_rate, rate_label, rates_table, shape_rows
 
 TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accumulation_steps",
               "max_iters", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device",
-              "dtype", "compile")
+              "dtype", "compile", "eval_ood")  # (eval_ood: not part of a run's identity, sweep.py)
 CSV_COLUMNS = ("shape", "model_type", "lr", "seed", "val_loss", "train_loss", "tokens",
                "elapsed_s", "tokens_per_s", "machine")
 
@@ -224,6 +224,10 @@ def main(argv):
     for key in ("out_dir", "data_dir", "record_dir"):  # the caller's folder's, not the repo's
         settings[key] = settings[key] and os.path.abspath(settings[key])
     find_dataset(settings["dataset"], settings["data_dir"])  # the shapes' vocab_size is the data's
+    if settings["eval_ood"]:  # its texts prepared and checked once here, not by each train.py
+        meta = check_dataset(find_dataset(settings["dataset"], settings["data_dir"]),
+                             settings["block_size"])
+        ood_windows(settings["eval_ood"], meta, settings["block_size"])
     matching = {k: settings[k] for k in MATCHING_KEYS}
     out_dir = Path(settings["out_dir"])
     rates, seeds = settings["learning_rates"], settings["seeds"]

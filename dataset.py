@@ -10,6 +10,8 @@ ids) and meta.json (the tokenizer, and what data/<dataset>/prepare.py wrote into
   vocabulary, and a split holds more than block_size tokens. Each problem is one line saying what
   to do.
 - `check_same_vocabulary` refuses to resume a checkpoint on data prepared with another vocabulary.
+- `ood_windows`: the fixed windows of out-of-distribution texts (data/fortunes) that train.py's
+  eval_ood scores at each evaluation, each text checked against the sha256 its meta.json records.
 
 And the images train_mlp.py reads: data/mnist/prepare.py and data/imagenet32/prepare.py write
 {train,val,test}.npz (uint8 images, int64 labels) and meta.json (the source they used, in words).
@@ -17,6 +19,7 @@ And the images train_mlp.py reads: data/mnist/prepare.py and data/imagenet32/pre
 or was prepared from another raw folder; a damaged file is one line saying to prepare it again.
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -115,6 +118,89 @@ def check_same_vocabulary(saved_meta, meta, folder, checkpoint_path):
             f"({meta.get('tokenizer')}, {meta.get('vocab_size')} tokens now; {saved['tokenizer']}, "
             f"{saved['vocab_size']} tokens in {checkpoint_path}): the data was prepared again "
             f"differently. Resume on the data it was trained on, or train from scratch")
+
+
+# -----------------------------------------------------------------------------------------------
+# Out-of-distribution texts, scored at each evaluation (train.py's eval_ood): a folder of plain
+# texts and the meta.json that names each with its sha256 (data/fortunes/prepare.py writes one)
+
+OOD_WINDOWS = 64  # windows of block_size + 1 characters scored per text (8,192 positions at 128)
+
+
+def find_ood_texts(eval_ood, may_prepare=True):
+    """The folder of eval_ood's texts: data/<eval_ood> for a bare name, else the folder it names.
+    A missing data/fortunes is prepared now (a small download, by the process that
+    `may_prepare`); anything else missing is an error naming what to run."""
+    folder = ROOT / "data" / eval_ood if "/" not in eval_ood else Path(eval_ood)
+    script = folder / "prepare.py"
+    if not (folder / "meta.json").exists() and eval_ood == "fortunes" and may_prepare:
+        print(f"{folder / 'meta.json'} is missing: preparing the OOD texts now (python {script})")
+        if subprocess.run([sys.executable, str(script)]).returncode != 0:
+            raise DataError(f"error: python {script} failed (its message is above)")
+    if not (folder / "meta.json").exists():
+        hint = (f"run: python {script}" if script.exists()
+                else "name a folder of texts with a meta.json, e.g. --eval_ood=fortunes")
+        raise DataError(f"error: eval_ood={eval_ood!r}: {folder / 'meta.json'} is missing: {hint}")
+    return folder
+
+
+def load_ood_texts(folder):
+    """({name: text}, {name: sha256}) of a prepared folder, each file checked against the sha256
+    its meta.json records."""
+    again = f"prepare them again (python {folder / 'prepare.py'})"
+    try:
+        records = json.loads((folder / "meta.json").read_text(encoding="utf-8"))["texts"]
+        texts = {}
+        for name, record in records.items():
+            data = (folder / record["file"]).read_bytes()
+            if hashlib.sha256(data).hexdigest() != record["sha256"]:
+                raise DataError(f"error: {folder / record['file']} is not the text its meta.json "
+                                f"records (sha256 {record['sha256'][:12]}...): {again}")
+            texts[name] = data.decode("utf-8")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise DataError(f"error: the OOD texts in {folder} cannot be read ({type(e).__name__}: "
+                        f"{e}): {again}") from None
+    return texts, {name: record["sha256"] for name, record in records.items()}
+
+
+def in_vocab_windows(text, chars, length, n_windows):
+    """Start offsets of up to n_windows windows of `length` characters of `text` whose characters
+    are ALL in `chars`, evenly spaced over every such window (the text is never edited: a model is
+    scored only on text that exists). Raises ValueError if there is none."""
+    vocab = set(chars)
+    ok = np.fromiter((c in vocab for c in text), dtype=bool, count=len(text))
+    bad_before = np.concatenate([[0], np.cumsum(~ok)])  # out-of-vocabulary characters before i
+    starts = np.nonzero(bad_before[length:] == bad_before[:-length] if len(text) >= length
+                        else [])[0]
+    if len(starts) == 0:
+        raise ValueError(f"no window of {length} characters of this text is entirely in the "
+                         f"vocabulary: use a text closer to the training data or a shorter "
+                         f"block_size")
+    pick = np.unique(np.linspace(0, len(starts) - 1, min(n_windows, len(starts))).round()
+                     .astype(int))
+    return starts[pick].tolist()
+
+
+def ood_windows(eval_ood, meta, block_size, may_prepare=True):
+    """({name: (n, block_size + 1) int64 ids}, {name: sha256}): OOD_WINDOWS windows of each text
+    of eval_ood, the same for every run of this vocabulary and block_size (no randomness).
+    Character-level datasets only: a text is scored character by character."""
+    if meta["tokenizer"] != "char":
+        raise DataError(f"error: eval_ood={eval_ood!r} scores texts character by character, but "
+                        f"this dataset's tokenizer is {meta['tokenizer']!r}: use a char-level "
+                        f"dataset (e.g. shakespeare_char) or eval_ood=''")
+    folder = find_ood_texts(eval_ood, may_prepare)
+    texts, sha256 = load_ood_texts(folder)
+    index = {c: i for i, c in enumerate(meta["chars"])}
+    windows = {}
+    for name, text in texts.items():
+        try:
+            starts = in_vocab_windows(text, meta["chars"], block_size + 1, OOD_WINDOWS)
+        except ValueError as e:
+            raise DataError(f"error: eval_ood={eval_ood!r}, text {name!r}: {e}") from None
+        windows[name] = torch.tensor([[index[c] for c in text[s:s + block_size + 1]]
+                                      for s in starts], dtype=torch.long)
+    return windows, sha256
 
 
 # -----------------------------------------------------------------------------------------------

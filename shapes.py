@@ -148,6 +148,7 @@ CPU_PRESET = dict(
     n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
     block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600,
     warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
+    eval_ood="",  # texts every run scores at each evaluation (train.py's eval_ood; '' off)
     device="auto", dtype="auto", compile=False,
     n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
     outer_ratio=0.125, ffn_multiple=32, head_dim_multiple=2, hidden_multiple=1)

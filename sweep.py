@@ -41,14 +41,24 @@ def config_text(config):
     return header + "".join(f"{k} = {v!r}\n" for k, v in config.items())
 
 
+# settings that are not part of a run's identity: out_dir (the same folder, maybe reached by
+# another path) and eval_ood (texts scored at each evaluation: it measures, and changes no loss)
+NOT_IDENTITY = ("out_dir", "eval_ood")
+
+
+def run_identity(config):
+    """A run's settings with NOT_IDENTITY set aside: two runs are the same run when theirs are
+    equal (a record that lacks one of NOT_IDENTITY is the same run as one that has it)."""
+    return {**config, **dict.fromkeys(NOT_IDENTITY)}
+
+
 def same_settings(config_path, config):
-    """Whether an earlier run's config.py holds these settings (out_dir aside: the same folder,
-    maybe reached by another path)."""
+    """Whether an earlier run's config.py holds these settings (run_identity)."""
     try:
         recorded = read_config_file(config_path)
     except ConfigError:
         return False
-    return {**recorded, "out_dir": None} == {**config, "out_dir": None}
+    return run_identity(recorded) == run_identity(config)
 
 
 def write_atomic(path, write):
@@ -147,13 +157,18 @@ def summarize_run(run_dir, max_iters):
         raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
     median = lambda key: statistics.median(r[key] for r in steps) if steps else None  # noqa: E731
     mfus = [r["mfu"] for r in steps if r.get("mfu") is not None]
+    texts = [r["ood_texts"] for r in records if "ood_texts" in r]  # (train.py's eval_ood)
+    ood = ("ood_loss", "ood")  # an evaluation's OOD losses, when the run scored them
     return dict(machine=machine_name(),
                 val_loss=evals[max_iters]["val_loss"], train_loss=evals[max_iters]["train_loss"],
                 tokens=evals[max_iters]["tokens"], elapsed_s=evals[max_iters]["elapsed_s"],
                 tokens_per_s=median("tokens_per_s"), ms_per_iter=median("ms_per_iter"),
                 mfu=statistics.median(mfus) if mfus else None,
                 curve=[dict(iter=k, tokens=evals[k]["tokens"], val_loss=evals[k]["val_loss"],
-                            elapsed_s=evals[k]["elapsed_s"]) for k in sorted(evals)])
+                            elapsed_s=evals[k]["elapsed_s"],
+                            **{key: evals[k][key] for key in ood if key in evals[k]})
+                       for k in sorted(evals)],
+                **(dict(ood_texts=texts[-1]) if texts else {}))
 
 
 def train_one(run_dir, config, max_iters, tag, threads=None):

@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from checkpoint import model_from_checkpoint
 from configurator import (ConfigError, build_model, check_train_settings, matched_model_args,
                           model_keys, parse_overrides, usage_error)
-from dataset import check_dataset, find_dataset
+from dataset import check_dataset, find_dataset, ood_windows
 from hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
 from model import format_counts, padded_vocab_size, shape_report
 from run import RunDir, TimeBudget, all_rng_states, restore_rng, resume_settings
@@ -54,6 +54,7 @@ init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run may replace the run already in out_dir
 sample_tokens = 300  # print a sample of this many tokens at the end (0: no sample)
 stop_val_loss = 0.0  # > 0: stop (and save) at the first evaluation whose val loss is <= this
+eval_ood = ""  # '' (off), or texts scored at each evaluation: data/<name> (fortunes) or a folder
 # data
 dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
 data_dir = ""  # '' means data/<dataset>; or any folder holding train.bin, val.bin and meta.json
@@ -151,6 +152,9 @@ if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
 meta = check_dataset(data_dir, block_size, resumed=checkpoint and (checkpoint["meta"], run.ckpt))
 vocab_size = meta["vocab_size"]
+# eval_ood: fixed windows of out-of-distribution texts, scored at each evaluation (by rank 0)
+ood_batches, ood_sha256 = (ood_windows(eval_ood, meta, block_size) if eval_ood and master_process
+                           else ({}, {}))
 
 
 def get_batch(split, generator):
@@ -256,6 +260,15 @@ def estimate_loss():
                 _, loss = eval_model(x, y)
             losses[k] = loss.item()
         out[split] = losses.mean().item()
+    out["ood"] = {}  # the same windows every time, drawn by no generator: training's RNG untouched
+    for name, ids in ood_batches.items():
+        total = 0.0
+        for chunk in ids.split(batch_size):
+            x, y = chunk[:, :-1].to(device), chunk[:, 1:].to(device)
+            with autocast_ctx:
+                _, loss = eval_model(x, y)
+            total += loss.item() * len(chunk)
+        out["ood"][name] = total / len(ids)
     eval_model.train()
     return out
 
@@ -282,6 +295,9 @@ def get_lr(it):
     progress = min(progress, 1.0)  # min_lr after the decay
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
+
+if ood_sha256:  # which texts the OOD losses are of (sweep.py keeps this in result.json)
+    run.log(dict(iter=iter_num, ood_texts=ood_sha256))
 
 # -----------------------------------------------------------------------------------------------
 # training loop
@@ -311,10 +327,14 @@ while True:
         eval_start = time.time()
         losses = estimate_loss()
         val_loss = losses["val"]
-        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
+        ood = losses["ood"]  # {text: loss}; ood_loss, their mean
+        ood_loss = ood and sum(ood.values()) / len(ood)
+        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
+              + (f", OOD loss {ood_loss:.4f}" if ood else ""))
         run.log(dict(
             iter=iter_num, tokens=tokens, train_loss=losses["train"],
-            val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2)))
+            val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2),
+            **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
         finite = math.isfinite(losses["train"]) and math.isfinite(losses["val"]) and all(
             bool(torch.isfinite(p).all()) for p in raw_model.parameters())
         if not finite:  # never save a diverged model over the last good checkpoint

@@ -30,3 +30,7 @@ max_iters = 600
 warmup_iters = 50
 eval_interval = 100
 eval_iters = 16  # the final val loss over 16 x 32 x 128 = 65k characters (the same for a seed)
+# every new run also scores four English texts at each evaluation (data/fortunes, prepared on first
+# use): experiments/cea_ood_verdict.py compares CEA and FFN-Wider along these trajectories at equal
+# in-domain loss. A measurement only: the runs recorded without it are the same runs
+eval_ood = "fortunes"

@@ -65,6 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from configurator import parse_overrides  # noqa: E402
+from dataset import in_vocab_windows  # noqa: E402 (also train.py's eval_ood)
 
 
 @torch.no_grad()
@@ -213,26 +214,6 @@ def ood_texts():
         if found:
             texts[name] = "\n\n".join(found)
     return texts
-
-
-def in_vocab_windows(text, chars, length, n_windows):
-    """Start offsets of up to n_windows windows of `length` characters of `text` whose characters
-    are ALL in `chars`, evenly spaced over every such window (the text is never edited: a model is
-    scored only on text that exists). Raises if there is none."""
-    ok = np.fromiter((c in set(chars) for c in text), dtype=bool, count=len(text))
-    # out-of-vocabulary characters before each offset
-    bad_before = np.concatenate([[0], np.cumsum(~ok)])
-    starts = np.nonzero(bad_before[length:] == bad_before[:-length] if len(text) >= length else [])[
-        0
-    ]
-    if len(starts) == 0:
-        raise ValueError(f"no window of {length} characters of this text is entirely in the "
-                         "vocabulary: "
-                         f"use a text closer to the training data or a shorter block_size")
-    pick = np.unique(
-        np.linspace(0, len(starts) - 1, min(n_windows, len(starts))).round().astype(int)
-    )
-    return starts[pick].tolist()
 
 
 @torch.no_grad()
