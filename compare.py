@@ -20,10 +20,16 @@ Each is trained by train.py with the same data order for a seed (the batch sampl
               rate is the one of its lowest final val loss (at an end of the list: flagged).
               --extend_rates=N: a shape whose best is at an end tries one more rate past it (a
               step of the list's ratio), and again, up to N rates past the list's ends
-    phase 2   every shape's other --seeds at its chosen rate, once its phase 1 has finished
+              --refine_gain=G: where the parabola through a shape's inside choice and its two
+              neighbours (against log rate) dips more than G below the choice, one step of
+              x sqrt(2) on each side of it too
+    phase 2   every shape's other --seeds, the verdict seeds, at its chosen rate, once its
+              phase 1 has finished
 
-and each shape's verdict against the GPT is its seed-paired difference (verdict.py states the
-rule). --jobs=2 runs two train.py side by side (each with its share of the threads). A run's
+and each shape's verdict against the GPT is its difference over the verdict seeds, from one model
+of all the runs, with its interval and the smallest difference the runs could detect (verdict.py
+states the rule; the first seed chose the rate and takes no part). --report_only=True writes the
+report from the runs finished so far and trains nothing. --jobs=2 runs two train.py side by side (each with its share of the threads). A run's
 min_lr is its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
 
     <name>-lr<rate>-s<seed>/   one run (<name>-s<seed>/ when one rate is given): config.py (rerun
@@ -73,9 +79,10 @@ from dataset import check_dataset, find_dataset, ood_windows
 from plot import plot_curves, plot_verdict
 from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
                     preset_settings, select_models, shapes_table, slug)
-from sweep import (ROOT, TERMINATED, busy, lock_out_dir, portable, record_run, run_all,
-                   same_settings, sync_records, terminated, train_one, training_in, write_atomic)
-from verdict import (choose_rate, next_rate, rate_label, rates_table, shape_rows,
+from sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable, read_result,
+                   record_run, run_all, run_identity, same_settings, sync_records, terminated,
+                   train_one, training_in, write_atomic)
+from verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates, shape_rows,
                      verdict_footer, verdict_table)
 
 # ----------------------------------------------------------------------------------------
@@ -137,30 +144,62 @@ def plan_run(settings, shape, name, lr, seed, phase):
 def phase1_runs(settings, shape, name, rates=None):
     """The shape's first seed at `rates` (default: the list's)."""
     return [plan_run(settings, shape, name, lr, settings["seeds"][0], 1)
-            for lr in rates or settings["learning_rates"]]
+            for lr in (settings["learning_rates"] if rates is None else rates)]
 
 
 def phase1_losses(settings, name, rates, results):
     return {lr: results[(name, lr, settings["seeds"][0])]["val_loss"] for lr in rates}
 
 
-def rate_to_add(settings, name, rates, results):
-    """The rate past an end of `rates` the shape chose that phase 1 tries next (with
-    --extend_rates), or None: its choice stands."""
-    return next_rate(rates, phase1_losses(settings, name, rates, results),
+def rate_to_add(settings, name, grid, results):
+    """The rate past an end of `grid` the shape chose that phase 1 tries next (with
+    --extend_rates), or None: the grid stands."""
+    return next_rate(grid, phase1_losses(settings, name, grid, results),
                      settings["learning_rates"], settings["extend_rates"])
 
 
-def phase2_runs(settings, shape, name, results, rates=None):
-    """The shape's other seeds at the rate its phase-1 results (at `rates`, default: the list's)
-    chose (none if all diverged)."""
-    lr, _ = choose_rate(phase1_losses(settings, name, rates or settings["learning_rates"], results))
+def rates_to_refine(settings, name, grid, results):
+    """The rates of x sqrt(2) around the grid's choice that phase 1 tries too (--refine_gain), or
+    [] (the choice stands, or is refined)."""
+    return [lr for lr in refine_rates(grid, phase1_losses(settings, name, grid, results),
+                                      settings["refine_gain"]) if lr not in grid]
+
+
+def phase2_runs(settings, shape, name, results, rates):
+    """The shape's verdict seeds at the rate its phase-1 results at `rates` chose (none if all
+    diverged)."""
+    lr, _ = choose_rate(phase1_losses(settings, name, rates, results))
     return [] if lr is None else [plan_run(settings, shape, name, lr, seed, 2)
                                   for seed in settings["seeds"][1:]]
 
 
 def finished(run):
     return (run.dir / "result.json").exists() and same_settings(run.dir / "config.py", run.config)
+
+
+def finished_results(settings, shape, name):
+    """({run.key: result}, complete) of one shape's runs finished in out_dir with exactly these
+    settings, walked as the comparison plans them: phase 1's list, the rates past its ends and
+    the refinements while they finished, then the verdict seeds that finished at the chosen rate.
+    complete: every run the comparison plans for the shape finished."""
+    read = lambda runs: {run.key: read_result(run.dir / "result.json")  # noqa: E731
+                         for run in runs}
+    grid, results = list(settings["learning_rates"]), {}
+    while True:
+        runs = phase1_runs(settings, shape, name, grid)
+        results.update(read(r for r in runs if finished(r)))
+        if not all(map(finished, runs)):
+            return results, False
+        if (lr := rate_to_add(settings, name, grid, results)) is None:
+            break
+        grid = sorted(grid + [lr])
+    refined = phase1_runs(settings, shape, name, rates_to_refine(settings, name, grid, results))
+    results.update(read(r for r in refined if finished(r)))
+    if not all(map(finished, refined)):
+        return results, False
+    more = phase2_runs(settings, shape, name, results, grid + [r.lr for r in refined])
+    results.update(read(r for r in more if finished(r)))
+    return results, all(map(finished, more))
 
 
 def finished_elsewhere(settings, matching, exclude):
@@ -172,19 +211,11 @@ def finished_elsewhere(settings, matching, exclude):
         any((d / "result.json").exists() for d in run_dirs(out_dir, n, lr, seed))
         for lr in settings["learning_rates"])]
     found = {}
-    read = lambda runs: {run.key: json.loads((run.dir / "result.json").read_text())  # noqa: E731
-                         for run in runs}
     for name, shape in (matched_shapes(baseline_of(settings), **matching, models=names)
                         if names else {}).items():
-        rates, results = list(settings["learning_rates"]), {}
-        while all(map(finished, runs := phase1_runs(settings, shape, name, rates))):
-            results = read(runs)
-            if (lr := rate_to_add(settings, name, rates, results)) is None:
-                more = phase2_runs(settings, shape, name, results, rates)
-                if all(map(finished, more)):
-                    found[name] = (shape, {**results, **read(more)})
-                break
-            rates = sorted(rates + [lr])
+        results, complete = finished_results(settings, shape, name)
+        if complete:
+            found[name] = (shape, results)
     return found
 
 
@@ -200,10 +231,25 @@ def check_lists(settings):
             type(r) in (int, float) and math.isfinite(r) and r > 0 for r in rates):
         raise ConfigError(f"learning_rates={rates!r}: give distinct finite rates > 0, e.g. "
                           f"--learning_rates=1e-3,2e-3,4e-3")
+    labels = [rate_label(float(r)) for r in rates]
+    if len(set(labels)) < len(labels):
+        raise ConfigError(f"learning_rates={rates!r}: two rates are written the same "
+                          f"({', '.join(sorted({x for x in labels if labels.count(x) > 1}))}), "
+                          f"so their runs would share a folder: give rates that differ in their "
+                          f"first 6 digits")
+    gain = settings["refine_gain"]
+    if type(gain) not in (int, float) or not (math.isfinite(gain) and gain >= 0):
+        raise ConfigError(f"refine_gain={gain!r}: give a loss difference >= 0 (0: never refine), "
+                          f"e.g. --refine_gain=0.002")
     if not 0 <= settings["min_lr_ratio"] <= 1:
         raise ConfigError(f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]")
     if settings["jobs"] < 1:
         raise ConfigError(f"jobs={settings['jobs']}: it must be 1 or more")
+    if settings["max_iters"] < 1:  # (train.py's max_iters=0 is a time budget: no matched tokens)
+        raise ConfigError(f"max_iters={settings['max_iters']}: a comparison trains every shape "
+                          f"for the same number of steps: give it 1 or more")
+    if any(not 0 <= s < 2 ** 63 for s in seeds):
+        raise ConfigError(f"seeds={seeds!r}: each must be in [0, 2**63)")
     extend = settings["extend_rates"]
     if type(extend) is not int or extend < 0 or extend and len(rates) < 2:
         raise ConfigError(f"extend_rates={extend!r}: give a whole number, 0 or more, of rates to "
@@ -244,9 +290,18 @@ def main(argv):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
         if settings["record_dir"]:
-            copied = sync_records(out_dir, settings["record_dir"], ROOT)
-            print(f"records: {settings['record_dir']}/runs/ holds every finished run"
-                  f"{f'; {copied} copied from there into {out_dir}' if copied else ''}")
+            copied, other = sync_records(out_dir, settings["record_dir"], ROOT,
+                                         planned_here(settings, shapes))
+            print(records_line(settings, copied, other))
+        if settings["report_only"]:
+            results = {}
+            for name, shape in shapes.items():
+                results.update(finished_results(settings, shape, name)[0])
+            found = {n: shapes[n] for n in shapes if any(key[0] == n for key in results)}
+            if "GPT" not in found:
+                usage_error(f"report_only: no finished GPT run in {out_dir} with these settings "
+                            f"(the baseline of every verdict): train them first")
+            return report(settings, found, results, tokens_per_run(settings))
         state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
                                 running=[], finished=[])
         try:
@@ -254,6 +309,39 @@ def main(argv):
         except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's and train.py's
             print(interrupted_message(state), file=sys.stderr)
             raise SystemExit(143 if TERMINATED else 130) from None
+
+
+def planned_here(settings, shapes):
+    """wanted(folder, config) for sync_records: whether this command may plan a run of these
+    settings in out_dir/<folder>: one of its shapes at one of its seeds, at a rate of its list (or
+    any rate, where rates are added past the list's ends or between them), in a folder plan_run
+    names. Records of other runs are left alone: a comparison never reads nor rewrites them."""
+    out_dir, rates = Path(settings["out_dir"]), settings["learning_rates"]
+    any_rate = settings["extend_rates"] or settings.get("refine_gain")
+
+    def wanted(folder, config):
+        lr, seed = config.get("learning_rate"), config.get("seed")
+        if seed not in settings["seeds"] or not (any_rate or lr in rates) or type(lr) is not float:
+            return False
+        return any(folder in [d.name for d in run_dirs(out_dir, name, lr, seed)]
+                   and run_identity(config) == run_identity(
+                       run_config(settings, *shape, lr, seed, out_dir / folder))
+                   for name, shape in shapes.items())
+    return wanted
+
+
+def records_line(settings, copied, other):
+    """The line that says what the records gave this command, and which it left alone."""
+    where, out_dir = portable(settings["record_dir"], ROOT), settings["out_dir"]
+    line = (f"records: {where}/runs/ keeps every finished run of these settings"
+            f"{f'; {copied} copied from there into {out_dir}' if copied else ''}")
+    if other:
+        _, config = other[0]
+        differ = [f"{k}={config.get(k)!r} there, {settings[k]!r} here" for k in TRAIN_KEYS
+                  if k not in NOT_IDENTITY and config.get(k) != settings[k]]
+        line += (f"; {len(other)} of other runs left alone, neither read nor rewritten ("
+                 f"{'; '.join(differ[:3]) or 'other shapes, seeds or rates'})")
+    return line
 
 
 def interrupted_message(state):
@@ -272,11 +360,15 @@ def interrupted_message(state):
             f"{f' ({done})' if done else ''}; {where}; continue with: {command}")
 
 
+def tokens_per_run(settings):
+    return settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
+        "gradient_accumulation_steps"]
+
+
 def run_comparison(settings, shapes, matching, state):
     """Train (or skip, or resume) both phases' runs, noting them in `state`; then the report."""
     rates, seeds, jobs = settings["learning_rates"], settings["seeds"], settings["jobs"]
-    tokens = settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
-        "gradient_accumulation_steps"]
+    tokens = tokens_per_run(settings)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads = os.environ.get("OMP_NUM_THREADS", "")
     threads = max(1, (int(threads) if threads.isdigit() else cores) // jobs) if jobs > 1 else None
@@ -305,25 +397,36 @@ def run_comparison(settings, shapes, matching, state):
 
     first = [run for name, shape in shapes.items() for run in phase1_runs(settings, shape, name)]
     left = Counter(run.name for run in first)
-    tried = {name: list(rates) for name in shapes}  # each shape's phase-1 rates, as they grow
+    tried = {name: list(rates) for name in shapes}  # each shape's grid of rates, as it grows
+    refined = {name: [] for name in shapes}  # the x sqrt(2) rates around its choice
 
     def after(run, results):
         """Once a shape's phase-1 runs have all finished: one more rate past the end it chose
-        (--extend_rates), or its phase 2."""
+        (--extend_rates), else the rates around its choice (--refine_gain), else its phase 2."""
         left[run.name] -= run.order[0] == 1
         if run.order[0] != 1 or left[run.name]:
             return []
         name, shape = run.name, shapes[run.name]
         lr = rate_to_add(settings, name, tried[name], results)
-        if lr is None:
-            return phase2_runs(settings, shape, name, results, tried[name])
-        best, edge = choose_rate(phase1_losses(settings, name, tried[name], results))
-        print(f"{name}: its best rate {rate_label(best)} is the {edge} it tried: trying "
-              f"{rate_label(lr)} too (one run more)", flush=True)
-        tried[name] = sorted(tried[name] + [lr])
-        left[name] += 1
-        state.total += 1
-        return [plan_run(settings, shape, name, lr, seeds[0], 1)]
+        if lr is not None:
+            best, edge = choose_rate(phase1_losses(settings, name, tried[name], results))
+            print(f"{name}: its best rate {rate_label(best)} is the {edge} it tried: trying "
+                  f"{rate_label(lr)} too (one run more)", flush=True)
+            tried[name] = sorted(tried[name] + [lr])
+            new = [lr]
+        else:
+            new = [lr for lr in rates_to_refine(settings, name, tried[name], results)
+                   if lr not in refined[name]]
+            if not new:
+                return phase2_runs(settings, shape, name, results, tried[name] + refined[name])
+            best, _ = choose_rate(phase1_losses(settings, name, tried[name], results))
+            print(f"{name}: the rates around its best, {rate_label(best)}, leave more than "
+                  f"{settings['refine_gain']:g} to find: trying "
+                  f"{' and '.join(map(rate_label, new))} too", flush=True)
+            refined[name] += new
+        left[name] += len(new)
+        state.total += len(new)
+        return [plan_run(settings, shape, name, lr, seeds[0], 1) for lr in new]
 
     results = run_all(first, after, train, jobs, state)
     # the table: every shape finished in out_dir with these settings, not only this command's
@@ -334,6 +437,15 @@ def run_comparison(settings, shapes, matching, state):
            tokens)
 
 
+def regime_line(settings, baseline, tokens):
+    """The scale of the comparison in one line: what a paper's result at another scale is read
+    against (parameters, tokens per parameter, depth, context, tokens)."""
+    return (f"Regime: {baseline['budget'] / 1e6:.2f}M non-embedding parameters, "
+            f"{tokens / 1e6:.3g}M training tokens a run ({tokens / baseline['budget']:.2f} per "
+            f"parameter), {settings['n_layer']} layers, context {settings['block_size']}, "
+            f"{settings['dataset']} tokens.")
+
+
 def report(settings, shapes, results, tokens):
     """results.md / .json / .csv, val_loss.png and verdict.png from the finished runs' results."""
     out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
@@ -342,7 +454,9 @@ def report(settings, shapes, results, tokens):
     tried = sorted({lr for (_, lr, seed) in results if seed == seeds[0]})  # the list and more
     rows = shape_rows({key: r["val_loss"] for key, r in results.items()}, names, tried, seeds,
                       baseline)
-    chosen = {n: [results[(n, rows[n]["lr"], s)] for s in seeds] if rows[n]["lr"] else []
+    # the verdict seeds at each shape's rate that finished (the selection seed where none has)
+    chosen = {n: [results[(n, rows[n]["lr"], s)] for s in seeds[1:] if (n, rows[n]["lr"], s) in
+                  results] or [results[(n, rows[n]["lr"], seeds[0])]] if rows[n]["lr"] else []
               for n in names}
     info = describe_shapes(shapes, settings["block_size"])
     speed = {n: statistics.fmean([r["tokens_per_s"] for r in chosen[n] if r["tokens_per_s"]]
@@ -352,8 +466,9 @@ def report(settings, shapes, results, tokens):
     title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
              f"({settings['preset']} preset)")
     verdict_md = verdict_table(rows, baseline)
-    extend = settings["extend_rates"]
+    extend, refine = settings["extend_rates"], settings["refine_gain"]
     extended = f" and up to {extend} past their ends where a shape chose an end" if extend else ""
+    extended += " and x sqrt(2) around a choice the grid left coarse" if refine else ""
     rates_md = rates_table(rows, tried)
     text = (f"# Shape comparison: {title}\n\n"
             f"Baseline {info[baseline]['shape']}, block {settings['block_size']}, batch "
@@ -361,10 +476,13 @@ def report(settings, shapes, results, tokens):
             f"{settings['max_iters']} steps, learning rates "
             f"{', '.join(map(rate_label, rates))}{extended} (min_lr = rate x "
             f"{settings['min_lr_ratio']}), "
-            f"seeds {', '.join(map(str, seeds))}, dtype {settings['dtype']}.\n\n"
+            f"selection seed {seeds[0]}, verdict seeds "
+            f"{', '.join(map(str, seeds[1:])) or 'none'}, dtype {settings['dtype']}.\n\n"
+            f"{regime_line(settings, info[baseline], tokens)}\n\n"
             f"## Every shape at its own learning rate, against {baseline}\n\n{verdict_md}\n\n"
-            f"{verdict_footer(rows, rates, seeds, baseline, extend)}\n\n"
-            f"## Phase 1: final val loss at every rate (seed {seeds[0]}; bold: chosen)\n\n"
+            f"{verdict_footer(rows, rates, seeds, baseline, extend, refine)}\n\n"
+            f"## Phase 1: final val loss at every rate (selection seed {seeds[0]}; bold: "
+            f"chosen)\n\n"
             f"{rates_md}\n\n## The shapes\n\n{shapes_md}\n\n"
             f"budget = non-embedding parameters without an untied LM head; tokens/s = median "
             f"training speed of a run, mean over the seeds at the chosen rate (a measurement: it "
@@ -377,7 +495,7 @@ def report(settings, shapes, results, tokens):
                  **{k: v for k, v in r.items() if k != "curve"})
             for (name, lr, seed), r in sorted(results.items(), key=lambda kv: (
                 SHAPE_NAMES.index(kv[0][0]), seeds.index(kv[0][2]), kv[0][1]))]
-    verdicts = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"], seeds=len(row["losses"]),
+    verdicts = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"], seeds=sorted(row["losses"]),
                      val_loss_mean=row["mean"], val_loss_std=row["std"],
                      phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
                      diff=row.get("diff"), verdict=row.get("verdict", "baseline"))
@@ -400,6 +518,11 @@ def report(settings, shapes, results, tokens):
                 title)
     plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
     record_dir = settings["record_dir"]
+    if record_dir and not report_of_the_records(record_dir, settings, results, runs):
+        print(f"note: {portable(record_dir, ROOT)} keeps its report: this one holds runs that are "
+              f"not its records, or fewer shapes or seeds than its results.json (this report is "
+              f"in {out_dir} only)")
+        record_dir = ""
     written = ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png")
     for name in written if record_dir else ():
         data = (out_dir / name).read_bytes()
@@ -407,6 +530,23 @@ def report(settings, shapes, results, tokens):
     also = f" and in {portable(record_dir, ROOT)}" if record_dir else ""
     print(f"\n{verdict_md}\n\n{rates_md}\n\nwrote {out_dir / 'results.md'}, results.json, "
           f"results.csv, val_loss.png and verdict.png there{also}")
+
+
+def report_of_the_records(record_dir, settings, results, runs):
+    """Whether a report may replace record_dir's (committed) one: every run it reports is one of
+    the records in record_dir/runs/ (the same result), and it covers every shape and seed that the
+    results.json there holds. A report of more seeds or shapes, or of the same ones chosen anew,
+    replaces it; one of runs of other settings, or of fewer shapes or seeds (--models=GPT),
+    never does."""
+    recorded = [read_result(p) for p in sorted((Path(record_dir) / "runs").glob("*/result.json"))]
+    if not all(result in recorded for result in results.values()):
+        return False
+    try:
+        held = json.loads((Path(record_dir) / "results.json").read_text())
+        shapes, seeds = {v["shape"] for v in held["verdicts"]}, set(held["settings"]["seeds"])
+    except (OSError, ValueError, KeyError, TypeError):  # none yet (or unreadable): none to keep
+        return True
+    return shapes <= {run["shape"] for run in runs} and seeds <= set(settings["seeds"])
 
 
 

@@ -26,7 +26,7 @@ Measured results: docs/compare.md.
 
     python shapes.py                       # the CPU preset's shapes, counted (seconds)
     python shapes.py --preset=gpu          # the GPU preset's (meta device: no memory)
-    python shapes.py --plot                # ... and the picture docs/shapes_cpu.png (--plot=PATH)
+    python shapes.py --plot                # ... and the picture shapes_cpu.png here (--plot=PATH)
     python shapes.py --models=GPT,CEA --n_layer=4 --n_embd=96    # some shapes, any preset key
 """
 
@@ -141,10 +141,13 @@ BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_emb
 # compare.py's own: models, seeds and learning_rates are lists (--seeds=1337,1338), extend_rates =
 # how many rates past the list's ends a shape that chose an end may try, each run's min_lr is its
 # rate x min_lr_ratio, jobs = train.py processes side by side, record_dir = a folder of the
-# repository that keeps every finished run's record (config.py, result.json) and the report.
+# repository that keeps every finished run's record (config.py, result.json) and the report,
+# refine_gain = the dip of the parabola around a shape's chosen rate past which it also tries one
+# step of x sqrt(2) on each side (0: never), report_only = the report from the finished runs alone.
 CPU_PRESET = dict(
     out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models=(), seeds=(1337,),
     learning_rates=(2e-3,), extend_rates=0, min_lr_ratio=0.1, jobs=1, record_dir="",
+    refine_gain=0.0, report_only=False,
     n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
     block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600,
     warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
@@ -191,7 +194,7 @@ def preset_settings(argv, keys=None, extra=None):
             preset = arg.split("=", 1)[1]
         elif arg.endswith(".py") and not arg.startswith("-") and Path(arg).is_file():
             preset = read_config_file(arg).get("preset", preset)
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:  # (preset = [1]: no name at all)
         raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
     defaults.update(extra or {}, preset=preset)
@@ -371,7 +374,7 @@ def plot_shapes(shapes, path, title=""):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]  # --plot (to docs/shapes_<preset>.png) or --plot=PATH draws the shapes too
+    args = sys.argv[1:]  # --plot (to shapes_<preset>.png here) or --plot=PATH draws the shapes too
     plots = [a.split("=", 1)[1] if "=" in a else "" for a in args if a.split("=")[0] == "--plot"]
     plot = plots[-1] if plots else None  # the last one wins, as for every option
     try:
@@ -383,7 +386,8 @@ if __name__ == "__main__":
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
     if plot is not None:
-        path = plot or str(ROOT / "docs" / f"shapes_{settings['preset']}.png")
+        # (here, not docs/: the committed pictures are redrawn only when asked by name)
+        path = plot or f"shapes_{settings['preset']}.png"
         title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
                  f"(L{settings['n_layer']}, d{settings['n_embd']})")
         plot_shapes(shapes, path, title)

@@ -1,20 +1,24 @@
 # The CPU verdict: which shape wins at the CPU preset's budget (a 6-layer, 128-wide GPT's 1.58M
 # non-embedding parameters, 600 steps x 32 x 128 = 2.46M characters of Shakespeare per run), with
-# every shape at its own learning rate and three seeds:
-#   phase 1: 10 shapes x 3 rates (seed 1337), and past an end a shape chose up to 3 more;
-#   phase 2: 2 more seeds at each shape's chosen rate = 50 runs and the extensions (~55), two
-#   one-thread train.py side by side.
+# every shape at its own learning rate, chosen on one seed, and judged on eight others:
+#   phase 1: 10 shapes x 3 rates (the selection seed 1337); past an end a shape chose up to 3 more;
+#            where the x2 grid is coarse around a choice (below), x sqrt(2) on each side of it;
+#   phase 2: the 8 verdict seeds 1338-1345 at each shape's chosen rate (80 runs), two one-thread
+#            train.py side by side.
 #   python compare.py config/compare_verdict_cpu.py
+#   python compare.py config/compare_verdict_cpu.py --report_only=True   # the verdict so far
 # Every finished run (config.py, result.json) goes to docs/compare_verdict_cpu/runs/ as it finishes,
 # the report (results.csv, results.md, verdict.png, ...) to docs/compare_verdict_cpu/ at the end;
-# a fresh checkout continues from them.
+# a fresh checkout continues from them. Runs of one table share a dtype and a CPU class with native
+# bf16 (the machine of each run is in its record): on a CPU without native bf16, leave the runs to
+# a machine that has it rather than mix float32 runs into this table.
 # Time, measured roughly (one GPT run at this size, a few minutes of CPU on a machine shared with
 # other work) on 2 cores of an Intel Xeon with AMX (lscpu: "Intel(R) Xeon(R) Processor"), bf16:
 # the GPT trains at 546 ms/step on one thread with a second run beside it (7,500 tokens/s each;
 # alone on two threads 341 ms/step, 12,000 tokens/s: two runs side by side are ~25% faster), so a
 # GPT run is ~6.2 min (600 steps, 7 evaluations, start); the shapes take 1.13x the GPT's time on
-# average (their speeds in docs/compare.md): ~28 pairs x ~7 min = ~3.3 hours. Interrupt it at
-# will: the same command resumes.
+# average (their speeds in docs/compare.md): the 66 runs beyond the first 56 records, ~33 pairs x
+# ~7 min = ~3.9 hours. Interrupt it at will: the same command resumes.
 preset = "cpu"
 out_dir = "out-compare-verdict-cpu"
 record_dir = "docs/compare_verdict_cpu"  # each finished run kept there as it finishes: commit it
@@ -23,9 +27,12 @@ record_dir = "docs/compare_verdict_cpu"  # each finished run kept there as it fi
 # the GPT, d = 128, chose 2e-3; the hourglass, d = 176, did better at 1e-3 than at 2e-3: 5e-4)
 learning_rates = (1e-3, 2e-3, 4e-3)
 extend_rates = 3
-seeds = (1337, 1338, 1339)
+# a quarter of the ~0.008 that eight verdict seeds can detect: a coarser grid could cost a shape a
+# difference of that size (the hourglass's 5e-4/1e-3/2e-3 put the parabola's best near 1.3e-3)
+refine_gain = 0.002
+seeds = (1337, 1338, 1339, 1340, 1341, 1342, 1343, 1344, 1345)  # the first selects the rates
 jobs = 2
-dtype = "bfloat16"  # AMX / AVX512-BF16; a CPU without them: dtype = "float32" (~3x slower)
+dtype = "bfloat16"  # AMX / AVX512-BF16; a CPU without them: leave the runs (see above)
 max_iters = 600
 warmup_iters = 50
 eval_interval = 100
