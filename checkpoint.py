@@ -22,9 +22,12 @@ out_dir, the time budget, resume settings, RNG states - is run.py's.)
   optimizer state on the device. What must move (the model; the optimizer state, which
   optimizer.load_state_dict moves to its parameters' device) moves after loading.
 - `model_from_checkpoint` rebuilds whatever model_type the checkpoint names.
+- `load_export` reads a folder export.py wrote (model.safetensors and shape_lab.json: tensors
+  and JSON only, in transformers' names for a plain GPT) as a checkpoint, for sample.py.
 """
 
 import errno
+import json
 import os
 import warnings
 from pathlib import Path
@@ -137,3 +140,89 @@ def model_from_checkpoint(checkpoint):
     model = build_model(checkpoint["model_type"], **checkpoint["model_args"])
     model.load_state_dict(checkpoint["model"])
     return model
+
+
+# ----------------------------------------------------------------------------------------
+# An exported folder (export.py): the weights in safetensors, read back here for sample.py
+
+EXPORT_INFO = "shape_lab.json"  # beside model.safetensors: the shape, the tokenizer, the run
+# the plain GPT's names -> transformers' Llama / Qwen3 names: per layer, and outside the layers
+# (the fused W_q|W_k|W_v and W_1|W_3 are split apart, see to_transformers)
+LAYER_NAMES = {"attn.norm.weight": "input_layernorm.weight",
+               "attn.attn.out_proj.weight": "self_attn.o_proj.weight",
+               "attn.attn.q_norm.weight": "self_attn.q_norm.weight",
+               "attn.attn.k_norm.weight": "self_attn.k_norm.weight",
+               "ffn.norm.weight": "post_attention_layernorm.weight",
+               "ffn.mlp.out_proj.weight": "mlp.down_proj.weight"}
+OUTER_NAMES = {"tok_emb.weight": "model.embed_tokens.weight", "norm_f.weight": "model.norm.weight",
+               "lm_head.weight": "lm_head.weight"}
+
+
+def to_transformers(state, q_dim, kv_dim):
+    """The plain GPT's state dict in the names of transformers' LlamaForCausalLM (and of
+    Qwen3ForCausalLM, which adds q_norm / k_norm): qkv_proj split into q_proj, k_proj, v_proj (rows
+    q_dim, kv_dim, kv_dim) and gate_up_proj into gate_proj, up_proj. The tensors are the same: RoPE
+    rotates the halves of each head in both, and both norms are RMSNorm with a gain."""
+    out = {}
+    for name, tensor in state.items():
+        if not name.startswith("blocks."):
+            out[OUTER_NAMES[name]] = tensor
+            continue
+        _, i, rest = name.split(".", 2)
+        layer = f"model.layers.{i}."
+        if rest == "attn.attn.qkv_proj.weight":
+            for part, rows in zip("qkv", tensor.split([q_dim, kv_dim, kv_dim])):
+                out[f"{layer}self_attn.{part}_proj.weight"] = rows
+        elif rest == "ffn.mlp.gate_up_proj.weight":
+            out[f"{layer}mlp.gate_proj.weight"], out[f"{layer}mlp.up_proj.weight"] = tensor.chunk(2)
+        else:
+            out[layer + LAYER_NAMES[rest]] = tensor
+    return out
+
+
+def from_transformers(state):
+    """to_transformers undone: transformers' names back to the plain GPT's (a tied LM head, which
+    transformers does not store, is the embedding)."""
+    ours = {v: k for k, v in OUTER_NAMES.items()}
+    layer_names = {v: k for k, v in LAYER_NAMES.items()}
+    out = {}
+    for name, tensor in state.items():
+        if not name.startswith("model.layers."):
+            out[ours[name]] = tensor
+            continue
+        i, rest = name.removeprefix("model.layers.").split(".", 1)
+        if rest in layer_names:
+            out[f"blocks.{i}.{layer_names[rest]}"] = tensor
+    for i in {name.split(".")[2] for name in state if name.startswith("model.layers.")}:
+        layer = f"model.layers.{i}."
+        out[f"blocks.{i}.attn.attn.qkv_proj.weight"] = torch.cat(
+            [state[f"{layer}self_attn.{part}_proj.weight"] for part in "qkv"])
+        out[f"blocks.{i}.ffn.mlp.gate_up_proj.weight"] = torch.cat(
+            [state[f"{layer}mlp.gate_proj.weight"], state[f"{layer}mlp.up_proj.weight"]])
+    out.setdefault("lm_head.weight", out["tok_emb.weight"])
+    return out
+
+
+def is_export(folder):
+    return (Path(folder) / EXPORT_INFO).is_file() and not (Path(folder) / "ckpt.pt").exists()
+
+
+def load_export(folder):
+    """A folder export.py wrote, as the dict load_checkpoint returns (model_type, model_args,
+    model, meta, config, iter_num, best_val_loss), so that sample.py reads both alike. The
+    weights are tensors only (safetensors), in transformers' names for a model exported as one."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    try:
+        info = json.loads((folder / EXPORT_INFO).read_text())
+        state = load_file(folder / "model.safetensors")
+        if info["weights"] == "transformers":
+            state = from_transformers(state)
+        for alias, source in info.get("tied", {}).items():  # stored once, under source's name
+            state[alias] = state[source]
+        return {**info["checkpoint"], "model": state}
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
+        raise CheckpointError(f"{folder} is not a whole export of export.py ({type(e).__name__}: "
+                              f"{str(e)[:120]}): export the checkpoint again") from None

@@ -5,6 +5,7 @@ Generate text from a trained checkpoint.
     python sample.py --out_dir=out-hourglass --start="ROMEO:" --num_samples=5 --max_new_tokens=200
     python sample.py --start=FILE:prompt.txt --temperature=0.6 --top_k=50 --seed=7
     python sample.py --temperature=0                   # greedy: the same text every time
+    python sample.py --out_dir=out-hf                  # a folder export.py wrote
 
 Works for every model_type: the checkpoint names the file that builds its model, and holds the
 dataset's meta.json from training time, which names the tokenizer (characters or GPT-2 BPE) used to
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import load_checkpoint, model_from_checkpoint
+from checkpoint import is_export, load_checkpoint, load_export, model_from_checkpoint
 from configurator import ConfigError, parse_overrides, usage_error
 from hardware import DTYPES, auto_dtype, autocast
 from tokenizer import Tokenizer
@@ -88,8 +89,10 @@ autocast_ctx = autocast(device_type, dtype)  # generation runs in it (float32: n
 torch.manual_seed(seed)
 
 try:
-    # read to the CPU; then only the model moves
-    checkpoint = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location="cpu")
+    # read to the CPU; then only the model moves. A folder export.py wrote is read alike
+    source = Path(out_dir) if is_export(out_dir) else Path(out_dir) / "ckpt.pt"
+    checkpoint = (load_export(source) if source.is_dir()
+                  else load_checkpoint(source, map_location="cpu"))
 except FileNotFoundError as e:
     raise SystemExit(f"error: {e}") from None
 if not all(k in checkpoint for k in ("model_type", "model_args", "meta", "config")):
@@ -99,7 +102,7 @@ checkpoint.pop("optimizer", None)  # not needed to sample: never copied to the G
 model = model_from_checkpoint(checkpoint).to(device).eval()
 meta = checkpoint["meta"]  # the vocabulary the model was trained with, whatever is on disk now
 tokenizer = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
-print(f"{checkpoint['model_type']} from {out_dir}/ckpt.pt (step {checkpoint['iter_num']}, "
+print(f"{checkpoint['model_type']} from {source} (step {checkpoint['iter_num']}, "
       f"val loss {checkpoint['best_val_loss']:.4f}), {checkpoint['config']['dataset']}")
 
 try:

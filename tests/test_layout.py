@@ -18,7 +18,7 @@ from conftest import ROOT
 LEAVES = {"model", "hardware", "configurator", "checkpoint", "run", "lock", "dataset", "tokenizer",
           "plot", "image_tasks", "sweep", "verdict"}
 MECHANISMS = {"hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
-ENTRY_POINTS = {"train", "sample"}  # import leaves only
+ENTRY_POINTS = {"train", "sample", "export"}  # import leaves only
 COMPOSERS = {"compose": "mechanisms in one model", "shapes": "every mechanism at one budget"}
 DRIVERS = {"compare", "bench"}  # train and time the matched shapes: they import shapes.py
 # Loose alarms, never caps a file must be squeezed under: a file past one probably holds two things

@@ -1,68 +1,134 @@
-"""experiments/cea_ood_verdict.py: CEA against FFN-Wider out of distribution at equal in-domain
-loss. The fit is checked on made-up rows whose answer is known; the script end to end on a tiny
-comparison's runs, and a second call scores nothing again."""
+"""experiments/cea_ood_verdict.py: CEA against FFN-Wider out of distribution, along each run's
+trajectory at equal in-domain loss, paired by seed. On made-up records whose answer is known: the
+alignment, the interval and its words, which runs take part, and the report when no run has a
+trajectory yet."""
 
 import csv
-import os
+import json
+import math
 import subprocess
 import sys
 
-import numpy as np
+import pytest
+from scipy import stats
 
 from conftest import ROOT
+from sweep import config_text
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cea_ood_verdict  # noqa: E402
 
-
-def made_up(c, noise, seed=0):
-    """Rows on two parallel lines ood = 1 + 0.8 in_domain (+ c for CEA), in-domain losses spread
-    by rate and seed, plus Gaussian noise."""
-    g = np.random.default_rng(seed)
-    rows = []
-    for shape in ("FFN-Wider", "CEA"):
-        for lr, seed_ in ((1e-3, 1), (2e-3, 1), (4e-3, 1), (2e-3, 2), (2e-3, 3)):
-            x = 1.5 + 0.1 * g.random()
-            y = 1.0 + 0.8 * x + c * (shape == "CEA") + noise * g.standard_normal()
-            rows.append(dict(shape=shape, lr=lr, seed=seed_, val_loss=x, in_domain=x, ood=y,
-                             python_docs=y))
-    return rows
+VAL = (4.4, 2.4, 2.1, 1.9, 1.8, 1.75, 1.72)  # a run's val loss at its seven evaluations
+SEEDS = (1337, 1338, 1339, 1340, 1341)
 
 
-def test_the_fit_finds_the_difference_at_equal_in_domain_loss():
-    coef, se, df = cea_ood_verdict.equal_loss_difference(made_up(-0.05, 0.0))
-    assert abs(coef[2] + 0.05) < 1e-9 and abs(coef[1] - 0.8) < 1e-9 and se < 1e-9 and df == 7
-    text, (_, verdict) = cea_ood_verdict.report(made_up(-0.05, 0.005), "cmd")
-    assert verdict.startswith("CEA better out of distribution by 0.0")
-    text, (_, verdict) = cea_ood_verdict.report(made_up(0.0, 0.05), "cmd")
-    assert verdict == "not distinguishable at this scale"
-    assert "| seed | in-domain | OOD |" in text  # the seed-paired rows at the chosen rates
-    text, fit = cea_ood_verdict.report(made_up(0.0, 0.05)[:6], "cmd")
-    assert fit is None and "No verdict yet" in text  # one CEA run only
+def curve(shift, ood_of_val):
+    """Seven evaluations, val losses VAL + shift, each with the OOD loss ood_of_val(val)."""
+    return [dict(iter=100 * i, tokens=0, val_loss=v + shift, elapsed_s=0.0,
+                 ood_loss=ood_of_val(v + shift), ood={"science": ood_of_val(v + shift)})
+            for i, v in enumerate(VAL)]
 
 
-def test_scores_a_comparisons_runs_once(tmp_path, char_dataset):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    compare = [sys.executable, str(ROOT / "compare.py"), "--n_layer=2", "--n_embd=32",
-               "--n_head=2", "--block_size=16", "--batch_size=4", "--eval_iters=1",
-               "--models=FFN-Wider,CEA", "--dtype=float32", "--max_iters=4", "--eval_interval=2",
-               "--learning_rates=1e-3,4e-3", "--seeds=1,2", "--jobs=2",
-               f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'cmp'}"]
-    done = subprocess.run(compare, cwd=ROOT, env=env, capture_output=True, text=True)
+def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, rates=(8e-3, 4e-3)):
+    """A record_dir: results.json choosing 8e-3 for both shapes with seeds SEEDS (the first
+    selects), and runs of FFN-Wider and CEA at every seed whose OOD loss is 1 + 0.5 val (+ c for
+    CEA, + the seed's noise). The in-domain losses differ between the shapes and seeds, so only
+    an alignment at equal in-domain loss finds c. The selection seed's runs and the runs at
+    another rate have a CEA difference of +1: they must take no part."""
+    folder = tmp_path / "records"
+    (folder / "runs").mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(dict(
+        settings=dict(seeds=list(SEEDS), eval_ood="fortunes"),
+        verdicts=[dict(shape="GPT", lr=2e-3), dict(shape="FFN-Wider", lr=8e-3),
+                  dict(shape="CEA", lr=8e-3)])))
+    for lr in rates:
+        for i, seed in enumerate(SEEDS):
+            for slug, shape_shift in (("ffn-wider", 0.0), ("cea", 0.03)):
+                off = 1.0 if lr != 8e-3 or seed == SEEDS[0] else c + noise[i]
+                extra = off if slug == "cea" else 0.0
+                run = folder / "runs" / f"{slug}-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
+                run.mkdir()
+                (run / "config.py").write_text(config_text(dict(learning_rate=lr, seed=seed)))
+                points = curve(shape_shift + 0.01 * i, lambda v: 1.0 + 0.5 * v + extra)
+                if not with_ood:
+                    points = [{k: p[k] for k in ("iter", "tokens", "val_loss", "elapsed_s")}
+                              for p in points]
+                result = dict(val_loss=points[-1]["val_loss"], curve=points)
+                if with_ood:
+                    result["ood_texts"] = {"science": "ab" * 32}
+                (run / "result.json").write_text(json.dumps(result))
+    return folder
+
+
+def test_ood_is_read_where_a_run_first_reaches_each_in_domain_loss():
+    points = [(4.0, 5.0), (2.0, 3.0), (1.5, 2.0), (1.6, 9.0), (1.2, 1.0)]
+    assert cea_ood_verdict.ood_at(points, 3.0) == 4.0  # linear in val loss between evaluations
+    assert cea_ood_verdict.ood_at(points, 1.55) == pytest.approx(2.1)  # the first time, not later
+    assert cea_ood_verdict.ood_at(points, 1.2) == 1.0
+    assert cea_ood_verdict.ood_at(points, 1.0) is None  # never reached
+    levels = cea_ood_verdict.choose_levels([points, [(3.0, 0), (1.4, 0)]], 4, 0.3)
+    assert levels == pytest.approx([1.4, 1.5, 1.6, 1.7])  # from the lowest every run reaches
+
+
+def test_paired_differences_at_equal_in_domain_loss_with_a_t_interval(tmp_path):
+    rates, first, verdict_seeds, _ = cea_ood_verdict.comparison(records(tmp_path, -0.05))
+    assert (rates, first, verdict_seeds) == ({"FFN-Wider": 8e-3, "CEA": 8e-3}, 1337, [*SEEDS[1:]])
+    noise = (0.0, 0.004, -0.002, 0.001, -0.003)
+    folder = records(tmp_path / "noisy", -0.05, noise)
+    runs = cea_ood_verdict.runs_at(folder, rates, verdict_seeds)
+    assert sorted(runs) == sorted((shape, s) for shape in ("FFN-Wider", "CEA") for s in SEEDS[1:])
+    analysis = cea_ood_verdict.analyse(runs, verdict_seeds)
+    assert analysis["seeds"] == [*SEEDS[1:]] and len(analysis["levels"]) == 4
+    assert analysis["levels"][0] == pytest.approx(1.72 + 0.03 + 0.01 * 4)  # every run reaches it
+    diffs = [-0.05 + n for n in noise[1:]]
+    for level, s in zip(analysis["levels"], analysis["summaries"]):  # the same at every level
+        rows = [r for r in analysis["rows"] if r["level"] == level]
+        assert [r["diff"] for r in rows] == pytest.approx(diffs)
+        assert rows[0]["ffn_wider"] == pytest.approx(1.0 + 0.5 * level)
+    s = analysis["summaries"][0]
+    se = stats.tstd(diffs) / math.sqrt(4)
+    assert s["mean"] == pytest.approx(-0.05) and s["se"] == pytest.approx(se)
+    assert s["hi"] - s["mean"] == pytest.approx(stats.t.ppf(0.975, 3) * se)
+    assert s["detectable"] == pytest.approx((stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3)) * se)
+    level = analysis["levels"][0]
+    assert cea_ood_verdict.words(s, level) == (
+        f"CEA lower OOD loss by 0.0500 [{-s['hi']:.4f}, {-s['lo']:.4f}] at in-domain loss "
+        f"{level:.3f}")
+    wide = dict(s, mean=0.01, lo=-0.02, hi=0.04, detectable=0.05)
+    assert cea_ood_verdict.words(wide, 1.8) == (
+        "no difference larger than 0.0500 detected at in-domain loss 1.800")
+    assert cea_ood_verdict.words(dict(wide, lo=0.002), 1.8).startswith("CEA higher OOD loss by")
+
+
+def test_the_report_csv_and_figure(tmp_path):
+    folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.001, -0.003))
+    out = tmp_path / "report" / "cea_ood"
+    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "cea_ood_verdict.py"),
+                           str(folder), f"--out={out}", "--levels=1.8,1.9"], cwd=ROOT,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
-    script = [sys.executable, str(ROOT / "experiments" / "cea_ood_verdict.py"),
-              str(tmp_path / "cmp"), "--windows=2", f"--out={tmp_path / 'ood'}"]
-    first = subprocess.run(script, cwd=ROOT, env=env, capture_output=True, text=True)
-    assert first.returncode == 0, first.stdout + first.stderr
-    with open(tmp_path / "ood.csv") as f:
+    report = (tmp_path / "report" / "cea_ood.md").read_text()
+    assert "**At in-domain loss 1.800 (the first of --levels), CEA's OOD loss minus " \
+           "FFN-Wider's over 4 seeds: -0.0500 [" in report
+    assert ": CEA lower OOD loss by 0.0500 [" in report and "seed 1337 chose the rates" in report
+    assert "science `" + "ab" * 32 + "`" in report and "as the runs recorded them" in report
+    with open(tmp_path / "report" / "cea_ood.csv") as f:
         rows = list(csv.DictReader(f))
-    first_seed = {(r["shape"], float(r["lr"])) for r in rows if r["seed"] == "1"}
-    assert first_seed == {(s, lr) for s in ("CEA", "FFN-Wider") for lr in (1e-3, 4e-3)}
-    assert sorted(r["shape"] for r in rows if r["seed"] == "2") == ["CEA", "FFN-Wider"]
-    assert first.stdout.count("] ") == 6  # a line a run scored
-    report = (tmp_path / "ood.md").read_text()
-    assert "At equal in-domain loss, CEA's OOD loss minus FFN-Wider's" in report
-    assert (tmp_path / "ood.png").stat().st_size > 10_000
-    again = subprocess.run(script, cwd=ROOT, env=env, capture_output=True, text=True)
-    assert again.returncode == 0 and again.stdout.count("] ") == 0, again.stdout
-    assert (tmp_path / "ood.md").read_text() == report
+    assert len(rows) == 8 and {r["seed"] for r in rows} == {str(s) for s in SEEDS[1:]}
+    assert all(abs(float(r["cea_minus_ffn_wider"]) + 0.05) < 0.005 for r in rows)
+    assert (tmp_path / "report" / "cea_ood.png").stat().st_size > 10_000
+
+
+def test_without_trajectories_the_report_says_so_and_how_to_get_them(tmp_path):
+    rates = {"FFN-Wider": 8e-3, "CEA": 8e-3}
+    folder = records(tmp_path, -0.05, with_ood=False)
+    runs = cea_ood_verdict.runs_at(folder, rates, [*SEEDS[1:]])
+    analysis = cea_ood_verdict.analyse(runs, [*SEEDS[1:]])
+    text = cea_ood_verdict.report(analysis, rates, 1337, [*SEEDS[1:]], "texts", "cmd")
+    assert ("**No OOD trajectory yet: 0 verdict seed(s) have OOD loss along the runs of both "
+            "shapes (2 needed; FFN-Wider: 4 run(s) recorded, 0 with one") in text
+    assert "`python compare.py config/compare_verdict_cpu.py`" in text
+    one = {**runs, **cea_ood_verdict.runs_at(records(tmp_path / "ood", -0.05), rates, [1338])}
+    assert cea_ood_verdict.analyse(one, [*SEEDS[1:]])["seeds"] == [1338]  # one seed: no interval
+    assert "No OOD trajectory yet: 1 verdict seed(s)" in cea_ood_verdict.report(
+        cea_ood_verdict.analyse(one, [*SEEDS[1:]]), rates, 1337, [*SEEDS[1:]], "texts", "cmd")
