@@ -11,8 +11,18 @@ built on the meta device. The paper's conventional rows count a d_x x d_z W_in t
                                                         # W_in conditioning
     python experiments/mlp_hourglass_tables.py --task=mnist_sr --latent_dim=1024 --hidden_dim=64 \\
         --n_blocks=8                                      # one shape, by component
+    python experiments/mlp_hourglass_tables.py --sweep=config/mlp_sweep_imagenet32_denoise.py \\
+        [--input_proj=learned] [--tflops=40]              # a sweep's FLOPs and time, per shape
+
+The cost of a sweep config (sweep_cost) is planned before its data is at hand: each shape's
+matmul FLOPs per training step (forward, loss, backward) and per forward pass (train_step_flops,
+checked against torch's FlopCounterMode in the tests), times the steps and evaluations of the
+config's protocol on ImageNet-32's split sizes (or max_train_images), at an assumed rate of
+--tflops (fp32 matmuls: the runs' dtype) plus a fixed time per step for everything that is not a
+matmul; both are assumptions, printed with the estimate.
 """
 
+import math
 import sys
 from pathlib import Path
 
@@ -21,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 import torch  # noqa: E402
 
 import train_mlp  # noqa: E402
-from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+from configurator import ConfigError, parse_overrides, read_config_file, usage_error  # noqa: E402
 from image_tasks import TASKS, get_task  # noqa: E402
 from mlp_hourglass import ImageMLP, InputProjection, count_params, image_mlp  # noqa: E402
 
@@ -84,11 +94,78 @@ def shape_table(rows):
     return "\n".join(out)
 
 
+# ImageNet-32's split sizes as data/imagenet32/prepare.py writes them: the official training set,
+# the official 50k validation set halved into validation and test
+IMAGENET32_SPLITS = {"train": 1_281_167, "val": 25_000, "test": 25_000}
+STEP_OVERHEAD_S = 1e-3  # per step, beside the matmuls: kernel launches, the noise, AdamW (assumed)
+
+
+def train_step_flops(model, batch_size):
+    """(FLOPs of one training step: forward, MSE loss, backward; of one image's forward pass) of
+    an ImageMLP, 2 per multiply-add of its matmuls (the rest is a rounding error). The forward
+    pass multiplies by every matrix; the backward pass computes the weight gradient of every
+    trained matrix and the input gradient of every matmul whose input needs one: never the image,
+    and z_0 only behind a learned W_in (so a frozen or no lift spares the first block's W1 its
+    input gradient). What W_in is, is read from the module (model.input_proj). The tests check
+    this against torch's FlopCounterMode."""
+    w_in = model.lift.weight.numel() if model.lift is not None else 0
+    blocks = sum(p.numel() for p in model.blocks.parameters())     # W1, W2 of every block
+    w_out = model.out_proj.weight.numel()
+    learned = model.input_proj == "learned"
+    forward = 2 * (w_in + blocks + w_out)
+    weight_grads = 2 * (blocks + w_out + (w_in if learned else 0))
+    input_grads = 2 * (blocks + w_out - (0 if learned else model.latent_dim * model.hidden_dim))
+    return batch_size * (forward + weight_grads + input_grads), forward
+
+
+def sweep_cost(path, input_proj=None, tflops=40.0, splits=IMAGENET32_SPLITS):
+    """The FLOPs and the estimated time of a sweep config's runs (config/mlp_sweep_*.py: its
+    shapes, lrs, seeds and protocol; input_proj None: the config's), one row per shape. A run
+    trains round(epochs x (n_train x flips // batch)) steps, scores the validation split every
+    eval_interval steps and the test split once; its time is FLOPs / tflops + steps x
+    STEP_OVERHEAD_S. Returns (rows, total FLOPs, total hours, the table as text)."""
+    s = read_config_file(path)
+    task = get_task(s["task"])
+    protocol = train_mlp.task_protocol(s["task"])
+    epochs, batch, flips, eval_interval = (s.get(k, protocol[k]) for k in (
+        "epochs", "batch_size", "flips", "eval_interval"))
+    input_proj = s.get("input_proj", "") if input_proj is None else input_proj
+    n_train = s.get("max_train_images") or splits["train"]
+    steps = max(1, round(epochs * (n_train * flips // batch)))
+    evals = math.ceil(steps / (eval_interval or n_train * flips // batch))
+    runs = len(s["lrs"]) * len(s["seeds"])
+    rows, total_flops, total_s = [], 0, 0.0
+    for shape, d_z, d_h, L in s["shapes"]:
+        with torch.device("meta"):
+            model = image_mlp(task, d_z, d_h, L, shape=shape, input_proj=input_proj or None)
+        step, forward = train_step_flops(model, batch)
+        flops = steps * step + (evals * splits["val"] + splits["test"]) * forward
+        seconds = flops / (tflops * 1e12) + steps * STEP_OVERHEAD_S
+        rows.append(dict(shape=shape, d_z=d_z, d_h=d_h, L=L, input_proj=model.input_proj,
+                         params=count_params(model)["total"], run_flops=flops, run_s=seconds))
+        total_flops, total_s = total_flops + runs * flops, total_s + runs * seconds
+    lines = [f"{path}: {len(rows)} shapes x {len(s['lrs'])} lr x {len(s['seeds'])} seeds = "
+             f"{len(rows) * runs} runs; each {steps:,} steps of {batch} ({n_train:,} images x "
+             f"{flips} flips x {epochs:g} epochs), {evals} evaluations of {splits['val']:,} "
+             f"images, one test of {splits['test']:,}; time at {tflops:g} TFLOP/s (assumed) + "
+             f"{STEP_OVERHEAD_S * 1e3:g} ms per step",
+             "| shape | d_z | d_h | L | W_in | params | PFLOP per run | min per run |",
+             "|---|---:|---:|---:|---|---:|---:|---:|"]
+    lines += [f"| {r['shape']} | {r['d_z']} | {r['d_h']} | {r['L']} | {r['input_proj']} | "
+              f"{r['params'] / 1e6:.2f}M | {r['run_flops'] / 1e15:.3f} | {r['run_s'] / 60:.1f} |"
+              for r in rows]
+    lines.append(f"total: {total_flops / 1e18:.2f} EFLOP, {total_s / 3600:.1f} hours")
+    return rows, total_flops, total_s / 3600, "\n".join(lines)
+
+
 def main(argv):
     try:
         args = parse_overrides(argv, dict(task="", latent_dim=0, hidden_dim=0, n_blocks=0,
-                                          input_proj=""))  # '' = the shape's own
-        if args["task"]:  # one shape: the task's default with the given overrides
+                                          input_proj="",  # '' = the shape's own
+                                          sweep="", tflops=40.0))
+        if args["sweep"]:  # a sweep config's cost: its input_proj unless one is given here
+            print(sweep_cost(args["sweep"], args["input_proj"] or None, args["tflops"])[3])
+        elif args["task"]:  # one shape: the task's default with the given overrides
             default = train_mlp.task_protocol(args["task"])
             print(shape_table([(args["task"], args["latent_dim"] or default["latent_dim"],
                                 args["hidden_dim"] or default["hidden_dim"],

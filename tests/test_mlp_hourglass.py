@@ -259,6 +259,78 @@ def test_main_prints_paper_checks_and_shape_table():
     assert bad.returncode != 0 and "unknown task" in bad.stderr and "Traceback" not in bad.stderr
 
 
+# Table 1 of the paper (ImageNet-32 denoising): its Params column (M), W_in counted in every row
+TABLE_1_PARAMS = {
+    ("conventional", 3072, 3075, 1): 37.77, ("conventional", 3072, 4012, 1): 43.52,
+    ("conventional", 3072, 3075, 2): 56.66, ("conventional", 3072, 4012, 2): 68.17,
+    ("conventional", 3072, 3075, 3): 75.55, ("conventional", 3072, 3546, 3): 84.23,
+    ("hourglass", 3546, 8, 5): 22.07, ("hourglass", 3546, 16, 5): 22.35,
+    ("hourglass", 3546, 64, 5): 24.06, ("hourglass", 3546, 128, 5): 26.33,
+    ("hourglass", 3546, 270, 3): 27.53, ("hourglass", 3075, 765, 2): 28.30,
+    ("hourglass", 3546, 270, 4): 29.45, ("hourglass", 3546, 270, 5): 31.36,
+    ("hourglass", 3075, 765, 3): 33.01, ("hourglass", 3546, 270, 7): 35.19,
+    ("hourglass", 3546, 270, 8): 37.11, ("hourglass", 3075, 765, 4): 37.71,
+    ("hourglass", 3075, 765, 5): 42.42, ("hourglass", 3075, 1146, 4): 47.08,
+    ("hourglass", 3075, 1146, 5): 54.13, ("hourglass", 3075, 1560, 4): 57.27,
+    ("hourglass", 3546, 1146, 5): 62.42, ("hourglass", 3546, 1560, 4): 66.04,
+    ("hourglass", 3075, 1560, 5): 66.86, ("hourglass", 3546, 1560, 5): 77.10,
+    ("hourglass", 3075, 2014, 5): 80.82,
+}
+IMAGENET32_SWEEP = os.path.join(ROOT, "config", "mlp_sweep_imagenet32_denoise.py")
+
+
+def test_the_imagenet32_sweep_is_table_1_and_its_time_is_the_counted_flops():
+    """config/mlp_sweep_imagenet32_denoise.py holds Table 1's shapes in its Params order (the
+    learned form counts what the paper counts), and every number of its time estimate is what
+    the tables script computes for it."""
+    own, own_flops, own_hours, text = tables.sweep_cost(IMAGENET32_SWEEP)
+    learned, learned_flops, learned_hours, _ = tables.sweep_cost(IMAGENET32_SWEEP, "learned")
+    shapes = [(r["shape"], r["d_z"], r["d_h"], r["L"]) for r in learned]
+    assert sorted(shapes) == sorted(TABLE_1_PARAMS)
+    assert [round(r["params"] / 1e6, 2) for r in learned] == sorted(TABLE_1_PARAMS.values())
+    assert {r["input_proj"] for r in own} == {"frozen_random", "direct"}
+    assert {r["input_proj"] for r in learned} == {"learned"}
+    comment = open(IMAGENET32_SWEEP).read()
+    runs = len(own) * 4 * 3  # shapes x lrs x seeds
+    minutes = [r["run_s"] / 60 for r in own + learned]
+    for number in (f"{runs} runs per form", "20,018 steps each", f"{own_flops / 1e18:.2f} EFLOP",
+                   f"{learned_flops / 1e18:.2f} EFLOP learned",
+                   f"{own_hours:.1f} + {learned_hours:.1f} = {own_hours + learned_hours:.1f}",
+                   f"{min(minutes):.1f} to {max(minutes):.1f} min per run"):
+        assert number in " ".join(comment.replace("# ", "").split()), number
+    assert "20,018 steps of 512 (1,281,167 images x 4 flips x 2 epochs)" in text
+
+
+@pytest.mark.parametrize("d_x,d_z,d_h,L,shape,input_proj", [
+    (3072, 3546, 270, 5, "hourglass", "frozen_random"),
+    (3072, 3546, 270, 5, "hourglass", "learned"),
+    (3072, 3072, 3075, 2, "conventional", "direct"),
+    (3072, 3072, 3075, 2, "conventional", "learned"),
+    (196, 1024, 64, 3, "hourglass", "zero_pad"),
+])
+def test_the_step_flops_are_what_flopcountermode_counts(d_x, d_z, d_h, L, shape, input_proj):
+    """train_step_flops (the sweep's time estimate) against torch's own count of one step on the
+    meta device: forward, MSE loss, backward; and a lift made trainable by hand counts as
+    learned."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with torch.device("meta"):
+        model = M.ImageMLP(d_x, 784, d_z, d_h, L, shape=shape, input_proj=input_proj)
+        x, target = torch.zeros(64, d_x), torch.zeros(64, 784)
+    with FlopCounterMode(display=False) as step:
+        torch.nn.functional.mse_loss(model(x), target).backward()
+    model.eval()
+    with FlopCounterMode(display=False) as forward, torch.no_grad():
+        model(x[:1])
+    assert tables.train_step_flops(model, 64) == (step.get_total_flops(),
+                                                  forward.get_total_flops())
+    if input_proj == "frozen_random":
+        model.lift = M.InputProjection(d_x, d_z, trainable=True).to("meta")
+        model.train()
+        with FlopCounterMode(display=False) as swapped:
+            torch.nn.functional.mse_loss(model(x), target).backward()
+        assert tables.train_step_flops(model, 64)[0] == swapped.get_total_flops()
+
+
 def repo_imports(path):
     """Top-level names of every import in a file, function bodies included."""
     names = set()

@@ -347,4 +347,5 @@ def test_every_sweep_config_file_loads_and_spans_one_range_for_both_families(con
     assert max(totals["hourglass"]) <= 1.15 * max(totals["conventional"])
     assert max(totals["conventional"]) <= 1.15 * max(totals["hourglass"])
     assert min(totals["hourglass"]) <= min(totals["conventional"])
-    assert 2e-3 in config["lrs"] or config["input_proj"] == "frozen_random"  # (the first one)
+    if task.dataset_kind == "28x28":  # (ImageNet-32's: the paper's grid, 1e-4 to 7e-4)
+        assert 2e-3 in config["lrs"] or config["input_proj"] == "frozen_random"  # (the first one)
