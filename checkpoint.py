@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from configurator import build_model
+from configurator import ConfigError, build_model
 
 
 class _RecordedWrites:
@@ -59,6 +59,16 @@ class DiskFull(SystemExit):
     """Saving or logging failed for lack of space: one line, what failed and what is intact."""
 
 
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, a quota, the file size limit
+
+
+def no_room(error, folder):
+    """(what happened, what to do) for a DiskFull message of an OSError of NO_ROOM in folder."""
+    if error.errno == errno.EFBIG:  # (Python ignores SIGXFSZ: the write fails instead)
+        return f"the file size limit (ulimit -f) was reached in {folder}", "Raise it (ulimit -f)"
+    return f"no space left on the disk of {folder}", "Free some space"
+
+
 def save_checkpoint(state, path, previous=""):
     """Write `state` to `<path>.tmp.<pid>`, fsync it, then rename it over `path` (atomic within a
     folder): a run killed mid-save, or a disk that fills up, leaves the previous file intact.
@@ -78,13 +88,13 @@ def save_checkpoint(state, path, previous=""):
                 raise (recorded.error or e) from None
         os.replace(tmp, path)
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if e.errno not in NO_ROOM:
             raise
         intact = (f"the previous {path.name} ({previous}) is intact" if previous and path.exists()
                   else f"nothing was written to {path}")
-        raise DiskFull(f"error: no space left on the disk of {path.parent} while saving "
-                       f"{path.name}: {intact}. Free some space, then continue the run with "
-                       f"--init_from=resume") from None
+        what, todo = no_room(e, path.parent)
+        raise DiskFull(f"error: {what} while saving {path.name}: {intact}. {todo}, then continue "
+                       f"the run with --init_from=resume") from None
     finally:  # a save cut short (an error, Ctrl-C, SIGTERM) leaves no temporary file
         tmp.unlink(missing_ok=True)
 
@@ -135,10 +145,17 @@ def load_checkpoint(path, map_location="cpu"):
     return state
 
 
-def model_from_checkpoint(checkpoint):
-    """The model described by checkpoint['model_type'] / ['model_args'], with its weights."""
-    model = build_model(checkpoint["model_type"], **checkpoint["model_args"])
-    model.load_state_dict(checkpoint["model"])
+def model_from_checkpoint(checkpoint, path="the checkpoint"):
+    """The model described by checkpoint['model_type'] / ['model_args'], with its weights. One
+    that no model of this repo can be (an unknown model_type or setting, weights of another shape)
+    is a CheckpointError naming `path`."""
+    try:
+        model = build_model(checkpoint["model_type"], **checkpoint["model_args"])
+        model.load_state_dict(checkpoint["model"])
+    except (ConfigError, KeyError, TypeError, RuntimeError) as e:
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path} holds a model this repo cannot build ({why}): train it "
+                              f"again, or point --out_dir at another checkpoint") from None
     return model
 
 

@@ -64,7 +64,7 @@ class ComposedConfig(GPTConfig):
     width_schedule: str = "constant"  # constant | x | diamond | v | lambda
     bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer at r_l L
     bottleneck_width_ratio: float = 0.3  # r_d: its width r_d d
-    width_multiple: int = 32  # widths rounded to a multiple of this
+    width_multiple: int = 32  # widths rounded to a multiple of this (and of 2 n_head)
     # how a widening layer fills new coordinates (variable_width.EXPANSIONS)
     expansion: str = "carry"
     scale_init_by_width: bool = True  # the ><former's init rule; a no-op at w_l = d
@@ -118,7 +118,8 @@ class ComposedConfig(GPTConfig):
                 kv_ratio = self.n_kv_head / n_head
                 self.layer_widths, _ = variable_width.solve_widths(
                     self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
-                    self.bottleneck_width_ratio, self.width_multiple,
+                    self.bottleneck_width_ratio,
+                    variable_width.width_rounding(self.width_multiple, n_head),
                     ffn_mult=self.n_sub_blocks * hidden / d, kv_ratio=kv_ratio,
                     end_multiples=self.end_multiples())
             variable_width.check_widths(list(self.layer_widths), n_head)

@@ -23,6 +23,7 @@ import importlib
 import io
 import operator
 import os
+import re
 import sys
 import textwrap
 import tokenize
@@ -129,7 +130,7 @@ def read_config_file(path, name=None):
     except (SyntaxError, ValueError) as e:  # (ValueError: a null byte, before Python 3.12)
         line = f", line {e.lineno}" if getattr(e, "lineno", None) else ""
         raise ConfigError(f"{name}{line}: not valid Python ({getattr(e, 'msg', e)})") from None
-    except RecursionError:
+    except (RecursionError, MemoryError):  # (a deep nesting takes the parser's stack)
         raise ConfigError(f"{name}: an expression nested too deeply to read") from None
     settings = {}
     for i, node in enumerate(tree.body):
@@ -193,6 +194,10 @@ def _too_large(op, left, right):
         for seq, n in ((left, right), (right, left)):
             if isinstance(seq, (str, bytes, list, tuple)) and type(n) is int:
                 return len(seq) * n > 1_000_000
+    if isinstance(op, ast.Mod) and isinstance(left, (str, bytes)):  # "%1500000000d" % 0
+        text = left if isinstance(left, str) else left.decode("latin-1")
+        # a width or precision of a million or more, or one taken from the values (*)
+        return re.search(r"%[-#0 +]*(\*|\d{7,})|%[-#0 +\d]*\.(\*|\d{7,})", text) is not None
     return False
 
 
@@ -413,9 +418,14 @@ def check_train_settings(config):
     need(config["init_from"] in ("scratch", "resume"),
          f"init_from={config['init_from']!r}: use 'scratch' or 'resume'")
     need(config["out_dir"] != "", "out_dir='': name a folder for the run (default 'out')")
+    for key, value in config.items():  # (a huge int's digits could not even be printed)
+        if type(value) is int and abs(value) >= 2 ** 63:
+            shown = value if value.bit_length() <= 256 else f"a number of {value.bit_length()} bits"
+            raise ConfigError(f"{key}={shown}: it must be below 2**63")
     for key, value in config.items():  # inf and nan pass (or break) every comparison below
         need(not isinstance(value, float) or abs(value) < float("inf"),
              f"{key}={value}: it must be a finite number")
+    need(0 <= config["seed"] < 2 ** 63, f"seed={config['seed']}: it must be in [0, 2**63)")
     for key in ("batch_size", "block_size", "eval_interval", "log_interval", "eval_iters",
                 "gradient_accumulation_steps"):
         need(config[key] >= 1, f"{key}={config[key]}: it must be 1 or more")

@@ -68,6 +68,8 @@ class GPTConfig:
     def __post_init__(self):
         # layers may arrive as plain dicts (from a checkpoint or a config file)
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
+        assert all(isinstance(s, LayerSpec) for s in self.layers), (
+            f"layers={self.layers!r:.60}: give each layer as a dict of LayerSpec's fields")
         assert self.n_embd >= 1, f"n_embd={self.n_embd} must be >= 1"
         if not self.layers:
             assert self.n_layer >= 1, f"n_layer={self.n_layer} must be >= 1"
@@ -481,7 +483,8 @@ class GPT(nn.Module):
             if temperature == 0 or top_k == 1:
                 next_id = logits.argmax(dim=-1, keepdim=True)
             else:
-                logits = logits / temperature
+                # (the best logit at 0 first: a tiny temperature then gives -inf, never inf - inf)
+                logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature
                 if top_k is not None:
                     kth_best = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]
                     logits = logits.masked_fill(logits < kth_best, float("-inf"))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import DiskFull, load_checkpoint, save_checkpoint
+from checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room, save_checkpoint
 from configurator import usage_error
 from lock import Busy, FileLock, NotALockFile
 
@@ -189,12 +189,12 @@ class RunDir:
                 raise OSError(errno.ENOSPC, "short write")
         except OSError as e:
             os.ftruncate(fd, size)  # drop the part that was written
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if e.errno not in NO_ROOM:
                 raise
-            raise DiskFull(f"error: no space left on the disk of {self.dir} while logging step "
-                           f"{record.get('iter')} to metrics.jsonl: {self.intact()}. Free some "
-                           f"space, then continue the run with --init_from=resume"
-                           f"{self.put_back_previous_run()}") from None
+            what, todo = no_room(e, self.dir)
+            raise DiskFull(f"error: {what} while logging step {record.get('iter')} to "
+                           f"metrics.jsonl: {self.intact()}. {todo}, then continue the run with "
+                           f"--init_from=resume{self.put_back_previous_run()}") from None
         finally:
             os.close(fd)
 
@@ -221,9 +221,9 @@ class RunDir:
                 f.write(text)
             os.replace(tmp, self.metrics)
         except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if e.errno not in NO_ROOM:
                 raise
-            raise DiskFull(f"error: no space left on the disk of {self.dir} to drop from "
+            raise DiskFull(f"error: {no_room(e, self.dir)[0]}: no room to drop from "
                            f"metrics.jsonl the {len(lines) - len(kept)} row(s) logged after the "
                            f"checkpoint (step {iter_num}); nothing was changed. Free at least "
                            f"{len(text.encode()) // 1024 + 1} kB there, then run the same command "

@@ -99,9 +99,14 @@ if not all(k in checkpoint for k in ("model_type", "model_args", "meta", "config
     raise SystemExit(f"error: {out_dir}/ckpt.pt is not a checkpoint of this repo's train.py (it "
                      f"has {', '.join(sorted(checkpoint)[:8])})")
 checkpoint.pop("optimizer", None)  # not needed to sample: never copied to the GPU
-model = model_from_checkpoint(checkpoint).to(device).eval()
+model = model_from_checkpoint(checkpoint, source).to(device).eval()
 meta = checkpoint["meta"]  # the vocabulary the model was trained with, whatever is on disk now
-tokenizer = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
+try:
+    tokenizer = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
+except (KeyError, TypeError, ValueError) as e:
+    raise SystemExit(f"error: {source}: its tokenizer's meta (the data's meta.json at "
+                     f"training time) is incomplete or damaged ({type(e).__name__}: {e}): train "
+                     f"it again") from None
 print(f"{checkpoint['model_type']} from {source} (step {checkpoint['iter_num']}, "
       f"val loss {checkpoint['best_val_loss']:.4f}), {checkpoint['config']['dataset']}")
 

@@ -143,11 +143,12 @@ BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_emb
 # rate x min_lr_ratio, jobs = train.py processes side by side, record_dir = a folder of the
 # repository that keeps every finished run's record (config.py, result.json) and the report,
 # refine_gain = the dip of the parabola around a shape's chosen rate past which it also tries one
-# step of x sqrt(2) on each side (0: never), report_only = the report from the finished runs alone.
+# step of x sqrt(2) on each side (0: never), report_only = the report from the finished runs alone,
+# stop_starting_after = minutes after which no run starts (those running finish; 0: no deadline).
 CPU_PRESET = dict(
     out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models=(), seeds=(1337,),
     learning_rates=(2e-3,), extend_rates=0, min_lr_ratio=0.1, jobs=1, record_dir="",
-    refine_gain=0.0, report_only=False,
+    refine_gain=0.0, report_only=False, stop_starting_after=0.0,
     n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
     block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600,
     warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,

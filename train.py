@@ -203,7 +203,7 @@ if init_from == "scratch":
         run.remove_previous_run()
 else:
     model_args = checkpoint["model_args"]
-    model = model_from_checkpoint(checkpoint)
+    model = model_from_checkpoint(checkpoint, run.ckpt)
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
     run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes

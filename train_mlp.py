@@ -29,7 +29,6 @@ call `train`. Each training choice's source (paper / reference / ours): docs/mlp
 """
 
 import csv
-import errno
 import io
 import json
 import math
@@ -42,7 +41,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from checkpoint import DiskFull, load_checkpoint
+from checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room
 from configurator import ConfigError, parse_overrides, usage_error
 from dataset import load_images
 from hardware import auto_dtype, autocast
@@ -450,10 +449,11 @@ def write_atomically(path, content):
             f.write(content.encode() if isinstance(content, str) else content)
         os.replace(tmp, path)
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if e.errno not in NO_ROOM:
             raise
-        raise DiskFull(f"error: no space left on the disk of {path} (left as it was): free some "
-                       f"space, then run the same command again (train_mlp.py: with "
+        what, todo = no_room(e, os.path.dirname(path) or ".")
+        raise DiskFull(f"error: {what} writing {path} (left as it was): {todo.lower()}, then run "
+                       f"the same command again (train_mlp.py: with "
                        f"--init_from=resume, which writes a finished run's results)") from None
     finally:  # (interrupted: no temporary file left behind)
         if os.path.exists(tmp):
@@ -494,7 +494,8 @@ def load_trained_mlp(path, device="cpu"):
     except Exception as e:  # a truncated or foreign file: torch raises several kinds
         raise ConfigError(f"{path} is not a readable checkpoint (truncated or not a torch file: "
                           f"{type(e).__name__}); train one with python train_mlp.py") from None
-    if not isinstance(ckpt.get("config"), dict) or not set(ckpt["config"]) <= set(DEFAULTS):
+    if not (isinstance(ckpt, dict) and isinstance(ckpt.get("config"), dict)
+            and set(ckpt["config"]) <= set(DEFAULTS)):  # (a list, a tensor, an LM checkpoint)
         raise ConfigError(f"{path} is not a checkpoint of train_mlp.py (an LM checkpoint of "
                           f"train.py? sample it with sample.py)")
     c = resolve({**saved_settings(ckpt["config"]), "device": device, "data_dir": ""})

@@ -61,7 +61,16 @@ def check_widths(widths, n_head):
             f"heads in every layer, even head_dim for RoPE); round the widths (width_multiple)")
 
 
+def width_rounding(width_multiple, n_head):
+    """What solved widths are rounded to: a multiple of width_multiple (the paper's 32) that
+    check_widths takes too (2 n_head: the paper's 32 at 16 heads; 96 at 6 heads)."""
+    return math.lcm(width_multiple, 2 * n_head)
+
+
 def check_width_rules(config):
+    assert 0 < config.bottleneck_layer_ratio < 1, (
+        f"bottleneck_layer_ratio={config.bottleneck_layer_ratio}: the narrowest layer sits at "
+        f"round(r_l L), inside the stack: pick r_l in (0, 1)")
     assert config.attention_multiplier in ("sqrt", "head_dim"), (
         f"attention_multiplier={config.attention_multiplier!r}: choose 'sqrt' (1/sqrt(head_dim)) "
         f"or 'head_dim' (1/head_dim, the reference code's)")
@@ -75,7 +84,7 @@ class VariableWidthConfig(GPTConfig):
     width_schedule: str = "x"  # one of WIDTH_SCHEDULES, parameter-matched to the width n_embd
     bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer is l* = round(r_l L)
     bottleneck_width_ratio: float = 0.3  # r_d: its width is d_l* = r_d d
-    width_multiple: int = 32  # solved widths are rounded to a multiple of this (the paper's 32)
+    width_multiple: int = 32  # solved widths: a multiple of this and of 2 n_head (the paper's 32)
     expansion: str = "carry"  # one of EXPANSIONS (sec. 4.4)
     scale_init_by_width: bool = True  # layer l's matrices at std * sqrt(d / w_l), as the reference
     attention_multiplier: str = "sqrt"  # softmax(m q.k): 'sqrt' m = 1/sqrt(hd), 'head_dim' 1/hd
@@ -91,7 +100,8 @@ class VariableWidthConfig(GPTConfig):
         n_kv_head, ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d  # E d
         self.layer_widths = list(self.layer_widths) or solve_widths(  # Appendix A, matched to d
             self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
-            self.bottleneck_width_ratio, self.width_multiple, ffn_hidden / d, n_kv_head / n_head)[0]
+            self.bottleneck_width_ratio, width_rounding(self.width_multiple, n_head),
+            ffn_hidden / d, n_kv_head / n_head)[0]
         assert len(self.layer_widths) == self.n_layer, (
             f"layer_widths has {len(self.layer_widths)} entries for n_layer={self.n_layer}: give "
             f"one width per layer")

@@ -391,3 +391,121 @@ def test_every_bad_sample_setting_is_one_line(char_dataset, tmp_path, args, expe
                              "--max_new_tokens=3", *[a.format(tmp=tmp_path) for a in args]],
                             cwd=ROOT, capture_output=True, text=True)
     assert expected in one_line(result, code=2)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("max_iters = 10**4400\n", "max_iters=a number of 14617 bits: it must be below 2**63"),
+    ("seed = 18446744073709551616\n", "seed=18446744073709551616: it must be below 2**63"),
+    ("seed = -1\n", "seed=-1: it must be in [0, 2**63)"),
+    ("x = " + "-" * 100_000 + "1\n", "nested too deeply"),
+    ("x = '%1500000000d' % 0\n", "a value too large to compute"),
+    ("x = '%.*f' % (1000000000, 1.0)\n", "a value too large to compute"),
+])
+def test_a_config_value_no_machine_can_hold_is_one_line(tmp_path, text, expected):
+    """Each was a traceback: 10**4400's message was built (its digits cannot be printed) even
+    where the check passed, 100,000 minus signs took the parser's memory, a format string's width
+    made a 1.5 GB string, a seed past 2**64 overflowed torch's after out_dir was locked."""
+    from configurator import parse_overrides
+    config = tmp_path / "c.py"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        settings = parse_overrides([str(config)], {**train_defaults(), "x": ""})
+        check_train_settings({k: v for k, v in settings.items() if k != "x"})
+
+
+def test_a_seed_past_int64_is_one_line_before_out_dir_exists(tmp_path):
+    out = tmp_path / "o"
+    message = one_line(train(f"--out_dir={out}", "--seed=18446744073709551616", check=False),
+                       code=2)
+    assert "seed=18446744073709551616: it must be below 2**63" in message and not out.exists()
+
+
+def test_a_preset_that_is_not_a_name_is_one_line(tmp_path):
+    from shapes import preset_settings
+    config = tmp_path / "c.py"
+    config.write_text("preset = [1]\n")
+    with pytest.raises(ConfigError, match=re.escape("--preset=[1]: choose one of cpu, gpu")):
+        preset_settings([str(config)])
+
+
+@pytest.mark.parametrize("model_args,expected", [
+    ({"layers": [1, 2]}, "layers=[1, 2]: give each layer as a dict of LayerSpec's fields"),
+    ({"model_type": "variable_width", "bottleneck_layer_ratio": 2.0},
+     "bottleneck_layer_ratio=2.0: the narrowest layer sits at round(r_l L), inside the stack"),
+    ({"model_type": "composed", "width_schedule": "x", "bottleneck_layer_ratio": 0.0},
+     "bottleneck_layer_ratio=0.0"),
+])
+def test_model_args_no_model_can_take_are_one_line(model_args, expected):
+    """An AttributeError (layers of ints) and a bottleneck silently on layer 7 of 8."""
+    model_args = dict(model_args)
+    model_type = model_args.pop("model_type", "gpt")
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        check_train_settings(dict(train_defaults(), model_type=model_type, model_args=model_args))
+
+
+def test_the_former_rounds_its_widths_for_its_heads_by_itself():
+    """12 layers, d = 384, 6 heads: the paper's rounding to 32 gave a width 544, no multiple of
+    2 * 6; the default rounding takes the heads in (96 here), as the paper's 32 does at 16."""
+    from configurator import build_model
+    from variable_width import solve_widths
+    with torch.device("meta"):
+        model = build_model("variable_width", vocab_size=65, n_layer=12, n_embd=384, n_head=6)
+        paper = build_model("variable_width", vocab_size=65, n_layer=16, n_embd=640, n_head=16)
+    assert all(w % 96 == 0 for w in model.config.layer_widths)
+    assert paper.config.layer_widths == solve_widths("x", 16, 640, width_multiple=32)[0]
+
+
+def test_the_file_size_limit_while_saving_is_the_full_disk_line(tmp_path, monkeypatch):
+    """ulimit -f reached in a save (EFBIG): the line of a full disk, the previous checkpoint
+    intact, instead of a traceback."""
+    import errno
+
+    import checkpoint
+    from checkpoint import DiskFull, save_checkpoint
+    save_checkpoint({"w": torch.zeros(4)}, tmp_path / "ckpt.pt")
+    before = (tmp_path / "ckpt.pt").read_bytes()
+
+    def too_big(self, data):
+        raise OSError(errno.EFBIG, "File too large")
+    monkeypatch.setattr(checkpoint._RecordedWrites, "write", too_big)
+    with pytest.raises(DiskFull) as info:
+        save_checkpoint({"w": torch.zeros(4)}, tmp_path / "ckpt.pt", "step 4")
+    assert str(info.value).startswith("error: the file size limit (ulimit -f) was reached in ")
+    assert "(step 4) is intact. Raise it" in str(info.value)
+    assert (tmp_path / "ckpt.pt").read_bytes() == before
+
+
+def test_a_tiny_temperature_samples_the_best_token():
+    """temperature=1e-39: logits / t overflowed to inf, and softmax gave nan ("probability tensor
+    contains either inf, nan"); it is greedy in the limit, and samples so."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_embd=16, n_head=2)).eval()
+    start = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        greedy = model.generate(start, 6, temperature=0)
+        tiny = model.generate(start, 6, temperature=1e-39, generator=torch.Generator())
+    assert torch.equal(tiny, greedy)
+
+
+@pytest.mark.parametrize("change,expected", [
+    (dict(meta={"tokenizer": "char", "vocab_size": 11}), "its tokenizer's meta"),
+    (dict(model_type="os"), "model_type='os' is unknown"),
+    (dict(model_args={"vocab_size": 11, "n_layers": 2}), "has no setting n_layers"),
+])
+def test_a_checkpoint_no_model_or_tokenizer_comes_from_is_one_line_in_sample(tmp_path, change,
+                                                                              expected):
+    """sample.py on a checkpoint written by another program: a KeyError, or a ConfigError's
+    traceback; now one line naming the file, exit status 1."""
+    from model import GPT, GPTConfig
+    args = dict(vocab_size=11, block_size=8, n_layer=1, n_embd=16, n_head=2)
+    state = dict(model=GPT(GPTConfig(**args)).state_dict(), model_type="gpt", model_args=args,
+                 meta={"tokenizer": "char", "vocab_size": 11, "chars": "abcdefghijk"},
+                 config={"dataset": "x"}, iter_num=1, best_val_loss=2.0)
+    (tmp_path / "o").mkdir()
+    torch.save({**state, **change}, tmp_path / "o" / "ckpt.pt")
+    result = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={tmp_path / 'o'}",
+                             "--start=a", "--max_new_tokens=2", "--device=cpu"], cwd=ROOT,
+                            capture_output=True, text=True)
+    message = one_line(result, code=1)
+    assert expected in message and f"{tmp_path / 'o'}/ckpt.pt" in message, message

@@ -248,3 +248,13 @@ def test_sigterm_is_ctrl_c_one_line_with_the_command_that_resumes(prepared, tmp_
     assert f"the last checkpoint is {out / 'ckpt.pt'} (step {step})" in err
     assert err.strip().endswith("--log_interval=1000 --init_from=resume"), err
     assert not list(out.glob("*.tmp*"))
+
+
+@pytest.mark.parametrize("held", [[1, 2], torch.zeros(2), {"config": [1]}])
+def test_eval_only_on_a_checkpoint_that_is_not_a_dict_is_one_line(tmp_path, capsys, held):
+    """--eval_only=True on a ckpt.pt holding a list: an AttributeError (.get on a list)."""
+    (tmp_path / "o").mkdir()
+    torch.save(held, tmp_path / "o" / "ckpt.pt")
+    stop, line = stopped(capsys, "--eval_only=True", f"--out_dir={tmp_path / 'o'}",
+                         "--device=cpu")
+    assert stop.code == 2 and "is not a checkpoint of train_mlp.py" in line, line

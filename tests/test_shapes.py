@@ -195,14 +195,18 @@ def test_a_gpt2_vocabulary_is_padded_as_train_py_pads_it():
 
 
 def test_the_shapes_picture_is_drawn_with_tiny_settings(tmp_path):
-    """python shapes.py --plot=PATH draws every matched shape per layer (tiny settings here; the
-    presets' pictures are docs/shapes_cpu.png and docs/shapes_gpu.png)."""
-    path = tmp_path / "shapes.png"
-    out = subprocess.run([sys.executable, "shapes.py", "--n_layer=4", "--n_embd=128", "--n_head=4",
-                          "--models=GPT,hourglass,><former,CEA", f"--plot={path}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    """python shapes.py --plot draws every matched shape per layer into shapes_<preset>.png where
+    it runs (tiny settings here): the presets' committed pictures, docs/shapes_cpu.png and
+    docs/shapes_gpu.png, are redrawn only by naming them (--plot=PATH); a bare --plot in a clone
+    replaced them."""
+    committed = (ROOT / "docs" / "shapes_cpu.png").read_bytes()
+    out = subprocess.run([sys.executable, str(ROOT / "shapes.py"), "--n_layer=4", "--n_embd=128",
+                          "--n_head=4", "--models=GPT,hourglass,><former,CEA", "--plot"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert f"wrote {path}" in out.stdout and path.stat().st_size > 10_000
+    path = "shapes_cpu.png"
+    assert f"wrote {path}" in out.stdout and (tmp_path / path).stat().st_size > 10_000
+    assert (ROOT / "docs" / "shapes_cpu.png").read_bytes() == committed
     with torch.device("meta"):
         model_type, model_args = matched_shapes(
             dict(vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=128),
