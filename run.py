@@ -60,6 +60,7 @@ class RunDir:
         self.last_good_step = None  # the step of ckpt.pt, once saved or resumed from
         self.set_aside = None  # out_dir/previous_run while this run has no checkpoint of its own
         self._saving, self._pending_signal = False, None  # a signal waits for the save to end
+        self.started_metrics = None  # whether this run began metrics.jsonl (known at its first row)
         self._lock = None
         if lock:
             try:
@@ -182,6 +183,8 @@ class RunDir:
         """Append one row to metrics.jsonl, the whole line or nothing: a disk that fills up midway
         leaves the file as it was, and the run stops in one line."""
         line = (json.dumps(record) + "\n").encode()
+        if self.started_metrics is None:
+            self.started_metrics = not self.metrics.exists()
         fd = os.open(self.metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         size = os.fstat(fd).st_size
         try:
@@ -310,6 +313,9 @@ class RunDir:
         how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
         if self.last_good_step is None or not self.ckpt.exists():
             how += " before the first checkpoint"
+            if self.started_metrics and self.set_aside is None:  # (else put back as it was)
+                self.metrics.unlink(missing_ok=True)  # so that the same command starts again
+                how += " (its metrics.jsonl removed)"
         print(f"{how}: {self._how_to_go_on()}", file=sys.stderr, flush=True)
         self._exiting()
         raise SystemExit(128 + signum)

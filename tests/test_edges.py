@@ -509,3 +509,20 @@ def test_a_checkpoint_no_model_or_tokenizer_comes_from_is_one_line_in_sample(tmp
                             capture_output=True, text=True)
     message = one_line(result, code=1)
     assert expected in message and f"{tmp_path / 'o'}/ckpt.pt" in message, message
+
+
+def test_ctrl_c_before_the_first_checkpoint_prints_a_command_that_starts_again(char_dataset,
+                                                                               tmp_path):
+    """On a slow CPU the first checkpoint comes minutes in: a Ctrl-C before it said "start again
+    with: python train.py ...", and that command refused the folder ("already holds a run
+    (metrics.jsonl)"). The rows of steps no checkpoint holds go: the command starts again."""
+    out = tmp_path / "o"
+    command = [sys.executable, str(ROOT / "train.py"), *TINY, f"--data_dir={char_dataset}",
+               f"--out_dir={out}", "--eval_interval=100000", "--max_iters=100000"]
+    for _ in range(2):
+        stopped = stop_at(command, "iter 2/", signal.SIGINT)
+        message = one_line(stopped, code=130)
+        assert message.startswith("interrupted before the first checkpoint (its metrics.jsonl "
+                                  "removed): nothing to resume; start again with: python "), message
+        assert not (out / "metrics.jsonl").exists() and not (out / "ckpt.pt").exists()
+        command = [sys.executable, *shlex.split(message.split("start again with: ")[1])[1:]]
