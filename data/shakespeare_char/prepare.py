@@ -2,6 +2,7 @@
 Character-level Shakespeare: writes train.bin, val.bin (uint16 ids) and meta.json here.
 
     python data/shakespeare_char/prepare.py
+    python data/shakespeare_char/prepare.py --input=FILE    # your own text, into data/text/
 
 Source, first one that works (the script prints which one it used):
   1. online: Tiny Shakespeare, the 1.1 MB input.txt that nanoGPT uses (Karpathy's char-rnn repo);
@@ -21,6 +22,7 @@ Library use: fetch_shakespeare_text() -> (text, source) is shared with data/shak
 prepare(text, data_dir, source) does the tokenizing and writing (tests feed it a fixture).
 """
 
+import importlib.util
 import sys
 import tarfile
 import tempfile
@@ -118,6 +120,21 @@ def main(data_dir=None) -> dict:
     return meta
 
 
+def own_text(argv, tokenizer):
+    """`prepare.py --input=FILE`, your own text: prepared by data/text/prepare.py with this
+    script's tokenizer, into data/text/ (this folder keeps Shakespeare)."""
+    path = Path(__file__).resolve().parents[1] / "text" / "prepare.py"
+    print(f"your own text: python data/text/prepare.py --tokenizer={tokenizer} {' '.join(argv)}",
+          flush=True)
+    spec = importlib.util.spec_from_file_location("text_prepare", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main([f"--tokenizer={tokenizer}", *argv])
+
+
 if __name__ == "__main__":
     stop_on_sigterm()  # SIGTERM: no half-written file left
-    main()
+    if sys.argv[1:]:
+        own_text(sys.argv[1:], "char")
+    else:
+        main()
