@@ -7,7 +7,8 @@ folder, not about the model.
   new run's first checkpoint and put back if there is none; Ctrl-C, SIGTERM and running out of
   memory each end in one line naming the last good checkpoint and the command that goes on.
 - `TimeBudget`: max_iters = 0 fits the run to max_minutes of wall time on this machine, re-planned
-  at each evaluation from the measured rate; the learning rate's decay follows the plan.
+  at each evaluation (and each tenth of the budget) from the measured rate; the learning rate's
+  decay follows the plan, and always has room to reach min_lr.
 - `resume_settings`, `restore_rng`, `all_rng_states`: init_from='resume' goes on exactly as the
   run was saved - its model, its settings (NOT_RESUMED aside), every process's RNG states.
 - `read_jsonl`: the metrics reader (train.py's resume, plot.py), which drops a torn last line.
@@ -360,7 +361,11 @@ class TimeBudget:
     time since the last plan by how long it was, forgetting over a tenth of the budget, so a busy
     minute is soon forgotten and a few quick steps do not swing it. A session's first FIRST steps
     are not timed (the first batches, compiling); its first plan comes at the first evaluation
-    step after them, or at its step LAST if that comes first. Under torchrun rank 0 decides.
+    step after them, or at its step LAST if that comes first. The clock has its say too, for a
+    machine that gives the run a few percent of a core: once the session has run a CLOCK-th of
+    the budget the steps are timed at once, and a plan is due whenever a CLOCK-th of the budget
+    has passed since the last one (or since the timing began); not under torchrun, whose
+    processes must plan at the same steps. Under torchrun rank 0 decides.
 
     The cosine decay of the learning rate follows the plan as a fraction of the run (`progress`):
     at each plan the progress left is spread evenly over the steps left, so a new length changes
@@ -368,9 +373,13 @@ class TimeBudget:
     back up when the run is extended (progress only grows, and stays 1 once there). Every plan
     that changes max_iters is recorded; the plan, the decay and the budget's clock are saved with
     each checkpoint (`state_dict`), so a resume goes on with the plan the run had at that step
-    (`load`); a resume given another max_minutes is re-planned at once from the last rate."""
+    (`load`); a resume given another max_minutes is re-planned at once from the last rate.
 
-    FIRST, LAST = 10, 50
+    The decay always has its room: a plan shorter than ROOM warm-ups ends the warm-up early, at
+    a ROOM-th of the planned run (never before the step it is at), so a starved run ends at
+    min_lr, not at its peak rate (`warmup_end`; train.py's warm-up climbs to the rate by then)."""
+
+    FIRST, LAST, CLOCK, ROOM = 10, 50, 10, 5
 
     def __init__(self, minutes, script_start, eval_interval, warmup_iters, ddp=False, master=True,
                  device="cpu"):
@@ -383,13 +392,16 @@ class TimeBudget:
         self.elapsed_before = 0.0  # the budget's seconds spent by earlier sessions
         self.step_s = None  # the running estimate of seconds a step, evaluations included
         self.first_step = self.timed_from = None  # this session's first step; (step, time)
+        self.session_start = None  # when this session's first step began
+        self.warmup_end = warmup_iters  # the step the warm-up ends at (earlier for a short plan)
 
     def elapsed(self):
         return self.elapsed_before + time.time() - self.script_start
 
     def state_dict(self):
         return dict(minutes=self.minutes, max_iters=self.max_iters, decay=self.decay,
-                    decisions=self.decisions, step_s=self.step_s, elapsed_s=self.elapsed())
+                    decisions=self.decisions, step_s=self.step_s, elapsed_s=self.elapsed(),
+                    warmup_end=self.warmup_end)
 
     def load(self, state, step):
         """Go on from a checkpoint's step with its plan (a state_dict; None: none was saved)."""
@@ -398,6 +410,7 @@ class TimeBudget:
         self.max_iters, self.decay = state["max_iters"], state["decay"]
         self.decisions, self.elapsed_before = list(state["decisions"]), state["elapsed_s"]
         self.step_s = state["step_s"]
+        self.warmup_end = state.get("warmup_end", self.warmup_iters)
         if state["minutes"] != self.minutes and self.step_s:  # (the same on every process)
             left = 60 * self.minutes - self.elapsed_before
             self._decide(step, step + max(0, int(left / self.step_s)),
@@ -408,16 +421,20 @@ class TimeBudget:
     def plan(self, step, eval_s):
         """Called at the top of every step, before its evaluation (eval_s: the last evaluation's
         seconds, its save included); returns max_iters, 0 while it is not planned yet."""
+        now, tenth = time.time(), 60 * self.minutes / self.CLOCK
+        if self.ddp:  # (every process must plan at the same step: steps alone say when)
+            tenth = math.inf
         if self.first_step is None:
-            self.first_step = step
-        if step == self.first_step + self.FIRST:
-            self.timed_from = (step, time.time())
+            self.first_step, self.session_start = step, now
+        slow = step > self.first_step and now - self.session_start >= tenth
+        if self.timed_from is None and (step == self.first_step + self.FIRST or slow):
+            self.timed_from = (step, now)
         due = self.timed_from is not None and step > self.timed_from[0] and (
-            step % self.eval_interval == 0
+            step % self.eval_interval == 0 or now - self.timed_from[1] >= tenth
             or (self.max_iters is None and step == self.first_step + self.LAST))
         if not due:
             return self.max_iters or 0
-        (since, then), now = self.timed_from, time.time()
+        since, then = self.timed_from
         evaluations = (step - 1) // self.eval_interval - (since - 1) // self.eval_interval
         train_s = max(0.0, now - then - evaluations * eval_s) / (step - since)
         measured = train_s + eval_s / self.eval_interval  # a step's share of an evaluation in it
@@ -445,7 +462,9 @@ class TimeBudget:
         if self.master and (old is None or abs(planned - old) >= 0.05 * old):  # (not the jitter)
             change = f"max_iters={planned}" if old is None else f"max_iters {old} -> {planned}"
             print(f"{head}{change} ({why})")
-        start = max(step, self.warmup_iters)  # the decay starts after the warm-up
+        if planned // self.ROOM < self.warmup_end:  # (only ever earlier: the rate never drops)
+            self.warmup_end = max(step, planned // self.ROOM)
+        start = max(step, self.warmup_end)  # the decay starts after the warm-up
         self.decay = [start, self.progress(start), planned]  # where the old plan had it at start
         self.decisions.append([step, planned, round(self.step_s, 6)])
         self.max_iters = planned

@@ -15,9 +15,9 @@ Top to bottom: settings (a resume takes the checkpoint's); devices, precision, D
 model and AdamW; the loop: evaluate and checkpoint every eval_interval steps, one optimizer step
 (gradient accumulation, clipping, warm-up + cosine learning rate), a log line every log_interval
 steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run to max_minutes on this machine,
-re-planned at each evaluation. What keeps a run safe (locked out_dir, exact resume, a diverged
-model never saved, Ctrl-C and SIGTERM in one line) lives in run.py; atomic checkpoints in
-checkpoint.py; data checked without reading it in dataset.py.
+re-planned at each evaluation and by the clock. What keeps a run safe (locked out_dir, exact
+resume, a diverged model never saved, Ctrl-C and SIGTERM in one line) lives in run.py; atomic
+checkpoints in checkpoint.py; data checked without reading it in dataset.py.
 """
 
 import gc
@@ -283,11 +283,13 @@ if time_budget:
 
 def get_lr(it):
     """Linear warm-up for warmup_iters, then cosine decay to min_lr at lr_decay_iters (0:
-    max_iters); under a time budget over the fraction of its planned length (never back up)."""
+    max_iters); under a time budget over the fraction of its planned length (never back up), its
+    warm-up ended early where the plan is short (the decay keeps its room)."""
     if not decay_lr:
         return learning_rate
-    if it < warmup_iters:
-        return learning_rate * (it + 1) / (warmup_iters + 1)
+    warmup = time_budget.warmup_end if time_budget and not lr_decay_iters else warmup_iters
+    if it < warmup:
+        return learning_rate * (it + 1) / (warmup + 1)
     if time_budget and not lr_decay_iters:
         progress = time_budget.progress(it)
     else:

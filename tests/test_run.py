@@ -350,6 +350,30 @@ def test_the_time_budget_replans_at_each_evaluation_and_the_lr_never_jumps(monke
     assert capsys.readouterr().out.startswith("time budget 2 min: max_iters=")
 
 
+def test_a_starved_run_plans_from_the_clock_and_keeps_its_decay_room(monkeypatch, capsys):
+    """A laptop that leaves the run a few percent of a core: 30 s a step, 20 s an evaluation,
+    every 100 steps, 5 minutes. The first plan came at step 50 whatever the clock said (29
+    minutes), and the run ended at its peak rate (the decay started at the warm-up's end, 50).
+    The clock plans it within a few steps, it ends near its 5 minutes, and its rate decays to
+    min_lr by then."""
+    now = clock(monkeypatch)
+    budget = TimeBudget(minutes=5, script_start=now[0] - 5, eval_interval=100, warmup_iters=50)
+    step = 0
+    while True:
+        max_iters = budget.plan(step, eval_s=20.0)
+        if step % 100 == 0 or step == max_iters:
+            now[0] += 20.0  # the evaluation
+        if max_iters and step >= max_iters:
+            break
+        now[0] += 30.0
+        step += 1
+    assert budget.decisions[0][0] <= 3 and max_iters < 12
+    assert now[0] - 1000 + 5 < 5 * 60 + 60  # within a step and an evaluation of its budget
+    assert budget.warmup_end < max_iters and budget.progress(budget.warmup_end) == 0.0
+    assert budget.progress(max_iters) == 1.0  # min_lr at the end
+    assert capsys.readouterr().out.startswith("time budget 5 min: max_iters=")
+
+
 def test_a_resumed_time_budget_goes_on_with_the_plan_it_saved(monkeypatch, tmp_path, capsys):
     now = clock(monkeypatch)
     budget = TimeBudget(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
