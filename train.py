@@ -404,6 +404,8 @@ while True:
         # MFU per card: one process's share of the tokens (fwd + bwd FLOPs) against one card's peak
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)
         mfu_text = f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else ""
+        if mfu and mfu > 1:  # faster than the peak: the peak was measured at a worse moment
+            mfu, mfu_text = None, ", MFU unknown (the peak measured at the start is unreliable)"
         aux_text = f" (aux {aux.item():.4f})" if aux is not None else ""
         steps_left = max_iters - iter_num  # (and the evaluations among them)
         seconds_left = steps_left * dt + steps_left // eval_interval * eval_s
