@@ -297,8 +297,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     c.input_proj = model.input_proj  # the W_in the module holds: what every record below says
     params = count_params(model)
     say(f"model: {c.shape} d_z={c.latent_dim} d_h={c.hidden_dim} L={c.n_blocks} "
-        f"W_in={model.input_proj} | params total {params['total']:,} "
-        f"trainable {params['trainable']:,}")
+        f"W_in={c.input_proj} | params total {params['total']:,} trainable {params['trainable']:,}")
     optimizer = make_optimizer(model, c)
     scaler = torch.amp.GradScaler(c.device.split(":")[0], enabled=c.dtype == "float16")
     amp = autocast(c.device.split(":")[0], c.dtype)  # the forward passes' precision
@@ -512,8 +511,7 @@ def evaluate_checkpoint(config):
     model, c, ckpt = load_trained_mlp(path, given.device)
     c.data_dir = config["data_dir"]  # scored on the prepared data, unless given raw files
     c.prepared_dir = config["prepared_dir"] or c.prepared_dir
-    data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images,
-                       c.prepared_dir)
+    data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
     trained = (ckpt.get("data") or {}).get("source")
     if portable_source(trained or "") != portable_source(data.source):
         message = f"{path} was trained on {trained!r}, but the prepared data now is {data.source!r}"

@@ -140,6 +140,25 @@ def idx_fixture(folder, n_train=120, n_test=30, seed=0):
     return tr, trl, te, tel
 
 
+def imagenet32_fixture(folder):
+    """ImageNet-32 in the official npz layout: Imagenet32_train_npz/train_data_batch_{1,2}.npz
+    (6 + 4 images) and Imagenet32_val_npz/val_data.npz (10): `data` uint8 (N, 3072) as R, G, B
+    planes (10, 20, 30; each image's first pixel tags it), `labels` 1..n, `mean` (train)."""
+    def batch(n, offset):
+        data = np.empty((n, 3072), dtype=np.uint8)
+        data[:, :1024], data[:, 1024:2048], data[:, 2048:] = 10, 20, 30    # R, G, B planes
+        data[:, 0] = np.arange(n) + offset                                    # tag each image
+        return data, list(range(1, n + 1))                                     # labels 1..n
+    (folder / "Imagenet32_train_npz").mkdir(parents=True)
+    (folder / "Imagenet32_val_npz").mkdir()
+    for i, (n, off) in enumerate(((6, 0), (4, 100)), start=1):
+        d, lab = batch(n, off)
+        np.savez(folder / "Imagenet32_train_npz" / f"train_data_batch_{i}.npz", data=d, labels=lab,
+                 mean=d.mean(0))
+    d, lab = batch(10, 200)
+    np.savez(folder / "Imagenet32_val_npz" / "val_data.npz", data=d, labels=lab)
+
+
 def bar_templates(seed=123, size=28):
     """Ten 'digit' templates (uint8): two or three bright bars each on a black background."""
     rng = np.random.default_rng(seed)

@@ -5,6 +5,7 @@ source) they write. CPU, offline. (That no data script imports a model file:
 tests/test_layout.py.)"""
 import gzip
 import importlib.util
+import io
 import json
 import struct
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, idx_fixture  # IDX files as published
+from conftest import ROOT, idx_fixture, imagenet32_fixture  # the published formats
 
 
 def load_script(relpath):
@@ -186,23 +187,6 @@ def test_default_prepared_folders():
     assert MNIST.default_out_dir("mnist5k") == ROOT / "data" / "mnist" / "mnist5k"
 
 
-def imagenet32_fixture(folder):
-    """Two training batches (6 + 4 images) and a 10-image validation file in the official layout."""
-    def batch(n, offset):
-        data = np.empty((n, 3072), dtype=np.uint8)
-        data[:, :1024], data[:, 1024:2048], data[:, 2048:] = 10, 20, 30    # R, G, B planes
-        data[:, 0] = np.arange(n) + offset                                    # tag each image
-        return data, list(range(1, n + 1))                                     # labels 1..n
-    (folder / "Imagenet32_train_npz").mkdir(parents=True)
-    (folder / "Imagenet32_val_npz").mkdir()
-    for i, (n, off) in enumerate(((6, 0), (4, 100)), start=1):
-        d, lab = batch(n, off)
-        np.savez(folder / "Imagenet32_train_npz" / f"train_data_batch_{i}.npz", data=d, labels=lab,
-                 mean=d.mean(0))
-    d, lab = batch(10, 200)
-    np.savez(folder / "Imagenet32_val_npz" / "val_data.npz", data=d, labels=lab)
-
-
 def test_imagenet32_npz_loader(tmp_path, monkeypatch):
     # never touch the network
     monkeypatch.setattr(IMAGENET32.mnist_prepare, "reachable", lambda *a, **k: False)
@@ -232,3 +216,61 @@ def test_imagenet32_npz_loader(tmp_path, monkeypatch):
         source.replace("10 train", "7 train"))
     with np.load(tmp_path / "prepared" / "train.npz") as f:
         assert np.array_equal(f["images"], x_tr[:7]) and np.array_equal(f["labels"], y_tr[:7])
+
+
+def hub_copy(folder):
+    """A local copy in the hub's layout (data/<split>-*.parquet with `image` and `label`, as
+    `datasets` writes them): train holds 3 RGB PNGs, a grayscale PNG, a CMYK JPEG, then bytes that
+    are no image at all; validation 4 RGB PNGs; test is not even parquet (reading it fails)."""
+    datasets = pytest.importorskip("datasets")
+    Image = pytest.importorskip("PIL.Image")
+
+    def stored(mode, color, fmt="PNG", size=(32, 32)):
+        encoded = io.BytesIO()
+        Image.new(mode, size, color).save(encoded, format=fmt)
+        return {"bytes": encoded.getvalue(), "path": None}
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    train = [stored("RGB", (i, 20, 30)) for i in range(3)] + [
+        stored("L", 77), stored("CMYK", (0, 255, 0, 0), "JPEG"), {"bytes": b"no image",
+                                                                   "path": None}]
+    val = [stored("RGB", (200 + i, 20, 30)) for i in range(4)]
+    (folder / "data").mkdir(parents=True)
+    for split, images in (("train", train), ("validation", val)):
+        datasets.Dataset.from_dict({"image": images, "label": list(range(len(images)))},
+                                   features=features).to_parquet(
+            folder / "data" / f"{split}-00000-of-00001.parquet")
+    (folder / "data" / "test-00000-of-00001.parquet").write_bytes(b"not parquet")
+
+
+def test_imagenet32_hub_route_streams_truncates_and_converts_to_rgb(tmp_path, monkeypatch):
+    """The hub route reads only the splits it uses (the test split here would not even load),
+    decodes only the first --max_train_images training images (the 6th is not an image: never
+    decoded), and converts every image to RGB; an image that cannot be used is one line naming
+    it, never 'ImageNet-32 not found'."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # no network: a local copy
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub_copy(tmp_path / "hub")
+    monkeypatch.setattr(IMAGENET32.mnist_prepare, "reachable", lambda *a, **k: True)
+    monkeypatch.setattr(IMAGENET32, "HUB_REPO", str(tmp_path / "hub"))
+    splits, source = IMAGENET32.load_imagenet32_hub(max_train_images=5)
+    x_tr, y_tr = splits["train"]
+    assert x_tr.shape == (5, 3, 32, 32) and x_tr.dtype == np.uint8 and y_tr.tolist() == [
+        0, 1, 2, 3, 4]
+    assert x_tr[:3, 0, 0, 0].tolist() == [0, 1, 2] and (x_tr[:3, 1:] == [[[20]], [[30]]]).all()
+    assert (x_tr[3] == 77).all()                                 # grayscale: R = G = B
+    assert abs(x_tr[4].astype(int).mean((1, 2)) - [255, 0, 255]).max() < 8  # CMYK magenta
+    perm = np.random.RandomState(42).permutation(4)  # the reference's halves of validation
+    assert splits["val"][0][:, 0, 0, 0].tolist() == (200 + perm[:2]).tolist()
+    assert splits["test"][0][:, 0, 0, 0].tolist() == (200 + perm[2:]).tolist()
+    assert "5 train images" in source
+
+    with pytest.raises(SystemExit) as stop:  # every training image: the 6th cannot be decoded
+        IMAGENET32.main([f"--out_dir={tmp_path / 'prepared'}"])
+    message = str(stop.value.code)
+    assert message.startswith(f"error: {tmp_path / 'hub'} train image 5 cannot be decoded")
+    assert "\n" not in message and "not found" not in message
+    assert not (tmp_path / "prepared" / "meta.json").exists()
+    with pytest.raises(IMAGENET32.HubDataError, match="is 64x32 pixels, not 32x32"):
+        encoded = io.BytesIO()
+        pytest.importorskip("PIL.Image").new("RGB", (64, 32)).save(encoded, format="PNG")
+        IMAGENET32.rgb_image({"bytes": encoded.getvalue(), "path": None}, "image 0")

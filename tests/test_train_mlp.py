@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, digit_splits, idx_fixture, write_prepared
+from conftest import ROOT, digit_splits, idx_fixture, imagenet32_fixture, write_prepared
 
 import dataset as D
 import train_mlp as T
@@ -226,6 +226,33 @@ def test_the_data_script_prepares_fashion_mnist_from_idx_files(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "source: fashion_mnist from local IDX files" in run.stdout
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["requested"] == "fashion_mnist"
+
+
+def test_train_mlp_runs_on_imagenet32_in_the_official_npz_layout(tmp_path, capsys):
+    """The paper's headline data as a user downloads it: train_mlp.py prepares the npz files
+    (data/imagenet32/prepare.py, with --max_train_images passed on), trains an imagenet32_denoise
+    hourglass a few steps in fp32, scores the test half, and its checkpoint scores the same."""
+    imagenet32_fixture(tmp_path / "raw")
+    prepared, out = tmp_path / "prepared", tmp_path / "run"
+    T.main(["--task=imagenet32_denoise", f"--data_dir={tmp_path / 'raw'}",
+            f"--prepared_dir={prepared}", "--max_train_images=8", "--dtype=float32",
+            "--device=cpu", "--num_threads=1", "--batch_size=4", "--flips=1", "--max_steps=3",
+            "--eval_interval=2", "--latent_dim=3104", "--hidden_dim=16", "--n_blocks=1",
+            f"--out_dir={out}"])
+    meta = json.loads((prepared / "meta.json").read_text())
+    assert meta["max_train_images"] == 8 and meta["splits"] == {"train": 8, "val": 5, "test": 5}
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["dataset"] == "imagenet32"  # (the source without this machine's paths)
+    assert metrics["data"].startswith("imagenet32 from npz files in .../raw (8 train images;")
+    assert metrics["steps"] == 3 and metrics["baseline_name"] == "noisy input"
+    assert metrics["params"]["input_proj"] == 3072 * 3104 and "W_in=frozen_random" in (
+        capsys.readouterr().out)
+    assert (out / "samples.png").exists()
+    T.main(["--eval_only=True", f"--out_dir={out}", "--device=cpu", f"--prepared_dir={prepared}"])
+    printed = capsys.readouterr().out
+    scored = json.loads(printed[printed.index("{"):])
+    assert scored["test"]["psnr_batchmse"] == pytest.approx(metrics["test"]["psnr_batchmse"],
+                                                            abs=1e-9)
 
 
 # ---------------------------------------------------------------- the command line

@@ -14,7 +14,9 @@ Sources, first one that works (the script prints which one it used, meta.json["s
      and Imagenet32_val_npz/val_data.npz (found anywhere below the folder), keys `data` uint8
      (N, 3072) as R, G, B planes and `labels` 1..1000. Get them from image-net.org (Downsampled
      ImageNet 32x32, npz format) after accepting its terms; they are on no package registry.
-  2. online: the hub parquet copy benjamin-paine/imagenet-1k-32x32 (with `datasets`).
+  2. online: the hub parquet copy benjamin-paine/imagenet-1k-32x32 (gated: accept its terms and
+     log in), streamed with `datasets`: only its train and validation splits are read, only the
+     first --max_train_images training images are fetched and decoded, each converted to RGB.
 There is no offline fallback: without either the script says where to get the files.
 
 Output: {train,val,test}.npz, each with `images` uint8 (N, 3, 32, 32) and `labels` int64 (N,)
@@ -31,6 +33,7 @@ permutation, validation = the first half; the paper gives no seed), so the halve
 import argparse
 import glob
 import importlib.util
+import io
 import os
 import sys
 from pathlib import Path
@@ -39,12 +42,12 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SPLIT_SEED = 42
-HUB_REPO = "benjamin-paine/imagenet-1k-32x32"
+HUB_REPO = "benjamin-paine/imagenet-1k-32x32"  # parquet: image, label; train, validation, test
+HUB_IMAGE, HUB_LABEL, HUB_VAL_SPLIT = "image", "label", "validation"
 
 
 def _load_mnist_prepare():
-    """data/mnist/prepare.py as a module (data/ is not a package): reachable, load_from_hub,
-    write_prepared."""
+    """data/mnist/prepare.py as a module (data/ is not a package): reachable, write_prepared."""
     path = HERE.parent / "mnist" / "prepare.py"
     spec = importlib.util.spec_from_file_location("mnist_prepare", path)
     module = importlib.util.module_from_spec(spec)
@@ -90,24 +93,83 @@ def load_imagenet32_npz(data_dir, max_train_images=None):
     return {"train": (tr_x, tr_y), "val": val, "test": test}, source
 
 
-def load_imagenet32_hub(max_train_images=None):
-    """The hub parquet copy -> (splits, source), or None when the hub cannot be reached."""
-    hub = mnist_prepare.load_from_hub(HUB_REPO)
-    if hub is None or "train" not in hub:
-        return None
-    val_key = "validation" if "validation" in hub else ("val" if "val" in hub else None)
-    if val_key is None:
-        return None
-    tr_x, tr_y = hub["train"]
-    tr_x, tr_y = tr_x[:max_train_images], tr_y[:max_train_images]
-    va_x, va_y = hub[val_key]
+class HubDataError(ValueError):
+    """An image or label of the hub copy that cannot be used: one line naming it (never reported
+    as data that was not found)."""
 
-    def nchw(a):
-        return a.transpose(0, 3, 1, 2)                  # (N, 32, 32, 3) -> (N, 3, 32, 32)
-    val, test = split_val_test(nchw(va_x), va_y)
-    return {"train": (nchw(tr_x), tr_y), "val": val, "test": test}, (
-        f"imagenet32 from the hub ({HUB_REPO}; val/test: RandomState(42) halves of the hub's "
-        f"validation order)")
+
+def rgb_image(stored, where):
+    """A stored image ({"bytes", "path"}, as the hub keeps it) -> uint8 (32, 32, 3), decoded and
+    converted to RGB whatever mode it was saved in (grayscale, CMYK, palette, RGBA), so that every
+    image has the one shape np.stack needs."""
+    from PIL import Image
+    source = io.BytesIO(stored["bytes"]) if stored.get("bytes") is not None else stored["path"]
+    try:
+        with Image.open(source) as image:
+            rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    except (OSError, ValueError) as e:  # (PIL's UnidentifiedImageError is an OSError)
+        raise HubDataError(f"{where} cannot be decoded ({type(e).__name__}: {e})") from None
+    if rgb.shape != (32, 32, 3):
+        raise HubDataError(f"{where} is {rgb.shape[1]}x{rgb.shape[0]} pixels, not 32x32")
+    return rgb
+
+
+def load_hub_split(repo, split, limit=None, chunk=10_000):
+    """One split of a hub dataset, streamed -> (images uint8 (N, 3, 32, 32), labels int64 (N,)).
+    Only this split is read, only its first `limit` images (all when None) are fetched and decoded,
+    one at a time (the images stay encoded until then: Image(decode=False)), and they are packed
+    into arrays `chunk` at a time, never held as a list of 1.28M decoded images."""
+    from datasets import Image, load_dataset
+    stream = load_dataset(repo, split=split, streaming=True)
+    stream = stream.cast_column(HUB_IMAGE, Image(decode=False))
+    if limit:
+        stream = stream.take(limit)  # the train[:N] of a stream: nothing after N is fetched
+    chunks, labels, block = [], [], []
+    for i, row in enumerate(stream):
+        block.append(rgb_image(row[HUB_IMAGE], f"{repo} {split} image {i}"))
+        labels.append(row[HUB_LABEL])
+        if len(block) == chunk:
+            chunks.append(np.stack(block).transpose(0, 3, 1, 2))  # (n, 32, 32, 3) -> (n, 3, 32, 32)
+            block = []
+            if len(chunks) % 10 == 0:
+                print(f"  hub {split}: {i + 1:,} images")
+    if block:
+        chunks.append(np.stack(block).transpose(0, 3, 1, 2))
+    if not chunks:
+        raise HubDataError(f"{repo} has no images in its {split} split")
+    labels = np.asarray(labels, dtype=np.int64)
+    bad = np.flatnonzero((labels < 0) | (labels >= 1000))
+    if len(bad):
+        raise HubDataError(f"{repo} {split} image {bad[0]} has label {labels[bad[0]]}, not 0..999 "
+                           f"(an unlabelled split?)")
+    return np.concatenate(chunks), labels
+
+
+def load_imagenet32_hub(max_train_images=None, repo=None):
+    """The hub parquet copy (repo: HUB_REPO), streamed: its validation split and the first
+    max_train_images of its train split (its unlabelled test split is never read) -> (splits,
+    source), or None when the hub cannot be reached or refuses (the copy is gated)."""
+    repo = repo or HUB_REPO
+    if not mnist_prepare.reachable("https://huggingface.co", timeout=3.0):
+        print(f"  hub ({repo}): not reachable")
+        return None
+    try:
+        va_x, va_y = load_hub_split(repo, HUB_VAL_SPLIT)  # the small split first: a quick refusal
+        tr_x, tr_y = load_hub_split(repo, "train", max_train_images)
+    except HubDataError:
+        raise
+    except ImportError as e:
+        print(f"  hub ({repo}): needs `datasets` and Pillow ({e}): pip install datasets pillow")
+        return None
+    except Exception as e:  # offline, or no access to the gated copy: say so, go on
+        gated = ("" if isinstance(e, ConnectionError) else "; the copy is gated: accept its terms "
+                 "on huggingface.co and log in (hf auth login)")
+        print(f"  hub ({repo}): failed ({type(e).__name__}: {e}){gated}")
+        return None
+    val, test = split_val_test(va_x, va_y)
+    return {"train": (tr_x, tr_y), "val": val, "test": test}, (
+        f"imagenet32 from the hub ({repo}, {len(tr_x)} train images; val/test: RandomState(42) "
+        f"halves of the hub's validation order)")
 
 
 def load_imagenet32(data_dir=None, max_train_images=None):
@@ -149,7 +211,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return prepare(args.data_dir, args.out_dir, args.max_train_images)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, HubDataError) as e:
         sys.exit(f"error: {e}")
 
 

@@ -214,7 +214,7 @@ def load_idx_set(directory):
 
 # -----------------------------------------------------------------------------
 # Online sources and the registry fallbacks
-# (data/imagenet32/prepare.py uses reachable / load_from_hub)
+# (data/imagenet32/prepare.py uses reachable)
 
 
 def reachable(url, timeout=3.0):
