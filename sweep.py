@@ -7,7 +7,8 @@ Many train.py runs into one folder, safely: what compare.py's comparison stands 
                    or skipped when finished (its result.json, written whole, last); a run folder
                    that holds other settings (its config.py) is refused; a diverged run is a result
     sync_records   a sweep's finished runs kept in a folder of the repository (record_dir) as they
-                   finish, and copied back into an out_dir that lacks them (a fresh checkout)
+                   finish, and copied back into an out_dir that lacks them (a fresh checkout):
+                   only the runs the command plans; a record is never rewritten
     run_all        runs `jobs` at a time, each train.py from a worker thread, follow-up runs queued
                    as runs finish (compare.py's phase 2); Ctrl-C, SIGTERM or a failed run stop
                    every train.py still running as on Ctrl-C, and none starts after
@@ -118,7 +119,7 @@ def stop_children(gentle):
         STOP.set()
         children = list(CHILDREN.values())
     try:
-        for stop, seconds in ((interrupt, 2 if gentle else 0), (subprocess.Popen.kill, 60)):
+        for stop, seconds in ((interrupt, 2 if gentle else 0), (kill, 60)):
             end = time.time() + seconds
             for process in children:
                 try:
@@ -130,6 +131,10 @@ def stop_children(gentle):
             process.kill()
     for process in children:
         process.wait()
+
+
+def kill(process):
+    process.kill()
 
 
 def interrupt(process):
@@ -183,7 +188,7 @@ def train_one(run_dir, config, max_iters, tag, threads=None):
                          f"{run_dir} to retrain it).")
     if result_path.exists():
         print(f"{tag}: finished before, skipping ({result_path})")
-        return json.loads(result_path.read_text())
+        return read_result(result_path)
     if pid := training_in(run_dir):  # (checked at the start too; one may have started since)
         raise SystemExit(f"error: {busy(run_dir, pid)}")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -225,14 +230,67 @@ def train_one(run_dir, config, max_iters, tag, threads=None):
     return result
 
 
+def read_result(path):
+    """A finished run's result.json, checked (`damage`). A damaged one (a record edited by hand,
+    a merge gone wrong) stops the sweep in one line naming it, exit status 1."""
+    try:
+        result = json.loads(Path(path).read_text())
+        why = damage(result)
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # (JSONDecodeError is a ValueError)
+        why = f"not JSON: {e}"
+    if why:
+        raise SystemExit(f"error: {path} is damaged ({why}): restore it (git checkout), or delete "
+                         f"it to train that run again")
+    return result
+
+
+def damage(result):
+    """What makes a read result.json unusable, or None: every RESULT_KEYS entry is a number or
+    None (a diverged run's), and it has its curve."""
+    if not isinstance(result, dict):
+        return "not a dict of a run's results"
+    missing = [k for k in (*RESULT_KEYS, "curve") if k not in result]
+    if missing:
+        return f"no {missing[0]}"
+    bad = [k for k in RESULT_KEYS if result[k] is not None and type(result[k]) not in (int, float)]
+    if bad:
+        return f"{bad[0]}={result[bad[0]]!r:.40} is not a number"
+    return None if isinstance(result["curve"], list) else "its curve is not a list"
+
+
+def read_settings(path):
+    """A run folder's (or record's) config.py; a damaged one is one line naming it (exit 1)."""
+    try:
+        return read_config_file(path)
+    except ConfigError as e:
+        raise SystemExit(f"error: a run's settings are damaged: {e}. Restore {path} (git "
+                         f"checkout), or delete its folder to train that run again") from None
+
+
+LEFT_ALONE = set()  # the record_dirs whose records of other settings were named once
+
+
 def record_run(run_dir, record_dir, root):
     """Keep a finished run's config.py and result.json in record_dir/runs/<its folder's name>/ (a
-    folder in the repository, committed as runs finish): its out_dir written `portable`."""
+    folder in the repository, committed as runs finish): its out_dir written `portable`. A record
+    is never rewritten: one of these settings is this run (its loss is the same, resumed or
+    not); one of other settings is left alone, and said once (the run stays in out_dir only)."""
     folder = Path(record_dir) / "runs" / run_dir.name
+    config = read_settings(run_dir / "config.py")
+    if (folder / "config.py").exists() or (folder / "result.json").exists():
+        if not (folder / "config.py").exists() or not same_settings(folder / "config.py", config):
+            if str(record_dir) not in LEFT_ALONE:
+                LEFT_ALONE.add(str(record_dir))
+                print(f"note: {folder} is the record of a run of other settings: left alone "
+                      f"({run_dir} is kept in {run_dir.parent} only, and so are others like it)",
+                      flush=True)
+            return
+        if (folder / "result.json").exists():
+            return
     folder.mkdir(parents=True, exist_ok=True)
-    config = read_config_file(run_dir / "config.py")
     config["out_dir"] = portable(config["out_dir"], root)
-    write_atomic(folder / "config.py", lambda tmp: tmp.write_text(config_text(config)))
+    if not (folder / "config.py").exists():
+        write_atomic(folder / "config.py", lambda tmp: tmp.write_text(config_text(config)))
     result = (run_dir / "result.json").read_text()
     write_atomic(folder / "result.json", lambda tmp: tmp.write_text(result))
 
@@ -244,41 +302,57 @@ def portable(path, root):
     return str(path.relative_to(root) if path.is_relative_to(root) else Path(*path.parts[-2:]))
 
 
-def sync_records(out_dir, record_dir, root):
-    """Before a sweep starts: every finished run of out_dir recorded, and every recorded run that
-    out_dir lacks copied into it (config.py, then result.json), where it counts as finished: a
-    fresh checkout goes on from the committed records without retraining them. A run folder that
-    holds other settings than its record is left alone (train_one refuses it if it is asked for).
-    Returns the number of runs copied in."""
-    copied = 0
+def sync_records(out_dir, record_dir, root, wanted):
+    """Before a sweep starts, for the runs this command may train - wanted(folder name, settings)
+    with out_dir/<folder> as the settings' out_dir - and no others: every one finished in out_dir
+    recorded (record_run: a record is never rewritten), and every record of one that out_dir lacks
+    copied into it (config.py, then result.json), where it counts as finished: a fresh checkout
+    goes on from the committed records without retraining them. A record of other settings is
+    data this command does not read: left alone. A run folder that holds other settings than its
+    record is left alone too (train_one refuses it if it is asked for). A damaged record is one
+    line naming it. Returns (the number of runs copied in, [(folder name, settings)] of the
+    records left alone)."""
+    runs = Path(record_dir) / "runs"
     for run_dir in sorted(d for d in out_dir.iterdir() if (d / "result.json").exists()):
-        record_run(run_dir, record_dir, root)
-    for record in sorted(d for d in (Path(record_dir) / "runs").glob("*") if d.is_dir()):
+        if wanted(run_dir.name, read_settings(run_dir / "config.py")):
+            record_run(run_dir, record_dir, root)
+    copied, other = 0, []
+    for record in sorted(d for d in runs.glob("*") if (d / "result.json").exists()):
         run_dir = out_dir / record.name
-        if (run_dir / "result.json").exists() or not (record / "result.json").exists():
+        config = {**read_settings(record / "config.py"), "out_dir": str(run_dir)}
+        if not wanted(record.name, config):
+            other.append((record.name, config))
             continue
-        config = read_config_file(record / "config.py")
-        config["out_dir"] = str(run_dir)
-        if (run_dir / "config.py").exists() and not same_settings(run_dir / "config.py", config):
+        read_result(record / "result.json")  # (a damaged record: one line, nothing copied)
+        ours = not (run_dir / "config.py").exists() or same_settings(run_dir / "config.py", config)
+        if (run_dir / "result.json").exists() or not ours:
             continue
         run_dir.mkdir(exist_ok=True)
         write_atomic(run_dir / "config.py", lambda tmp: tmp.write_text(config_text(config)))
         result = (record / "result.json").read_text()
         write_atomic(run_dir / "result.json", lambda tmp: tmp.write_text(result))
         copied += 1
-    return copied
+    if other:  # (said here once: record_run says nothing more of them)
+        LEFT_ALONE.add(str(record_dir))
+    return copied, other
 
 
-def run_all(first, after, train, jobs, state):
+def run_all(first, after, train, jobs, state, deadline=None):
     """Train every run, `jobs` at a time, and return {run.key: result}: the runs `first`, and the
     ones after(run, results) returns as each run finishes, in the order of run.order.
     train(run, k): the k-th run started. state.running / state.finished: the runs in progress
-    and done (an interruption names them); state.started counts them."""
+    and done (an interruption names them); state.started counts them. deadline (time.time()):
+    no run starts training after it (a finished one is still read); those running finish, and
+    state.left holds the runs not started."""
     results, queue, running = {}, list(first), {}
     STOP.clear()
     pool = ThreadPoolExecutor(jobs)
+    state.left = []
     try:
         while queue or running:
+            if deadline and time.time() > deadline:
+                state.left += [r for r in queue if not (r.dir / "result.json").exists()]
+                queue = [r for r in queue if (r.dir / "result.json").exists()]
             while queue and len(running) < jobs:
                 run = queue.pop(0)
                 state.started += 1

@@ -88,7 +88,7 @@ def test_an_out_dir_that_cannot_hold_the_comparison_is_one_line(kind, tmp_path, 
 @pytest.mark.parametrize("setting", [
     "--batch_size=0", "--learning_rates=nan", "--learning_rates=1e-3,0", "--learning_rates=",
     "--learning_rates=1e-3,1e-3", "--seeds=1,x", "--seeds=", "--jobs=0", "--min_lr_ratio=2",
-    "--dtype=fp32", "--out_dir="])
+    "--dtype=fp32", "--out_dir=", "--max_iters=0", "--seeds=18446744073709551616"])
 def test_a_setting_no_run_can_use_is_one_line_before_anything_is_written(setting, tmp_path,
                                                                          char_dataset, capsys):
     out = tmp_path / "cmp"
