@@ -155,6 +155,13 @@ def row_input(row, data, tmp):
         out.mkdir()
         (out / "ckpt.pt").write_bytes(b"")
         return "sample.py", [f"--out_dir={out}"]
+    if row.startswith("a damaged compare.py record"):
+        record = tmp / "records" / "runs" / "gpt-s1337"
+        record.mkdir(parents=True)
+        (record / "config.py").write_text("import os\nmax_iters = 1\n")
+        (record / "result.json").write_text("{}")
+        return "compare.py", [f"--record_dir={tmp / 'records'}", f"--out_dir={out}",
+                              f"--data_dir={data}"]
     if row.startswith("`sample.py`"):
         return "sample.py", [f"--out_dir={out}", "--temperature=-1"]
     if row.startswith("`bench.py --modes=compild`"):
@@ -185,7 +192,7 @@ def test_each_mistake_of_the_table_stops_in_one_line_with_its_exit_status(row, c
 
 
 def test_the_table_of_mistakes_has_every_row():
-    assert len(ERROR_ROWS) == 15 and all(row[1] in ("1", "2") for row in ERROR_ROWS)
+    assert len(ERROR_ROWS) == 16 and all(row[1] in ("1", "2") for row in ERROR_ROWS)
 
 
 # ----------------------------------------------------------------------------------------
