@@ -29,8 +29,11 @@ Each is trained by train.py with the same data order for a seed (the batch sampl
 and each shape's verdict against the GPT is its difference over the verdict seeds, from one model
 of all the runs, with its interval and the smallest difference the runs could detect (verdict.py
 states the rule; the first seed chose the rate and takes no part). --report_only=True writes the
-report from the runs finished so far and trains nothing. --jobs=2 runs two train.py side by side (each with its share of the threads). A run's
-min_lr is its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
+report from the runs finished so far and trains nothing; --stop_starting_after=M starts no run
+after M minutes, lets those running finish and reports what finished (a job of fixed length on a
+lent machine: every run it starts ends inside it, and the next job goes on from the records).
+--jobs=2 runs two train.py side by side (each with its share of the threads). A run's min_lr is
+its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
 
     <name>-lr<rate>-s<seed>/   one run (<name>-s<seed>/ when one rate is given): config.py (rerun
                                it alone with train.py), train.log, ckpt.pt and metrics.jsonl as
@@ -237,6 +240,10 @@ def check_lists(settings):
                           f"({', '.join(sorted({x for x in labels if labels.count(x) > 1}))}), "
                           f"so their runs would share a folder: give rates that differ in their "
                           f"first 6 digits")
+    stop = settings["stop_starting_after"]
+    if type(stop) not in (int, float) or not (math.isfinite(stop) and stop >= 0):
+        raise ConfigError(f"stop_starting_after={stop!r}: give minutes >= 0 (0: no deadline), "
+                          f"e.g. --stop_starting_after=7")
     gain = settings["refine_gain"]
     if type(gain) not in (int, float) or not (math.isfinite(gain) and gain >= 0):
         raise ConfigError(f"refine_gain={gain!r}: give a loss difference >= 0 (0: never refine), "
@@ -428,7 +435,14 @@ def run_comparison(settings, shapes, matching, state):
         state.total += len(new)
         return [plan_run(settings, shape, name, lr, seeds[0], 1) for lr in new]
 
-    results = run_all(first, after, train, jobs, state)
+    deadline = settings["stop_starting_after"] and start + 60 * settings["stop_starting_after"]
+    results = run_all(first, after, train, jobs, state, deadline)
+    if state.left:  # (a deadline: only the runs of this command that finished are in the report)
+        print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
+              f"planned run(s) not started (and those that follow them); the report holds the "
+              f"runs finished so far; the same command goes on from them", flush=True)
+        for name, shape in shapes.items():
+            results.update(finished_results(settings, shape, name)[0])
     # the table: every shape finished in out_dir with these settings, not only this command's
     for name, (shape, found) in finished_elsewhere(settings, matching, exclude=shapes).items():
         shapes[name] = shape

@@ -296,7 +296,7 @@ def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
                    f"side too")
         lr += " (-: not tried). "
         if at_end:
-            lr += (f"**A choice at an end** (lowest / highest) may have a better rate beyond it: "
+            lr += ("**A choice at an end** (lowest / highest) may have a better rate beyond it: "
                    + (f"allow more with `--extend_rates={extend + 1}`" if extend else
                       f"extend the list with {flag}, or let each shape look past the end it "
                       f"chose with `--extend_rates=2`") + " (finished runs are kept).")

@@ -423,13 +423,15 @@ def test_help_shows_the_list_settings():
         assert setting in shown.stdout
 
 
-@pytest.mark.parametrize("name", ["compare_verdict_cpu", "compare_verdict_gpu"])
+@pytest.mark.parametrize("name", ["compare_verdict_cpu", "compare_verdict_gpu",
+                                  "compare_verdict_cpu_scale_gpu", "compare_verdict_tinystories"])
 def test_the_verdict_configs_load(name):
     settings = preset_settings([str(ROOT / "config" / f"{name}.py")])
     compare.check_lists(settings)
     assert len(settings["learning_rates"]) >= 2 and len(settings["seeds"]) >= 3
     assert len(settings["seeds"]) >= 9 or name == "compare_verdict_gpu"  # 8 verdict seeds
-    assert settings["preset"] == name.rsplit("_", 1)[1]
+    assert settings["preset"] == ("gpu" if name.endswith(("_gpu", "tinystories")) and
+                                  name != "compare_verdict_cpu_scale_gpu" else "cpu")
     assert compare.select_models(settings["models"]) == compare.SHAPE_NAMES
 
 
@@ -502,3 +504,34 @@ def test_next_rate_steps_past_the_end_chosen_until_extend_rates_are_used():
     assert verdict.next_rate(grown, losses, listed, 3) == 2.5e-4
     assert verdict.next_rate(grown, losses, listed, 2) is None
     assert verdict.next_rate(listed, {1e-3: 1.5, 2e-3: None, 4e-3: None}, listed, 1) == 5e-4
+
+
+def test_no_run_starts_after_the_deadline_and_the_report_holds_what_finished(
+        tmp_path, char_dataset, monkeypatch):
+    """--stop_starting_after: the runs started before it finish, none starts after it, the report
+    has the finished ones, and the same command goes on with the rest."""
+    trained, reported = [], {}
+
+    def fake_train_one(run_dir, config, max_iters, tag, threads):
+        if (run_dir / "result.json").exists():  # (finished: skipped, as train_one does)
+            return json.loads((run_dir / "result.json").read_text())
+        trained.append((config["model_type"], config["learning_rate"], config["seed"]))
+        time.sleep(0.3)
+        value = 1.6 + abs(math.log2(config["learning_rate"] / 2e-3)) + 1e-3 * config["seed"]
+        result = dict(val_loss=value, train_loss=value, tokens=1, elapsed_s=1.0,
+                      tokens_per_s=1.0, ms_per_iter=1.0, mfu=None, curve=[])
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.py").write_text(config_text(config))
+        (run_dir / "result.json").write_text(json.dumps(result))
+        return result
+
+    monkeypatch.setattr(compare, "train_one", fake_train_one)
+    monkeypatch.setattr(compare, "report", lambda *args: reported.update(args[2]))
+    argv = [*TINY[:-2], "--models=GPT", f"--data_dir={char_dataset}",
+            f"--out_dir={tmp_path / 'cmp'}", "--learning_rates=1e-3,2e-3,4e-3", "--seeds=7,8,9",
+            "--jobs=2", "--stop_starting_after=0.002"]  # 0.12 s: the first two start, no more
+    compare.main(argv)
+    assert len(trained) == 2 and set(reported) == {("GPT", lr, 7) for _, lr, _ in trained}
+    trained.clear()
+    compare.main(argv[:-1])  # no deadline: the rest
+    assert sorted(trained) == [("gpt", 2e-3, 8), ("gpt", 2e-3, 9), ("gpt", 4e-3, 7)]

@@ -28,6 +28,7 @@ LONGER = {"train": (550, "a flat loop a learner reads top to bottom"),
           "train_mlp": (550, "the image MLP's flat loop"),
           "model": (650, "the GPT, the accounting every model shares, KV-cached generation"),
           "bench": (600, "every speed measurement: training steps and generation"),
+          "compare": (600, "one comparison: the runs of its phases, the command, its report"),
           "configurator": (500, "the command line: config files as data, --key=value, --help"),
           "run": (600, "what keeps a run safe: its folder, how it ends, its time budget, resume")}
 README_ALARM_LINES = 340
