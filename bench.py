@@ -7,8 +7,8 @@ Two ways to say which models:
 
     # every mechanism at the plain GPT's budget (shapes.matched_shapes of a preset's baseline)
     python bench.py                                    # all 10 shapes of the CPU preset,
-                                                       # eager/compiled x bf16/fp32
-                                                       # (~25 min on 2 cores)
+                                                       # eager/compiled x bf16/fp32 (bf16 only
+                                                       # where native) (~25 min on 2 cores)
     python bench.py --modes=eager --dtypes=bfloat16    # one column, ~2 min
     python bench.py --preset=gpu --batch_size=16       # the GPU preset's shapes (12L/768 baseline)
     python bench.py --models=GPT,hourglass --n_layer=12 --n_head=12 --n_embd=768 --block_size=2048
@@ -21,8 +21,9 @@ Two ways to say which models:
     python bench.py --generate --dtypes=float32        # every shape of the CPU preset (~3 min)
 
 Options of both: --batch_size (config files: the first file's by default), --steps, --rounds,
---modes=eager,compiled, --dtypes=bfloat16,float32, --device, --threads, --vocab_size (0: the
-dataset's), --json=path (the rows as JSON too). The matched form also takes the preset keys
+--modes=eager,compiled, --dtypes=auto (fp32, and the device's native bf16 or fp16 where it has
+one: an emulated bf16, far slower than fp32, only when named), --device, --threads, --vocab_size
+(0: the dataset's), --json=path (the rows as JSON too). The matched form also takes the preset keys
 (n_layer, n_embd, n_head, block_size, the matching keys of shapes.py, --models=names).
 Generation takes --prompt_tokens (16) and --new_tokens (0: fill the context,
 block_size - prompt_tokens).
@@ -67,7 +68,7 @@ import torch
 
 from configurator import (ConfigError, build_model, model_keys, parse_overrides, train_defaults,
                           usage_error)
-from hardware import autocast, peak_flops, set_fp32_matmul_precision
+from hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
 from model import KVCache
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
                     preset_settings, select_models)
@@ -394,7 +395,7 @@ def config_shapes(paths, vocab_size=0):
     return shapes, parse_overrides([paths[0]], defaults)["batch_size"]
 
 
-OPTIONS = dict(vocab_size=0, steps=5, rounds=2, device="auto", dtypes="bfloat16,float32",
+OPTIONS = dict(vocab_size=0, steps=5, rounds=2, device="auto", dtypes="auto",
                modes="eager,compiled", threads=0, generate=False, prompt_tokens=16, new_tokens=0,
                json="")
 # vocab_size 0: the dataset's; json: also write the rows to this file (gpu_check.py reads them)
@@ -428,7 +429,10 @@ def main(argv):
         torch.set_num_threads(args["threads"])
     device = (args["device"] if args["device"] != "auto"
               else "cuda" if torch.cuda.is_available() else "cpu")
-    dtypes = [getattr(torch, d) for d in args["dtypes"].split(",")]
+    names = args["dtypes"].split(",")
+    if names == ["auto"]:  # what the device computes natively (train.py's dtype=auto), and fp32
+        names = list(dict.fromkeys([auto_dtype(device.split(":")[0]), "float32"]))
+    dtypes = [getattr(torch, d) for d in names]
     if args["generate"]:
         print(f"generation speed of {what} on {device} ({torch.get_num_threads()} threads): "
               f"batch 1, a {args['prompt_tokens']}-token prompt, greedy, eager, best of "
@@ -475,8 +479,9 @@ def check_options(args, batch_size_zero_ok=False):
     modes, dtypes = args["modes"].split(","), args["dtypes"].split(",")
     need(set(modes) <= {"eager", "compiled"},
          f"modes={args['modes']!r}: a comma-separated list of eager, compiled")
-    need(set(dtypes) <= {"float32", "bfloat16", "float16"},
-         f"dtypes={args['dtypes']!r}: a comma-separated list of float32, bfloat16, float16")
+    need(dtypes == ["auto"] or set(dtypes) <= {"float32", "bfloat16", "float16"},
+         f"dtypes={args['dtypes']!r}: auto, or a comma-separated list of float32, bfloat16, "
+         f"float16")
     for key in ("steps", "rounds", "prompt_tokens"):
         need(args[key] >= 1, f"{key}={args[key]}: it must be 1 or more")
     for key in ("threads", "new_tokens", "vocab_size"):

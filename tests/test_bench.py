@@ -142,3 +142,17 @@ def test_generate_command_line_prints_the_table_and_fails_on_a_cache_the_account
     assert "| 1 (!) |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="must fit block_size=128"):
         bench.main(argv[:-1] + ["--new_tokens=125"])
+
+
+@pytest.mark.parametrize("native, columns", [("bfloat16", ["bfloat16", "float32"]),
+                                             ("float32", ["float32"])])
+def test_by_default_a_cpu_is_timed_in_what_it_computes_natively_and_fp32(native, columns,
+                                                                         capsys, monkeypatch):
+    """An emulated bf16 (a CPU without AMX or AVX512-BF16) runs only when asked for by name."""
+    monkeypatch.setattr(bench, "auto_dtype", lambda device_type: native)
+    bench.main(["--models=GPT", "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=16",
+                "--batch_size=2", "--modes=eager", "--steps=1", "--rounds=1", "--vocab_size=50",
+                "--device=cpu"])
+    header = next(line for line in capsys.readouterr().out.splitlines()
+                  if line.startswith("| model | eager"))
+    assert header == "| model | " + " | ".join(f"eager {d}" for d in columns) + " |"
