@@ -5,7 +5,8 @@
 #     one): the reference code's default (its scripts never pass --fix_Win);
 #   - a conventional MLP (d_z = 784) gets a learned square W_in, counted: the reference's
 #     `conventional_w_Win`, the baseline of the paper's figures;
-#   - last, shapes from the reference's own MNIST front that fall in this sweep's parameter range.
+#   - last, shapes from the reference's own MNIST front that fall in this sweep's parameter range
+#     (d_z = 785 with d_h = 115, and 1470-2120 / 115: hourglass_mlp/ of the reference code).
 # The frozen-lift hourglass and the direct conventional MLP are the fair sweep's rows
 # (config/mlp_sweep_fashion_denoise_fair.py); mlp_hourglass_fronts.py reads all four families.
 # One process per seed, one per core (one thread each), each resuming where it stopped:
@@ -24,21 +25,22 @@ dtype = "float32"
 num_threads = 1  # one thread per process: two processes share the 2 cores
 lrs = (1e-3, 2e-3)
 seeds = (0, 1)
-shapes = (  # the fair sweep's hourglasses, then its conventional shapes, then the reference's
+shapes = (  # the fair sweep's grid, smallest first (a sweep stopped early holds both families),
+    # then shapes of the reference's own MNIST front that fall in its parameter range
     ("hourglass", 1024, 64, 2),
     ("hourglass", 1024, 256, 2),
-    ("hourglass", 2048, 32, 4),
+    ("conventional", 784, 1024, 1),
     ("hourglass", 1024, 256, 4),
+    ("hourglass", 2048, 32, 4),
+    ("conventional", 784, 1024, 2),
+    ("conventional", 784, 2048, 1),
     ("hourglass", 2048, 128, 4),
     ("hourglass", 2048, 256, 4),
     ("hourglass", 2048, 128, 8),
-    ("hourglass", 3072, 128, 4),
-    ("hourglass", 2048, 512, 4),
-    ("conventional", 784, 1024, 1),
-    ("conventional", 784, 1024, 2),
-    ("conventional", 784, 2048, 1),
     ("conventional", 784, 2048, 2),
+    ("hourglass", 3072, 128, 4),
     ("conventional", 784, 3072, 2),
+    ("hourglass", 2048, 512, 4),
     ("hourglass", 785, 115, 5),
     ("hourglass", 785, 115, 10),
     ("hourglass", 1470, 115, 6),
