@@ -75,14 +75,22 @@ def stop_on_sigterm():
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
+WINDOWS = os.name == "nt"
+
+
+def _writer_gone(pid: int) -> bool:
+    """Whether the process that was writing a temporary file has ended. On Windows, where
+    os.kill(pid, 0) would send that process a Ctrl-C, the delete itself answers: a file that its
+    writer holds open cannot be deleted there."""
+    if WINDOWS:
         return True
-    return True
+    try:
+        os.kill(pid, 0)  # (signal 0: asks, sends nothing)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process
+        return False
+    return False
 
 
 @contextlib.contextmanager
@@ -93,8 +101,11 @@ def written_atomically(path):
     path = Path(path)
     for stale in path.parent.glob(f"{path.name}.*.tmp"):
         pid = stale.name[len(path.name) + 1:-len(".tmp")]
-        if pid.isdigit() and not _alive(int(pid)):
-            stale.unlink(missing_ok=True)
+        if pid.isdigit() and _writer_gone(int(pid)):
+            try:
+                stale.unlink(missing_ok=True)
+            except PermissionError:  # (Windows: its writer has it open still)
+                pass
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         yield tmp

@@ -94,6 +94,24 @@ def test_a_stopped_prepare_leaves_no_temporary_file_and_a_killed_ones_goes_next_
     assert [p.name for p in tmp_path.iterdir()] == [f"train.bin.{os.getppid()}.tmp"]
 
 
+def test_a_temporary_file_that_cannot_be_deleted_is_left_to_its_writer(tmp_path, monkeypatch):
+    """Windows: os.kill(pid, 0) would send the writer a Ctrl-C, so no process is asked; the delete
+    is tried, and a file its live writer holds open refuses it (PermissionError): left alone."""
+    monkeypatch.setattr(sources, "WINDOWS", True)
+    (tmp_path / "train.bin.4242.tmp").write_bytes(b"writing")
+    (tmp_path / "train.bin.4343.tmp").write_bytes(b"half")
+    real_unlink = Path.unlink
+
+    def held_open(path, missing_ok=False):
+        if path.name == "train.bin.4242.tmp":
+            raise PermissionError(13, "The process cannot access the file", str(path))
+        real_unlink(path, missing_ok=missing_ok)
+    monkeypatch.setattr(Path, "unlink", held_open)
+    monkeypatch.setattr(os, "kill", None)  # (never called)
+    write_split(tmp_path / "train.bin", [1, 2, 3])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.bin", "train.bin.4242.tmp"]
+
+
 # -----------------------------------------------------------------------------
 # data/shakespeare_char and data/shakespeare
 
