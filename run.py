@@ -186,7 +186,8 @@ class RunDir:
         line = (json.dumps(record) + "\n").encode()
         if self.started_metrics is None:
             self.started_metrics = not self.metrics.exists()
-        fd = os.open(self.metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.metrics, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                     | getattr(os, "O_BINARY", 0), 0o644)  # (Windows: no \r\n for \n)
         size = os.fstat(fd).st_size
         try:
             if os.write(fd, line) != len(line):
