@@ -10,8 +10,11 @@ FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs are m
 - bf16 only where the hardware has it: T4 / V100 report bf16 as supported through emulation,
   which is slow and which torch.compile skips, so they take fp16 (with a GradScaler in train.py);
   a CPU without AMX / AVX512-BF16 emulates bf16 matmuls far slower than fp32, so it takes fp32.
+- `compiles_by_default`: torch.compile where it pays and works without setting up: a GPU with
+  Triton (Linux's CUDA wheels bring it; Windows' do not).
 """
 
+import importlib.util
 import platform
 import re
 import time
@@ -30,6 +33,13 @@ def auto_dtype(device_type):
     if device_type == "cpu":
         return "bfloat16" if cpu_matmul_dtype() == torch.bfloat16 else "float32"
     return "float32"
+
+
+def compiles_by_default(device_type):
+    """train.py's compile=None: on for a CUDA GPU whose torch has Triton (the compiler's GPU
+    backend; PyTorch's Windows wheels come without it), off on a CPU (~40 s of compiling a model
+    for a 5-minute run) and on MPS."""
+    return device_type == "cuda" and importlib.util.find_spec("triton") is not None
 
 
 def autocast(device_type, dtype):

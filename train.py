@@ -37,7 +37,8 @@ from checkpoint import model_from_checkpoint
 from configurator import (ConfigError, build_model, check_train_settings, matched_model_args,
                           model_keys, parse_overrides, usage_error)
 from dataset import check_dataset, find_dataset, ood_windows
-from hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
+from hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
+                      set_fp32_matmul_precision)
 from model import format_counts, padded_vocab_size, shape_report
 from run import RunDir, TimeBudget, all_rng_states, restore_rng, resume_settings
 
@@ -89,7 +90,7 @@ min_lr = 2e-4  # the learning rate at the end of the cosine decay (and after it)
 # system
 device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
 dtype = "auto"  # auto, bfloat16, float16 (CUDA, with a GradScaler) or float32
-compile = None  # None: on for CUDA, off for CPU and MPS (compiling costs ~40 s per model on a CPU)
+compile = None  # None: on for CUDA with Triton (not in Windows' torch), off for CPU and MPS
 seed = 1337  # the model's init, the batches (+ rank under torchrun) and dropout
 # -----------------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_")
@@ -136,7 +137,7 @@ device_type = device.split(":")[0]
 if dtype == "auto":  # native bf16 only: T4 / V100 take float16 with a GradScaler (see hardware.py)
     dtype = auto_dtype(device_type)
 if compile is None:
-    compile = device_type == "cuda"
+    compile = compiles_by_default(device_type)
 autocast_ctx = autocast(device_type, dtype)  # every forward pass runs in it (float32: none)
 torch.manual_seed(seed + ddp_rank)
 set_fp32_matmul_precision(device_type)  # TF32 tensor cores for fp32 matmuls on CUDA

@@ -252,3 +252,17 @@ def test_a_missing_dataset_under_torchrun_is_one_line(tmp_path):
             f"run: python {ROOT / 'data/tinystories/prepare.py'}")
     # the same one line from each process (they may interleave)
     assert ours.count(line) == 2, result.stderr
+
+
+def test_compile_is_on_by_default_only_on_a_cuda_gpu_whose_torch_has_triton(monkeypatch):
+    """PyTorch's Windows wheels come without Triton, torch.compile's GPU backend: a Windows laptop
+    with an NVIDIA GPU trains uncompiled by default instead of failing at its first step."""
+    import importlib.util
+
+    import hardware
+    real_find_spec = importlib.util.find_spec
+    for triton in (real_find_spec("json"), None):  # (any module's spec stands for Triton's)
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: (
+            triton if name == "triton" else real_find_spec(name, *args)))
+        assert hardware.compiles_by_default("cuda") is (triton is not None)
+        assert not hardware.compiles_by_default("cpu") and not hardware.compiles_by_default("mps")
