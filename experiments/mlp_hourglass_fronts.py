@@ -13,7 +13,10 @@ parameters) and fronts.md (what it prints) beside the first CSV. What it prints 
 write-up may quote: the runs and their training time, the noisy input's PSNR and SSIM, each shape
 at its lr, the fronts, and at every conventional front point the gap to the hourglass staircase
 (total and trainable parameters, PSNR and SSIM: the gap of the means and the seed-paired gaps'
-range); then each Pareto-optimal shape whose lr is at an edge of the lrs it was tried at, with the
+range); rows of several forms read together (a hourglass with its W_in frozen or learned, a
+conventional MLP on the image itself or behind a learned square W_in: the CSVs of two sweeps) give
+each form its front and the gaps of every hourglass form against every conventional form; then
+each Pareto-optimal shape whose lr is at an edge of the lrs it was tried at, with the
 lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it) and the
 sweep's --shapes and --lrs that train just those runs. A row not written whole (cut short, or
 glued to the next) is left out and a run written twice counts once, each with a warning; rows of
@@ -21,6 +24,8 @@ older sweeps are read in today's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
+    python experiments/mlp_hourglass_fronts.py docs/mlp_fashion_denoise_fair/*/sweep.csv \
+        docs/mlp_fashion_denoise_learned/*/sweep.csv --out=docs/mlp_fashion_denoise_forms_fronts
 """
 
 import csv
@@ -133,6 +138,33 @@ def read_rows(path):
     return rows
 
 
+# The four forms of the paper's question: the hourglass with its W_in frozen (section 3's lift)
+# or learned (the reference code's default), the conventional MLP on the image itself or behind a
+# learned square W_in (the reference's `conventional_w_Win`, the baseline of the paper's figures)
+INPUT_WORDS = {"frozen_random": "frozen W_in", "direct": "direct", "learned": "learned W_in",
+               "zero_pad": "zero-padded"}  # (in this order: each family's own input first)
+FAMILIES = ("hourglass", "conventional")
+
+
+def form_of(family, input_proj):
+    """A family with its input, as the fronts name it: 'hourglass (frozen W_in)'."""
+    return f"{family} ({INPUT_WORDS.get(input_proj, input_proj or 'input not recorded')})"
+
+
+def forms(entries, family=None):
+    """The forms among entries (of one family, or every one), hourglass first, in the order of
+    INPUT_WORDS."""
+    order = list(INPUT_WORDS)
+    found = {(e["family"], e["input_proj"]) for e in entries
+             if family is None or e["family"] == family}
+    return [form_of(*f) for f in sorted(found, key=lambda f: (
+        FAMILIES.index(f[0]), order.index(f[1]) if f[1] in order else len(order), f[1]))]
+
+
+def of_form(entries, form):
+    return [e for e in entries if e["form"] == form]
+
+
 def shape_results(rows):
     """One entry per shape (and input) at its chosen lr: the metrics' mean, min and max over the
     seeds, each seed's value (for seed-paired gaps) and the lrs the shape was tried at."""
@@ -149,7 +181,8 @@ def shape_results(rows):
         # the lr with every seed done, then the lowest mean validation loss
         lr, runs = min(by_lr.items(), key=lambda item: (-len(item[1]), mean_val_loss(item[1])))
         task = TASKS.get(runs[0].get("task"))
-        entry = dict(family=family, d_z=d_z, d_h=d_h, L=L, input_proj=input_proj, lr=lr,
+        entry = dict(family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
+                     input_proj=input_proj, lr=lr,
                      d_x=task.input_dim if task else None,
                      seeds=len(runs), lrs_tried=tuple(sorted(by_lr)),
                      params_total=runs[0]["params_total"],
@@ -159,7 +192,8 @@ def shape_results(rows):
             entry[metric] = (sum(values) / len(values), min(values), max(values))
             entry["per_seed"][metric] = {int(r["seed"]): r[metric] for r in runs}
         results.append(entry)
-    return sorted(results, key=lambda e: (e["family"], e["params_total"]))
+    return sorted(results, key=lambda e: (FAMILIES.index(e["family"]), e["input_proj"],
+                                          e["params_total"]))
 
 
 def pareto_front(entries, params_key, metric):
@@ -179,13 +213,12 @@ def best_within(front, budget, metric, params_key):
     return max(within, key=lambda e: e[metric][0]) if within else None
 
 
-def gaps(entries, params_key, metric):
-    """At every conventional front point: the hourglass staircase there (its best entry with no
-    more parameters) minus it, as (conventional entry, hourglass entry or None, gap of the means
-    or None, (lowest, highest) seed-paired gap or None)."""
-    hourglass = pareto_front([e for e in entries if e["family"] == "hourglass"], params_key, metric)
-    conventional = pareto_front([e for e in entries if e["family"] == "conventional"],
-                                params_key, metric)
+def gaps(entries, params_key, metric, hourglass_form, conventional_form):
+    """At every point of the conventional form's front: the hourglass form's staircase there (its
+    best entry with no more parameters) minus it, as (conventional entry, hourglass entry or None,
+    gap of the means or None, (lowest, highest) seed-paired gap or None)."""
+    hourglass = pareto_front(of_form(entries, hourglass_form), params_key, metric)
+    conventional = pareto_front(of_form(entries, conventional_form), params_key, metric)
     out = []
     for e in conventional:
         best = best_within(hourglass, e[params_key], metric, params_key)
@@ -200,18 +233,18 @@ def gaps(entries, params_key, metric):
 
 
 def edge_lrs(entries):
-    """The Pareto-optimal shapes (on any of the four fronts) whose chosen lr is the highest or the
+    """The Pareto-optimal shapes (on any front of any form) whose chosen lr is the highest or the
     lowest they were tried at: [(entry, 'top' or 'bottom', lr to add)]. Above the top: 1.5x it
     (2e-3 -> 3e-3); below the bottom: half it. A shape tried at one lr is at both edges."""
     optimal = {}
-    for family in ("hourglass", "conventional"):
+    for form in forms(entries):
         for params_key in ("params_total", "params_trainable"):
             for metric in METRICS:
-                for e in pareto_front([e for e in entries if e["family"] == family], params_key,
-                                      metric):
+                for e in pareto_front(of_form(entries, form), params_key, metric):
                     optimal[id(e)] = e
     flags = []
-    for e in sorted(optimal.values(), key=lambda e: (e["family"], e["params_total"])):
+    for e in sorted(optimal.values(), key=lambda e: (FAMILIES.index(e["family"]),
+                                                     e["input_proj"], e["params_total"])):
         if e["lr"] == max(e["lrs_tried"]):
             flags.append((e, "top", float(f"{e['lr'] * 1.5:.3g}")))
         if e["lr"] == min(e["lrs_tried"]):
@@ -235,6 +268,13 @@ def h_min(seconds):
     return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60):02d} min"
 
 
+def where(path, paths):
+    """A CSV as the summary names it: its folder and name, or the path as given where two CSVs
+    share those."""
+    short = lambda p: f"{p.parent.name}/{p.name}"  # noqa: E731
+    return short(path) if [short(p) for p in paths].count(short(path)) == 1 else str(path)
+
+
 def summary(rows, entries, paths):
     """What the sweep is and what it cost, the noisy input, the spread of the seeds."""
     lrs = sorted({r["lr"] for r in rows})
@@ -253,16 +293,14 @@ def summary(rows, entries, paths):
             + f"training time {seconds(rows):,.0f} s in all = {h_min(seconds(rows))}")
     if len(paths) > 1:  # side by side: each process's runs one after the other
         text += " (" + "; ".join(
-            f"{p.parent.name}/{p.name}: {seconds([r for r in rows if r['csv'] == str(p)]):,.0f} "
+            f"{where(p, paths)}: {seconds([r for r in rows if r['csv'] == str(p)]):,.0f} "
             f"s = {h_min(seconds([r for r in rows if r['csv'] == str(p)]))}" for p in paths) + ")"
     lines = [text + "."]
-    for family in ("hourglass", "conventional"):
-        totals = [e["params_total"] for e in entries if e["family"] == family]
-        inputs = sorted({e["input_proj"] for e in entries if e["family"] == family})
-        if totals:
-            lines.append(f"{family}: {len(totals)} shapes, {min(totals) / 1e6:.2f}M-"
-                         f"{max(totals) / 1e6:.2f}M total parameters, input: "
-                         f"{', '.join(i or '(not recorded)' for i in inputs)}.")
+    for form in forms(entries):
+        totals = [e["params_total"] for e in of_form(entries, form)]
+        lines.append(f"{form}: {len(totals)} shape{'s' * (len(totals) != 1)}, "
+                     f"{min(totals) / 1e6:.2f}M-"
+                     f"{max(totals) / 1e6:.2f}M total parameters.")
     baseline = defaultdict(dict)  # metric -> seed -> the noisy input's score (one per seed)
     for r in rows:
         for k in ("baseline_psnr_batchmse", "baseline_ssim"):
@@ -304,25 +342,17 @@ def report(entries, rows, paths, title):
         for metric, name in METRICS.items():
             d = DIGITS[metric]
             lines += ["", f"**{name} against {axis} parameters.** Fronts (staircases):"]
-            for family in ("hourglass", "conventional"):
-                front = pareto_front([e for e in entries if e["family"] == family], params_key,
-                                     metric)
-                lines.append(f"- {family}: " + "; ".join(
+            for form in forms(entries):
+                front = pareto_front(of_form(entries, form), params_key, metric)
+                lines.append(f"- {form}: " + "; ".join(
                     f"{label(e).split(' ', 1)[1]} ({e[params_key] / 1e6:.2f}M, "
                     f"{e[metric][0]:.{d}f})" for e in front))
-            lines.append("- at each conventional front point, the hourglass staircase there "
-                         "minus it (gap of the means; seed-paired gaps' range):")
-            for e, best, gap, paired in gaps(entries, params_key, metric):
-                unit = " dB" if "psnr" in metric else ""
-                where = (f"  - {e[params_key] / 1e6:.2f}M {axis} ({label(e)}, "
-                         f"{e[metric][0]:.{d + 1}f}): ")
-                if best is None:
-                    lines.append(where + "no hourglass with this few parameters")
-                    continue
-                lines.append(where + f"{gap:+.{d + 1}f}{unit}" + (
-                    f" (seed-paired {paired[0]:+.{d + 1}f} to {paired[1]:+.{d + 1}f})"
-                    if paired else "") + f"; the hourglass: {label(best)} at "
-                    f"{best[params_key] / 1e6:.2f}M, {best[metric][0]:.{d + 1}f}")
+            for hourglass in forms(entries, "hourglass"):
+                for conventional in forms(entries, "conventional"):
+                    lines.append(f"- at each point of the {conventional} front, the {hourglass} "
+                                 f"staircase there minus it (gap of the means; seed-paired gaps' "
+                                 f"range):")
+                    lines += gap_lines(entries, params_key, metric, hourglass, conventional)
     flags = edge_lrs(entries)
     lines += ["", "**Learning rates at an edge** (Pareto-optimal shapes whose chosen lr is the "
               "highest or lowest they were tried at: the list must grow):"]
@@ -341,6 +371,22 @@ def report(entries, rows, paths, title):
     return "\n".join(lines) + "\n"
 
 
+def gap_lines(entries, params_key, metric, hourglass, conventional):
+    d, axis = DIGITS[metric], params_key.split("_")[1]
+    lines = []
+    for e, best, gap, paired in gaps(entries, params_key, metric, hourglass, conventional):
+        unit = " dB" if "psnr" in metric else ""
+        where = f"  - {e[params_key] / 1e6:.2f}M {axis} ({label(e)}, {e[metric][0]:.{d + 1}f}): "
+        if best is None:
+            lines.append(where + "no hourglass with this few parameters")
+            continue
+        lines.append(where + f"{gap:+.{d + 1}f}{unit}" + (
+            f" (seed-paired {paired[0]:+.{d + 1}f} to {paired[1]:+.{d + 1}f})"
+            if paired else "") + f"; the hourglass: {label(best)} at "
+            f"{best[params_key] / 1e6:.2f}M, {best[metric][0]:.{d + 1}f}")
+    return lines
+
+
 def staircase(front, params_key, metric, right):
     """A Pareto front as the step function it is: the best mean reached with at most x
     parameters, from the first front point to `right` (x in millions)."""
@@ -356,24 +402,28 @@ def plot(entries, baseline, path, title):
     from matplotlib.ticker import FuncFormatter
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    colors = {"hourglass": "tab:orange", "conventional": "tab:blue"}
+    styles = {  # (color, marker): the hourglass warm, the conventional cool; a learned W_in square
+        ("hourglass", "frozen_random"): ("tab:orange", "o"),
+        ("hourglass", "learned"): ("tab:red", "s"),
+        ("conventional", "direct"): ("tab:blue", "o"),
+        ("conventional", "learned"): ("tab:green", "s")}
+    kinds = {form_of(*k): k for k in {(e["family"], e["input_proj"]) for e in entries}}
     for col, params_key in enumerate(("params_total", "params_trainable")):
         right = max(e[params_key] for e in entries) / 1e6
         for row, (metric, name) in enumerate(METRICS.items()):
             ax = axes[row, col]
-            for family, color in colors.items():
-                family_entries = [e for e in entries if e["family"] == family]
-                if not family_entries:
-                    continue
-                x = [e[params_key] / 1e6 for e in family_entries]
-                y = [e[metric][0] for e in family_entries]
-                err = [[e[metric][0] - e[metric][1] for e in family_entries],
-                       [e[metric][2] - e[metric][0] for e in family_entries]]
-                ax.errorbar(x, y, yerr=err, fmt="o", color=color, alpha=0.45, capsize=3)
-                front = pareto_front(family_entries, params_key, metric)
+            for i, form in enumerate(forms(entries)):
+                color, marker = styles.get(kinds[form], (f"C{i + 4}", "^"))
+                form_entries = of_form(entries, form)
+                x = [e[params_key] / 1e6 for e in form_entries]
+                y = [e[metric][0] for e in form_entries]
+                err = [[e[metric][0] - e[metric][1] for e in form_entries],
+                       [e[metric][2] - e[metric][0] for e in form_entries]]
+                ax.errorbar(x, y, yerr=err, fmt=marker, color=color, alpha=0.45, capsize=3)
+                front = pareto_front(form_entries, params_key, metric)
                 if front:
                     ax.step(*staircase(front, params_key, metric, right), where="post",
-                            color=color, lw=2, label=f"{family} front (best with <= x params)")
+                            color=color, lw=2, label=f"{form} front")
             values = [v for e in entries for v in e[metric][1:] if not math.isnan(v)]
             if values:  # the models' range: a baseline far below would flatten the fronts
                 low, high = min(values), max(values)
@@ -409,24 +459,14 @@ def fronts(paths):
     if len({tuple(canonical(r.get(k)) for k in SETTING) for r in rows}) > 1:
         raise SystemExit(f"error: {', '.join(map(str, paths))} hold runs of different settings "
                          f"({', '.join(SETTING)}): draw each setting's fronts on its own")
-    for family in ("hourglass", "conventional"):
-        inputs = {r["input_proj"] for r in rows if r["shape"] == family}
-        if len(inputs) > 1:
-            raise SystemExit(f"error: {', '.join(map(str, paths))} hold {family} runs with "
-                             f"different inputs ({', '.join(sorted(inputs))}): one front per "
-                             f"family, so draw each on its own")
     entries = shape_results(rows)
     baselines = [r["baseline_psnr_batchmse"] for r in rows
                  if not math.isnan(r["baseline_psnr_batchmse"])]
     baseline = mean(baselines) if baselines else None
     r0 = rows[0]
-    first = {f: next((r for r in rows if r["shape"] == f), None) for f in ("hourglass",
-                                                                            "conventional")}
-    inputs = "; ".join(f"{f} input {r['input_proj']}" for f, r in first.items()
-                       if r and r.get("input_proj"))  # (one per family: checked above)
     title = (f"{r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
-             f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}"
-             + (f"; {inputs}" if inputs else "") + "; error bars: seeds' min-max")
+             f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}; error bars: "
+             f"seeds' min-max")
     return report(entries, rows, paths, title), entries, baseline, title
 
 

@@ -511,6 +511,10 @@ SWEEP_FRONTS = {  # the fronts script's committed output: the committed CSVs it 
                                       for s in (0, 1)],
     "mlp_fashion_denoise_fair_fronts.md": [f"docs/mlp_fashion_denoise_fair/{run}/sweep.csv"
                                            for run in ("first_sweep", "seed0", "seed1")],
+    "mlp_fashion_denoise_forms_fronts.md": [
+        *(f"docs/mlp_fashion_denoise_fair/{run}/sweep.csv"
+          for run in ("first_sweep", "seed0", "seed1")),
+        *(f"docs/mlp_fashion_denoise_learned/{run}/sweep.csv" for run in ("seed0", "seed1"))],
 }
 
 

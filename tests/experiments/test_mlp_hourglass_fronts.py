@@ -61,13 +61,18 @@ def test_each_shape_at_its_lr_with_the_seeds_spread(sweep_csv):
     assert conventional["test_ssim"] == pytest.approx((0.71, 0.70, 0.72))
 
 
+def pair(entries):
+    """The one hourglass form and the one conventional form of a sweep of one input each."""
+    return fronts.forms(entries, "hourglass")[0], fronts.forms(entries, "conventional")[0]
+
+
 def test_fronts_and_the_gap_at_matched_budgets(sweep_csv):
     entries = fronts.shape_results(fronts.read_rows(sweep_csv))
     front = fronts.pareto_front([e for e in entries if e["family"] == "hourglass"],
                                 "params_total", "test_psnr_batchmse")
     assert [e["d_h"] for e in front] == [8, 32]
     [(point, hourglass, gap, paired)] = fronts.gaps(entries, "params_total",
-                                                    "test_psnr_batchmse")
+                                                    "test_psnr_batchmse", *pair(entries))
     assert point["family"] == "conventional" and gap == pytest.approx(20.2 - 19.25)
     assert hourglass["d_h"] == 8 and paired == pytest.approx((20.4 - 19.5, 20.0 - 19.0))
 
@@ -82,7 +87,8 @@ def test_a_front_is_a_staircase_and_the_gap_is_its_value_there(sweep_csv, monkey
                                 "params_total", "test_psnr_batchmse")
     x, y = fronts.staircase(front, "params_total", "test_psnr_batchmse", right=0.003)
     assert x == pytest.approx([0.001, 0.002, 0.003]) and y == pytest.approx([20.2, 21.1, 21.1])
-    [(point, best, gap, _)] = fronts.gaps(entries, "params_total", "test_psnr_batchmse")
+    [(point, best, gap, _)] = fronts.gaps(entries, "params_total", "test_psnr_batchmse",
+                                          *pair(entries))
     line_there = 20.2 + (21.1 - 20.2) * (point["params_total"] - 1000) / (2000 - 1000)
     assert best["d_h"] == 8 and gap == pytest.approx(20.2 - 19.25)  # the step's value at 1500,
     assert gap != pytest.approx(line_there - 19.25)                 # not the line's
@@ -115,6 +121,38 @@ def test_the_printed_gaps_and_the_edge_lr_flag(sweep_csv):
         assert ("lr 0.002, the top of 0.0005, 0.001, 0.002: add 0.003" in text) == flagged
         assert ("with --shapes=hourglass:64:8:2 --lrs=0.003" in text) == flagged
         assert ("none: every Pareto-optimal shape chose an lr inside" in text) != flagged
+
+
+def test_four_forms_each_with_its_front_and_every_pair_of_forms_with_its_gaps(tmp_path):
+    """Hourglass frozen / learned and conventional direct / learned W_in read together: each form
+    its own front, every hourglass form against every conventional form, four staircases a panel."""
+    inputs = {("hourglass", "frozen_random"): 0.0, ("hourglass", "learned"): 0.5,
+              ("conventional", "direct"): 0.2, ("conventional", "learned"): 0.1}
+    rows = [dict(row(family, 64 if family == "hourglass" else 32, 8 if family == "hourglass"
+                     else 64, 2, 1e-3, seed, 1000 + 100 * i, 0.02, 20.0 + lift + 0.1 * seed,
+                     0.8), input_proj=input_proj)
+            for i, ((family, input_proj), lift) in enumerate(inputs.items()) for seed in (0, 1)]
+    rows = [{**r, **{k: float(v) for k, v in r.items() if k in fronts.NUMBERS}} for r in rows]
+    entries = fronts.shape_results(rows)
+    assert fronts.forms(entries) == ["hourglass (frozen W_in)", "hourglass (learned W_in)",
+                                     "conventional (direct)", "conventional (learned W_in)"]
+    text = fronts.report(entries, rows, [tmp_path / "sweep.csv"], "t")
+    assert text.count("staircase there minus it") == 4 * 4  # 2 x 2 pairs, 2 axes x 2 metrics
+    assert "- hourglass (learned W_in): d_z=64 d_h=8 L=2 W_in=learned (0.00M, 20.55)" in text
+    [(point, best, gap, paired)] = fronts.gaps(entries, "params_total", "test_psnr_batchmse",
+                                               "hourglass (learned W_in)",
+                                               "conventional (learned W_in)")
+    assert best["input_proj"] == "learned" and gap == pytest.approx(0.4)
+    assert paired == pytest.approx((0.4, 0.4))
+    import matplotlib.axes
+    steps = []
+    original = matplotlib.axes.Axes.step
+    matplotlib.axes.Axes.step = lambda self, *a, **k: steps.append(k["label"])
+    try:
+        fronts.plot(entries, 14.0, tmp_path / "f.png", "t")
+    finally:
+        matplotlib.axes.Axes.step = original
+    assert len(steps) == 16 and steps[:4] == [f"{f} front" for f in fronts.forms(entries)]
 
 
 def test_rows_of_an_older_version_read_in_todays_words():
