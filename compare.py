@@ -205,6 +205,19 @@ def finished_results(settings, shape, name):
     return results, all(map(finished, more))
 
 
+def rate_chosen(settings, name, results):
+    """Whether the shape's phase 1 is in `results` ({run.key: ...}) whole: its list, the rates
+    past its ends and around its choice, so that its rate is chosen."""
+    have = lambda lr: (name, lr, settings["seeds"][0]) in results  # noqa: E731
+    grid = list(settings["learning_rates"])
+    while all(map(have, grid)):
+        lr = rate_to_add(settings, name, grid, results)
+        if lr is None:
+            return all(map(have, rates_to_refine(settings, name, grid, results)))
+        grid = sorted(grid + [lr])
+    return False
+
+
 def finished_elsewhere(settings, matching, exclude):
     """{name: (shape, {run.key: result})} of the shapes not in `exclude` whose every run of this
     comparison finished in out_dir with exactly these settings (an earlier `--models=...`
@@ -468,6 +481,11 @@ def report(settings, shapes, results, tokens):
     tried = sorted({lr for (_, lr, seed) in results if seed == seeds[0]})  # the list and more
     rows = shape_rows({key: r["val_loss"] for key, r in results.items()}, names, tried, seeds,
                       baseline)
+    for name in names:  # (a report of a comparison under way: --report_only, a deadline)
+        if not rate_chosen(settings, name, results):
+            rows[name]["open"] = True
+            rows[name]["diff"] = dict(verdict="no verdict yet (phase 1 has rates left to try)")
+            rows[name]["verdict"] = rows[name]["diff"]["verdict"]
     # the verdict seeds at each shape's rate that finished (the selection seed where none has)
     chosen = {n: [results[(n, rows[n]["lr"], s)] for s in seeds[1:] if (n, rows[n]["lr"], s) in
                   results] or [results[(n, rows[n]["lr"], seeds[0])]] if rows[n]["lr"] else []

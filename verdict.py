@@ -258,6 +258,7 @@ def verdict_table(rows, baseline):
     for name, row in rows.items():
         lr = "-" if row["lr"] is None else rate_label(row["lr"])
         lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
+        lr += " (so far)" if row.get("open") else ""
         bad = sum(not finite(v) for v in row["losses"].values())
         seeds = f"{len(row['losses']) - bad}" + (f" (+{bad} diverged)" if bad else "")
         loss = "-" if row["mean"] is None else f"{row['mean']:.4f}" + (
