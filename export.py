@@ -115,7 +115,7 @@ def export_safetensors(model, folder):
     return tied
 
 
-def export_tokenizer(meta, folder):
+def export_tokenizer(meta, block_size, folder):
     """The tokenizer of the run (its data's meta.json) as transformers' tokenizer.json; checked
     against ours on a sample. Returns the files written, or a note why none was."""
     from tokenizers import Tokenizer as Backend, decoders, models
@@ -136,10 +136,15 @@ def export_tokenizer(meta, folder):
                                     extra_special_tokens=[EOT]).converted()
         special = dict(bos_token=EOT, eos_token=EOT)
         sample = f"ROMEO:\nBut soft, what light through yonder window breaks?{EOT} It's 1592.\n"
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, **special)
+    # model_max_length: the context the model was trained on (a harness truncates to it)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
+                                        **special)
     if tokenizer.encode(sample) != ours.encode(sample):
         return "no tokenizer written: transformers' version of it encodes differently"
     tokenizer.save_pretrained(folder)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())  # (a class name that
+    settings["tokenizer_class"] = "PreTrainedTokenizerFast"  # transformers 4 knows too)
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
     return ["tokenizer.json", "tokenizer_config.json"]
 
 
@@ -190,7 +195,7 @@ def main(argv):
                              f"GPT; the export in {folder} is incomplete")
     else:
         info["tied"], files = export_safetensors(model, folder), ["model.safetensors"]
-    tokenizer = export_tokenizer(checkpoint["meta"], folder)
+    tokenizer = export_tokenizer(checkpoint["meta"], model.config.block_size, folder)
     files += tokenizer if isinstance(tokenizer, list) else []
     info["files"] = [*files, EXPORT_INFO]
     (folder / EXPORT_INFO).write_text(json.dumps(info, indent=1))  # last: the export is whole

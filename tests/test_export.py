@@ -77,6 +77,7 @@ def test_a_gpt2_vocabulary_model_gets_gpt2s_tokenizer(tmp_path, gpt2_file, monke
     text = TEXT + "<|endoftext|> naïve café, 東京 🤖  spaces\t\ttabs 12345 it's we'll\n\n"
     assert tokenizer.encode(text) == Tokenizer.gpt2().encode(text)
     assert tokenizer.eos_token_id == theirs.config.eos_token_id == 50256
+    assert tokenizer.model_max_length == 16  # the context it was trained on
 
 
 def sample(out_dir):
