@@ -94,7 +94,7 @@ def locking(fd, mode, nbytes):
 msvcrt.locking = locking
 sys.modules["msvcrt"] = msvcrt
 sys.path.insert(0, {root!r})
-import train_mlp, compare, plot, sweep, run, bench, shapes, verdict, lock
+import train_mlp, compare, plot, sweep, run, bench, shapes, verdict, export, lock
 assert lock.fcntl is None and lock.msvcrt is msvcrt
 with lock.FileLock({free!r}):
     assert lock.held_by({free!r}) == str(os.getpid())
