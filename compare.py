@@ -3,7 +3,7 @@ Which shape wins at my parameter and token budget, and what does it cost? One co
 
     python compare.py                          # CPU preset: 10 shapes x 600 steps, one rate and
                                                # one seed (~45 min on 2 cores): a demonstration
-    python compare.py config/compare_verdict_cpu.py   # the verdict: a rate per shape, 3 seeds
+    python compare.py config/compare_verdict_cpu.py   # the verdict: a rate per shape, 8 seeds
     python compare.py --learning_rates=1e-3,2e-3,4e-3 --extend_rates=2 --seeds=1337,1338,1339 \
         --jobs=2
     python compare.py --models=GPT,CEA --max_iters=200 --out_dir=out-quick   # any preset key
@@ -467,7 +467,7 @@ def run_comparison(settings, shapes, matching, state):
 def regime_line(settings, baseline, tokens):
     """The scale of the comparison in one line: what a paper's result at another scale is read
     against (parameters, tokens per parameter, depth, context, tokens)."""
-    return (f"Regime: {baseline['budget'] / 1e6:.2f}M non-embedding parameters, "
+    return (f"Regime: {baseline['budget'] / 1e6:.3f}M non-embedding parameters, "
             f"{tokens / 1e6:.3g}M training tokens a run ({tokens / baseline['budget']:.2f} per "
             f"parameter), {settings['n_layer']} layers, context {settings['block_size']}, "
             f"{settings['dataset']} tokens.")

@@ -161,31 +161,40 @@ def plot_curves(curves, path, title):
 
 
 def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
-    """Left: every shape's final val loss at its chosen rate, the mean with +- std bars and each
-    seed as a dot, beside the baseline's mean (line) and std (band), its verdict on the right.
-    Right: phase 1, each shape's final loss against the learning rate (log axis), the chosen
-    rate ringed. rows: verdict.shape_rows's {name: row}; rate_text: how a rate is written."""
+    """Left: every shape's difference from the baseline over the verdict seeds (verdict.py's
+    model: the mean with its 95% interval, each seed's own difference a dot), the smallest
+    difference the runs could detect shaded around 0, the verdict on the right. Right: phase 1,
+    each shape's final loss against the learning rate (log axis), the chosen rate ringed.
+    rows: verdict.shape_rows's {name: row}; rate_text: how a rate is written."""
     names = list(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(15, max(4.5, 2.2 + 0.42 * len(names))),
                                       dpi=110, layout="constrained",
                                       gridspec_kw=dict(width_ratios=(1.25, 1)))
     fig.suptitle(title, fontsize=11)
     good = lambda v: v is not None and v == v and abs(v) != float("inf")  # noqa: E731
-    base = rows[baseline]
-    if base["mean"] is not None:
-        left.axvline(base["mean"], color="0.4", lw=1, ls="--", label=f"{baseline} mean")
-        if base["std"]:
-            left.axvspan(base["mean"] - base["std"], base["mean"] + base["std"], color="0.5",
-                         alpha=0.15, lw=0, label=f"{baseline} +- std")
+    base = rows[baseline]["losses"]
+    left.axvline(0, color="0.4", lw=1, ls="--", label=f"{baseline} (no difference)")
+    detect = [row["diff"]["detectable_family"] for row in rows.values()
+              if "detectable_family" in row.get("diff", {})]
+    if detect:
+        left.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15, lw=0,
+                     label=f"smaller than these runs detect (+-{detect[0]:.4f})")
+    xs = [0.0]
     for i, name in enumerate(names):
         row, color = rows[name], f"C{i % 10}"
-        seeds = [v for v in row["losses"].values() if good(v)]
-        jitter = [0.12 * (k - (len(seeds) - 1) / 2) / max(1, len(seeds) - 1) for k in
-                  range(len(seeds))]
-        left.plot(seeds, [i + j for j in jitter], "o", ms=4, mfc="none", mec=color, alpha=0.8)
-        if row["mean"] is not None:
-            left.errorbar(row["mean"], i, xerr=row["std"] or 0, fmt="D", ms=6, color=color,
-                          capsize=4, lw=1.5)
+        diffs = [row["losses"][s] - base[s] for s in row["losses"]
+                 if s in base and good(row["losses"][s]) and good(base[s])]
+        if name == baseline:
+            continue
+        jitter = [0.12 * (k - (len(diffs) - 1) / 2) / max(1, len(diffs) - 1)
+                  for k in range(len(diffs))]
+        left.plot(diffs, [i + j for j in jitter], "o", ms=4, mfc="none", mec=color, alpha=0.8)
+        xs += diffs
+        d = row.get("diff", {})
+        if "lo" in d:
+            left.errorbar(d["mean"], i, xerr=[[d["mean"] - d["lo"]], [d["hi"] - d["mean"]]],
+                          fmt="D", ms=6, color=color, capsize=4, lw=1.5)
+            xs += [d["lo"], d["hi"]]
     left.set_yticks(range(len(names)), [
         f"{name}  (lr {rate_text(rows[name]['lr'])})" if rows[name]["lr"] else name
         for name in names])
@@ -193,18 +202,14 @@ def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
     verdicts = left.secondary_yaxis("right")
     verdicts.set_yticks(range(len(names)), [rows[n].get("verdict", "(the baseline)")
                                             for n in names], fontsize=8)
-    xs = [x for line in left.get_lines() for x in line.get_xdata()] + [
-        row["mean"] + sign * (row["std"] or 0) for row in rows.values() if row["mean"] is not None
-        for sign in (-1, 1)]
-    if xs:  # (every point inside the frame, however few)
-        pad = max(0.08 * (max(xs) - min(xs)), 2e-3)
-        left.set_xlim(min(xs) - pad, max(xs) + pad)
+    pad = max(0.08 * (max(xs) - min(xs)), 2e-3)  # (every point inside the frame, however few)
+    left.set_xlim(min(xs + [-d for d in detect[:1]]) - pad, max(xs + detect[:1]) + pad)
     seeds_n = max(len(row["losses"]) for row in rows.values())
-    left.set(xlabel="final validation loss (lower is better)")
-    left.set_title(f"each shape at its own rate: mean +- std over {seeds_n} seed(s), dots: seeds",
-                   fontsize=9)
+    left.set(xlabel=f"final validation loss minus the {baseline}'s, same seed (lower is better)")
+    left.set_title(f"each shape at its own rate: the difference over {seeds_n} verdict seed(s) "
+                   f"with its 95% interval, dots: seeds", fontsize=9)
     left.grid(axis="x", alpha=0.3)
-    left.legend(fontsize=8, loc="lower right")
+    left.legend(fontsize=8, loc="best")
 
     rates = sorted({r for row in rows.values() for r in row["phase1"]})
     values = [v for row in rows.values() for v in row["phase1"].values() if good(v)]

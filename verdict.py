@@ -168,8 +168,10 @@ def pooled_differences(losses, baseline):
     if baseline not in complete or n < MIN_VERDICT_SEEDS or k < 2:
         why = (f"{n} verdict seed{'' if n == 1 else 's'}; {MIN_VERDICT_SEEDS} needed"
                if n < MIN_VERDICT_SEEDS else f"{baseline} has no verdict seeds")
-        return {**out, **{name: dict(verdict=f"no verdict ({why})") for name in complete
-                          if name != baseline}}
+        base = complete.get(baseline, {})
+        return {**out, **{name: dict(verdict=f"no verdict ({why})", **(dict(mean=statistics.fmean(
+            v[s] - base[s] for s in seeds)) if seeds and base else {}))
+            for name, v in complete.items() if name != baseline}}
     grand = statistics.fmean(complete[m][s] for m in complete for s in seeds)
     shape_mean = {m: statistics.fmean(complete[m][s] for s in seeds) for m in complete}
     seed_mean = {s: statistics.fmean(complete[m][s] for m in complete) for s in seeds}
@@ -219,14 +221,16 @@ def verdict(diff):
 def shape_rows(losses, names, rates, seeds, baseline):
     """{name: row} from {(name, rate, seed): final val loss or None}: phase1 {rate: loss} at the
     selection seed (seeds[0]), the chosen lr and its edge, losses {seed: loss} at that rate over
-    the verdict seeds (seeds[1:]) that finished, their mean and std, and beside the baseline's:
+    the verdict seeds (seeds[1:]; a comparison of one seed: that one) that finished, their mean and
+    std, and beside the baseline's:
     the pooled difference (pooled_differences) and the verdict."""
     rows = {}
     for name in names:  # (a shape's phase 1: the rates it was tried at, not every rate)
         phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates
                   if (name, lr, seeds[0]) in losses}
         lr, edge = choose_rate(phase1)
-        at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in seeds[1:]
+        verdict_seeds = seeds[1:] or seeds  # (one seed: its loss is shown, with no verdict)
+        at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in verdict_seeds
                                        if (name, lr, s) in losses}
         good = [v for v in at_lr.values() if finite(v)]
         rows[name] = dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr,
@@ -268,9 +272,9 @@ def verdict_table(rows, baseline):
         diff, detect, says = "(the baseline)", "", ""
         if name != baseline:
             d = row["diff"]
-            diff = f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if "mean" in d else "-"
-            detect = (f"{d['detectable']:.4f} / {d['detectable_family']:.4f}" if "mean" in d
-                      else "-")
+            diff = (f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if "lo" in d
+                    else f"{d['mean']:+.4f}" if "mean" in d else "-")
+            detect = f"{d['detectable']:.4f} / {d['detectable_family']:.4f}" if "lo" in d else "-"
             says = row["verdict"]
         lines.append(f"| {name} | {lr} | {seeds} | {loss} | {diff} | {detect} | {says} |")
     return "\n".join(lines)
@@ -311,9 +315,12 @@ def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
     tests = len(rows) - 1
     return "\n".join([
         f"- lr: {lr}",
-        f"- verdict seeds: {', '.join(map(str, seeds[1:])) or 'none'} (the selection seed "
-        f"{seeds[0]} chose the rate and is left out: its loss at the chosen rate is the lowest "
-        f"of its rates). val loss: their mean +- standard deviation.",
+        f"- verdict seeds: {', '.join(map(str, seeds[1:]))} (the selection seed {seeds[0]} chose "
+        f"the rate and is left out: its loss at the chosen rate is the lowest of its rates). val "
+        f"loss: their mean +- standard deviation." if len(seeds) > 1 else
+        f"- one seed ({seeds[0]}): each shape's loss at its rate, and no verdict (a verdict needs "
+        f"the selection seed and {MIN_VERDICT_SEEDS} verdict seeds or more, e.g. "
+        f"--seeds={','.join(str(seeds[0] + i) for i in range(MIN_VERDICT_SEEDS + 1))}).",
         f"- vs {baseline}: the mean over the verdict seeds of loss(shape, s) - loss({baseline}, "
         f"s), each at its own rate (the same seed is the same data order), and its 95% interval, "
         f"from one model of every run (shapes x seeds, additive; the residual variance pooled "

@@ -448,7 +448,7 @@ def test_a_shape_that_chose_an_end_tries_past_it_up_to_extend_rates(tmp_path, ch
         trained.append((model, lr, seed))
         value = (abs(math.log2(lr / 2e-3)) if model == "gpt" else -lr) + 1.6 + 1e-3 * seed
         result = dict(val_loss=value, train_loss=value, tokens=1, elapsed_s=1.0, tokens_per_s=1.0,
-                      curve=[])
+                      ms_per_iter=1.0, mfu=None, curve=[])
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.py").write_text(config_text(config))
         (run_dir / "result.json").write_text(json.dumps(result))

@@ -229,7 +229,9 @@ def compare_run():
                 speed=speed,
                 steps=plan_setting("python compare.py", "max_iters"),
                 n_models=len(plan_setting("python compare.py", "models").split(",")),
-                no_verdict=verdict.verdict(1, None, None))
+                no_verdict=verdict.shape_rows(
+                    {("GPT", 2e-3, 1): gpt, ("LWS crown", 2e-3, 1): crown}, ["GPT", "LWS crown"],
+                    [2e-3], [1], "GPT")["LWS crown"]["verdict"])
 
 
 def cited_files():
@@ -276,7 +278,7 @@ TIES = [
      image_mlp_measured),
     (PLAN, "two of the shapes trained, {steps} steps each", compare_run),
     (PLAN, "`compare.py` ({n_models} shapes)", compare_run),
-    (PLAN, 'and "{no_verdict}" beside the crown', compare_run),
+    (PLAN, 'and "{no_verdict}" beside it', compare_run),
     (PLAN, "after {steps} steps the losses move", compare_run),
     (PLAN, "it was {gap} lower on the EPYC and {other_gap} in the\n  other run", compare_run),
     (PLAN, "put the seed noise at {noise}\n", cited_files),
@@ -340,6 +342,7 @@ NOT_RESULTS = [
     r"\b\d+(\.\d+)?(-\d+(\.\d+)?)? ?(s|min|minutes|hours?)\b", r"\b\d+-(hour|minute|core)\b",
     r"AVX512-BF16|AVX2|\bbf16\b|\bfp32\b|float32", r"Python \d+\.\d+", r"\bParts? \d+(-\d+)?",
     r"^#+ Part \d+", r"^\d+\. ", r"^\| \d:\d\d-\d:\d\d \| \d+\.",
+    r"UTF-8", r"PowerShell \d+(\.\d+)?", r"OMP_NUM_THREADS=\d+",
 ]
 
 
