@@ -25,11 +25,11 @@ ratio rho splits the FFN width W: the FFN sublayer keeps rho W (the Outer-FFN), 
 layer before the FFN moves inside attention as an Inner-MoE, and the direct pathway becomes a
 masked current position (s < t only).
 
-The code: `CEAConfig` splits W = ffn_hidden or ffn_mult * d by rho (rho = 1: FFN-Wider, exactly
-model.GPT); `CEAAttentionSublayer` is the block above (a model.CausalSelfAttention whose keys and
+The code: `CEAAttentionSublayer` is the block above (a model.CausalSelfAttention whose keys and
 values come from t and a), `reference_attention` its one softmax as written, the default path the
-same numbers on plain causal kernels; `TopOneMoE`; `CEAGPT`. Choices the paper leaves open,
-results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
+same numbers on plain causal kernels; `TopOneMoE`; `CEAConfig` splits W = ffn_hidden or
+ffn_mult * d by rho (rho = 1: FFN-Wider, exactly model.GPT); `CEAGPT`. Choices the paper leaves
+open, results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
 """
 
 import math
@@ -41,42 +41,6 @@ import torch.nn.functional as F
 
 from model import (GPT, CausalSelfAttention, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
                    causal_attention, linear_flops)
-
-CURRENT_POSITION_RULES = ("direct", "masked", "transformed")  # 5.1.2, C.2, w/o direct pathway
-ATTENTION_IMPLS = ("causal", "reference")  # the fast mask-free path (default), the paper's form
-
-
-@dataclass
-class CEAConfig(GPTConfig):
-    """GPTConfig plus the paper's settings; layers[i].ffn_hidden is the Outer-FFN's rho W."""
-    ffn_mult: int = 32  # W / d when ffn_hidden is not given: 32 FFN-Wider, 4 vanilla
-    outer_ratio: float = 1.0  # rho: 1.0 FFN-Wider (no Inner-FFN), 0.125 CEA
-    current_position: str = "direct"  # one of CURRENT_POSITION_RULES
-    attention_impl: str = "causal"  # one of ATTENTION_IMPLS
-    n_experts: int = 0  # > 0: a top-1 MoE of SwiGLU experts
-    expert_hidden: int = 0  # one expert's hidden size; 0: d (C.2: 4,096 at d = 4,096)
-    moe_place: str = "before_ffn"  # 'before_ffn' (the MoE baseline) or 'inner' (MoE w/ CEA)
-    balance_coef: float = 0.01  # weight of the balancing loss while training
-    inner_hidden: int = field(default=0, init=False)  # (1 - rho) W, derived
-
-    def __post_init__(self):
-        assert 0 <= self.outer_ratio <= 1, f"outer_ratio={self.outer_ratio}: a share, in [0, 1]"
-        c, rules = self.current_position, CURRENT_POSITION_RULES
-        assert c in rules, f"current_position={c!r}: one of {rules}"
-        impl, place = self.attention_impl, self.moe_place
-        assert impl in ATTENTION_IMPLS, f"attention_impl={impl!r}: one of {ATTENTION_IMPLS}"
-        assert place in ("before_ffn", "inner"), f"moe_place={place!r}: 'before_ffn' or 'inner'"
-        assert self.n_experts >= 0, f"n_experts={self.n_experts}: use 0 (no MoE) or at least 1"
-        width = self.ffn_hidden or self.ffn_mult * self.n_embd  # W
-        outer = round(self.outer_ratio * width)  # rho W
-        self.inner_hidden = width - outer  # (1 - rho) W
-        assert not (self.n_experts and self.inner_hidden), (
-            f"n_experts={self.n_experts} with outer_ratio={self.outer_ratio}: with a MoE the FFN "
-            f"stays whole (outer_ratio=1.0) and the MoE itself moves (moe_place='inner')")
-        if self.n_experts:
-            self.expert_hidden = self.expert_hidden or self.n_embd
-        super().__post_init__()
-        self.layers = [replace(s, ffn_hidden=outer) for s in self.layers]
 
 
 # ----------------------------------------------------------------------------------------
@@ -92,11 +56,13 @@ class CEAAttentionSublayer(CausalSelfAttention):
     from t (earlier positions) and a (the current one). Unlike the base class it is a whole
     residual sublayer: its norm n, the Inner-FFN and the residual add are inside."""
 
-    def __init__(self, dim, spec: LayerSpec, config: CEAConfig, inner_ffn: nn.Module | None = None):
+    def __init__(self, dim, spec: LayerSpec, config: "CEAConfig",
+                 inner_ffn: nn.Module | None = None):
         super().__init__(dim, spec, config)  # W_q, W_k, W_v, W_o, QK-norm, RoPE tables
         self.current_position, self.attention_impl = config.current_position, config.attention_impl
-        # n and the Inner-FFN go first in the parameter order, as in the forward pass (and in every
-        # checkpoint so far): GPT.init_weights draws in that order, so a seed gives the same model
+        # n and the Inner-FFN go first in the parameter order, as in the forward pass and in the
+        # state dicts checkpoints hold: GPT.init_weights draws in that order, so a seed gives the
+        # same model
         attention = {name: self._modules.pop(name) for name in list(self._modules)}
         self.norm = RMSNorm(dim, config.norm_eps)
         if inner_ffn is None and config.n_experts and config.moe_place == "inner":
@@ -246,7 +212,7 @@ class TopOneMoE(nn.Module):
 class MoESublayer(nn.Module):
     """The MoE baseline's extra residual sublayer before the FFN: x -> x + MoE(n(x))."""
 
-    def __init__(self, dim, config: CEAConfig):
+    def __init__(self, dim, config: "CEAConfig"):
         super().__init__()
         self.norm = RMSNorm(dim, config.norm_eps)
         self.moe = TopOneMoE(dim, config.n_experts, config.expert_hidden)
@@ -270,7 +236,44 @@ class FFNSlot(nn.Sequential):
 
 
 # ----------------------------------------------------------------------------------------
-# The model
+# The model: the paper's settings (rho, the current position, the MoE), and the GPT they build
+
+
+CURRENT_POSITION_RULES = ("direct", "masked", "transformed")  # 5.1.2, C.2, w/o direct pathway
+ATTENTION_IMPLS = ("causal", "reference")  # the fast mask-free path (default), the paper's form
+
+
+@dataclass
+class CEAConfig(GPTConfig):
+    """GPTConfig plus the paper's settings; layers[i].ffn_hidden is the Outer-FFN's rho W."""
+    ffn_mult: int = 32  # W / d when ffn_hidden is not given: 32 FFN-Wider, 4 vanilla
+    outer_ratio: float = 1.0  # rho: 1.0 FFN-Wider (no Inner-FFN), 0.125 CEA
+    current_position: str = "direct"  # one of CURRENT_POSITION_RULES
+    attention_impl: str = "causal"  # one of ATTENTION_IMPLS
+    n_experts: int = 0  # > 0: a top-1 MoE of SwiGLU experts
+    expert_hidden: int = 0  # one expert's hidden size; 0: d (C.2: 4,096 at d = 4,096)
+    moe_place: str = "before_ffn"  # 'before_ffn' (the MoE baseline) or 'inner' (MoE w/ CEA)
+    balance_coef: float = 0.01  # weight of the balancing loss while training
+    inner_hidden: int = field(default=0, init=False)  # (1 - rho) W, derived
+
+    def __post_init__(self):
+        assert 0 <= self.outer_ratio <= 1, f"outer_ratio={self.outer_ratio}: a share, in [0, 1]"
+        c, rules = self.current_position, CURRENT_POSITION_RULES
+        assert c in rules, f"current_position={c!r}: one of {rules}"
+        impl, place = self.attention_impl, self.moe_place
+        assert impl in ATTENTION_IMPLS, f"attention_impl={impl!r}: one of {ATTENTION_IMPLS}"
+        assert place in ("before_ffn", "inner"), f"moe_place={place!r}: 'before_ffn' or 'inner'"
+        assert self.n_experts >= 0, f"n_experts={self.n_experts}: use 0 (no MoE) or at least 1"
+        width = self.ffn_hidden or self.ffn_mult * self.n_embd  # W
+        outer = round(self.outer_ratio * width)  # rho W
+        self.inner_hidden = width - outer  # (1 - rho) W
+        assert not (self.n_experts and self.inner_hidden), (
+            f"n_experts={self.n_experts} with outer_ratio={self.outer_ratio}: with a MoE the FFN "
+            f"stays whole (outer_ratio=1.0) and the MoE itself moves (moe_place='inner')")
+        if self.n_experts:
+            self.expert_hidden = self.expert_hidden or self.n_embd
+        super().__post_init__()
+        self.layers = [replace(s, ffn_hidden=outer) for s in self.layers]
 
 
 class CEAGPT(GPT):

@@ -53,6 +53,54 @@ from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU
 # The composed model
 
 
+class ComposedGPT(variable_width.VariableWidthGPT):
+    """A ><former stream (constant widths: the plain GPT) whose layer l has the attention
+    and FFN sublayers the config asks for, built at the layer's width w_l."""
+
+    config: "ComposedConfig"
+
+    def make_attention(self, layer_idx, spec):
+        width = self.config.layer_widths[layer_idx]
+        _, inner = self.config.split(spec)
+        if inner == 0:
+            return AttentionSublayer(width, spec, self.config)  # rho = 1: plain attention
+        # built before the sublayer, as cea.py builds it first inside: same RNG order, same init
+        return cea.CEAAttentionSublayer(width, spec, self.config, inner_ffn=SwiGLU(width, inner))
+
+    def make_ffn(self, layer_idx, spec):
+        width, K = self.config.layer_widths[layer_idx], self.config.n_sub_blocks
+        outer, _ = self.config.split(spec)
+        if outer == 0:
+            return cea.FFNSlot([])  # rho = 0: the whole FFN lives inside attention
+        if K == 1:
+            return FFNSublayer(width, outer, self.config)  # the plain FFN sublayer
+        # eq. (3): K sub-blocks of width outer
+        return hourglass.HourglassFFN(width, outer, K, self.config)
+
+    def endpoint_params(self):
+        """Appendix A's W_end for this composition, counted on the modules. First layer (w_1 > d):
+        the input columns that read only the zero padding: all QKV rows with plain attention; with
+        CEA W_q's rows and the Inner-FFN's W_1, W_3 (they read a = n(x)), but not W_k, W_v, which
+        also read t = a + InnerFFN(a), nonzero past d. Last layer (w_L > d): the rows past d of
+        the LAST sublayer only (an earlier sub-block's rows feed the sub-blocks after it): the last
+        sub-block's W_u, or W_o when rho = 0 leaves the FFN slot empty."""
+        d, widths = self.config.n_embd, self.config.layer_widths
+        attn = self.blocks[0].attn
+        if isinstance(attn, cea.CEAAttentionSublayer):
+            cols = attn.q_dim + attn.inner_ffn.gate_up_proj.weight.size(0)
+        else:
+            cols = attn.attn.qkv_proj.weight.size(0)
+        ffn, last_attn = self.blocks[-1].ffn, self.blocks[-1].attn
+        if isinstance(ffn, hourglass.HourglassFFN):
+            out = ffn.sub_blocks[-1].mlp.out_proj
+        elif isinstance(ffn, FFNSublayer):
+            out = ffn.mlp.out_proj
+        else:  # rho = 0: the attention sublayer writes last
+            cea_attention = isinstance(last_attn, cea.CEAAttentionSublayer)
+            out = last_attn.out_proj if cea_attention else last_attn.attn.out_proj
+        return cols * max(widths[0] - d, 0) + out.weight.size(1) * max(widths[-1] - d, 0)
+
+
 @dataclass
 class ComposedConfig(GPTConfig):
     """GPTConfig plus one choice per row of the table above. Its __post_init__ turns the schedule
@@ -150,54 +198,6 @@ class ComposedConfig(GPTConfig):
         Inner-FFN inside attention (K (1 - rho) W)."""
         outer = round(self.outer_ratio * spec.ffn_hidden)
         return outer, self.n_sub_blocks * (spec.ffn_hidden - outer)
-
-
-class ComposedGPT(variable_width.VariableWidthGPT):
-    """A ><former stream (constant widths: the plain GPT) whose layer l has the attention
-    and FFN sublayers the config asks for, built at the layer's width w_l."""
-
-    config: ComposedConfig
-
-    def make_attention(self, layer_idx, spec):
-        width = self.config.layer_widths[layer_idx]
-        _, inner = self.config.split(spec)
-        if inner == 0:
-            return AttentionSublayer(width, spec, self.config)  # rho = 1: plain attention
-        # built before the sublayer, as cea.py builds it first inside: same RNG order, same init
-        return cea.CEAAttentionSublayer(width, spec, self.config, inner_ffn=SwiGLU(width, inner))
-
-    def make_ffn(self, layer_idx, spec):
-        width, K = self.config.layer_widths[layer_idx], self.config.n_sub_blocks
-        outer, _ = self.config.split(spec)
-        if outer == 0:
-            return cea.FFNSlot([])  # rho = 0: the whole FFN lives inside attention
-        if K == 1:
-            return FFNSublayer(width, outer, self.config)  # the plain FFN sublayer
-        # eq. (3): K sub-blocks of width outer
-        return hourglass.HourglassFFN(width, outer, K, self.config)
-
-    def endpoint_params(self):
-        """Appendix A's W_end for this composition, counted on the modules. First layer (w_1 > d):
-        the input columns that read only the zero padding: all QKV rows with plain attention; with
-        CEA W_q's rows and the Inner-FFN's W_1, W_3 (they read a = n(x)), but not W_k, W_v, which
-        also read t = a + InnerFFN(a), nonzero past d. Last layer (w_L > d): the rows past d of
-        the LAST sublayer only (an earlier sub-block's rows feed the sub-blocks after it): the last
-        sub-block's W_u, or W_o when rho = 0 leaves the FFN slot empty."""
-        d, widths = self.config.n_embd, self.config.layer_widths
-        attn = self.blocks[0].attn
-        if isinstance(attn, cea.CEAAttentionSublayer):
-            cols = attn.q_dim + attn.inner_ffn.gate_up_proj.weight.size(0)
-        else:
-            cols = attn.attn.qkv_proj.weight.size(0)
-        ffn, last_attn = self.blocks[-1].ffn, self.blocks[-1].attn
-        if isinstance(ffn, hourglass.HourglassFFN):
-            out = ffn.sub_blocks[-1].mlp.out_proj
-        elif isinstance(ffn, FFNSublayer):
-            out = ffn.mlp.out_proj
-        else:  # rho = 0: the attention sublayer writes last
-            cea_attention = isinstance(last_attn, cea.CEAAttentionSublayer)
-            out = last_attn.out_proj if cea_attention else last_attn.attn.out_proj
-        return cols * max(widths[0] - d, 0) + out.weight.size(1) * max(widths[-1] - d, 0)
 
 
 def matched_args(baseline_args):

@@ -24,12 +24,13 @@ The four profiles the paper compares at 180M parameters (VARIANTS; its Figure 3 
 All four beat the isotropic 18-layer baseline by a few percent in validation perplexity and
 differ little from each other (Table 3).
 
-In code: `interpolate` is (2), (4) and the crown, `layer_multipliers` adds the frame, and
-`layer_specs` rounds (1), (3) to whole FFN widths and heads (OpenELM's `make_divisible`; KV heads
-= query heads / group), one model.LayerSpec per layer. LWSConfig runs them; the model is model.GPT
-with those per-layer shapes (LWSGPT adds nothing). `match_params` scales a variant's beta until
-its parameter count matches a baseline's. The rounding rules and every deviation from the paper
-(one table): docs/lws.md. Table 2 and the CPU shapes: experiments/lws_tables.py.
+In code: `layer_specs` is (1), (3), rounded to whole FFN widths and heads (OpenELM's
+`make_divisible`; KV heads = query heads / group), one model.LayerSpec per layer, from the
+multipliers of `layer_multipliers` (the frame) and `interpolate` ((2), (4), the crown).
+LWSConfig runs them; the model is model.GPT with those per-layer shapes (LWSGPT adds nothing).
+`match_params` scales a variant's beta until its parameter count matches a baseline's. The
+rounding rules and every deviation from the paper (one table): docs/lws.md. Table 2 and the CPU
+shapes: experiments/lws_tables.py.
 
     python lws.py                               # the four variants' layers at the paper's 180M
     python experiments/lws_tables.py            # every Table 2 row next to the paper's counts
@@ -45,17 +46,33 @@ import torch
 
 from model import GPT, GPTConfig, LayerSpec
 
-# The paper's four profiles: its 18-layer schedules of Table 2 (fnn_scalar beta, qkv_scalar alpha)
-VARIANTS = {
-    "vanilla": dict(ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0], framed=False),
-    "framed": dict(ffn_scalars=[0.5, 4.0], qkv_scalars=[0.5, 1.0], framed=True),
-    "reverse": dict(ffn_scalars=[4.0, 0.5], qkv_scalars=[1.0, 0.5], framed=True),
-    "crown": dict(ffn_scalars=[0.5, 3.8, 0.5], qkv_scalars=[0.5, 1.0, 0.5], framed=True),
-}
-
-
 # ----------------------------------------------------------------------------------------
 # The schedule: eq. (1)-(4), computed and rounded as the reference code does
+
+
+def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_dim=64,
+                group_size=1, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
+    """The model.LayerSpec of every layer: (query heads, KV heads, head dim, FFN width)."""
+    betas, alphas = layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed, frame_ffn,
+                                      frame_qkv)
+    specs = []
+    for beta, alpha in zip(betas, alphas):
+        ffn_hidden = make_divisible(beta * n_embd, ffn_multiple)  # eq. (1)
+        q_dim = make_divisible(alpha * n_embd, group_size * head_dim)  # eq. (3): whole KV groups
+        n_head = q_dim // head_dim
+        specs.append(LayerSpec(n_head=n_head, n_kv_head=n_head // group_size, head_dim=head_dim,
+                               ffn_hidden=ffn_hidden))
+    return specs
+
+
+def layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed=False, frame_ffn=4.0,
+                      frame_qkv=1.0):
+    """(beta_i, alpha_i) for every layer, framing applied."""
+    betas, alphas = interpolate(ffn_scalars, n_layer), interpolate(qkv_scalars, n_layer)
+    if framed:  # first and last layer back at the baseline's size (the reference's layer_freeze)
+        betas[0] = betas[-1] = frame_ffn
+        alphas[0] = alphas[-1] = frame_qkv
+    return betas, alphas
 
 
 def interpolate(values, n_layer):
@@ -92,16 +109,6 @@ def interpolate(values, n_layer):
                      f"one per layer ({n_layer})")
 
 
-def layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed=False, frame_ffn=4.0,
-                      frame_qkv=1.0):
-    """(beta_i, alpha_i) for every layer, framing applied."""
-    betas, alphas = interpolate(ffn_scalars, n_layer), interpolate(qkv_scalars, n_layer)
-    if framed:  # first and last layer back at the baseline's size (the reference's layer_freeze)
-        betas[0] = betas[-1] = frame_ffn
-        alphas[0] = alphas[-1] = frame_qkv
-    return betas, alphas
-
-
 def make_divisible(value, divisor):
     """OpenELM's rounding: the nearest multiple of divisor (at least divisor), plus one more
     divisor if rounding down lost 10% of value or more (`<=`, as OLMo-custom)."""
@@ -113,35 +120,13 @@ def make_divisible(value, divisor):
     return rounded
 
 
-def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_dim=64,
-                group_size=1, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
-    """The model.LayerSpec of every layer: (query heads, KV heads, head dim, FFN width)."""
-    betas, alphas = layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed, frame_ffn,
-                                      frame_qkv)
-    specs = []
-    for beta, alpha in zip(betas, alphas):
-        ffn_hidden = make_divisible(beta * n_embd, ffn_multiple)  # eq. (1)
-        q_dim = make_divisible(alpha * n_embd, group_size * head_dim)  # eq. (3): whole KV groups
-        n_head = q_dim // head_dim
-        specs.append(LayerSpec(n_head=n_head, n_kv_head=n_head // group_size, head_dim=head_dim,
-                               ffn_hidden=ffn_hidden))
-    return specs
-
-
-def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
-    """(n_kv_head, head_dim) of the base shape a schedule scales: the group size n_head / n_kv_head
-    must be whole (every layer keeps it); head_dim defaults to n_embd / n_head."""
-    n_kv_head = n_kv_head or n_head
-    if n_head % n_kv_head != 0:
-        raise ValueError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}: the group "
-                         f"size (query heads per KV head) must be a whole number, e.g. "
-                         f"n_kv_head={n_head // 2 or 1}")
-    if head_dim is None:
-        if n_embd % n_head != 0:
-            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}: set head_dim "
-                             f"explicitly")
-        head_dim = n_embd // n_head
-    return n_kv_head, head_dim
+# The paper's four profiles: its 18-layer schedules of Table 2 (fnn_scalar beta, qkv_scalar alpha)
+VARIANTS = {
+    "vanilla": dict(ffn_scalars=[1.0, 4.0], qkv_scalars=[0.5, 1.0], framed=False),
+    "framed": dict(ffn_scalars=[0.5, 4.0], qkv_scalars=[0.5, 1.0], framed=True),
+    "reverse": dict(ffn_scalars=[4.0, 0.5], qkv_scalars=[1.0, 0.5], framed=True),
+    "crown": dict(ffn_scalars=[0.5, 3.8, 0.5], qkv_scalars=[0.5, 1.0, 0.5], framed=True),
+}
 
 
 # ----------------------------------------------------------------------------------------
@@ -186,6 +171,22 @@ class LWSGPT(GPT):
     needs no new module, and an isotropic schedule gives the plain GPT's weights and logits."""
 
 
+def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
+    """(n_kv_head, head_dim) of the base shape a schedule scales: the group size n_head / n_kv_head
+    must be whole (every layer keeps it); head_dim defaults to n_embd / n_head."""
+    n_kv_head = n_kv_head or n_head
+    if n_head % n_kv_head != 0:
+        raise ValueError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}: the group "
+                         f"size (query heads per KV head) must be a whole number, e.g. "
+                         f"n_kv_head={n_head // 2 or 1}")
+    if head_dim is None:
+        if n_embd % n_head != 0:
+            raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}: set head_dim "
+                             f"explicitly")
+        head_dim = n_embd // n_head
+    return n_kv_head, head_dim
+
+
 # ----------------------------------------------------------------------------------------
 # Matching a variant's parameters to a baseline's (ours: the paper hand-picked its scalars)
 
@@ -219,7 +220,6 @@ def match_params(baseline, variant, tolerance=1e-3):
         lo, hi = (mid, hi) if count(mid) < target else (lo, mid)
     best = min((lo, hi), key=lambda s: abs(count(s) - target))
     return with_scale(best), count(best)
-
 
 
 def matched_args(baseline, variant="vanilla"):

@@ -45,48 +45,6 @@ from configurator import ConfigError  # the one error type for bad settings: a o
 # Model: Figure 1(b), eqs. (2)-(4)
 
 
-BLOCK_SHAPES = ("hourglass", "conventional")  # wide-narrow-wide (d_h < d_z) | narrow-wide-narrow
-# what feeds the blocks (z_0):
-#   direct         the image itself, z_0 = x (no W_in; d_z = d_x): the paper's conventional baseline
-#   frozen_random  z_0 = W_in x, W_in random and never trained (eq. 2): the paper's lift
-#   learned        z_0 = W_in x, W_in trained, from the same random start (section 4.3)
-#   zero_pad       z_0 = [x, 0] (d_z >= d_x; the reference's identity W_in, I_Win, kept fixed)
-INPUT_PROJECTIONS = ("direct", "frozen_random", "learned", "zero_pad")
-# the names before these (still read: old configs, checkpoints and sweep rows)
-INPUT_PROJECTION_ALIASES = {"none": "direct", "frozen": "frozen_random", "identity": "zero_pad"}
-
-
-def input_projection(name, shape, latent_dim, input_dim):
-    """The input projection a model of this shape uses: `name` ('' or None = the shape's own; an
-    old name = its new one). A hourglass's own is the frozen random lift (the paper's); a
-    conventional MLP's is the image itself when d_z = d_x (the paper's baseline, section 3:
-    "injecting the input signal directly"), else a learned W_in (the reference code's conventional
-    MLP for super-resolution, d_x = 196 -> d_z = 784)."""
-    if not name:
-        if shape == "hourglass":
-            return "frozen_random"
-        return "direct" if latent_dim == input_dim else "learned"
-    name = INPUT_PROJECTION_ALIASES.get(name, name)
-    if name not in INPUT_PROJECTIONS:
-        raise ConfigError(f"input_proj={name!r}: choose one of {', '.join(INPUT_PROJECTIONS)} "
-                          f"(or leave it out: the shape's own)")
-    return name
-
-
-def check_shape(shape, latent_dim, hidden_dim):
-    """Raise a clear error when (d_z, d_h) do not make the requested block shape."""
-    if shape not in BLOCK_SHAPES:
-        raise ConfigError(f"unknown shape {shape!r}; choose one of {BLOCK_SHAPES}")
-    if shape == "hourglass" and not hidden_dim < latent_dim:
-        raise ConfigError(f"a hourglass (wide-narrow-wide) block needs d_h < d_z, got hidden_dim="
-                          f"{hidden_dim} >= latent_dim={latent_dim}. Lower --hidden_dim, raise "
-                          f"--latent_dim, or use --shape=conventional for d_h > d_z.")
-    if shape == "conventional" and not hidden_dim > latent_dim:
-        raise ConfigError(f"a conventional (narrow-wide-narrow) block needs d_h > d_z, got "
-                          f"hidden_dim={hidden_dim} <= latent_dim={latent_dim}. Raise "
-                          f"--hidden_dim, or use --shape=hourglass for d_h < d_z.")
-
-
 class ResidualMLPBlock(nn.Module):
     """eq. (3): z <- z + W2 relu(W1 norm(z)); norm = BatchNorm1d without affine, no biases."""
 
@@ -175,6 +133,56 @@ class ImageMLP(nn.Module):
         w = self.lift.weight
         trained = w.requires_grad and any(p is w for p in self.parameters())
         return "learned" if trained else "frozen_random"
+
+
+# -----------------------------------------------------------------------------
+# What feeds the blocks and which shapes they take: the settings and their checks
+
+
+BLOCK_SHAPES = ("hourglass", "conventional")  # wide-narrow-wide (d_h < d_z) | narrow-wide-narrow
+# what feeds the blocks (z_0):
+#   direct         the image itself, z_0 = x (no W_in; d_z = d_x): the paper's conventional baseline
+#   frozen_random  z_0 = W_in x, W_in random and never trained (eq. 2): the paper's lift
+#   learned        z_0 = W_in x, W_in trained, from the same random start (section 4.3)
+#   zero_pad       z_0 = [x, 0] (d_z >= d_x; the reference's identity W_in, I_Win, kept fixed)
+INPUT_PROJECTIONS = ("direct", "frozen_random", "learned", "zero_pad")
+# other spellings of these, read as them (configs, checkpoints and sweep rows may use either)
+INPUT_PROJECTION_ALIASES = {"none": "direct", "frozen": "frozen_random", "identity": "zero_pad"}
+
+
+def input_projection(name, shape, latent_dim, input_dim):
+    """The input projection a model of this shape uses: `name` ('' or None = the shape's own; a
+    spelling of INPUT_PROJECTION_ALIASES = the name it stands for). A hourglass's own is the
+    frozen random lift (the paper's); a conventional MLP's is the image itself when d_z = d_x (the
+    paper's baseline, section 3: "injecting the input signal directly"), else a learned W_in (the
+    reference code's conventional MLP for super-resolution, d_x = 196 -> d_z = 784)."""
+    if not name:
+        if shape == "hourglass":
+            return "frozen_random"
+        return "direct" if latent_dim == input_dim else "learned"
+    name = INPUT_PROJECTION_ALIASES.get(name, name)
+    if name not in INPUT_PROJECTIONS:
+        raise ConfigError(f"input_proj={name!r}: choose one of {', '.join(INPUT_PROJECTIONS)} "
+                          f"(or leave it out: the shape's own)")
+    return name
+
+
+def check_shape(shape, latent_dim, hidden_dim):
+    """Raise a clear error when (d_z, d_h) do not make the requested block shape."""
+    if shape not in BLOCK_SHAPES:
+        raise ConfigError(f"unknown shape {shape!r}; choose one of {BLOCK_SHAPES}")
+    if shape == "hourglass" and not hidden_dim < latent_dim:
+        raise ConfigError(f"a hourglass (wide-narrow-wide) block needs d_h < d_z, got hidden_dim="
+                          f"{hidden_dim} >= latent_dim={latent_dim}. Lower --hidden_dim, raise "
+                          f"--latent_dim, or use --shape=conventional for d_h > d_z.")
+    if shape == "conventional" and not hidden_dim > latent_dim:
+        raise ConfigError(f"a conventional (narrow-wide-narrow) block needs d_h > d_z, got "
+                          f"hidden_dim={hidden_dim} <= latent_dim={latent_dim}. Raise "
+                          f"--hidden_dim, or use --shape=hourglass for d_h < d_z.")
+
+
+# -----------------------------------------------------------------------------
+# One model for a task, and its parameters counted as the paper counts them (section 3.3)
 
 
 def image_mlp(task, latent_dim, hidden_dim, n_blocks, shape="hourglass", input_proj=None,

@@ -25,7 +25,7 @@ constant width d (K = 4 + 3E per squared width; SwiGLU's E = 4, K = 16):
     W_end(d_bar) = 1{d_bar > d} (3 + E) d_bar (d_bar - d)   (first QKV, last W_2: unused parts)
     b(a^-) = d_bar(a^-) (a^-)^(l*-1) = r_d d    (bisection on a^-; widths rounded at the end)
 
-Read VariableWidthConfig, VariableWidthGPT (layer_input, layer_step, forward, head_input), then
+Read VariableWidthGPT (layer_input, layer_step, forward, head_input), VariableWidthConfig, then
 solve_widths and matched_scale. Expansions (sec. 4.4): 'carry' (eq. 1), 'zero', 'project' (a
 learned map predicts the new coordinates). Schedules x | diamond | v | lambda | constant (exactly
 model.GPT), or explicit layer_widths. Narrow layers cache narrow keys and values: model.KVCache
@@ -45,93 +45,16 @@ import torch.nn.functional as F
 
 from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, linear_flops
 
-WIDTH_SCHEDULES = ("constant", "x", "diamond", "v", "lambda")  # what Appendix A's solver solves
-EXPANSIONS = ("carry", "zero", "project")  # how a widening layer fills its new coordinates
-
-
-# ----------------------------------------------------------------------------------------
-# Configuration: the widths w_l (explicit, or solved by Appendix A) become per-layer LayerSpecs
-
-
-def check_widths(widths, n_head):
-    """Every layer keeps n_head heads of w_l / n_head dims, and RoPE needs an even head_dim."""
-    for i, w in enumerate(widths):
-        assert w >= 1 and w % (2 * n_head) == 0, (
-            f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head} (same "
-            f"heads in every layer, even head_dim for RoPE); round the widths (width_multiple)")
-
-
-def width_rounding(width_multiple, n_head):
-    """What solved widths are rounded to: a multiple of width_multiple (the paper's 32) that
-    check_widths takes too (2 n_head: the paper's 32 at 16 heads; 96 at 6 heads)."""
-    return math.lcm(width_multiple, 2 * n_head)
-
-
-def check_width_rules(config):
-    assert 0 < config.bottleneck_layer_ratio < 1, (
-        f"bottleneck_layer_ratio={config.bottleneck_layer_ratio}: the narrowest layer sits at "
-        f"round(r_l L), inside the stack: pick r_l in (0, 1)")
-    assert config.attention_multiplier in ("sqrt", "head_dim"), (
-        f"attention_multiplier={config.attention_multiplier!r}: choose 'sqrt' (1/sqrt(head_dim)) "
-        f"or 'head_dim' (1/head_dim, the reference code's)")
-    assert config.attention_multiplier == "sqrt" or not config.qk_norm, (
-        "attention_multiplier='head_dim' scales q, and qk_norm would undo it: use qk_norm=''")
-
-
-@dataclass
-class VariableWidthConfig(GPTConfig):
-    layer_widths: list[int] = field(default_factory=list)  # w_l; empty: solved from the schedule
-    width_schedule: str = "x"  # one of WIDTH_SCHEDULES, parameter-matched to the width n_embd
-    bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer is l* = round(r_l L)
-    bottleneck_width_ratio: float = 0.3  # r_d: its width is d_l* = r_d d
-    width_multiple: int = 32  # solved widths: a multiple of this and of 2 n_head (the paper's 32)
-    expansion: str = "carry"  # one of EXPANSIONS (sec. 4.4)
-    scale_init_by_width: bool = True  # layer l's matrices at std * sqrt(d / w_l), as the reference
-    attention_multiplier: str = "sqrt"  # softmax(m q.k): 'sqrt' m = 1/sqrt(hd), 'head_dim' 1/hd
-
-    def __post_init__(self):
-        assert not self.layers, "layers: a ><former builds them from layer_widths; do not pass any"
-        assert self.expansion in EXPANSIONS, (
-            f"expansion={self.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
-        check_width_rules(self)
-        for key in ("n_embd", "n_head", "n_layer", "width_multiple"):  # (before any division)
-            assert getattr(self, key) >= 1, f"{key}={getattr(self, key)} must be >= 1"
-        d, n_head = self.n_embd, self.n_head
-        n_kv_head, ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d  # E d
-        self.layer_widths = list(self.layer_widths) or solve_widths(  # Appendix A, matched to d
-            self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
-            self.bottleneck_width_ratio, width_rounding(self.width_multiple, n_head),
-            ffn_hidden / d, n_kv_head / n_head)[0]
-        assert len(self.layer_widths) == self.n_layer, (
-            f"layer_widths has {len(self.layer_widths)} entries for n_layer={self.n_layer}: give "
-            f"one width per layer")
-        assert self.head_dim is None or self.head_dim * n_head == d, (
-            f"head_dim={self.head_dim}: a ><former's head_dim is w_l / n_head; leave it unset")
-        check_widths(self.layer_widths, n_head)
-        assert all(ffn_hidden * w % d == 0 for w in self.layer_widths), (  # FFN width E w_l
-            f"ffn_hidden * w_l / d = {ffn_hidden} * w_l / {d} must be whole for every w_l in "
-            f"{self.layer_widths}: pick widths (width_multiple) or an ffn_hidden that make it so")
-        self.layers = [LayerSpec(n_head, n_kv_head, w // n_head, ffn_hidden * w // d)
-                       for w in self.layer_widths]
-        super().__post_init__()
-
 
 # ----------------------------------------------------------------------------------------
 # The model: model.GPT's blocks at widths w_l, on one stream R of width D
-
-
-def scale_queries(spec):
-    """A forward hook on qkv_proj: q * head_dim^-1/2, so SDPA's own 1/sqrt(hd) makes 1/hd."""
-    q_dim = spec.n_head * spec.head_dim
-    return lambda module, inputs, out: torch.cat(
-        (out[..., :q_dim] * spec.head_dim ** -0.5, out[..., q_dim:]), dim=-1)
 
 
 class VariableWidthGPT(GPT):
     """model.GPT whose layer l is a model.Block of width w_l on the first w_l coordinates of
     one residual stream R of width D = max(d, max w_l)."""
 
-    def __init__(self, config: VariableWidthConfig):
+    def __init__(self, config: "VariableWidthConfig"):
         super().__init__(config)  # builds blocks via make_attention / make_ffn below, then init
         d, widths = config.n_embd, config.layer_widths
         self.stream_width = max([d] + widths)  # D
@@ -221,6 +144,84 @@ class VariableWidthGPT(GPT):
         qkv = self.blocks[0].attn.attn.qkv_proj.weight  # (q + 2 kv, w_1)
         down = self.blocks[-1].ffn.mlp.out_proj.weight  # (w_L, hidden)
         return qkv.size(0) * max(widths[0] - d, 0) + down.size(1) * max(widths[-1] - d, 0)
+
+
+def scale_queries(spec):
+    """A forward hook on qkv_proj: q * head_dim^-1/2, so SDPA's own 1/sqrt(hd) makes 1/hd."""
+    q_dim = spec.n_head * spec.head_dim
+    return lambda module, inputs, out: torch.cat(
+        (out[..., :q_dim] * spec.head_dim ** -0.5, out[..., q_dim:]), dim=-1)
+
+
+# ----------------------------------------------------------------------------------------
+# Configuration: the widths w_l (explicit, or solved by Appendix A) become per-layer LayerSpecs
+
+
+WIDTH_SCHEDULES = ("constant", "x", "diamond", "v", "lambda")  # what Appendix A's solver solves
+EXPANSIONS = ("carry", "zero", "project")  # how a widening layer fills its new coordinates
+
+
+@dataclass
+class VariableWidthConfig(GPTConfig):
+    layer_widths: list[int] = field(default_factory=list)  # w_l; empty: solved from the schedule
+    width_schedule: str = "x"  # one of WIDTH_SCHEDULES, parameter-matched to the width n_embd
+    bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer is l* = round(r_l L)
+    bottleneck_width_ratio: float = 0.3  # r_d: its width is d_l* = r_d d
+    width_multiple: int = 32  # solved widths: a multiple of this and of 2 n_head (the paper's 32)
+    expansion: str = "carry"  # one of EXPANSIONS (sec. 4.4)
+    scale_init_by_width: bool = True  # layer l's matrices at std * sqrt(d / w_l), as the reference
+    attention_multiplier: str = "sqrt"  # softmax(m q.k): 'sqrt' m = 1/sqrt(hd), 'head_dim' 1/hd
+
+    def __post_init__(self):
+        assert not self.layers, "layers: a ><former builds them from layer_widths; do not pass any"
+        assert self.expansion in EXPANSIONS, (
+            f"expansion={self.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
+        check_width_rules(self)
+        for key in ("n_embd", "n_head", "n_layer", "width_multiple"):  # (before any division)
+            assert getattr(self, key) >= 1, f"{key}={getattr(self, key)} must be >= 1"
+        d, n_head = self.n_embd, self.n_head
+        n_kv_head, ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d  # E d
+        self.layer_widths = list(self.layer_widths) or solve_widths(  # Appendix A, matched to d
+            self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
+            self.bottleneck_width_ratio, width_rounding(self.width_multiple, n_head),
+            ffn_hidden / d, n_kv_head / n_head)[0]
+        assert len(self.layer_widths) == self.n_layer, (
+            f"layer_widths has {len(self.layer_widths)} entries for n_layer={self.n_layer}: give "
+            f"one width per layer")
+        assert self.head_dim is None or self.head_dim * n_head == d, (
+            f"head_dim={self.head_dim}: a ><former's head_dim is w_l / n_head; leave it unset")
+        check_widths(self.layer_widths, n_head)
+        assert all(ffn_hidden * w % d == 0 for w in self.layer_widths), (  # FFN width E w_l
+            f"ffn_hidden * w_l / d = {ffn_hidden} * w_l / {d} must be whole for every w_l in "
+            f"{self.layer_widths}: pick widths (width_multiple) or an ffn_hidden that make it so")
+        self.layers = [LayerSpec(n_head, n_kv_head, w // n_head, ffn_hidden * w // d)
+                       for w in self.layer_widths]
+        super().__post_init__()
+
+
+def check_widths(widths, n_head):
+    """Every layer keeps n_head heads of w_l / n_head dims, and RoPE needs an even head_dim."""
+    for i, w in enumerate(widths):
+        assert w >= 1 and w % (2 * n_head) == 0, (
+            f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head} (same "
+            f"heads in every layer, even head_dim for RoPE); round the widths (width_multiple)")
+
+
+def width_rounding(width_multiple, n_head):
+    """What solved widths are rounded to: a multiple of width_multiple (the paper's 32) that
+    check_widths takes too (2 n_head: the paper's 32 at 16 heads; 96 at 6 heads)."""
+    return math.lcm(width_multiple, 2 * n_head)
+
+
+def check_width_rules(config):
+    assert 0 < config.bottleneck_layer_ratio < 1, (
+        f"bottleneck_layer_ratio={config.bottleneck_layer_ratio}: the narrowest layer sits at "
+        f"round(r_l L), inside the stack: pick r_l in (0, 1)")
+    assert config.attention_multiplier in ("sqrt", "head_dim"), (
+        f"attention_multiplier={config.attention_multiplier!r}: choose 'sqrt' (1/sqrt(head_dim)) "
+        f"or 'head_dim' (1/head_dim, the reference code's)")
+    assert config.attention_multiplier == "sqrt" or not config.qk_norm, (
+        "attention_multiplier='head_dim' scales q, and qk_norm would undo it: use qk_norm=''")
 
 
 # ----------------------------------------------------------------------------------------
@@ -326,7 +327,6 @@ def param_summary(model):
     counts["endpoint"] = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
     counts["matched"] = model.budget() - counts["endpoint"]
     return counts
-
 
 
 def matched_args(baseline_args):
