@@ -81,7 +81,8 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
     former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
     shapes["><former"] = ("variable_width", {**baseline, **former})
     if wanted("hourglass+><former"):
-        # (only when it rounds: the CPU preset's model_args stay as before, so finished runs resume)
+        # (only when it rounds: the CPU preset's model_args hold no hidden_multiple, the settings
+        # its finished runs were trained with, so they resume)
         rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
         shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
     if wanted("FFN-Wider", "CEA"):
@@ -171,24 +172,23 @@ GPU_PRESET = dict(
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 
 
-# Settings renamed (the matching ones to the names the model configs use; compare.py's one rate to
-# its list of rates): the old name still works, on the command line and in a config file, with a
-# note, until the next release.
+# Other names some settings answer to, on the command line and in a config file, each read as the
+# setting with a one-line note: the matching ones as the names the model configs use, compare.py's
+# one rate as its list of rates.
 RENAMED = {"hourglass_k": "n_sub_blocks", "hourglass_ratio": "bottleneck_ratio",
            "cea_outer_ratio": "outer_ratio", "learning_rate": "learning_rates"}
 
 
-def renamed_note(old, dashes="--"):
-    print(f"note: {dashes}{old} is now {dashes}{RENAMED[old]} (the old name works until the next "
-          f"release)", file=sys.stderr)
+def renamed_note(name, dashes="--"):
+    print(f"note: {dashes}{name} is read as {dashes}{RENAMED[name]}", file=sys.stderr)
 
 
 def preset_settings(argv, keys=None, extra=None):
     """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
     on top (shapes.py, compare.py and bench.py read their command lines this way).
     keys: keep only these preset keys; extra: the calling tool's own options and defaults.
-    An old name of RENAMED is read as its new name, with a note. The preset is the last one named,
-    by --preset=<name> or by a config file's `preset = "<name>"` line."""
+    A name of RENAMED is read as the setting it names, with a note. The preset is the last one
+    named, by --preset=<name> or by a config file's `preset = "<name>"` line."""
     preset = "cpu"
     for arg in argv:
         if arg.startswith("--preset="):
@@ -206,16 +206,16 @@ def preset_settings(argv, keys=None, extra=None):
             renamed_note(key)
             arg = f"--{RENAMED[key]}{sep}{text}"
         args.append(arg)
-    # a config file's old names: read as keys of their own, then moved to the new name (which
-    # wins when both are given); --help and the list of known keys show the new names only
+    # a config file's other names: read as keys of their own, then moved to the setting's (which
+    # wins when both are given); --help and the list of known keys show the settings' names only
     files = any(not a.startswith("-") for a in argv) and not ({"-h", "--help"} & set(argv))
-    # (an old single value of what is now a list, learning_rate = 1e-3, is a list of one)
+    # (a single value where the setting is a list, learning_rate = 1e-3, is a list of one)
     lists = {n for n in RENAMED.values() if isinstance(defaults.get(n), tuple)}
-    old = {o: None if n in lists else defaults[n] for o, n in RENAMED.items() if n in defaults
-           } if files else {}
+    aliases = {a: None if n in lists else defaults[n] for a, n in RENAMED.items() if n in defaults
+               } if files else {}
     given = set()
-    settings = parse_overrides(args, {**defaults, **old}, given=given)
-    for key in old:
+    settings = parse_overrides(args, {**defaults, **aliases}, given=given)
+    for key in aliases:
         value = settings.pop(key)
         if key in given:
             renamed_note(key, dashes="")
