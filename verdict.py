@@ -307,7 +307,7 @@ def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
                       f"chose with `--extend_rates=2`") + " (finished runs are kept).")
         else:
             lr += "Every choice lies inside the shape's rates."
-    some = next((row["diff"] for row in rows.values() if "mean" in row.get("diff", {})), None)
+    some = next((row["diff"] for row in rows.values() if "lo" in row.get("diff", {})), None)
     model = ("" if some is None else
              f" Here: {some['n']} verdict seeds, {len(rows)} shapes, residual SD "
              f"{some['sigma']:.4f} on {some['df']} degrees of freedom, SE of a difference "
