@@ -84,8 +84,8 @@ def check_dataset(folder, block_size, resumed=None):
                         f"vocab_size distinct chars, or 'gpt2'; an integer vocab_size): {again}")
     splits = meta.get("splits")
     if not isinstance(splits, dict):
-        raise DataError(f"error: {path} records no token counts per split (it was written by an "
-                        f"older prepare.py): {again}")
+        raise DataError(f"error: {path} records no token counts per split (prepare.py writes "
+                        f"them): {again}")
     for split in ("train", "val"):
         bin_path, info = folder / f"{split}.bin", splits.get(split, {})
         if not bin_path.exists():

@@ -212,7 +212,7 @@ class RunDir:
     def drop_repeated_metrics(self, iter_num):
         """A resume trains the steps after its checkpoint again: drop the rows a killed run logged
         for them (a row of step iter_num stays only if it is the evaluation the checkpoint saved),
-        and a torn last line (a disk that filled up under an older version), with a warning. The
+        and a torn last line (a write that a full disk cut short), with a warning. The
         file is rewritten through a temporary file; a full disk leaves it as it was (one line)."""
         lines = self.metrics.read_text().splitlines() if self.metrics.exists() else []
         kept = [r for r in read_jsonl(self.metrics)
@@ -296,7 +296,7 @@ class RunDir:
             return "python "
         if os.environ.get("WORLD_SIZE") == os.environ["LOCAL_WORLD_SIZE"]:
             return f"torchrun --standalone --nproc_per_node={os.environ['LOCAL_WORLD_SIZE']} "
-        return "torchrun <its options as before> "
+        return "torchrun <the same options> "
 
     def _how_to_go_on(self):
         """'the last checkpoint is ...; continue the run with: ...', or how to start again (the

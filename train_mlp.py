@@ -167,7 +167,7 @@ def resolve(config):
 
 
 def portable_source(source):
-    """A data source as results record it, the same in every checkout (an older record with an
+    """A data source as results record it, the same in every checkout (a record that holds an
     absolute path is matched by this form of it): a path in it becomes its part from the repo's
     data/<name>/ on, or else its last name (.../<name>)."""
     def short(match):
@@ -178,8 +178,8 @@ def portable_source(source):
 
 
 def saved_settings(config):
-    """The settings a checkpoint saved, in today's words: an old input_proj name is its new one;
-    an SR run saved before clamp_sr_input existed had its input clamped (then always the case)."""
+    """The settings a checkpoint saved, in INPUT_PROJECTIONS' names (an alias is read as the name
+    it stands for); a checkpoint that records no clamp_sr_input clamped an SR run's input."""
     config, name = dict(config), config.get("input_proj", "")
     config["input_proj"] = INPUT_PROJECTION_ALIASES.get(name, name)
     config.setdefault("clamp_sr_input", get_task(config["task"]).degradation == "bicubic2x")
@@ -246,12 +246,12 @@ def resumed_run(run, config, given):
     is refused in one line. `given`: the keys the command line set (None: every key)."""
     checkpoint = load_checkpoint(run.ckpt)  # (damaged or foreign: one line)
     if "train_state" not in checkpoint or not isinstance(checkpoint.get("config"), dict):
-        raise ConfigError(f"{run.ckpt} holds no training state to resume (a best model saved by "
-                          f"an older train_mlp.py, or not a train_mlp.py checkpoint): score it "
-                          f"with --eval_only=True, or train again with --overwrite=True")
+        raise ConfigError(f"{run.ckpt} holds no training state to resume (a model saved for "
+                          f"scoring only, or not a train_mlp.py checkpoint): score it with "
+                          f"--eval_only=True, or train again with --overwrite=True")
     if "clamp_sr_input" not in checkpoint["config"] and checkpoint["config"].get("flips") == 2:
-        raise ConfigError(f"{run.ckpt} was trained with the old x2 flips (none, horizontal; now "
-                          f"none, both): a resume cannot go on with them; train again")
+        raise ConfigError(f"{run.ckpt} was trained with x2 flips of none and horizontal, not "
+                          f"the none and both of --flips=2: a resume cannot go on; train again")
     saved, asked = saved_settings(checkpoint["config"]), resolve(config)
     differ = [f"{k}={getattr(asked, k)!r} (the run has {saved[k]!r})"
               for k in sorted(DEFAULTS if given is None else given)

@@ -19,8 +19,8 @@ each form its front and the gaps of every hourglass form against every conventio
 each Pareto-optimal shape whose lr is at an edge of the lrs it was tried at, with the
 lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it) and the
 sweep's --shapes and --lrs that train just those runs. A row not written whole (cut short, or
-glued to the next) is left out and a run written twice counts once, each with a warning; rows of
-older sweeps are read in today's words (normalized).
+glued to the next) is left out and a run written twice counts once, each with a warning; a row
+with an input alias, a machine path or no clamp_sr_input is read in the sweep's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
@@ -85,11 +85,11 @@ def whole_rows(path):
 
 
 def normalized(row):
-    """A row in today's words. data_source without machine paths (train_mlp.portable_source: a
-    row that recorded this machine's absolute cache path is matched from any checkout); an old
-    input_proj name as its new one (frozen -> frozen_random); a row from before clamp_sr_input
-    was a column: its SR input was clamped (then always), and its x2 flips were {none,
-    horizontal}, not today's {none, both} (so such a row is not resumed as today's x2)."""
+    """A row in the words a sweep writes: data_source without machine paths
+    (train_mlp.portable_source: a row that recorded this machine's absolute cache path is matched
+    from any checkout); an input_proj alias as its name (frozen -> frozen_random); a row with no
+    clamp_sr_input clamped its SR input, and its x2 flips were {none, horizontal}, not the
+    {none, both} of flips=2 (so such a row is not resumed as an x2 run of flips=2)."""
     row = dict(row)
     row["data_source"] = portable_source(row.get("data_source", ""))
     row["input_proj"] = INPUT_PROJECTION_ALIASES.get(row.get("input_proj"),

@@ -30,12 +30,13 @@ one-line error: use another --out_dir) and one sweep at a time (a lock: a second
 line). Several sweeps of one setting, each with its own grid or seeds, can run one after the other
 in a folder, or side by side in two folders (one process per core) whose CSVs
 mlp_hourglass_fronts.py reads together. A row is appended whole or not at all; a row not written
-whole (cut short, or glued to the next by an older version) is dropped with a warning and its run
+whole (cut short, or glued to the next) is dropped with a warning and its run
 runs again, and a run written twice counts once. A run that diverges (a non-finite loss) writes a
 NaN row and the sweep goes on. Ctrl-C or SIGTERM: one line saying which run's checkpoint is kept
-and the command that goes on. A CSV of an older version is read in today's words and rewritten
-in today's columns; --upgrade_csv=PATH (with the sweep's config) does that to any CSV and adds
-the baseline's PSNR per image and SSIM it lacks, computed again (upgrade_csv).
+and the command that goes on. A CSV with fewer columns, input aliases or machine paths is read
+in the sweep's columns and words and rewritten so; --upgrade_csv=PATH (with the sweep's config)
+does that to any CSV and adds the baseline's PSNR per image and SSIM it lacks, computed again
+(upgrade_csv).
 """
 
 import csv
@@ -72,7 +73,7 @@ GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips",
                   "noise_sigma", "dtype", "weight_decay", "eval_interval", "clamp_sr_input"]
 # a row: the setting, then the run (its input_proj is its shape's, unless the sweep names one for
-# all), then what it measured; the columns after train_time_s came later (older CSVs lack them)
+# all), then what it measured; a CSV without the columns after train_time_s reads them empty
 SWEEP_FIELDS = [
     "task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips", "noise_sigma",
     "input_proj", "dtype", "weight_decay", "eval_interval", "shape", "latent_dim", "hidden_dim",
@@ -98,7 +99,7 @@ def sweep_setting(c, data):
 
 def run_key(row):
     """A row's identity: the shape, its input, lr, seed and the full setting (the row as
-    mlp_hourglass_fronts.normalized reads it: an old name, an old machine path, in today's)."""
+    mlp_hourglass_fronts.normalized reads it: an alias as its name, no machine path)."""
     return ((row["shape"], int(row["latent_dim"]), int(row["hidden_dim"]), int(row["n_blocks"]),
              row["input_proj"], float(row["lr"]), int(row["seed"]))
             + tuple(canonical(row[k]) for k in SETTING_FIELDS))
@@ -110,7 +111,7 @@ def check_one_setting(rows, csv_path, setting, inputs=None):
     inputs(shape, d_z): the input this sweep gives such a shape; a row that took another one is
     another setting's (the frozen-square conventional rows of an earlier sweep, say)."""
     if any(k not in row for row in rows for k in SETTING_FIELDS):
-        raise ConfigError(f"{csv_path} was written before sweep rows recorded their setting "
+        raise ConfigError(f"{csv_path} has no columns for the setting of its rows "
                           f"(data, steps, batch, flips, sigma, W_in, dtype...), so its runs cannot "
                           f"be matched to this one. Use another --out_dir, or delete it to start "
                           f"over.")
@@ -132,10 +133,11 @@ def check_one_setting(rows, csv_path, setting, inputs=None):
 
 def read_csv(path):
     """The whole rows of a sweep CSV, each run once (mlp_hourglass_fronts.whole_rows and
-    unique_runs warn about the others: those runs run again), in today's words (fronts.normalized:
-    no machine path in data_source, today's input names). The file is rewritten without the
-    others, atomically, so that the next row starts on a line of its own; and in today's columns
-    and words when it has older ones (a CSV of an earlier version, machine paths and all)."""
+    unique_runs warn about the others: those runs run again), in the sweep's words
+    (fronts.normalized: no machine path in data_source, INPUT_PROJECTIONS' names). The file is
+    rewritten without the others, atomically, so that the next row starts on a line of its own;
+    and in SWEEP_FIELDS' columns and the sweep's words when it has others (fewer columns, machine
+    paths and all)."""
     rows, torn = fronts.whole_rows(path)
     unique = fronts.unique_runs(rows, path)
     with open(path, newline="") as f:
@@ -149,7 +151,8 @@ def read_csv(path):
 
 
 def write_rows(path, rows):
-    """rows as a sweep CSV in today's columns (a field a row lacks: empty), whole or not at all."""
+    """rows as a sweep CSV in SWEEP_FIELDS' columns (a field a row lacks: empty), whole or not at
+    all."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=SWEEP_FIELDS, restval="", extrasaction="ignore")
     writer.writeheader()
@@ -319,10 +322,11 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
 
 
 def upgrade_csv(config, path):
-    """An older sweep CSV in today's columns and words (read_csv: no machine path, today's input
-    names), with the trivial baseline's scores it lacks (PSNR per image, SSIM) computed again for
-    each seed on the data and setting given here, as every run scores it. The baseline's
-    batch-MSE PSNR computed again must equal the row's to the last bit, or nothing is written."""
+    """A sweep CSV in SWEEP_FIELDS' columns and the sweep's words (read_csv: no machine path,
+    INPUT_PROJECTIONS' names), with the trivial baseline's scores it lacks (PSNR per image, SSIM)
+    computed again for each seed on the data and setting given here, as every run scores it. The
+    baseline's batch-MSE PSNR computed again must equal the row's to the last bit, or nothing is
+    written."""
     base = train_mlp.resolve(config)
     data = load_images(get_task(base.task), base.dataset, base.data_dir, base.max_train_images,
                        base.prepared_dir)
@@ -345,8 +349,8 @@ def upgrade_csv(config, path):
                 "psnr_per_image"]
             r["baseline_ssim"] = r.get("baseline_ssim") or scores["ssim"]
     write_rows(path, rows)
-    print(f"{path}: {len(rows)} rows in today's columns, with the baseline's PSNR per image and "
-          f"SSIM")
+    print(f"{path}: {len(rows)} rows in the sweep's columns, with the baseline's PSNR per image "
+          f"and SSIM")
     return rows
 
 

@@ -58,10 +58,10 @@ def test_zero_inner_ffn_with_direct_pathway_is_the_plain_attention(qk_norm, n_kv
 
 
 @pytest.mark.parametrize("qk_norm", ["", "head", "full"])
-def test_cea_attention_is_model_attention_with_the_checkpoint_names_of_before(qk_norm):
+def test_cea_attention_is_model_attention_with_the_checkpoints_names(qk_norm):
     """CEA's attention subclasses model.CausalSelfAttention (its projections, QK-norm and RoPE);
-    its parameters keep their names and order (n, the Inner-FFN first: init draws in that order,
-    so old checkpoints load and a seed gives the same model)."""
+    its parameters have the names and order checkpoints hold (n, the Inner-FFN first: init draws
+    in that order, so a checkpoint loads and a seed gives the same model)."""
     sub = tiny(outer_ratio=0.25, qk_norm=qk_norm).blocks[0].attn
     assert isinstance(sub, cea.CEAAttentionSublayer) and isinstance(sub, CausalSelfAttention)
     qk = ["q_norm.weight", "k_norm.weight"] if qk_norm else []

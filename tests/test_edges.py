@@ -90,7 +90,7 @@ def test_a_torn_metrics_line_is_dropped_with_a_warning_by_resume_and_plot(char_d
     args = [*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--eval_interval=4"]
     train(*args, "--max_iters=8")
     with open(out / "metrics.jsonl", "a") as f:
-        f.write('{"iter": 150, "loss": 2.1')  # what an older version left on a full disk
+        f.write('{"iter": 150, "loss": 2.1')  # a line a full disk cut short
     resumed = train(*args, "--max_iters=12", "--init_from=resume")
     assert "torn line" in resumed.stderr
     assert sorted(losses(out)) == list(range(12))

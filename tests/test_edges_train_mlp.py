@@ -193,7 +193,7 @@ def test_resume_refuses_what_it_cannot_continue_exactly(prepared, tmp_path, caps
     _, line = stopped(capsys, *args(prepared, out), "--max_steps=4", "--lr=2e-3",
                       "--init_from=resume")
     assert "differ from its run: lr=0.002 (the run has 0.001)" in line
-    old = tmp_path / "old"  # a best model written by train_mlp.py before it saved its state
+    old = tmp_path / "old"  # a model saved for scoring only: no training state
     old.mkdir()
     ckpt = checkpoint.load_checkpoint(out / "ckpt.pt")
     torch.save({k: ckpt[k] for k in ("model", "config", "step", "val_loss", "data")},

@@ -215,8 +215,8 @@ def test_a_mechanism_file_holds_no_preset_table_plot_or_command_line(mechanism):
         assert len(main[1].splitlines()) <= 30, f"{mechanism}.py's __main__ is more than a print"
 
 
-def test_the_files_that_held_two_things_hold_one():
-    """Each name below lives in the file that says it, not in the one it moved out of."""
+def test_each_name_lives_in_the_file_that_says_it():
+    """Each name below lives in the file that says it (home), not in the file listed with it."""
     moved = {"compose": ("matched_shapes", "PRESETS", "shapes_table", "plot_shapes"),
              "checkpoint": ("RunDir", "TimeBudget", "resume_settings", "restore_rng"),
              "mlp_hourglass": ("ssim", "Task", "TASKS", "degrade", "MetricAccumulator")}
@@ -296,3 +296,39 @@ def test_the_repo_stands_alone():
             if pattern.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not hits, "\n".join(hits)
+
+
+# Phrases that tell the code's own past ("the old name still works until the next release"): a
+# comment says why the code is as it is, never what it was. What happens while a program runs is
+# not history ("the rows measured so far", "the verdict so far", "the old run is set aside").
+HISTORY = re.compile(
+    r"\bthe old name|\bold names?\b|\bthe names before\b|until the next release|\bas before\b"
+    r"|\b(it|this|that|which|they) used to\b|\bused to be\b|\b(an|the) old version\b"
+    r"|\bolder (version|release|checkout|prepare|train_mlp|sweep|csv|checkpoint|record)s?\b"
+    r"|\btoday's\b|\bstill works\b|\bis now --|\bcame later\b"
+    r"|\b(checkpoints?|versions?|releases?) so far\b", re.I)
+
+
+def test_history_checker_flags_the_past_and_not_what_runs():
+    past = ["# the old name still works, with a note, until the next release",
+            "# (and in every checkpoint so far)", "saved by an older train_mlp.py",
+            "a CSV of an older version is read in today's words", "it used to train nothing",
+            "# model_args stay as before", "note: --hourglass_k is now --n_sub_blocks"]
+    present = ["the rows measured so far", "the CPU verdict so far", "every position so far",
+               "sets the old run aside", "float16 on older cards", "the tokenizer used to encode",
+               "tokens seen before this step", "where the old plan had it"]
+    assert all(HISTORY.search(text) for text in past), [t for t in past if not HISTORY.search(t)]
+    assert not any(HISTORY.search(text) for text in present), [
+        t for t in present if HISTORY.search(t)]
+
+
+def test_the_code_and_readme_speak_in_the_present_tense():
+    """No comment, docstring, message or README sentence tells what the code was before: there
+    are no releases, and a reader needs the why of the code as it is. (docs/ pages tell how each
+    result came about; this file names the phrases.)"""
+    paths = [*repo_files().values(), *ROOT.glob("config/*.py"), *ROOT.glob("workshop/*.py"),
+             *(p for p in ROOT.glob("tests/**/*.py") if p.name != "test_layout.py"),
+             ROOT / "README.md", *ROOT.glob("data/*/readme.md")]
+    hits = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for path in sorted(paths)
+            for i, line in enumerate(path.read_text().splitlines(), 1) if HISTORY.search(line)]
+    assert not hits, "the code's past told in:\n" + "\n".join(hits)

@@ -221,7 +221,7 @@ def test_init_std_of_a_narrow_layer_scales_with_sqrt_d_over_w():
     narrow_off = off.blocks[1].attn.attn.qkv_proj.weight
     assert narrow_off.std().item() == pytest.approx(0.02, rel=0.03)
     assert narrow_on.std().item() == pytest.approx(0.02 * (d / 64) ** 0.5, rel=0.03)  # 0.04
-    # the same draws, scaled: off is today's init bit for bit, on multiplies the narrow layer only
+    # the same draws, scaled: off is model.GPT's init bit for bit, on scales the narrow layer only
     for (name, a), b in zip(on.named_parameters(), off.parameters()):
         scaled = name.startswith("blocks.1.") and a.dim() >= 2
         assert torch.equal(a, b * 2.0 if scaled else b), name
@@ -229,7 +229,7 @@ def test_init_std_of_a_narrow_layer_scales_with_sqrt_d_over_w():
 
 def test_attention_multiplier_head_dim_is_q_scaled_by_rsqrt_head_dim():
     """'head_dim' (the reference's 1/head_dim) changes the logits and equals 'sqrt'
-    (1/sqrt(head_dim), the default, today's logits) with W_q scaled by head_dim^-1/2; refused
+    (1/sqrt(head_dim), the default) with W_q scaled by head_dim^-1/2; refused
     with qk_norm."""
     widths = [64, 32, 64]
     torch.manual_seed(0)

@@ -41,8 +41,8 @@ Splits: full MNIST / Fashion-MNIST use the paper's 50k train / 10k validation (r
 official training set and the official 10k test set, drawn exactly as the reference code draws
 them (https://github.com/mtkresearch/Hourglass_LM, hourglass_mlp/utils/ds.py: RandomState(42)
 permutation, train = the first 50k; the paper gives no seed), so the images match its split.
-The source string says so; folders prepared before this (numpy default_rng(42), other images)
-keep their old source string and are not silently re-split. The 5k subset is split 3500 / 500 /
+The source string says so: a folder split with numpy default_rng(42) (other images) has another
+source string, so it is never taken for this split. The 5k subset is split 3500 / 500 /
 1000 (train / val / test) with default_rng(42) (ours: the reference has no such subset).
 
 Deviation from the paper (data): full MNIST is not on any package registry; offline,

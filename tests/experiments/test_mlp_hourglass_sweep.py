@@ -65,7 +65,7 @@ def test_a_sweep_writes_rows_and_fronts_and_resumes(tmp_path, capsys):
 
 def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
     """A second sweep with other steps, another W_in or other data must not count the first
-    sweep's rows as its own (it used to train nothing and re-plot the old numbers)."""
+    sweep's rows as its own (it would train nothing and plot the first sweep's numbers again)."""
     folder = prepared(tmp_path)
     sweep.main(tiny_sweep(tmp_path, folder))
     rows = sweep.read_csv(tmp_path / "sweep" / "sweep.csv")
@@ -101,24 +101,23 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
         sweep.main(tiny_sweep(tmp_path, folder, "--input_proj=frozen_random"))
     assert ("input_proj: conventional rows took direct, this sweep gives them frozen_random"
             in capsys.readouterr().err)
-    # one number, one key; no step cap is an empty field, as train_mlp.py's old sweep wrote it
+    # one number, one key; no step cap is an empty field, as a CSV may hold it
     assert sweep.run_key(dict(row, epochs="30")) == sweep.run_key(dict(row, epochs="30.0"))
     assert fronts.canonical(None) == "" and fronts.canonical(0) == "0.0"
-    # an older CSV without the setting columns: a clear error, not a silent resume
+    # a CSV without the setting columns: a clear error, not a silent resume
     old = tmp_path / "old" / "sweep.csv"
     old.parent.mkdir()
     old.write_text("shape,latent_dim,hidden_dim,n_blocks,lr,seed\nhourglass,256,16,1,0.001,0\n")
     with pytest.raises(SystemExit):
         sweep.main(tiny_sweep(tmp_path, folder, out="old"))
-    assert "before sweep rows recorded their setting" in capsys.readouterr().err
+    assert "has no columns for the setting of its rows" in capsys.readouterr().err
 
 
-def test_a_csv_resumes_from_another_checkout_and_an_old_csv_reads_in_todays_words(tmp_path,
-                                                                                  capsys):
+def test_a_csv_resumes_from_another_checkout_and_reads_in_the_sweeps_words(tmp_path, capsys):
     """data_source holds no machine path: a sweep whose data was prepared under one checkout's
-    path resumes under another's. A CSV of an older version (its columns, W_in 'frozen', this
-    machine's absolute cache path, an SR input then clamped) is read in today's words, resumed,
-    and rewritten in today's columns."""
+    path resumes under another's. A CSV with fewer columns, W_in 'frozen' (an alias), this
+    machine's absolute cache path and no clamp_sr_input (an SR input clamped) is read in the
+    sweep's words, resumed, and rewritten in the sweep's columns."""
     folder = prepared(tmp_path, source="digits (/machine_a/repo/data/mnist/cache/digits)")
     args = tiny_sweep(tmp_path, folder, "--conv_hidden=", "--input_proj=frozen_random")
     [row] = sweep.main(args)

@@ -56,7 +56,7 @@ def test_last_layer_of_the_logit_lens_is_the_model_itself(kind):
 
 
 def all_at_once_logit_lens(model, batches):
-    """The logit lens as it was before streaming: every layer's (B, T, V) log-probs held at once."""
+    """The logit lens without streaming: every layer's (B, T, V) log-probs held at once."""
     sums = None
     with torch.no_grad():
         for idx, targets in batches:
