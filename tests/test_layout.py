@@ -215,6 +215,21 @@ def test_a_mechanism_file_holds_no_preset_table_plot_or_command_line(mechanism):
         assert len(main[1].splitlines()) <= 30, f"{mechanism}.py's __main__ is more than a print"
 
 
+@pytest.mark.parametrize("mechanism", sorted(MECHANISMS | {"compose"}))
+def test_a_mechanism_file_opens_on_its_mechanism(mechanism):
+    """After the docstring and the imports a reader meets what the paper proposes (hourglass.py's
+    HourglassFFN, variable_width.py's VariableWidthGPT, lws.py's layer_specs), then its config,
+    then matching and checks: not a table of names, a validator or the config first."""
+    body = [n for n in ast.parse((ROOT / f"{mechanism}.py").read_text()).body
+            if not isinstance(n, (ast.Import, ast.ImportFrom, ast.Expr))]
+    first = body[0]
+    assert isinstance(first, (ast.FunctionDef, ast.ClassDef)), (
+        f"{mechanism}.py opens on line {first.lineno} with a table or setting: the mechanism first")
+    is_config = any(getattr(d, "id", None) == "dataclass" for d in first.decorator_list)
+    assert not is_config and not first.name.startswith(("check", "match", "count")), (
+        f"{mechanism}.py opens on {first.name}: the mechanism first, then its config and checks")
+
+
 def test_each_name_lives_in_the_file_that_says_it():
     """Each name below lives in the file that says it (home), not in the file listed with it."""
     moved = {"compose": ("matched_shapes", "PRESETS", "shapes_table", "plot_shapes"),
