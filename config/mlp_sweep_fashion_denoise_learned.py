@@ -25,22 +25,22 @@ dtype = "float32"
 num_threads = 1  # one thread per process: two processes share the 2 cores
 lrs = (1e-3, 2e-3)
 seeds = (0, 1)
-shapes = (  # the fair sweep's grid, smallest first (a sweep stopped early holds both families),
-    # then shapes of the reference's own MNIST front that fall in its parameter range
+shapes = (  # the fair sweep's hourglasses, smallest first, then its conventional shapes, then
+    # shapes of the reference's own MNIST front that fall in its parameter range
     ("hourglass", 1024, 64, 2),
     ("hourglass", 1024, 256, 2),
     ("conventional", 784, 1024, 1),
     ("hourglass", 1024, 256, 4),
     ("hourglass", 2048, 32, 4),
-    ("conventional", 784, 1024, 2),
-    ("conventional", 784, 2048, 1),
     ("hourglass", 2048, 128, 4),
     ("hourglass", 2048, 256, 4),
     ("hourglass", 2048, 128, 8),
-    ("conventional", 784, 2048, 2),
     ("hourglass", 3072, 128, 4),
-    ("conventional", 784, 3072, 2),
     ("hourglass", 2048, 512, 4),
+    ("conventional", 784, 1024, 2),
+    ("conventional", 784, 2048, 1),
+    ("conventional", 784, 2048, 2),
+    ("conventional", 784, 3072, 2),
     ("hourglass", 785, 115, 5),
     ("hourglass", 785, 115, 10),
     ("hourglass", 1470, 115, 6),
