@@ -17,8 +17,9 @@
 # the GPT trains at 546 ms/step on one thread with a second run beside it (7,500 tokens/s each;
 # alone on two threads 341 ms/step, 12,000 tokens/s: two runs side by side are ~25% faster), so a
 # GPT run is ~6.2 min (600 steps, 7 evaluations, start); the shapes take 1.13x the GPT's time on
-# average (their speeds in docs/compare.md): the 66 runs beyond the first 56 records, ~33 pairs x
-# ~7 min = ~3.9 hours. Interrupt it at will: the same command resumes.
+# average (their speeds in docs/compare.md): the 66-72 runs beyond the first 56 records (72 if the
+# x sqrt(2) rates move all three refined shapes), ~35 pairs x ~7 min = ~4 hours. Interrupt it at
+# will: the same command resumes.
 preset = "cpu"
 out_dir = "out-compare-verdict-cpu"
 record_dir = "docs/compare_verdict_cpu"  # each finished run kept there as it finishes: commit it

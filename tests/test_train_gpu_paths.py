@@ -63,7 +63,7 @@ if "scaler" in patches:  # a float16 run's GradScaler: what is saved, what a res
         "scaler_loaded", []).append(state)
 if "stop_after_load" in patches:  # sample.py: what does the model get built from?
     import checkpoint
-    def model_from_checkpoint(ckpt):
+    def model_from_checkpoint(ckpt, path="the checkpoint"):
         tensors = [v for v in ckpt["model"].values()]
         report["devices"] = sorted({str(t.device) for t in tensors})
         report["has_optimizer"] = "optimizer" in ckpt
