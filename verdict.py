@@ -168,10 +168,13 @@ def pooled_differences(losses, baseline):
     if baseline not in complete or n < MIN_VERDICT_SEEDS or k < 2:
         why = (f"{n} verdict seed{'' if n == 1 else 's'}; {MIN_VERDICT_SEEDS} needed"
                if n < MIN_VERDICT_SEEDS else f"{baseline} has no verdict seeds")
-        base = complete.get(baseline, {})
-        return {**out, **{name: dict(verdict=f"no verdict ({why})", **(dict(mean=statistics.fmean(
-            v[s] - base[s] for s in seeds)) if seeds and base else {}))
-            for name, v in complete.items() if name != baseline}}
+        base = complete.get(baseline)
+        for name, v in complete.items():
+            if name != baseline:
+                out[name] = dict(verdict=f"no verdict ({why})")
+                if base and seeds:  # the raw difference, with no interval to go with it
+                    out[name]["mean"] = statistics.fmean(v[s] - base[s] for s in seeds)
+        return out
     grand = statistics.fmean(complete[m][s] for m in complete for s in seeds)
     shape_mean = {m: statistics.fmean(complete[m][s] for s in seeds) for m in complete}
     seed_mean = {s: statistics.fmean(complete[m][s] for m in complete) for s in seeds}
