@@ -1,5 +1,5 @@
 """
-Image MLPs with a frozen random lift: hourglass (wide-narrow-wide) vs conventional blocks.
+Image MLPs behind a random lift, frozen or learned: hourglass (wide-narrow-wide) vs conventional.
 
 Paper: Meng-Hsi Chen, Yu-Ang Lee, Feng-Ting Liao, Da-shan Shiu (2025), "Rethinking the Shape
 Convention of an MLP", arXiv:2510.01796. Reference code: https://github.com/mtkresearch/Hourglass_LM
@@ -8,14 +8,16 @@ Nawrot et al.'s sequence-downsampling Hourglass Transformer.
 
 The idea. A residual MLP block adds a correction to its input: z <- z + W2 relu(W1 norm(z)). The
 usual block is narrow-wide-narrow (skip at the small width, branch 4x wider). The paper flips it:
-lift the image to a *wide* latent (d_z > d_x pixels) with a projection W_in that is random and
-never trained, then let every block refine that wide vector through a *narrow* bottleneck
+lift the image to a *wide* latent (d_z > d_x pixels) with a random projection W_in - never
+trained in section 3, trained from that random start by the reference code's scripts behind the
+paper's figures - then let every block refine that wide vector through a *narrow* bottleneck
 (d_h << d_z). A block costs 2 d_z d_h parameters, so a narrow d_h buys depth. On denoising, 2x
 super-resolution and "generative classification" (map a digit to its class prototype) the paper
 finds hourglass stacks on a better PSNR-vs-parameters Pareto front, and that freezing W_in costs
 almost nothing (4.3); a frozen random W_in need not be stored (3.2): here it is a buffer rebuilt
-from its seed. The conventional MLP it is compared with takes the image itself (no W_in, d_z = d_x:
-"injecting the input signal directly", section 3): each shape's own input, INPUT_PROJECTIONS.
+from its seed. The conventional MLP of the figures has a learned square W_in (the reference's
+conventional_w_Win); section 3's "injecting the input signal directly" is the image itself (no W_in,
+d_z = d_x, the reference's conventional_wo_Win). Each shape's default input: INPUT_PROJECTIONS.
 
 Equations (paper numbering):
 
@@ -153,8 +155,8 @@ INPUT_PROJECTION_ALIASES = {"none": "direct", "frozen": "frozen_random", "identi
 def input_projection(name, shape, latent_dim, input_dim):
     """The input projection a model of this shape uses: `name` ('' or None = the shape's own; a
     spelling of INPUT_PROJECTION_ALIASES = the name it stands for). A hourglass's own is the
-    frozen random lift (the paper's); a conventional MLP's is the image itself when d_z = d_x (the
-    paper's baseline, section 3: "injecting the input signal directly"), else a learned W_in (the
+    frozen random lift (section 3's); a conventional MLP's is the image itself when d_z = d_x
+    (section 3: "injecting the input signal directly"), else a learned W_in (the
     reference code's conventional MLP for super-resolution, d_x = 196 -> d_z = 784)."""
     if not name:
         if shape == "hourglass":

@@ -304,7 +304,7 @@ def test_the_mechanism_tables_results_are_the_write_ups():
     speed = table((ROOT / "docs/cea.md").read_text(), "| measurement | CEA, reference path")
     assert speed[0][1:] == [f"{masked}x", f"**{causal}x**"]
     assert speed[3][2].startswith(f"**{bf16}x**")
-    # image MLP: test_the_image_mlp_verdict_is_the_fair_sweeps_fronts_output
+    # image MLP: test_the_image_mlp_verdicts_are_the_sweeps_fronts_output
 
 
 def test_the_gpu_check_figures_are_the_recorded_run():
@@ -511,15 +511,17 @@ def test_each_mechanism_page_quotes_its_shapes_verdict_rows(page, shapes):
     assert header in text and "verdict seeds" in text
 
 
-def test_the_image_mlp_verdict_is_the_fair_sweeps_fronts_output():
-    """README's image-MLP row: its runs are the fair sweep's committed rows, and every gap it
-    gives is a gap the fronts script printed on them (docs/mlp_fashion_denoise_fair_fronts.md)."""
+def test_the_image_mlp_verdicts_are_the_sweeps_fronts_output():
+    """README's image-MLP row: its runs are the committed rows of the fair sweep (the frozen lift)
+    and of the learned-lift sweep, and every gap it gives is one the fronts script printed on them
+    (docs/mlp_fashion_denoise_fair_fronts.md, docs/mlp_fashion_denoise_forms_fronts.md)."""
     row = {r[0]: r[3] for r in table(README, "| mechanism | file | paper |")}["image MLP"]
-    output = doc("mlp_fashion_denoise_fair_fronts.md")
-    runs = one(r"(\d+) runs: \d+ shapes", output)
-    rows = sum(len(list(csv.DictReader(open(path)))) for path in sorted(
-        (ROOT / "docs" / "mlp_fashion_denoise_fair").glob("*/sweep.csv")))
-    assert int(runs) == rows and f"{runs} runs" in row
+    output = doc("mlp_fashion_denoise_fair_fronts.md") + doc("mlp_fashion_denoise_forms_fronts.md")
+    for sweep in ("fair", "learned"):
+        rows = sum(len(list(csv.DictReader(open(path)))) for path in sorted(
+            (ROOT / "docs" / f"mlp_fashion_denoise_{sweep}").glob("*/sweep.csv")))
+        assert f"{rows} runs" in row, sweep
+    assert "frozen" in row and "learned" in row  # each verdict names the lift it is about
     gaps = re.findall(r"[+-]\d+\.\d+", row)
     assert len(gaps) >= 4, "the row's gaps were not found"
     missing = [g for g in gaps if g not in output]
