@@ -66,10 +66,10 @@ from pathlib import Path
 
 import torch
 
-from configurator import (ConfigError, build_model, model_keys, parse_overrides, train_defaults,
-                          usage_error)
-from hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
 from model import KVCache
+from shapelab.configurator import ConfigError, parse_overrides, train_defaults, usage_error
+from shapelab.hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
+from shapes import build_model, model_keys
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
                     preset_settings, select_models)
 

@@ -26,12 +26,13 @@ Each is trained by train.py with the same data order for a seed (the batch sampl
     phase 2   every shape's other --seeds, the verdict seeds, at its chosen rate, once its
               phase 1 has finished
 
-and each shape's verdict against the GPT is its difference over the verdict seeds, from one model
-of all the runs, with its interval and the smallest difference the runs could detect (verdict.py
-states the rule; the first seed chose the rate and takes no part). --report_only=True writes the
-report from the runs finished so far and trains nothing; --stop_starting_after=M starts no run
-after M minutes, lets those running finish and reports what finished (a job of fixed length on a
-lent machine: every run it starts ends inside it, and the next job goes on from the records).
+and each shape's verdict against the GPT is its difference over the verdict seeds, from one model of
+all the runs, with its interval and the smallest difference the runs could detect
+(shapelab/verdict.py states the rule; the first seed chose the rate and takes no part).
+--report_only=True writes the report from the runs finished so far and trains nothing;
+--stop_starting_after=M starts no run after M minutes, lets those running finish and reports what
+finished (a job of fixed length on a lent machine: every run it starts ends inside it, and the next
+job goes on from the records).
 --jobs=2 runs two train.py side by side (each with its share of the threads). A run's min_lr is
 its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
 
@@ -77,16 +78,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from configurator import ConfigError, check_train_settings, train_defaults, usage_error
-from dataset import check_dataset, find_dataset, ood_windows
-from plot import plot_curves, plot_verdict
-from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, describe_shapes, matched_shapes,
-                    preset_settings, select_models, shapes_table, slug)
-from sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable, read_result,
-                   record_run, run_all, run_identity, same_settings, sync_records, terminated,
-                   train_one, training_in, write_atomic)
-from verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates, shape_rows,
-                     verdict_footer, verdict_table)
+from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
+from shapelab.dataset import check_dataset, find_dataset, ood_windows
+from shapelab.plot import plot_curves, plot_verdict
+from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
+                            read_result, record_run, run_all, run_identity, same_settings,
+                            sync_records, terminated, train_one, training_in, write_atomic)
+from shapelab.verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates,
+                              shape_rows, verdict_footer, verdict_table)
+from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, check_model_settings, describe_shapes,
+                    matched_shapes, preset_settings, select_models, shapes_table, slug)
 
 # ----------------------------------------------------------------------------------------
 # The runs of a comparison: their settings and folders, the two phases
@@ -94,7 +95,7 @@ from verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rat
 
 TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accumulation_steps",
               "max_iters", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device",
-              "dtype", "compile", "eval_ood")  # (eval_ood: not part of a run's identity, sweep.py)
+              "dtype", "compile", "eval_ood")  # (eval_ood: not part of a run's identity: sweep.py)
 CSV_COLUMNS = ("shape", "model_type", "lr", "seed", "val_loss", "train_loss", "tokens",
                "elapsed_s", "tokens_per_s", "machine")
 
@@ -301,8 +302,10 @@ def main(argv):
         shapes = matched_shapes(baseline_of(settings), **matching, models=names)
         for i, (model_type, model_args) in enumerate(shapes.values()):  # as train.py checks them
             for lr in rates if i == 0 else rates[:1]:
-                check_train_settings({**train_defaults(), **run_config(
-                    settings, model_type, model_args, lr, seeds[0], out_dir)})
+                run_settings = {**train_defaults(), **run_config(
+                    settings, model_type, model_args, lr, seeds[0], out_dir)}
+                check_train_settings(run_settings)
+                check_model_settings(run_settings)
     except (ConfigError, ValueError) as e:
         usage_error(e)
     with lock_out_dir(out_dir):  # held until the comparison ends

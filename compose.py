@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 import cea
 import hourglass
 import lws
-import variable_width
 from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU
+import variable_width
 
 # ----------------------------------------------------------------------------------------
 # The composed model

@@ -31,9 +31,10 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import (EXPORT_INFO, load_checkpoint, model_from_checkpoint, to_transformers)
-from configurator import usage_error
-from tokenizer import GPT2_EOT, GPT2_PAT_STR, Tokenizer, gpt2_ranks_path
+from shapelab.checkpoint import EXPORT_INFO, load_checkpoint, to_transformers
+from shapelab.configurator import usage_error
+from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR, Tokenizer, gpt2_ranks_path
+from shapes import model_from_checkpoint
 
 USAGE = "usage: python export.py CHECKPOINT FOLDER  (CHECKPOINT: out/ckpt.pt, or the folder of it)"
 EOT = "<|endoftext|>"

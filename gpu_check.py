@@ -45,8 +45,8 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import load_checkpoint
-from configurator import ConfigError, parse_overrides
+from shapelab.checkpoint import load_checkpoint
+from shapelab.configurator import ConfigError, parse_overrides
 
 ROOT = Path(__file__).resolve().parent
 PARTS = ("data", "bench", "train", "resume", "torchrun", "fp16", "sample")

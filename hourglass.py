@@ -185,8 +185,8 @@ def matched_args(baseline_args):
 if __name__ == "__main__":
     import sys
 
-    from configurator import ConfigError, parse_overrides, usage_error
     from model import describe
+    from shapelab.configurator import ConfigError, parse_overrides, usage_error
 
     try:  # a plain GPT baseline (the paper's 113M by default), and K and d_h / d to match it with
         args = parse_overrides(sys.argv[1:], dict(

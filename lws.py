@@ -235,8 +235,8 @@ def matched_args(baseline, variant="vanilla"):
 if __name__ == "__main__":
     import sys
 
-    from configurator import ConfigError, build_model, parse_overrides, usage_error
     from model import default_args, describe
+    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
 
     olmo2_190m = dict(vocab_size=50304, block_size=1024, n_layer=18, n_embd=768, n_head=12,
                       n_kv_head=4, head_dim=64, qk_norm="full", tie_embeddings=False,
@@ -247,7 +247,7 @@ if __name__ == "__main__":
         schedules = {"given": {}} if given else VARIANTS
         for name, schedule in schedules.items():
             with torch.device("meta"):  # shapes and counts only: any size, instantly
-                model = build_model("lws", **{**args, **schedule})
+                model = build("lws", LWSGPT, LWSConfig, **{**args, **schedule})
             c = model.config
             print(f"{name}: ffn_scalars {c.ffn_scalars}, qkv_scalars {c.qkv_scalars}, "
                   f"framed {c.framed}")

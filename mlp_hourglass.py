@@ -31,7 +31,7 @@ The code: `ResidualMLPBlock` is eq. (3), `InputProjection` eq. (2) (`input_proje
 feeds the blocks: the image, a frozen or learned W_in, zero padding), `ImageMLP` the whole model,
 `image_mlp` builds it for a task, `param_formula` / `count_params` count it as the paper does.
 Every choice the paper leaves open (norm, sigma, the sigmoid), with its source, the results and
-the commands: docs/mlp_hourglass.md. The tasks, degradations and metrics: image_tasks.py;
+the commands: docs/mlp_hourglass.md. The tasks, degradations and metrics: shapelab/image_tasks.py;
 training: train_mlp.py; the paper's parameter rows: experiments/mlp_hourglass_tables.py.
 """
 
@@ -41,7 +41,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from configurator import ConfigError  # the one error type for bad settings: a one-line message
+# the one error type for bad settings: a one-line message
+from shapelab.configurator import (ConfigError)
 
 # -----------------------------------------------------------------------------
 # Model: Figure 1(b), eqs. (2)-(4)

@@ -497,7 +497,7 @@ class GPT(nn.Module):
     # The accounting every model shares: param_counts() (embedding, attention, FFN, norms, ... the
     # way the papers report them), budget() (non-embedding parameters without an untied head:
     # what every shape in this repo is matched on), flops_per_token(), kv_cache_bytes_per_token()
-    # and estimate_mfu() (against a peak from hardware.py). Drivers (compare.py, bench.py,
+    # and estimate_mfu() (against a peak from shapelab/hardware.py). Drivers (compare.py, bench.py,
     # train.py) take them from here and need no mechanism file for them.
 
     def param_counts(self):
@@ -597,9 +597,10 @@ def default_args(cls=GPTConfig):
 if __name__ == "__main__":
     import sys
 
-    from configurator import ConfigError, build_model, parse_overrides, usage_error
+    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
 
     try:
-        print(describe(build_model("gpt", **parse_overrides(sys.argv[1:], default_args()))))
+        args = parse_overrides(sys.argv[1:], default_args())
+        print(describe(build("gpt", GPT, GPTConfig, **args)))
     except ConfigError as e:
         usage_error(e)

@@ -27,10 +27,11 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import is_export, load_checkpoint, load_export, model_from_checkpoint
-from configurator import ConfigError, parse_overrides, usage_error
-from hardware import DTYPES, auto_dtype, autocast
-from tokenizer import Tokenizer
+from shapelab.checkpoint import is_export, load_checkpoint, load_export
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapelab.hardware import DTYPES, auto_dtype, autocast
+from shapelab.tokenizer import Tokenizer
+from shapes import model_from_checkpoint
 
 
 def read_prompt(path):

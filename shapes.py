@@ -30,19 +30,24 @@ Measured results: docs/compare.md.
     python shapes.py --models=GPT,CEA --n_layer=4 --n_embd=96    # some shapes, any preset key
 """
 
+import dataclasses
 import json
 import math
 import sys
+import textwrap
 from fractions import Fraction
 from pathlib import Path
 
 import torch
 
 import cea
+import compose
 import hourglass
 import lws
-from configurator import ConfigError, build_model, parse_overrides, read_config_file
-from model import SwiGLU, padded_vocab_size
+from model import GPT, GPTConfig, SwiGLU, padded_vocab_size
+from shapelab.checkpoint import CheckpointError
+from shapelab.configurator import ConfigError, build, parse_overrides, print_entry, read_config_file
+import variable_width
 
 ROOT = Path(__file__).resolve().parent
 
@@ -126,6 +131,103 @@ def shape_label(model):
     if getattr(c, "outer_ratio", 1.0) < 1.0:  # composed models with CEA attention
         label += f" rho{c.outer_ratio:g}"
     return label
+
+
+# ----------------------------------------------------------------------------------------
+# Every model type by name (--model_type=NAME), the one place a name becomes a model
+
+# model_type -> (model class, config class, its file's matched_args). Every model is built the
+# same way, Model(Config(**model_args)): the config dataclass extends model.GPTConfig with the
+# mechanism's own fields and derives the per-layer shapes from them; the model class builds the
+# modules. matched_args: the shape a bare --model_type=NAME trains at a plain GPT's budget
+# (several mechanisms in one model: compose.py).
+MODELS = {
+    "gpt": (GPT, GPTConfig, dict),
+    "hourglass": (hourglass.HourglassGPT, hourglass.HourglassConfig, hourglass.matched_args),
+    "variable_width": (variable_width.VariableWidthGPT, variable_width.VariableWidthConfig,
+                       variable_width.matched_args),
+    "cea": (cea.CEAGPT, cea.CEAConfig, cea.matched_args),
+    "lws": (lws.LWSGPT, lws.LWSConfig, lws.matched_args),
+    "composed": (compose.ComposedGPT, compose.ComposedConfig, compose.matched_args),
+}
+
+
+def model_classes(model_type):
+    """(model class, config class) of a model_type name."""
+    if model_type not in MODELS:
+        raise ConfigError(f"model_type={model_type!r} is unknown; choose one of "
+                          f"{', '.join(MODELS)}")
+    return MODELS[model_type][:2]
+
+
+def model_keys(settings):
+    """The keys of `settings` (e.g. train.py's) that are model.GPTConfig fields: what every model
+    takes from the run's settings (block_size, n_layer, ...); model_args adds a mechanism's own."""
+    _, gpt_config = model_classes("gpt")
+    return [f.name for f in dataclasses.fields(gpt_config) if f.name in settings]
+
+
+def build_model(model_type, **model_args):
+    """Model(Config(**model_args)) for a model_type name (a bad setting: one ConfigError line)."""
+    return build(model_type, *model_classes(model_type), **model_args)
+
+
+def matched_model_args(model_type, baseline):
+    """The model_args of a bare --model_type=X (no model_args given): X's own shape at the budget
+    of the plain GPT that `baseline` (GPTConfig keywords) describes, by its file's matched_args -
+    the matching compare.py uses (matched_shapes above). For 'gpt', baseline itself."""
+    model_classes(model_type)  # (an unknown name: one line)
+    try:
+        return MODELS[model_type][2](dict(baseline))
+    except (AssertionError, ValueError, TypeError) as e:
+        raise ConfigError(f"model_type={model_type!r}: no shape of it matches this GPT's budget "
+                          f"({e}); give its shape in --model_args") from None
+
+
+def model_from_checkpoint(checkpoint, path="the checkpoint"):
+    """The model described by checkpoint['model_type'] / ['model_args'], with its weights. One
+    that no model of this repo can be (an unknown model_type or setting, weights of another shape)
+    is a CheckpointError naming `path`."""
+    try:
+        model = build_model(checkpoint["model_type"], **checkpoint["model_args"])
+        model.load_state_dict(checkpoint["model"])
+    except (ConfigError, KeyError, TypeError, RuntimeError) as e:
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path} holds a model this repo cannot build ({why}): train it "
+                              f"again, or point --out_dir at another checkpoint") from None
+    return model
+
+
+def check_model_settings(config):
+    """The model a new run of train.py's settings `config` would build, built on the meta device
+    (no memory, no time): a setting it refuses is a ConfigError of one line. A resume builds the
+    checkpoint's model instead."""
+    if config["init_from"] == "scratch":
+        with torch.device("meta"):
+            baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
+            model_type, model_args = config["model_type"], config["model_args"]
+            if not model_args:  # a bare --model_type: matched to this GPT, as train.py builds it
+                baseline = matched_model_args(model_type, baseline)
+            build_model(model_type, **{**baseline, **model_args})
+
+
+def print_model_types(defaults):
+    """The model types (MODELS) and the model_args each takes: its config's fields beyond
+    GPTConfig's, read from the config dataclasses so that the list never drifts from the code."""
+    _, gpt_config = model_classes("gpt")
+    gpt_fields = [f.name for f in dataclasses.fields(gpt_config) if f.init]
+    others = ", ".join(k for k in gpt_fields if k not in defaults)
+    print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
+                              f"above, and in --model_args={{...}} GPTConfig's other fields "
+                              f"({others}) and its own:", 100))
+    files = {name: f"{model_cls.__module__}.py" for name, (model_cls, _, _) in MODELS.items()}
+    column = max(len(f"  {name} ({file})") for name, file in files.items()) + 2
+    for name, file in files.items():
+        _, config_cls = model_classes(name)
+        own = [f.name for f in dataclasses.fields(config_cls)
+               if f.init and f.name not in gpt_fields]
+        print_entry(f"  {name} ({file})", ", ".join(own) or "(none of its own: the plain GPT)",
+                    column)
 
 
 # ----------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ model and AdamW; the loop: evaluate and checkpoint every eval_interval steps, on
 (gradient accumulation, clipping, warm-up + cosine learning rate), a log line every log_interval
 steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run to max_minutes on this machine,
 re-planned at each evaluation and by the clock. What keeps a run safe (locked out_dir, exact
-resume, a diverged model never saved, Ctrl-C and SIGTERM in one line) lives in run.py; atomic
-checkpoints in checkpoint.py; data checked without reading it in dataset.py.
+resume, a diverged model never saved, Ctrl-C and SIGTERM in one line) lives in shapelab/run.py;
+atomic checkpoints in shapelab/checkpoint.py; data checked without reading it in
+shapelab/dataset.py.
 """
 
 import gc
@@ -33,14 +34,14 @@ import torch.distributed.nn  # noqa: F401 (imported before init_process_group, s
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from checkpoint import model_from_checkpoint
-from configurator import (ConfigError, build_model, check_train_settings, matched_model_args,
-                          model_keys, parse_overrides, usage_error)
-from dataset import check_dataset, find_dataset, ood_windows
-from hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
-                      set_fp32_matmul_precision)
 from model import format_counts, padded_vocab_size, shape_report
-from run import RunDir, TimeBudget, all_rng_states, restore_rng, resume_settings
+from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
+from shapelab.dataset import check_dataset, find_dataset, ood_windows
+from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
+                               set_fp32_matmul_precision)
+from shapelab.run import RunDir, TimeBudget, all_rng_states, restore_rng, resume_settings
+from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
+                    model_keys, print_model_types)
 
 # -----------------------------------------------------------------------------------------------
 # default config: a 4-layer, 128-wide character-level GPT on Shakespeare, the shape that reached
@@ -99,9 +100,11 @@ script_start = time.time()  # a time budget counts from here
 config_types = dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool)  # None defaults
 given_keys = set()  # the keys the config files and --key=value set
 try:  # a setting no run can use is one line (exit status 2) before anything is built
-    config = parse_overrides(sys.argv[1:], {k: globals()[k] for k in config_keys},
-                             types=config_types, given=given_keys)
+    defaults = {k: globals()[k] for k in config_keys}
+    config = parse_overrides(sys.argv[1:], defaults, types=config_types, given=given_keys,
+                             more_help=lambda: print_model_types(defaults))
     check_train_settings(config)
+    check_model_settings(config)
 except ConfigError as e:
     usage_error(e)
 MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes from here
@@ -134,7 +137,7 @@ else:
 master_process = ddp_rank == 0
 device_type = device.split(":")[0]
 
-if dtype == "auto":  # native bf16 only: T4 / V100 take float16 with a GradScaler (see hardware.py)
+if dtype == "auto":  # native bf16 only: T4 / V100 take float16 with a GradScaler (hardware.py)
     dtype = auto_dtype(device_type)
 if compile is None:
     compile = compiles_by_default(device_type)
@@ -275,7 +278,8 @@ def estimate_loss():
 
 
 # max_iters = 0: the run's length is planned to end at max_minutes, and re-planned at each
-# evaluation from the measured rate (run.py); a resume goes on with the plan its checkpoint saved
+# evaluation from the measured rate (shapelab/run.py); a resume goes on with the plan its checkpoint
+# saved
 time_budget = (TimeBudget(max_minutes, script_start, eval_interval, warmup_iters, ddp,
                           master_process, device) if max_iters == 0 else None)
 if time_budget:
@@ -299,7 +303,7 @@ def get_lr(it):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
 
 
-if ood_sha256:  # which texts the OOD losses are of (sweep.py keeps this in result.json)
+if ood_sha256:  # which texts the OOD losses are of (shapelab/sweep.py keeps this in result.json)
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))
 
 # -----------------------------------------------------------------------------------------------
@@ -427,7 +431,7 @@ if master_process:
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
     if sample_tokens > 0:
-        from tokenizer import load_tokenizer
+        from shapelab.tokenizer import load_tokenizer
 
         tok = load_tokenizer(data_dir)  # the run's own (checked to be the checkpoint's)
         raw_model.eval()

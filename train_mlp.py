@@ -15,17 +15,17 @@ sigma and fp32; our default shape and lr). On a shared machine add --num_threads
 threads fighting other jobs for 2 cores were ~15x slower than one, measured).
 
 Top to bottom: settings and their checks; the data (prepared on first use by data/<name>/
-prepare.py; its source is printed, and saved with every result without machine paths); the
-model (by default a conventional MLP takes the image itself, a hourglass the frozen random lift)
-and AdamW over the trainable parameters (a frozen W_in is a buffer); the loop: degraded images, a
-step at the linearly decaying learning rate (no warm-up), an evaluation every eval_interval steps
-(0 = once per epoch) keeping the best model by validation loss; then the test metrics of that
-model beside the trivial baseline. out_dir is run.py's RunDir, as train.py's (locked, replaced
-only with --overwrite=True, Ctrl-C / SIGTERM one line saying how to go on); its ckpt.pt, rewritten
-atomically at each evaluation, holds the best model (what --eval_only reads; only a better one
-replaces it) and the training state from which --init_from=resume goes on exactly. Then come
-data.json, metrics.json, history.csv, samples.png. The sweep and W_in comparison (experiments/)
-call `train`. Each training choice's source (paper / reference / ours): docs/mlp_hourglass.md.
+prepare.py; its source is printed, and saved with every result without machine paths); the model (by
+default a conventional MLP takes the image itself, a hourglass the frozen random lift) and AdamW
+over the trainable parameters (a frozen W_in is a buffer); the loop: degraded images, a step at the
+linearly decaying learning rate (no warm-up), an evaluation every eval_interval steps (0 = once per
+epoch) keeping the best model by validation loss; then the test metrics of that model beside the
+trivial baseline. out_dir is a RunDir (shapelab/run.py), as train.py's (locked, replaced only with
+--overwrite=True, Ctrl-C / SIGTERM one line saying how to go on); its ckpt.pt, rewritten atomically
+at each evaluation, holds the best model (what --eval_only reads; only a better one replaces it) and
+the training state from which --init_from=resume goes on exactly. Then come data.json, metrics.json,
+history.csv, samples.png. The sweep and W_in comparison (experiments/) call `train`. Each training
+choice's source (paper / reference / ours): docs/mlp_hourglass.md.
 """
 
 import csv
@@ -41,15 +41,16 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room
-from configurator import ConfigError, parse_overrides, usage_error
-from dataset import load_images
-from hardware import auto_dtype, autocast
-from image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
-                         choose_prototypes, flips_of_copies, get_task, make_batch, samples_png)
 from mlp_hourglass import INPUT_PROJECTION_ALIASES, check_shape, count_params, image_mlp, \
     input_projection
-from run import RunDir
+from shapelab.checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapelab.dataset import load_images
+from shapelab.hardware import auto_dtype, autocast
+from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
+                                  choose_prototypes, flips_of_copies, get_task, make_batch,
+                                  samples_png)
+from shapelab.run import RunDir
 
 # -----------------------------------------------------------------------------------------------
 # default config: denoising MNIST; a None takes config/mlp_<task>.py's value (the task's protocol)
@@ -265,7 +266,7 @@ def resumed_run(run, config, given):
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model. config: settings (a dict; missing keys take the defaults above). data:
-    ImageSplits (loaded here when None). run: the RunDir (run.py) of out_dir, locked, where the
+    ImageSplits (loaded here when None). run: the RunDir of out_dir, locked, where the
     checkpoint goes; None writes nothing. given: the keys the command line set (a resume refuses
     those that differ from its run's; None: every key). results=False leaves out metrics.json,
     history.csv and samples.png (the sweep keeps a row instead). Returns the results, with the

@@ -340,15 +340,15 @@ def matched_args(baseline_args):
 if __name__ == "__main__":
     import sys
 
-    from configurator import ConfigError, build_model, parse_overrides, usage_error
     from model import default_args, describe
+    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
 
     paper_200m = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
                       tie_embeddings=False)  # Table 1: cl100k_base's ids, T = 4096, untied head
     try:
         args = parse_overrides(sys.argv[1:], {**default_args(VariableWidthConfig), **paper_200m})
         with torch.device("meta"):  # shapes and counts only: any size, instantly
-            model = build_model("variable_width", **args)
+            model = build("variable_width", VariableWidthGPT, VariableWidthConfig, **args)
     except ConfigError as e:
         usage_error(e)
     widths, counts = model.config.layer_widths, param_summary(model)

@@ -1,11 +1,11 @@
 """
 The data side's helpers, shared by data/<name>/prepare.py (and imported by nothing else): where
 the data comes from, and how a prepared folder is written. Training and sampling need only
-tokenizer.py and the files written here.
+shapelab/tokenizer.py and the files written here.
 
 A prepared language-modelling folder data/<name>/ holds (as in nanoGPT)
     train.bin, val.bin   token ids, a flat array of uint16 (np.memmap(path, dtype=np.uint16))
-    meta.json            the tokenizer (see tokenizer.py), the source in words, and per split
+    meta.json            the tokenizer (shapelab/tokenizer.py), the source in words, and per split
                          "splits": {"train": {"tokens": N, "max_id": M}, "val": {...}}
                          (N uint16 ids in the file, M the largest of them, -1 if N is 0), so
                          train.py checks the .bin files against it without reading them.
@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenizer import GPT2_TIKTOKEN_SHA256, gpt2_encoding_from_file, gpt2_ranks_path
+from shapelab.tokenizer import GPT2_TIKTOKEN_SHA256, gpt2_encoding_from_file, gpt2_ranks_path
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple/"
 # the registry route to the GPT-2 ranks: the PyPI source archive of openai-whisper ships them

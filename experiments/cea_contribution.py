@@ -63,9 +63,10 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
-from configurator import parse_overrides  # noqa: E402
-from dataset import in_vocab_windows  # noqa: E402 (also train.py's eval_ood)
+from shapelab.checkpoint import load_checkpoint  # noqa: E402
+from shapelab.configurator import parse_overrides  # noqa: E402
+from shapelab.dataset import in_vocab_windows  # noqa: E402 (also train.py's eval_ood)
+from shapes import model_from_checkpoint  # noqa: E402
 
 
 @torch.no_grad()

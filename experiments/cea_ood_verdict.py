@@ -55,8 +55,9 @@ from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from configurator import ConfigError, parse_overrides, read_config_file, usage_error  # noqa: E402
-from verdict import rate_label  # noqa: E402
+# noqa: E402
+from shapelab.configurator import (ConfigError, parse_overrides, read_config_file, usage_error)
+from shapelab.verdict import rate_label  # noqa: E402
 
 SHAPES = ("FFN-Wider", "CEA")
 FOLDER = re.compile(r"(ffn-wider|cea)-(lr.+-)?s\d+")  # compare.py's run folders

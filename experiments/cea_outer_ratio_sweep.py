@@ -42,8 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
-from checkpoint import load_checkpoint  # noqa: E402
-from configurator import parse_overrides, train_defaults  # noqa: E402
+from shapelab.checkpoint import load_checkpoint  # noqa: E402
+from shapelab.configurator import parse_overrides, train_defaults  # noqa: E402
 import cea_contribution  # noqa: E402
 
 DEFAULT_ARGS = dict(

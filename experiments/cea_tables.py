@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 import torch  # noqa: E402
 
 from cea import CEAConfig, TopOneMoE  # noqa: E402
-from configurator import ConfigError, build_model, parse_overrides, usage_error  # noqa: E402
 from model import SwiGLU, default_args, describe  # noqa: E402
+from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+from shapes import build_model  # noqa: E402
 
 # The paper's H=768 GPT (section 6.1: 12 layers, 12 heads, BERT's vocabulary, context 128) as CEA
 PAPER_H768 = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the repo root, for hourglass.py, model.py and configurator.py
+sys.path.insert(0, str(ROOT))  # the repo root, for hourglass.py and model.py
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/, for hourglass_tables.py
 
 import matplotlib  # noqa: E402
@@ -26,7 +26,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from configurator import parse_overrides  # noqa: E402
+from shapelab.configurator import parse_overrides  # noqa: E402
 from hourglass_tables import paper_rows  # noqa: E402
 
 

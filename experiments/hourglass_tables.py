@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 import torch  # noqa: E402
 
-from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from hourglass import (HourglassConfig, HourglassGPT, count_params, match_baseline,  # noqa: E402
                        match_ffn_at_fixed_width)
+from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 
 # Shapes the paper lists (Tables 2 and 3) with its rounded attention / FFN sizes in millions.
 # (label, d_model, d_h, K, L, n_head, paper attention M, paper FFN M)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the repo root, for lws.py, model.py and configurator.py
+sys.path.insert(0, str(ROOT))  # the repo root, for lws.py, model.py and shapelab/configurator.py
 sys.path.insert(0, str(ROOT / "experiments"))  # for lws_tables.py (already there when run)
 
 import matplotlib  # noqa: E402
@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import lws_tables  # noqa: E402
-from configurator import parse_overrides  # noqa: E402
+from shapelab.configurator import parse_overrides  # noqa: E402
 
 TITLES = {
     "paper": "LWS variants at the paper's 180M scale (d=768, Table 2 / Figure 3)",

@@ -23,8 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
-from configurator import parse_overrides  # noqa: E402
 from lws import VARIANTS, LWSConfig, LWSGPT, match_params  # noqa: E402
+from shapelab.configurator import parse_overrides  # noqa: E402
 
 # The paper's Table 2: (n_layer, fnn_scalar, qkv_scalar, framing, total M, non-embedding M).
 # Base shape: OLMo-2 190M with d = 768, head dim 64, 12 query heads, 4 KV heads (group 3),

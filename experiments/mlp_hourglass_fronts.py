@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-from image_tasks import TASKS  # noqa: E402
 from mlp_hourglass import INPUT_PROJECTION_ALIASES, input_projection  # noqa: E402
+from shapelab.image_tasks import TASKS  # noqa: E402
 from train_mlp import portable_source  # noqa: E402
 
 METRICS = {"test_psnr_batchmse": "test PSNR (dB)", "test_ssim": "test SSIM"}

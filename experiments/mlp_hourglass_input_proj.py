@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_sweep.py
 
 import train_mlp  # noqa: E402
 from mlp_hourglass_sweep import train_in_folder  # noqa: E402
-from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from dataset import load_images  # noqa: E402
-from image_tasks import get_task  # noqa: E402
 from mlp_hourglass import check_shape, input_projection  # noqa: E402
+from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+from shapelab.dataset import load_images  # noqa: E402
+from shapelab.image_tasks import get_task  # noqa: E402
 
 OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=(), runs_dir="")
 # settings that say where a run lives, not what it is: left out of the committed results

@@ -58,13 +58,13 @@ sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
 sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_fronts.py
 
 import mlp_hourglass_fronts as fronts  # noqa: E402
-import train_mlp  # noqa: E402
-from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from dataset import load_images  # noqa: E402
-from image_tasks import choose_prototypes, get_task  # noqa: E402
-from lock import Busy, FileLock, NotALockFile  # noqa: E402
 from mlp_hourglass import check_shape, count_params, input_projection  # noqa: E402
-from run import RunDir  # noqa: E402
+from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+from shapelab.dataset import load_images  # noqa: E402
+from shapelab.image_tasks import choose_prototypes, get_task  # noqa: E402
+from shapelab.lock import Busy, FileLock, NotALockFile  # noqa: E402
+from shapelab.run import RunDir  # noqa: E402
+import train_mlp  # noqa: E402
 
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
             conv_latent=(), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
@@ -175,7 +175,7 @@ def append_row(path, row):
 
 @contextmanager
 def sweep_lock(csv_path):
-    """One sweep at a time on a CSV: lock.py's lock on <csv>.lock (as run.py's RunDir locks a
+    """One sweep at a time on a CSV: shapelab/lock.py's lock on <csv>.lock (as RunDir locks a
     run's folder), dropped by the OS when the process ends, however it ends. A second sweep on the
     same CSV stops in one line instead of training the same runs again."""
     try:
@@ -190,7 +190,7 @@ def sweep_lock(csv_path):
 
 
 def train_in_folder(settings, data, run_dir, quiet=True, results=False):
-    """train_mlp.train in the run's own folder (run.py's RunDir, locked): started there, or
+    """train_mlp.train in the run's own folder (shapelab/run.py's RunDir, locked): started there, or
     continued from its checkpoint where an earlier sweep stopped inside it (a finished run gives
     its results again without training). Ctrl-C / SIGTERM: one line naming the run's last
     checkpoint and the command that goes on: the same one (without --overwrite)."""

@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 import torch  # noqa: E402
 
 import train_mlp  # noqa: E402
-from configurator import ConfigError, parse_overrides, read_config_file, usage_error  # noqa: E402
-from image_tasks import TASKS, get_task  # noqa: E402
+# noqa: E402
 from mlp_hourglass import ImageMLP, InputProjection, count_params, image_mlp  # noqa: E402
+from shapelab.configurator import (ConfigError, parse_overrides, read_config_file, usage_error)
+from shapelab.image_tasks import TASKS, get_task  # noqa: E402
 
 # rows of the paper's Tables 1 / 2 and section 4.3:
 # (name, d_x, d_out, d_z, d_h, L, params M, trainable M)

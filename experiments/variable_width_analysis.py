@@ -44,9 +44,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
-from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
-from configurator import ConfigError, parse_overrides  # noqa: E402
 from model import SwiGLU  # noqa: E402
+from shapelab.checkpoint import load_checkpoint  # noqa: E402
+from shapelab.configurator import ConfigError, parse_overrides  # noqa: E402
+from shapes import model_from_checkpoint  # noqa: E402
 from variable_width import layer_widths_of  # noqa: E402
 
 

@@ -25,8 +25,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
-from configurator import ConfigError, build_model, parse_overrides, train_defaults  # noqa: E402
 from model import GPT, GPTConfig, default_args  # noqa: E402
+from shapelab.configurator import ConfigError, parse_overrides, train_defaults  # noqa: E402
+from shapes import build_model  # noqa: E402
 from variable_width import (VariableWidthConfig, layer_widths_of, param_summary,  # noqa: E402
                             solve_widths)
 

@@ -6,8 +6,8 @@ import torch
 from conftest import ROOT
 
 import bench
-import hardware
-from configurator import ConfigError, train_defaults
+from shapelab import hardware
+from shapelab.configurator import ConfigError, train_defaults
 
 
 def test_config_files_give_the_shape_train_py_trains():

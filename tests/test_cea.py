@@ -10,8 +10,8 @@ import torch
 
 from conftest import ROOT, all_logits, assert_causal, overfit_loss
 import cea
-from configurator import build_model
 from model import GPT, CausalSelfAttention, GPTConfig
+from shapes import build_model
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cea_tables  # noqa: E402
@@ -278,8 +278,9 @@ def test_bad_arguments_say_what_to_do():
 
 
 def test_config_files_load_and_build():
-    from configurator import build_model, parse_overrides
-    from configurator import train_defaults
+    from shapelab.configurator import parse_overrides
+    from shapelab.configurator import train_defaults
+    from shapes import build_model
     files = sorted((ROOT / "config").glob("cea_*.py"))
     assert len(files) >= 4
     defaults = train_defaults()

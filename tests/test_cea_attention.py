@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import cea
-from configurator import build_model
 from model import KVCache
+from shapes import build_model
 
 SHAPE = dict(vocab_size=50, block_size=24, n_layer=2, n_embd=32, n_head=4, ffn_mult=8)
 VARIANTS = {"mha": dict(), "gqa_qknorm_head": dict(n_kv_head=2, qk_norm="head"),

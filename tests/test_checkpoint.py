@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from conftest import ROOT
-from checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint, save_checkpoint
+from shapelab.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from shapes import model_from_checkpoint
 
 ARGS = dict(vocab_size=50, block_size=16, n_layer=1, n_embd=32, n_head=2)
 
@@ -24,7 +25,7 @@ class NotATensor:
 
 def real_checkpoint(path):
     """A checkpoint as train.py writes one: model weights, model_type, model_args, plain config."""
-    from configurator import build_model
+    from shapes import build_model
     model = build_model("gpt", **ARGS)
     save_checkpoint(dict(model=model.state_dict(), model_type="gpt", model_args=ARGS, iter_num=2,
                          config={"dataset": "x"}), path)
@@ -96,7 +97,7 @@ def test_a_corrupt_checkpoint_stops_a_script_with_one_line(tmp_path):
         pickle.dump({"model": NotATensor()}, f, protocol=4)   # torch also warns about the protocol
     for bad in (path, foreign):
         code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-                f"from checkpoint import load_checkpoint; load_checkpoint({str(bad)!r})")
+                f"from shapelab.checkpoint import load_checkpoint; load_checkpoint({str(bad)!r})")
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 1

@@ -18,11 +18,11 @@ import time
 import pytest
 
 import compare
-import hardware
-import verdict
+from shapelab import hardware
+from shapelab import verdict
 from conftest import ROOT
+from shapelab.sweep import config_text
 from shapes import preset_settings
-from sweep import config_text
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8",
@@ -137,7 +137,8 @@ def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset)
 
 
 def test_missing_dataset_is_prepared_or_explained(tmp_path):
-    from dataset import find_dataset  # (what compare.py calls before it matches the shapes)
+    # (what compare.py calls before it matches the shapes)
+    from shapelab.dataset import (find_dataset)
     with pytest.raises(SystemExit, match="not prepared.*prepare.py"):
         find_dataset("tinystories", str(tmp_path / "nothing-here"))
 
@@ -145,7 +146,7 @@ def test_missing_dataset_is_prepared_or_explained(tmp_path):
 def test_the_plot_shows_every_evaluation_of_a_short_run(tmp_path):
     """A 3-evaluation run: the y-axis must hold all three points (it once took its limits from
     the third evaluation, the last, and the curves fell off the plot)."""
-    from plot import plot_curves
+    from shapelab.plot import plot_curves
 
     def curve(losses):
         return [dict(iter=i, tokens=1000 * i, val_loss=v, elapsed_s=10.0 * i)
@@ -158,7 +159,7 @@ def test_the_plot_shows_every_evaluation_of_a_short_run(tmp_path):
 
 def drawn_curves(monkeypatch, tmp_path, n_evals, n_shapes, seeds):
     """plot_curves' figure for made-up runs of n_evals evaluations (kept, drawn, before closing)."""
-    import plot
+    from shapelab import plot
     figures, save = [], plot.save_figure
     monkeypatch.setattr(plot, "save_figure", lambda fig, path: (figures.append(fig),
                                                                save(fig, path)))
@@ -178,7 +179,7 @@ def test_the_curves_read_for_a_short_and_a_long_run(monkeypatch, tmp_path, n_eva
     had an inset of near-vertical lines, 6-decimal ticks, an end point cut off and the inset's
     title on the plot's: the inset comes only with plot.INSET_MIN_EVALS evaluations, every tick
     label reads as a number of a few decimals, every curve ends inside the axes, titles apart."""
-    import plot
+    from shapelab import plot
     assert (n_evals >= plot.INSET_MIN_EVALS) == inset
     fig, curves = drawn_curves(monkeypatch, tmp_path, n_evals, n_shapes, seeds)
     left, right = fig.axes
@@ -363,7 +364,7 @@ def test_rates_written_the_same_are_refused():
 
 
 def test_the_verdict_figure_reads_with_one_rate_one_seed_and_a_diverged_rate(tmp_path):
-    from plot import plot_verdict
+    from shapelab.plot import plot_verdict
     one = made_up_rows({2e-3: [1.62]}, {2e-3: [1.65]}, rates=(2e-3,))
     plot_verdict(one, "GPT", tmp_path / "one.png", "one rate, one seed", verdict.rate_label)
     diverged = made_up_rows({1e-3: [1.75], 2e-3: [1.66, 1.65, 1.64], 4e-3: [None]},

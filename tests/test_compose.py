@@ -7,8 +7,8 @@ from conftest import all_logits, assert_causal, overfit_loss
 
 import cea
 import compose
-from configurator import build_model
 from model import GPT
+from shapes import build_model
 
 COMMON = dict(vocab_size=50, block_size=32, n_layer=4, n_head=4, n_embd=64)
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from configurator import ConfigError, parse_overrides, read_config_file
+from shapelab.configurator import ConfigError, parse_overrides, read_config_file
 
 CONFIG_FILES = sorted((ROOT / "config").glob("*.py"))
 

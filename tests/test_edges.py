@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from conftest import ROOT
-from checkpoint import load_checkpoint
-from configurator import ConfigError, check_train_settings, train_defaults
-from run import read_jsonl
+from shapelab.checkpoint import load_checkpoint
+from shapelab.configurator import ConfigError, check_train_settings, train_defaults
+from shapelab.run import read_jsonl
+from shapes import check_model_settings
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--log_interval=1", "--dtype=float32", "--sample_tokens=0",
@@ -96,7 +97,7 @@ def test_a_torn_metrics_line_is_dropped_with_a_warning_by_resume_and_plot(char_d
     assert sorted(losses(out)) == list(range(12))
     with open(out / "metrics.jsonl", "a") as f:
         f.write('{"iter": 150, "loss": 2.1')
-    plotted = subprocess.run([sys.executable, str(ROOT / "plot.py"), str(out),
+    plotted = subprocess.run([sys.executable, "-m", "shapelab.plot", str(out),
                               f"--out={tmp_path / 'p.png'}"], capture_output=True, text=True)
     assert plotted.returncode == 0 and "torn line" in plotted.stderr, plotted.stderr
     assert (tmp_path / "p.png").stat().st_size > 0
@@ -105,7 +106,7 @@ def test_a_torn_metrics_line_is_dropped_with_a_warning_by_resume_and_plot(char_d
 def test_a_full_disk_while_saving_keeps_the_previous_checkpoint_and_names_it(tmp_path):
     """The real thing where the machine lets us mount a small tmpfs: the save fails for lack of
     space, the one line says so, and the previous checkpoint is intact."""
-    from checkpoint import DiskFull, save_checkpoint
+    from shapelab.checkpoint import DiskFull, save_checkpoint
 
     mount = tmp_path / "small"
     mount.mkdir()
@@ -405,7 +406,7 @@ def test_a_config_value_no_machine_can_hold_is_one_line(tmp_path, text, expected
     """Each was a traceback: 10**4400's message was built (its digits cannot be printed) even
     where the check passed, 100,000 minus signs took the parser's memory, a format string's width
     made a 1.5 GB string, a seed past 2**64 overflowed torch's after out_dir was locked."""
-    from configurator import parse_overrides
+    from shapelab.configurator import parse_overrides
     config = tmp_path / "c.py"
     config.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(expected)):
@@ -440,13 +441,13 @@ def test_model_args_no_model_can_take_are_one_line(model_args, expected):
     model_args = dict(model_args)
     model_type = model_args.pop("model_type", "gpt")
     with pytest.raises(ConfigError, match=re.escape(expected)):
-        check_train_settings(dict(train_defaults(), model_type=model_type, model_args=model_args))
+        check_model_settings(dict(train_defaults(), model_type=model_type, model_args=model_args))
 
 
 def test_the_former_rounds_its_widths_for_its_heads_by_itself():
     """12 layers, d = 384, 6 heads: the paper's rounding to 32 gave a width 544, no multiple of
     2 * 6; the default rounding takes the heads in (96 here), as the paper's 32 does at 16."""
-    from configurator import build_model
+    from shapes import build_model
     from variable_width import solve_widths
     with torch.device("meta"):
         model = build_model("variable_width", vocab_size=65, n_layer=12, n_embd=384, n_head=6)
@@ -460,8 +461,8 @@ def test_the_file_size_limit_while_saving_is_the_full_disk_line(tmp_path, monkey
     intact, instead of a traceback."""
     import errno
 
-    import checkpoint
-    from checkpoint import DiskFull, save_checkpoint
+    from shapelab import checkpoint
+    from shapelab.checkpoint import DiskFull, save_checkpoint
     save_checkpoint({"w": torch.zeros(4)}, tmp_path / "ckpt.pt")
     before = (tmp_path / "ckpt.pt").read_bytes()
 

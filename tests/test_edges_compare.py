@@ -12,10 +12,10 @@ import time
 import pytest
 
 import compare
-import sweep
-from configurator import read_config_file
+from shapelab import sweep
+from shapelab.configurator import read_config_file
 from conftest import ROOT
-from lock import FileLock
+from shapelab.lock import FileLock
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8", "--models=GPT",

@@ -17,9 +17,9 @@ import pytest
 import torch
 from conftest import ROOT, at_step, digit_splits, write_prepared
 
-import checkpoint
+from shapelab import checkpoint
+from shapelab.run import RunDir
 import train_mlp as T
-from run import RunDir
 
 
 class Killed(BaseException):

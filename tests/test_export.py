@@ -12,10 +12,11 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import export
-from checkpoint import is_export, load_export, model_from_checkpoint, save_checkpoint
-from configurator import build_model
+from shapelab.checkpoint import is_export, load_export, save_checkpoint
+from shapes import model_from_checkpoint
+from shapes import build_model
 from conftest import ROOT, all_logits
-from tokenizer import Tokenizer
+from shapelab.tokenizer import Tokenizer
 
 CHARS = "\n !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 CHAR_META = {"tokenizer": "char", "vocab_size": len(CHARS), "chars": CHARS}

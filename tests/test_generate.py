@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import all_logits, assert_causal
 
-from configurator import build_model
 from model import KVCache, LayerKVCache, padded_vocab_size
+from shapes import build_model
 
 VOCAB, BLOCK = 50, 32
 COMMON = dict(vocab_size=VOCAB, block_size=BLOCK)

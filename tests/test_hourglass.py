@@ -8,10 +8,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
-from configurator import build_model as build_by_name, parse_overrides
 from hourglass import (HourglassConfig, HourglassFFN, HourglassGPT, count_params, match_baseline,
                        match_ffn_at_fixed_width)
 from model import GPT, FFNSublayer, GPTConfig
+from shapelab.configurator import parse_overrides
+from shapes import build_model as build_by_name
 
 TINY = dict(vocab_size=50, block_size=32, n_layer=2, n_embd=64, n_head=4)
 
@@ -167,7 +168,7 @@ def test_bad_input_gets_a_clear_error():
 
 
 def test_hourglass_configs_load_build_and_are_matched_pairs():
-    from configurator import train_defaults
+    from shapelab.configurator import train_defaults
     defaults = train_defaults()
     built = {}
     for name in ("shakespeare_cpu_baseline", "shakespeare_cpu", "113m_gpu_baseline", "113m_gpu"):

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from conftest import digit_like
 
-import image_tasks as IT
+from shapelab import image_tasks as IT
 
 # ---------------------------------------------------------------- tasks, degradations, prototypes
 

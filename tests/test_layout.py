@@ -1,12 +1,12 @@
-"""The layout a learner relies on: every import points down, mechanism files hold only their
-mechanism, and the docs name only files that exist.
+"""The layout a learner relies on: the papers and the commands at the top, the plumbing in
+shapelab/ below them, every import pointing down, mechanism files holding only their mechanism,
+and docs that name only files that exist.
 
-Levels, from the bottom: the leaves (model.py and the small helpers) <- the mechanism files <-
-compose.py <- shapes.py <- the drivers (compare.py, bench.py) ; train.py / sample.py /
-train_mlp.py, the experiments and the data scripts sit on top and import only what they need.
-Imports are read from the AST of every file, function bodies included. (configurator.build_model
-loads a model file by its model_type name at run time: the one deliberate by-name load, so that
-train.py needs no import of any mechanism.)
+Levels, from the bottom: shapelab/ (the library: run folder, checkpoints, data, tokenizer,
+hardware, sweeps, verdict, plots; it imports nothing from the top) <- model.py <- the mechanism
+files <- compose.py <- shapes.py (every shape by name and at one budget) <- the commands
+(train.py, sample.py, export.py, compare.py, bench.py, ...), the experiments and the data scripts.
+Imports are read from the AST of every file, function bodies included.
 """
 
 import ast
@@ -15,12 +15,14 @@ import re
 import pytest
 from conftest import ROOT
 
-LEAVES = {"model", "hardware", "configurator", "checkpoint", "run", "lock", "dataset", "tokenizer",
-          "plot", "image_tasks", "sweep", "verdict"}
-MECHANISMS = {"hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
-ENTRY_POINTS = {"train", "sample", "export"}  # import leaves only
-COMPOSERS = {"compose": "mechanisms in one model", "shapes": "every mechanism at one budget"}
+LIBRARY = {"shapelab." + p.stem for p in (ROOT / "shapelab").glob("*.py")} - {"shapelab.__init__"}
+PAPERS = {"model", "hourglass", "variable_width", "cea", "lws", "mlp_hourglass"}
+MECHANISMS = PAPERS - {"model"}
+COMPOSERS = {"compose": "mechanisms in one model", "shapes": "every shape by name, at one budget"}
+COMMANDS = {"train", "sample", "export", "train_mlp", "compare", "bench", "gpu_check"}
+ENTRY_POINTS = {"train", "sample", "export"}  # a model by name (shapes.py) and the library
 DRIVERS = {"compare", "bench"}  # train and time the matched shapes: they import shapes.py
+LEAVES = LIBRARY | {"model"}
 # Loose alarms, never caps a file must be squeezed under: a file past one probably holds two things
 FILE_ALARM_LINES = 450  # every top-level .py (a flat trainer may run longer: see below)
 # files that hold one thing at more length, and why
@@ -28,9 +30,10 @@ LONGER = {"train": (550, "a flat loop a learner reads top to bottom"),
           "train_mlp": (550, "the image MLP's flat loop"),
           "model": (650, "the GPT, the accounting every model shares, KV-cached generation"),
           "bench": (600, "every speed measurement: training steps and generation"),
+          "shapes": (520, "every shape: by name, matched to one budget, presets, table, picture"),
           "compare": (600, "one comparison: the runs of its phases, the command, its report"),
-          "configurator": (500, "the command line: config files as data, --key=value, --help"),
-          "run": (600, "what keeps a run safe: its folder, how it ends, its time budget, resume")}
+          "shapelab.configurator": (500, "config files as data, --key=value, --help"),
+          "shapelab.run": (600, "a run's folder, how it ends, its time budget, resume")}
 README_ALARM_LINES = 340
 MECHANISM_DOCSTRING_MAX_LINES = 40  # paper, idea, equations, pointers; the deviations: docs/
 MODEL_DOCSTRING_MAX_LINES = 25  # model.py: what it is, the equations; the rest on its classes
@@ -39,21 +42,27 @@ TRAINERS = {"mlp_hourglass": "train_mlp"}  # a mechanism's own trainer its exper
 
 def repo_files():
     """{name: path} of every Python file outside tests/: top-level modules by module name,
-    the others (experiments/, data/) by their path."""
+    shapelab's by its dotted name, the others (experiments/, data/) by their path."""
     files = {p.stem: p for p in ROOT.glob("*.py")}
+    files.update({f"shapelab.{p.stem}": p for p in ROOT.glob("shapelab/*.py")})
     for p in [*ROOT.glob("experiments/*.py"), *ROOT.glob("data/*.py"), *ROOT.glob("data/*/*.py")]:
         files[str(p.relative_to(ROOT))] = p
     return files
 
 
 def imported_modules(source, known):
-    """The names in `known` that `source` imports anywhere (module level or inside functions)."""
+    """The names in `known` that `source` imports anywhere (module level or inside functions):
+    a top-level module by its name, a library module by its dotted name."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found.update({node.module, node.module.split(".")[0]})
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):  # a relative import: only the library has them
+            raise AssertionError("a relative import: write `from shapelab.x import y`")
     return found & known
 
 
@@ -85,12 +94,11 @@ def find_cycle(graph):
 
 def test_the_checker_sees_imports_inside_functions_and_finds_cycles():
     source = ("import torch\nfrom model import GPT\ndef f():\n    from bench import x\n"
-              "    import compose.sub\n")
-    assert imported_modules(source, {"model", "bench", "compose", "cea"}) == {
-        "model",
-        "bench",
-        "compose",
-    }
+              "    import compose.sub\n    from shapelab import run\n"
+              "    from shapelab.lock import FileLock\n")
+    known = {"model", "bench", "compose", "cea", "shapelab.run", "shapelab.lock", "shapelab.plot"}
+    assert imported_modules(source, known) == {
+        "model", "bench", "compose", "shapelab.run", "shapelab.lock"}
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
@@ -100,18 +108,36 @@ def test_no_file_imports_a_file_that_imports_it_back():
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
 
 
+def test_the_top_level_holds_the_papers_and_the_commands():
+    """`ls *.py` shows what a reader reads and what a user runs; the plumbing is in shapelab/."""
+    top, meant = {p.stem for p in ROOT.glob("*.py")}, PAPERS | set(COMPOSERS) | COMMANDS
+    assert top == meant, (f"at the top but neither a paper nor a command: {sorted(top - meant)}; "
+                          f"missing: {sorted(meant - top)}")
+
+
+def test_the_library_imports_nothing_from_the_top_level():
+    graph = import_graph()
+    top = {name for name in graph if "/" not in name and "." not in name}
+    for name in LIBRARY:
+        assert not graph[name] & top, (
+            f"{name} imports {sorted(graph[name] & top)}: the library sits below the papers and "
+            f"the commands (pass what it needs in, as shapes.build_model passes classes to build)")
+
+
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
-def test_a_mechanism_file_imports_only_model_and_configurator(mechanism):
-    extra = import_graph()[mechanism] - {"model", "configurator"}
+def test_a_mechanism_file_imports_only_model_and_the_configurator(mechanism):
+    extra = import_graph()[mechanism] - {"model", "shapelab", "shapelab.configurator"}
     assert not extra, (
         f"{mechanism}.py imports {sorted(extra)}: a mechanism file holds what its paper proposes"
     )
 
 
-def test_leaves_and_entry_points_import_no_mechanism_or_driver():
+def test_model_and_the_entry_points_import_no_mechanism_or_driver():
     graph = import_graph()
-    for name in LEAVES | ENTRY_POINTS:
-        assert graph[name] <= LEAVES, f"{name}.py imports {sorted(graph[name] - LEAVES)}"
+    assert graph["model"] <= LIBRARY | {"shapelab"}, f"model.py imports {sorted(graph['model'])}"
+    for name in ENTRY_POINTS:
+        allowed = LEAVES | {"shapelab", "shapes"}
+        assert graph[name] <= allowed, f"{name}.py imports {sorted(graph[name] - allowed)}"
 
 
 def test_only_the_data_scripts_use_the_data_side_download_helpers():
@@ -126,14 +152,14 @@ def test_data_scripts_import_no_model_file_and_experiments_no_driver():
     graph = import_graph()
     for name, deps in graph.items():
         if name.startswith("data/"):
-            assert deps <= LEAVES - {"model"}, (
+            assert deps <= LIBRARY | {"shapelab"}, (
                 f"{name} imports {sorted(deps)}: data never imports a model file"
             )
         # experiments/<mechanism>_<what>.py: its own mechanism (and its trainer) and leaves
         if name.startswith("experiments/"):
             own = {m for m in MECHANISMS if name.startswith(f"experiments/{m}_")}
             assert len(own) == 1, f"{name}: name it experiments/<mechanism>_<what>.py"
-            own |= {TRAINERS[m] for m in own if m in TRAINERS}
+            own |= {TRAINERS[m] for m in own if m in TRAINERS} | {"shapelab", "shapes"}
             assert deps <= LEAVES | own, f"{name} imports {sorted(deps - LEAVES - own)}"
             stem = name.rsplit("/", 1)[-1].removesuffix(".py")
             assert stem not in graph, f"{name} would shadow {stem}.py when run from experiments/"
@@ -155,7 +181,8 @@ def test_no_file_is_long_enough_to_hold_two_things():
     for name, path in repo_files().items():
         limit = LONGER.get(name, (FILE_ALARM_LINES,))[0]
         if "/" not in name and len(path.read_text().splitlines()) > limit:
-            long.append(f"{name}.py ({len(path.read_text().splitlines())} lines > {limit})")
+            lines = len(path.read_text().splitlines())
+            long.append(f"{path.relative_to(ROOT)} ({lines} lines > {limit})")
     readme = len((ROOT / "README.md").read_text().splitlines())
     if readme > README_ALARM_LINES:
         long.append(f"README.md ({readme} lines > {README_ALARM_LINES}: write-ups go in docs/)")
@@ -163,7 +190,7 @@ def test_no_file_is_long_enough_to_hold_two_things():
 
 
 def module_docstring(name):
-    return ast.get_docstring(ast.parse((ROOT / f"{name}.py").read_text())) or ""
+    return ast.get_docstring(ast.parse((ROOT / f"{name.replace('.', '/')}.py").read_text())) or ""
 
 
 def test_every_file_opens_with_what_it_is_and_docstrings_stay_short():
@@ -184,7 +211,7 @@ def test_every_file_opens_with_what_it_is_and_docstrings_stay_short():
 def top_level_names(name):
     """The functions, classes and module-level assignments of a top-level file."""
     names = set()
-    for node in ast.parse((ROOT / f"{name}.py").read_text()).body:
+    for node in ast.parse((ROOT / f"{name.replace('.', '/')}.py").read_text()).body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -232,22 +259,26 @@ def test_a_mechanism_file_opens_on_its_mechanism(mechanism):
 
 def test_each_name_lives_in_the_file_that_says_it():
     """Each name below lives in the file that says it (home), not in the file listed with it."""
-    moved = {"compose": ("matched_shapes", "PRESETS", "shapes_table", "plot_shapes"),
-             "checkpoint": ("RunDir", "TimeBudget", "resume_settings", "restore_rng"),
-             "mlp_hourglass": ("ssim", "Task", "TASKS", "degrade", "MetricAccumulator")}
-    home = {"compose": "shapes", "checkpoint": "run", "mlp_hourglass": "image_tasks"}
-    for name, names in moved.items():
-        here = top_level_names(name)
-        assert not here & set(names), f"{name}.py holds {sorted(here & set(names))}"
-        assert set(names) <= top_level_names(home[name]), f"{home[name]}.py lacks {names}"
+    homes = [("shapes", "compose", ("matched_shapes", "PRESETS", "shapes_table", "plot_shapes")),
+             ("shapelab.run", "shapelab.checkpoint",
+              ("RunDir", "TimeBudget", "resume_settings", "restore_rng")),
+             ("shapes", "shapelab.checkpoint", ("model_from_checkpoint",)),
+             ("shapes", "shapelab.configurator", ("MODELS", "build_model", "matched_model_args")),
+             ("shapelab.image_tasks", "mlp_hourglass",
+              ("ssim", "Task", "TASKS", "degrade", "MetricAccumulator"))]
+    for home, other, names in homes:
+        here = top_level_names(other)
+        assert not here & set(names), f"{other} holds {sorted(here & set(names))}"
+        assert set(names) <= top_level_names(home), f"{home} lacks {names}"
 
 
 def test_imports_run_downward_through_compose_shapes_and_the_drivers():
     """mechanisms <- compose.py <- shapes.py <- compare.py / bench.py, and never back up."""
     graph = import_graph()
-    assert graph["compose"] <= LEAVES | MECHANISMS, f"compose.py imports {graph['compose']}"
-    assert graph["shapes"] <= LEAVES | MECHANISMS | {"compose"}, (
-        f"shapes.py imports {sorted(graph['shapes'] - LEAVES - MECHANISMS - {'compose'})}")
+    below = LEAVES | {"shapelab"} | MECHANISMS
+    assert graph["compose"] <= below, f"compose.py imports {graph['compose']}"
+    assert graph["shapes"] <= below | {"compose"}, (
+        f"shapes.py imports {sorted(graph['shapes'] - below - {'compose'})}")
     for driver in DRIVERS:
         assert "compose" not in graph[driver], f"{driver}.py imports compose.py: use shapes.py"
         assert "shapes" in graph[driver], f"{driver}.py does not take its shapes from shapes.py"
@@ -258,7 +289,7 @@ def test_imports_run_downward_through_compose_shapes_and_the_drivers():
 
 def test_one_name_means_one_thing():
     """A name defined at the top level of two files means two things to a reader who greps."""
-    clashes = {"build_model": ("configurator",), "load_checkpoint": ("checkpoint",),
+    clashes = {"build_model": ("shapes",), "load_checkpoint": ("shapelab.checkpoint",),
                "SHAPES": (), "budget": ()}
     for word, owners in clashes.items():
         holders = sorted(n for n in repo_files() if "/" not in n and word in top_level_names(n))

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from data import sources  # noqa: E402
 from data.sources import write_split  # noqa: E402
 from conftest import FIXTURE_TEXT  # noqa: E402
-from tokenizer import GPT2_EOT, load_tokenizer  # noqa: E402
+from shapelab.tokenizer import GPT2_EOT, load_tokenizer  # noqa: E402
 
 def load_script(relpath):
     """Import data/<name>/prepare.py as a module (a script by path: its folder is no package)."""

@@ -9,11 +9,11 @@ import textwrap
 
 import pytest
 
-import sweep
-from configurator import ConfigError
+from shapelab import sweep
+from shapelab.configurator import ConfigError
 from conftest import ROOT
-from lock import Busy, FileLock, NotALockFile, held_by
-from run import RunDir
+from shapelab.lock import Busy, FileLock, NotALockFile, held_by
+from shapelab.run import RunDir
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import mlp_hourglass_sweep  # noqa: E402
@@ -94,7 +94,8 @@ def locking(fd, mode, nbytes):
 msvcrt.locking = locking
 sys.modules["msvcrt"] = msvcrt
 sys.path.insert(0, {root!r})
-import train_mlp, compare, plot, sweep, run, bench, shapes, verdict, export, lock
+import train_mlp, compare, bench, shapes, export
+from shapelab import plot, sweep, run, verdict, lock
 assert lock.fcntl is None and lock.msvcrt is msvcrt
 with lock.FileLock({free!r}):
     assert lock.held_by({free!r}) == str(os.getpid())

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
-from configurator import build_model
-from model import GPT
 import lws
 from lws import LWSConfig, LWSGPT
+from model import GPT
+from shapes import build_model
 
 FRAMED_18L_FFN = [3072, 512, 768, 1024, 1024, 1280, 1280, 1536, 1536, 1792, 2048, 2048, 2304,
                   2560, 2560, 2816, 2816, 3072]

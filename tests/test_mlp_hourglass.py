@@ -14,7 +14,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mlp_hourglass as M  # noqa: E402
-from image_tasks import get_task  # noqa: E402
+from shapelab.image_tasks import get_task  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
 import mlp_hourglass_tables as tables  # noqa: E402

@@ -8,8 +8,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, tiny_config
-from hardware import peak_flops
 from model import GPT, GPTConfig, LayerSpec
+from shapelab.hardware import peak_flops
 
 
 def test_causal_changing_token_t_leaves_earlier_logits_unchanged():
@@ -120,7 +120,7 @@ def test_a_busy_machine_cannot_make_the_cpu_peak_read_low(monkeypatch):
     import time
     from types import SimpleNamespace
 
-    import hardware
+    from shapelab import hardware
     hardware._cpu_peak_cache.clear()
     quiet, _ = hardware.measure_cpu_peak_flops(size=256, seconds=0.1)
     hardware._cpu_peak_cache.clear()
@@ -218,7 +218,7 @@ def test_qk_norm_variants_are_causal(qk_norm):
 def test_bad_shapes_give_errors_that_say_what_to_do():
     """Short asserts in the model; the configurator (every command line's boundary) words them
     as a ConfigError, a ValueError of one line."""
-    from configurator import build_model
+    from shapes import build_model
     with pytest.raises(ValueError, match="not divisible by n_head"):
         build_model("gpt", n_embd=100, n_head=6)
     with pytest.raises(ValueError, match="multiple of n_kv_head"):

@@ -69,7 +69,7 @@ def test_prepare_extracts_the_four_texts_byte_for_byte_and_records_their_sha256(
         assert data == f"{name}:\n{TEXT}".encode()
         assert record["sha256"] == hashlib.sha256(data).hexdigest()
         assert record["bytes"] == record["characters"] == len(data)
-    from dataset import load_ood_texts
+    from shapelab.dataset import load_ood_texts
     texts, hashes = load_ood_texts(tmp_path / "out")
     assert texts["people"] == f"people:\n{TEXT}" and hashes["people"] == meta["texts"]["people"][
         "sha256"]
@@ -101,7 +101,7 @@ def test_prepare_refuses_any_other_deb_and_names_what_to_do(tmp_path, monkeypatc
 
 
 def test_ood_windows_are_checked_and_char_level_only(ood_folder, tmp_path):
-    from dataset import DataError, ood_windows
+    from shapelab.dataset import DataError, ood_windows
     chars = "".join(sorted(set(TEXT) - set("%\t")))
     meta = {"tokenizer": "char", "chars": chars}
     windows, hashes = ood_windows(str(ood_folder), meta, 16)
@@ -123,7 +123,7 @@ def test_train_logs_ood_losses_at_each_evaluation_and_trains_exactly_as_without(
         char_dataset, ood_folder, tmp_path):
     """The OOD windows are scored by rank 0 with no generator: the step losses (dropout on) and
     the val losses are those of a run without eval_ood."""
-    import sweep
+    from shapelab import sweep
     common = [*TINY, f"--data_dir={char_dataset}", "--max_iters=6", "--eval_interval=3"]
     run("train.py", *common, f"--out_dir={tmp_path / 'plain'}")
     shown = run("train.py", *common, f"--out_dir={tmp_path / 'ood'}", f"--eval_ood={ood_folder}")
@@ -147,7 +147,7 @@ def test_eval_ood_is_not_part_of_a_runs_identity(tmp_path):
     """A run recorded without eval_ood is the same run as one asked for with it (it measures,
     and changes no loss); compare.py passes it to every run."""
     import compare
-    import sweep
+    from shapelab import sweep
     settings = {**{k: 1 for k in compare.TRAIN_KEYS}, "eval_ood": "fortunes", "min_lr_ratio": 0.1}
     config = compare.run_config(settings, "gpt", {}, 2e-3, 1337, tmp_path / "run")
     assert config["eval_ood"] == "fortunes"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURE_TEXT, ROOT
-from tokenizer import load_tokenizer
+from shapelab.tokenizer import load_tokenizer
 
 TEXT = FIXTURE_TEXT * 30  # ~7,000 characters: val ~700, more than block_size + 1 for 16
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import run
-from checkpoint import DiskFull, load_checkpoint, save_checkpoint
+from shapelab import run
+from shapelab.checkpoint import DiskFull, load_checkpoint, save_checkpoint
 from conftest import ROOT
-from run import (NOT_RESUMED, RunDir, TimeBudget, all_rng_states, read_jsonl, restore_rng,
-                 resume_settings)
+from shapelab.run import (NOT_RESUMED, RunDir, TimeBudget, all_rng_states, read_jsonl, restore_rng,
+                          resume_settings)
 
 MODEL_KEYS = ["block_size", "n_layer", "n_embd", "n_head"]
 CONFIG = dict(out_dir="out", init_from="scratch", overwrite=False, batch_size=4, block_size=16,
@@ -424,7 +424,7 @@ def test_a_signal_repeated_while_the_run_stops_adds_no_traceback(tmp_path):
     script = f"""
 import os, signal, sys, time, types
 sys.path.insert(0, {str(ROOT)!r})
-from run import RunDir
+from shapelab.run import RunDir
 sys.unraisablehook = lambda info: print("reported:", info.exc_value, file=sys.stderr)
 out = RunDir({str(tmp_path / "o")!r})
 out.catch_signals()

@@ -9,11 +9,12 @@ import sys
 import pytest
 import torch
 
-import variable_width
-from configurator import ConfigError, build_model
+from shapelab.configurator import ConfigError
+from shapes import build_model
 from shapes import (MATCHING_KEYS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, count_budget,
                     describe_shapes, layer_profile, matched_shapes, preset_settings, select_models,
                     shapes_table)
+import variable_width
 
 
 @functools.lru_cache(maxsize=None)

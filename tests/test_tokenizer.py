@@ -12,9 +12,9 @@ import json
 import pytest
 from conftest import FIXTURE_TEXT, ROOT
 
-import tokenizer
+from shapelab import tokenizer
 from data import sources
-from tokenizer import GPT2_EOT, GPT2_TIKTOKEN_SHA256, load_tokenizer
+from shapelab.tokenizer import GPT2_EOT, GPT2_TIKTOKEN_SHA256, load_tokenizer
 
 
 def test_offline_gpt2_encoding(gpt2_file):

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from conftest import ROOT
-from checkpoint import load_checkpoint, save_checkpoint
-from configurator import ConfigError, build_model, model_keys, parse_overrides, train_defaults
+from shapelab.checkpoint import load_checkpoint, save_checkpoint
+from shapelab.configurator import ConfigError, parse_overrides, train_defaults
+from shapes import build_model, model_keys
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--log_interval=1", "--dropout=0.1", "--dtype=float32",
@@ -192,7 +193,7 @@ def test_a_killed_save_never_leaves_a_corrupt_checkpoint(tmp_path):
     """SIGKILL a process that saves a large checkpoint over and over; the file must always load."""
     path = tmp_path / "ckpt.pt"
     writer = (f"import sys, torch; sys.path.insert(0, {str(ROOT)!r}); "
-              f"from checkpoint import save_checkpoint\ni = 0\nwhile True:\n    i += 1\n"
+              f"from shapelab.checkpoint import save_checkpoint\ni = 0\nwhile True:\n    i += 1\n"
               f"    save_checkpoint({{'step': i, 'w': torch.full((2_000_000,), float(i))}}, "
               f"{str(path)!r})\n")
     for delay in (0.7, 1.0, 1.3):
@@ -518,7 +519,7 @@ def test_help_prints_the_docstring_and_every_setting(tmp_path):
 def test_help_says_what_each_setting_means_and_lists_every_model_type(tmp_path):
     """Beside each default, --help prints the comment next to it in the script; train.py explains
     every setting, and its --help names every model type with the model_args it takes."""
-    from configurator import MODELS, model_classes
+    from shapes import MODELS, model_classes
     for script in ("train.py", "sample.py", "train_mlp.py"):
         settings = (ROOT / script).read_text().split("\n# ----")[1]  # the block of defaults
         comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", settings, flags=re.M))
@@ -536,17 +537,18 @@ def test_help_says_what_each_setting_means_and_lists_every_model_type(tmp_path):
             assert set(train_defaults()) <= set(comments), set(train_defaults()) - set(comments)
             types = " ".join(shown.stdout.split("model types")[1].split())
             gpt_fields = {f.name for f in dataclasses.fields(model_classes("gpt")[1])}
-            for name, (file, _, _) in MODELS.items():  # each with its config's own fields
+            for name, (model_cls, _, _) in MODELS.items():  # each with its config's own fields
                 own = [f.name for f in dataclasses.fields(model_classes(name)[1])
                        if f.init and f.name not in gpt_fields]
-                assert f" {name} ({file}.py) {', '.join(own) or '(none'}" in types, name
+                file = f"{model_cls.__module__}.py"
+                assert f" {name} ({file}) {', '.join(own) or '(none'}" in types, name
 
 
 @pytest.mark.parametrize("model_type", ["hourglass", "variable_width", "cea", "lws", "composed"])
 def test_a_bare_model_type_builds_that_mechanism_matched_to_the_gpt(model_type):
     """--model_type=X without model_args is X's own shape (compare.py's matching) within 10% of
     the budget of the GPT the other settings describe, and not that GPT under another name."""
-    from configurator import matched_model_args
+    from shapes import matched_model_args
 
     baseline = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
     args = matched_model_args(model_type, baseline)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from checkpoint import load_checkpoint
-from configurator import build_model, model_keys
+from shapelab.checkpoint import load_checkpoint
+from shapes import build_model, model_keys
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--log_interval=1", "--dropout=0.1", "--dtype=float32",
@@ -41,7 +41,7 @@ if "compile" in patches:  # record what is compiled, run it eagerly
         return module
     torch.compile = fake_compile
 if "peak" in patches:  # a known peak, so the test can recompute MFU
-    import hardware
+    from shapelab import hardware
     hardware.peak_flops = lambda device_type: (1e12, "test peak 1 TFLOP/s")
 if "load" in patches:  # a load for a device that is not the CPU lands elsewhere (here: 'meta')
     real_load = torch.load
@@ -62,7 +62,7 @@ if "scaler" in patches:  # a float16 run's GradScaler: what is saved, what a res
     torch.amp.GradScaler.load_state_dict = lambda self, state: report.setdefault(
         "scaler_loaded", []).append(state)
 if "stop_after_load" in patches:  # sample.py: what does the model get built from?
-    import checkpoint
+    import shapes
     def model_from_checkpoint(ckpt, path="the checkpoint"):
         tensors = [v for v in ckpt["model"].values()]
         report["devices"] = sorted({str(t.device) for t in tensors})
@@ -70,7 +70,7 @@ if "stop_after_load" in patches:  # sample.py: what does the model get built fro
         # what sample.py's dtype=auto chose
         report["dtype"] = sys._getframe(1).f_globals.get("dtype")
         raise SystemExit(0)
-    checkpoint.model_from_checkpoint = model_from_checkpoint
+    shapes.model_from_checkpoint = model_from_checkpoint
 if "count_syncs" in patches:  # host syncs asked for by the script itself, per optimizer step
     script_file = os.path.realpath(script)
     steps = report["syncs_per_step"] = [0]
@@ -89,7 +89,8 @@ if "count_syncs" in patches:  # host syncs asked for by the script itself, per o
         return out
     torch.optim.AdamW.step = step
 if "sample_vocab" in patches:  # what the closing sample asks generate for, and what it gets
-    import model, tokenizer
+    import model
+    from shapelab import tokenizer
     real_generate = model.GPT.generate
     def generate(self, *args, **kwargs):
         ids = real_generate(self, *args, **kwargs)
@@ -259,7 +260,7 @@ def test_compile_is_on_by_default_only_on_a_cuda_gpu_whose_torch_has_triton(monk
     with an NVIDIA GPU trains uncompiled by default instead of failing at its first step."""
     import importlib.util
 
-    import hardware
+    from shapelab import hardware
     real_find_spec = importlib.util.find_spec
     for triton in (real_find_spec("json"), None):  # (any module's spec stands for Triton's)
         monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: (

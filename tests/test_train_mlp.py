@@ -15,13 +15,13 @@ import pytest
 import torch
 from conftest import ROOT, digit_splits, idx_fixture, imagenet32_fixture, write_prepared
 
-import dataset as D
-import train_mlp as T
-from configurator import parse_overrides
-from hardware import auto_dtype
-from image_tasks import TASKS, get_task
 from mlp_hourglass import InputProjection, count_params
-from run import RunDir
+from shapelab import dataset as D
+from shapelab.configurator import parse_overrides
+from shapelab.hardware import auto_dtype
+from shapelab.image_tasks import TASKS, get_task
+from shapelab.run import RunDir
+import train_mlp as T
 
 
 def tiny_config(tmp_path, **overrides):

@@ -10,7 +10,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from configurator import build_model
+from shapes import build_model
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
 from model import GPT, GPTConfig
 from variable_width import VariableWidthConfig, VariableWidthGPT, param_summary, solve_widths
@@ -170,7 +170,8 @@ def test_bad_widths_give_errors_that_say_what_to_do():
 
 
 def test_checkpoint_round_trip_rebuilds_the_same_model(tmp_path):
-    from checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+    from shapelab.checkpoint import load_checkpoint, save_checkpoint
+    from shapes import model_from_checkpoint
     args = dict(vocab_size=50, block_size=32, n_layer=4, n_embd=32, n_head=2,
                 layer_widths=[64, 32, 48, 64], expansion="project")
     model = build_model("variable_width", **args).eval()

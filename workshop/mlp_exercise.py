@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 import mlp_hourglass  # noqa: E402
-from image_tasks import get_task  # noqa: E402
+from shapelab.image_tasks import get_task  # noqa: E402
 
 TRAINABLE_PARAMS = 0  # TODO: by hand, from the formula
 

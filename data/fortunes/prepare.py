@@ -17,7 +17,8 @@ The texts, from usr/share/games/fortunes/ (plain English, none of it Shakespeare
 people, songs-poems, computers - short quotations, jokes and verse separated by lines holding
 only "%". Each is written byte for byte as the package holds it, so its sha256 in meta.json can be
 checked against any copy of the package. A scorer keeps only windows whose characters are all in
-the model's vocabulary (dataset.py, in_vocab_windows), so the "%" lines and tabs are never scored.
+the model's vocabulary (shapelab/dataset.py, in_vocab_windows), so the "%" lines and tabs are
+never scored.
 
 meta.json: the source in words, the route, the .deb's name, size and sha256, and per text its
 file, sha256, bytes and characters; written last (a folder without it is not ready).

@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
 from data.sources import (get_gpt2_encoding, stop_on_sigterm, write_meta,  # noqa: E402
                           write_split)
-from tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
+from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 VAL_FRACTION = 0.1
 

@@ -30,10 +30,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
 from data.sources import (HashMismatchError, download_sdist, stop_on_sigterm,  # noqa: E402
                           write_meta, write_split)
-from tokenizer import Tokenizer  # noqa: E402
+from shapelab.tokenizer import Tokenizer  # noqa: E402
 
 TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
                         "tinyshakespeare/input.txt")

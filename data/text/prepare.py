@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # repo root: configurator.py, tokenizer.py, data/
-from configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
+from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from data.sources import stop_on_sigterm  # noqa: E402
 
 VAL_FRACTION = 0.1  # (the split data/shakespeare_char and data/shakespeare make)

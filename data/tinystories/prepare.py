@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: tokenizer.py, data/
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
 from data.sources import (get_gpt2_encoding, stop_on_sigterm, write_meta,  # noqa: E402
                           written_atomically)
-from tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
+from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 HUB_DATASET = "roneneldan/TinyStories"
 HUB_SPLITS = {"train": "train", "val": "validation"}  # our file name -> the dataset's split

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from conftest import ROOT, all_logits
-from configurator import build_model
-from checkpoint import save_checkpoint
+from shapelab.checkpoint import save_checkpoint
+from shapes import build_model
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cea_contribution  # noqa: E402

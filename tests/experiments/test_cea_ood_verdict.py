@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from conftest import ROOT
-from sweep import config_text
+from shapelab.sweep import config_text
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cea_ood_verdict  # noqa: E402

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from checkpoint import load_checkpoint
+from shapelab.checkpoint import load_checkpoint
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cea_contribution  # noqa: E402

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from conftest import ROOT
-from configurator import build_model, parse_overrides, train_defaults
 import lws
+from shapelab.configurator import parse_overrides, train_defaults
+from shapes import build_model
 
 SCRIPT = ROOT / "experiments" / "lws_tables.py"
 spec = importlib.util.spec_from_file_location("lws_tables", SCRIPT)

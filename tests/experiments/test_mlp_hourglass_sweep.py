@@ -15,10 +15,10 @@ import pytest
 from conftest import ROOT, at_step, digit_splits, write_prepared
 
 import torch
-import train_mlp
-from configurator import ConfigError, parse_overrides
-from image_tasks import get_task
 from mlp_hourglass import param_formula
+from shapelab.configurator import ConfigError, parse_overrides
+from shapelab.image_tasks import get_task
+import train_mlp
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import mlp_hourglass_fronts as fronts  # noqa: E402

@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from checkpoint import save_checkpoint
-from configurator import build_model
+from shapelab.checkpoint import save_checkpoint
+from shapes import build_model
 from conftest import ROOT, all_logits, tiny_config
 from model import GPT
 

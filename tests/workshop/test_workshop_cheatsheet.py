@@ -48,7 +48,7 @@ def evaluate(keyword, **variables):
 
 
 def build(model_type, **args):
-    from configurator import build_model
+    from shapes import build_model
     return build_model(model_type, **args)
 
 
@@ -91,7 +91,7 @@ def lws_case():
 
 def mlp_case():
     import mlp_hourglass
-    from image_tasks import get_task
+    from shapelab.image_tasks import get_task
     m = mlp_hourglass.image_mlp(get_task("mnist_denoise"), latent_dim=2048, hidden_dim=128,
                                 n_blocks=4)
     got = evaluate("Image MLP", d_x=784, d_z=2048, d_h=128, L=4, d_out=784)
@@ -159,7 +159,7 @@ def test_the_sheets_best_113m_hourglass_is_table_2s_best():
 
 
 def test_the_main_jobs_shape_is_train_pys_default():
-    from configurator import train_defaults
+    from shapelab.configurator import train_defaults
     d = train_defaults()
     layers, width, heads = one(r"`python model.py --n_layer=(\d+) --n_embd=(\d+) --n_head=(\d+)` "
                                r"\(the main job's shape\)")
@@ -182,9 +182,9 @@ def test_the_variable_width_command_prints_the_mean_width_the_sheet_says(monkeyp
 def test_the_shape_rules_constants_are_the_codes_defaults():
     import cea
     import lws
-    import variable_width
     from model import GPTConfig
     from shapes import CPU_PRESET
+    import variable_width
     assert GPTConfig(vocab_size=8, n_embd=64, n_head=4).layers[0].ffn_hidden == 4 * 64
     assert "(d_ff = 4 d)" in FLAT
     vw = variable_width.VariableWidthConfig

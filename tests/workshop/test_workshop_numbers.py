@@ -32,7 +32,7 @@ LEFT_TO_CEA_TEST = {PLAN.name: "Part 3 - CEA", SOLUTIONS.name: "Part 3: CEA"}
 
 def build(model_type, **args):
     import torch
-    from configurator import build_model
+    from shapes import build_model
     with torch.device("meta"):
         return build_model(model_type, **args)
 
@@ -178,7 +178,7 @@ def valley():
 
 def image_mlp_counts():
     import mlp_hourglass
-    from image_tasks import get_task
+    from shapelab.image_tasks import get_task
     m = mlp_hourglass.image_mlp(get_task("mnist_denoise"), 2048, 128, 4)
     c = mlp_hourglass.count_params(m)
     readme = (ROOT / "data" / "mnist" / "readme.md").read_text()
@@ -204,7 +204,7 @@ def image_mlp_measured():
 
 def learned_w_in():
     import mlp_hourglass
-    from image_tasks import get_task
+    from shapelab.image_tasks import get_task
     module = solution("mlp_exercise")
     model = module.build()
     frozen = mlp_hourglass.image_mlp(get_task("mnist_denoise"), 1024, 32, 2)
@@ -223,7 +223,7 @@ def compare_run():
     gpt = float(re.search(r"^\| GPT \| 2e-3 \| 1 \| ([\d.]+) \|", text, re.M).group(1))
     crown = float(re.search(r"^\| LWS crown \| 2e-3 \| 1 \| ([\d.]+) \|", text, re.M).group(1))
     other = re.search(r"ended at ([\d.]+) \(GPT\) and ([\d.]+) \(crown\)", text).groups()
-    import verdict
+    from shapelab import verdict
     speed = re.search(r"the crown at ([\d.]+x) the GPT's", text).group(1)
     return dict(gap=f"{gpt - crown:.3f}", other_gap=f"{float(other[0]) - float(other[1]):.3f}",
                 speed=speed,

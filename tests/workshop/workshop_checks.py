@@ -83,7 +83,8 @@ def keyword_arguments(module, function):
 def build(model_type, args):
     """The model the keyword arguments describe; arguments that build none fail the check, with
     the configurator's one line (an unknown key, a shape its checks refuse)."""
-    from configurator import ConfigError, build_model
+    from shapelab.configurator import ConfigError
+    from shapes import build_model
     try:
         return build_model(model_type, **args)
     except ConfigError as e:
@@ -273,7 +274,7 @@ def check_mlp_exercise(module):
     import inspect
 
     import mlp_hourglass
-    from image_tasks import get_task
+    from shapelab.image_tasks import get_task
     source = inspect.getsource(module.build)
     assert not re.search(r"(image_mlp|ImageMLP)\([^)]*input_proj\s*=\s*['\"]learned", source), (
         "build() asks image_mlp for input_proj='learned': that is the answer the repo already "

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from configurator import ConfigError  # the one error type for bad settings: a one-line message
+# the one error type for bad settings: a one-line message
+from shapelab.configurator import (ConfigError)
 
 # -----------------------------------------------------------------------------
 # Tasks and degradations

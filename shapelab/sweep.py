@@ -29,12 +29,12 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from configurator import ConfigError, read_config_file, usage_error
-from hardware import machine_name
-from lock import Busy, FileLock, NotALockFile, held_by
-from plot import read_evals
+from shapelab.configurator import ConfigError, read_config_file, usage_error
+from shapelab.hardware import machine_name
+from shapelab.lock import Busy, FileLock, NotALockFile, held_by
+from shapelab.plot import read_evals
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]  # the repo root
 
 
 def config_text(config):

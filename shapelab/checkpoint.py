@@ -1,5 +1,6 @@
 """
-A checkpoint file: saving it, loading it, and rebuilding the model it holds. Checkpoints here are
+A checkpoint file: saving it and loading it (the model it holds is rebuilt by
+shapes.model_from_checkpoint, which knows every model type). Checkpoints here are
 never lost and never run pickled code. (What keeps a training run safe around them - the locked
 out_dir, the time budget, resume settings, RNG states - is run.py's.)
 
@@ -21,7 +22,6 @@ out_dir, the time budget, resume settings, RNG states - is run.py's.)
   torch.cuda.set_rng_state require (mapped to a GPU they raise), and sample.py never needs the
   optimizer state on the device. What must move (the model; the optimizer state, which
   optimizer.load_state_dict moves to its parameters' device) moves after loading.
-- `model_from_checkpoint` rebuilds whatever model_type the checkpoint names.
 - `load_export` reads a folder export.py wrote (model.safetensors and shape_lab.json: tensors
   and JSON only, in transformers' names for a plain GPT) as a checkpoint, for sample.py.
 """
@@ -34,7 +34,6 @@ from pathlib import Path
 
 import torch
 
-from configurator import ConfigError, build_model
 
 
 class _RecordedWrites:
@@ -143,20 +142,6 @@ def load_checkpoint(path, map_location="cpu"):
         raise CheckpointError(f"{path} ({size} bytes) is corrupt or truncated: it holds a "
                               f"{type(state).__name__}, not the dict a checkpoint is. {todo}")
     return state
-
-
-def model_from_checkpoint(checkpoint, path="the checkpoint"):
-    """The model described by checkpoint['model_type'] / ['model_args'], with its weights. One
-    that no model of this repo can be (an unknown model_type or setting, weights of another shape)
-    is a CheckpointError naming `path`."""
-    try:
-        model = build_model(checkpoint["model_type"], **checkpoint["model_args"])
-        model.load_state_dict(checkpoint["model"])
-    except (ConfigError, KeyError, TypeError, RuntimeError) as e:
-        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path} holds a model this repo cannot build ({why}): train it "
-                              f"again, or point --out_dir at another checkpoint") from None
-    return model
 
 
 # ----------------------------------------------------------------------------------------

@@ -13,13 +13,13 @@ none). A key that is not a default, or a value whose type does not match the def
 error that names the key: a typo never trains the wrong model silently. (nanoGPT's configurator
 exec()s config files into globals; this one reads them and checks.)
 
-It also holds `build_model`, the one place where a `model_type` name becomes a model:
-mechanisms compose in this config/build code, never by importing each other.
+It also holds train.py's defaults and checks (read by compare.py and bench.py, which never run
+train.py's file), and `build`: a model from its classes and keywords, a bad keyword worded as one
+line. Which name is which model (`--model_type=NAME`) is shapes.py's, above this folder.
 """
 
 import ast
 import dataclasses
-import importlib
 import io
 import operator
 import os
@@ -201,12 +201,12 @@ def _too_large(op, left, right):
     return False
 
 
-def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
+def parse_overrides(argv, defaults, apply_to=None, types=None, given=None, more_help=None):
     """Apply config files and --key=value overrides in argv to a copy of `defaults`.
     Returns the new dict; if `apply_to` (e.g. globals()) is given it is updated too.
     `types` gives the type of each key whose default is None (train.py declares them): with it,
     every key is type-checked and a None default must have an entry. If `given` is a set, the keys
-    that the arguments set are added to it."""
+    that the arguments set are added to it. `more_help` prints what --help adds at its end."""
     if types is not None:
         untyped = [k for k, v in defaults.items() if v is None and k not in types]
         if untyped:
@@ -215,7 +215,7 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
     config = dict(defaults)
     given = set() if given is None else given
     if "-h" in argv or "--help" in argv:
-        print_help(defaults)
+        print_help(defaults, more_help)
         raise SystemExit(0)
     for arg in argv:
         if not arg.startswith("--"):
@@ -249,10 +249,10 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None):
     return config
 
 
-def print_help(defaults):
+def print_help(defaults, more_help=None):
     """--help: the running script's docstring, then every setting with its default and what it
-    means (the comment beside it in the script), and for a script with a model_type setting every
-    model type with the model_args it takes."""
+    means (the comment beside it in the script), then what `more_help()` prints (train.py: every
+    model type with the model_args it takes)."""
     main = sys.modules.get("__main__")
     if getattr(main, "__doc__", None):
         print(main.__doc__.strip() + "\n")
@@ -265,12 +265,12 @@ def print_help(defaults):
         meaning, heading = comments.get(key, ("", ""))
         if heading:
             print("\n" + heading)
-        _print_entry(f"  --{key}={defaults[key]!r}", meaning, column)
-    if "model_type" in defaults and "model_args" in defaults:
-        print_model_types(defaults)
+        print_entry(f"  --{key}={defaults[key]!r}", meaning, column)
+    if more_help is not None:
+        more_help()
 
 
-def _print_entry(left, text, column, width=100):
+def print_entry(left, text, column, width=100):
     """`left`, then `text` from `column` on, wrapped at `width` (below `left` if it is wider)."""
     lines = textwrap.wrap(text, width - column)
     if len(left) >= column or not lines:
@@ -314,70 +314,9 @@ def setting_comments(path):
     return found
 
 
-def print_model_types(defaults):
-    """The model types (MODELS) and the model_args each takes: its config's fields beyond
-    GPTConfig's, read from the config dataclasses so that the list never drifts from the code."""
-    _, gpt_config = model_classes("gpt")
-    gpt_fields = [f.name for f in dataclasses.fields(gpt_config) if f.init]
-    others = ", ".join(k for k in gpt_fields if k not in defaults)
-    print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
-                              f"above, and in --model_args={{...}} GPTConfig's other fields "
-                              f"({others}) and its own:", 100))
-    column = max(len(f"  {name} ({file}.py)") for name, (file, _, _) in MODELS.items()) + 2
-    for name, (file, _, _) in MODELS.items():
-        _, config_cls = model_classes(name)
-        own = [f.name for f in dataclasses.fields(config_cls)
-               if f.init and f.name not in gpt_fields]
-        _print_entry(f"  {name} ({file}.py)", ", ".join(own) or "(none of its own: the plain GPT)",
-                     column)
-
-
-def train_defaults():
-    """train.py's default settings, read (not run) from its `key = literal` lines above
-    `config_keys`, so that other tools read a train.py config file exactly as train.py does."""
-    defaults = {}
-    for node in ast.parse((Path(__file__).resolve().parent / "train.py").read_text()).body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id == "config_keys":
-                break
-            defaults[node.targets[0].id] = ast.literal_eval(node.value)
-    return defaults
-
-
-# model_type -> (file, model class, config class). Every model is built the same way,
-# Model(Config(**model_args)): the config dataclass extends model.GPTConfig with the mechanism's own
-# fields and derives the per-layer shapes from them; the model class builds the modules.
-MODELS = {
-    "gpt": ("model", "GPT", "GPTConfig"),
-    "hourglass": ("hourglass", "HourglassGPT", "HourglassConfig"),
-    "variable_width": ("variable_width", "VariableWidthGPT", "VariableWidthConfig"),
-    "cea": ("cea", "CEAGPT", "CEAConfig"),
-    "lws": ("lws", "LWSGPT", "LWSConfig"),
-    "composed": ("compose", "ComposedGPT", "ComposedConfig"),  # several mechanisms in one model
-}
-
-
-def model_classes(model_type):
-    """(model class, config class) of a model_type name."""
-    if model_type not in MODELS:
-        raise ConfigError(f"model_type={model_type!r} is unknown; choose one of "
-                          f"{', '.join(MODELS)}")
-    file, model_cls, config_cls = MODELS[model_type]
-    module = importlib.import_module(file)
-    return getattr(module, model_cls), getattr(module, config_cls)
-
-
-def model_keys(settings):
-    """The keys of `settings` (e.g. train.py's) that are model.GPTConfig fields: what every model
-    takes from the run's settings (block_size, n_layer, ...); model_args adds a mechanism's own."""
-    _, gpt_config = model_classes("gpt")
-    return [f.name for f in dataclasses.fields(gpt_config) if f.name in settings]
-
-
-def build_model(model_type, **model_args):
-    """Model(Config(**model_args)) for a model_type name. A setting the config does not have, or
-    one its checks refuse, is a ConfigError of one line naming the model type and the key."""
-    model_cls, config_cls = model_classes(model_type)
+def build(model_type, model_cls, config_cls, **model_args):
+    """model_cls(config_cls(**model_args)). A setting the config does not have, or one its checks
+    refuse, is a ConfigError of one line naming the model type and the key."""
     known = {f.name for f in dataclasses.fields(config_cls) if f.init}  # not the derived ones
     unknown = sorted(set(model_args) - known)
     if unknown:
@@ -391,24 +330,21 @@ def build_model(model_type, **model_args):
         raise ConfigError(f"model_type={model_type!r}: {e}") from None
 
 
-def matched_model_args(model_type, baseline):
-    """The model_args of a bare --model_type=X (no model_args given): X's own shape at the budget
-    of the plain GPT that `baseline` (GPTConfig keywords) describes, by its file's matched_args -
-    the matching compare.py uses (shapes.py). For 'gpt', baseline itself."""
-    if model_type == "gpt":
-        return dict(baseline)
-    model_classes(model_type)  # (an unknown name: one line)
-    module = importlib.import_module(MODELS[model_type][0])
-    try:
-        return module.matched_args(dict(baseline))
-    except (AssertionError, ValueError, TypeError) as e:
-        raise ConfigError(f"model_type={model_type!r}: no shape of it matches this GPT's budget "
-                          f"({e}); give its shape in --model_args") from None
+def train_defaults():
+    """train.py's default settings, read (not run) from its `key = literal` lines above
+    `config_keys`, so that other tools read a train.py config file exactly as train.py does."""
+    defaults = {}
+    for node in ast.parse((Path(__file__).resolve().parents[1] / "train.py").read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id == "config_keys":
+                break
+            defaults[node.targets[0].id] = ast.literal_eval(node.value)
+    return defaults
 
 
 def check_train_settings(config):
     """train.py's settings that no run can use, each a ConfigError of one line naming the key and
-    what it takes; for a new run the model too (built on the meta device: no memory, no time)."""
+    what it takes (the model's own settings: shapes.check_model_settings)."""
     import torch  # (only here: the rest of the configurator needs no torch)
 
     def need(ok, message):
@@ -454,10 +390,3 @@ def check_train_settings(config):
          "device='mps', but MPS is not available here: use --device=cpu or --device=auto")
     need(config["dtype"] != "float16" or kind == "cuda" or (kind == "auto" and cuda),
          "dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use bfloat16 or float32")
-    if config["init_from"] == "scratch":  # (a resume builds the checkpoint's model)
-        with torch.device("meta"):
-            baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
-            model_type, model_args = config["model_type"], config["model_args"]
-            if not model_args:  # a bare --model_type: matched to this GPT, as train.py builds it
-                baseline = matched_model_args(model_type, baseline)
-            build_model(model_type, **{**baseline, **model_args})

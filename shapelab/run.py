@@ -31,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room, save_checkpoint
-from configurator import usage_error
-from lock import Busy, FileLock, NotALockFile
+from shapelab.checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room, save_checkpoint
+from shapelab.configurator import usage_error
+from shapelab.lock import Busy, FileLock, NotALockFile
 
 # what a resume never takes from the checkpoint: where and how this invocation runs
 NOT_RESUMED = ("init_from", "overwrite", "out_dir")

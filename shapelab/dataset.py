@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from configurator import ConfigError
+from shapelab.configurator import ConfigError
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]  # the repo root
 SELF_PREPARING = ("shakespeare_char", "shakespeare")  # small: train.py prepares them when missing
 VOCAB_FIELDS = ("tokenizer", "vocab_size", "chars")  # what decides which id is which token
 

@@ -1,8 +1,8 @@
 """
 Plot validation loss curves of training runs from their out_dir/metrics.jsonl.
 
-    python plot.py out out-hourglass                          # val loss vs step -> loss.png
-    python plot.py out-a out-b --x=elapsed_s --out=docs/loss_vs_time.png --labels=small,large
+    python -m shapelab.plot out out-hourglass                       # val loss vs step -> loss.png
+    python -m shapelab.plot out-a out-b --x=elapsed_s --labels=small,large --out=docs/time.png
 
 --x is `iter` (steps), `tokens` (tokens trained on) or `elapsed_s` (wall-clock seconds since
 the run started, evaluation time included; shown in minutes).
@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import Formatter  # noqa: E402
 
-from run import read_jsonl  # noqa: E402
+from shapelab.run import read_jsonl  # noqa: E402
 
 
 def read_evals(out_dir):

@@ -1,0 +1,18 @@
+"""
+The plumbing under the papers and the commands: what keeps a run safe and its numbers honest,
+read when you care how, never needed to read a paper's file. Nothing here imports the top level
+(tests/test_layout.py); what it needs of a model (its classes) is passed in.
+
+    configurator.py  config files as data, --key=value, --help; train.py's defaults and checks;
+                     `build`: a model from its classes, a bad setting worded as one line
+    run.py           a run's folder: its lock, how it ends, its time budget, resume, RNG states
+    checkpoint.py    saving a checkpoint atomically, loading one safely; exported folders
+    lock.py          one process per folder (flock / msvcrt), a lock a symlink cannot redirect
+    dataset.py       finding, checking and loading the prepared text and image datasets
+    tokenizer.py     characters or GPT-2 BPE, from a dataset's meta.json
+    hardware.py      device, dtype, autocast, peak FLOP/s for MFU
+    image_tasks.py   the image MLP's tasks: degradations, PSNR / SSIM, batches
+    sweep.py         many train.py runs side by side: resume, records, stopping
+    verdict.py       a rate per shape, then the verdict over seeds with intervals
+    plot.py          loss curves and verdict pictures (python -m shapelab.plot OUT_DIR ...)
+"""
