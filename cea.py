@@ -192,13 +192,13 @@ class TopOneMoE(nn.Module):
         self.n_experts = n_experts
         self.router = nn.Linear(dim, n_experts, bias=False)
         self.experts = nn.ModuleList(SwiGLU(dim, expert_hidden) for _ in range(n_experts))
-        self.aux_loss = None  # the balancing loss of the last forward pass
+        self.balancing_loss = None  # the balancing loss of the last forward pass (unweighted)
 
     def forward(self, x):  # (B, T, C) -> (B, T, C)
         flat = x.reshape(-1, x.size(-1))  # (N, C)
         probs = F.softmax(self.router(flat).float(), dim=-1)  # (N, E)
         gate, expert_index = probs.max(dim=-1)  # (N,), (N,)
-        self.aux_loss = load_balancing_loss(probs, expert_index, self.n_experts)
+        self.balancing_loss = load_balancing_loss(probs, expert_index, self.n_experts)
         out = torch.zeros_like(flat)
         for e, expert in enumerate(self.experts):  # a loop over experts, not over tokens
             routed_here = (expert_index == e)[:, None]  # (N, 1)
@@ -301,16 +301,17 @@ class CEAGPT(GPT):
 
     def balancing_loss(self):
         """Sum over MoE layers of the last forward pass's balancing loss (None without MoE)."""
-        losses = [m.aux_loss for m in self.modules()
-                  if isinstance(m, TopOneMoE) and m.aux_loss is not None]
+        losses = [m.balancing_loss for m in self.modules()
+                  if isinstance(m, TopOneMoE) and m.balancing_loss is not None]
         return sum(losses) if losses else None
 
     def forward(self, idx, targets=None, cache=None):
         logits, loss = super().forward(idx, targets, cache)
-        aux = self.balancing_loss()
-        self.aux_loss = None if aux is None else (self.config.balance_coef * aux).detach()
-        if loss is not None and aux is not None and self.training:
-            loss = loss + self.config.balance_coef * aux
+        balancing = self.balancing_loss()  # unweighted; aux_loss is the term in the loss
+        weighted = None if balancing is None else self.config.balance_coef * balancing
+        self.aux_loss = None if weighted is None else weighted.detach()
+        if loss is not None and weighted is not None and self.training:
+            loss = loss + weighted
         return logits, loss
 
 

@@ -404,7 +404,7 @@ while True:
         t1 = time.time()
         dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
     if master_process and iter_num % log_interval == 0:
-        aux = getattr(raw_model, "aux_loss", None)  # an auxiliary term in `loss` (MoE balancing)
+        aux = getattr(raw_model, "aux_loss", None)  # the weighted auxiliary term in `loss` (MoE)
         tokens_per_s = tokens_per_iter / dt  # all processes together
         # MFU per card: one process's share of the tokens (fwd + bwd FLOPs) against one card's peak
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)

@@ -182,10 +182,10 @@ def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_incl
         model.train()
         logits, loss = model(idx, idx)
         lm = torch.nn.functional.cross_entropy(logits.view(-1, 50), idx.view(-1))
-        aux = model.balancing_loss()
-        assert aux.item() > 0
+        balancing = model.balancing_loss()
+        assert balancing.item() > 0
         # training: LM loss + balance_coef x balancing loss
-        torch.testing.assert_close(loss, lm + 0.01 * aux)
+        torch.testing.assert_close(loss, lm + 0.01 * balancing)
 
 
 @pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
@@ -197,10 +197,12 @@ def test_eval_mode_loss_is_the_plain_lm_loss_and_training_loss_adds_the_balancin
         logits, loss = model.eval()(idx, idx)
         lm = torch.nn.functional.cross_entropy(logits.view(-1, 50), idx.view(-1))
         torch.testing.assert_close(loss, lm)
-        aux = model.balancing_loss()
-        assert aux.item() > 0
-        # the weighted term is exposed for logging
-        torch.testing.assert_close(model.aux_loss, 0.5 * aux)
+        balancing = model.balancing_loss()  # the MoE modules' unweighted losses, summed
+        moes = [m for m in model.modules() if isinstance(m, cea.TopOneMoE)]
+        torch.testing.assert_close(balancing, sum(m.balancing_loss for m in moes))
+        assert balancing.item() > 0
+        # the weighted term in the training loss is exposed for logging
+        torch.testing.assert_close(model.aux_loss, 0.5 * balancing)
         logits_train, loss_train = model.train()(idx, idx)  # no dropout: the same logits
         torch.testing.assert_close(logits_train, logits)
         torch.testing.assert_close(loss_train, lm + 0.5 * model.balancing_loss())
