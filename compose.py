@@ -13,15 +13,17 @@ them: composing is ours; each paper is cited in its own file, the last column):
 
 A composed layer l is built from three choices, one per row:
 
-    schedule   -> LayerSpec_l = (heads, kv heads, head_dim, W_l) and width w_l
+    schedule   -> heads, kv heads, head_dim, W_l and width w_l of layer l
     FFN slot   -> K sub-blocks  x <- x + SwiGLU_k(n(x)), hidden rho W_l each   (K = 1: plain FFN)
     attention  -> CEA attention with an Inner-FFN of width K (1 - rho) W_l  (rho = 1: plain)
 
 W_l is the hidden size of one FFN sub-block before CEA's split (hourglass.py's d_h), and CEA moves
 the share 1 - rho of the slot's whole FFN width (K W_l) inside attention, as cea.py does for one
-FFN. The two schedules do not compose with each other (both set the per-layer shape); hourglass
-and CEA compose with either and with each other. In a ><former the bottleneck scales with the
-layer, d_h,l = round(d_h w_l / d), and `width_schedule` is solved by Appendix A with this slot's
+FFN. LayerSpec_l holds what layer l builds: its ffn_hidden is rho W_l, each sub-block's hidden
+size, and ComposedConfig.layer_inner_hidden[l] is its Inner-FFN's K (1 - rho) W_l. The two
+schedules do not compose with each other (both set the per-layer shape); hourglass and CEA compose
+with either and with each other. In a ><former the bottleneck scales with the layer,
+d_h,l = round(d_h w_l / d), and `width_schedule` is solved by Appendix A with this slot's
 FFN multiple E = K d_h / d and its own endpoint count W_end (ComposedConfig.end_multiples: only
 the last sub-block's rows past d are truncated; with CEA only W_q and the Inner-FFN's input read
 the zero padding). The ><former's stream (variable_width.VariableWidthGPT) runs every composed
@@ -41,7 +43,7 @@ docs/compare.md (composing, W_end); shapes.py matches an hourglass ><former to a
         # not matched (about half the GPT's budget): shapes.py matches one to a GPT
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import cea
 import hourglass
@@ -60,21 +62,21 @@ class ComposedGPT(variable_width.VariableWidthGPT):
     config: "ComposedConfig"
 
     def make_attention(self, layer_idx, spec):
-        width = self.config.layer_widths[layer_idx]
-        _, inner = self.config.split(spec)
+        c = self.config
+        width, inner = c.layer_widths[layer_idx], c.layer_inner_hidden[layer_idx]
         if inner == 0:
             return AttentionSublayer(width, spec, self.config)  # rho = 1: plain attention
         # built before the sublayer, as cea.py builds it first inside: same RNG order, same init
         return cea.CEAAttentionSublayer(width, spec, self.config, inner_ffn=SwiGLU(width, inner))
 
     def make_ffn(self, layer_idx, spec):
-        width, K = self.config.layer_widths[layer_idx], self.config.n_sub_blocks
-        outer, _ = self.config.split(spec)
+        c = self.config
+        width, K, outer = c.layer_widths[layer_idx], c.n_sub_blocks, spec.ffn_hidden  # rho W_l
         if outer == 0:
             return cea.FFNSlot([])  # rho = 0: the whole FFN lives inside attention
         if K == 1:
             return FFNSublayer(width, outer, self.config)  # the plain FFN sublayer
-        # eq. (3): K sub-blocks of width outer
+        # eq. (3): K sub-blocks of width outer = rho W_l
         return hourglass.HourglassFFN(width, outer, K, self.config)
 
     def endpoint_params(self):
@@ -104,8 +106,10 @@ class ComposedGPT(variable_width.VariableWidthGPT):
 @dataclass
 class ComposedConfig(GPTConfig):
     """GPTConfig plus one choice per row of the table above. Its __post_init__ turns the schedule
-    into explicit per-layer `layers` and `layer_widths`; each layer's ffn_hidden is W_l, the
-    hidden size of one FFN sub-block before CEA's split. Every default builds the plain GPT."""
+    into explicit per-layer `layers`, `layer_widths` and `layer_inner_hidden`: each layer's
+    ffn_hidden is rho W_l, the hidden size of each of its FFN sub-blocks (W_l: one sub-block's
+    hidden size before CEA's split), and layer_inner_hidden its Inner-FFN's K (1 - rho) W_l.
+    ffn_hidden (or bottleneck_dim) is W at width n_embd. Every default builds the plain GPT."""
 
     # the ><former schedule (variable_width.py): explicit widths, or Appendix A's solver
     layer_widths: list[int] = field(default_factory=list)  # w_l; empty: from width_schedule
@@ -131,6 +135,8 @@ class ComposedConfig(GPTConfig):
     attention_impl: str = "causal"  # cea.py's attention paths: 'causal' (fast) or 'reference'
     # ours: round each ><former layer's d_h,l to a multiple (8 feeds a GPU's tensor cores)
     hidden_multiple: int = 1
+    # derived: layer l's Inner-FFN hidden size K (1 - rho) W_l (0: plain attention)
+    layer_inner_hidden: list[int] = field(default_factory=list, init=False)
 
     def __post_init__(self):
         assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
@@ -175,11 +181,17 @@ class ComposedConfig(GPTConfig):
             self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
                                      max(m, m * round(hidden * w / d / m)))
                            for w in self.layer_widths]
-        super().__post_init__()
+        super().__post_init__()  # (each layer's ffn_hidden is W_l here, before CEA's split)
         variable_width.check_width_rules(self)
         self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
         assert len(self.layer_widths) == self.n_layer, (
             f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")
+        # CEA's split of W_l: the FFN slot's sub-blocks keep rho W_l, the Inner-FFN K (1 - rho) W_l
+        sub_block_widths = [s.ffn_hidden for s in self.layers]  # W_l
+        outer = [round(self.outer_ratio * w) for w in sub_block_widths]
+        self.layer_inner_hidden = [self.n_sub_blocks * (w - o)
+                                   for w, o in zip(sub_block_widths, outer)]
+        self.layers = [replace(s, ffn_hidden=o) for s, o in zip(self.layers, outer)]
 
     def end_multiples(self):
         """Appendix A's W_end per unit of width, as ComposedGPT.endpoint_params counts it: (end_in,
@@ -192,12 +204,6 @@ class ComposedConfig(GPTConfig):
         end_in = 1 + 2 * inner if rho < 1 else 1 + 2 * (self.n_kv_head / self.n_head)
         end_out = rho * e_sub if rho > 0 else 1.0  # the last sub-block's W_u, or W_o
         return end_in, end_out
-
-    def split(self, spec: LayerSpec):
-        """(outer, inner): the hidden size of each of the K FFN sub-blocks (rho W) and of the
-        Inner-FFN inside attention (K (1 - rho) W)."""
-        outer = round(self.outer_ratio * spec.ffn_hidden)
-        return outer, self.n_sub_blocks * (spec.ffn_hidden - outer)
 
 
 def matched_args(baseline_args):

@@ -44,7 +44,9 @@ class LayerSpec:
     n_head: int  # query heads
     n_kv_head: int  # key/value heads (GQA when < n_head)
     head_dim: int  # size of one head; query dim = n_head * head_dim
-    ffn_hidden: int  # SwiGLU hidden size (4 * n_embd for the plain GPT; d_h in an hourglass)
+    # the hidden size of each SwiGLU this layer's FFN slot builds: 4 * n_embd for the plain GPT,
+    # d_h for each hourglass sub-block, the Outer-FFN's rho W in CEA; 0: no FFN in the slot
+    ffn_hidden: int
 
 
 @dataclass
@@ -56,7 +58,9 @@ class GPTConfig:
     n_head: int = 6
     n_kv_head: int | None = None  # None: same as n_head (plain multi-head attention)
     head_dim: int | None = None  # None: n_embd // n_head
-    ffn_hidden: int | None = None  # None: 4 * n_embd
+    # W, a plain layer's SwiGLU hidden size (None: 4 * n_embd); a mechanism's config derives each
+    # layer's LayerSpec.ffn_hidden from it (CEA splits it, a ><former scales it with the width)
+    ffn_hidden: int | None = None
     qk_norm: str = ""  # '' (off), 'head' or 'full' (see CausalSelfAttention)
     tie_embeddings: bool = True  # the LM head shares the token embedding's matrix
     dropout: float = 0.0

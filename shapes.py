@@ -125,10 +125,11 @@ def shape_label(model):
     k = getattr(c, "n_sub_blocks", 1)
     ffn = f"{hidden[0]}" if len(set(hidden)) == 1 else "/".join(map(str, hidden))
     label += f" ffn{'' if k == 1 else f' {k}x'}{ffn}"
-    inner = getattr(c, "inner_hidden", 0)  # cea.py's models
-    if inner:
-        label += f" inner{inner}"
-    if getattr(c, "outer_ratio", 1.0) < 1.0:  # composed models with CEA attention
+    # the Inner-FFN's hidden size: cea.py's (one for all layers), compose.py's (per layer)
+    inner = getattr(c, "layer_inner_hidden", None) or [getattr(c, "inner_hidden", 0)]
+    if any(inner):
+        label += " inner" + (f"{inner[0]}" if len(set(inner)) == 1 else "/".join(map(str, inner)))
+    if getattr(c, "outer_ratio", 1.0) < 1.0:  # models with CEA attention
         label += f" rho{c.outer_ratio:g}"
     return label
 

@@ -112,12 +112,15 @@ def test_all_three_compose_causal_and_learn():
     assert all(isinstance(b.attn, cea.CEAAttentionSublayer) for b in model.blocks)
     widths = model.config.layer_widths
     assert len(set(widths)) > 1 and [b.attn.norm.weight.numel() for b in model.blocks] == widths
-    # the slot keeps rho W per sub-block, the Inner-FFN gets K (1 - rho) W: the FFN width is
-    # conserved
-    for block, spec in zip(model.blocks, model.config.layers):
-        assert block.ffn.sub_blocks[0].mlp.out_proj.in_features == round(0.5 * spec.ffn_hidden)
-        assert block.attn.inner_ffn.out_proj.in_features == 3 * (
-            spec.ffn_hidden - round(0.5 * spec.ffn_hidden)
+    # the slot keeps rho W_l per sub-block (the layer's ffn_hidden), the Inner-FFN gets
+    # K (1 - rho) W_l (layer_inner_hidden): the FFN width is conserved
+    inner_hidden = model.config.layer_inner_hidden
+    for block, spec, w, inner in zip(model.blocks, model.config.layers, widths, inner_hidden):
+        sub_block_width = round(24 * w / 64)  # W_l = d_h,l = round(d_h w_l / d)
+        assert spec.ffn_hidden == round(0.5 * sub_block_width)
+        assert block.ffn.sub_blocks[0].mlp.out_proj.in_features == spec.ffn_hidden
+        assert block.attn.inner_ffn.out_proj.in_features == inner == 3 * (
+            sub_block_width - spec.ffn_hidden
         )
     assert_causal(model, 50, t=9)
     assert overfit_loss(all_three(), 50, steps=80) < 1.0
