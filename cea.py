@@ -28,8 +28,8 @@ masked current position (s < t only).
 The code: `CEAAttentionSublayer` is the block above (a model.CausalSelfAttention whose keys and
 values come from t and a), `reference_attention` its one softmax as written, the default path the
 same numbers on plain causal kernels; `TopOneMoE`; `CEAConfig` splits W = ffn_hidden or
-ffn_mult * d by rho (rho = 1: FFN-Wider, exactly model.GPT); `CEAGPT`. Choices the paper leaves
-open, results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
+ffn_width_ratio * d by rho (rho = 1: FFN-Wider, exactly model.GPT); `CEAGPT`. Choices the paper
+leaves open, results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
 """
 
 import math
@@ -246,7 +246,7 @@ ATTENTION_IMPLS = ("causal", "reference")  # the fast mask-free path (default), 
 @dataclass
 class CEAConfig(GPTConfig):
     """GPTConfig plus the paper's settings; layers[i].ffn_hidden is the Outer-FFN's rho W."""
-    ffn_mult: int = 32  # W / d when ffn_hidden is not given: 32 FFN-Wider, 4 vanilla
+    ffn_width_ratio: int = 32  # W / d when ffn_hidden is not given: 32 FFN-Wider, 4 vanilla
     outer_ratio: float = 1.0  # rho: 1.0 FFN-Wider (no Inner-FFN), 0.125 CEA
     current_position: str = "direct"  # one of CURRENT_POSITION_RULES
     attention_impl: str = "causal"  # one of ATTENTION_IMPLS
@@ -264,7 +264,7 @@ class CEAConfig(GPTConfig):
         assert impl in ATTENTION_IMPLS, f"attention_impl={impl!r}: one of {ATTENTION_IMPLS}"
         assert place in ("before_ffn", "inner"), f"moe_place={place!r}: 'before_ffn' or 'inner'"
         assert self.n_experts >= 0, f"n_experts={self.n_experts}: use 0 (no MoE) or at least 1"
-        width = self.ffn_hidden or self.ffn_mult * self.n_embd  # W
+        width = self.ffn_hidden or self.ffn_width_ratio * self.n_embd  # W
         outer = round(self.outer_ratio * width)  # rho W
         self.inner_hidden = width - outer  # (1 - rho) W
         assert not (self.n_experts and self.inner_hidden), (
@@ -327,12 +327,13 @@ def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
     return multiple * max(1, units)
 
 
-def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
+def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=2):
     """FFN-Wider at the budget of the plain GPT `baseline` (GPTConfig keywords): same depth and
-    heads, a narrower d and an FFN about ffn_mult x d wide. For each d (head_dim_multiple x n_head
-    apart: head dims stay even for RoPE, or multiples of 8 for the GPU's fast attention kernels)
-    match_ffn_hidden solves the FFN width W (a multiple of `multiple`) that matches the budget; the
-    d whose W / d is closest to ffn_mult wins. Returns CEAConfig keywords (outer_ratio 1)."""
+    heads, a narrower d and an FFN about ffn_width_ratio x d wide. For each d (head_dim_multiple x
+    n_head apart: head dims stay even for RoPE, or multiples of 8 for the GPU's fast attention
+    kernels) match_ffn_hidden solves the FFN width W (a multiple of `multiple`) that matches the
+    budget; the d whose W / d is closest to ffn_width_ratio wins. Returns CEAConfig keywords
+    (outer_ratio 1)."""
     if head_dim_multiple % 2:
         raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
                          "2, 8, ...")
@@ -345,7 +346,7 @@ def match_ffn_wider(baseline, ffn_mult=32, multiple=8, head_dim_multiple=2):
         # budget() leaves out an untied head; non_embedding counts it
         untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d
         width = match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
-        score = abs(width / d - ffn_mult)
+        score = abs(width / d - ffn_width_ratio)
         if best is None or score < best[0]:
             best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
     return best[1]

@@ -17,17 +17,15 @@ A composed layer l is built from three choices, one per row:
     FFN slot   -> K sub-blocks  x <- x + SwiGLU_k(n(x)), hidden rho W_l each   (K = 1: plain FFN)
     attention  -> CEA attention with an Inner-FFN of width K (1 - rho) W_l  (rho = 1: plain)
 
-W_l is the hidden size of one FFN sub-block before CEA's split (hourglass.py's d_h), and CEA moves
-the share 1 - rho of the slot's whole FFN width (K W_l) inside attention, as cea.py does for one
-FFN. LayerSpec_l holds what layer l builds: its ffn_hidden is rho W_l, each sub-block's hidden
-size, and ComposedConfig.layer_inner_hidden[l] is its Inner-FFN's K (1 - rho) W_l. The two
-schedules do not compose with each other (both set the per-layer shape); hourglass and CEA compose
-with either and with each other. In a ><former the bottleneck scales with the layer,
-d_h,l = round(d_h w_l / d), and `width_schedule` is solved by Appendix A with this slot's
-FFN multiple E = K d_h / d and its own endpoint count W_end (ComposedConfig.end_multiples: only
-the last sub-block's rows past d are truncated; with CEA only W_q and the Inner-FFN's input read
-the zero padding). The ><former's stream (variable_width.VariableWidthGPT) runs every composed
-model, so with the same seed (tests/test_compose.py checks the logits):
+W_l is one FFN sub-block's hidden size before CEA's split (hourglass.py's d_h); CEA moves the share
+1 - rho of the slot's FFN width K W_l inside attention, as cea.py does for one FFN (layer l's
+ffn_hidden is rho W_l, its layer_inner_hidden K (1 - rho) W_l). The two schedules (each sets the
+per-layer shape) do not compose; hourglass and CEA compose with either and with each other. In a
+><former the bottleneck scales with the layer, d_h,l = round(d_h w_l / d), and `width_schedule` is
+solved by Appendix A with this slot's FFN width ratio E = K d_h / d and its own endpoint count
+W_end (ComposedConfig.end_ratios: only the last sub-block's rows past d are truncated; with CEA
+only W_q and the Inner-FFN's input read the zero padding). The ><former's stream (VariableWidthGPT)
+runs every composed model, so with the same seed (tests/test_compose.py checks the logits):
 
     composed(constant widths, K = 1, rho = 1)       == model.GPT            (bit for bit)
     composed(x widths, K = 1)                       == variable_width ><former
@@ -168,14 +166,14 @@ class ComposedConfig(GPTConfig):
         elif is_former:
             assert self.head_dim is None or self.head_dim * n_head == d, (
                 f"head_dim={self.head_dim}: a ><former keeps n_head heads of w_l / n_head")
-            if not self.layer_widths:  # Appendix A, with this FFN slot's multiple E = K d_h / d
+            if not self.layer_widths:  # Appendix A, with this FFN slot's width ratio E = K d_h / d
                 kv_ratio = self.n_kv_head / n_head
                 self.layer_widths, _ = variable_width.solve_widths(
                     self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
                     self.bottleneck_width_ratio,
                     variable_width.width_rounding(self.width_multiple, n_head),
-                    ffn_mult=self.n_sub_blocks * hidden / d, kv_ratio=kv_ratio,
-                    end_multiples=self.end_multiples())
+                    ffn_width_ratio=self.n_sub_blocks * hidden / d, kv_ratio=kv_ratio,
+                    end_ratios=self.end_ratios())
             variable_width.check_widths(list(self.layer_widths), n_head)
             m = self.hidden_multiple
             self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
@@ -193,7 +191,7 @@ class ComposedConfig(GPTConfig):
                                    for w, o in zip(sub_block_widths, outer)]
         self.layers = [replace(s, ffn_hidden=o) for s, o in zip(self.layers, outer)]
 
-    def end_multiples(self):
+    def end_ratios(self):
         """Appendix A's W_end per unit of width, as ComposedGPT.endpoint_params counts it: (end_in,
         end_out) = the first layer's columns per padded coordinate / w_1 and the last sublayer's
         row length / w_L, for sub-blocks of hidden E_sub w each (E_sub = ffn_hidden / d, before

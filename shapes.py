@@ -61,13 +61,13 @@ SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider"
 
 
 def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x",
-                   width_multiple=32, ffn_wider_mult=32, outer_ratio=0.125, ffn_multiple=256,
-                   head_dim_multiple=2, hidden_multiple=1, models=SHAPE_NAMES):
+                   width_multiple=32, ffn_wider_width_ratio=32, outer_ratio=0.125,
+                   ffn_multiple=256, head_dim_multiple=2, hidden_multiple=1, models=SHAPE_NAMES):
     """{name: (model_type, model_args)}: the plain GPT `baseline` (GPTConfig keyword arguments) and
     every mechanism at its budget, each matched by its own paper's rule (the table above): the
     hourglass with K = n_sub_blocks sub-blocks and d_h / d ~ bottleneck_ratio, the ><formers with
-    the width_schedule, FFN-Wider with a ~ffn_wider_mult d FFN, CEA with rho = outer_ratio, the LWS
-    variants with their FFN widths rounded to ffn_multiple.
+    the width_schedule, FFN-Wider with a ~ffn_wider_width_ratio d FFN, CEA with rho = outer_ratio,
+    the LWS variants with their FFN widths rounded to ffn_multiple.
 
     Where a paper does not fix a rounding, ours keeps the GPU's kernels fed (the GPU preset):
     head dims multiples of head_dim_multiple (FFN-Wider's d; the ><former's width_multiple is
@@ -94,7 +94,7 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         # W a multiple of 8, and of hidden_multiple / rho, so CEA's split rho W keeps that rounding
         rho = Fraction(outer_ratio).limit_denominator(64)
         multiple = math.lcm(8, rho.denominator * hidden_multiple)
-        wider = cea.match_ffn_wider(baseline, ffn_wider_mult, multiple, head_dim_multiple)
+        wider = cea.match_ffn_wider(baseline, ffn_wider_width_ratio, multiple, head_dim_multiple)
         shapes["FFN-Wider"] = ("cea", wider)
         shapes["CEA"] = ("cea", {**wider, "outer_ratio": outer_ratio})
     lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
@@ -236,7 +236,7 @@ def print_model_types(defaults):
 
 # Keys handed to matched_shapes; the rest of a preset is the baseline and training.
 MATCHING_KEYS = ("n_sub_blocks", "bottleneck_ratio", "width_schedule", "width_multiple",
-                 "ffn_wider_mult", "outer_ratio", "ffn_multiple", "head_dim_multiple",
+                 "ffn_wider_width_ratio", "outer_ratio", "ffn_multiple", "head_dim_multiple",
                  "hidden_multiple")
 BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
 
@@ -258,8 +258,9 @@ CPU_PRESET = dict(
     warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
     eval_ood="",  # texts every run scores at each evaluation (train.py's eval_ood; '' off)
     device="auto", dtype="auto", compile=False,
-    n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x", width_multiple=8, ffn_wider_mult=32,
-    outer_ratio=0.125, ffn_multiple=32, head_dim_multiple=2, hidden_multiple=1)
+    n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x", width_multiple=8,
+    ffn_wider_width_ratio=32, outer_ratio=0.125, ffn_multiple=32, head_dim_multiple=2,
+    hidden_multiple=1)
 # The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
 # gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
 # 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).

@@ -240,16 +240,16 @@ def shape_factors(shape, n_layer, bottleneck_layer, alpha):
             for l in range(1, L + 1)]
 
 
-def matched_scale(factors, n_embd, ffn_mult=4, kv_ratio=1.0, end_multiples=None):
+def matched_scale(factors, n_embd, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
     """The scale s (= d_bar for x / diamond) with K s^2 S2 - W_end = L K d^2 (Appendix A), where
-    W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d): end_multiples = (e_in, e_out), by default a
+    W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d): end_ratios = (e_in, e_out), by default a
     plain layer's (1 + 2 kv_ratio: the first QKV's columns; E: the last W_2's rows); a layer built
     otherwise counts its own. The indicators 1{w_1 > d}, 1{w_L > d} are guessed and the
     self-consistent root kept."""
     d, L = n_embd, len(factors)
     qkv = 1 + 2 * kv_ratio  # 3 with plain attention
-    K = qkv + 1 + 3 * ffn_mult  # 4 + 3E = 16 with plain attention
-    e_in, e_out = end_multiples or (qkv, ffn_mult)
+    K = qkv + 1 + 3 * ffn_width_ratio  # 4 + 3E = 16 with plain attention
+    e_in, e_out = end_ratios or (qkv, ffn_width_ratio)
     S2 = sum(c * c for c in factors)
     c1, cL = factors[0], factors[-1]
     for first_wide, last_wide in ((0, 0), (0, 1), (1, 0), (1, 1)):  # A s^2 + B s + C = 0
@@ -274,9 +274,9 @@ def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
 
 
 def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
-                 width_multiple=32, ffn_mult=4, kv_ratio=1.0, end_multiples=None):
+                 width_multiple=32, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
     """Per-layer widths for a shape, parameter-matched to a constant width n_embd (Appendix A;
-    end_multiples: W_end's, see matched_scale). Returns (widths rounded to width_multiple, dict
+    end_ratios: W_end's, see matched_scale). Returns (widths rounded to width_multiple, dict
     with the unrounded widths, alpha, l*)."""
     if shape not in WIDTH_SCHEDULES:
         raise ValueError(f"width_schedule={shape!r}: choose one of "
@@ -289,7 +289,7 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
 
     def bottleneck_width(alpha):  # b(a^-) = d_bar(a^-) c_l*(a^-)
         c = shape_factors(shape, L, k, alpha)
-        return matched_scale(c, d, ffn_mult, kv_ratio, end_multiples) * c[k - 1]
+        return matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * c[k - 1]
 
     lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)  # a diamond widens: a^- > 1
     f_lo, f_hi = bottleneck_width(lo) - target, bottleneck_width(hi) - target
@@ -307,7 +307,7 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
             hi = mid
     alpha = 0.5 * (lo + hi)
     c = shape_factors(shape, L, k, alpha)
-    scale = matched_scale(c, d, ffn_mult, kv_ratio, end_multiples)
+    scale = matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios)
     unrounded = [scale * ci for ci in c]  # continuous widths; round only at the very end
     widths = [max(width_multiple, int(math.floor(w / width_multiple + 0.5)) * width_multiple)
               for w in unrounded]

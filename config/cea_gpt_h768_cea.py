@@ -1,5 +1,5 @@
 # CEA paper, GPU scale: FFN-Wider GPT w/ CEA (outer ratio 12.5%, section 6.1), H=768, 12 layers.
-# For the CAA ratio of appendix I use --model_args="{'ffn_mult': 32, 'outer_ratio': 0.375}".
+# For the CAA ratio of appendix I use --model_args="{'ffn_width_ratio': 32, 'outer_ratio': 0.375}".
 #   python train.py config/cea_gpt_h768_cea.py
 out_dir = "out-cea-h768-cea"
 # Data: TinyStories with GPT-2 BPE (the paper used Wikipedia + BooksCorpus and BERT's vocabulary,
@@ -28,4 +28,4 @@ min_lr = 3e-5
 beta2 = 0.95
 warmup_iters = 200
 model_type = "cea"
-model_args = {"ffn_mult": 32, "outer_ratio": 0.125, "current_position": "direct"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct"}

@@ -27,4 +27,4 @@ min_lr = 3e-5
 beta2 = 0.95
 warmup_iters = 200
 model_type = "cea"
-model_args = {"ffn_mult": 4, "outer_ratio": 1.0}
+model_args = {"ffn_width_ratio": 4, "outer_ratio": 1.0}

@@ -28,4 +28,4 @@ min_lr = 3e-5
 beta2 = 0.95
 warmup_iters = 200
 model_type = "cea"
-model_args = {"ffn_mult": 32, "outer_ratio": 1.0}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 1.0}

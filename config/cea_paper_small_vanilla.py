@@ -28,4 +28,4 @@ weight_decay = 0.01  # the paper's L2 weight
 beta2 = 0.99
 sample_tokens = 0
 model_type = "cea"
-model_args = {'ffn_mult': 4, 'outer_ratio': 1.0}  # exactly model.GPT
+model_args = {'ffn_width_ratio': 4, 'outer_ratio': 1.0}  # exactly model.GPT

@@ -3,7 +3,7 @@
 # parameters as _wider.
 #   nice -n 10 python train.py config/cea_shakespeare_char_cea.py
 # The "w/o direct pathway" ablation: add --out_dir=out-cea-cea-nodirect
-#   --model_args="{'ffn_mult': 32, 'outer_ratio': 0.125, 'current_position': 'transformed'}"
+#   --model_args="{'ffn_width_ratio': 32, 'outer_ratio': 0.125, 'current_position': 'transformed'}"
 # After the _vanilla, _wider and _cea runs (docs/cea.md):
 #   python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
 #   python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py
@@ -27,4 +27,4 @@ beta2 = 0.99
 warmup_iters = 25
 sample_tokens = 0
 model_type = "cea"
-model_args = {"ffn_mult": 32, "outer_ratio": 0.125, "current_position": "direct"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct"}

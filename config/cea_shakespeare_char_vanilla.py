@@ -20,4 +20,4 @@ beta2 = 0.99
 warmup_iters = 25
 sample_tokens = 0
 model_type = "cea"
-model_args = {"ffn_mult": 4, "outer_ratio": 1.0}  # exactly model.GPT
+model_args = {"ffn_width_ratio": 4, "outer_ratio": 1.0}  # exactly model.GPT

@@ -19,4 +19,4 @@ beta2 = 0.99
 warmup_iters = 25
 sample_tokens = 0
 model_type = "cea"
-model_args = {"ffn_mult": 32, "outer_ratio": 1.0}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 1.0}

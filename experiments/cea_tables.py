@@ -8,7 +8,7 @@ Xu, NeurIPS 2024, arXiv:2403.02436). Built on the meta device: instant at any si
     python experiments/cea_tables.py                          # CEA at the paper's H=768 GPT
     python experiments/cea_tables.py --outer_ratio=1.0        # FFN-Wider
     python experiments/cea_tables.py --vocab_size=32000 --n_embd=4096 --n_layer=6 --n_head=32 \\
-        --tie_embeddings=False --block_size=2048 --ffn_mult=4 --n_experts=64   # C.2's MoE shape
+        --tie_embeddings=False --block_size=2048 --ffn_width_ratio=4 --n_experts=64  # C.2's MoE
 """
 
 import sys
@@ -25,7 +25,7 @@ from shapes import build_model  # noqa: E402
 
 # The paper's H=768 GPT (section 6.1: 12 layers, 12 heads, BERT's vocabulary, context 128) as CEA
 PAPER_H768 = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,
-                  ffn_mult=32, outer_ratio=0.125)
+                  ffn_width_ratio=32, outer_ratio=0.125)
 
 
 def param_split(model):

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 import cea_tables  # noqa: E402
 from cea_tables import param_split  # noqa: E402
 
-TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mult=8)
+TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_width_ratio=8)
 RULES = ("direct", "masked", "transformed")
 
 
@@ -31,7 +31,7 @@ def test_outer_ratio_one_is_exactly_ffn_wider():
     wider = GPT(
         GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_hidden=32 * 32)
     ).eval()
-    caa = tiny(ffn_mult=32, outer_ratio=1.0)
+    caa = tiny(ffn_width_ratio=32, outer_ratio=1.0)
     assert all(torch.equal(p, q) for p, q in zip(wider.parameters(), caa.parameters()))
     idx = torch.randint(0, 50, (2, 16))
     assert torch.equal(all_logits(wider, idx), all_logits(caa, idx))
@@ -163,7 +163,7 @@ def test_moe_routes_each_token_to_one_expert_and_balancing_loss():
 
 
 def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_includes_balancing():
-    kw = dict(ffn_mult=4, n_experts=4, expert_hidden=64)
+    kw = dict(ffn_width_ratio=4, n_experts=4, expert_hidden=64)
     before, inner = tiny(moe_place="before_ffn", **kw), tiny(moe_place="inner", **kw)
     sb, si = param_split(before), param_split(inner)
     assert (
@@ -175,7 +175,7 @@ def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_incl
     # the baseline's MoE sublayer has its own RMSNorm gain
     assert sb["total"] == si["total"] + 2 * 32
     dense_expert = 2 * 3 * 32 * 64 + 2 * 32 * 4  # FLOPs of one expert + router
-    plain = tiny(ffn_mult=4)
+    plain = tiny(ffn_width_ratio=4)
     assert before.flops_per_token(16) == plain.flops_per_token(16) + 2 * dense_expert
     idx = torch.randint(0, 50, (2, 16))
     for model in (before, inner):
@@ -191,7 +191,8 @@ def test_moe_baseline_and_inner_moe_have_the_same_params_and_flops_and_loss_incl
 @pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
 def test_eval_mode_loss_is_the_plain_lm_loss_and_training_loss_adds_the_balancing_loss(moe_place):
     """Validation and OOD losses must not include the MoE balancing loss; training must."""
-    model = tiny(ffn_mult=4, n_experts=4, expert_hidden=64, moe_place=moe_place, balance_coef=0.5)
+    model = tiny(ffn_width_ratio=4, n_experts=4, expert_hidden=64, moe_place=moe_place,
+                 balance_coef=0.5)
     idx = torch.randint(0, 50, (2, 16))
     with torch.no_grad():
         logits, loss = model.eval()(idx, idx)
@@ -207,7 +208,8 @@ def test_eval_mode_loss_is_the_plain_lm_loss_and_training_loss_adds_the_balancin
         torch.testing.assert_close(logits_train, logits)
         torch.testing.assert_close(loss_train, lm + 0.5 * model.balancing_loss())
     # no MoE: no aux loss
-    assert tiny(ffn_mult=4)(idx, idx) is not None and tiny(ffn_mult=4).aux_loss is None
+    plain = tiny(ffn_width_ratio=4)
+    assert plain(idx, idx) is not None and plain.aux_loss is None
 
 
 def test_flops_match_flop_counter():
@@ -233,10 +235,10 @@ def test_flops_match_flop_counter():
 
 
 @pytest.mark.parametrize(
-    "kw", [dict(outer_ratio=0.125), dict(ffn_mult=4, n_experts=2, moe_place="inner")]
+    "kw", [dict(outer_ratio=0.125), dict(ffn_width_ratio=4, n_experts=2, moe_place="inner")]
 )
 def test_tiny_model_overfits_a_batch(kw):
-    model = tiny(**{"ffn_mult": 4, "n_layer": 1, **kw}).train()
+    model = tiny(**{"ffn_width_ratio": 4, "n_layer": 1, **kw}).train()
     # from ln(50) = 3.9
     assert overfit_loss(model, vocab_size=50, steps=40, lr=3e-2, batch=2, seq=12) < 0.3
 
@@ -308,7 +310,7 @@ def test_config_files_load_and_build():
 def test_match_ffn_hidden_finds_the_baselines_width():
     shape = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, outer_ratio=0.125)
     # FFN-Wider, W = 1024
-    target = tiny(ffn_mult=32, outer_ratio=1.0).param_counts()["non_embedding"]
+    target = tiny(ffn_width_ratio=32, outer_ratio=1.0).param_counts()["non_embedding"]
     assert cea.match_ffn_hidden(target, **shape) == 32 * 32
 
 
@@ -324,7 +326,7 @@ def test_moe_at_the_papers_c2_shape():
         n_embd=4096,
         tie_embeddings=False,
         # expert_hidden: the default is C.2's d = 4096
-        ffn_mult=4,
+        ffn_width_ratio=4,
         outer_ratio=1.0,
         n_experts=64,
     )
@@ -411,7 +413,7 @@ def test_moe_dispatch_equals_the_loop_over_experts_in_values_and_gradients():
 def test_moe_models_trace_without_graph_breaks(moe_place):
     """No nonzero(), no .numel() branches, no bincount: torch.compile sees one graph (and a GPU
     never waits for the host inside a MoE layer)."""
-    model = tiny(ffn_mult=4, n_experts=4, expert_hidden=16, moe_place=moe_place,
+    model = tiny(ffn_width_ratio=4, n_experts=4, expert_hidden=16, moe_place=moe_place,
                  current_position="masked" if moe_place == "inner" else "direct").train()
     idx = torch.randint(0, 50, (2, 16))
     torch._dynamo.reset()
@@ -424,7 +426,7 @@ def test_moe_models_trace_without_graph_breaks(moe_place):
 def test_every_expert_gets_a_gradient_even_when_no_token_is_routed_to_it(moe_place):
     """Under DDP (find_unused_parameters=False) a parameter without a .grad would hang the other
     ranks."""
-    model = tiny(ffn_mult=4, n_experts=4, expert_hidden=16, moe_place=moe_place).train()
+    model = tiny(ffn_width_ratio=4, n_experts=4, expert_hidden=16, moe_place=moe_place).train()
     moes = [m for m in model.modules() if isinstance(m, cea.TopOneMoE)]
     for moe in moes:  # the router sends every token to expert 0
         moe.router.register_forward_hook(

@@ -10,7 +10,7 @@ import cea
 from model import KVCache
 from shapes import build_model
 
-SHAPE = dict(vocab_size=50, block_size=24, n_layer=2, n_embd=32, n_head=4, ffn_mult=8)
+SHAPE = dict(vocab_size=50, block_size=24, n_layer=2, n_embd=32, n_head=4, ffn_width_ratio=8)
 VARIANTS = {"mha": dict(), "gqa_qknorm_head": dict(n_kv_head=2, qk_norm="head"),
             "mqa_qknorm_full": dict(n_kv_head=1, qk_norm="full")}
 
@@ -110,7 +110,7 @@ def test_masked_reference_with_a_small_head_dim_is_refused_on_cuda(monkeypatch):
 # KV cache: the keys/values of t (what later positions attend to)
 
 CACHED_MODELS = {
-    "vanilla": dict(ffn_mult=4, outer_ratio=1.0),
+    "vanilla": dict(ffn_width_ratio=4, outer_ratio=1.0),
     "caa_direct": dict(outer_ratio=0.5),
     "cea_direct_gqa_qknorm": dict(outer_ratio=0.125, n_kv_head=2, qk_norm="head"),
     "cea_masked": dict(outer_ratio=0.125, current_position="masked"),
@@ -120,7 +120,7 @@ CACHED_MODELS = {
         outer_ratio=0.125, current_position="masked", attention_impl="reference"
     ),
     "inner_moe_masked": dict(
-        ffn_mult=4,
+        ffn_width_ratio=4,
         outer_ratio=1.0,
         n_experts=3,
         expert_hidden=16,
@@ -128,7 +128,7 @@ CACHED_MODELS = {
         current_position="masked",
     ),
     "inner_moe_direct": dict(
-        ffn_mult=4, outer_ratio=1.0, n_experts=3, expert_hidden=16, moe_place="inner"
+        ffn_width_ratio=4, outer_ratio=1.0, n_experts=3, expert_hidden=16, moe_place="inner"
     ),
 }
 

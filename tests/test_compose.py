@@ -80,7 +80,7 @@ def test_constant_widths_k4_is_the_hourglass():
 
 def test_cea_attention_is_cea():
     same_model(lambda: build_model("composed", **COMMON, ffn_hidden=32 * 64, outer_ratio=0.125),
-               lambda: build_model("cea", **COMMON, ffn_mult=32, outer_ratio=0.125))
+               lambda: build_model("cea", **COMMON, ffn_width_ratio=32, outer_ratio=0.125))
 
 
 def test_lws_schedule_is_lws():
@@ -204,5 +204,5 @@ def test_composed_endpoint_params_is_the_hand_count():
             model = build_model("composed", **shape, n_sub_blocks=k, outer_ratio=rho)
         assert model.endpoint_params() == by_hand, (k, rho)
         # what the solver subtracts, per unit width
-        end_in, end_out = model.config.end_multiples()
+        end_in, end_out = model.config.end_ratios()
         assert end_in * w * (w - d) + end_out * w * (w - d) == pytest.approx(by_hand), (k, rho)

@@ -99,7 +99,8 @@ CEA_MODELS = {
     for rule in ("direct", "masked", "transformed")
 }
 CEA_MODELS["cea_gpt_gqa"] = lambda: build_model(
-    "cea", **COMMON, n_layer=2, n_head=4, n_kv_head=2, n_embd=64, ffn_mult=8, outer_ratio=0.25
+    "cea", **COMMON, n_layer=2, n_head=4, n_kv_head=2, n_embd=64, ffn_width_ratio=8,
+    outer_ratio=0.25
 )
 ALL = list(MODELS) + list(CEA_MODELS)  # CEA: the cache keeps the keys/values of t only
 

@@ -214,7 +214,7 @@ def test_a_moe_run_logs_its_auxiliary_loss_as_its_own_column(char_dataset, tmp_p
     moe, plain = tmp_path / "moe", tmp_path / "plain"
     result = run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={moe}",
                  "--max_iters=3", "--eval_interval=3", "--model_type=cea", "--dropout=0.0",
-                 "--model_args={'ffn_mult': 4, 'outer_ratio': 1.0, 'n_experts': 2, "
+                 "--model_args={'ffn_width_ratio': 4, 'outer_ratio': 1.0, 'n_experts': 2, "
                  "'expert_hidden': 16}")
     steps = [json.loads(l) for l in (moe / "metrics.jsonl").read_text().splitlines()
              if '"loss"' in l]

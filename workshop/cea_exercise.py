@@ -38,7 +38,7 @@ OUTER_RATIO = 1.0  # TODO: 0.5
 def build(vocab_size):
     """A tiny FFN-Wider (W = 32 d) GPT with the Outer/Inner split OUTER_RATIO."""
     return cea.CEAGPT(cea.CEAConfig(vocab_size=vocab_size, block_size=64, n_layer=2, n_head=2,
-                                    n_embd=32, ffn_mult=32, outer_ratio=OUTER_RATIO))
+                                    n_embd=32, ffn_width_ratio=32, outer_ratio=OUTER_RATIO))
 
 
 def ffn_contribution(model, idx, targets):

@@ -16,7 +16,7 @@ from shapes import build_model
 sys.path.insert(0, str(ROOT / "experiments"))
 import cea_contribution  # noqa: E402
 
-TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_mult=8)
+TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_width_ratio=8)
 
 
 def tiny(**overrides):
@@ -86,7 +86,7 @@ def test_sublayer_representations_follow_the_forward_pass():
 
 def test_the_moe_baselines_ffn_slot_is_one_ffn_step():
     """MoE sublayer + FFN form one FFN step; the representations still rebuild the logits."""
-    model = tiny(ffn_mult=4, n_experts=2, moe_place="before_ffn")
+    model = tiny(ffn_width_ratio=4, n_experts=2, moe_place="before_ffn")
     idx = torch.randint(0, 50, (2, 16))
     reps, kinds = cea_contribution.sublayer_representations(model, idx)
     assert kinds == ["embedding", "attention", "ffn", "attention", "ffn"]

@@ -62,7 +62,7 @@ def test_the_sweep_trains_to_the_vanillas_loss_analyses_plots_and_resumes(
         assert ckpt["config"]["stop_val_loss"] == pytest.approx(target["val_loss"])
         assert (
             ckpt["model_args"]["outer_ratio"] == r["outer_ratio"]
-            and ckpt["model_args"]["ffn_mult"] == 32
+            and ckpt["model_args"]["ffn_width_ratio"] == 32
         )
         assert r["reached"] == (r["val_loss"] <= target["val_loss"])
         assert r["reached"] or ckpt["iter_num"] == 8  # it stops at the target, or at max_iters

@@ -74,8 +74,8 @@ def variable_width_case():
 
 
 def cea_case():
-    m = build("cea", vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=64, ffn_mult=32,
-              outer_ratio=0.125)
+    m = build("cea", vocab_size=65, block_size=32, n_layer=4, n_head=4, n_embd=64,
+              ffn_width_ratio=32, outer_ratio=0.125)
     return evaluate("CEA", d=64, L=4, W=32 * 64)["budget"], m.budget()
 
 
@@ -196,7 +196,8 @@ def test_the_shape_rules_constants_are_the_codes_defaults():
         defaults["width_multiple"])
     wider, rho = one(r"one FFN width W = (\d+) d \(FFN-Wider\).* CEA is rho = ([\d.]+)%")
     cea_defaults = {f.name: f.default for f in dataclasses.fields(cea.CEAConfig)}
-    assert (int(wider), float(rho) / 100) == (cea_defaults["ffn_mult"], CPU_PRESET["outer_ratio"])
+    assert (int(wider), float(rho) / 100) == (cea_defaults["ffn_width_ratio"],
+                                              CPU_PRESET["outer_ratio"])
     paper, cpu = one(r"make_divisible\(beta_i d, (\d+)\) \(the CPU shapes: (\d+)\)")
     lws_defaults = {f.name: f.default for f in dataclasses.fields(lws.LWSConfig)}
     assert (int(paper), int(cpu)) == (lws_defaults["ffn_multiple"], CPU_PRESET["ffn_multiple"])

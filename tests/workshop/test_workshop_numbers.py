@@ -119,7 +119,7 @@ def kv_bytes():
     assert kv(s["FFN-Wider"]) == kv(cea)
     return dict(L=gpt.config.n_layer, d=gpt.config.n_embd, d_hg=hg.config.n_embd,
                 gpt=kv(gpt), hg=kv(hg), cea=kv(cea), d_cea=cea.config.n_embd,
-                mult=cea.config.ffn_mult)
+                mult=cea.config.ffn_width_ratio)
 
 
 def variable_width_200m():

@@ -187,7 +187,7 @@ def check_cea_exercise(module, steps=150):
     width = 32 * model.config.n_embd  # W of the 32x FFN-Wider
     outer, inner = model.config.layers[0].ffn_hidden, model.config.inner_hidden
     wider = build("cea", dict(vocab_size=vocab_size, block_size=block, n_layer=2, n_head=2,
-                              n_embd=32, ffn_mult=32, outer_ratio=1.0))
+                              n_embd=32, ffn_width_ratio=32, outer_ratio=1.0))
     assert model.param_counts()["non_embedding"] == wider.param_counts()["non_embedding"], (
         "the split should move FFN parameters into attention, not add any: build() must stay a "
         "2-layer FFN-Wider")
