@@ -9,11 +9,11 @@ https://github.com/apple/corenet).
 A plain (isotropic) transformer gives every layer the same FFN width and head count. LWS spends
 the same parameter budget unevenly: layer i gets an FFN multiplier beta_i and an attention
 multiplier alpha_i, read off a straight line (or two) between a few numbers the user picks.
-Section 3.2, with d = n_embd, d_h = head dim, N = n_layer, i = 0..N-1:
+Section 3.2, with d = n_embd, N = n_layer, i = 0..N-1:
 
     (1) ffn_hidden_i = beta_i * d                                    FFN width of layer i
     (2) beta_i  = beta_start  + (beta_end  - beta_start)  * i / (N - 1)
-    (3) n_head_i = alpha_i * d / d_h                                 query heads of layer i
+    (3) n_head_i = alpha_i * d / head_dim                            query heads of layer i
     (4) alpha_i = alpha_start + (alpha_end - alpha_start) * i / (N - 1)
 
 The four profiles the paper compares at 180M parameters (VARIANTS; its Figure 3 and Table 2):
@@ -136,15 +136,15 @@ VARIANTS = {
 @dataclass
 class LWSConfig(GPTConfig):
     """n_head / n_kv_head fix the group size (query heads per KV head, kept in every layer) and,
-    with n_embd (or head_dim), the head dim d_h; the schedule sets each layer's FFN width and
-    heads. No schedule: exactly the plain GPT."""
+    with n_embd, the head_dim every layer keeps (unless given); the schedule sets each layer's FFN
+    width and heads. No schedule: exactly the plain GPT."""
 
     ffn_scalars: list[float] | None = None  # beta, eq. (2): 2 values a line, 3 a crown, 1 a layer
     qkv_scalars: list[float] | None = None  # alpha, eq. (4), the same way
     framed: bool = False  # first and last layer at (frame_ffn, frame_qkv)
     ffn_multiple: int = 256  # FFN widths are multiples of this (the paper's 256)
     frame_ffn: float = 4.0  # the frame's beta: the isotropic baseline's 4 d
-    frame_qkv: float = 1.0  # the frame's alpha: the baseline's d / d_h heads
+    frame_qkv: float = 1.0  # the frame's alpha: the baseline's d / head_dim heads
 
     def __post_init__(self):
         if self.ffn_scalars is not None or self.qkv_scalars is not None:
