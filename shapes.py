@@ -276,23 +276,12 @@ GPU_PRESET = dict(
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 
 
-# Other names some settings answer to, on the command line and in a config file, each read as the
-# setting with a one-line note: the matching ones as the names the model configs use, compare.py's
-# one rate as its list of rates.
-RENAMED = {"hourglass_k": "n_sub_blocks", "hourglass_ratio": "bottleneck_ratio",
-           "cea_outer_ratio": "outer_ratio", "learning_rate": "learning_rates"}
-
-
-def renamed_note(name, dashes="--"):
-    print(f"note: {dashes}{name} is read as {dashes}{RENAMED[name]}", file=sys.stderr)
-
-
 def preset_settings(argv, keys=None, extra=None):
     """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
     on top (shapes.py, compare.py and bench.py read their command lines this way).
     keys: keep only these preset keys; extra: the calling tool's own options and defaults.
-    A name of RENAMED is read as the setting it names, with a note. The preset is the last one
-    named, by --preset=<name> or by a config file's `preset = "<name>"` line."""
+    The preset is the last one named, by --preset=<name> or by a config file's
+    `preset = "<name>"` line."""
     preset = "cpu"
     for arg in argv:
         if arg.startswith("--preset="):
@@ -303,30 +292,7 @@ def preset_settings(argv, keys=None, extra=None):
         raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
     defaults.update(extra or {}, preset=preset)
-    args = []
-    for arg in argv:  # --hourglass_k=4 -> --n_sub_blocks=4
-        key, sep, text = arg[2:].partition("=")
-        if arg.startswith("--") and RENAMED.get(key) in defaults:
-            renamed_note(key)
-            arg = f"--{RENAMED[key]}{sep}{text}"
-        args.append(arg)
-    # a config file's other names: read as keys of their own, then moved to the setting's (which
-    # wins when both are given); --help and the list of known keys show the settings' names only
-    files = any(not a.startswith("-") for a in argv) and not ({"-h", "--help"} & set(argv))
-    # (a single value where the setting is a list, learning_rate = 1e-3, is a list of one)
-    lists = {n for n in RENAMED.values() if isinstance(defaults.get(n), tuple)}
-    aliases = {a: None if n in lists else defaults[n] for a, n in RENAMED.items() if n in defaults
-               } if files else {}
-    given = set()
-    settings = parse_overrides(args, {**defaults, **aliases}, given=given)
-    for key in aliases:
-        value = settings.pop(key)
-        if key in given:
-            renamed_note(key, dashes="")
-            if RENAMED[key] not in given:
-                wrap = RENAMED[key] in lists and not isinstance(value, (tuple, list))
-                settings[RENAMED[key]] = (value,) if wrap else value
-    return settings
+    return parse_overrides(argv, defaults)
 
 
 def select_models(models):

@@ -13,7 +13,7 @@ import pytest
 
 import compare
 from shapelab import sweep
-from shapelab.configurator import read_config_file
+from shapelab.configurator import ConfigError, read_config_file
 from conftest import ROOT
 from shapelab.lock import FileLock
 
@@ -97,16 +97,12 @@ def test_a_setting_no_run_can_use_is_one_line_before_anything_is_written(setting
     assert not out.exists()
 
 
-def test_one_learning_rate_is_a_list_of_one_with_a_note(tmp_path, capsys):
-    """--learning_rate (one rate for every shape) is read as --learning_rates, a list of one, on
-    the command line and in a config file, with a one-line note."""
-    settings = compare.preset_settings(["--learning_rate=1e-3"])
-    assert settings["learning_rates"] == (1e-3,) and "learning_rate" not in settings
-    assert "note: --learning_rate is read as --learning_rates" in capsys.readouterr().err
-    config = tmp_path / "one_rate.py"
-    config.write_text("learning_rate = 3e-3\n")
-    assert compare.preset_settings([str(config)])["learning_rates"] == (3e-3,)
-    assert "note: learning_rate is read as learning_rates" in capsys.readouterr().err
+def test_the_rates_are_one_list_and_one_rate_is_a_list_of_one():
+    """compare.py's rates are the list learning_rates (one rate: a list of one); learning_rate,
+    train.py's one rate, is an unknown key whose line names learning_rates."""
+    assert compare.preset_settings(["--learning_rates=1e-3"])["learning_rates"] == (1e-3,)
+    with pytest.raises(ConfigError, match="Did you mean learning_rates"):
+        compare.preset_settings(["--learning_rate=1e-3"])
 
 
 def test_relative_paths_are_the_callers_not_the_repo_roots(tmp_path, char_dataset, monkeypatch):
