@@ -67,8 +67,11 @@ from pathlib import Path
 import torch
 
 from model import KVCache
-from shapelab.configurator import ConfigError, parse_overrides, train_defaults, usage_error
-from shapelab.hardware import auto_dtype, autocast, peak_flops, set_fp32_matmul_precision
+from shapelab.checkpoint import write_atomic
+from shapelab.configurator import (ConfigError, check_device, need, parse_overrides,
+                                   train_defaults, usage_error)
+from shapelab.hardware import (auto_dtype, autocast, peak_flops, pick_device,
+                               set_fp32_matmul_precision)
 from shapes import build_model, model_keys
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
                     preset_settings, select_models)
@@ -427,8 +430,7 @@ def main(argv):
         usage_error(e)
     if args["threads"]:
         torch.set_num_threads(args["threads"])
-    device = (args["device"] if args["device"] != "auto"
-              else "cuda" if torch.cuda.is_available() else "cpu")
+    device = pick_device(args["device"])  # auto: cuda > mps > cpu
     names = args["dtypes"].split(",")
     if names == ["auto"]:  # what the device computes natively (train.py's dtype=auto), and fp32
         names = list(dict.fromkeys([auto_dtype(device.split(":")[0]), "float32"]))
@@ -472,10 +474,6 @@ def main(argv):
 def check_options(args, batch_size_zero_ok=False):
     """Every option a benchmark cannot use is one line naming it and what it takes (before any
     shape is matched or built). batch_size 0 means the first config file's, for config files."""
-    def need(ok, message):
-        if not ok:
-            raise ConfigError(message)
-
     modes, dtypes = args["modes"].split(","), args["dtypes"].split(",")
     need(set(modes) <= {"eager", "compiled"},
          f"modes={args['modes']!r}: a comma-separated list of eager, compiled")
@@ -488,13 +486,7 @@ def check_options(args, batch_size_zero_ok=False):
         need(args[key] >= 0, f"{key}={args[key]}: it must be 0 or more (0: the default)")
     need(args["batch_size"] >= (0 if batch_size_zero_ok else 1),
          f"batch_size={args['batch_size']}: too small")
-    kind = args["device"].split(":")[0]
-    need(kind in ("auto", "cpu", "cuda", "mps"),
-         f"device={args['device']!r}: use auto, cpu, cuda, cuda:<index> or mps")
-    need(kind != "cuda" or torch.cuda.is_available(),
-         f"device={args['device']!r}, but this machine has no CUDA GPU: use --device=cpu or auto")
-    need(kind != "mps" or torch.backends.mps.is_available(),
-         "device='mps', but MPS is not available here")
+    check_device(args["device"])
 
 
 def device_name(device):
@@ -504,7 +496,7 @@ def device_name(device):
 def write_json(path, **what):
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(what, indent=1))
+        write_atomic(path, json.dumps(what, indent=1))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ and data_dir are taken relative to where you run it.
 """
 
 import csv
+import io
 import json
 import math
 import os
@@ -78,12 +79,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.plot import plot_curves, plot_verdict
 from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
                             read_result, record_run, run_all, run_identity, same_settings,
-                            sync_records, terminated, train_one, training_in, write_atomic)
+                            sync_records, terminated, train_one, training_in)
 from shapelab.verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates,
                               shape_rows, verdict_footer, verdict_table)
 from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, check_model_settings, describe_shapes,
@@ -525,7 +527,7 @@ def report(settings, shapes, results, tokens):
             f"'budget without W_end' leaves out Appendix A's endpoint matrices (the ><formers' "
             f"first-layer columns on the zero padding and last rows cut to d), as the "
             f"><formers' matching does.\n")
-    write_atomic(out_dir / "results.md", lambda tmp: tmp.write_text(text))
+    write_atomic(out_dir / "results.md", text)
     runs = [dict(shape=name, model_type=shapes[name][0], lr=lr, seed=seed,
                  **{k: v for k, v in r.items() if k != "curve"})
             for (name, lr, seed), r in sorted(results.items(), key=lambda kv: (
@@ -540,15 +542,13 @@ def report(settings, shapes, results, tokens):
     summary = json.dumps(dict(settings={**settings, **paths}, shapes={
         n: dict(i, model_args=shapes[n][1]) for n, i in info.items()}, verdicts=verdicts,
         runs=runs), indent=1)
-    write_atomic(out_dir / "results.json", lambda tmp: tmp.write_text(summary))
-
-    def write_csv(tmp):
-        with open(tmp, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(CSV_COLUMNS)
-            writer.writerows([math.nan if run.get(k) is None and k == "val_loss" else run.get(k)
-                              for k in CSV_COLUMNS] for run in runs)
-    write_atomic(out_dir / "results.csv", write_csv)
+    write_atomic(out_dir / "results.json", summary)
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows([math.nan if run.get(k) is None and k == "val_loss" else run.get(k)
+                      for k in CSV_COLUMNS] for run in runs)
+    write_atomic(out_dir / "results.csv", table.getvalue())
     plot_curves({n: [r["curve"] for r in chosen[n]] for n in names}, out_dir / "val_loss.png",
                 title)
     plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
@@ -560,8 +560,7 @@ def report(settings, shapes, results, tokens):
         record_dir = ""
     written = ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png")
     for name in written if record_dir else ():
-        data = (out_dir / name).read_bytes()
-        write_atomic(Path(record_dir) / name, lambda tmp: tmp.write_bytes(data))
+        write_atomic(Path(record_dir) / name, (out_dir / name).read_bytes())
     also = f" and in {portable(record_dir, ROOT)}" if record_dir else ""
     print(f"\n{verdict_md}\n\n{rates_md}\n\nwrote {out_dir / 'results.md'}, results.json, "
           f"results.csv, val_loss.png and verdict.png there{also}")

@@ -46,7 +46,8 @@ from pathlib import Path
 import torch
 
 from shapelab.checkpoint import load_checkpoint
-from shapelab.configurator import ConfigError, parse_overrides
+from shapelab.configurator import ConfigError, check_device, parse_overrides
+from shapelab.hardware import pick_device
 
 ROOT = Path(__file__).resolve().parent
 PARTS = ("data", "bench", "train", "resume", "torchrun", "fp16", "sample")
@@ -363,11 +364,12 @@ def main(argv):
             raise ConfigError(f"--parts: unknown {unknown}; choose from {', '.join(PARTS)}")
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
-    device = settings["device"]
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(f"error: --device={device}, but torch {torch.__version__} sees no CUDA "
-                         f"GPU here; run this on a machine with one, or try the CPU-safe form: "
-                         f"python gpu_check.py --device=cpu --tiny")
+    try:
+        check_device(settings["device"])
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}; the CPU-safe form of this check: python gpu_check.py "
+                         f"--device=cpu --tiny") from None
+    device = settings["device"] = pick_device(settings["device"])  # (what the parts run on)
     out_dir = Path(settings["out_dir"]).resolve()  # the children run in the repo root
     settings.update(out_dir=str(out_dir), data_dir=str(Path(settings["data_dir"]).resolve())
                     if settings["data_dir"] else "")

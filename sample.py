@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from shapelab.checkpoint import is_export, load_checkpoint, load_export
-from shapelab.configurator import ConfigError, parse_overrides, usage_error
-from shapelab.hardware import DTYPES, auto_dtype, autocast
+from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
+from shapelab.hardware import DTYPES, auto_dtype, autocast, pick_device
 from shapelab.tokenizer import Tokenizer
 from shapes import model_from_checkpoint
 
@@ -60,29 +60,19 @@ dtype = "auto"  # auto: bfloat16 where the device has it natively, else float16 
 try:  # every setting it cannot use is one line, exit status 2
     parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
                                    and isinstance(v, (int, float, str))}, apply_to=globals())
-    for bad, why in ((not temperature >= 0 or temperature == math.inf,  # (nan, inf, < 0)
-                      f"temperature={temperature}: use 0 (greedy) or more, a finite number"),
-                     (top_k < 0, f"top_k={top_k}: use 1 or more (0: all tokens)"),
-                     (num_samples < 1, f"num_samples={num_samples}: use 1 or more"),
-                     (max_new_tokens < 0, f"max_new_tokens={max_new_tokens}: use 0 or more"),
-                     (dtype not in ("auto", *DTYPES),
-                      f"dtype={dtype!r}: use one of auto, {', '.join(DTYPES)}"),
-                     (device.split(":")[0] not in ("auto", "cpu", "cuda", "mps"),
-                      f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps"),
-                     (device.startswith("cuda") and not torch.cuda.is_available(),
-                      f"device={device!r}, but this machine has no CUDA GPU: use --device=cpu"),
-                     (device == "mps" and not torch.backends.mps.is_available(),
-                      "device='mps', but MPS is not available here: use --device=cpu or auto")):
-        if bad:
-            raise ConfigError(why)
+    need(temperature >= 0 and temperature != math.inf,  # (nan, inf, < 0)
+         f"temperature={temperature}: use 0 (greedy) or more, a finite number")
+    need(top_k >= 0, f"top_k={top_k}: use 1 or more (0: all tokens)")
+    need(num_samples >= 1, f"num_samples={num_samples}: use 1 or more")
+    need(max_new_tokens >= 0, f"max_new_tokens={max_new_tokens}: use 0 or more")
+    need(dtype in ("auto", *DTYPES), f"dtype={dtype!r}: use one of auto, {', '.join(DTYPES)}")
+    check_device(device)
     if start.startswith("FILE:"):
         start = read_prompt(start[5:])
 except ConfigError as e:
     usage_error(e)
 
-if device == "auto":
-    device = ("cuda" if torch.cuda.is_available()
-              else "mps" if torch.backends.mps.is_available() else "cpu")
+device = pick_device(device)  # auto: cuda > mps > cpu
 device_type = device.split(":")[0]
 if dtype == "auto":  # native bf16 only: T4 / V100 emulate it slowly and sample in float16
     dtype = auto_dtype(device_type)

@@ -38,8 +38,9 @@ from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
-                               set_fp32_matmul_precision)
-from shapelab.run import RunDir, TimeBudget, all_rng_states, restore_rng, resume_settings
+                               pick_device, set_fp32_matmul_precision)
+from shapelab.run import (RunDir, TimeBudget, all_finite, all_rng_states, restore_rng,
+                          resume_settings)
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
 
@@ -121,9 +122,7 @@ globals().update(config)  # what this run uses (config is saved in the checkpoin
 
 # DDP: torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; otherwise this is a single process.
 ddp = int(os.environ.get("RANK", -1)) != -1
-if device == "auto":
-    device = ("cuda" if torch.cuda.is_available()
-              else "mps" if torch.backends.mps.is_available() else "cpu")
+device = pick_device(device)  # auto: cuda > mps > cpu
 if ddp:
     init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     ddp_rank, ddp_local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
@@ -204,7 +203,7 @@ if init_from == "scratch":
     if master_process and model_type != "gpt":
         print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
     if master_process:  # overwrite=True: only now, with settings, data and model checked
-        run.remove_previous_run()
+        run.set_aside_previous_run()
 else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint, run.ckpt)
@@ -308,6 +307,8 @@ if ood_sha256:  # which texts the OOD losses are of (shapelab/sweep.py keeps thi
 
 # -----------------------------------------------------------------------------------------------
 # training loop
+to_try = (f"a lower learning_rate (now {learning_rate}), more warmup_iters (now {warmup_iters}), "
+          f"grad_clip=1.0, or dtype='bfloat16' instead of float16")  # what a diverged run says
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")
@@ -342,8 +343,8 @@ while True:
             iter=iter_num, tokens=tokens, train_loss=losses["train"],
             val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2),
             **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
-        finite = math.isfinite(losses["train"]) and math.isfinite(losses["val"]) and all(
-            bool(torch.isfinite(p).all()) for p in raw_model.parameters())
+        finite = (math.isfinite(losses["train"]) and math.isfinite(losses["val"])
+                  and all_finite(raw_model))
         if not finite:  # never save a diverged model over the last good checkpoint
             diverged = f"the evaluation's losses are {losses['train']}, {losses['val']} (val)"
         else:
@@ -372,7 +373,7 @@ while True:
         reached_target = bool(flag[0].item())
         diverged = diverged or ("the evaluation on rank 0 was not finite" if flag[1].item() else "")
     if diverged:  # the run ends, naming the last good checkpoint
-        raise run.diverged(iter_num, diverged, config)
+        raise run.diverged(iter_num, diverged, to_try)
     if (max_iters and iter_num >= max_iters) or reached_target:
         break
 
@@ -400,7 +401,7 @@ while True:
     if iter_num % log_interval == 0:
         lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
         if not math.isfinite(lossf):
-            raise run.diverged(iter_num, f"the loss is {lossf}", config)
+            raise run.diverged(iter_num, f"the loss is {lossf}", to_try)
         t1 = time.time()
         dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
     if master_process and iter_num % log_interval == 0:

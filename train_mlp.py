@@ -43,14 +43,14 @@ import torch.nn.functional as F
 
 from mlp_hourglass import INPUT_PROJECTION_ALIASES, check_shape, count_params, image_mlp, \
     input_projection
-from shapelab.checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room
-from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapelab.checkpoint import load_checkpoint, write_atomic
+from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
 from shapelab.dataset import load_images
-from shapelab.hardware import auto_dtype, autocast
+from shapelab.hardware import auto_dtype, autocast, pick_device
 from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
                                   choose_prototypes, flips_of_copies, get_task, make_batch,
                                   samples_png)
-from shapelab.run import RunDir
+from shapelab.run import RunDir, all_finite, resume_policy
 
 # -----------------------------------------------------------------------------------------------
 # default config: denoising MNIST; a None takes config/mlp_<task>.py's value (the task's protocol)
@@ -85,7 +85,7 @@ overwrite = False  # True: a scratch run may replace the run already in out_dir
 eval_only = False  # True: score out_dir/ckpt.pt on the test split and stop
 allow_other_data = False  # True: eval_only scores a checkpoint on another data source than its own
 # system
-device = "auto"  # auto (cuda if there is one) | cpu | cuda | cuda:<index>
+device = "auto"  # auto (cuda > mps > cpu) | cpu | cuda | cuda:<index> | mps
 dtype = None  # float32 | auto (hardware's: bf16 where native) | bfloat16 | float16 (GradScaler)
 compile = False
 num_threads = 0  # 0 = torch's default
@@ -95,11 +95,18 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_")
 # the keys whose default is None (= config/mlp_<task>.py's value), with their types
 PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float, batch_size=int,
                      lr=float, flips=int, eval_interval=int, noise_sigma=float, dtype=str)
+# a results file the disk had no room for: the same command again is refused (the run is there)
+AGAIN = "run the same command with --init_from=resume (it writes a finished run's results)"
 EVAL_BATCH_SIZE = 128  # the reference code's eval / test loaders; psnr_batchmse depends on it
-# what a resume takes from this invocation, not from the run it continues: where and how it runs
-# (the device is the run's: a noise RNG's state goes on only on its own kind of device)
-WHERE_IT_RUNS = ("out_dir", "init_from", "overwrite", "eval_only", "allow_other_data", "compile",
-                 "num_threads", "log_interval", "data_dir", "prepared_dir")
+# a resume (run.resume_policy): where and how it runs is this invocation's; what defines the model
+# and the data it sees is the run's (another value refused: the init and W_in drawn by the seed,
+# the data order by the batch size, a noise RNG's state only on its own kind of device); any other
+# setting given with another value (lr, epochs, ...) is taken with a note
+NOT_RESUMED = ("out_dir", "init_from", "overwrite", "eval_only", "allow_other_data", "compile",
+               "num_threads", "log_interval", "data_dir", "prepared_dir")
+SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_dim", "n_blocks",
+              "seed", "flips", "noise_sigma", "clamp_sr_input", "max_train_images", "batch_size",
+              "device")
 
 
 def task_protocol(task_name):
@@ -121,45 +128,31 @@ def resolve(config):
         if getattr(c, key) is None:
             setattr(c, key, protocol[key])
     for key in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
-        if getattr(c, key) < 1:  # never replaced by a default, never recorded as something else
-            raise ConfigError(f"--{key}={getattr(c, key)}: it must be 1 or more")
+        # (never replaced by a default, never recorded as something else)
+        need(getattr(c, key) >= 1, f"--{key}={getattr(c, key)}: it must be 1 or more")
     for key in ("max_steps", "max_train_images", "num_threads", "eval_interval"):
-        if getattr(c, key) < 0:
-            raise ConfigError(f"--{key}={getattr(c, key)}: it must be 0 (off) or more")
+        need(getattr(c, key) >= 0, f"--{key}={getattr(c, key)}: it must be 0 (off) or more")
     for key in ("epochs", "lr", "weight_decay", "noise_sigma"):
-        if getattr(c, key) is not None and not math.isfinite(getattr(c, key)):
-            raise ConfigError(f"--{key}={getattr(c, key)}: it must be a finite number")
-    if not c.epochs > 0:
-        raise ConfigError(f"--epochs={c.epochs}: it must be more than 0 (a fraction is fine)")
-    if not c.lr > 0 or not c.weight_decay >= 0:
-        raise ConfigError(f"--lr={c.lr}, --weight_decay={c.weight_decay}: lr must be > 0, "
-                          f"weight_decay 0 or more")
-    if c.noise_sigma is not None and c.noise_sigma < 0:
-        raise ConfigError(f"--noise_sigma={c.noise_sigma}: it must be 0 or more")
-    if c.init_from not in ("scratch", "resume"):
-        raise ConfigError(f"--init_from={c.init_from}: use scratch or resume")
-    if c.flips not in (1, 2, 4):
-        raise ConfigError(f"--flips={c.flips}: it must be 1, 2 or 4")
-    if c.flips > 1 and t.target == "prototype":
-        raise ConfigError("flip augmentation is not defined for generative classification (the "
-                          "target prototype would not flip with the input); use --flips=1")
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device):
-        raise ConfigError(f"--device={c.device}: use auto, cpu, cuda or cuda:<index>")
-    if c.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"--device={c.device}: this machine has no CUDA GPU (torch "
-                          f"{torch.__version__}); use --device=cpu or auto")
-    if c.device.startswith("cuda:") and int(c.device[5:]) >= torch.cuda.device_count():
-        raise ConfigError(f"--device={c.device}: this machine has {torch.cuda.device_count()} "
-                          f"CUDA GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
-    if c.data_dir and not os.path.isdir(c.data_dir):
-        raise ConfigError(f"--data_dir={c.data_dir}: no such folder (the raw files to prepare "
-                          f"from); leave it out to use the prepared data")
-    if c.device == "auto":
-        c.device = "cuda" if torch.cuda.is_available() else "cpu"
+        need(getattr(c, key) is None or math.isfinite(getattr(c, key)),
+             f"--{key}={getattr(c, key)}: it must be a finite number")
+    need(c.epochs > 0, f"--epochs={c.epochs}: it must be more than 0 (a fraction is fine)")
+    need(c.lr > 0 and c.weight_decay >= 0, f"--lr={c.lr}, --weight_decay={c.weight_decay}: lr "
+         f"must be > 0, weight_decay 0 or more")
+    need(c.noise_sigma is None or c.noise_sigma >= 0,
+         f"--noise_sigma={c.noise_sigma}: it must be 0 or more")
+    need(c.init_from in ("scratch", "resume"), f"--init_from={c.init_from}: use scratch or resume")
+    need(c.flips in (1, 2, 4), f"--flips={c.flips}: it must be 1, 2 or 4")
+    need(c.flips == 1 or t.target != "prototype", "flip augmentation is not defined for "
+         "generative classification (the target prototype would not flip with the input); use "
+         "--flips=1")
+    check_device(c.device)
+    need(not c.data_dir or os.path.isdir(c.data_dir), f"--data_dir={c.data_dir}: no such folder "
+         f"(the raw files to prepare from); leave it out to use the prepared data")
+    c.device = pick_device(c.device)  # auto: cuda > mps > cpu
     if c.dtype == "auto":  # bf16 where the hardware has it, fp16 on T4 / V100, else fp32
         c.dtype = auto_dtype(c.device.split(":")[0])
-    if c.dtype not in ("bfloat16", "float16", "float32"):
-        raise ConfigError(f"--dtype={c.dtype!r}: use float32, auto, bfloat16 or float16")
+    need(c.dtype in ("bfloat16", "float16", "float32"),
+         f"--dtype={c.dtype!r}: use float32, auto, bfloat16 or float16")
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
     # what feeds the blocks, by name: '' = the shape's own (mlp_hourglass.INPUT_PROJECTIONS)
@@ -229,23 +222,11 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     return acc.result()
 
 
-class Diverged(SystemExit):
-    """A non-finite loss or weight: the run stops at `step` in one line naming its last good
-    checkpoint (only finite weights are ever saved)."""
-
-    def __init__(self, run, step, what, lr):
-        saved = run.intact() + run.put_back_previous_run() if run else "nothing was saved"
-        super().__init__(f"step {step}: {what}: training diverged (try a lower --lr, now {lr}); "
-                         f"{saved}")
-        self.step = step
-
-
 def resumed_run(run, config, given):
-    """init_from='resume': (the checkpoint in run.ckpt, the settings of its run). The run goes on
-    exactly as it was saved: every setting is the run's, except where and how it runs
-    (WHERE_IT_RUNS, from this invocation); a setting given here with another value than the run's
-    is refused in one line. `given`: the keys the command line set (None: every key)."""
-    checkpoint = load_checkpoint(run.ckpt)  # (damaged or foreign: one line)
+    """init_from='resume': (the checkpoint in run.ckpt, the settings it goes on with), by
+    run.resume_policy (NOT_RESUMED, SHAPE_KEYS). A checkpoint it cannot go on from exactly is
+    refused in one line. `given`: the keys the command line set (None: every key)."""
+    checkpoint = load_checkpoint(run.ckpt, trainer="train_mlp.py")  # (damaged: one line)
     if "train_state" not in checkpoint or not isinstance(checkpoint.get("config"), dict):
         raise ConfigError(f"{run.ckpt} holds no training state to resume (a model saved for "
                           f"scoring only, or not a train_mlp.py checkpoint): score it with "
@@ -253,30 +234,26 @@ def resumed_run(run, config, given):
     if "clamp_sr_input" not in checkpoint["config"] and checkpoint["config"].get("flips") == 2:
         raise ConfigError(f"{run.ckpt} was trained with x2 flips of none and horizontal, not "
                           f"the none and both of --flips=2: a resume cannot go on; train again")
-    saved, asked = saved_settings(checkpoint["config"]), resolve(config)
-    differ = [f"{k}={getattr(asked, k)!r} (the run has {saved[k]!r})"
-              for k in sorted(DEFAULTS if given is None else given)
-              if k in saved and k not in WHERE_IT_RUNS and getattr(asked, k) != saved[k]]
-    if differ:
-        raise ConfigError(f"resuming {run.ckpt} with settings that differ from its run: "
-                          f"{'; '.join(differ)}. Drop them to resume the run as it was, or start "
-                          f"a new one with --overwrite=True or another --out_dir")
-    return checkpoint, resolve({**saved, **{k: config[k] for k in WHERE_IT_RUNS if k in config}})
+    settings = resume_policy(run.ckpt, saved_settings(checkpoint["config"]), vars(resolve(config)),
+                             DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED)
+    return checkpoint, resolve(settings)
 
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model. config: settings (a dict; missing keys take the defaults above). data:
     ImageSplits (loaded here when None). run: the RunDir of out_dir, locked, where the
-    checkpoint goes; None writes nothing. given: the keys the command line set (a resume refuses
-    those that differ from its run's; None: every key). results=False leaves out metrics.json,
-    history.csv and samples.png (the sweep keeps a row instead). Returns the results, with the
-    best model (by validation loss) under "model"."""
+    checkpoint goes; None writes nothing. given: the keys the command line set (resumed_run;
+    None: every key). results=False leaves out metrics.json, history.csv and samples.png (the
+    sweep keeps a row instead). Returns the results, with the best model (by validation loss)
+    under "model"."""
     c = resolve(config)
     checkpoint = None
     if c.init_from == "resume":  # the run goes on as it was saved: its settings, its state
         checkpoint, c = resumed_run(run, config, given)
     if run is not None:
         run.refuse_to_replace(c.init_from, c.overwrite)  # a scratch run never replaces one silently
+    ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends (run=None: nothing saved)
+    to_try = f"a lower --lr (now {c.lr})"
     t = get_task(c.task)
     say = (lambda *a: None) if quiet else print
     if c.num_threads:
@@ -338,7 +315,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
             if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
     elif run is not None:  # overwrite=True: only now, with settings, data and model checked
-        run.remove_previous_run()
+        run.set_aside_previous_run()
     checkpoint = None  # free memory
 
     val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan
@@ -377,10 +354,10 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
                             "val_psnr_per_image": val["psnr_per_image"],
                             "time_s": elapsed_before + time.time() - t0})
             loss_sum, n_loss = 0.0, 0
-            if not (math.isfinite(train_loss) and math.isfinite(val["loss"]) and all(
-                    bool(torch.isfinite(p).all()) for p in model.parameters())):
-                raise Diverged(run, step + 1, f"the losses are {train_loss} (train), "
-                                              f"{val['loss']} (val)", c.lr)
+            if not (math.isfinite(train_loss) and math.isfinite(val["loss"])
+                    and all_finite(model)):
+                raise ends.diverged(step + 1, f"the losses are {train_loss} (train), "
+                                              f"{val['loss']} (val)", to_try)
             if val["loss"] < best["val_loss"]:
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 best = {"val_loss": val["loss"], "step": step + 1, "state": state}
@@ -399,11 +376,11 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
                 if first:  # the folder is this run's now: the previous run's results go
                     for name in ("metrics.json", "history.csv", "samples.png"):
                         (run.dir / name).unlink(missing_ok=True)
-                    write_atomically(run.dir / "data.json", json.dumps(data_record, indent=2))
+                    write_atomic(run.dir / "data.json", json.dumps(data_record, indent=2), AGAIN)
         if (step + 1) % c.log_interval == 0 or last:
             loss_value = loss.item()
             if not math.isfinite(loss_value):
-                raise Diverged(run, step + 1, f"the loss is {loss_value}", c.lr)
+                raise ends.diverged(step + 1, f"the loss is {loss_value}", to_try)
             now = time.time()
             its = ((step + 1 - start) / (now - t0) if last
                    else min(c.log_interval, step + 1 - start) / (now - t_last))
@@ -430,7 +407,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         f"{result['baseline_name']}: {baseline['psnr_batchmse']:.2f} dB, ssim "
         f"{baseline['ssim']:.4f} | {train_time:.0f}s")
     if run is not None and results:
-        write_atomically(run.dir / "metrics.json", json.dumps(result, indent=2))
+        write_atomic(run.dir / "metrics.json", json.dumps(result, indent=2), AGAIN)
         write_csv(run.dir / "history.csv", history)
         save_samples(model, c, data, protos, test, run.dir / "samples.png")
     return {**result, "history": history, "model": model}
@@ -441,32 +418,13 @@ def config_record(c):
     return {k: getattr(c, k) for k in DEFAULTS}
 
 
-def write_atomically(path, content):
-    """A file (text or bytes), whole or not at all: written to a temporary file, then renamed."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(content.encode() if isinstance(content, str) else content)
-        os.replace(tmp, path)
-    except OSError as e:
-        if e.errno not in NO_ROOM:
-            raise
-        what, todo = no_room(e, os.path.dirname(path) or ".")
-        raise DiskFull(f"error: {what} writing {path} (left as it was): {todo.lower()}, then run "
-                       f"the same command again (train_mlp.py: with "
-                       f"--init_from=resume, which writes a finished run's results)") from None
-    finally:  # (interrupted: no temporary file left behind)
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def write_csv(path, rows):
     """rows (dicts, at least one) as a CSV, whole or not at all."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
     writer.writeheader()
     writer.writerows(rows)
-    write_atomically(path, text.getvalue())
+    write_atomic(path, text.getvalue(), AGAIN)
 
 
 @torch.no_grad()
@@ -481,21 +439,17 @@ def save_samples(model, c, data, protos, test, path, n=8):
         pred = model(x)
     title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
              f"{test['psnr_batchmse']:.2f} dB")
-    write_atomically(path, samples_png(t, x, pred, target, title))
+    write_atomic(path, samples_png(t, x, pred, target, title), AGAIN)
 
 
 def load_trained_mlp(path, device="cpu"):
-    """A train_mlp.py checkpoint -> (model, settings, checkpoint dict), read weights_only=True."""
+    """A train_mlp.py checkpoint -> (model, settings, checkpoint dict), read by load_checkpoint
+    (weights_only=True; a damaged file: one line)."""
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist: train a model first (python train_mlp.py "
-                          f"--out_dir={os.path.dirname(path) or '.'})") from None
-    except Exception as e:  # a truncated or foreign file: torch raises several kinds
-        raise ConfigError(f"{path} is not a readable checkpoint (truncated or not a torch file: "
-                          f"{type(e).__name__}); train one with python train_mlp.py") from None
-    if not (isinstance(ckpt, dict) and isinstance(ckpt.get("config"), dict)
-            and set(ckpt["config"]) <= set(DEFAULTS)):  # (a list, a tensor, an LM checkpoint)
+        ckpt = load_checkpoint(path, map_location=device, trainer="train_mlp.py")
+    except FileNotFoundError as e:
+        raise ConfigError(e) from None
+    if not isinstance(ckpt.get("config"), dict) or not set(ckpt["config"]) <= set(DEFAULTS):
         raise ConfigError(f"{path} is not a checkpoint of train_mlp.py (an LM checkpoint of "
                           f"train.py? sample it with sample.py)")
     c = resolve({**saved_settings(ckpt["config"]), "device": device, "data_dir": ""})

@@ -44,6 +44,7 @@ the command that trains them.
 """
 
 import csv
+import io
 import json
 import math
 import re
@@ -56,6 +57,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 # noqa: E402
+from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.configurator import (ConfigError, parse_overrides, read_config_file, usage_error)
 from shapelab.verdict import rate_label  # noqa: E402
 
@@ -240,18 +242,20 @@ def report(analysis, rates, selection_seed, verdict_seeds, texts, command):
 
 
 def write_csv(analysis, path):
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["in_domain_loss", "seed", "ffn_wider_ood", "cea_ood",
-                         "cea_minus_ffn_wider"])
-        writer.writerows([r["level"], r["seed"], r["ffn_wider"], r["cea"], r["diff"]]
-                         for r in analysis["rows"])
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(["in_domain_loss", "seed", "ffn_wider_ood", "cea_ood", "cea_minus_ffn_wider"])
+    writer.writerows([r["level"], r["seed"], r["ffn_wider"], r["cea"], r["diff"]]
+                     for r in analysis["rows"])
+    write_atomic(path, table.getvalue())
 
 
 def plot(analysis, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from shapelab.plot import save_figure
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     levels, colors = analysis["levels"], {"FFN-Wider": "tab:orange", "CEA": "tab:green"}
     if not levels:
@@ -288,8 +292,7 @@ def plot(analysis, path):
         right.set_ylabel("CEA minus FFN-Wider OOD loss (nats)")
         right.set_title("paired by seed: each seed, mean and 95% interval", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv):
@@ -313,7 +316,7 @@ def main(argv):
                   command)
     out = args["out"]
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out + ".md").write_text(text)
+    write_atomic(out + ".md", text)
     write_csv(analysis, out + ".csv")
     plot(analysis, out + ".png")
     print(text)

@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 from mlp_hourglass import INPUT_PROJECTION_ALIASES, input_projection  # noqa: E402
+from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.image_tasks import TASKS  # noqa: E402
 from train_mlp import portable_source  # noqa: E402
 
@@ -401,6 +402,8 @@ def plot(entries, baseline, path, title):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
+    from shapelab.plot import save_figure
+
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     styles = {  # (color, marker): the hourglass warm, the conventional cool; a learned W_in square
         ("hourglass", "frozen_random"): ("tab:orange", "o"),
@@ -443,8 +446,7 @@ def plot(entries, baseline, path, title):
                 ax.legend(fontsize=8, loc="best")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 SETTING = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma",
@@ -482,7 +484,7 @@ def main(argv):
                          "experiments/mlp_hourglass_sweep.py)")
     text, entries, baseline, title = fronts(paths)
     prefix = Path(out[0]) if out else paths[0].parent / "fronts"
-    prefix.with_name(prefix.name + ".md").write_text(text)
+    write_atomic(prefix.with_name(prefix.name + ".md"), text)
     plot(entries, baseline, prefix.with_name(prefix.name + ".png"), title)
     print(text)
     print(f"wrote {prefix}.md and {prefix}.png")

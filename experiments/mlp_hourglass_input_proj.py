@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_sweep.py
 import train_mlp  # noqa: E402
 from mlp_hourglass_sweep import train_in_folder  # noqa: E402
 from mlp_hourglass import check_shape, input_projection  # noqa: E402
+from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from shapelab.dataset import load_images  # noqa: E402
 from shapelab.image_tasks import get_task  # noqa: E402
@@ -106,8 +107,7 @@ def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
                             "baseline": r["baseline"], "best_val_loss": r["best_val_loss"],
                             "train_time_s": r["train_time_s"]}
                         for (_, v, _), r in results.items()})
-    with open(os.path.join(out_dir, "compare.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(summary, indent=2))
     train_mlp.write_csv(os.path.join(out_dir, "compare.csv"), grid)
     plot(results, grid, variants, latent_dims, base, source,
          os.path.join(out_dir, "compare_input_proj.png"))
@@ -131,6 +131,8 @@ def plot(results, grid, variants, latent_dims, c, source, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from shapelab.plot import save_figure
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     if len(latent_dims) == 1:  # the variants' validation curves
@@ -156,8 +158,7 @@ def plot(results, grid, variants, latent_dims, c, source, path):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)
 
 
 def main(argv):

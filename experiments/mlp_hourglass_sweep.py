@@ -62,8 +62,9 @@ from mlp_hourglass import check_shape, count_params, input_projection  # noqa: E
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from shapelab.dataset import load_images  # noqa: E402
 from shapelab.image_tasks import choose_prototypes, get_task  # noqa: E402
-from shapelab.lock import Busy, FileLock, NotALockFile  # noqa: E402
-from shapelab.run import RunDir  # noqa: E402
+from shapelab.checkpoint import write_atomic  # noqa: E402
+from shapelab.lock import lock_folder  # noqa: E402
+from shapelab.run import Diverged, RunDir  # noqa: E402
 import train_mlp  # noqa: E402
 
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
@@ -157,7 +158,7 @@ def write_rows(path, rows):
     writer = csv.DictWriter(text, fieldnames=SWEEP_FIELDS, restval="", extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    train_mlp.write_atomically(path, text.getvalue())
+    write_atomic(path, text.getvalue())
 
 
 def append_row(path, row):
@@ -178,14 +179,8 @@ def sweep_lock(csv_path):
     """One sweep at a time on a CSV: shapelab/lock.py's lock on <csv>.lock (as RunDir locks a
     run's folder), dropped by the OS when the process ends, however it ends. A second sweep on the
     same CSV stops in one line instead of training the same runs again."""
-    try:
-        lock = FileLock(f"{csv_path}.lock")
-    except Busy as busy:
-        raise ConfigError(f"{csv_path} is in use by another sweep (PID {busy.pid}): wait for it "
-                          f"to finish, or use another --out_dir") from None
-    except NotALockFile as e:
-        raise ConfigError(e.strerror) from None
-    with lock:
+    csv_path = Path(csv_path)
+    with lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path):
         yield
 
 
@@ -292,7 +287,7 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
             run_dir = os.path.join(out_dir, "runs", run_name(run))
             try:
                 res = train_in_folder({**config, **run}, data, run_dir, quiet=not verbose)
-            except train_mlp.Diverged as e:  # a row of NaN, and the sweep goes on
+            except Diverged as e:  # a row of NaN, and the sweep goes on
                 print(f"{run_name(run)}: {e}; its row is NaN")
                 res = diverged_result({**config, **run}, e.step)
             test, baseline = res["test"], res["baseline"]

@@ -8,7 +8,8 @@ out_dir, the time budget, resume settings, RNG states - is run.py's.)
   A rename within one directory is atomic, so a run killed mid-save leaves the previous
   checkpoint intact; a save cut short by an error, Ctrl-C or SIGTERM removes its temp file (a
   kill -9 leaves one, which the next save removes). A disk that fills up raises DiskFull, one
-  line saying what is intact.
+  line saying what is intact. `write_atomic` writes any other whole file (results, records,
+  figures) the same way: every file the repo writes whole goes through it.
 - `load_checkpoint` uses `torch.load(weights_only=True)`: only tensors and plain Python
   containers are unpickled, so a checkpoint from someone else cannot execute code.
   That is why everything we store (model arguments, the training config, RNG states)
@@ -30,10 +31,10 @@ import errno
 import json
 import os
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-
 
 
 class _RecordedWrites:
@@ -68,6 +69,35 @@ def no_room(error, folder):
     return f"no space left on the disk of {folder}", "Free some space"
 
 
+@contextmanager
+def _replacing(path):
+    """A temporary file beside `path` (`<path>.tmp.<pid>`) to write; renamed over `path` (atomic
+    within a folder) once the block ends without an error, and removed whatever ends it (an
+    error, Ctrl-C, SIGTERM), so `path` is always whole: the previous file or the new one."""
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path, data, then="run the same command again"):
+    """Write `data` (text or bytes) as the file `path`, whole or not at all (a temporary file
+    renamed over it). A disk that fills up raises DiskFull, one line: the file is left as it was,
+    free some space, then `then` (the command that goes on)."""
+    path = Path(path)
+    try:
+        with _replacing(path) as tmp, open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+    except OSError as e:
+        if e.errno not in NO_ROOM:
+            raise
+        what, todo = no_room(e, path.parent)
+        raise DiskFull(f"error: {what} writing {path} (left as it was): {todo.lower()}, then "
+                       f"{then}") from None
+
+
 def save_checkpoint(state, path, previous=""):
     """Write `state` to `<path>.tmp.<pid>`, fsync it, then rename it over `path` (atomic within a
     folder): a run killed mid-save, or a disk that fills up, leaves the previous file intact.
@@ -75,9 +105,8 @@ def save_checkpoint(state, path, previous=""):
     path = Path(path)
     for stale in path.parent.glob(path.name + ".tmp*"):  # left by a killed run (one writer: locked)
         stale.unlink(missing_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        with _replacing(path) as tmp, open(tmp, "wb") as f:  # (closed before the rename)
             recorded = _RecordedWrites(f)
             try:
                 torch.save(state, recorded)
@@ -85,7 +114,6 @@ def save_checkpoint(state, path, previous=""):
                 os.fsync(f.fileno())
             except (OSError, RuntimeError) as e:
                 raise (recorded.error or e) from None
-        os.replace(tmp, path)
     except OSError as e:
         if e.errno not in NO_ROOM:
             raise
@@ -94,8 +122,6 @@ def save_checkpoint(state, path, previous=""):
         what, todo = no_room(e, path.parent)
         raise DiskFull(f"error: {what} while saving {path.name}: {intact}. {todo}, then continue "
                        f"the run with --init_from=resume") from None
-    finally:  # a save cut short (an error, Ctrl-C, SIGTERM) leaves no temporary file
-        tmp.unlink(missing_ok=True)
 
 
 class CheckpointError(SystemExit):
@@ -116,16 +142,17 @@ def _why_unreadable(error):
     return f"torch.load failed with {type(error).__name__}" + (f" ({first})" if first else "")
 
 
-def load_checkpoint(path, map_location="cpu"):
+def load_checkpoint(path, map_location="cpu", trainer="train.py"):
     """The dict saved by save_checkpoint, loaded with weights_only=True. Raises FileNotFoundError if
-    there is no file, CheckpointError (one line) if the file is empty, truncated or not ours."""
+    there is no file, CheckpointError (one line) if the file is empty, truncated or not ours.
+    `trainer`: the script that writes such checkpoints, named in the messages."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}: train one first (python train.py) "
+        raise FileNotFoundError(f"no checkpoint at {path}: train one first (python {trainer}) "
                                 f"or point --out_dir at the folder that holds ckpt.pt")
     size = path.stat().st_size
-    todo = ("Delete it and train again (python train.py), or point --out_dir at a folder "
-            "with a good ckpt.pt")
+    todo = (f"Delete it and train again (python {trainer}), or point --out_dir at a folder "
+            f"with a good ckpt.pt")
     if size == 0:
         raise CheckpointError(f"{path} ({size} bytes) is corrupt or truncated: the file is empty. "
                               f"{todo}")

@@ -13,8 +13,9 @@ none). A key that is not a default, or a value whose type does not match the def
 error that names the key: a typo never trains the wrong model silently. (nanoGPT's configurator
 exec()s config files into globals; this one reads them and checks.)
 
-It also holds train.py's defaults and checks (read by compare.py and bench.py, which never run
-train.py's file), and `build`: a model from its classes and keywords, a bad keyword worded as one
+It also holds `need` and `check_device`, the settings checks every command words its errors with,
+train.py's defaults and checks (read by compare.py and bench.py, which never run train.py's file),
+and `build`: a model from its classes and keywords, a bad keyword worded as one
 line. Which name is which model (`--model_type=NAME`) is shapes.py's, above this folder.
 """
 
@@ -32,6 +33,12 @@ from pathlib import Path
 
 class ConfigError(ValueError):
     pass
+
+
+def need(ok, message):
+    """A settings check: nothing if ok, else a ConfigError of one line (`message`)."""
+    if not ok:
+        raise ConfigError(message)
 
 
 def usage_error(error):
@@ -342,14 +349,30 @@ def train_defaults():
     return defaults
 
 
+def check_device(device):
+    """A device setting this machine can use, or a ConfigError of one line naming it: auto, cpu,
+    cuda, cuda:<index> (a GPU this machine has) or mps (where torch has it); 'auto' is
+    hardware.pick_device's to resolve."""
+    import torch  # (only here: the rest of the configurator needs no torch)
+
+    kind, colon, index = device.partition(":")
+    indexed = not colon or (kind == "cuda" and index.isdigit())
+    need(kind in ("auto", "cpu", "cuda", "mps") and indexed,
+         f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps")
+    need(kind != "cuda" or torch.cuda.is_available(),
+         f"device={device!r}, but this machine has no CUDA GPU (torch {torch.__version__} sees "
+         f"none): use --device=cpu or --device=auto")
+    count = torch.cuda.device_count() if index else 0
+    need(not index or int(index) < count,
+         f"device={device!r}, but this machine has {count} CUDA GPU(s): cuda:0 to cuda:{count - 1}")
+    need(kind != "mps" or torch.backends.mps.is_available(),
+         "device='mps', but MPS is not available here: use --device=cpu or --device=auto")
+
+
 def check_train_settings(config):
     """train.py's settings that no run can use, each a ConfigError of one line naming the key and
     what it takes (the model's own settings: shapes.check_model_settings)."""
     import torch  # (only here: the rest of the configurator needs no torch)
-
-    def need(ok, message):
-        if not ok:
-            raise ConfigError(message)
 
     need(config["init_from"] in ("scratch", "resume"),
          f"init_from={config['init_from']!r}: use 'scratch' or 'resume'")
@@ -379,14 +402,7 @@ def check_train_settings(config):
         need(0 <= config[key] < 1, f"{key}={config[key]}: it must be in [0, 1)")
     need(config["dtype"] in ("auto", "float32", "bfloat16", "float16"),
          f"dtype={config['dtype']!r}: use one of auto, float32, bfloat16, float16")
-    device, cuda = config["device"], torch.cuda.is_available()
-    kind, _, index = device.partition(":")
-    indexed = not index or (kind == "cuda" and index.isdigit())
-    need(kind in ("auto", "cpu", "cuda", "mps") and indexed,
-         f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps")
-    need(kind != "cuda" or cuda, f"device={device!r}, but this machine has no CUDA GPU (torch "
-         f"sees none): use --device=cpu or --device=auto")
-    need(kind != "mps" or torch.backends.mps.is_available(),
-         "device='mps', but MPS is not available here: use --device=cpu or --device=auto")
+    check_device(config["device"])
+    kind, cuda = config["device"].split(":")[0], torch.cuda.is_available()
     need(config["dtype"] != "float16" or kind == "cuda" or (kind == "auto" and cuda),
          "dtype='float16' needs a CUDA GPU (it trains with a GradScaler); use bfloat16 or float32")

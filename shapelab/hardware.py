@@ -1,6 +1,8 @@
 """
-What this machine is fast at: the precision `dtype='auto'` picks (train.py, sample.py), and the peak
-FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs are model.py's).
+What this machine is fast at: the device `device='auto'` picks (every command: `pick_device`; the
+settings it can use are configurator.check_device's), the precision `dtype='auto'` picks (train.py,
+sample.py), and the peak FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs
+are model.py's).
 
 - A GPU's peak is its datasheet's dense bf16 tensor-core figure, looked up by the card's name
   (`GPU_BF16_PEAK`: add yours if the log says "peak unknown").
@@ -24,6 +26,15 @@ from pathlib import Path
 import torch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device(device):
+    """The device a setting names: 'auto' is the fastest one here (cuda, else mps, else cpu)."""
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    return "mps" if torch.backends.mps.is_available() else "cpu"
 
 
 def auto_dtype(device_type):

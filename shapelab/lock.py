@@ -6,6 +6,9 @@ at a time.
     with FileLock(path) as lock:    # or lock = FileLock(path), held until the process ends
         ...                         # a second process gets Busy(its PID) at once, never waits
 
+A command takes its folder with `lock_folder(out_dir, "run.lock", "training run")`: the folder made
+and locked, or one line (a ConfigError) saying who holds it or why it cannot be used.
+
 The operating system holds the lock for the process (flock on Linux and macOS, msvcrt.locking on
 Windows) and drops it when the process ends, however it ends - kill -9 included - so a lock never
 goes stale and there is nothing to clean up. The lock file holds its holder's PID, for the line a
@@ -20,6 +23,8 @@ import errno
 import os
 import stat
 from pathlib import Path
+
+from shapelab.configurator import ConfigError
 
 try:  # Linux, macOS
     import fcntl
@@ -86,6 +91,32 @@ class FileLock:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def lock_folder(folder, name, what, subject=None):
+    """The lock on folder/name (the folder made if missing), held until it is closed or the
+    process ends: the one way a command takes its folder (run.py's run.lock, sweep.py's
+    compare.lock, the image-MLP sweep's <csv>.lock). A folder held by another process (a `what`:
+    'training run', 'compare.py', ...), a planted link, a folder that is a file or cannot be
+    written: a ConfigError of one line naming `subject` (default: the folder)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return FileLock(folder / name)
+    except Busy as busy:
+        raise ConfigError(f"{subject or folder} is in use by another {what} (PID {busy.pid}): "
+                          f"wait for it to finish, or use another --out_dir") from None
+    except NotALockFile as e:
+        raise ConfigError(e.strerror) from None
+    except (FileExistsError, NotADirectoryError):
+        file = next((p for p in (folder, *folder.parents) if p.is_file()), folder)
+        raise ConfigError(f"out_dir={folder} cannot be a folder: {file} is a file. Name a folder "
+                          f"with --out_dir") from None
+    except OSError as e:
+        if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise ConfigError(f"out_dir={folder} is not writable ({e.strerror}): name a folder "
+                              f"you can write to with --out_dir") from None
+        raise ConfigError(f"out_dir={folder} cannot be used: {e.strerror or e}") from None
 
 
 def held_by(path):

@@ -13,7 +13,7 @@ the learning rate).
 """
 
 import argparse
-import os
+import io
 import statistics
 from pathlib import Path
 
@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import Formatter  # noqa: E402
 
+from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.run import read_jsonl  # noqa: E402
 
 
@@ -51,21 +52,19 @@ def plot_runs(out_dirs, out_path, x="iter", labels=None, title="validation loss"
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out_path)
-    plt.close(fig)
+    save_figure(fig, out_path)
     return out_path
 
 
-def save_figure(fig, path):
-    """fig as a PNG at path, written whole or not at all (a temporary file renamed); then closed."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+def save_figure(fig, path, **savefig):
+    """fig at path (in the format its suffix names, PNG without one; savefig: matplotlib's options,
+    dpi=...), written whole or not at all (checkpoint.write_atomic); then closed."""
+    image = io.BytesIO()
     try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
+        fig.savefig(image, format=Path(path).suffix[1:] or "png", **savefig)
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(fig)
+    write_atomic(path, image.getvalue())
 
 
 # ----------------------------------------------------------------------------------------

@@ -9,8 +9,11 @@ folder, not about the model.
 - `TimeBudget`: max_iters = 0 fits the run to max_minutes of wall time on this machine, re-planned
   at each evaluation (and each tenth of the budget) from the measured rate; the learning rate's
   decay follows the plan, and always has room to reach min_lr.
-- `resume_settings`, `restore_rng`, `all_rng_states`: init_from='resume' goes on exactly as the
-  run was saved - its model, its settings (NOT_RESUMED aside), every process's RNG states.
+- `resume_policy`: the settings a resume goes on with, for train.py (`resume_settings`) and
+  train_mlp.py alike; `restore_rng`, `all_rng_states`: init_from='resume' goes on exactly as the
+  run was saved - its model, its settings, every process's RNG states.
+- `RunDir.diverged`, `all_finite`: a run whose loss or weights are not finite ends in one line
+  (`Diverged`), and never saves them.
 - `read_jsonl`: the metrics reader (train.py's resume, plot.py), which drops a torn last line.
 
 Saving and loading the checkpoint file itself (atomic, never unpickling code) is checkpoint.py's.
@@ -31,9 +34,10 @@ from pathlib import Path
 
 import torch
 
-from shapelab.checkpoint import NO_ROOM, DiskFull, load_checkpoint, no_room, save_checkpoint
-from shapelab.configurator import usage_error
-from shapelab.lock import Busy, FileLock, NotALockFile
+from shapelab.checkpoint import (NO_ROOM, DiskFull, load_checkpoint, no_room, save_checkpoint,
+                                 write_atomic)
+from shapelab.configurator import ConfigError, usage_error
+from shapelab.lock import lock_folder
 
 # what a resume never takes from the checkpoint: where and how this invocation runs
 NOT_RESUMED = ("init_from", "overwrite", "out_dir")
@@ -48,7 +52,7 @@ class RunDir:
     folder, an out_dir that is a file or read-only, and a scratch run into a folder that holds a
     run stop in one line with exit status 2.
 
-    --overwrite: `remove_previous_run` moves the old ckpt.pt and metrics.jsonl into
+    --overwrite: `set_aside_previous_run` moves the old ckpt.pt and metrics.jsonl into
     out_dir/previous_run/; the new run's first `save` deletes them. A run that ends without a
     checkpoint of its own (an error, out of memory, Ctrl-C, SIGTERM) puts them back byte for byte
     at its exit; after a kill -9 the next run in the folder does (one line says so)."""
@@ -65,26 +69,10 @@ class RunDir:
         self._lock = None
         if lock:
             try:
-                self.dir.mkdir(parents=True, exist_ok=True)
-                self._lock = FileLock(self.dir / "run.lock")
-            except Busy as busy:
-                usage_error(f"{self.dir} is in use by another training run (PID {busy.pid}): wait "
-                            f"for it to finish, or use another --out_dir")
-            except NotALockFile as e:
-                usage_error(e.strerror)
-            except OSError as e:
-                usage_error(self._unusable(e))
+                self._lock = lock_folder(self.dir, "run.lock", "training run")
+            except ConfigError as e:
+                usage_error(e)
             self._settle_a_killed_overwrite()
-
-    def _unusable(self, error):
-        if isinstance(error, (FileExistsError, NotADirectoryError)):
-            file = next((p for p in (self.dir, *self.dir.parents) if p.is_file()), self.dir)
-            return (f"out_dir={str(self.dir)!r} cannot be a folder: {file} is a file. Name a "
-                    f"folder with --out_dir")
-        if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            return (f"out_dir={str(self.dir)!r} is not writable ({error.strerror}): name a folder "
-                    f"you can write to with --out_dir")
-        return f"out_dir={str(self.dir)!r} cannot be used: {error.strerror or error}"
 
     def refuse_to_replace(self, init_from, overwrite):
         """A scratch run never replaces a previous run in out_dir by accident (exit status 2)."""
@@ -94,7 +82,7 @@ class RunDir:
                         f"with --init_from=resume, train into another --out_dir, or pass "
                         f"--overwrite=True to replace it")
 
-    def remove_previous_run(self):
+    def set_aside_previous_run(self):
         """overwrite=True: called once the new run's settings, data and model are checked. The
         previous run is set aside (out_dir/previous_run/), deleted by this run's first save, and
         put back at exit if this run ends without one. ckpt.pt moves first and comes back last,
@@ -105,9 +93,7 @@ class RunDir:
             return
         aside = self.dir / self.SET_ASIDE
         aside.mkdir(exist_ok=True)
-        listed = aside / f"names.json.tmp.{os.getpid()}"
-        listed.write_text(json.dumps(names))
-        os.replace(listed, aside / "names.json")
+        write_atomic(aside / "names.json", json.dumps(names))
         self.set_aside = aside
         atexit.register(self._put_back_at_exit)
         for path in (self.ckpt, self.metrics):
@@ -219,34 +205,21 @@ class RunDir:
                 if r["iter"] < iter_num or (r["iter"] == iter_num and "loss" not in r)]
         if len(kept) == len(lines):
             return
-        tmp = self.metrics.with_name(f"metrics.jsonl.tmp.{os.getpid()}")
         text = "".join(json.dumps(r) + "\n" for r in kept)
-        try:
-            with open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, self.metrics)
-        except OSError as e:
-            if e.errno not in NO_ROOM:
-                raise
-            raise DiskFull(f"error: {no_room(e, self.dir)[0]}: no room to drop from "
-                           f"metrics.jsonl the {len(lines) - len(kept)} row(s) logged after the "
-                           f"checkpoint (step {iter_num}); nothing was changed. Free at least "
-                           f"{len(text.encode()) // 1024 + 1} kB there, then run the same command "
-                           f"again") from None
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_atomic(self.metrics, text, then=(
+            f"run the same command again (dropping the {len(lines) - len(kept)} row(s) logged "
+            f"after the checkpoint, step {iter_num}, needs at least "
+            f"{len(text.encode()) // 1024 + 1} kB there)"))
 
-    def diverged(self, step, what, config):
-        """The one message that ends a diverged run: what went wrong, what to try, and the last
-        good checkpoint, if there is one (only finite losses and weights are ever saved)."""
+    def diverged(self, step, what, to_try):
+        """The Diverged that ends a diverged run (train.py's, train_mlp.py's): what went wrong,
+        what to try (`to_try`: the trainer's own settings), and the last good checkpoint, if
+        there is one (only finite losses and weights are ever saved)."""
         good = (f"The last good checkpoint is {self.ckpt} (step {self.last_good_step})."
                 if self.last_good_step is not None and self.ckpt.exists()
                 else "No good checkpoint was saved (only finite losses and weights are saved)"
                 + self.put_back_previous_run() + ".")
-        return SystemExit(f"step {step}: {what}. Training diverged; try a lower learning_rate (now "
-                          f"{config['learning_rate']}), more warmup_iters (now "
-                          f"{config['warmup_iters']}), grad_clip=1.0, or dtype='bfloat16' instead "
-                          f"of float16. {good}")
+        return Diverged(f"step {step}: {what}. Training diverged; try {to_try}. {good}", step)
 
     def catch_signals(self):
         """Ctrl-C (SIGINT) and SIGTERM (what Slurm, Kubernetes and torchrun send to stop a job)
@@ -345,6 +318,19 @@ class RunDir:
                   f"{self.put_back_previous_run()}", file=sys.stderr)
         else:
             self._hook(kind, error, traceback)
+
+
+class Diverged(SystemExit):
+    """RunDir.diverged's one line (exit status 1); a sweep records the run's `step` and goes on."""
+
+    def __init__(self, message, step):
+        super().__init__(message)
+        self.step = step
+
+
+def all_finite(model):
+    """Whether every weight of `model` is finite: a diverged model is never saved."""
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 def _drop_signal_race(hook):
@@ -503,15 +489,43 @@ def read_jsonl(path):
     return rows
 
 
+def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, refused=(),
+                  speak=True):
+    """The settings a resumed run goes on with: the one resume policy of train.py and
+    train_mlp.py. `saved`: the settings of the run in the checkpoint at `path`; `config`: this
+    invocation's; `given`: the keys its command line or config files set.
+
+    - The checkpoint's settings win: the run goes on as it was saved.
+    - `not_resumed` (where and how it runs: out_dir, init_from, ...) are this invocation's.
+    - `shape_keys` define what the run trains (the model; for train_mlp.py also the data stream):
+      one given with another value is refused in one line, with `refused` (the caller's own such
+      clashes, already worded), since the run would train one thing and save another.
+    - Any other key given with another value is taken, and named in one "note:" line (printed
+      where `speak`).
+
+    Returns `config`'s keys with the values above."""
+    differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
+              and config[k] != saved[k]]
+    clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
+               if k in shape_keys] + list(refused)
+    if clashes:
+        raise SystemExit(f"error: resuming {path} with a different model: {'; '.join(clashes)}. "
+                         f"Drop these settings to resume, or train the new shape into another "
+                         f"--out_dir")
+    notes = [f"{k}={config[k]!r} (the checkpoint's run had {saved[k]!r})" for k in differ]
+    if notes and speak:
+        print("note: resuming with settings that differ from the run's: " + "; ".join(notes))
+    return {**config, **{k: v for k, v in saved.items()
+                         if k in config and k not in not_resumed and k not in given}}
+
+
 def resume_settings(path, config, given, model_keys):
-    """Load the checkpoint at `path` for init_from='resume' and return (checkpoint, config):
-    the run goes on as it was. Every setting comes from the checkpoint's config (batch size,
-    schedule, evaluation, data, ...) except where this invocation runs (NOT_RESUMED) and the keys
-    given on the command line or in a config file, each of which is named in a note when it
-    differs. The model's shape is the checkpoint's: a shape key or model_args entry given with
-    another value is refused in one line (the run would train one shape and save another). A run
-    that stopped at a target loss this resume also accepts, or that trained its whole length
-    (max_iters, or its time budget's plan), says so and exits (nothing to train)."""
+    """Load the checkpoint at `path` for init_from='resume' and return (checkpoint, config), by
+    resume_policy: the run goes on as it was. Its shape keys are model_type, the model keys and
+    model_args (an entry given in --model_args with another value is refused; a shape key it
+    holds is its to set). A run that stopped at a target loss this resume also accepts, or that
+    trained its whole length (max_iters, or its time budget's plan), says so and exits (nothing
+    to train)."""
     rank0 = int(os.environ.get("RANK", 0)) == 0  # (torchrun: one process speaks)
     try:
         checkpoint = load_checkpoint(path)
@@ -524,24 +538,12 @@ def resume_settings(path, config, given, model_keys):
     saved_args, saved_config = checkpoint["model_args"], checkpoint["config"]
     shape = {"model_type": checkpoint["model_type"],
              **{k: saved_args[k] for k in model_keys if k in saved_args}}
-    model_args = config["model_args"]
-    clashes = [f"{k}={config[k]!r} (the checkpoint has {shape[k]!r})" for k in shape
-               if k in given and k not in model_args and config[k] != shape[k]]  # model_args wins
-    if "model_args" in given:
-        clashes += [f"model_args[{k!r}]={v!r} (the checkpoint has {saved_args.get(k)!r})"
-                    for k, v in model_args.items() if saved_args.get(k) != v]
-    if clashes:
-        raise SystemExit(f"error: resuming {path} with a different model: {'; '.join(clashes)}. "
-                         f"Drop these settings to resume, or train the new shape into another "
-                         f"--out_dir")
-    resumed = {k: v for k, v in saved_config.items()
-               if k in config and k not in NOT_RESUMED and k not in given}
-    notes = [f"{k}={config[k]!r} (the checkpoint's run had {saved_config[k]!r})"
-             for k in sorted(given) if k in saved_config and k not in NOT_RESUMED and k not in shape
-             and k != "model_args" and saved_config[k] != config[k]]
-    config = {**config, **resumed, **shape, "model_args": dict(saved_config["model_args"])}
-    if notes and rank0:
-        print("note: resuming with settings that differ from the run's: " + "; ".join(notes))
+    model_args = config["model_args"] if "model_args" in given else {}
+    refused = [f"model_args[{k!r}]={v!r} (the checkpoint has {saved_args.get(k)!r})"
+               for k, v in model_args.items() if saved_args.get(k) != v]
+    config = resume_policy(path, {**saved_config, **shape}, config,
+                           set(given) - (set(model_args) & set(shape)) - {"model_args"}, set(shape),
+                           refused=refused, speak=rank0)  # (model_args: the checkpoint's)
     if checkpoint.get("reached_target") and checkpoint["best_val_loss"] <= config["stop_val_loss"]:
         if rank0:
             print(f"this run stopped at step {checkpoint['iter_num']}: its val loss "

@@ -29,9 +29,10 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, read_config_file, usage_error
 from shapelab.hardware import machine_name
-from shapelab.lock import Busy, FileLock, NotALockFile, held_by
+from shapelab.lock import held_by, lock_folder
 from shapelab.plot import read_evals
 
 ROOT = Path(__file__).resolve().parents[1]  # the repo root
@@ -62,32 +63,14 @@ def same_settings(config_path, config):
     return run_identity(recorded) == run_identity(config)
 
 
-def write_atomic(path, write):
-    """write(tmp), then rename tmp to path: path is always whole, and no tmp outlives a Ctrl-C."""
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def lock_out_dir(out_dir):
     """lock.py's lock on out_dir/compare.lock (the OS drops it when the process ends, however it
     ends), held while the returned lock is open. An out_dir that is a file, cannot be written or
     is in use by another compare.py stops in one line, before anything in it is touched."""
-    if out_dir.exists() and not out_dir.is_dir():
-        usage_error(f"out_dir={out_dir} is a file: name a folder for the comparison")
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        return FileLock(out_dir / "compare.lock")
-    except Busy as busy:
-        usage_error(f"{out_dir} is in use by another compare.py (PID {busy.pid}): wait for it to "
-                    f"finish, or use another --out_dir")
-    except NotALockFile as e:
-        usage_error(e.strerror)
-    except OSError as e:
-        usage_error(f"out_dir={out_dir}: cannot write there ({e.strerror})")
+        return lock_folder(out_dir, "compare.lock", "compare.py")
+    except ConfigError as e:
+        usage_error(e)
 
 
 def training_in(run_dir):
@@ -192,7 +175,7 @@ def train_one(run_dir, config, max_iters, tag, threads=None):
     if pid := training_in(run_dir):  # (checked at the start too; one may have started since)
         raise SystemExit(f"error: {busy(run_dir, pid)}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(config_path, lambda tmp: tmp.write_text(config_text(config)))
+    write_atomic(config_path, config_text(config))
     resume = (run_dir / "ckpt.pt").exists()
     if not resume and (run_dir / "metrics.jsonl").exists():
         (run_dir / "metrics.jsonl").unlink()  # killed before its first checkpoint: start clean
@@ -226,7 +209,7 @@ def train_one(run_dir, config, max_iters, tag, threads=None):
     result = (dict(dict.fromkeys(RESULT_KEYS), diverged=diverged, curve=[]) if diverged
               else summarize_run(run_dir, max_iters))
     # atomic: a result.json is always a finished run's
-    write_atomic(result_path, lambda tmp: tmp.write_text(json.dumps(result, indent=1)))
+    write_atomic(result_path, json.dumps(result, indent=1))
     return result
 
 
@@ -290,9 +273,9 @@ def record_run(run_dir, record_dir, root):
     folder.mkdir(parents=True, exist_ok=True)
     config["out_dir"] = portable(config["out_dir"], root)
     if not (folder / "config.py").exists():
-        write_atomic(folder / "config.py", lambda tmp: tmp.write_text(config_text(config)))
+        write_atomic(folder / "config.py", config_text(config))
     result = (run_dir / "result.json").read_text()
-    write_atomic(folder / "result.json", lambda tmp: tmp.write_text(result))
+    write_atomic(folder / "result.json", result)
 
 
 def portable(path, root):
@@ -328,9 +311,9 @@ def sync_records(out_dir, record_dir, root, wanted):
         if (run_dir / "result.json").exists() or not ours:
             continue
         run_dir.mkdir(exist_ok=True)
-        write_atomic(run_dir / "config.py", lambda tmp: tmp.write_text(config_text(config)))
+        write_atomic(run_dir / "config.py", config_text(config))
         result = (record / "result.json").read_text()
-        write_atomic(run_dir / "result.json", lambda tmp: tmp.write_text(result))
+        write_atomic(run_dir / "result.json", result)
         copied += 1
     if other:  # (said here once: record_run says nothing more of them)
         LEFT_ALONE.add(str(record_dir))

@@ -177,22 +177,35 @@ def test_a_diverged_run_stops_in_one_line_naming_its_last_good_checkpoint(prepar
     at_step(monkeypatch, 6, poison)  # the weights are NaN from step 6 on
     out = tmp_path / "o"
     stop, line = stopped(capsys, *args(prepared, out))
-    assert stop.code != 0 and line == (f"step 7: the loss is nan: training diverged (try a lower "
-                                       f"--lr, now 0.001); the last checkpoint, {out / 'ckpt.pt'} "
-                                       f"(step 4), is intact")
+    assert stop.code != 0 and line == (f"step 7: the loss is nan. Training diverged; try a lower "
+                                       f"--lr (now 0.001). The last good checkpoint is "
+                                       f"{out / 'ckpt.pt'} (step 4).")
     saved = checkpoint.load_checkpoint(out / "ckpt.pt")
     assert saved["iter_num"] == 4 and all(bool(torch.isfinite(t).all()) for t in [
         *saved["model"].values(), *saved["train_state"]["model"].values()])
 
 
-def test_resume_refuses_what_it_cannot_continue_exactly(prepared, tmp_path, capsys):
+def test_resume_takes_a_new_lr_with_a_note_and_refuses_another_model_or_data(prepared, tmp_path,
+                                                                            capsys):
+    """run.resume_policy, as train.py's resume: a setting given with another value is taken and
+    named in a note; one that defines the model or the data it sees (SHAPE_KEYS) is refused."""
     out = tmp_path / "o"
     _, line = stopped(capsys, *args(prepared, out), "--init_from=resume")
     assert f"there is no {out / 'ckpt.pt'} to resume" in line and not out.exists()
     main(*args(prepared, out), "--max_steps=4")
-    _, line = stopped(capsys, *args(prepared, out), "--max_steps=4", "--lr=2e-3",
-                      "--init_from=resume")
-    assert "differ from its run: lr=0.002 (the run has 0.001)" in line
+    for setting, saved in (("--seed=1", 0), ("--batch_size=32", 64), ("--n_blocks=2", 1),
+                           ("--flips=1", 2)):
+        stop, line = stopped(capsys, *args(prepared, out), setting, "--init_from=resume")
+        assert line == (f"error: resuming {out / 'ckpt.pt'} with a different model: "
+                        f"{setting[2:]} (the checkpoint has {saved}). Drop these settings to "
+                        f"resume, or train the new shape into another --out_dir"), line
+    capsys.readouterr()
+    main(*args(prepared, out), "--lr=2e-3", "--init_from=resume")
+    assert ("note: resuming with settings that differ from the run's: lr=0.002 (the checkpoint's "
+            "run had 0.001); max_steps=12 (the checkpoint's run had 4)") in capsys.readouterr().out
+    resumed = checkpoint.load_checkpoint(out / "ckpt.pt")
+    assert resumed["iter_num"] == 12 and resumed["config"]["lr"] == 2e-3
+    assert resumed["train_state"]["history"][-1]["lr"] == pytest.approx(2e-3 * (1 - 11 / 12))
     old = tmp_path / "old"  # a model saved for scoring only: no training state
     old.mkdir()
     ckpt = checkpoint.load_checkpoint(out / "ckpt.pt")
@@ -203,7 +216,8 @@ def test_resume_refuses_what_it_cannot_continue_exactly(prepared, tmp_path, caps
 
 
 @pytest.mark.parametrize("setting,message", [
-    ("--device=cpuu", "--device=cpuu: use auto, cpu, cuda or cuda:<index>"),
+    ("--device=cpuu", "device='cpuu': use auto, cpu, cuda, cuda:<index> or mps"),
+    ("--device=cuda:x", "device='cuda:x': use auto, cpu, cuda, cuda:<index> or mps"),
     ("--lr=nan", "--lr=nan: it must be a finite number"),
     ("--lr=1e999", "--lr=inf: it must be a finite number"),
     ("--epochs=inf", "--epochs=inf: it must be a finite number"),
@@ -250,11 +264,17 @@ def test_sigterm_is_ctrl_c_one_line_with_the_command_that_resumes(prepared, tmp_
     assert not list(out.glob("*.tmp*"))
 
 
-@pytest.mark.parametrize("held", [[1, 2], torch.zeros(2), {"config": [1]}])
-def test_eval_only_on_a_checkpoint_that_is_not_a_dict_is_one_line(tmp_path, capsys, held):
-    """--eval_only=True on a ckpt.pt holding a list: an AttributeError (.get on a list)."""
+@pytest.mark.parametrize("held,message", [
+    ([1, 2], "holds a list, not the dict a checkpoint is"),
+    (torch.zeros(2), "holds a Tensor, not the dict a checkpoint is"),
+    ({"config": [1]}, "is not a checkpoint of train_mlp.py")])
+def test_eval_only_on_a_checkpoint_that_is_not_a_dict_is_one_line(tmp_path, capsys, held,
+                                                                  message):
+    """--eval_only=True on a ckpt.pt holding a list (.get on a list), a tensor, or a dict that is
+    not train_mlp.py's: checkpoint.load_checkpoint's line, or train_mlp.py's (exit status 2)."""
     (tmp_path / "o").mkdir()
     torch.save(held, tmp_path / "o" / "ckpt.pt")
     stop, line = stopped(capsys, "--eval_only=True", f"--out_dir={tmp_path / 'o'}",
                          "--device=cpu")
-    assert stop.code == 2 and "is not a checkpoint of train_mlp.py" in line, line
+    assert stop.code != 0 and message in line, line
+    assert stop.code == 2 or "corrupt or truncated" in line

@@ -57,8 +57,8 @@ def test_a_failing_part_is_fail_with_its_last_error_line_and_the_rest_goes_on(
 
 def test_no_cuda_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(SystemExit, match=r"^error: --device=cuda, but torch \S+ sees no CUDA "
-                                         r"GPU here.*--tiny$"):
+    with pytest.raises(SystemExit, match=r"^error: device='cuda', but this machine has no CUDA "
+                                         r"GPU \(torch \S+ sees none\).*--tiny$"):
         gpu_check.main([])
     with pytest.raises(SystemExit, match="--parts: unknown"):
         gpu_check.main(["--parts=train,bogus"])

@@ -296,6 +296,49 @@ def test_one_name_means_one_thing():
         assert set(holders) <= set(owners), f"{word} is defined in {holders}"
 
 
+def calls_in(name):
+    """{(owner, function)} of every call in a file: ('torch', 'load') for torch.load(...), (None,
+    'need') for need(...), ('run', 'diverged') for run.diverged(...) - the owner a plain name."""
+    found = set()
+    for node in ast.walk(ast.parse((ROOT / f"{name.replace('.', '/')}.py").read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            found.add((None, node.func.id))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value.id if isinstance(node.func.value, ast.Name) else "?"
+            found.add((owner, node.func.attr))
+    return found
+
+
+# the plumbing both trainers share (shapelab/), as train_mlp.py calls it: each written once
+SHARED_PLUMBING = {"resume_policy": "the resume policy (run.py)",
+                   "diverged": "RunDir.diverged: how a diverged run ends (run.py)",
+                   "all_finite": "whether every weight is finite (run.py)",
+                   "load_checkpoint": "reading a checkpoint (checkpoint.py)",
+                   "write_atomic": "writing a whole file (checkpoint.py)",
+                   "pick_device": "the device 'auto' picks (hardware.py)",
+                   "check_device": "the device settings a machine can use (configurator.py)",
+                   "need": "a settings check of one line (configurator.py)"}
+
+
+def test_both_trainers_take_their_plumbing_from_the_library():
+    """train_mlp.py resumes, stops on divergence, reads checkpoints, picks and checks its device
+    and writes its files through the functions train.py uses (shapelab/), and holds no copy of
+    its own: no torch.load, os.replace, FileLock or Diverged of its own."""
+    mlp = {function for _, function in calls_in("train_mlp")}
+    missing = {k: v for k, v in SHARED_PLUMBING.items() if k not in mlp}
+    assert not missing, f"train_mlp.py does not call {missing}"
+    own = top_level_names("train_mlp") & {*SHARED_PLUMBING, "Diverged", "FileLock", "resumed"}
+    assert not own, f"train_mlp.py defines its own {sorted(own)}"
+    source = (ROOT / "train_mlp.py").read_text()
+    copies = [(owner, f) for owner, f in calls_in("train_mlp") if (owner, f) in {
+        ("torch", "load"), ("os", "replace"), ("os", "rename"), (None, "FileLock")}]
+    assert not copies and "FileLock" not in source and "class Diverged" not in source, copies
+    train = {function for _, function in calls_in("train")}
+    assert {"diverged", "all_finite", "pick_device", "resume_settings"} <= train
+    assert (None, "resume_policy") in calls_in("shapelab.run")  # resume_settings' policy
+    assert (None, "check_device") in calls_in("shapelab.configurator")  # train.py's checks
+
+
 def doc_files():
     """README, docs, the data readmes, and the workshop's exercise files (their docstrings are
     docs)."""

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from shapelab import run
+from shapelab import checkpoint, run
 from shapelab.checkpoint import DiskFull, load_checkpoint, save_checkpoint
 from conftest import ROOT
-from shapelab.run import (NOT_RESUMED, RunDir, TimeBudget, all_rng_states, read_jsonl, restore_rng,
-                          resume_settings)
+from shapelab.run import (NOT_RESUMED, Diverged, RunDir, TimeBudget, all_rng_states, read_jsonl,
+                          restore_rng, resume_policy, resume_settings)
 
 MODEL_KEYS = ["block_size", "n_layer", "n_embd", "n_head"]
 CONFIG = dict(out_dir="out", init_from="scratch", overwrite=False, batch_size=4, block_size=16,
@@ -85,14 +85,14 @@ def finished_run(path):
 def test_overwrite_sets_the_previous_run_aside_until_the_first_save(tmp_path, capsys):
     before = finished_run(tmp_path / "o")
     new = RunDir(tmp_path / "o")
-    new.remove_previous_run()
+    new.set_aside_previous_run()
     assert not new.ckpt.exists() and not new.metrics.exists()
     assert (tmp_path / "o" / "previous_run" / "ckpt.pt").read_bytes() == before[0]
     new.log({"iter": 0, "val_loss": 3.0})  # the new run's first evaluation, then it fails
     assert "(ckpt.pt, metrics.jsonl) was put back" in new.put_back_previous_run()
     assert (new.ckpt.read_bytes(), new.metrics.read_bytes()) == before
     assert not (tmp_path / "o" / "previous_run").exists() and new.put_back_previous_run() == ""
-    new.remove_previous_run()  # again, and this time it saves: the previous run goes
+    new.set_aside_previous_run()  # again, and this time it saves: the previous run goes
     new.save({"iter_num": 2, "w": torch.zeros(3)})
     assert not (tmp_path / "o" / "previous_run").exists()
     assert load_checkpoint(new.ckpt)["iter_num"] == 2 and not new.metrics.exists()
@@ -105,7 +105,7 @@ def test_overwrite_sets_the_previous_run_aside_until_the_first_save(tmp_path, ca
 def test_a_set_aside_run_that_a_kill_9_left_is_settled_at_the_next_start(tmp_path, capsys, killed):
     before = finished_run(tmp_path / "o")
     new = RunDir(tmp_path / "o")
-    new.remove_previous_run()
+    new.set_aside_previous_run()
     atexit.unregister(new._put_back_at_exit)  # kill -9: no clean-up runs
     aside = tmp_path / "o" / "previous_run"
     if killed == "before moving":
@@ -164,10 +164,10 @@ def test_a_resume_drops_the_rows_logged_after_its_checkpoint(tmp_path, monkeypat
 
         def write(self, text):
             raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(run, "open", FullDisk, raising=False)
+    monkeypatch.setattr(checkpoint, "open", FullDisk, raising=False)  # (write_atomic's)
     with pytest.raises(DiskFull) as info:  # a resume while the disk is still full: one line
         out.drop_repeated_metrics(4)
-    assert "no space left" in str(info.value) and "Free at least 1 kB" in str(info.value)
+    assert "no space left" in str(info.value) and "needs at least 1 kB" in str(info.value)
     assert out.metrics.read_bytes() == before and sorted(os.listdir(out.dir)) == [
         "metrics.jsonl", "run.lock"]  # unchanged, and no empty metrics.jsonl.tmp.PID
     monkeypatch.undo()
@@ -178,12 +178,15 @@ def test_a_resume_drops_the_rows_logged_after_its_checkpoint(tmp_path, monkeypat
 def test_save_intact_diverged_name_the_last_good_checkpoint(tmp_path):
     out = RunDir(tmp_path / "o")
     assert out.intact() == "no checkpoint was saved yet"
-    assert "No good checkpoint was saved" in str(out.diverged(3, "the loss is nan", CONFIG))
+    to_try = "a lower learning_rate (now 0.001)"
+    assert "No good checkpoint was saved" in str(out.diverged(3, "the loss is nan", to_try))
     out.save({"iter_num": 4, "w": torch.ones(2)})
     assert out.last_good_step == 4 and "(step 4), is intact" in out.intact()
-    message = str(out.diverged(5, "the loss is nan", CONFIG))
-    assert message.startswith("step 5: the loss is nan. Training diverged")
-    assert "learning_rate (now 0.001)" in message and f"{out.ckpt} (step 4)" in message
+    stop = out.diverged(5, "the loss is nan", to_try)
+    assert isinstance(stop, Diverged) and stop.step == 5
+    assert str(stop).startswith("step 5: the loss is nan. Training diverged; try a lower "
+                                "learning_rate (now 0.001). ")
+    assert f"{out.ckpt} (step 4)" in str(stop)
 
 
 def saved_run(path, **extra):
@@ -204,6 +207,21 @@ def test_resume_takes_the_checkpoints_settings_but_not_where_it_runs(tmp_path, c
     assert resumed["out_dir"] == "new" and "out_dir" in NOT_RESUMED  # where this one runs
     assert resumed["learning_rate"] == 5e-4  # given: kept, with a note
     assert "learning_rate=0.0005 (the checkpoint's run had 0.001)" in capsys.readouterr().out
+
+
+def test_resume_policy_takes_a_given_setting_with_a_note_and_refuses_a_shape_key(capsys):
+    """The one policy of both trainers: the run's settings, but where it runs (not_resumed) is
+    this invocation's; a given setting with another value is taken (a note), a shape key refused."""
+    saved = dict(out_dir="old", lr=1e-3, width=8, epochs=2)
+    config = dict(out_dir="new", lr=2e-3, width=8, epochs=5)
+    got = resume_policy("ckpt.pt", saved, config, {"lr", "width"}, {"width"}, ("out_dir",))
+    assert got == dict(out_dir="new", lr=2e-3, width=8, epochs=2)
+    assert capsys.readouterr().out == ("note: resuming with settings that differ from the run's: "
+                                       "lr=0.002 (the checkpoint's run had 0.001)\n")
+    with pytest.raises(SystemExit, match=r"with a different model: width=16 \(the checkpoint "
+                                         r"has 8\)\. Drop these settings"):
+        resume_policy("ckpt.pt", saved, dict(config, width=16), {"width"}, {"width"}, ())
+    assert capsys.readouterr().out == ""  # (refused: no note)
 
 
 def test_resume_refuses_another_shape_and_a_file_that_is_not_a_run(tmp_path):
@@ -302,7 +320,7 @@ def test_interrupted_names_how_to_go_on_and_exits_130(tmp_path, capsys, monkeypa
 def test_out_of_memory_is_one_line_and_puts_the_previous_run_back(tmp_path, capsys, handlers):
     before = finished_run(tmp_path / "o")
     new = RunDir(tmp_path / "o")
-    new.remove_previous_run()
+    new.set_aside_previous_run()
     new.catch_signals()
     capsys.readouterr()
     sys.excepthook(RuntimeError, RuntimeError("std::bad_alloc"), None)  # what train.py met

@@ -393,9 +393,9 @@ def test_a_damaged_checkpoint_or_data_set_is_one_line(tmp_path, capsys):
     (tmp_path / "badmeta").mkdir()
     (tmp_path / "badmeta" / "meta.json").write_text("{not json")
     evaluate = "--eval_only=True"
-    cases = [([evaluate, f"--out_dir={tmp_path / 'cut_run'}"], "is not a readable checkpoint"),
+    cases = [([evaluate, f"--out_dir={tmp_path / 'cut_run'}"], "is corrupt or truncated"),
              ([evaluate, f"--out_dir={tmp_path / 'lm_run'}"], "is not a checkpoint of train_mlp"),
-             ([evaluate, f"--out_dir={tmp_path / 'none'}"], "does not exist: train a model"),
+             ([evaluate, f"--out_dir={tmp_path / 'none'}"], "train one first (python train_mlp"),
              ([f"--prepared_dir={tmp_path / 'cut'}", f"--out_dir={tmp_path / 'run1'}"],
               "train.npz is damaged or truncated"),
              ([f"--prepared_dir={tmp_path / 'badmeta'}", f"--out_dir={tmp_path / 'run2'}"],

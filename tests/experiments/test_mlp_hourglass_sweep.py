@@ -217,7 +217,7 @@ def test_a_diverged_run_writes_a_nan_row_and_the_sweep_goes_on(tmp_path, monkeyp
     assert [(r["shape"], r["steps"]) for r in rows] == [("hourglass", "2"), ("conventional", "2")]
     assert all(math.isnan(float(r["test_psnr_batchmse"])) and math.isnan(float(r["val_loss"]))
                for r in rows)
-    assert capsys.readouterr().out.count("training diverged") == 2
+    assert capsys.readouterr().out.count("Training diverged") == 2
     assert (tmp_path / "sweep" / "fronts.png").exists()
 
 
