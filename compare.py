@@ -1,5 +1,5 @@
 """
-Which shape wins at my parameter and token budget, and what does it cost? One command:
+Which shape wins at my parameter budget and number of tokens, and what does it cost? One command:
 
     python compare.py                          # CPU preset: 10 shapes x 600 steps, one rate and
                                                # one seed (~45 min on 2 cores): a demonstration
@@ -14,7 +14,7 @@ From one baseline shape (the plain GPT) shapes.matched_shapes builds every mecha
 baseline's non-embedding parameter count, each by its paper's own matching rule: GPT, hourglass,
 ><former, hourglass+><former, FFN-Wider, CEA (against FFN-Wider), LWS vanilla/framed/reverse/crown.
 Each is trained by train.py with the same data order for a seed (the batch sampler is seeded by
-`seed` alone), the same optimizer, schedule and token budget, at its own learning rate:
+`seed` alone), the same optimizer, schedule and number of tokens, at its own learning rate:
 
     phase 1   every shape at every rate of --learning_rates, with the first seed; each shape's
               rate is the one of its lowest final val loss (at an end of the list: flagged).
@@ -268,7 +268,7 @@ def check_lists(settings):
         raise ConfigError(f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]")
     if settings["jobs"] < 1:
         raise ConfigError(f"jobs={settings['jobs']}: it must be 1 or more")
-    if settings["max_iters"] < 1:  # (train.py's max_iters=0 is a time budget: no matched tokens)
+    if settings["max_iters"] < 1:  # (train.py's max_iters=0 is a time limit: no matched tokens)
         raise ConfigError(f"max_iters={settings['max_iters']}: a comparison trains every shape "
                           f"for the same number of steps: give it 1 or more")
     if any(not 0 <= s < 2 ** 63 for s in seeds):

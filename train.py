@@ -39,7 +39,7 @@ from shapelab.configurator import ConfigError, check_train_settings, parse_overr
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
                                pick_device, set_fp32_matmul_precision)
-from shapelab.run import (RunDir, TimeBudget, all_finite, all_rng_states, restore_rng,
+from shapelab.run import (RunDir, TimePlan, all_finite, all_rng_states, restore_rng,
                           resume_settings)
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
@@ -79,7 +79,7 @@ model_args = {}  # the mechanism's own, e.g. {'n_sub_blocks': 4}; {}: matched to
 # optimizer: AdamW, weight decay on matrices only
 learning_rate = 2e-3  # the peak learning rate, reached at the end of the warm-up
 max_iters = 0  # training steps; 0: as many steps as fit in max_minutes (measured on this machine)
-max_minutes = 5.0  # the wall-time budget of a run whose max_iters is 0
+max_minutes = 5.0  # the time limit (wall-clock minutes) of a run whose max_iters is 0
 weight_decay = 0.1  # AdamW's decoupled weight decay
 beta1 = 0.9  # AdamW's decay rate of the gradient's running mean
 beta2 = 0.99  # AdamW's decay rate of the squared gradient's running mean
@@ -97,7 +97,7 @@ seed = 1337  # the model's init, the batches (+ rank under torchrun) and dropout
 # -----------------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_")
                and isinstance(v, (int, float, bool, str, dict, type(None)))]
-script_start = time.time()  # a time budget counts from here
+script_start = time.time()  # a time limit counts from here
 config_types = dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool)  # None defaults
 given_keys = set()  # the keys the config files and --key=value set
 try:  # a setting no run can use is one line (exit status 2) before anything is built
@@ -189,7 +189,7 @@ def fetch_train_batch():
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, elapsed_before, tokens_before = 0, float("inf"), 0.0, 0
-val_loss, budget_state = float("nan"), None  # the last evaluation's val loss; a time budget's plan
+val_loss, time_plan_state = float("nan"), None  # the last evaluation's val loss; a time plan
 if init_from == "scratch":
     # GPT-2's 50257 ids get an embedding and head of 50304 rows (tensor-core friendly); the padding
     # ids are never targets and never sampled. A character vocabulary stays as it is.
@@ -211,7 +211,7 @@ else:
     run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
     val_loss = checkpoint.get("val_loss", best_val_loss)
-    budget_state = checkpoint.get("time_budget")  # its plan, decay and clock at this step
+    time_plan_state = checkpoint.get("time_plan")  # its plan, decay and clock at this step
     note = restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
@@ -279,23 +279,23 @@ def estimate_loss():
 # max_iters = 0: the run's length is planned to end at max_minutes, and re-planned at each
 # evaluation from the measured rate (shapelab/run.py); a resume goes on with the plan its checkpoint
 # saved
-time_budget = (TimeBudget(max_minutes, script_start, eval_interval, warmup_iters, ddp,
-                          master_process, device) if max_iters == 0 else None)
-if time_budget:
-    time_budget.load(budget_state, iter_num)
+time_plan = (TimePlan(max_minutes, script_start, eval_interval, warmup_iters, ddp,
+                      master_process, device) if max_iters == 0 else None)
+if time_plan:
+    time_plan.load(time_plan_state, iter_num)
 
 
 def get_lr(it):
     """Linear warm-up for warmup_iters, then cosine decay to min_lr at lr_decay_iters (0:
-    max_iters); under a time budget over the fraction of its planned length (never back up), its
+    max_iters); under a time limit over the fraction of its planned length (never back up), its
     warm-up ended early where the plan is short (the decay keeps its room)."""
     if not decay_lr:
         return learning_rate
-    warmup = time_budget.warmup_end if time_budget and not lr_decay_iters else warmup_iters
+    warmup = time_plan.warmup_end if time_plan and not lr_decay_iters else warmup_iters
     if it < warmup:
         return learning_rate * (it + 1) / (warmup + 1)
-    if time_budget and not lr_decay_iters:
-        progress = time_budget.progress(it)
+    if time_plan and not lr_decay_iters:
+        progress = time_plan.progress(it)
     else:
         progress = (it - warmup_iters) / max(1, (lr_decay_iters or max_iters) - warmup_iters)
     progress = min(progress, 1.0)  # min_lr after the decay
@@ -318,8 +318,8 @@ eval_s = 0.0  # the last evaluation's seconds (with its save)
 t0, steps_timed = time.time(), 0  # the last time the host waited for the device, steps since
 x, y = fetch_train_batch()
 while True:
-    if time_budget:  # (re)planned at each evaluation step, before the evaluation
-        max_iters = time_budget.plan(iter_num, eval_s)
+    if time_plan:  # (re)planned at each evaluation step, before the evaluation
+        max_iters = time_plan.plan(iter_num, eval_s)
     tokens = tokens_before + (iter_num - start_iter) * tokens_per_iter  # seen before this step
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
@@ -357,7 +357,7 @@ while True:
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
                 rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.time() - run_start,
                 tokens=tokens, reached_target=reached_target, val_loss=val_loss,
-                time_budget=time_budget and time_budget.state_dict()))
+                time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.time() - eval_start
         if reached_target:

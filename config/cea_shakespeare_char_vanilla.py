@@ -1,6 +1,6 @@
 # CEA paper, CPU scale: the vanilla GPT (FFN 4x) on character-level Shakespeare, H=64, 4 layers.
-# Same budget (steps, batch, context) as cea_shakespeare_char_wider.py and _cea.py. A few minutes on
-# a 2-core CPU. nice -n 10 python train.py config/cea_shakespeare_char_vanilla.py
+# Same training length (steps, batch, context) as cea_shakespeare_char_wider.py and _cea.py. A
+# few minutes on a 2-core CPU. nice -n 10 python train.py config/cea_shakespeare_char_vanilla.py
 out_dir = "out-cea-vanilla"
 eval_interval = 150
 eval_iters = 10

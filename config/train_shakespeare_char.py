@@ -1,10 +1,10 @@
 # The default main job (what `python train.py` runs with no arguments), spelled out:
 # a 4-layer, 128-wide character-level GPT on Shakespeare (1.05M non-embedding parameters), trained
-# for a 5-minute budget: train.py times a few steps on this machine and fixes max_iters so the run
-# ends at 5 minutes, whatever the laptop (set max_iters for a reproducible number of steps). Of
+# for a 5-minute time limit: train.py times a few steps on this machine and fixes max_iters so the
+# run ends at 5 minutes, whatever the laptop (set max_iters for a reproducible number of steps). Of
 # the shapes we timed for ~6 CPU minutes (4L/128, 4L/192, 6L/256), this one reached the lowest
-# validation loss: on a CPU budget a small model that sees more tokens beats a bigger one that
-# sees fewer (see README, "CPU quick start").
+# validation loss: in a CPU's few minutes a small model that sees more tokens beats a bigger one
+# that sees fewer (see README, "CPU quick start").
 out_dir = "out"
 eval_interval = 100
 eval_iters = 20

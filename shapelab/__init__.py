@@ -5,7 +5,7 @@ read when you care how, never needed to read a paper's file. Nothing here import
 
     configurator.py  config files as data, --key=value, --help; train.py's defaults and checks;
                      `build`: a model from its classes, a bad setting worded as one line
-    run.py           a run's folder: its lock, how it ends, its time budget, resume, RNG states
+    run.py           a run's folder: its lock, how it ends, its time limit, resume, RNG states
     checkpoint.py    saving a checkpoint atomically, loading one safely; exported folders
     lock.py          one process per folder (flock / msvcrt), a lock a symlink cannot redirect
     dataset.py       finding, checking and loading the prepared text and image datasets

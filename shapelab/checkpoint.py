@@ -2,7 +2,7 @@
 A checkpoint file: saving it and loading it (the model it holds is rebuilt by
 shapes.model_from_checkpoint, which knows every model type). Checkpoints here are
 never lost and never run pickled code. (What keeps a training run safe around them - the locked
-out_dir, the time budget, resume settings, RNG states - is run.py's.)
+out_dir, the time plan, resume settings, RNG states - is run.py's.)
 
 - `save_checkpoint` writes to `<path>.tmp.<pid>`, fsyncs it, then renames it over `<path>`.
   A rename within one directory is atomic, so a run killed mid-save leaves the previous

@@ -396,7 +396,7 @@ def check_train_settings(config):
          f"gradient_accumulation_steps={config['gradient_accumulation_steps']} must be a multiple "
          f"of the number of processes ({world}): each takes its share")
     need(config["max_iters"] > 0 or config["max_minutes"] > 0,
-         "max_iters=0 and max_minutes=0: give the run a length (steps) or a time budget (minutes)")
+         "max_iters=0 and max_minutes=0: give the run a length (steps) or a time limit (minutes)")
     need(config["learning_rate"] > 0, f"learning_rate={config['learning_rate']}: it must be > 0")
     for key in ("beta1", "beta2", "dropout"):
         need(0 <= config[key] < 1, f"{key}={config[key]}: it must be in [0, 1)")

@@ -6,8 +6,8 @@ folder, not about the model.
   metrics.jsonl written a whole line or nothing; --overwrite's previous run set aside until the
   new run's first checkpoint and put back if there is none; Ctrl-C, SIGTERM and running out of
   memory each end in one line naming the last good checkpoint and the command that goes on.
-- `TimeBudget`: max_iters = 0 fits the run to max_minutes of wall time on this machine, re-planned
-  at each evaluation (and each tenth of the budget) from the measured rate; the learning rate's
+- `TimePlan`: max_iters = 0 fits the run to max_minutes of wall time on this machine, re-planned
+  at each evaluation (and each tenth of the time limit) from the measured rate; the learning rate's
   decay follows the plan, and always has room to reach min_lr.
 - `resume_policy`: the settings a resume goes on with, for train.py (`resume_settings`) and
   train_mlp.py alike; `restore_rng`, `all_rng_states`: init_from='resume' goes on exactly as the
@@ -341,16 +341,16 @@ def _drop_signal_race(hook):
     return unraisable
 
 
-class TimeBudget:
+class TimePlan:
     """max_iters = 0: the run's length fitted to `minutes` of wall time on this machine, counted
     across resumes, and re-planned at the top of each evaluation step from the measured seconds a
     step (the evaluations and their checkpoints included): a running estimate that weighs the
-    time since the last plan by how long it was, forgetting over a tenth of the budget, so a busy
+    time since the last plan by how long it was, forgetting over a tenth of the limit, so a busy
     minute is soon forgotten and a few quick steps do not swing it. A session's first FIRST steps
     are not timed (the first batches, compiling); its first plan comes at the first evaluation
     step after them, or at its step LAST if that comes first. The clock has its say too, for a
     machine that gives the run a few percent of a core: once the session has run a CLOCK-th of
-    the budget the steps are timed at once, and a plan is due whenever a CLOCK-th of the budget
+    the limit the steps are timed at once, and a plan is due whenever a CLOCK-th of the limit
     has passed since the last one (or since the timing began); not under torchrun, whose
     processes must plan at the same steps. Under torchrun rank 0 decides.
 
@@ -358,7 +358,7 @@ class TimeBudget:
     at each plan the progress left is spread evenly over the steps left, so a new length changes
     how fast the decay goes on, never where it is. The learning rate never jumps, and never goes
     back up when the run is extended (progress only grows, and stays 1 once there). Every plan
-    that changes max_iters is recorded; the plan, the decay and the budget's clock are saved with
+    that changes max_iters is recorded; the plan, the decay and the plan's clock are saved with
     each checkpoint (`state_dict`), so a resume goes on with the plan the run had at that step
     (`load`); a resume given another max_minutes is re-planned at once from the last rate.
 
@@ -376,7 +376,7 @@ class TimeBudget:
         self.max_iters = None  # the planned length (None before the first plan)
         self.decay = None  # [step s, progress at s, planned end]: the decay's course from s on
         self.decisions = []  # [step, max_iters, seconds a step] of each plan that changed it
-        self.elapsed_before = 0.0  # the budget's seconds spent by earlier sessions
+        self.elapsed_before = 0.0  # the seconds of the limit spent by earlier sessions
         self.step_s = None  # the running estimate of seconds a step, evaluations included
         self.first_step = self.timed_from = None  # this session's first step; (step, time)
         self.session_start = None  # when this session's first step began
@@ -401,7 +401,7 @@ class TimeBudget:
         if state["minutes"] != self.minutes and self.step_s:  # (the same on every process)
             left = 60 * self.minutes - self.elapsed_before
             self._decide(step, step + max(0, int(left / self.step_s)),
-                         f"time budget {state['minutes']:g} -> {self.minutes:g} min: ",
+                         f"time limit {state['minutes']:g} -> {self.minutes:g} min: ",
                          f"{1000 * self.step_s:.0f} ms a step as last measured, "
                          f"{_minutes(left)} left")
 
@@ -425,7 +425,7 @@ class TimeBudget:
         evaluations = (step - 1) // self.eval_interval - (since - 1) // self.eval_interval
         train_s = max(0.0, now - then - evaluations * eval_s) / (step - since)
         measured = train_s + eval_s / self.eval_interval  # a step's share of an evaluation in it
-        weight = 1.0 - math.exp(-(now - then) / (6.0 * self.minutes))  # (a tenth of the budget)
+        weight = 1.0 - math.exp(-(now - then) / (6.0 * self.minutes))  # (a tenth of the limit)
         self.step_s = measured if self.step_s is None else (
             self.step_s + weight * (measured - self.step_s))
         left = 60 * self.minutes - self.elapsed() - eval_s  # (the last step's evaluation)
@@ -439,7 +439,7 @@ class TimeBudget:
                f"{self.eval_interval} steps; re-planned at each evaluation"
                if self.max_iters is None else
                f"now {1000 * self.step_s:.0f} ms a step, {_minutes(left)} left")
-        self._decide(step, planned, f"time budget {self.minutes:g} min: ", why)
+        self._decide(step, planned, f"time limit {self.minutes:g} min: ", why)
         return self.max_iters
 
     def _decide(self, step, planned, head, why):
@@ -524,7 +524,7 @@ def resume_settings(path, config, given, model_keys):
     resume_policy: the run goes on as it was. Its shape keys are model_type, the model keys and
     model_args (an entry given in --model_args with another value is refused; a shape key it
     holds is its to set). A run that stopped at a target loss this resume also accepts, or that
-    trained its whole length (max_iters, or its time budget's plan), says so and exits (nothing
+    trained its whole length (max_iters, or its time plan's), says so and exits (nothing
     to train)."""
     rank0 = int(os.environ.get("RANK", 0)) == 0  # (torchrun: one process speaks)
     try:
@@ -551,13 +551,13 @@ def resume_settings(path, config, given, model_keys):
                   f"{config['stop_val_loss']}. Nothing to train; pass a lower --stop_val_loss "
                   f"(0: off) to train on")
         raise SystemExit(0)
-    budget = checkpoint.get("time_budget") or {}  # (a plan: max_iters = 0, a time budget)
-    same_budget = budget.get("minutes") == config.get("max_minutes")
-    length = config.get("max_iters") or (same_budget and budget.get("max_iters"))
+    plan = checkpoint.get("time_plan") or {}  # (a plan: max_iters = 0, a time limit)
+    same_limit = plan.get("minutes") == config.get("max_minutes")
+    length = config.get("max_iters") or (same_limit and plan.get("max_iters"))
     if length and checkpoint["iter_num"] >= length:
         if rank0:
             what = (f"max_iters={length}" if config.get("max_iters") else
-                    f"its time budget, max_minutes={config['max_minutes']:g}")
+                    f"its time limit, max_minutes={config['max_minutes']:g}")
             print(f"this run finished at step {checkpoint['iter_num']} ({what}): val loss "
                   f"{checkpoint.get('val_loss', checkpoint['best_val_loss']):.4f} (best "
                   f"{checkpoint['best_val_loss']:.4f}). Nothing to train; pass a larger "

@@ -1,5 +1,5 @@
 """Nothing lost at the edges: a full disk, two runs in one folder, --overwrite, a resume's settings,
-a run that reached its target or its end, Ctrl-C and SIGTERM, a time budget on a busy machine, and
+a run that reached its target or its end, Ctrl-C and SIGTERM, a time limit on a busy machine, and
 one line for every bad setting. Each row reproduces what a user hit, run as a user runs it
 (train.py in a child process) where the behaviour is the command line's."""
 
@@ -294,20 +294,20 @@ def test_a_budgeted_run_stopped_twice_resumes_exactly_and_ends_in_its_budget(cha
              f"--out_dir={out}", "--eval_interval=5", "--lr_decay_iters=0", "--max_iters=0",
              "--max_minutes=0.25"]
     stopped = stop_at(first, "iter 13/?", signal.SIGTERM)  # (steps 10-12 are logged)
-    assert stopped.returncode == 143 and "time budget" not in stopped.stdout
+    assert stopped.returncode == 143 and "time limit" not in stopped.stdout
     before_plan = {s: loss for s, loss in losses(out).items() if s >= 10}
     second = resume_command(stopped, 10)
     stopped = stop_at(second, "iter 33/", signal.SIGINT)  # (steps 30-32 are logged)
-    assert stopped.returncode == 130 and "time budget 0.25 min: max_iters=" in stopped.stdout
+    assert stopped.returncode == 130 and "time limit 0.25 min: max_iters=" in stopped.stdout
     assert "interrupted: " in stopped.stderr
     after_plans = {s: loss for s, loss in losses(out).items() if 30 <= s < 35}
     finished = subprocess.run(resume_command(stopped, 30), cwd=ROOT, capture_output=True,
                               text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert finished.returncode == 0, finished.stderr
     ckpt = load_checkpoint(out / "ckpt.pt")
-    budget, steps = ckpt["time_budget"], ckpt["iter_num"]
-    assert f"done: {steps} steps" in finished.stdout and budget["max_iters"] == steps > 35
-    assert budget["decisions"][0][0] == 25 and budget["elapsed_s"] < 15 + 10  # (+ a start-up)
+    plan, steps = ckpt["time_plan"], ckpt["iter_num"]
+    assert f"done: {steps} steps" in finished.stdout and plan["max_iters"] == steps > 35
+    assert plan["decisions"][0][0] == 25 and plan["elapsed_s"] < 15 + 10  # (+ a start-up)
     final = losses(out)
     assert sorted(final) == list(range(steps))
     assert {s: final[s] for s in before_plan} == before_plan and len(before_plan) >= 3
@@ -359,7 +359,7 @@ def test_an_out_dir_that_is_a_file_or_holds_a_run_is_one_line_with_exit_status_2
     ("max_minutes", 0.0, "max_iters=0 and max_minutes=0: give the run a length"),
 ])
 def test_an_infinite_nan_or_negative_setting_is_refused(key, value, expected):
-    """inf passed every check (max_minutes=inf was an OverflowError when the budget was planned);
+    """inf passed every check (max_minutes=inf was an OverflowError when the time was planned);
     the command line's one line and exit status 2 for it: the next row."""
     with pytest.raises(ConfigError, match=re.escape(expected)):
         check_train_settings(dict(train_defaults(), max_iters=0, **{key: value}))

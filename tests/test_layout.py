@@ -33,7 +33,7 @@ LONGER = {"train": (550, "a flat loop a learner reads top to bottom"),
           "shapes": (520, "every shape: by name, matched to one budget, presets, table, picture"),
           "compare": (600, "one comparison: the runs of its phases, the command, its report"),
           "shapelab.configurator": (500, "config files as data, --key=value, --help"),
-          "shapelab.run": (600, "a run's folder, how it ends, its time budget, resume")}
+          "shapelab.run": (600, "a run's folder, how it ends, its time limit, resume")}
 README_ALARM_LINES = 340
 MECHANISM_DOCSTRING_MAX_LINES = 40  # paper, idea, equations, pointers; the deviations: docs/
 MODEL_DOCSTRING_MAX_LINES = 25  # model.py: what it is, the equations; the rest on its classes
@@ -261,7 +261,7 @@ def test_each_name_lives_in_the_file_that_says_it():
     """Each name below lives in the file that says it (home), not in the file listed with it."""
     homes = [("shapes", "compose", ("matched_shapes", "PRESETS", "shapes_table", "plot_shapes")),
              ("shapelab.run", "shapelab.checkpoint",
-              ("RunDir", "TimeBudget", "resume_settings", "restore_rng")),
+              ("RunDir", "TimePlan", "resume_settings", "restore_rng")),
              ("shapes", "shapelab.checkpoint", ("model_from_checkpoint",)),
              ("shapes", "shapelab.configurator", ("MODELS", "build_model", "matched_model_args")),
              ("shapelab.image_tasks", "mlp_hourglass",

@@ -213,7 +213,7 @@ def test_the_main_jobs_settings_are_train_pys_defaults():
     assert (int(log), int(evaluation)) == (d["log_interval"], d["eval_interval"])
 
 
-def test_the_time_budget_tables_tokens_are_its_steps_times_a_batch():
+def test_the_time_limit_tables_tokens_are_its_steps_times_a_batch():
     from shapelab.configurator import train_defaults
     d = train_defaults()
     steps, tokens = one(r"\| (\d+) \(\d+ ms a step, ([\d.]+)M tokens\) \|")
@@ -221,7 +221,7 @@ def test_the_time_budget_tables_tokens_are_its_steps_times_a_batch():
     assert f"{int(steps) * per_step / 1e6:.1f}" == tokens
 
 
-def test_the_time_budget_tables_estimates_are_their_fixed_runs_arithmetic():
+def test_the_time_limit_tables_estimates_are_their_fixed_runs_arithmetic():
     """The rows estimated from a fixed-length run: its time over its steps is the step time they
     give, and 5 minutes of those steps the step count (within the estimate's rounding)."""
     rows = table(README, "| CPU class | dtype auto picks |")

@@ -1,7 +1,7 @@
 """Tests of run.py, what keeps a training run safe, called directly (train.py's own runs of the same
 paths are in test_train.py and test_edges.py): the out_dir lock, --overwrite's set-aside run,
 metrics.jsonl written and read a whole line at a time, signals, resume settings, RNG states and the
-time budget. CPU, offline, fast."""
+time plan. CPU, offline, fast."""
 
 import atexit
 import builtins
@@ -20,7 +20,7 @@ import torch
 from shapelab import checkpoint, run
 from shapelab.checkpoint import DiskFull, load_checkpoint, save_checkpoint
 from conftest import ROOT
-from shapelab.run import (NOT_RESUMED, Diverged, RunDir, TimeBudget, all_rng_states, read_jsonl,
+from shapelab.run import (NOT_RESUMED, Diverged, RunDir, TimePlan, all_rng_states, read_jsonl,
                           restore_rng, resume_policy, resume_settings)
 
 MODEL_KEYS = ["block_size", "n_layer", "n_embd", "n_head"]
@@ -337,24 +337,24 @@ def clock(monkeypatch, start=1000.0):
     return now
 
 
-def lr(budget, step, warmup=20):
+def lr(plan, step, warmup=20):
     if step < warmup:
         return 1.0 * (step + 1) / (warmup + 1)
-    return 0.1 + 0.5 * (1 + math.cos(math.pi * budget.progress(step))) * (1.0 - 0.1)
+    return 0.1 + 0.5 * (1 + math.cos(math.pi * plan.progress(step))) * (1.0 - 0.1)
 
 
-def test_the_time_budget_replans_at_each_evaluation_and_the_lr_never_jumps(monkeypatch, capsys):
+def test_the_time_plan_replans_at_each_evaluation_and_the_lr_never_jumps(monkeypatch, capsys):
     """A machine busy for its first 30 s (1 s a step), then quiet (0.25 s a step): the plan grows
     at each evaluation, the run ends near its 2 minutes, and the learning rate only goes down."""
     now = clock(monkeypatch)
-    budget = TimeBudget(minutes=2, script_start=now[0], eval_interval=20, warmup_iters=20)
+    plan = TimePlan(minutes=2, script_start=now[0], eval_interval=20, warmup_iters=20)
     step, lrs, plans = 0, [], []
     while True:
-        max_iters = budget.plan(step, eval_s=1.0)
+        max_iters = plan.plan(step, eval_s=1.0)
         plans.append(max_iters)
         if max_iters and step >= max_iters:
             break
-        lrs.append(lr(budget, step))
+        lrs.append(lr(plan, step))
         now[0] += (1.0 if now[0] < 1030 else 0.25) + (1.0 if step % 20 == 0 else 0.0)
         step += 1
     assert plans[19] == 0 and 20 < plans[20] < 130  # the first plan: at the busy rate (10 untimed)
@@ -363,9 +363,9 @@ def test_the_time_budget_replans_at_each_evaluation_and_the_lr_never_jumps(monke
     after_warmup = lrs[20:]
     assert all(b <= a for a, b in zip(after_warmup, after_warmup[1:]))  # never up, never jumps
     assert max(a - b for a, b in zip(after_warmup, after_warmup[1:])) < 0.05
-    assert lrs[-1] < 0.11 and budget.progress(max_iters) == 1.0
-    assert len(budget.decisions) > 3 and budget.decisions[-1][1] == max_iters
-    assert capsys.readouterr().out.startswith("time budget 2 min: max_iters=")
+    assert lrs[-1] < 0.11 and plan.progress(max_iters) == 1.0
+    assert len(plan.decisions) > 3 and plan.decisions[-1][1] == max_iters
+    assert capsys.readouterr().out.startswith("time limit 2 min: max_iters=")
 
 
 def test_a_starved_run_plans_from_the_clock_and_keeps_its_decay_room(monkeypatch, capsys):
@@ -375,56 +375,56 @@ def test_a_starved_run_plans_from_the_clock_and_keeps_its_decay_room(monkeypatch
     The clock plans it within a few steps, it ends near its 5 minutes, and its rate decays to
     min_lr by then."""
     now = clock(monkeypatch)
-    budget = TimeBudget(minutes=5, script_start=now[0] - 5, eval_interval=100, warmup_iters=50)
+    plan = TimePlan(minutes=5, script_start=now[0] - 5, eval_interval=100, warmup_iters=50)
     step = 0
     while True:
-        max_iters = budget.plan(step, eval_s=20.0)
+        max_iters = plan.plan(step, eval_s=20.0)
         if step % 100 == 0 or step == max_iters:
             now[0] += 20.0  # the evaluation
         if max_iters and step >= max_iters:
             break
         now[0] += 30.0
         step += 1
-    assert budget.decisions[0][0] <= 3 and max_iters < 12
-    assert now[0] - 1000 + 5 < 5 * 60 + 60  # within a step and an evaluation of its budget
-    assert budget.warmup_end < max_iters and budget.progress(budget.warmup_end) == 0.0
-    assert budget.progress(max_iters) == 1.0  # min_lr at the end
-    assert capsys.readouterr().out.startswith("time budget 5 min: max_iters=")
+    assert plan.decisions[0][0] <= 3 and max_iters < 12
+    assert now[0] - 1000 + 5 < 5 * 60 + 60  # within a step and an evaluation of its time limit
+    assert plan.warmup_end < max_iters and plan.progress(plan.warmup_end) == 0.0
+    assert plan.progress(max_iters) == 1.0  # min_lr at the end
+    assert capsys.readouterr().out.startswith("time limit 5 min: max_iters=")
 
 
-def test_a_resumed_time_budget_goes_on_with_the_plan_it_saved(monkeypatch, tmp_path, capsys):
+def test_a_resumed_time_plan_goes_on_with_the_plan_it_saved(monkeypatch, tmp_path, capsys):
     now = clock(monkeypatch)
-    budget = TimeBudget(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
+    plan = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
     for step in range(0, 80):
-        budget.plan(step, eval_s=0.5)
+        plan.plan(step, eval_s=0.5)
         now[0] += 0.2
-    save_checkpoint({"time_budget": budget.state_dict()}, tmp_path / "ckpt.pt")  # at step 80
-    state = load_checkpoint(tmp_path / "ckpt.pt")["time_budget"]  # (plain data: weights_only)
-    resumed = TimeBudget(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
+    save_checkpoint({"time_plan": plan.state_dict()}, tmp_path / "ckpt.pt")  # at step 80
+    state = load_checkpoint(tmp_path / "ckpt.pt")["time_plan"]  # (plain data: weights_only)
+    resumed = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
     resumed.load(state, 80)
-    assert resumed.max_iters == budget.max_iters and resumed.decisions == budget.decisions
-    assert [resumed.progress(s) for s in range(80, 200)] == [budget.progress(s)
+    assert resumed.max_iters == plan.max_iters and resumed.decisions == plan.decisions
+    assert [resumed.progress(s) for s in range(80, 200)] == [plan.progress(s)
                                                              for s in range(80, 200)]
-    assert resumed.plan(80, eval_s=0.5) == budget.max_iters  # (no plan at a session's start)
+    assert resumed.plan(80, eval_s=0.5) == plan.max_iters  # (no plan at a session's start)
     assert abs(resumed.elapsed() - 16.0) < 1e-6  # 80 steps of 0.2 s: the clock goes on
-    longer = TimeBudget(minutes=2, script_start=now[0], eval_interval=10, warmup_iters=5)
+    longer = TimePlan(minutes=2, script_start=now[0], eval_interval=10, warmup_iters=5)
     capsys.readouterr()
     longer.load(state, 80)  # another max_minutes on resume: planned again at once
-    assert longer.max_iters > budget.max_iters + 250 and len(longer.decisions) == len(
-        budget.decisions) + 1
-    assert capsys.readouterr().out.startswith("time budget 1 -> 2 min: max_iters ")
-    assert longer.progress(80) == budget.progress(80)  # the decay goes on from where it was
+    assert longer.max_iters > plan.max_iters + 250 and len(longer.decisions) == len(
+        plan.decisions) + 1
+    assert capsys.readouterr().out.startswith("time limit 1 -> 2 min: max_iters ")
+    assert longer.progress(80) == plan.progress(80)  # the decay goes on from where it was
 
 
-def test_a_time_budget_resumed_before_its_first_plan_plans_later(monkeypatch):
+def test_a_time_plan_resumed_before_its_first_plan_plans_later(monkeypatch):
     now = clock(monkeypatch)
-    budget = TimeBudget(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
+    plan = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
     for step in range(15):  # stopped at step 15: timed from step 10, no plan yet
-        assert budget.plan(step, eval_s=0.5) == 0
+        assert plan.plan(step, eval_s=0.5) == 0
         now[0] += 0.2
-    state = budget.state_dict()
+    state = plan.state_dict()
     assert state["max_iters"] is None and state["decay"] is None
-    resumed = TimeBudget(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
+    resumed = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
     resumed.load(state, 15)
     plans = []
     for step in range(15, 40):
