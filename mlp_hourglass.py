@@ -149,13 +149,11 @@ BLOCK_SHAPES = ("hourglass", "conventional")  # wide-narrow-wide (d_h < d_z) | n
 #   learned        z_0 = W_in x, W_in trained, from the same random start (section 4.3)
 #   zero_pad       z_0 = [x, 0] (d_z >= d_x; the reference's identity W_in, I_Win, kept fixed)
 INPUT_PROJECTIONS = ("direct", "frozen_random", "learned", "zero_pad")
-# other spellings of these, read as them (configs, checkpoints and sweep rows may use either)
-INPUT_PROJECTION_ALIASES = {"none": "direct", "frozen": "frozen_random", "identity": "zero_pad"}
 
 
 def input_projection(name, shape, latent_dim, input_dim):
-    """The input projection a model of this shape uses: `name` ('' or None = the shape's own; a
-    spelling of INPUT_PROJECTION_ALIASES = the name it stands for). A hourglass's own is the
+    """The input projection a model of this shape uses: `name` ('' or None = the shape's own,
+    else one of INPUT_PROJECTIONS). A hourglass's own is the
     frozen random lift (section 3's); a conventional MLP's is the image itself when d_z = d_x
     (section 3: "injecting the input signal directly"), else a learned W_in (the
     reference code's conventional MLP for super-resolution, d_x = 196 -> d_z = 784)."""
@@ -163,7 +161,6 @@ def input_projection(name, shape, latent_dim, input_dim):
         if shape == "hourglass":
             return "frozen_random"
         return "direct" if latent_dim == input_dim else "learned"
-    name = INPUT_PROJECTION_ALIASES.get(name, name)
     if name not in INPUT_PROJECTIONS:
         raise ConfigError(f"input_proj={name!r}: choose one of {', '.join(INPUT_PROJECTIONS)} "
                           f"(or leave it out: the shape's own)")

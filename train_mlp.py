@@ -41,8 +41,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from mlp_hourglass import INPUT_PROJECTION_ALIASES, check_shape, count_params, image_mlp, \
-    input_projection
+from mlp_hourglass import check_shape, count_params, image_mlp, input_projection
 from shapelab.checkpoint import load_checkpoint, write_atomic
 from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
 from shapelab.dataset import load_images
@@ -172,10 +171,9 @@ def portable_source(source):
 
 
 def saved_settings(config):
-    """The settings a checkpoint saved, in INPUT_PROJECTIONS' names (an alias is read as the name
-    it stands for); a checkpoint that records no clamp_sr_input clamped an SR run's input."""
-    config, name = dict(config), config.get("input_proj", "")
-    config["input_proj"] = INPUT_PROJECTION_ALIASES.get(name, name)
+    """The settings a checkpoint saved; a checkpoint that records no clamp_sr_input clamped an SR
+    run's input."""
+    config = dict(config)
     config.setdefault("clamp_sr_input", get_task(config["task"]).degradation == "bicubic2x")
     return config
 
@@ -356,8 +354,8 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
             loss_sum, n_loss = 0.0, 0
             if not (math.isfinite(train_loss) and math.isfinite(val["loss"])
                     and all_finite(model)):
-                raise ends.diverged(step + 1, f"the losses are {train_loss} (train), "
-                                              f"{val['loss']} (val)", to_try)
+                raise ends.diverged(
+                    step + 1, f"the losses are {train_loss} (train), {val['loss']} (val)", to_try)
             if val["loss"] < best["val_loss"]:
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 best = {"val_loss": val["loss"], "step": step + 1, "state": state}

@@ -20,7 +20,7 @@ each Pareto-optimal shape whose lr is at an edge of the lrs it was tried at, wit
 lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it) and the
 sweep's --shapes and --lrs that train just those runs. A row not written whole (cut short, or
 glued to the next) is left out and a run written twice counts once, each with a warning; a row
-with an input alias, a machine path or no clamp_sr_input is read in the sweep's words (normalized).
+with a machine path or no clamp_sr_input is read in the sweep's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-from mlp_hourglass import INPUT_PROJECTION_ALIASES, input_projection  # noqa: E402
+from mlp_hourglass import input_projection  # noqa: E402
 from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.image_tasks import TASKS  # noqa: E402
 from train_mlp import portable_source  # noqa: E402
@@ -88,13 +88,11 @@ def whole_rows(path):
 def normalized(row):
     """A row in the words a sweep writes: data_source without machine paths
     (train_mlp.portable_source: a row that recorded this machine's absolute cache path is matched
-    from any checkout); an input_proj alias as its name (frozen -> frozen_random); a row with no
-    clamp_sr_input clamped its SR input, and its x2 flips were {none, horizontal}, not the
-    {none, both} of flips=2 (so such a row is not resumed as an x2 run of flips=2)."""
+    from any checkout); a row with no clamp_sr_input clamped its SR input, and its x2 flips were
+    {none, horizontal}, not the {none, both} of flips=2 (so such a row is not resumed as an x2 run
+    of flips=2)."""
     row = dict(row)
     row["data_source"] = portable_source(row.get("data_source", ""))
-    row["input_proj"] = INPUT_PROJECTION_ALIASES.get(row.get("input_proj"),
-                                                     row.get("input_proj", ""))
     if "clamp_sr_input" not in row:
         row["clamp_sr_input"] = "1.0" if row.get("task", "").endswith("_sr") else ""
         if canonical(row.get("flips")) == "2.0":

@@ -103,19 +103,19 @@ def test_a_conventional_mlp_takes_the_image_itself_by_default():
                                                                     counts["total"])
 
 
-def test_old_input_projection_names_still_read():
-    """none / frozen / identity (what runs and sweep rows recorded before) are direct /
-    frozen_random / zero_pad; an unknown name is one line naming the choices."""
-    for old, new, dz in (("none", "direct", 784), ("frozen", "frozen_random", 1024),
-                         ("identity", "zero_pad", 1024)):
-        shape = "conventional" if new == "direct" else "hourglass"
+def test_an_input_projection_is_one_of_its_names():
+    """Each of INPUT_PROJECTIONS builds the model it names; any other name (none, frozen,
+    random, ...) is one line naming the choices."""
+    for name, dz in (("direct", 784), ("frozen_random", 1024), ("learned", 1024),
+                     ("zero_pad", 1024)):
+        shape = "conventional" if name == "direct" else "hourglass"
         dh = 2048 if shape == "conventional" else 64
-        model = M.ImageMLP(784, 784, dz, dh, 1, shape=shape, input_proj=old)
-        assert model.input_proj == new == M.input_projection(old, shape, dz, 784)
-        assert M.param_formula(784, dz, dh, 1, 784, old) == M.param_formula(784, dz, dh, 1, 784,
-                                                                             new)
-    with pytest.raises(ValueError, match="choose one of direct, frozen_random, learned, zero_pad"):
-        M.ImageMLP(784, 784, 1024, 64, 1, input_proj="random")
+        model = M.ImageMLP(784, 784, dz, dh, 1, shape=shape, input_proj=name)
+        assert model.input_proj == name == M.input_projection(name, shape, dz, 784)
+    for other in ("none", "frozen", "identity", "random"):
+        with pytest.raises(ValueError,
+                           match="choose one of direct, frozen_random, learned, zero_pad"):
+            M.ImageMLP(784, 784, 1024, 64, 1, input_proj=other)
 
 
 # ---------------------------------------------------------------- shapes and bad input

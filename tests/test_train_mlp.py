@@ -324,11 +324,11 @@ def test_a_conventional_run_takes_the_image_itself_and_x2_flips_are_none_and_bot
     assert seen == {0, 3}
 
 
-def test_a_run_resumes_and_scores_from_another_checkout_and_aliases_read(tmp_path, capsys):
+def test_a_run_resumes_and_scores_from_another_checkout(tmp_path, capsys):
     """The data source as saved holds no machine path (portable_source), so the same data prepared
-    in another checkout is the same source; a checkpoint with W_in 'frozen' (an alias), no
-    clamp_sr_input and an absolute path in its source loads, scores and resumes, except with x2
-    flips of none and horizontal (no clamp_sr_input and flips=2), which it cannot go on with."""
+    in another checkout is the same source; a checkpoint with no clamp_sr_input and an absolute
+    path in its source loads, scores and resumes, except with x2 flips of none and horizontal (no
+    clamp_sr_input and flips=2), which it cannot go on with."""
     splits = digit_splits(n_train=256, n_val=64, n_test=64)
     folder = write_prepared(tmp_path / "prepared", splits,
                             source="digits (/machine_a/repo/data/mnist/cache/digits)")
@@ -345,7 +345,6 @@ def test_a_run_resumes_and_scores_from_another_checkout_and_aliases_read(tmp_pat
     T.main(evaluate)  # the same source from another checkout: scored, no --allow_other_data
     T.main([*run, "--init_from=resume"])
     assert "nothing to train" in capsys.readouterr().out
-    ckpt["config"]["input_proj"] = "frozen"  # an alias of frozen_random
     del ckpt["config"]["clamp_sr_input"]
     ckpt["data"]["source"] = "digits (/machine_a/repo/data/mnist/cache/digits)"
     torch.save(ckpt, path)

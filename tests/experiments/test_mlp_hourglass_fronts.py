@@ -1,6 +1,6 @@
 """experiments/mlp_hourglass_fronts.py: each shape's lr chosen by validation loss (with every seed),
 the seeds' spread as error bars, the Pareto fronts drawn as staircases and the gaps printed at each
-conventional point (with the seed-paired range), the lrs at an edge flagged, rows with aliases
+conventional point (with the seed-paired range), the lrs at an edge flagged, rows with machine paths
 read in the sweep's words, the plot."""
 
 import csv
@@ -155,11 +155,11 @@ def test_four_forms_each_with_its_front_and_every_pair_of_forms_with_its_gaps(tm
     assert len(steps) == 16 and steps[:4] == [f"{f} front" for f in fronts.forms(entries)]
 
 
-def test_rows_with_aliases_read_in_the_sweeps_words():
-    """A row with W_in 'frozen', this machine's absolute cache path and no clamp column (its SR
-    input was clamped, its x2 flips were none and horizontal)."""
+def test_rows_read_in_the_sweeps_words():
+    """A row with this machine's absolute cache path and no clamp column (its SR input was
+    clamped, its x2 flips were none and horizontal)."""
     old = dict(task="mnist_sr", data_source="f (/work/main/data/mnist/cache/x), split 5/1",
-               input_proj="frozen", flips="2.0")
+               input_proj="frozen_random", flips="2.0")
     new = fronts.normalized(old)
     assert new["data_source"] == "f (data/mnist/cache/x), split 5/1"
     assert new["input_proj"] == "frozen_random" and new["clamp_sr_input"] == "1.0"

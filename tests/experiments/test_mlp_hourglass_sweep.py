@@ -42,11 +42,11 @@ def test_the_grid_keeps_each_familys_shapes():
     assert sweep.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
         ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
     lists = parse_overrides(["--lrs=5e-4,1e-3", "--seeds=0", "--conv_hidden=", "--epochs=2.0",
-                             "--names=frozen,learned"],
-                            {**sweep.GRID, "epochs": 1.0, "names": ("frozen",)})
+                             "--names=frozen_random,learned"],
+                            {**sweep.GRID, "epochs": 1.0, "names": ("frozen_random",)})
     assert (lists["lrs"], lists["seeds"], lists["conv_hidden"], lists["epochs"]) == (
         (5e-4, 1e-3), (0,), (), 2.0)
-    assert lists["names"] == ("frozen", "learned")
+    assert lists["names"] == ("frozen_random", "learned")
 
 
 def test_a_sweep_writes_rows_and_fronts_and_resumes(tmp_path, capsys):
@@ -115,9 +115,9 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
 
 def test_a_csv_resumes_from_another_checkout_and_reads_in_the_sweeps_words(tmp_path, capsys):
     """data_source holds no machine path: a sweep whose data was prepared under one checkout's
-    path resumes under another's. A CSV with fewer columns, W_in 'frozen' (an alias), this
-    machine's absolute cache path and no clamp_sr_input (an SR input clamped) is read in the
-    sweep's words, resumed, and rewritten in the sweep's columns."""
+    path resumes under another's. A CSV with fewer columns, this machine's absolute cache path
+    and no clamp_sr_input (an SR input clamped) is read in the sweep's words, resumed, and
+    rewritten in the sweep's columns."""
     folder = prepared(tmp_path, source="digits (/machine_a/repo/data/mnist/cache/digits)")
     args = tiny_sweep(tmp_path, folder, "--conv_hidden=", "--input_proj=frozen_random")
     [row] = sweep.main(args)
@@ -132,7 +132,7 @@ def test_a_csv_resumes_from_another_checkout_and_reads_in_the_sweeps_words(tmp_p
     with open(path, "w", newline="") as f:  # as the first full-size sweep wrote its rows
         writer = csv.DictWriter(f, fieldnames=old_fields, extrasaction="ignore")
         writer.writeheader()
-        writer.writerow(dict(row, input_proj="frozen", data_source=(
+        writer.writerow(dict(row, data_source=(
             "digits (/machine_a/repo/data/mnist/cache/digits)")))
     with pytest.raises(SystemExit):  # an SR row of that time had its input clamped
         sweep.main(args)
@@ -288,7 +288,8 @@ def test_frozen_vs_learned_w_in_for_one_and_several_latent_widths(tmp_path, caps
     assert again["frozen_random"]["test"] == summary["frozen_random"]["test"]  # (no training)
     assert "nothing to train" in capsys.readouterr().out
 
-    input_proj.main([*common, "--latent_dims=256,320", "--seeds=0,1", "--variants=frozen,learned",
+    input_proj.main([*common, "--latent_dims=256,320", "--seeds=0,1",
+                     "--variants=frozen_random,learned",
                      f"--out_dir={tmp_path / 'grid'}"])
     with open(tmp_path / "grid" / "compare.csv") as f:
         grid = list(csv.DictReader(f))
