@@ -43,7 +43,7 @@ its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
                     component, FLOPs/token, KV-cache bytes/token, training tokens/s)
     results.json    the settings, shapes, every run and every verdict; results.csv: every run
                     (shape, model_type, lr, seed, val_loss, train_loss, tokens, elapsed_s,
-                    tokens_per_s, machine; a diverged run's val_loss is nan)
+                    tokens_per_s, machine, commit; a diverged run's val_loss is nan)
     val_loss.png    the curves at each shape's chosen rate, against tokens and wall-clock time
     verdict.png     final losses with their seeds beside the GPT's, and loss against the rate
 
@@ -51,7 +51,8 @@ With --record_dir=<a folder of the repository> (the verdict configs set it) ever
 config.py and result.json are also kept in record_dir/runs/ as the run finishes, and the report
 files in record_dir: commit them as they come. A fresh checkout's out_dir lacks the runs: the same
 command copies the records in and trains only what is missing. Every result records the machine
-(CPU with its bf16 units, or GPU) it finished on; results.csv has it as its last column.
+(CPU with its bf16 units, or GPU) it finished on and the commit of the code that trained it
+(git's HEAD, '+changes' if a tracked file differed): results.csv's last two columns.
 
 Interrupt it (Ctrl-C, or a SIGTERM as Slurm and Kubernetes send) and run the same command
 again: finished runs are skipped, the interrupted ones resume from their last checkpoint
@@ -99,7 +100,7 @@ TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accum
               "max_iters", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device",
               "dtype", "compile", "eval_ood")  # (eval_ood: not part of a run's identity: sweep.py)
 CSV_COLUMNS = ("shape", "model_type", "lr", "seed", "val_loss", "train_loss", "tokens",
-               "elapsed_s", "tokens_per_s", "machine")
+               "elapsed_s", "tokens_per_s", "machine", "commit")
 
 
 def run_config(settings, model_type, model_args, lr, seed, run_dir):

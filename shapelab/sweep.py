@@ -133,8 +133,25 @@ RESULT_KEYS = ("val_loss", "train_loss", "tokens", "elapsed_s", "tokens_per_s", 
                "mfu")
 
 
+def source_commit():
+    """The commit of the code that produces a result (git's HEAD, abbreviated), with '+changes'
+    when a tracked Python file or config file differs from it; None outside a git checkout."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                              timeout=30)
+    try:
+        head = git("rev-parse", "--short=12", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", "*.py", "config")
+    except (OSError, subprocess.TimeoutExpired):  # (no git on this machine)
+        return None
+    if head.returncode or changed.returncode:
+        return None
+    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
+
+
 def summarize_run(run_dir, max_iters):
-    """result.json's content from a finished run's metrics.jsonl."""
+    """result.json's content from a finished run's metrics.jsonl, with the machine and the commit
+    that produced it."""
     evals = {r["iter"]: r for r in read_evals(run_dir)}  # one record per step, even after resumes
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
                if line.strip()]
@@ -147,7 +164,7 @@ def summarize_run(run_dir, max_iters):
     mfus = [r["mfu"] for r in steps if r.get("mfu") is not None]
     texts = [r["ood_texts"] for r in records if "ood_texts" in r]  # (train.py's eval_ood)
     ood = ("ood_loss", "ood")  # an evaluation's OOD losses, when the run scored them
-    return dict(machine=machine_name(),
+    return dict(machine=machine_name(), commit=source_commit(),
                 val_loss=evals[max_iters]["val_loss"], train_loss=evals[max_iters]["train_loss"],
                 tokens=evals[max_iters]["tokens"], elapsed_s=evals[max_iters]["elapsed_s"],
                 tokens_per_s=median("tokens_per_s"), ms_per_iter=median("ms_per_iter"),
@@ -206,8 +223,8 @@ def train_one(run_dir, config, max_iters, tag, threads=None):
     if process.returncode != 0 and not (diverged and not STOP.is_set()):
         raise SystemExit(f"{tag}: train.py failed (exit {process.returncode}); "
                          f"see {run_dir / 'train.log'}")
-    result = (dict(dict.fromkeys(RESULT_KEYS), diverged=diverged, curve=[]) if diverged
-              else summarize_run(run_dir, max_iters))
+    result = (dict(dict.fromkeys(RESULT_KEYS), machine=machine_name(), commit=source_commit(),
+                   diverged=diverged, curve=[]) if diverged else summarize_run(run_dir, max_iters))
     # atomic: a result.json is always a finished run's
     write_atomic(result_path, json.dumps(result, indent=1))
     return result

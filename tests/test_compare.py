@@ -99,7 +99,11 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset):
     assert fresh.stdout.count("finished before, skipping") == 6 and "training" not in fresh.stdout
     assert losses(out) == losses(tmp_path / "rec")  # (the report written there too)
     with open(tmp_path / "rec" / "results.csv") as f:
-        assert {r["machine"] for r in csv.DictReader(f)} == {hardware.machine_name()}
+        rows = list(csv.DictReader(f))
+    assert {r["machine"] for r in rows} == {hardware.machine_name()}
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    assert {r["commit"].removesuffix("+changes") for r in rows} == {commit}  # the code that ran
     # one rate (its folders would be <slug>-s<seed>): the two-rate comparison's runs at it count
     one_rate = compare_run(out, char_dataset, *args, "--learning_rates=4e-3",
                            "--models=hourglass+><former")
