@@ -11,8 +11,8 @@ MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), read top to bottom like tra
 Every setting below can be set by a config file or by --key=value; a typo or a value of the wrong
 type stops with one line naming it. A setting left at None takes its value from
 config/mlp_<task>.py, the one place a task's protocol is written (the paper's epochs, batch, flips,
-sigma and fp32; our default shape and lr). On a shared machine add --num_threads=1 (two OpenMP
-threads fighting other jobs for 2 cores were ~15x slower than one, measured).
+sigma and fp32; our default shape and learning rate). On a shared machine add --num_threads=1 (two
+OpenMP threads fighting other jobs for 2 cores were ~15x slower than one, measured).
 
 Top to bottom: settings and their checks; the data (prepared on first use by data/<name>/
 prepare.py; its source is printed, and saved with every result without machine paths); the model (by
@@ -23,7 +23,7 @@ epoch) keeping the best model by validation loss; then the test metrics of that 
 trivial baseline. out_dir is a RunDir (shapelab/run.py), as train.py's (locked, replaced only with
 --overwrite=True, Ctrl-C / SIGTERM one line saying how to go on); its ckpt.pt, rewritten atomically
 at each evaluation, holds the best model (what --eval_only reads; only a better one replaces it) and
-the training state from which --init_from=resume goes on exactly. Then come data.json, metrics.json,
+the training state from which --init_from=resume goes on exactly. Then come data.json, result.json,
 history.csv, samples.png. The sweep and W_in comparison (experiments/) call `train`. Each training
 choice's source (paper / reference / ours): docs/mlp_hourglass.md.
 """
@@ -70,9 +70,9 @@ hidden_dim = None  # d_h, the width of each block's branch
 n_blocks = None  # L
 # training: AdamW, linear decay to 0 without warm-up
 epochs = None
-max_steps = 0  # > 0: stop after this many steps (quick runs)
+max_iters = 0  # > 0: stop after this many iterations (quick runs)
 batch_size = None
-lr = None
+learning_rate = None
 weight_decay = 0.01  # torch's AdamW default, as the reference code
 eval_interval = None  # steps between validations; 0 = once per epoch
 log_interval = 50
@@ -93,14 +93,15 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_")
             and isinstance(v, (int, float, bool, str, type(None)))}
 # the keys whose default is None (= config/mlp_<task>.py's value), with their types
 PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float, batch_size=int,
-                     lr=float, flips=int, eval_interval=int, noise_sigma=float, dtype=str)
+                     learning_rate=float, flips=int, eval_interval=int, noise_sigma=float,
+                     dtype=str)
 # a results file the disk had no room for: the same command again is refused (the run is there)
 AGAIN = "run the same command with --init_from=resume (it writes a finished run's results)"
 EVAL_BATCH_SIZE = 128  # the reference code's eval / test loaders; psnr_batchmse depends on it
 # a resume (run.resume_policy): where and how it runs is this invocation's; what defines the model
 # and the data it sees is the run's (another value refused: the init and W_in drawn by the seed,
 # the data order by the batch size, a noise RNG's state only on its own kind of device); any other
-# setting given with another value (lr, epochs, ...) is taken with a note
+# setting given with another value (learning_rate, epochs, ...) is taken with a note
 NOT_RESUMED = ("out_dir", "init_from", "overwrite", "eval_only", "allow_other_data", "compile",
                "num_threads", "log_interval", "data_dir", "prepared_dir")
 SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_dim", "n_blocks",
@@ -110,7 +111,7 @@ SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_di
 
 def task_protocol(task_name):
     """The settings of config/mlp_<task>.py: the one place a task's training protocol is written
-    (the paper's epochs, batch, flips and sigma; our default shape and lr)."""
+    (the paper's epochs, batch, flips and sigma; our default shape and learning rate)."""
     get_task(task_name)  # an unknown task: one line naming the known ones
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config",
                         f"mlp_{task_name}.py")
@@ -119,7 +120,7 @@ def task_protocol(task_name):
 
 def resolve(config):
     """The settings a run uses: config/mlp_<task>.py's values filled into the Nones, each checked
-    (one line naming the key). Returns a namespace: c.lr, c.latent_dim, ..."""
+    (one line naming the key). Returns a namespace: c.learning_rate, c.latent_dim, ..."""
     c = SimpleNamespace(**{**DEFAULTS, **config})
     t = get_task(c.task)
     protocol = task_protocol(c.task)
@@ -129,14 +130,14 @@ def resolve(config):
     for key in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
         # (never replaced by a default, never recorded as something else)
         need(getattr(c, key) >= 1, f"--{key}={getattr(c, key)}: it must be 1 or more")
-    for key in ("max_steps", "max_train_images", "num_threads", "eval_interval"):
+    for key in ("max_iters", "max_train_images", "num_threads", "eval_interval"):
         need(getattr(c, key) >= 0, f"--{key}={getattr(c, key)}: it must be 0 (off) or more")
-    for key in ("epochs", "lr", "weight_decay", "noise_sigma"):
+    for key in ("epochs", "learning_rate", "weight_decay", "noise_sigma"):
         need(getattr(c, key) is None or math.isfinite(getattr(c, key)),
              f"--{key}={getattr(c, key)}: it must be a finite number")
     need(c.epochs > 0, f"--epochs={c.epochs}: it must be more than 0 (a fraction is fine)")
-    need(c.lr > 0 and c.weight_decay >= 0, f"--lr={c.lr}, --weight_decay={c.weight_decay}: lr "
-         f"must be > 0, weight_decay 0 or more")
+    need(c.learning_rate > 0 and c.weight_decay >= 0, f"--learning_rate={c.learning_rate}, "
+         f"--weight_decay={c.weight_decay}: learning_rate must be > 0, weight_decay 0 or more")
     need(c.noise_sigma is None or c.noise_sigma >= 0,
          f"--noise_sigma={c.noise_sigma}: it must be 0 or more")
     need(c.init_from in ("scratch", "resume"), f"--init_from={c.init_from}: use scratch or resume")
@@ -188,7 +189,7 @@ def make_optimizer(model, c):
     """AdamW over the trainable parameters only: a frozen W_in is not in the optimizer, so neither
     the update nor the decoupled weight decay can touch it."""
     trainable = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(trainable, lr=c.lr, weight_decay=c.weight_decay)
+    return torch.optim.AdamW(trainable, lr=c.learning_rate, weight_decay=c.weight_decay)
 
 
 @torch.no_grad()
@@ -241,7 +242,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model. config: settings (a dict; missing keys take the defaults above). data:
     ImageSplits (loaded here when None). run: the RunDir of out_dir, locked, where the
     checkpoint goes; None writes nothing. given: the keys the command line set (resumed_run;
-    None: every key). results=False leaves out metrics.json, history.csv and samples.png (the
+    None: every key). results=False leaves out result.json, history.csv and samples.png (the
     sweep keeps a row instead). Returns the results, with the best model (by validation loss)
     under "model"."""
     c = resolve(config)
@@ -251,7 +252,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     if run is not None:
         run.refuse_to_replace(c.init_from, c.overwrite)  # a scratch run never replaces one silently
     ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends (run=None: nothing saved)
-    to_try = f"a lower --lr (now {c.lr})"
+    to_try = f"a lower --learning_rate (now {c.learning_rate})"
     t = get_task(c.task)
     say = (lambda *a: None) if quiet else print
     if c.num_threads:
@@ -285,7 +286,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         raise ConfigError(f"{n_train} training images x {c.flips} flips is less than one batch "
                           f"of {c.batch_size}")
     total_steps = max(1, round(c.epochs * steps_per_epoch))
-    total_steps = min(total_steps, c.max_steps) if c.max_steps else total_steps
+    total_steps = min(total_steps, c.max_iters) if c.max_iters else total_steps
     eval_interval = c.eval_interval or steps_per_epoch
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
@@ -294,7 +295,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     train_labels = data.train_labels.to(c.device)
 
     start, history, elapsed_before = 0, [], 0.0
-    best = {"val_loss": math.inf, "step": 0, "state": None}
+    best = {"val_loss": math.inf, "iter": 0, "state": None}
     if checkpoint is not None:  # exactly where the run stopped: weights, AdamW, data order, noise
         state = checkpoint["train_state"]
         model.load_state_dict(state["model"])
@@ -307,7 +308,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         order = torch.randperm(n_train * c.flips, generator=order_rng)
         start, history = checkpoint["iter_num"], state["history"]
         elapsed_before = state["elapsed_s"]  # wall-clock time keeps counting across resumes
-        best = {"val_loss": checkpoint["val_loss"], "step": checkpoint["step"],
+        best = {"val_loss": checkpoint["best_val_loss"], "iter": checkpoint["best_iter"],
                 "state": checkpoint["model"]}
         run.last_good_step = start
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
@@ -320,8 +321,8 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     loss_sum, n_loss = 0.0, 0
     t0 = t_last = time.time()
     model.train()
-    for step in range(start, total_steps):
-        pos = step % steps_per_epoch
+    for iter_num in range(start, total_steps):
+        pos = iter_num % steps_per_epoch
         if pos == 0:  # a new epoch: shuffle the (image, flip) pairs of the enlarged set
             epoch_order_rng = order_rng.get_state()  # (saved: a resume draws this order again)
             order = torch.randperm(n_train * c.flips, generator=order_rng)
@@ -330,7 +331,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         flips = flips_of_copies((idx // n_train).to(c.device), c.flips) if c.flips > 1 else None
         x, target = make_batch(t, train_images[rows], train_labels[rows], protos, noise_rng,
                                c.noise_sigma, flips, c.clamp_sr_input)  # (B, d_x), (B, d_out)
-        lr = c.lr * (1.0 - step / total_steps)  # linear decay to 0, no warm-up
+        lr = c.learning_rate * (1.0 - iter_num / total_steps)  # linear decay to 0, no warm-up
         for group in optimizer.param_groups:
             group["lr"] = lr
         with amp:
@@ -342,51 +343,51 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         scaler.update()
         loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # read at evaluations: no sync
 
-        last = step + 1 == total_steps
-        if (step + 1) % eval_interval == 0 or last:
+        last = iter_num + 1 == total_steps
+        if (iter_num + 1) % eval_interval == 0 or last:
             val = evaluate(forward, c, data.val, data.val_labels, prototypes, seed=c.seed + 1000)
             val_psnr, train_loss = val["psnr_batchmse"], float(loss_sum) / max(n_loss, 1)
-            history.append({"step": step + 1, "epoch": (step + 1) / steps_per_epoch, "lr": lr,
-                            "train_loss": train_loss, "val_loss": val["loss"],
+            history.append({"iter": iter_num + 1, "epoch": (iter_num + 1) / steps_per_epoch,
+                            "lr": lr, "train_loss": train_loss, "val_loss": val["loss"],
                             "val_psnr_batchmse": val_psnr,
                             "val_psnr_per_image": val["psnr_per_image"],
                             "time_s": elapsed_before + time.time() - t0})
             loss_sum, n_loss = 0.0, 0
             if not (math.isfinite(train_loss) and math.isfinite(val["loss"])
                     and all_finite(model)):
-                raise ends.diverged(
-                    step + 1, f"the losses are {train_loss} (train), {val['loss']} (val)", to_try)
+                raise ends.diverged(iter_num + 1, f"the losses are {train_loss} (train), "
+                                              f"{val['loss']} (val)", to_try)
             if val["loss"] < best["val_loss"]:
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                best = {"val_loss": val["loss"], "step": step + 1, "state": state}
+                best = {"val_loss": val["loss"], "iter": iter_num + 1, "state": state}
             if run is not None:  # the best model so far, and where the run is (for a resume)
                 first = run.last_good_step is None
-                run.save({"model": best["state"], "step": best["step"],
-                          "val_loss": best["val_loss"], "config": config_record(c),
-                          "prototypes": prototypes, "data": data_record, "iter_num": step + 1,
+                run.save({"model": best["state"], "best_iter": best["iter"],
+                          "best_val_loss": best["val_loss"], "config": config_record(c),
+                          "prototypes": prototypes, "data": data_record, "iter_num": iter_num + 1,
                           "train_state": {
-                              "model": best["state"] if best["step"] == step + 1
+                              "model": best["state"] if best["iter"] == iter_num + 1
                               else model.state_dict(),  # (the same tensors are stored once)
                               "optimizer": optimizer.state_dict(),
                               "scaler": scaler.state_dict(), "noise_rng": noise_rng.get_state(),
                               "epoch_order_rng": epoch_order_rng, "history": history,
                               "elapsed_s": elapsed_before + time.time() - t0}})
                 if first:  # the folder is this run's now: the previous run's results go
-                    for name in ("metrics.json", "history.csv", "samples.png"):
+                    for name in ("result.json", "history.csv", "samples.png"):
                         (run.dir / name).unlink(missing_ok=True)
                     write_atomic(run.dir / "data.json", json.dumps(data_record, indent=2), AGAIN)
-        if (step + 1) % c.log_interval == 0 or last:
+        if (iter_num + 1) % c.log_interval == 0 or last:
             loss_value = loss.item()
             if not math.isfinite(loss_value):
-                raise ends.diverged(step + 1, f"the loss is {loss_value}", to_try)
+                raise ends.diverged(iter_num + 1, f"the loss is {loss_value}", to_try)
             now = time.time()
-            its = ((step + 1 - start) / (now - t0) if last
-                   else min(c.log_interval, step + 1 - start) / (now - t_last))
+            its = ((iter_num + 1 - start) / (now - t0) if last
+                   else min(c.log_interval, iter_num + 1 - start) / (now - t_last))
             t_last = now
-            left = (total_steps - step - 1) * (now - t0) / (step + 1 - start) / 60
+            left = (total_steps - iter_num - 1) * (now - t0) / (iter_num + 1 - start) / 60
             val_text = "--" if math.isnan(val_psnr) else f"{val_psnr:.2f} dB"
-            say(f"step {step + 1}/{total_steps} | loss {loss_value:.5f} | val psnr {val_text} | "
-                f"lr {lr:.2e} | {its:.1f} it/s | ~{left:.1f} min to go")
+            say(f"step {iter_num + 1}/{total_steps} | loss {loss_value:.5f} | val psnr "
+                f"{val_text} | lr {lr:.2e} | {its:.1f} it/s | ~{left:.1f} min to go")
     train_time = elapsed_before + time.time() - t0
 
     model.load_state_dict(best["state"])  # test the model with the lowest validation loss
@@ -396,7 +397,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
                         seed=c.seed + 2000, baseline=True)
     result = {"task": c.task, "data": data_record["source"], "dataset": data.dataset,
               "config": config_record(c), "params": params, "steps": total_steps,
-              "best_step": best["step"], "best_val_loss": best["val_loss"],
+              "best_iter": best["iter"], "best_val_loss": best["val_loss"],
               "train_time_s": train_time, "it_per_s": total_steps / max(train_time, 1e-9),
               "test": test, "baseline": baseline, "baseline_name": BASELINE_NAMES[t.degradation]}
     accuracy = f", nearest-prototype accuracy {test['accuracy']:.4f}" if "accuracy" in test else ""
@@ -405,7 +406,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         f"{result['baseline_name']}: {baseline['psnr_batchmse']:.2f} dB, ssim "
         f"{baseline['ssim']:.4f} | {train_time:.0f}s")
     if run is not None and results:
-        write_atomic(run.dir / "metrics.json", json.dumps(result, indent=2), AGAIN)
+        write_atomic(run.dir / "result.json", json.dumps(result, indent=2), AGAIN)
         write_csv(run.dir / "history.csv", history)
         save_samples(model, c, data, protos, test, run.dir / "samples.png")
     return {**result, "history": history, "model": model}
@@ -475,7 +476,7 @@ def evaluate_checkpoint(config):
         print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
     test = evaluate(model, c, data.test, data.test_labels, ckpt.get("prototypes"),
                     with_ssim=True, seed=c.seed + 2000)
-    print(json.dumps({"checkpoint": path, "step": ckpt["step"], "data": data.source,
+    print(json.dumps({"checkpoint": path, "best_iter": ckpt["best_iter"], "data": data.source,
                       "test": test}, indent=2))
     return test
 

@@ -9,7 +9,7 @@ noise_sigma = 0.25
 epochs = 2
 batch_size = 512
 flips = 4
-lr = 5e-4  # inside the paper's ImageNet-32 grid {1e-4, 3e-4, 5e-4, 7e-4}
+learning_rate = 5e-4  # inside the paper's ImageNet-32 grid {1e-4, 3e-4, 5e-4, 7e-4}
 eval_interval = 1000
 dtype = "float32"  # as the reference code trains; --dtype=auto: bf16 where the hardware has it
 shape = "hourglass"

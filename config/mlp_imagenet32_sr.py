@@ -8,7 +8,7 @@ task = "imagenet32_sr"
 epochs = 2
 batch_size = 512
 flips = 4
-lr = 5e-4
+learning_rate = 5e-4
 eval_interval = 1000
 dtype = "float32"  # as the reference code trains; --dtype=auto: bf16 where the hardware has it
 shape = "hourglass"

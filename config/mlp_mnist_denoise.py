@@ -10,7 +10,7 @@ noise_sigma = 0.25
 epochs = 30
 batch_size = 128
 flips = 1
-lr = 1e-3  # inside the paper's grid {1e-4, 5e-4, 1e-3, 5e-3}
+learning_rate = 1e-3  # inside the paper's grid {1e-4, 5e-4, 1e-3, 5e-3}
 eval_interval = 0  # validate once per epoch
 dtype = "float32"  # as the reference code trains; --dtype=auto: bf16 where the hardware has it
 shape = "hourglass"

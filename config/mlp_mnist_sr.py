@@ -8,7 +8,7 @@ task = "mnist_sr"
 epochs = 50
 batch_size = 128
 flips = 4  # original, horizontal, vertical, both
-lr = 1e-3
+learning_rate = 1e-3
 eval_interval = 0  # validate once per epoch
 dtype = "float32"  # as the reference code trains; --dtype=auto: bf16 where the hardware has it
 shape = "hourglass"

@@ -18,7 +18,7 @@ flips = 1
 input_proj = "frozen_random"  # every shape, the conventional ones too: the ablation
 dtype = "float32"
 num_threads = 1  # one thread per process: two processes share the 2 cores
-lrs = (5e-4, 1e-3)  # of the paper's grid {1e-4, 5e-4, 1e-3, 5e-3}
+learning_rates = (5e-4, 1e-3)  # of the paper's grid {1e-4, 5e-4, 1e-3, 5e-3}
 seeds = (0, 1)
 shapes = (  # (family, d_z, d_h, L), smallest first: a sweep stopped early holds both families
     ("hourglass", 1024, 64, 2),

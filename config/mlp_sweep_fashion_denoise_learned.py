@@ -23,7 +23,7 @@ flips = 1
 input_proj = "learned"  # every shape's W_in is trained
 dtype = "float32"
 num_threads = 1  # one thread per process: two processes share the 2 cores
-lrs = (1e-3, 2e-3)
+learning_rates = (1e-3, 2e-3)
 seeds = (0, 1)
 shapes = (  # the fair sweep's hourglasses, smallest first, then its conventional shapes, then
     # shapes of the reference's own MNIST front that fall in its parameter range

@@ -21,7 +21,7 @@ clamp_sr_input = False  # the reference's input; True is ours (clamped to [0, 1]
 input_proj = ""  # each shape's own: hourglass frozen_random, conventional learned (d_z != d_x)
 dtype = "float32"
 num_threads = 1  # one thread per process: two processes share the 2 cores
-lrs = (5e-4, 1e-3, 2e-3)
+learning_rates = (5e-4, 1e-3, 2e-3)
 seeds = (0, 1)
 shapes = (  # (family, d_z, d_h, L), smallest first: a sweep stopped early holds both families
     ("hourglass", 1024, 64, 2),

@@ -33,7 +33,7 @@ flips = 4
 input_proj = ""  # each shape's own: hourglass frozen_random, conventional direct
 dtype = "float32"
 eval_interval = 1000
-lrs = (1e-4, 3e-4, 5e-4, 7e-4)  # the paper's ImageNet-32 grid (A.3.2)
+learning_rates = (1e-4, 3e-4, 5e-4, 7e-4)  # the paper's ImageNet-32 grid (A.3.2)
 seeds = (0, 1, 2)
 shapes = (  # Table 1, in its Params order: a sweep stopped early holds both families
     ("hourglass", 3546, 8, 5),

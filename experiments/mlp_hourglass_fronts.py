@@ -5,22 +5,22 @@ parameter count? "Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, S
 arXiv:2510.01796), section 4.2.2-4.2.3.
 
 It reads the sweep.csv that experiments/mlp_hourglass_sweep.py writes (one row per shape x lr x
-seed; several CSVs of one setting are read together), picks each shape's learning rate by its
-mean validation loss over the seeds (the test set never chooses), and writes fronts.png (PSNR and
-SSIM against total and against trainable parameters, every shape with its seeds' min-max as error
-bars, each family's Pareto front as a staircase: the best mean reached with at most that many
-parameters) and fronts.md (what it prints) beside the first CSV. What it prints is what a
-write-up may quote: the runs and their training time, the noisy input's PSNR and SSIM, each shape
-at its lr, the fronts, and at every conventional front point the gap to the hourglass staircase
-(total and trainable parameters, PSNR and SSIM: the gap of the means and the seed-paired gaps'
-range); rows of several forms read together (a hourglass with its W_in frozen or learned, a
-conventional MLP on the image itself or behind a learned square W_in: the CSVs of two sweeps) give
-each form its front and the gaps of every hourglass form against every conventional form; then
-each Pareto-optimal shape whose lr is at an edge of the lrs it was tried at, with the
-lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it) and the
-sweep's --shapes and --lrs that train just those runs. A row not written whole (cut short, or
-glued to the next) is left out and a run written twice counts once, each with a warning; a row
-with a machine path or no clamp_sr_input is read in the sweep's words (normalized).
+seed; several CSVs of one setting are read together), picks each shape's learning rate by its mean
+validation loss over the seeds (the test set never chooses), and writes fronts.png (PSNR and SSIM
+against total and against trainable parameters, every shape with its seeds' min-max as error bars,
+each family's Pareto front as a staircase: the best mean reached with at most that many parameters)
+and fronts.md (what it prints) beside the first CSV. What it prints is what a write-up may quote:
+the runs and their training time, the noisy input's PSNR and SSIM, each shape at its lr, the
+fronts, and at every conventional front point the gap to the hourglass staircase (total and
+trainable parameters, PSNR and SSIM: the gap of the means and the seed-paired gaps' range); rows of
+several forms read together (a hourglass with its W_in frozen or learned, a conventional MLP on the
+image itself or behind a learned square W_in: the CSVs of two sweeps) give each form its front and
+the gaps of every hourglass form against every conventional form; then each Pareto-optimal shape
+whose lr is at an edge of the lrs it was tried at, with the lr to try next (above the top: 1.5x it,
+so 2e-3 -> 3e-3; below the bottom: half it) and the sweep's --shapes and --learning_rates that
+train just those runs. A row not written whole (cut short, or glued to the next) is left out and a
+run written twice counts once, each with a warning; a row with a machine path or no clamp_sr_input
+is read in the sweep's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
@@ -43,7 +43,7 @@ from train_mlp import portable_source  # noqa: E402
 
 METRICS = {"test_psnr_batchmse": "test PSNR (dB)", "test_ssim": "test SSIM"}
 DIGITS = {"test_psnr_batchmse": 2, "test_ssim": 4}  # as the table shows them; gaps: one more
-NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "lr", "seed", "params_total",
+NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed", "params_total",
            "params_trainable", "val_loss", *METRICS, "baseline_psnr_batchmse", "baseline_ssim",
            "train_time_s")
 # what a run measured; every other field of a row says which run it is (setting, shape, lr, seed)
@@ -171,7 +171,7 @@ def shape_results(rows):
     for r in rows:
         key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]),
                r.get("input_proj", ""))
-        by_shape[key][r["lr"]].append(r)
+        by_shape[key][r["learning_rate"]].append(r)
     results = []
     for (family, d_z, d_h, L, input_proj), by_lr in by_shape.items():
         def mean_val_loss(runs):
@@ -181,9 +181,9 @@ def shape_results(rows):
         lr, runs = min(by_lr.items(), key=lambda item: (-len(item[1]), mean_val_loss(item[1])))
         task = TASKS.get(runs[0].get("task"))
         entry = dict(family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
-                     input_proj=input_proj, lr=lr,
+                     input_proj=input_proj, learning_rate=lr,
                      d_x=task.input_dim if task else None,
-                     seeds=len(runs), lrs_tried=tuple(sorted(by_lr)),
+                     seeds=len(runs), learning_rates_tried=tuple(sorted(by_lr)),
                      params_total=runs[0]["params_total"],
                      params_trainable=runs[0]["params_trainable"], per_seed={})
         for metric in METRICS:
@@ -244,10 +244,11 @@ def edge_lrs(entries):
     flags = []
     for e in sorted(optimal.values(), key=lambda e: (FAMILIES.index(e["family"]),
                                                      e["input_proj"], e["params_total"])):
-        if e["lr"] == max(e["lrs_tried"]):
-            flags.append((e, "top", float(f"{e['lr'] * 1.5:.3g}")))
-        if e["lr"] == min(e["lrs_tried"]):
-            flags.append((e, "bottom", float(f"{e['lr'] / 2:.3g}")))
+        lr, tried = e["learning_rate"], e["learning_rates_tried"]
+        if lr == max(tried):
+            flags.append((e, "top", float(f"{lr * 1.5:.3g}")))
+        if lr == min(tried):
+            flags.append((e, "bottom", float(f"{lr / 2:.3g}")))
     return flags
 
 
@@ -276,13 +277,13 @@ def where(path, paths):
 
 def summary(rows, entries, paths):
     """What the sweep is and what it cost, the noisy input, the spread of the seeds."""
-    lrs = sorted({r["lr"] for r in rows})
+    lrs = sorted({r["learning_rate"] for r in rows})
     seeds = sorted({int(r["seed"]) for r in rows})
     steps = sorted({int(float(r["steps"])) for r in rows if r.get("steps") not in (None, "")})
 
     def seconds(runs):
         return sum(r["train_time_s"] for r in runs if not math.isnan(r["train_time_s"]))
-    per_shape = sorted({len(e["lrs_tried"]) for e in entries})
+    per_shape = sorted({len(e["learning_rates_tried"]) for e in entries})
     each = (f"x {len(lrs)} lrs" if per_shape == [len(lrs)] else  # or each shape at some of them
             f"at {per_shape[0]}-{per_shape[-1]} of {len(lrs)} lrs")
     text = (f"{len(rows)} runs: {len(entries)} shapes {each} "
@@ -332,7 +333,7 @@ def report(entries, rows, paths, title):
               "test SSIM mean (min-max) |", "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
         p, s = e["test_psnr_batchmse"], e["test_ssim"]
-        lines.append(f"| {label(e)} | {e['lr']:g} | {e['seeds']} | "
+        lines.append(f"| {label(e)} | {e['learning_rate']:g} | {e['seeds']} | "
                      f"{e['params_total'] / 1e6:.2f}M / "
                      f"{e['params_trainable'] / 1e6:.2f}M | {p[0]:.2f} ({p[1]:.2f}-{p[2]:.2f}) | "
                      f"{s[0]:.4f} ({s[1]:.4f}-{s[2]:.4f}) |")
@@ -359,13 +360,13 @@ def report(entries, rows, paths, title):
         lines.append("- none: every Pareto-optimal shape chose an lr inside the list")
     asked = defaultdict(list)  # lr to add -> the shapes that ask for it
     for e, edge, lr in flags:
-        lines.append(f"- {label(e)}: lr {e['lr']:g}, the {edge} of "
-                     f"{', '.join(f'{x:g}' for x in e['lrs_tried'])}: add {lr:g}")
+        lines.append(f"- {label(e)}: lr {e['learning_rate']:g}, the {edge} of "
+                     f"{', '.join(f'{x:g}' for x in e['learning_rates_tried'])}: add {lr:g}")
         asked[lr].append(f"{e['family']}:{e['d_z']}:{e['d_h']}:{e['L']}")
     if flags:
         lines.append("- the runs they ask for: the sweep's command (its config, each seed's "
                      "--out_dir) with " + "; then with ".join(
-                         f"--shapes={','.join(shapes)} --lrs={lr:g}"
+                         f"--shapes={','.join(shapes)} --learning_rates={lr:g}"
                          for lr, shapes in sorted(asked.items())))
     return "\n".join(lines) + "\n"
 

@@ -7,17 +7,18 @@ section 4.2 and Figures 2-4.
 
     python experiments/mlp_hourglass_sweep.py --task=mnist_denoise --num_threads=1
     python experiments/mlp_hourglass_sweep.py --dataset=fashion_mnist --epochs=10 \\
-        --lrs=5e-4,1e-3 --seeds=0,1 --hg_latent=2048 --hg_hidden=32,128 --hg_blocks=4
+        --learning_rates=5e-4,1e-3 --seeds=0,1 --hg_latent=2048 --hg_hidden=32,128 --hg_blocks=4
 
 Every train_mlp.py setting works here (--task, --dataset, --epochs, --noise_sigma, ...), plus the
 grid: --hg_latent, --hg_hidden, --hg_blocks (the hourglass d_z, d_h, L values: every combination
 with d_h < d_z), --conv_latent (default d_x), --conv_hidden, --conv_blocks (conventional: d_h >
-d_z), --lrs and --seeds (comma-separated; an empty value is no shape of that family); each shape
-takes its own input (a hourglass the frozen random lift, a conventional MLP the image itself when
-d_z = d_x, as the paper's baseline) unless --input_proj names one for all; or an explicit list,
-`shapes = (("hourglass", 1024, 64, 2), ...)`, in a config file (config/mlp_sweep_*.py), run in its
-order (on the command line: --shapes=hourglass:1024:64:2,conventional:784:1024:1). The runs
-go seed by seed, so a sweep stopped early holds every shape and lr of its first seeds.
+d_z), --learning_rates and --seeds (comma-separated; an empty value is no shape of that family);
+each shape takes its own input (a hourglass the frozen random lift, a conventional MLP the image
+itself when d_z = d_x, as the paper's baseline) unless --input_proj names one for all; or an
+explicit list, `shapes = (("hourglass", 1024, 64, 2), ...)`, in a config file
+(config/mlp_sweep_*.py), run in its order (on the command line:
+--shapes=hourglass:1024:64:2,conventional:784:1024:1). The runs go seed by seed, so a sweep stopped
+early holds every shape and lr of its first seeds.
 
 Resumable: a row records the run's whole setting (data source without machine paths, so a CSV
 resumes from any checkout; train-set size, epochs, steps, batch, flips, sigma, SR clamp, dtype,
@@ -33,8 +34,8 @@ mlp_hourglass_fronts.py reads together. A row is appended whole or not at all; a
 whole (cut short, or glued to the next) is dropped with a warning and its run
 runs again, and a run written twice counts once. A run that diverges (a non-finite loss) writes a
 NaN row and the sweep goes on. Ctrl-C or SIGTERM: one line saying which run's checkpoint is kept
-and the command that goes on. A CSV with fewer columns, input aliases or machine paths is read
-in the sweep's columns and words and rewritten so; --upgrade_csv=PATH (with the sweep's config)
+and the command that goes on. A CSV with fewer columns or machine paths is read in the sweep's
+columns and words and rewritten so; --upgrade_csv=PATH (with the sweep's config)
 does that to any CSV and adds the baseline's PSNR per image and SSIM it lacks, computed again
 (upgrade_csv).
 """
@@ -69,16 +70,16 @@ import train_mlp  # noqa: E402
 
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
             conv_latent=(), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
-            lrs=(1e-3,), seeds=(0,))  # conv_latent () = d_x: the image itself, as the paper's
+            learning_rates=(1e-3,), seeds=(0,))  # conv_latent () = d_x: the image itself
 # the run's setting: every row records it, the resume keys on it, one CSV holds one setting
-SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips",
+SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_iters", "batch_size", "flips",
                   "noise_sigma", "dtype", "weight_decay", "eval_interval", "clamp_sr_input"]
 # a row: the setting, then the run (its input_proj is its shape's, unless the sweep names one for
 # all), then what it measured; a CSV without the columns after train_time_s reads them empty
 SWEEP_FIELDS = [
-    "task", "data_source", "n_train", "epochs", "max_steps", "batch_size", "flips", "noise_sigma",
+    "task", "data_source", "n_train", "epochs", "max_iters", "batch_size", "flips", "noise_sigma",
     "input_proj", "dtype", "weight_decay", "eval_interval", "shape", "latent_dim", "hidden_dim",
-    "n_blocks", "lr", "seed", "params_total", "params_trainable", "val_loss",
+    "n_blocks", "learning_rate", "seed", "params_total", "params_trainable", "val_loss",
     "test_psnr_batchmse", "test_psnr_per_image", "test_ssim", "test_accuracy",
     "baseline_psnr_batchmse", "steps", "train_time_s", "clamp_sr_input",
     "baseline_psnr_per_image", "baseline_ssim"]
@@ -92,17 +93,17 @@ def sweep_setting(c, data):
     result. The data source without this machine's paths (train_mlp.portable_source), so a CSV
     resumes from any checkout; the SR clamp only where there is an SR input."""
     raw = {**vars(c), "data_source": train_mlp.portable_source(data.source),
-           "n_train": len(data.train), "max_steps": c.max_steps or None,  # (0 = no cap: empty)
+           "n_train": len(data.train), "max_iters": c.max_iters or None,  # (0 = no cap: empty)
            "clamp_sr_input": c.clamp_sr_input if get_task(c.task).degradation == "bicubic2x"
            else None}
     return {k: canonical(raw[k]) for k in SETTING_FIELDS}
 
 
 def run_key(row):
-    """A row's identity: the shape, its input, lr, seed and the full setting (the row as
-    mlp_hourglass_fronts.normalized reads it: an alias as its name, no machine path)."""
+    """A row's identity: the shape, its input, learning rate, seed and the full setting (the row
+    as mlp_hourglass_fronts.normalized reads it: no machine path)."""
     return ((row["shape"], int(row["latent_dim"]), int(row["hidden_dim"]), int(row["n_blocks"]),
-             row["input_proj"], float(row["lr"]), int(row["seed"]))
+             row["input_proj"], float(row["learning_rate"]), int(row["seed"]))
             + tuple(canonical(row[k]) for k in SETTING_FIELDS))
 
 
@@ -135,7 +136,7 @@ def check_one_setting(rows, csv_path, setting, inputs=None):
 def read_csv(path):
     """The whole rows of a sweep CSV, each run once (mlp_hourglass_fronts.whole_rows and
     unique_runs warn about the others: those runs run again), in the sweep's words
-    (fronts.normalized: no machine path in data_source, INPUT_PROJECTIONS' names). The file is
+    (fronts.normalized: no machine path in data_source). The file is
     rewritten without the others, atomically, so that the next row starts on a line of its own;
     and in SWEEP_FIELDS' columns and the sweep's words when it has others (fewer columns, machine
     paths and all)."""
@@ -255,10 +256,10 @@ def explicit_grid(shapes):
 
 def run_name(run):
     return (f"{run['shape']}_dz{run['latent_dim']}_dh{run['hidden_dim']}_L{run['n_blocks']}_"
-            f"lr{run['lr']:g}_seed{run['seed']}")
+            f"lr{run['learning_rate']:g}_seed{run['seed']}")
 
 
-def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
+def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
     base = train_mlp.resolve(config)  # every setting checked, the task's protocol filled in
     d_x = get_task(base.task).input_dim
 
@@ -273,14 +274,16 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
         done_rows = read_csv(csv_path) if os.path.exists(csv_path) else []
         check_one_setting(done_rows, csv_path, setting, inputs)  # resume only this setting's
         done = {run_key(r) for r in done_rows}
-        runs = [dict(shape=shape, latent_dim=d_z, hidden_dim=d_h, n_blocks=L, lr=lr, seed=seed)
-                for seed in seeds for (shape, d_z, d_h, L) in grid for lr in lrs]
+        runs = [dict(shape=shape, latent_dim=d_z, hidden_dim=d_h, n_blocks=L, learning_rate=lr,
+                     seed=seed) for seed in seeds for (shape, d_z, d_h, L) in grid
+                for lr in learning_rates]
         todo = [run for run in runs if run_key(
             {**setting, **run, "input_proj": inputs(run["shape"], run["latent_dim"])}) not in done]
         for run in runs:  # the folder of a run whose row was written before a stop
             if run not in todo:
                 shutil.rmtree(os.path.join(out_dir, "runs", run_name(run)), ignore_errors=True)
-        print(f"sweep: {len(grid)} shapes x {len(lrs)} lr x {len(seeds)} seeds = {len(runs)} "
+        print(f"sweep: {len(grid)} shapes x {len(learning_rates)} lr x {len(seeds)} seeds = "
+              f"{len(runs)} "
               f"runs ({len(runs) - len(todo)} already in {csv_path})")
         t0 = time.time()
         for i, run in enumerate(todo):
@@ -305,7 +308,7 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
             shutil.rmtree(run_dir)  # (its row holds what it measured)
             left = (time.time() - t0) / (i + 1) * (len(todo) - i - 1) / 60
             print(f"[{i + 1}/{len(todo)}] {run['shape']:12s} d_z={run['latent_dim']:5d} "
-                  f"d_h={run['hidden_dim']:5d} L={run['n_blocks']:2d} lr={run['lr']:g} "
+                  f"d_h={run['hidden_dim']:5d} L={run['n_blocks']:2d} lr={run['learning_rate']:g} "
                   f"seed={run['seed']} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
                   f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
                   f"{row['train_time_s']:.0f}s, ~{left:.0f} min to go", flush=True)
@@ -317,8 +320,8 @@ def run_sweep(config, grid, lrs, seeds, out_dir, verbose=False):
 
 
 def upgrade_csv(config, path):
-    """A sweep CSV in SWEEP_FIELDS' columns and the sweep's words (read_csv: no machine path,
-    INPUT_PROJECTIONS' names), with the trivial baseline's scores it lacks (PSNR per image, SSIM)
+    """A sweep CSV in SWEEP_FIELDS' columns and the sweep's words (read_csv: no machine path),
+    with the trivial baseline's scores it lacks (PSNR per image, SSIM)
     computed again for each seed on the data and setting given here, as every run scores it. The
     baseline's batch-MSE PSNR computed again must equal the row's to the last bit, or nothing is
     written."""
@@ -366,10 +369,12 @@ def main(argv):
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
         family_grid = [grid_args[k] for k in list(GRID)[:6]]  # hg_* and conv_* values
         grid = explicit_grid(shapes) if shapes else sweep_grid(*family_grid)
-        if not grid or not grid_args["lrs"] or not grid_args["seeds"]:
+        if not grid or not grid_args["learning_rates"] or not grid_args["seeds"]:
             raise ConfigError("the grid is empty: give each family's d_z, d_h and L values "
-                              "(hourglass d_h < d_z, conventional d_h > d_z), --lrs and --seeds")
-        return run_sweep(config, grid, grid_args["lrs"], grid_args["seeds"], out_dir, verbose)
+                              "(hourglass d_h < d_z, conventional d_h > d_z), --learning_rates "
+                              "and --seeds")
+        return run_sweep(config, grid, grid_args["learning_rates"], grid_args["seeds"], out_dir,
+                         verbose)
     except ConfigError as e:
         usage_error(e)
     except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)

@@ -121,8 +121,8 @@ def train_step_flops(model, batch_size):
 
 def sweep_cost(path, input_proj=None, tflops=40.0, splits=IMAGENET32_SPLITS):
     """The FLOPs and the estimated time of a sweep config's runs (config/mlp_sweep_*.py: its
-    shapes, lrs, seeds and protocol; input_proj None: the config's), one row per shape. A run
-    trains round(epochs x (n_train x flips // batch)) steps, scores the validation split every
+    shapes, learning_rates, seeds and protocol; input_proj None: the config's), one row per shape.
+    A run trains round(epochs x (n_train x flips // batch)) steps, scores the validation split every
     eval_interval steps and the test split once; its time is FLOPs / tflops + steps x
     STEP_OVERHEAD_S. Returns (rows, total FLOPs, total hours, the table as text)."""
     s = read_config_file(path)
@@ -134,7 +134,7 @@ def sweep_cost(path, input_proj=None, tflops=40.0, splits=IMAGENET32_SPLITS):
     n_train = s.get("max_train_images") or splits["train"]
     steps = max(1, round(epochs * (n_train * flips // batch)))
     evals = math.ceil(steps / (eval_interval or n_train * flips // batch))
-    runs = len(s["lrs"]) * len(s["seeds"])
+    runs = len(s["learning_rates"]) * len(s["seeds"])
     rows, total_flops, total_s = [], 0, 0.0
     for shape, d_z, d_h, L in s["shapes"]:
         with torch.device("meta"):
@@ -145,11 +145,11 @@ def sweep_cost(path, input_proj=None, tflops=40.0, splits=IMAGENET32_SPLITS):
         rows.append(dict(shape=shape, d_z=d_z, d_h=d_h, L=L, input_proj=model.input_proj,
                          params=count_params(model)["total"], run_flops=flops, run_s=seconds))
         total_flops, total_s = total_flops + runs * flops, total_s + runs * seconds
-    lines = [f"{path}: {len(rows)} shapes x {len(s['lrs'])} lr x {len(s['seeds'])} seeds = "
-             f"{len(rows) * runs} runs; each {steps:,} steps of {batch} ({n_train:,} images x "
-             f"{flips} flips x {epochs:g} epochs), {evals} evaluations of {splits['val']:,} "
-             f"images, one test of {splits['test']:,}; time at {tflops:g} TFLOP/s (assumed) + "
-             f"{STEP_OVERHEAD_S * 1e3:g} ms per step",
+    lines = [f"{path}: {len(rows)} shapes x {len(s['learning_rates'])} lr x {len(s['seeds'])} "
+             f"seeds = {len(rows) * runs} runs; each {steps:,} steps of {batch} ({n_train:,} "
+             f"images x {flips} flips x {epochs:g} epochs), {evals} evaluations of "
+             f"{splits['val']:,} images, one test of {splits['test']:,}; time at {tflops:g} "
+             f"TFLOP/s (assumed) + {STEP_OVERHEAD_S * 1e3:g} ms per step",
              "| shape | d_z | d_h | L | W_in | params | PFLOP per run | min per run |",
              "|---|---:|---:|---:|---|---:|---:|---:|"]
     lines += [f"| {r['shape']} | {r['d_z']} | {r['d_h']} | {r['L']} | {r['input_proj']} | "

@@ -38,7 +38,7 @@ def args(prepared, out, *extra):
     the module-scoped ones included (conftest's one-thread fixture comes after those): sums over
     another number of threads round differently."""
     return ["--task=mnist_sr", f"--prepared_dir={prepared}", "--latent_dim=256",
-            "--hidden_dim=16", "--n_blocks=1", "--batch_size=64", "--max_steps=12",
+            "--hidden_dim=16", "--n_blocks=1", "--batch_size=64", "--max_iters=12",
             "--eval_interval=4", "--flips=2", "--dtype=float32", "--device=cpu", "--log_interval=1",
             "--num_threads=1", f"--out_dir={out}", *extra]
 
@@ -71,7 +71,7 @@ def whole(prepared, tmp_path_factory):
     """The uninterrupted run: its final checkpoint and test metrics."""
     out = tmp_path_factory.mktemp("whole")
     main(*args(prepared, out))
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / "result.json").read_text())
     return checkpoint.load_checkpoint(out / "ckpt.pt"), metrics
 
 
@@ -82,14 +82,14 @@ def kill(model):
 def same_run(out, whole):
     """The run in out ended with the uninterrupted run's weights (best and last) and numbers."""
     ckpt = checkpoint.load_checkpoint(out / "ckpt.pt")
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / "result.json").read_text())
     for weights, uninterrupted in ((ckpt["model"], whole[0]["model"]),
                                    (ckpt["train_state"]["model"],
                                     whole[0]["train_state"]["model"])):
         assert all(torch.equal(weights[k], uninterrupted[k]) for k in uninterrupted)
-    assert (ckpt["step"], ckpt["val_loss"], ckpt["iter_num"]) == (
-        whole[0]["step"], whole[0]["val_loss"], 12)
-    assert metrics["test"] == whole[1]["test"] and metrics["best_step"] == whole[1]["best_step"]
+    assert (ckpt["best_iter"], ckpt["best_val_loss"], ckpt["iter_num"]) == (
+        whole[0]["best_iter"], whole[0]["best_val_loss"], 12)
+    assert metrics["test"] == whole[1]["test"] and metrics["best_iter"] == whole[1]["best_iter"]
     assert [h["val_loss"] for h in ckpt["train_state"]["history"]] == [
         h["val_loss"] for h in whole[0]["train_state"]["history"]]
 
@@ -110,7 +110,7 @@ def test_a_run_killed_after_its_first_checkpoint_resumes_to_the_same_numbers(
         prepared, whole, tmp_path, monkeypatch, capsys):
     out, saved, save, make_optimizer = tmp_path / "o", [], RunDir.save, T.make_optimizer
     monkeypatch.setattr(RunDir, "save", lambda self, state: (
-        saved.append((state["iter_num"], state["val_loss"])), save(self, state)))
+        saved.append((state["iter_num"], state["best_val_loss"])), save(self, state)))
     at_step(monkeypatch, 10, kill)  # killed in step 10: the last checkpoint is step 8's
     with pytest.raises(Killed):
         T.main(args(prepared, out))
@@ -178,21 +178,21 @@ def test_a_diverged_run_stops_in_one_line_naming_its_last_good_checkpoint(prepar
     out = tmp_path / "o"
     stop, line = stopped(capsys, *args(prepared, out))
     assert stop.code != 0 and line == (f"step 7: the loss is nan. Training diverged; try a lower "
-                                       f"--lr (now 0.001). The last good checkpoint is "
+                                       f"--learning_rate (now 0.001). The last good checkpoint is "
                                        f"{out / 'ckpt.pt'} (step 4).")
     saved = checkpoint.load_checkpoint(out / "ckpt.pt")
     assert saved["iter_num"] == 4 and all(bool(torch.isfinite(t).all()) for t in [
         *saved["model"].values(), *saved["train_state"]["model"].values()])
 
 
-def test_resume_takes_a_new_lr_with_a_note_and_refuses_another_model_or_data(prepared, tmp_path,
-                                                                            capsys):
+def test_resume_takes_a_new_learning_rate_with_a_note_and_refuses_another_model_or_data(
+        prepared, tmp_path, capsys):
     """run.resume_policy, as train.py's resume: a setting given with another value is taken and
     named in a note; one that defines the model or the data it sees (SHAPE_KEYS) is refused."""
     out = tmp_path / "o"
     _, line = stopped(capsys, *args(prepared, out), "--init_from=resume")
     assert f"there is no {out / 'ckpt.pt'} to resume" in line and not out.exists()
-    main(*args(prepared, out), "--max_steps=4")
+    main(*args(prepared, out), "--max_iters=4")
     for setting, saved in (("--seed=1", 0), ("--batch_size=32", 64), ("--n_blocks=2", 1),
                            ("--flips=1", 2)):
         stop, line = stopped(capsys, *args(prepared, out), setting, "--init_from=resume")
@@ -200,16 +200,18 @@ def test_resume_takes_a_new_lr_with_a_note_and_refuses_another_model_or_data(pre
                         f"{setting[2:]} (the checkpoint has {saved}). Drop these settings to "
                         f"resume, or train the new shape into another --out_dir"), line
     capsys.readouterr()
-    main(*args(prepared, out), "--lr=2e-3", "--init_from=resume")
-    assert ("note: resuming with settings that differ from the run's: lr=0.002 (the checkpoint's "
-            "run had 0.001); max_steps=12 (the checkpoint's run had 4)") in capsys.readouterr().out
+    main(*args(prepared, out), "--learning_rate=2e-3", "--init_from=resume")
+    assert ("note: resuming with settings that differ from the run's: learning_rate=0.002 (the "
+            "checkpoint's run had 0.001); max_iters=12 (the checkpoint's run had 4)"
+            ) in capsys.readouterr().out
     resumed = checkpoint.load_checkpoint(out / "ckpt.pt")
-    assert resumed["iter_num"] == 12 and resumed["config"]["lr"] == 2e-3
+    assert resumed["iter_num"] == 12 and resumed["config"]["learning_rate"] == 2e-3
     assert resumed["train_state"]["history"][-1]["lr"] == pytest.approx(2e-3 * (1 - 11 / 12))
     old = tmp_path / "old"  # a model saved for scoring only: no training state
     old.mkdir()
     ckpt = checkpoint.load_checkpoint(out / "ckpt.pt")
-    torch.save({k: ckpt[k] for k in ("model", "config", "step", "val_loss", "data")},
+    torch.save({k: ckpt[k] for k in ("model", "config", "best_iter", "best_val_loss",
+                                          "data")},
                old / "ckpt.pt")
     _, line = stopped(capsys, *args(prepared, old), "--init_from=resume")
     assert "holds no training state to resume" in line
@@ -218,8 +220,8 @@ def test_resume_takes_a_new_lr_with_a_note_and_refuses_another_model_or_data(pre
 @pytest.mark.parametrize("setting,message", [
     ("--device=cpuu", "device='cpuu': use auto, cpu, cuda, cuda:<index> or mps"),
     ("--device=cuda:x", "device='cuda:x': use auto, cpu, cuda, cuda:<index> or mps"),
-    ("--lr=nan", "--lr=nan: it must be a finite number"),
-    ("--lr=1e999", "--lr=inf: it must be a finite number"),
+    ("--learning_rate=nan", "--learning_rate=nan: it must be a finite number"),
+    ("--learning_rate=1e999", "--learning_rate=inf: it must be a finite number"),
     ("--epochs=inf", "--epochs=inf: it must be a finite number"),
     ("--noise_sigma=nan", "--noise_sigma=nan: it must be a finite number"),
     ("--noise_sigma=-0.5", "--noise_sigma=-0.5: it must be 0 or more"),
@@ -248,7 +250,7 @@ def test_an_out_dir_that_cannot_hold_a_run_is_one_line(case, prepared, tmp_path,
 def test_sigterm_is_ctrl_c_one_line_with_the_command_that_resumes(prepared, tmp_path):
     out = tmp_path / "o"
     proc = subprocess.Popen([sys.executable, str(ROOT / "train_mlp.py"), *args(
-        prepared, out, "--max_steps=1000000", "--log_interval=1000")], cwd=ROOT,
+        prepared, out, "--max_iters=1000000", "--log_interval=1000")], cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 60

@@ -582,8 +582,8 @@ def test_the_first_sweeps_hourglass_runs_are_the_fair_sweeps():
     """The fair sweep borrows the first sweep's hourglass rows at 5e-4 (first_sweep/sweep.csv):
     the same runs. Where both sweeps ran a hourglass run, their test PSNRs agree as the doc says."""
     def runs(paths):
-        return {(r["latent_dim"], r["hidden_dim"], r["n_blocks"], float(r["lr"]), r["seed"]):
-                float(r["test_psnr_batchmse"]) for path in paths
+        return {(r["latent_dim"], r["hidden_dim"], r["n_blocks"], float(r["learning_rate"]),
+                 r["seed"]): float(r["test_psnr_batchmse"]) for path in paths
                 for r in csv.DictReader(open(path)) if r["shape"] == "hourglass"}
     first = runs(ROOT / f"docs/mlp_fashion_denoise_sweep_seed{s}.csv" for s in (0, 1))
     fair = runs(ROOT / f"docs/mlp_fashion_denoise_fair/seed{s}/sweep.csv" for s in (0, 1))

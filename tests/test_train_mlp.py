@@ -26,7 +26,7 @@ import train_mlp as T
 
 def tiny_config(tmp_path, **overrides):
     return {**dict(task="mnist_denoise", latent_dim=1024, hidden_dim=64, n_blocks=2,
-                   batch_size=64, lr=1e-3, max_steps=8, eval_interval=4, dtype="float32",
+                   batch_size=64, learning_rate=1e-3, max_iters=8, eval_interval=4, dtype="float32",
                    device="cpu", out_dir=str(tmp_path)), **overrides}
 
 
@@ -68,7 +68,7 @@ def test_frozen_input_projection_not_in_optimizer_and_unchanged(tmp_path):
 def test_a_lift_swapped_in_by_hand_is_what_the_run_reports_and_saves(tmp_path, monkeypatch,
                                                                     capsys):
     """A learner who makes the lift trainable in make_model sets no label: the run's printed line,
-    metrics.json and the checkpoint's settings say 'learned' (read from the module), so the
+    result.json and the checkpoint's settings say 'learned' (read from the module), so the
     checkpoint rebuilds the model it holds (a frozen rebuild has no lift.weight to load)."""
     make_model = T.make_model
 
@@ -77,11 +77,11 @@ def test_a_lift_swapped_in_by_hand_is_what_the_run_reports_and_saves(tmp_path, m
         model.lift = InputProjection(784, c.latent_dim, seed=c.seed, trainable=True)
         return model
     monkeypatch.setattr(T, "make_model", learned_lift)
-    res = T.train(tiny_config(tmp_path, max_steps=2, eval_interval=2), digit_splits(n_train=128),
+    res = T.train(tiny_config(tmp_path, max_iters=2, eval_interval=2), digit_splits(n_train=128),
                   run=RunDir(tmp_path))
     assert "W_in=learned" in capsys.readouterr().out
     assert res["config"]["input_proj"] == "learned" and res["model"].input_proj == "learned"
-    assert json.loads((tmp_path / "metrics.json").read_text())["config"]["input_proj"] == "learned"
+    assert json.loads((tmp_path / "result.json").read_text())["config"]["input_proj"] == "learned"
     assert torch.load(tmp_path / "ckpt.pt", weights_only=True)["config"]["input_proj"] == "learned"
     monkeypatch.undo()  # the repo's make_model rebuilds it from the saved settings alone
     model, c, _ = T.load_trained_mlp(str(tmp_path / "ckpt.pt"))
@@ -92,7 +92,7 @@ def test_a_lift_swapped_in_by_hand_is_what_the_run_reports_and_saves(tmp_path, m
 # ---------------------------------------------------------------- training end to end
 
 def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
-    config = tiny_config(tmp_path, max_steps=100, eval_interval=50)
+    config = tiny_config(tmp_path, max_iters=100, eval_interval=50)
     res = T.train(config, digit_splits(), quiet=True, run=RunDir(tmp_path))
     gain = res["test"]["psnr_batchmse"] - res["baseline"]["psnr_batchmse"]
     assert res["baseline_name"] == "noisy input"
@@ -100,18 +100,18 @@ def test_tiny_denoiser_beats_noisy_input_and_checkpoint_roundtrip(tmp_path):
     assert res["test"]["ssim"] > res["baseline"]["ssim"]
 
     model, loaded, ckpt = T.load_trained_mlp(str(tmp_path / "ckpt.pt"))
-    assert loaded.latent_dim == 1024 and ckpt["step"] == res["best_step"]
+    assert loaded.latent_dim == 1024 and ckpt["best_iter"] == res["best_iter"]
     x = torch.rand(4, 784)
     model.eval()
     res["model"].eval()
     assert torch.equal(model(x), res["model"](x))
     assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
-    assert {"ckpt.pt", "data.json", "metrics.json", "history.csv", "samples.png"} <= set(
+    assert {"ckpt.pt", "data.json", "result.json", "history.csv", "samples.png"} <= set(
         os.listdir(tmp_path))
 
 
 def test_generative_classification_reports_accuracy(tmp_path):
-    config = tiny_config(tmp_path, task="mnist_classify", max_steps=120, eval_interval=30)
+    config = tiny_config(tmp_path, task="mnist_classify", max_iters=120, eval_interval=30)
     res = T.train(config, digit_splits(), quiet=True)
     # ten well-separated classes
     assert res["test"]["accuracy"] > 0.9 and "ssim" in res["test"]
@@ -236,12 +236,12 @@ def test_train_mlp_runs_on_imagenet32_in_the_official_npz_layout(tmp_path, capsy
     prepared, out = tmp_path / "prepared", tmp_path / "run"
     T.main(["--task=imagenet32_denoise", f"--data_dir={tmp_path / 'raw'}",
             f"--prepared_dir={prepared}", "--max_train_images=8", "--dtype=float32",
-            "--device=cpu", "--num_threads=1", "--batch_size=4", "--flips=1", "--max_steps=3",
+            "--device=cpu", "--num_threads=1", "--batch_size=4", "--flips=1", "--max_iters=3",
             "--eval_interval=2", "--latent_dim=3104", "--hidden_dim=16", "--n_blocks=1",
             f"--out_dir={out}"])
     meta = json.loads((prepared / "meta.json").read_text())
     assert meta["max_train_images"] == 8 and meta["splits"] == {"train": 8, "val": 5, "test": 5}
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / "result.json").read_text())
     assert metrics["dataset"] == "imagenet32"  # (the source without this machine's paths)
     assert metrics["data"].startswith("imagenet32 from npz files in .../raw (8 train images;")
     assert metrics["steps"] == 3 and metrics["baseline_name"] == "noisy input"
@@ -257,7 +257,7 @@ def test_train_mlp_runs_on_imagenet32_in_the_official_npz_layout(tmp_path, capsy
 
 # ---------------------------------------------------------------- the command line
 
-TINY = ["--task=mnist_sr", "--dtype=float32", "--device=cpu", "--batch_size=64", "--max_steps=4",
+TINY = ["--task=mnist_sr", "--dtype=float32", "--device=cpu", "--batch_size=64", "--max_iters=4",
         "--eval_interval=2"]
 
 
@@ -265,7 +265,7 @@ def test_cli_train_then_eval_only_scores_the_checkpoint(tmp_path, capsys):
     folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
     run = [*TINY, f"--prepared_dir={folder}", f"--out_dir={tmp_path / 'run'}"]
     T.main([*run, "--latent_dim=256", "--hidden_dim=16", "--n_blocks=2"])
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    metrics = json.loads((tmp_path / "run" / "result.json").read_text())
     assert metrics["data"] == "synthetic bar digits" and metrics["steps"] == 4
     assert {"ckpt.pt", "history.csv", "samples.png"} <= set(os.listdir(tmp_path / "run"))
     capsys.readouterr()
@@ -282,7 +282,7 @@ def test_cli_train_then_eval_only_scores_the_checkpoint(tmp_path, capsys):
 def test_eval_refuses_a_checkpoint_on_another_data_source(tmp_path, capsys):
     folder = write_prepared(tmp_path / "prepared", digit_splits(n_train=256, n_val=64, n_test=64))
     T.main(["--task=mnist_denoise", f"--prepared_dir={folder}", "--dtype=float32",
-            "--device=cpu", "--batch_size=64", "--max_steps=4", "--eval_interval=2",
+            "--device=cpu", "--batch_size=64", "--max_iters=4", "--eval_interval=2",
             "--latent_dim=1024", "--hidden_dim=16", "--n_blocks=1",
             f"--out_dir={tmp_path / 'run'}"])
     ckpt_path = tmp_path / "run" / "ckpt.pt"
@@ -317,7 +317,7 @@ def test_a_conventional_run_takes_the_image_itself_and_x2_flips_are_none_and_bot
         return make_batch(task, images, labels, protos, g, sigma, flip_codes, clamp_sr_input)
     monkeypatch.setattr(T, "make_batch", spy)
     config = tiny_config(tmp_path, shape="conventional", latent_dim=784, hidden_dim=1024,
-                         n_blocks=1, flips=2, max_steps=8)  # 128 x 2 images: two epochs
+                         n_blocks=1, flips=2, max_iters=8)  # 128 x 2 images: two epochs
     res = T.train(config, digit_splits(n_train=128), quiet=True)
     assert res["config"]["input_proj"] == "direct" and res["model"].lift is None
     assert res["params"]["total"] == res["params"]["trainable"] == 2 * 784 * 1024 + 784 * 784
@@ -338,7 +338,7 @@ def test_a_run_resumes_and_scores_from_another_checkout(tmp_path, capsys):
     path = tmp_path / "run" / "ckpt.pt"
     ckpt = torch.load(path, weights_only=True)
     assert ckpt["data"]["source"] == "digits (data/mnist/cache/digits)"
-    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["data"] == (
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["data"] == (
         "digits (data/mnist/cache/digits)")
     write_prepared(folder, splits, source="digits (/machine_b/elsewhere/data/mnist/cache/digits)")
     evaluate = ["--eval_only=True", f"--out_dir={tmp_path / 'run'}", "--device=cpu"]
@@ -366,7 +366,7 @@ def test_a_run_resumes_and_scores_from_another_checkout(tmp_path, capsys):
     ("--batch_size=-5", "--batch_size=-5: it must be 1 or more"),
     ("--batch_size=0", "--batch_size=0: it must be 1 or more"),
     ("--log_interval=0", "--log_interval=0: it must be 1 or more"),
-    ("--lr=-1", "lr must be > 0"),
+    ("--learning_rate=-1", "learning_rate must be > 0"),
     ("--num_threads=-2", "--num_threads=-2"),
     ("--data_dir=/no/such/folder", "--data_dir=/no/such/folder: no such folder"),
     ("--latent_dims=3", "unknown config key 'latent_dims'"),

@@ -15,14 +15,14 @@ sys.path.insert(0, str(ROOT / "experiments"))
 import mlp_hourglass_fronts as fronts  # noqa: E402
 
 FIELDS = ["task", "data_source", "epochs", "batch_size", "shape", "latent_dim", "hidden_dim",
-          "n_blocks", "lr", "seed", "params_total", "params_trainable", "val_loss",
+          "n_blocks", "learning_rate", "seed", "params_total", "params_trainable", "val_loss",
           "test_psnr_batchmse", "test_ssim", "baseline_psnr_batchmse", "train_time_s"]
 
 
 def row(shape, d_z, d_h, L, lr, seed, params, val_loss, psnr, ssim):
     return dict(task="mnist_denoise", data_source="tiny digits", epochs=1, batch_size=8,
-                shape=shape, latent_dim=d_z, hidden_dim=d_h, n_blocks=L, lr=lr, seed=seed,
-                params_total=params, params_trainable=params - 100, val_loss=val_loss,
+                shape=shape, latent_dim=d_z, hidden_dim=d_h, n_blocks=L, learning_rate=lr,
+                seed=seed, params_total=params, params_trainable=params - 100, val_loss=val_loss,
                 test_psnr_batchmse=psnr, test_ssim=ssim, baseline_psnr_batchmse=14.0,
                 train_time_s=1)
 
@@ -54,10 +54,10 @@ def test_each_shape_at_its_lr_with_the_seeds_spread(sweep_csv):
     results = fronts.shape_results(fronts.read_rows(sweep_csv))
     entries = {(e["family"], e["d_h"]): e for e in results}
     small = entries["hourglass", 8]
-    assert small["lr"] == 1e-3 and small["seeds"] == 2  # the one-seed lr does not win
+    assert small["learning_rate"] == 1e-3 and small["seeds"] == 2  # the one-seed lr does not win
     assert small["test_psnr_batchmse"] == pytest.approx((20.2, 20.0, 20.4))  # mean, min, max
     conventional = entries["conventional", 64]
-    assert conventional["lr"] == 1e-3  # the diverged lr (NaN val loss) is never picked
+    assert conventional["learning_rate"] == 1e-3  # the diverged lr (NaN val loss) is never picked
     assert conventional["test_ssim"] == pytest.approx((0.71, 0.70, 0.72))
 
 
@@ -113,13 +113,13 @@ def test_the_printed_gaps_and_the_edge_lr_flag(sweep_csv):
     assert "hourglass d_z=64 d_h=8 L=2: lr 0.001, the bottom of 0.001, 0.002: add 0.0005" in text
     top = [row("hourglass", 64, 8, 2, lr, seed, 1000, loss, 20.0, 0.8)
            for lr, loss in ((5e-4, 0.03), (1e-3, 0.02), (2e-3, 0.01)) for seed in (0, 1)]
-    inside = [dict(r, val_loss=0.005 if r["lr"] == 1e-3 else 0.02) for r in top]
+    inside = [dict(r, val_loss=0.005 if r["learning_rate"] == 1e-3 else 0.02) for r in top]
     for rows_, flagged in ((top, True), (inside, False)):
         rows_ = [{**r, **{k: float(v) for k, v in r.items() if k in fronts.NUMBERS}}
                  for r in rows_]
         text = fronts.report(fronts.shape_results(rows_), rows_, [sweep_csv], "t")
         assert ("lr 0.002, the top of 0.0005, 0.001, 0.002: add 0.003" in text) == flagged
-        assert ("with --shapes=hourglass:64:8:2 --lrs=0.003" in text) == flagged
+        assert ("with --shapes=hourglass:64:8:2 --learning_rates=0.003" in text) == flagged
         assert ("none: every Pareto-optimal shape chose an lr inside" in text) != flagged
 
 

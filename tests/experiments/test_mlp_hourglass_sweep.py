@@ -33,7 +33,7 @@ def prepared(tmp_path, **kw):
 
 def tiny_sweep(tmp_path, folder, *extra, out="sweep"):
     return ["--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
-            "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--hg_latent=256",
+            "--batch_size=64", "--max_iters=4", "--eval_interval=2", "--hg_latent=256",
             "--hg_hidden=16", "--hg_blocks=1", "--conv_latent=196", "--conv_hidden=256",
             "--conv_blocks=1", f"--out_dir={tmp_path / out}", *extra]
 
@@ -41,10 +41,10 @@ def tiny_sweep(tmp_path, folder, *extra, out="sweep"):
 def test_the_grid_keeps_each_familys_shapes():
     assert sweep.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
         ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
-    lists = parse_overrides(["--lrs=5e-4,1e-3", "--seeds=0", "--conv_hidden=", "--epochs=2.0",
-                             "--names=frozen_random,learned"],
+    lists = parse_overrides(["--learning_rates=5e-4,1e-3", "--seeds=0", "--conv_hidden=",
+                             "--epochs=2.0", "--names=frozen_random,learned"],
                             {**sweep.GRID, "epochs": 1.0, "names": ("frozen_random",)})
-    assert (lists["lrs"], lists["seeds"], lists["conv_hidden"], lists["epochs"]) == (
+    assert (lists["learning_rates"], lists["seeds"], lists["conv_hidden"], lists["epochs"]) == (
         (5e-4, 1e-3), (0,), (), 2.0)
     assert lists["names"] == ("frozen_random", "learned")
 
@@ -78,11 +78,11 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
         str(param_formula(196, 196, 256, 1, 784)["total"])}
     assert all(float(r["baseline_ssim"]) > 0 and float(r["baseline_psnr_per_image"]) > 0
                for r in rows)  # the trivial baseline's scores, in every row
-    assert {r["max_steps"] for r in rows} == {"4.0"} and {r["n_train"] for r in rows} == {"256.0"}
+    assert {r["max_iters"] for r in rows} == {"4.0"} and {r["n_train"] for r in rows} == {"256.0"}
     capsys.readouterr()
     sweep.main(tiny_sweep(tmp_path, folder))  # the same setting: a real resume
     assert "(2 already in" in capsys.readouterr().out
-    for other in (["--max_steps=6"], ["--input_proj=learned"], ["--noise_sigma=0.1"],
+    for other in (["--max_iters=6"], ["--input_proj=learned"], ["--noise_sigma=0.1"],
                   ["--flips=2"], ["--max_train_images=128"]):
         with pytest.raises(SystemExit):
             sweep.main(tiny_sweep(tmp_path, folder, *other))
@@ -94,7 +94,7 @@ def test_sweep_resume_keys_on_the_full_setting(tmp_path, capsys):
     assert len(sweep.read_csv(tmp_path / "sweep" / "sweep.csv")) == 2  # nothing mixed in
     # the key itself: the same shape / lr / seed under another setting is another run
     row = dict(rows[0])
-    assert sweep.run_key(row) != sweep.run_key(dict(row, max_steps="6"))
+    assert sweep.run_key(row) != sweep.run_key(dict(row, max_iters="6"))
     assert sweep.run_key(row) != sweep.run_key(dict(row, input_proj="learned"))
     capsys.readouterr()
     with pytest.raises(SystemExit):  # the conventional rows took the image itself
@@ -160,8 +160,8 @@ def test_no_committed_csv_holds_a_machine_path():
 
 def test_two_seeds_side_by_side_draw_one_set_of_fronts_with_error_bars(tmp_path):
     folder = prepared(tmp_path)
-    sweep.main(tiny_sweep(tmp_path, folder, "--seeds=0", "--lrs=1e-3,2e-3", out="seed0"))
-    sweep.main(tiny_sweep(tmp_path, folder, "--seeds=1", "--lrs=1e-3,2e-3", out="seed1"))
+    sweep.main(tiny_sweep(tmp_path, folder, "--seeds=0", "--learning_rates=1e-3,2e-3", out="seed0"))
+    sweep.main(tiny_sweep(tmp_path, folder, "--seeds=1", "--learning_rates=1e-3,2e-3", out="seed1"))
     paths = [tmp_path / "seed0" / "sweep.csv", tmp_path / "seed1" / "sweep.csv"]
     fronts.main([str(p) for p in paths])
     rows = [r for p in paths for r in fronts.read_rows(p)]
@@ -173,7 +173,7 @@ def test_two_seeds_side_by_side_draw_one_set_of_fronts_with_error_bars(tmp_path)
         assert low <= mean <= high and low < high
     assert "(min-max)" in (tmp_path / "seed0" / "fronts.md").read_text()
     # another setting's CSV is not drawn into the same fronts
-    sweep.main(tiny_sweep(tmp_path, folder, "--epochs=2", "--max_steps=0", out="other"))
+    sweep.main(tiny_sweep(tmp_path, folder, "--epochs=2", "--max_iters=0", out="other"))
     with pytest.raises(SystemExit, match="different settings"):
         fronts.main([str(paths[0]), str(tmp_path / "other" / "sweep.csv")])
 
@@ -278,7 +278,7 @@ def test_an_empty_grid_is_one_line(tmp_path, capsys):
 def test_frozen_vs_learned_w_in_for_one_and_several_latent_widths(tmp_path, capsys):
     folder = prepared(tmp_path)
     common = ["--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
-              "--batch_size=64", "--max_steps=4", "--eval_interval=2", "--hidden_dim=16",
+              "--batch_size=64", "--max_iters=4", "--eval_interval=2", "--hidden_dim=16",
               "--n_blocks=1"]
     summary = input_proj.main([*common, "--latent_dim=256", f"--out_dir={tmp_path / 'cmp'}"])
     assert summary["frozen_random"]["params"]["trainable"] == (
@@ -312,7 +312,7 @@ def test_an_explicit_grid_from_a_config_file_runs_in_its_order(tmp_path, capsys)
     folder = prepared(tmp_path)
     config = tmp_path / "grid.py"
     config.write_text('shapes = (("conventional", 196, 256, 1), ("hourglass", 256, 16, 1))\n'
-                      'lrs = (1e-3,)\n')
+                      'learning_rates = (1e-3,)\n')
     sweep.main([str(config), *tiny_sweep(tmp_path, folder)])
     rows = sweep.read_csv(tmp_path / "sweep" / "sweep.csv")
     assert [(r["shape"], r["latent_dim"]) for r in rows] == [("conventional", "196"),
@@ -348,4 +348,5 @@ def test_every_sweep_config_file_loads_and_spans_one_range_for_both_families(con
     assert max(totals["conventional"]) <= 1.15 * max(totals["hourglass"])
     assert min(totals["hourglass"]) <= min(totals["conventional"])
     if task.dataset_kind == "28x28":  # (ImageNet-32's: the paper's grid, 1e-4 to 7e-4)
-        assert 2e-3 in config["lrs"] or config["input_proj"] == "frozen_random"  # (the first one)
+        # (the first one: frozen_random)
+        assert 2e-3 in config["learning_rates"] or config["input_proj"] == "frozen_random"

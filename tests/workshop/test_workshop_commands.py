@@ -65,7 +65,7 @@ RULES = [
      "--ood_windows=2 --min_count=5", "", False),
     (r"python experiments/lws_tables.py", "", "", True),
     (r"python experiments/mlp_hourglass_input_proj.py",
-     "--prepared_dir={mnist} --latent_dim=64 --hidden_dim=8 --n_blocks=1 --max_steps=2 "
+     "--prepared_dir={mnist} --latent_dim=64 --hidden_dim=8 --n_blocks=1 --max_iters=2 "
      "--batch_size=8 --out_dir={tmp}/mlp --dtype=float32", "", False),
     # the plan quotes four of the ten rows: the same rows whichever shapes are asked for; the
     # embedding column counts the vocabulary of the room's (offline) data
