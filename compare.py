@@ -130,8 +130,8 @@ class Run:
 
 
 def run_dirs(out_dir, name, lr, seed):
-    """The two folders a run may be in: <slug>-lr<rate>-s<seed>, <slug>-s<seed> (a comparison of
-    one rate, the name from before rates were compared)."""
+    """The two folders a run may be in: <slug>-lr<rate>-s<seed>, <slug>-s<seed> (the name a
+    comparison of one rate gives its runs)."""
     return [out_dir / f"{slug(name)}-lr{rate_label(lr)}-s{seed}", out_dir / f"{slug(name)}-s{seed}"]
 
 
