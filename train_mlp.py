@@ -171,11 +171,17 @@ def portable_source(source):
     return re.sub(r"(?<![^\s(])/[^\s,()]+", short, source)
 
 
-def saved_settings(config):
-    """The settings a checkpoint saved; a checkpoint that records no clamp_sr_input clamped an SR
-    run's input."""
+def saved_settings(config, path, resuming=False):
+    """The settings the checkpoint at `path` saved, as this trainer reads them: the one place a
+    checkpoint that lacks a setting is read. One that records no clamp_sr_input clamped an SR
+    run's input, and drew its x2 flips from {none, horizontal}, not the {none, both} of flips=2:
+    it is scored as it is, but a resume could not draw the steps it would have drawn."""
     config = dict(config)
-    config.setdefault("clamp_sr_input", get_task(config["task"]).degradation == "bicubic2x")
+    if "clamp_sr_input" not in config:
+        if resuming and config.get("flips") == 2:
+            raise ConfigError(f"{path} was trained with x2 flips of none and horizontal, not the "
+                              f"none and both of --flips=2: a resume cannot go on; train again")
+        config["clamp_sr_input"] = get_task(config["task"]).degradation == "bicubic2x"
     return config
 
 
@@ -230,10 +236,8 @@ def resumed_run(run, config, given):
         raise ConfigError(f"{run.ckpt} holds no training state to resume (a model saved for "
                           f"scoring only, or not a train_mlp.py checkpoint): score it with "
                           f"--eval_only=True, or train again with --overwrite=True")
-    if "clamp_sr_input" not in checkpoint["config"] and checkpoint["config"].get("flips") == 2:
-        raise ConfigError(f"{run.ckpt} was trained with x2 flips of none and horizontal, not "
-                          f"the none and both of --flips=2: a resume cannot go on; train again")
-    settings = resume_policy(run.ckpt, saved_settings(checkpoint["config"]), vars(resolve(config)),
+    saved = saved_settings(checkpoint["config"], run.ckpt, resuming=True)
+    settings = resume_policy(run.ckpt, saved, vars(resolve(config)),
                              DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED)
     return checkpoint, resolve(settings)
 
@@ -451,7 +455,7 @@ def load_trained_mlp(path, device="cpu"):
     if not isinstance(ckpt.get("config"), dict) or not set(ckpt["config"]) <= set(DEFAULTS):
         raise ConfigError(f"{path} is not a checkpoint of train_mlp.py (an LM checkpoint of "
                           f"train.py? sample it with sample.py)")
-    c = resolve({**saved_settings(ckpt["config"]), "device": device, "data_dir": ""})
+    c = resolve({**saved_settings(ckpt["config"], path), "device": device, "data_dir": ""})
     model = make_model(c)
     model.load_state_dict(ckpt["model"])
     return model.to(device), c, ckpt
