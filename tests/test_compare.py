@@ -39,6 +39,20 @@ def compare_run(out_dir, data_dir, *extra, wait=True, cwd=ROOT):
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
 
 
+def compare_here(capsys, out_dir, data_dir, *extra):
+    """compare.py's main in this process (no interpreter to start): for the commands whose runs
+    are all finished or refused, where the interpreter's start is not what is checked: the exit
+    status, stdout and stderr, as compare_run gives them."""
+    capsys.readouterr()  # (what came before is not this command's)
+    code, message = 0, ""
+    try:
+        compare.main([*TINY, f"--data_dir={data_dir}", f"--out_dir={out_dir}", *extra])
+    except SystemExit as e:  # (a message, as Python prints it on exit: stderr, status 1)
+        code, message = (e.code, "") if isinstance(e.code, int) else (1, f"{e.code}\n")
+    printed = capsys.readouterr()
+    return subprocess.CompletedProcess([], code, printed.out, printed.err + message)
+
+
 def losses(out_dir):
     """Everything in results.json's runs except the speed measurements."""
     runs = json.loads((out_dir / "results.json").read_text())["runs"]
@@ -46,7 +60,7 @@ def losses(out_dir):
             for r in runs]
 
 
-def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset):
+def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, monkeypatch):
     """Run from another folder than the repo's, with relative paths: they are the caller's. Phase
     1 trains both shapes at both rates (seed 1), phase 2 seed 2 at each one's chosen rate; a rerun
     retrains nothing, nor does a one-rate command whose runs a two-rate one left (a run is its
@@ -81,20 +95,22 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset):
     assert sample.returncode == 0 and sample.stdout.startswith("composed from"), (
         sample.stdout + sample.stderr)
     # a finished comparison is not retrained: the rerun only rebuilds the table
-    again = compare_run(out, char_dataset, *args, "--learning_rates=1e-3,4e-3")
+    monkeypatch.chdir(ROOT)  # (the commands below run in this process, from the repository)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    again = compare_here(capsys, out, char_dataset, *args, "--learning_rates=1e-3,4e-3")
     assert again.stdout.count("finished before, skipping") == 6, again.stdout + again.stderr
     assert losses(out) == [(r["shape"], r["lr"], r["seed"], r["val_loss"], r["train_loss"],
                             r["tokens"]) for r in results["runs"]]
     # its records: a fresh checkout (no out_dir) goes on from them without training anything
-    recorded = compare_run(out, char_dataset, *args, "--learning_rates=1e-3,4e-3",
-                           f"--record_dir={tmp_path / 'rec'}")
+    recorded = compare_here(capsys, out, char_dataset, *args, "--learning_rates=1e-3,4e-3",
+                            f"--record_dir={tmp_path / 'rec'}")
     assert "records: " in recorded.stdout and "training" not in recorded.stdout
     runs = sorted((tmp_path / "rec" / "runs").iterdir())
     assert [d.name for d in runs] == sorted(folders)
     assert all(f"out_dir = 'cmp/{d.name}'" in (d / "config.py").read_text() for d in runs)
     shutil.rmtree(out)
-    fresh = compare_run(out, char_dataset, *args, "--learning_rates=1e-3,4e-3",
-                        f"--record_dir={tmp_path / 'rec'}")
+    fresh = compare_here(capsys, out, char_dataset, *args, "--learning_rates=1e-3,4e-3",
+                         f"--record_dir={tmp_path / 'rec'}")
     assert f"6 copied from there into {out}" in fresh.stdout, fresh.stdout + fresh.stderr
     assert fresh.stdout.count("finished before, skipping") == 6 and "training" not in fresh.stdout
     assert losses(out) == losses(tmp_path / "rec")  # (the report written there too)
@@ -105,15 +121,15 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset):
                             capture_output=True, text=True).stdout.strip()
     assert {r["commit"].removesuffix("+changes") for r in rows} == {commit}  # the code that ran
     # one rate (its folders would be <slug>-s<seed>): the two-rate comparison's runs at it count
-    one_rate = compare_run(out, char_dataset, *args, "--learning_rates=4e-3",
-                           "--models=hourglass+><former")
+    one_rate = compare_here(capsys, out, char_dataset, *args, "--learning_rates=4e-3",
+                            "--models=hourglass+><former")
     assert one_rate.returncode == 0, one_rate.stdout + one_rate.stderr
     assert chosen == {"GPT": 4e-3, "hourglass+><former": 4e-3}  # (20 steps: the higher rate)
     assert one_rate.stdout.count("finished before, skipping") == 2
     assert "training" not in one_rate.stdout and "| GPT |" in (out / "results.md").read_text()
     # other settings into the same folders are refused
-    changed = compare_run(out, char_dataset, "--max_iters=30", "--eval_interval=10",
-                          "--seeds=1,2", "--learning_rates=1e-3,4e-3")
+    changed = compare_here(capsys, out, char_dataset, "--max_iters=30", "--eval_interval=10",
+                           "--seeds=1,2", "--learning_rates=1e-3,4e-3")
     assert changed.returncode != 0 and "new --out_dir" in changed.stdout + changed.stderr
 
 
