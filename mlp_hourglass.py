@@ -41,8 +41,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# the one error type for bad settings: a one-line message
-from shapelab.configurator import (ConfigError)
+from shapelab.configurator import ConfigError  # the one error type for bad settings: one line
 
 # -----------------------------------------------------------------------------
 # Model: Figure 1(b), eqs. (2)-(4)

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-# the one error type for bad settings: a one-line message
-from shapelab.configurator import (ConfigError)
+from shapelab.configurator import ConfigError  # the one error type for bad settings: one line
 
 # -----------------------------------------------------------------------------
 # Tasks and degradations

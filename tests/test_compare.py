@@ -133,9 +133,14 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, mo
     assert changed.returncode != 0 and "new --out_dir" in changed.stdout + changed.stderr
 
 
-def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset):
+def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset, capsys,
+                                                         monkeypatch):
+    """The comparison interrupted by Ctrl-C (a process of its own, with its train.py) goes on to
+    the losses of the one that ran straight through (both run in this process)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     args = ("--max_iters=150", "--eval_interval=20")  # (the interrupt comes at step 20)
-    straight = compare_run(tmp_path / "straight", char_dataset, *args)
+    straight = compare_here(capsys, tmp_path / "straight", char_dataset, *args)
     assert straight.returncode == 0, straight.stdout + straight.stderr
 
     out = tmp_path / "interrupted"
@@ -150,15 +155,14 @@ def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset)
         pytest.fail("the second run finished before it could be interrupted: raise max_iters")
     assert (out / "gpt-s1337" / "result.json").exists()
 
-    resumed = compare_run(out, char_dataset, *args)
+    resumed = compare_here(capsys, out, char_dataset, *args)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "finished before, skipping" in resumed.stdout and "resuming from" in resumed.stdout
     assert losses(out) == losses(tmp_path / "straight")
 
 
 def test_missing_dataset_is_prepared_or_explained(tmp_path):
-    # (what compare.py calls before it matches the shapes)
-    from shapelab.dataset import (find_dataset)
+    from shapelab.dataset import find_dataset  # (compare.py's call before it matches shapes)
     with pytest.raises(SystemExit, match="not prepared.*prepare.py"):
         find_dataset("tinystories", str(tmp_path / "nothing-here"))
 
