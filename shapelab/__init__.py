@@ -5,14 +5,16 @@ read when you care how, never needed to read a paper's file. Nothing here import
 
     configurator.py  config files as data, --key=value, --help; train.py's defaults and checks;
                      `build`: a model from its classes, a bad setting worded as one line
-    run.py           a run's folder: its lock, how it ends, its time limit, resume, RNG states
-    checkpoint.py    saving a checkpoint atomically, loading one safely; exported folders
+    run.py           a run's folder, how it ends (divergence, signals), its time plan, the one
+                     resume policy of both trainers, RNG states
+    checkpoint.py    every file written whole (write_atomic), checkpoints saved and loaded
+                     safely, exported folders
     lock.py          one process per folder (flock / msvcrt), a lock a symlink cannot redirect
     dataset.py       finding, checking and loading the prepared text and image datasets
     tokenizer.py     characters or GPT-2 BPE, from a dataset's meta.json
-    hardware.py      device, dtype, autocast, peak FLOP/s for MFU
+    hardware.py      the device 'auto' picks, dtype, autocast, peak FLOP/s for MFU
     image_tasks.py   the image MLP's tasks: degradations, PSNR / SSIM, batches
-    sweep.py         many train.py runs side by side: resume, records, stopping
+    sweep.py         many train.py runs side by side: resume, records (machine, commit), stopping
     verdict.py       a rate per shape, then the verdict over seeds with intervals
     plot.py          loss curves and verdict pictures (python -m shapelab.plot OUT_DIR ...)
 """
