@@ -461,6 +461,8 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     verdicts = {v["shape"]: v for v in results["verdicts"]}
     for shape in verdicts.keys() - {"GPT"}:  # README's row of the shape's paper says its verdict
         assert f"{shape} {verdicts[shape]['verdict']}" in FLAT, shape
+    d = verdicts["hourglass"]["diff"]  # the row also gives the hourglass's difference
+    assert f"the hourglass by {-d['mean']:.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" in FLAT
     report = (VERDICT_CPU / "results.md").read_text()
     regime = re.search(r"^Regime: ([\d.]+M) non-embedding parameters, .*? \(([\d.]+) "
                        r"per parameter\), (\d+) layers, context (\d+),", report, re.M).groups()
