@@ -30,6 +30,8 @@ seeds = (1337,  # the selection seed, then 20 verdict seeds
 jobs = 8
 device = "cuda"
 dtype = "bfloat16"
+# eager: compiling takes longer than one of these runs trains (~40 s against ~10 s)
+compile = False
 max_iters = 600
 warmup_iters = 50
 eval_interval = 100
