@@ -11,6 +11,10 @@ recovers the base capabilities FFN-Wider loses; among them language modelling on
 
     python experiments/cea_ood_verdict.py docs/compare_verdict_cpu     # the committed records
     python experiments/cea_ood_verdict.py out-compare-verdict-cpu      # a comparison's folder
+    python experiments/cea_ood_verdict.py docs/compare_verdict_cpu_scale_gpu   # the GPU's runs
+
+The report goes beside the runs it reads (<folder>/cea_ood.md, .csv, .png; --out=path/name to
+write it elsewhere).
 
 The runs: compare.py's (config/compare_verdict_cpu.py). With eval_ood set, train.py scores four
 English texts at every evaluation (data/fortunes: the Debian package fortunes 1:1.99.1-7.3, each
@@ -65,7 +69,7 @@ SHAPES = ("FFN-Wider", "CEA")
 FOLDER = re.compile(r"(ffn-wider|cea)-(lr.+-)?s\d+")  # compare.py's run folders
 SHAPE_OF = {"ffn-wider": "FFN-Wider", "cea": "CEA"}
 MIN_SEEDS = 2  # an interval needs two paired seeds
-DEFAULTS = dict(out="docs/compare_verdict_cpu/cea_ood", n_levels=4, span=0.2, levels=())
+DEFAULTS = dict(out="", n_levels=4, span=0.2, levels=())
 TRAIN_MORE = "python compare.py config/compare_verdict_cpu.py"
 
 
@@ -314,7 +318,7 @@ def main(argv):
     command = "python experiments/cea_ood_verdict.py " + " ".join(argv)
     text = report(analysis, rates, selection_seed, verdict_seeds, texts_line(runs, eval_ood),
                   command)
-    out = args["out"]
+    out = args["out"] or str(folder / "cea_ood")  # beside the report it reads
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out + ".md", text)
     write_csv(analysis, out + ".csv")

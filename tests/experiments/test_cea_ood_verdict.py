@@ -132,3 +132,10 @@ def test_without_trajectories_the_report_says_so_and_how_to_get_them(tmp_path):
     assert cea_ood_verdict.analyse(one, [*SEEDS[1:]])["seeds"] == [1338]  # one seed: no interval
     assert "No OOD trajectory yet: 1 verdict seed(s)" in cea_ood_verdict.report(
         cea_ood_verdict.analyse(one, [*SEEDS[1:]]), rates, 1337, [*SEEDS[1:]], "texts", "cmd")
+
+
+def test_the_report_goes_beside_the_runs_it_reads(tmp_path):
+    folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.001, -0.003))
+    cea_ood_verdict.main([str(folder), "--levels=1.8"])
+    assert "CEA lower OOD loss by 0.0500" in (folder / "cea_ood.md").read_text()
+    assert (folder / "cea_ood.csv").exists() and (folder / "cea_ood.png").exists()
