@@ -243,7 +243,8 @@ def shape_rows(losses, names, rates, seeds, baseline):
                                baseline)
     for name, row in rows.items():
         if name != baseline:
-            row["diff"] = diffs.get(name, dict(verdict="no verdict (diverged at every rate)"))
+            none = "diverged at every rate" if row["phase1"] else "no run finished yet"
+            row["diff"] = diffs.get(name, dict(verdict=f"no verdict ({none})"))
             row["verdict"] = row["diff"]["verdict"]
     return rows
 
@@ -271,7 +272,7 @@ def verdict_table(rows, baseline):
         loss = "-" if row["mean"] is None else f"{row['mean']:.4f}" + (
             f" +- {row['std']:.4f}" if row["std"] is not None else "")
         if row["lr"] is None:
-            loss = "diverged at every rate"
+            loss = "diverged at every rate" if row["phase1"] else "no run finished yet"
         diff, detect, says = "(the baseline)", "", ""
         if name != baseline:
             d = row["diff"]

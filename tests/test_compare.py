@@ -329,6 +329,18 @@ def test_the_verdict_is_one_model_of_every_run_at_the_verdict_seeds():
         rows, [1e-3, 2e-3, 4e-3])
 
 
+def test_a_shape_with_no_finished_run_is_not_called_diverged():
+    """A job of fixed length can stop before a shape's first run: its row says so."""
+    gpt = {2e-3: [1.60, 1.65, 1.66]}
+    rows = made_up_rows({2e-3: [1.61, 1.64, 1.65]}, gpt, more={"waiting": {}, "lost": {
+        2e-3: [float("nan")]}})
+    assert rows["waiting"]["verdict"] == "no verdict (no run finished yet)"
+    assert rows["lost"]["verdict"] == "no verdict (diverged at every rate)"
+    text = verdict.verdict_table(rows, "GPT")
+    assert "| waiting | - | 0 | no run finished yet |" in text
+    assert "| lost | - | 0 | diverged at every rate |" in text
+
+
 def test_holm_corrects_for_testing_many_shapes_against_one_baseline():
     """Holm tests the smallest p at 5% / m, the next at 5% / (m - 1), ... and stops at the first
     it keeps: p = 0.03 passes 5% alone but not as the second of three."""
