@@ -12,12 +12,11 @@
 # Each job starts no run after 7 minutes and lets the running ones finish (a run is well under a
 # minute here), then writes the report of what finished; the records (runs/*/config.py and
 # result.json, ~10 kB a run) are all the next job needs: a fresh machine copies them in and goes on.
-# Estimate (not measured: no GPU was at hand): a run is 600 steps of 4,096 tokens and 7
-# evaluations of 2 x 16 batches (+ the OOD texts), ~44 GFLOP a training step: compute is nothing,
-# launching ~400 small kernels a step is everything, ~10-15 ms a step eager, so ~10-15 s a run
-# plus ~10 s to start Python, torch and CUDA; 8 runs side by side (16 CPU cores: two each) share
-# the card. 36 phase-1 runs + 200 verdict runs = ~240 runs x ~25 s / 8 = ~13 min: two or three
-# jobs of 7-10 minutes each.
+# Measured on one NVIDIA H200 (16 CPU cores, eager bf16, 12 runs side by side): a run takes 15-40 s
+# of wall time (median 24, 600 steps and 7 evaluations with the OOD texts, start included; the
+# records' elapsed_s); two jobs, --stop_starting_after=7 and then 3.3 on the
+# same machine, trained 210 runs: phase 1 (43 runs) and verdict seeds 1338-1353 of every shape
+# (docs/compare_verdict_cpu_scale_gpu/). A third job of ~4 minutes finishes the 20 seeds.
 preset = "cpu"
 out_dir = "out-compare-verdict-cpu-scale-gpu"
 record_dir = "docs/compare_verdict_cpu_scale_gpu"
@@ -27,7 +26,7 @@ refine_gain = 0.002
 seeds = (1337,  # the selection seed, then 20 verdict seeds
          1338, 1339, 1340, 1341, 1342, 1343, 1344, 1345, 1346, 1347,
          1348, 1349, 1350, 1351, 1352, 1353, 1354, 1355, 1356, 1357)
-jobs = 8
+jobs = 12  # one CPU core each and some to spare; the card is shared by time
 device = "cuda"
 dtype = "bfloat16"
 # eager: compiling takes longer than one of these runs trains (~40 s against ~10 s)

@@ -391,6 +391,7 @@ def test_the_learned_w_in_rows_are_quoted_as_committed():
 
 
 VERDICT_CPU = ROOT / "docs" / "compare_verdict_cpu"
+VERDICT_GPU = ROOT / "docs" / "compare_verdict_cpu_scale_gpu"  # the same comparison on one GPU
 OOD_LINE = re.compile(r"\*\*At in-domain loss (\d\.\d+) \(.*?\), CEA's OOD loss minus "
                       r"FFN-Wider's over (\d+) seeds: ([+-]\d\.\d+) \[([+-]\d\.\d+), "
                       r"([+-]\d\.\d+)\] \(95%\): (.*?)\.\*\*")
@@ -483,6 +484,89 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     assert report.split("\n\n")[2] in compare_md  # the regime line
 
 
+def gpu_verdicts():
+    return {v["shape"]: v for v in
+            json.loads((VERDICT_GPU / "results.json").read_text())["verdicts"]}
+
+
+def test_the_gpu_verdict_is_quoted_from_its_committed_results():
+    """README's rows, docs/compare.md and the mechanism pages give the H200's verdict as
+    compare.py wrote it (docs/compare_verdict_cpu_scale_gpu/), and CEA's OOD line as
+    experiments/cea_ood_verdict.py wrote it from those runs."""
+    verdicts = gpu_verdicts()
+    for shape in verdicts.keys() - {"GPT"}:
+        assert f"{shape} {verdicts[shape]['verdict']}" in FLAT, shape
+    report = (VERDICT_GPU / "results.md").read_text()
+    compare_md = (ROOT / "docs" / "compare.md").read_text()
+    quoted = report.split("## Every shape at its own")[1].split("## The shapes")[0]  # 2 tables
+    assert all(line in compare_md for line in quoted.splitlines() if line.startswith("| "))
+    assert report.split("\n\n")[2] in compare_md  # the regime line
+    says = OOD_LINE.search((VERDICT_GPU / "cea_ood.md").read_text()).groups()[-1]
+    assert all(says in text for text in (FLAT, doc("cea.md"), doc("compare.md")))
+
+
+def test_the_gpu_verdicts_prose_is_computed_from_its_results():
+    """The sentences about the H200's verdict: what its runs can detect, each difference the
+    prose names, the papers' effects scaled to its GPT's loss, what ran."""
+    verdicts = gpu_verdicts()
+    d = verdicts["hourglass"]["diff"]
+    text = doc("compare.md")
+    assert (f"The residual SD of one run is {d['sigma']:.4f} on {d['df']} degrees of freedom "
+            f"(the CPU's runs vary as much), so with {d['n']} verdict seeds a difference of "
+            f"{d['detectable']:.4f} (one test) or {d['detectable_family']:.4f} (Holm over the "
+            f"shapes tested) is found with 80% power") in text
+    cpu = json.loads((VERDICT_CPU / "results.json").read_text())["verdicts"]
+    ratio = next(v["diff"]["detectable_family"] for v in cpu if v["diff"]) / d["detectable_family"]
+    assert round(ratio) == 3 and "three times finer than the CPU verdict" in text
+    assert "can see only differences three times that" in FLAT
+    assert f"16 verdict seeds, detectable {d['detectable_family']:.4f} over the shapes" in FLAT
+    for page in ("hourglass.md", "variable_width.md", "cea.md", "lws.md"):
+        assert (f"with {d['n']} verdict seeds every shape has finished" in doc(page) and
+                f"Detectable: {d['detectable']:.4f} with one test, {d['detectable_family']:.4f} "
+                f"with Holm over the shapes" in doc(page)), page
+    named = {"hourglass": ("compare.md", "hourglass.md"), "hourglass+><former": (
+        "compare.md", "hourglass.md", "variable_width.md"), "LWS vanilla": ("compare.md", "lws.md")}
+    for shape, pages in named.items():  # "better by m [lo, hi]", in words and numbers
+        v = verdicts[shape]["diff"]
+        assert v["holm"] and v["mean"] < 0, shape
+        said = f"by {-v['mean']:.4f} [{-v['hi']:.4f}, {-v['lo']:.4f}]"
+        assert all(said in doc(page) for page in pages), shape
+        assert f"by {-v['mean']:.4f}" in FLAT, shape
+    for shape in ("FFN-Wider", "CEA"):
+        v = verdicts[shape]["diff"]
+        assert v["holm"] and f"{v['mean']:.4f}" in doc("cea.md") and f"{v['mean']:.4f}" in text
+    x = verdicts["><former"]["diff"]  # its interval leaves the paper's scaled gains out
+    gpt = verdicts["GPT"]["val_loss_mean"]
+    scaled = [f"{(base - shape) / base * gpt:.4f}" for _, base, shape in PAPER_EFFECTS]
+    assert -x["lo"] < float(scaled[2]) and not x["holm"]
+    for page in ("compare.md", "variable_width.md"):
+        assert f"[{x['lo']:+.4f}, {x['hi']:+.4f}]" in doc(page), page
+        assert f"({scaled[2]}-{scaled[3]}" in doc(page) and f"under {-x['lo']:.4f}" in doc(page)
+    assert f"[{x['lo']:+.4f}, {x['hi']:+.4f}] leaving out the paper's scaled gains" in FLAT
+    h = verdicts["hourglass"]["diff"]
+    assert float(scaled[0]) < -h["mean"] and f"({scaled[0]}-{scaled[1]}, the table below)" in text
+    shapes = {row[0]: row for row in table(VERDICT_GPU.joinpath("results.md").read_text(),
+                                           "| model | shape |")}
+    speed = re.search(r"\((\d\.\d\d)x\)", shapes["hourglass"][-1]).group(1)
+    said = f"the hourglass trains at {speed}x the GPT's tokens/s on this card"
+    assert said in doc("hourglass.md")
+    results = json.loads((VERDICT_GPU / "results.json").read_text())
+    runs = results["runs"]
+    elapsed = sorted(r["elapsed_s"] for r in runs)
+    config = " ".join((ROOT / "config" / "compare_verdict_cpu_scale_gpu.py").read_text()
+                      .replace("#", "").split())
+    first = results["settings"]["seeds"][0]
+    finished = sorted({r["seed"] for r in runs} - {first})
+    complete = [s for s in finished if all((v["shape"], s) in {(r["shape"], r["seed"])
+                                                                for r in runs} for v in cpu)]
+    assert (f"a run takes {elapsed[0]:.0f}-{elapsed[-1]:.0f} s of wall time (median "
+            f"{elapsed[len(elapsed) // 2]:.0f},") in config
+    assert (f"trained {len(runs)} runs: phase 1 "
+            f"({sum(r['seed'] == first for r in runs)} runs) and verdict seeds "
+            f"{complete[0]}-{complete[-1]} of every shape") in config
+    assert len(complete) == d["n"]
+
+
 def test_each_papers_regime_is_said_beside_its_verdict():
     """README's row of each LM paper gives the paper's own scale beside the lab's: tokens per
     parameter, depth, context, and the paper's words on scale."""
@@ -494,15 +578,16 @@ def test_each_papers_regime_is_said_beside_its_verdict():
     assert "17.3M parameters against the vanilla 6.3M" in rows["CEA"]
 
 
+@pytest.mark.parametrize("folder", [VERDICT_CPU, VERDICT_GPU], ids=["cpu", "gpu"])
 @pytest.mark.parametrize("page, shapes", [
     ("hourglass.md", ("GPT", "hourglass", "hourglass+><former")),
     ("variable_width.md", ("GPT", "><former", "hourglass+><former")),
     ("cea.md", ("GPT", "FFN-Wider", "CEA")),
     ("lws.md", ("GPT", "LWS vanilla", "LWS framed", "LWS reverse", "LWS crown"))])
-def test_each_mechanism_page_quotes_its_shapes_verdict_rows(page, shapes):
-    """A mechanism's page shows its shapes' rows of the verdict table and of phase 1 exactly as
-    compare.py wrote them (docs/compare_verdict_cpu/results.md), and says how many seeds."""
-    report = (VERDICT_CPU / "results.md").read_text()
+def test_each_mechanism_page_quotes_its_shapes_verdict_rows(page, shapes, folder):
+    """A mechanism's page shows its shapes' rows of each verdict table and of its phase 1 exactly
+    as compare.py wrote them (docs/compare_verdict_*/results.md), and says how many seeds."""
+    report = (folder / "results.md").read_text()
     text = (ROOT / "docs" / page).read_text()
     for shape in shapes:
         rows = [line for line in report.splitlines() if line.startswith(f"| {shape} |")][:2]
