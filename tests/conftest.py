@@ -41,6 +41,69 @@ def gpt2_file():
         pytest.skip(f"cannot download {sources.WHISPER_SDIST} for the GPT-2 ranks: {e}")
 
 
+def run_here(script, *args):
+    """`python <script> <args>` (a script of the repository, top-level code) in this process, from
+    the repository's folder: its exit status, stdout and stderr as subprocess.run gives them, for a
+    test that checks what the script does, not the interpreter's start (3-9 s of imports each).
+    What the process's exit would do, happens here: a SystemExit's message goes to stderr, an
+    uncaught exception through the sys.excepthook the script installed, the atexit functions the
+    script registered run, and the run folder's lock is let go; the signal handlers, the
+    excepthooks, sys.argv, the working folder and the fp32 matmul precision are restored."""
+    import atexit
+    import contextlib
+    import io
+    import os
+    import signal
+    import subprocess
+
+    from shapelab.run import RunDir
+
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+                for _ in range(2))  # (text files with reconfigure(), which train.py calls)
+    path = ROOT / script
+    namespace = {"__name__": "__main__", "__file__": str(path)}
+    at_exit = []  # what the script registers with atexit, run at its end as an exit would
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    saved = (sys.argv, sys.excepthook, sys.unraisablehook, os.getcwd(),
+             torch.get_float32_matmul_precision(), atexit.register, atexit.unregister)
+    sys.argv = [str(path), *map(str, args)]
+
+    def register(f, *a, **k):
+        at_exit.append((f, a, k))
+        return f
+
+    def unregister(f):
+        at_exit[:] = [e for e in at_exit if e[0] != f]
+    atexit.register, atexit.unregister = register, unregister
+    code = 0
+    os.chdir(ROOT)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
+        except SystemExit as e:  # (Python's exit: a message goes to stderr with status 1)
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            if not isinstance(e.code, (int, type(None))):
+                print(e.code, file=sys.stderr)
+        except BaseException as e:  # noqa: BLE001 (any uncaught exception, as the process ends)
+            code = 1
+            sys.excepthook(type(e), e, e.__traceback__)
+        finally:
+            for f, a, k in reversed(at_exit):
+                f(*a, **k)
+            for value in namespace.values():
+                if isinstance(value, RunDir) and value._lock is not None:
+                    value._lock.close()  # (the OS frees it when a process ends)
+            (sys.argv, sys.excepthook, sys.unraisablehook, cwd, precision, atexit.register,
+             atexit.unregister) = saved
+            os.chdir(cwd)
+            torch.set_float32_matmul_precision(precision)
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            namespace.clear()
+    return subprocess.CompletedProcess([script, *args], code, out.buffer.getvalue().decode(),
+                                       err.buffer.getvalue().decode())
+
+
 def tiny_config(**overrides):
     from model import GPTConfig
     args = dict(vocab_size=50, block_size=32, n_layer=2, n_embd=64, n_head=4)

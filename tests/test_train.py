@@ -1,4 +1,5 @@
-"""The training loop, checkpoints, sampling and configuration, run as a user runs them."""
+"""The training loop, checkpoints, sampling and configuration, from their command lines (run in
+this process: the same arguments, exit status, stdout and stderr as a user's command)."""
 
 import dataclasses
 import json
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, run_here
 from shapelab.checkpoint import load_checkpoint, save_checkpoint
 from shapelab.configurator import ConfigError, parse_overrides, train_defaults
 from shapes import build_model, model_keys
@@ -23,9 +24,10 @@ TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_
         "--sample_tokens=0", "--warmup_iters=2", "--lr_decay_iters=8"]
 
 
-def run(script, *args, check=True, timeout=120):
-    result = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=timeout)
+def run(script, *args, check=True):
+    """The script's command line in this process (conftest.run_here): train.py and sample.py as
+    child processes, signals and all, are tests/test_edges.py's."""
+    result = run_here(script, *args)
     if check and result.returncode != 0:
         raise AssertionError(f"{script} failed:\n{result.stdout}\n{result.stderr}")
     return result
