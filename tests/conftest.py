@@ -4,6 +4,7 @@ formats."""
 
 import gzip
 import json
+import os
 import struct
 import sys
 from pathlib import Path
@@ -14,6 +15,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The commands the tests start run one torch thread each, unless the environment says otherwise:
+# up to 4 test processes share the cores, and a tiny model's second thread only spins and waits.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 # a fixture in the shape of the real text: speaker lines, verse, punctuation, blank lines
@@ -52,7 +56,6 @@ def run_here(script, *args):
     import atexit
     import contextlib
     import io
-    import os
     import signal
     import subprocess
 

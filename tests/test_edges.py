@@ -1,7 +1,8 @@
 """Nothing lost at the edges: a full disk, two runs in one folder, --overwrite, a resume's settings,
 a run that reached its target or its end, Ctrl-C and SIGTERM, a time limit on a busy machine, and
-one line for every bad setting. Each row reproduces what a user hit, run as a user runs it
-(train.py in a child process) where the behaviour is the command line's."""
+one line for every bad setting. Each row reproduces what a user hit, from the command line a user
+types: in a child process where a signal, a second process or a launcher is what is tested, else
+in this process (conftest.run_here: the same exit status, stdout and stderr)."""
 
 import json
 import math
@@ -16,7 +17,7 @@ import time
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, run_here
 from shapelab.checkpoint import load_checkpoint
 from shapelab.configurator import ConfigError, check_train_settings, train_defaults
 from shapelab.run import read_jsonl
@@ -47,10 +48,15 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 def train(*args, check=True, env=None, launcher=None, timeout=180):
-    prefix = [sys.executable] if launcher is None else [sys.executable, str(launcher), str(ROOT)]
-    result = subprocess.run([*prefix, str(ROOT / "train.py"), *map(str, args)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=timeout,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    """train.py's command line: in this process (conftest.run_here) unless it runs under a
+    launcher, in a child process of its own (the runs stopped by a signal start theirs)."""
+    if launcher is None and env is None:
+        result = run_here("train.py", *args)
+    else:
+        result = subprocess.run([sys.executable, str(launcher), str(ROOT), str(ROOT / "train.py"),
+                                 *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                                timeout=timeout,
+                                env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -301,8 +307,7 @@ def test_a_budgeted_run_stopped_twice_resumes_exactly_and_ends_in_its_budget(cha
     assert stopped.returncode == 130 and "time limit 0.25 min: max_iters=" in stopped.stdout
     assert "interrupted: " in stopped.stderr
     after_plans = {s: loss for s, loss in losses(out).items() if 30 <= s < 35}
-    finished = subprocess.run(resume_command(stopped, 30), cwd=ROOT, capture_output=True,
-                              text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    finished = run_here(*resume_command(stopped, 30)[1:])  # (its script: train.py's path)
     assert finished.returncode == 0, finished.stderr
     ckpt = load_checkpoint(out / "ckpt.pt")
     plan, steps = ckpt["time_plan"], ckpt["iter_num"]
@@ -388,9 +393,8 @@ def test_every_bad_sample_setting_is_one_line(char_dataset, tmp_path, args, expe
     train(*TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=2",
           "--eval_interval=2")
     (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
-    result = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={out}",
-                             "--max_new_tokens=3", *[a.format(tmp=tmp_path) for a in args]],
-                            cwd=ROOT, capture_output=True, text=True)
+    result = run_here("sample.py", f"--out_dir={out}", "--max_new_tokens=3",
+                      *[a.format(tmp=tmp_path) for a in args])
     assert expected in one_line(result, code=2)
 
 
@@ -505,9 +509,8 @@ def test_a_checkpoint_no_model_or_tokenizer_comes_from_is_one_line_in_sample(tmp
                  config={"dataset": "x"}, iter_num=1, best_val_loss=2.0)
     (tmp_path / "o").mkdir()
     torch.save({**state, **change}, tmp_path / "o" / "ckpt.pt")
-    result = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={tmp_path / 'o'}",
-                             "--start=a", "--max_new_tokens=2", "--device=cpu"], cwd=ROOT,
-                            capture_output=True, text=True)
+    result = run_here("sample.py", f"--out_dir={tmp_path / 'o'}", "--start=a",
+                      "--max_new_tokens=2", "--device=cpu")
     message = one_line(result, code=1)
     assert expected in message and f"{tmp_path / 'o'}/ckpt.pt" in message, message
 
