@@ -22,9 +22,26 @@ TINY_TRAIN = (
 )
 
 
+def train_here(monkeypatch):
+    """The sweep's train.py command lines run in this process (conftest.run_here), their output
+    into the log file the sweep opened: what is tested is the sweep, not the interpreter's start."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from conftest import run_here
+
+    def run(command, stdout, stderr, cwd):
+        assert command[0] == sys.executable and command[1].endswith("train.py") and cwd == ROOT
+        done = run_here(*command[1:])
+        stdout.write(done.stdout + done.stderr)
+        return done
+    monkeypatch.setattr(sweep, "subprocess", SimpleNamespace(run=run, STDOUT=subprocess.STDOUT))
+
+
 def test_the_sweep_trains_to_the_vanillas_loss_analyses_plots_and_resumes(
     char_dataset, tmp_path, monkeypatch, capsys
 ):
+    train_here(monkeypatch)
     monkeypatch.setattr(
         cea_contribution, "ood_texts", lambda: {"speech": "Speak, speak. Hear me. " * 20}
     )
@@ -93,7 +110,9 @@ def test_bad_ratios_say_what_to_do(tmp_path):
         sweep.main([f"--out_root={tmp_path}", "--ratios=0.5", "--train=False"])
 
 
-def test_a_run_killed_before_its_first_checkpoint_starts_again_clean(char_dataset, tmp_path):
+def test_a_run_killed_before_its_first_checkpoint_starts_again_clean(char_dataset, tmp_path,
+                                                                     monkeypatch):
+    train_here(monkeypatch)
     run_dir = tmp_path / "rho1"
     run_dir.mkdir()
     # left by a run killed at step 0
