@@ -1,10 +1,12 @@
 """Every command of docs/workshop.md runs, and every printout it quotes is what its command prints.
 
 The plan's ```bash blocks (each line a command) and ```python blocks (a snippet) run in the order of
-the plan (tests/workshop/workshop_plan.py reads them). The cheap ones run as written, the training
-ones with tiny settings appended (--key=value and argparse options: the last one wins), on a small
-character dataset and a small image set in a temporary folder, and each must exit 0. A command that
-no rule below knows fails the test, so a new command in the plan needs a rule here.
+the plan (tests/workshop/workshop_plan.py reads them), each in this test's process as its command
+line would run it (conftest.run_here: the script's own code, without a new interpreter's seconds of
+imports each). The cheap ones run as written, the training ones with tiny settings appended
+(--key=value and argparse options: the last one wins), on a small character dataset and a small
+image set in a temporary folder, and each must exit 0. A command that no rule below knows fails the
+test, so a new command in the plan needs a rule here.
 
 Each quoted printout (a plain ``` block after a command) is compared with what this run of its
 command printed, line by line (`...` = any text), where the rule says the run prints it (`prints`);
@@ -26,11 +28,10 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 import time
 
 import numpy as np
+from conftest import run_here
 from workshop_plan import (MEASURED, PLAN, ROOT, missing_lines, offline_shakespeare, plan_commands,
                            quoted_printouts)
 
@@ -166,6 +167,18 @@ def test_every_command_of_the_plan_has_a_rule():
     )
 
 
+def in_environment(env, f, *args):
+    """f(*args) with os.environ set to env, then restored."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        return f(*args)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def run_plan(tmp_path):
     """Runs every command of the plan once: {command: (the line run, exit status, printout)}, and
     the values the rules' settings were formatted with."""
@@ -188,7 +201,10 @@ def run_plan(tmp_path):
             runs[command] = (command, None, "no rule")
             continue
         if command.startswith("python -c "):  # a snippet: the repository's folder is on its path
-            line, words = command, [sys.executable, "-c", command[len("python -c "):]]
+            line = command
+            snippet = tmp_path / f"snippet_{len(runs)}.py"
+            snippet.write_text(command[len("python -c "):])
+            words = ["python", str(snippet)]
         else:
             line = f"{command} {extra.format(**values)}".strip()
             words = shlex.split(line)
@@ -196,12 +212,9 @@ def run_plan(tmp_path):
         while "=" in words[0] and not words[0].startswith("-"):  # VAR=value prefixes
             name, value = words.pop(0).split("=", 1)
             run_env[name] = value
-        if words[0] == "python":
-            words[0] = sys.executable
+        assert words[0] == "python", f"the plan's commands are Python scripts: {line}"
         start = time.perf_counter()
-        done = subprocess.run(
-            words, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300
-        )
+        done = in_environment(run_env, run_here, *words[1:])
         took[command] = time.perf_counter() - start
         runs[command] = (line, done.returncode, done.stdout + done.stderr)
     print("ran:\n  " + "\n  ".join(f"{took.get(c, 0):5.1f} s  {c}" for c in runs)
