@@ -4,6 +4,7 @@ an interrupted comparison resumes to the same results. The rate choice and the v
 in-process on made-up losses (verdict.py), the order of the two phases with a faked train.py."""
 
 import csv
+import io
 import json
 import math
 import os
@@ -14,13 +15,16 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Executor, Future
+from types import SimpleNamespace
 
 import pytest
 
 import compare
 from shapelab import hardware
+from shapelab import sweep
 from shapelab import verdict
-from conftest import ROOT
+from conftest import ROOT, run_here
 from shapelab.sweep import config_text
 from shapes import preset_settings
 
@@ -53,6 +57,54 @@ def compare_here(capsys, out_dir, data_dir, *extra):
     return subprocess.CompletedProcess([], code, printed.out, printed.err + message)
 
 
+class TrainHere:
+    """subprocess.Popen as sweep.train_one starts train.py: the command runs to its end in this
+    process (conftest.run_here), its output the pipe's lines, as a finished child's."""
+
+    def __init__(self, command, **kwargs):
+        python, script, *args = command
+        result = run_here(script, *args)
+        self.returncode, self.stdout = result.returncode, io.StringIO(result.stdout + result.stderr)
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+    def send_signal(self, signum):  # (a run here has ended before anything can stop it)
+        pass
+
+    kill = send_signal
+
+
+class InThisThread(Executor):
+    """ThreadPoolExecutor as sweep.run_all uses it, one run at a time in the calling thread: the
+    main thread, where a script's signal handlers can be set (run_here)."""
+
+    def __init__(self, workers):
+        pass
+
+    def submit(self, fn, *args, **kwargs):
+        future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 (the worker thread's way: in the future)
+            future.set_exception(e)
+        return future
+
+
+def train_here(monkeypatch):
+    """compare.py's train.py runs (--jobs=1) go through TrainHere in this process: for the
+    commands whose train.py start (3-9 s of imports each) is not what the test checks."""
+    monkeypatch.setattr(sweep, "ThreadPoolExecutor", InThisThread)
+    # (sweep's own name only: subprocess.run, git's for the commit, keeps the real Popen)
+    monkeypatch.setattr(sweep, "subprocess", SimpleNamespace(**{**vars(subprocess),
+                                                               "Popen": TrainHere}))
+
+
+def git(*args):
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def losses(out_dir):
     """Everything in results.json's runs except the speed measurements."""
     runs = json.loads((out_dir / "results.json").read_text())["runs"]
@@ -67,6 +119,7 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, mo
     settings, whatever its folder's name)."""
     out = tmp_path / "cmp"
     args = ("--max_iters=20", "--eval_interval=10", "--seeds=1,2")
+    start = git("rev-parse", "HEAD")  # (the code that runs: HEAD now or one committed since)
     done = compare_run("cmp", char_dataset.name, *args, "--learning_rates=1e-3,4e-3", "--jobs=2",
                        cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -89,9 +142,8 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, mo
     assert (out / "verdict.png").stat().st_size > 10_000
     # the composed model (hourglass FFNs in a ><former) samples from its checkpoint like any other
     one = out / "hourglass-xformer-lr1e-3-s1"
-    sample = subprocess.run([sys.executable, str(ROOT / "sample.py"), f"--out_dir={one}",
-                             "--start=All:", "--num_samples=1", "--max_new_tokens=20"], cwd=ROOT,
-                            capture_output=True, text=True)
+    sample = run_here("sample.py", f"--out_dir={one}", "--start=All:", "--num_samples=1",
+                      "--max_new_tokens=20")
     assert sample.returncode == 0 and sample.stdout.startswith("composed from"), (
         sample.stdout + sample.stderr)
     # a finished comparison is not retrained: the rerun only rebuilds the table
@@ -117,9 +169,8 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, mo
     with open(tmp_path / "rec" / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert {r["machine"] for r in rows} == {hardware.machine_name()}
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    assert {r["commit"].removesuffix("+changes") for r in rows} == {commit}  # the code that ran
+    heads = {start, *git("rev-list", f"{start}..HEAD").split()}  # (commits made meanwhile)
+    assert {r["commit"].removesuffix("+changes") for r in rows} <= {h[:12] for h in heads}
     # one rate (its folders would be <slug>-s<seed>): the two-rate comparison's runs at it count
     one_rate = compare_here(capsys, out, char_dataset, *args, "--learning_rates=4e-3",
                             "--models=hourglass+><former")
@@ -136,11 +187,14 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, mo
 def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset, capsys,
                                                          monkeypatch):
     """The comparison interrupted by Ctrl-C (a process of its own, with its train.py) goes on to
-    the losses of the one that ran straight through (both run in this process)."""
+    the losses of the one that ran straight through (both run in this process, their train.py
+    too: a resume is exact across processes)."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     args = ("--max_iters=150", "--eval_interval=20")  # (the interrupt comes at step 20)
-    straight = compare_here(capsys, tmp_path / "straight", char_dataset, *args)
+    with monkeypatch.context() as here:
+        train_here(here)
+        straight = compare_here(capsys, tmp_path / "straight", char_dataset, *args)
     assert straight.returncode == 0, straight.stdout + straight.stderr
 
     out = tmp_path / "interrupted"
@@ -155,6 +209,7 @@ def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset,
         pytest.fail("the second run finished before it could be interrupted: raise max_iters")
     assert (out / "gpt-s1337" / "result.json").exists()
 
+    train_here(monkeypatch)
     resumed = compare_here(capsys, out, char_dataset, *args)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "finished before, skipping" in resumed.stdout and "resuming from" in resumed.stdout
@@ -452,8 +507,7 @@ def test_phase_two_starts_a_shapes_seeds_only_after_its_phase_one(tmp_path, char
 
 
 def test_help_shows_the_list_settings():
-    shown = subprocess.run([sys.executable, str(ROOT / "compare.py"), "--help"], cwd=ROOT,
-                           capture_output=True, text=True)
+    shown = run_here("compare.py", "--help")
     assert shown.returncode == 0
     for setting in ("--learning_rates=(0.002,)", "--seeds=(1337,)", "--jobs=1",
                     "--min_lr_ratio=0.1"):
