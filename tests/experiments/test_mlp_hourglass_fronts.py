@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_here
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import mlp_hourglass_fronts as fronts  # noqa: E402
@@ -177,13 +177,12 @@ def test_command_line_writes_the_plot_and_the_table(sweep_csv):
     assert table.startswith("# mnist_denoise on tiny digits: 9 runs")
     assert "9 runs: 3 shapes at 1-2 of 2 lrs (0.001, 0.002) x 2 seeds (0, 1)" in table
     assert "Noisy input (the baseline every model must beat): 14.00 dB" in table
-    out = subprocess.run([sys.executable, "experiments/mlp_hourglass_fronts.py", str(sweep_csv),
-                          f"--out={sweep_csv.parent / 'named'}"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    # (the other command lines run in this process: the interpreter's start is checked above)
+    out = run_here("experiments/mlp_hourglass_fronts.py", sweep_csv,
+                   f"--out={sweep_csv.parent / 'named'}")
     assert out.returncode == 0 and (sweep_csv.parent / "named.md").read_text() == table
     assert (sweep_csv.parent / "named.png").exists()
-    missing = subprocess.run([sys.executable, "experiments/mlp_hourglass_fronts.py", "nope.csv"],
-                             cwd=ROOT, capture_output=True, text=True)
+    missing = run_here("experiments/mlp_hourglass_fronts.py", "nope.csv")
     assert missing.returncode != 0 and "usage:" in missing.stderr
     assert "Traceback" not in missing.stderr
 
