@@ -376,11 +376,22 @@ def test_the_checkpoint_keeps_its_vocabulary_for_sampling_and_resume(char_datase
 
 
 # Runs train.py under torchrun; after it, each process prints the threads it still has. Rank
-# `FAIL_RANK` (if set) raises at its 6th optimizer step, as a rank that fails does.
+# `FAIL_RANK` (if set) raises at its 6th optimizer step, as a rank that fails does. With
+# SNAPSHOT_AT=<step>:<folder>, rank 0 copies its run folder there once that step's checkpoint is
+# saved: the run as a stop right after that checkpoint leaves it.
 RANK_LAUNCHER = r'''
-import os, runpy, sys, torch
+import os, runpy, shutil, sys, torch
 sys.path.insert(0, sys.argv[1])
 sys.argv = sys.argv[2:]
+if os.environ["RANK"] == "0" and os.environ.get("SNAPSHOT_AT"):
+    from shapelab.run import RunDir
+    step, folder = os.environ["SNAPSHOT_AT"].split(":", 1)
+    real_save = RunDir.save
+    def save(self, state):
+        real_save(self, state)
+        if state["iter_num"] == int(step):
+            shutil.copytree(self.dir, folder, ignore=shutil.ignore_patterns("run.lock"))
+    RunDir.save = save
 if os.environ["RANK"] == os.environ.get("FAIL_RANK"):
     calls, real_step = [0], torch.optim.AdamW.step
     def step(self, *args, **kwargs):
@@ -409,16 +420,21 @@ def torchrun(data, out, *extra, launcher=None, env=None):
 def test_ddp_resume_gives_the_same_losses_as_an_uninterrupted_ddp_run(char_dataset, tmp_path):
     """Two gloo processes: each rank's batch sampler and dropout RNG are saved and each rank gets
     its own back. At the end each process has destroyed its process group, gloo's threads joined
-    (left to the interpreter's exit, they met "terminate called without an active exception")."""
+    (left to the interpreter's exit, they met "terminate called without an active exception").
+    The resumed run starts from a copy of the uninterrupted run's folder as its step-4 checkpoint
+    left it (one torchrun less than training a stopped run of its own)."""
     whole, part = tmp_path / "whole", tmp_path / "part"
     launcher = tmp_path / "ranks.py"
     launcher.write_text(RANK_LAUNCHER)
-    for out, extra in ((whole, ["--max_iters=8"]), (part, ["--max_iters=4"]),
-                       (part, ["--max_iters=8", "--init_from=resume"])):
-        result = torchrun(char_dataset, out, *extra, launcher=launcher)
+    for out, extra, env in ((whole, ["--max_iters=8"], {"SNAPSHOT_AT": f"4:{part}"}),
+                            (part, ["--max_iters=8", "--init_from=resume"], {})):
+        result = torchrun(char_dataset, out, *extra, launcher=launcher, env=env)
         assert result.returncode == 0, result.stdout + result.stderr
         ends = re.findall(r"rank \d ends with threads \[[^]]*\]", result.stdout)
         assert len(ends) == 2 and not any("gloo" in end for end in ends), ends
+        if out == whole:  # (the copy: the steps before the checkpoint, none after)
+            assert load_checkpoint(part / "ckpt.pt")["iter_num"] == 4
+            assert sorted(step_losses(part)) == list(range(4))
     assert step_losses(part) == step_losses(whole) and sorted(step_losses(part)) == list(range(8))
     a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(part / "ckpt.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
