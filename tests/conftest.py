@@ -52,21 +52,26 @@ def run_here(script, *args):
     What the process's exit would do, happens here: a SystemExit's message goes to stderr, an
     uncaught exception through the sys.excepthook the script installed, the atexit functions the
     script registered run, and the run folder's lock is let go; the signal handlers, the
-    excepthooks, sys.argv, the working folder and the fp32 matmul precision are restored."""
+    excepthooks, sys.argv, sys.modules["__main__"] (the script's own module while it runs), the
+    working folder and the fp32 matmul precision are restored."""
     import atexit
     import contextlib
     import io
     import signal
     import subprocess
+    import types
 
     from shapelab.run import RunDir
 
     out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
                 for _ in range(2))  # (text files with reconfigure(), which train.py calls)
     path = ROOT / script
-    namespace = {"__name__": "__main__", "__file__": str(path)}
+    main = types.ModuleType("__main__", None)  # (its --help reads sys.modules["__main__"])
+    main.__file__ = str(path)
+    namespace = main.__dict__
     at_exit = []  # what the script registers with atexit, run at its end as an exit would
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    saved_main = sys.modules["__main__"]
     saved = (sys.argv, sys.excepthook, sys.unraisablehook, os.getcwd(),
              torch.get_float32_matmul_precision(), atexit.register, atexit.unregister)
     sys.argv = [str(path), *map(str, args)]
@@ -80,6 +85,7 @@ def run_here(script, *args):
     atexit.register, atexit.unregister = register, unregister
     code = 0
     os.chdir(ROOT)
+    sys.modules["__main__"] = main
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
@@ -102,6 +108,7 @@ def run_here(script, *args):
             torch.set_float32_matmul_precision(precision)
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
+            sys.modules["__main__"] = saved_main
             namespace.clear()
     return subprocess.CompletedProcess([script, *args], code, out.buffer.getvalue().decode(),
                                        err.buffer.getvalue().decode())

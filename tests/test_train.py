@@ -541,8 +541,7 @@ def test_help_says_what_each_setting_means_and_lists_every_model_type(tmp_path):
     for script in ("train.py", "sample.py", "train_mlp.py"):
         settings = (ROOT / script).read_text().split("\n# ----")[1]  # the block of defaults
         comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", settings, flags=re.M))
-        shown = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True,
-                               text=True, cwd=tmp_path)
+        shown = run_here(script, "--help")  # (test_help_prints_the_docstring_...: a process)
         assert shown.returncode == 0, shown.stderr
         flat = " ".join(shown.stdout.split())  # (long meanings are wrapped)
         for key, comment in comments.items():
