@@ -24,8 +24,6 @@ import pytest
 import torch
 from workshop_checks import CHECKS, ROOT, load_module, solution_sources
 
-# pytest-xdist: these tests run on one worker, so that the trainings behind `measured` run once
-pytestmark = pytest.mark.xdist_group("workshop_cea_numbers")
 RATIO_TOLERANCE = 0.01
 LOSS_TOLERANCE = 0.02
 PRINTED = re.compile(r"outer ratio ([\d.]+): FFN contribution ratio (-?[\d.]+|nan) after 150 steps "
