@@ -21,9 +21,6 @@ from shapelab import checkpoint
 from shapelab.run import RunDir
 import train_mlp as T
 
-# pytest-xdist: these tests run on one worker, so that the module's fixtures train once
-pytestmark = pytest.mark.xdist_group("edges_train_mlp")
-
 
 class Killed(BaseException):
     """What a kill -9 does to the process, in-process: it stops between two lines."""

@@ -10,8 +10,6 @@ import pytest
 from conftest import ROOT
 
 SCRIPT = ROOT / "experiments" / "lws_layer_sizes.py"
-# pytest-xdist: these tests run on one worker, so that the module's fixture is built once
-pytestmark = pytest.mark.xdist_group("lws_layer_sizes")
 spec = importlib.util.spec_from_file_location("lws_layer_sizes", SCRIPT)
 lws_layer_sizes = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(lws_layer_sizes)

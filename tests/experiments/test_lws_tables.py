@@ -14,8 +14,6 @@ from shapelab.configurator import parse_overrides, train_defaults
 from shapes import build_model
 
 SCRIPT = ROOT / "experiments" / "lws_tables.py"
-# pytest-xdist: these tests run on one worker, so that the module's fixture is built once
-pytestmark = pytest.mark.xdist_group("lws_tables")
 spec = importlib.util.spec_from_file_location("lws_tables", SCRIPT)
 tables = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tables)

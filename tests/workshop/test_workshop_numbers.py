@@ -19,15 +19,12 @@ import functools
 import inspect
 import re
 
-import pytest
 import workshop_checks  # noqa: F401  (puts the repository's root and experiments/ on sys.path)
 from workshop_plan import (MEASURED, PLAN, ROOT, SOLUTIONS, blocks, offline_shakespeare,
                            plan_commands, section)
 
 NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?")  # (2.24x: 2.24, 0.26M: 0.26)
 LEFT_TO_CEA_TEST = {PLAN.name: "Part 3 - CEA", SOLUTIONS.name: "Part 3: CEA"}
-# pytest-xdist: these tests run on one worker, so that the ties (functools.cache) are computed once
-pytestmark = pytest.mark.xdist_group("workshop_numbers")
 
 # ----------------------------------------------------------------------------------------------
 # What the code computes (each once; meta-device models, no weights)
