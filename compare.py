@@ -307,7 +307,7 @@ def main(argv):
             for lr in rates if i == 0 else rates[:1]:
                 run_settings = {**train_defaults(), **run_config(
                     settings, model_type, model_args, lr, seeds[0], out_dir)}
-                check_train_settings(run_settings)
+                check_train_settings(run_settings, here=not settings["report_only"])
                 check_model_settings(run_settings)
     except (ConfigError, ValueError) as e:
         usage_error(e)

@@ -369,9 +369,10 @@ def check_device(device):
          "device='mps', but MPS is not available here: use --device=cpu or --device=auto")
 
 
-def check_train_settings(config):
+def check_train_settings(config, here=True):
     """train.py's settings that no run can use, each a ConfigError of one line naming the key and
-    what it takes (the model's own settings: shapes.check_model_settings)."""
+    what it takes (the model's own settings: shapes.check_model_settings). here=False: settings of
+    runs trained elsewhere (a report of their records), whose device this machine need not have."""
     import torch  # (only here: the rest of the configurator needs no torch)
 
     need(config["init_from"] in ("scratch", "resume"),
@@ -402,6 +403,8 @@ def check_train_settings(config):
         need(0 <= config[key] < 1, f"{key}={config[key]}: it must be in [0, 1)")
     need(config["dtype"] in ("auto", "float32", "bfloat16", "float16"),
          f"dtype={config['dtype']!r}: use one of auto, float32, bfloat16, float16")
+    if not here:
+        return
     check_device(config["device"])
     kind, cuda = config["device"].split(":")[0], torch.cuda.is_available()
     need(config["dtype"] != "float16" or kind == "cuda" or (kind == "auto" and cuda),

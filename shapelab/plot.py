@@ -178,11 +178,14 @@ def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
     if detect:
         left.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15, lw=0,
                      label=f"smaller than these runs detect (+-{detect[0]:.4f})")
+    # the seeds the verdict is over: those every shape with a verdict seed has finished
+    started = [set(row["losses"]) for row in rows.values() if row["losses"]]
+    common = set.intersection(*started) if started else set()
     xs = [0.0]
     for i, name in enumerate(names):
         row, color = rows[name], f"C{i % 10}"
-        diffs = [row["losses"][s] - base[s] for s in row["losses"]
-                 if s in base and good(row["losses"][s]) and good(base[s])]
+        diffs = [row["losses"][s] - base[s] for s in sorted(common)
+                 if s in row["losses"] and s in base and good(row["losses"][s]) and good(base[s])]
         if name == baseline:
             continue
         jitter = [0.12 * (k - (len(diffs) - 1) / 2) / max(1, len(diffs) - 1)
@@ -203,10 +206,9 @@ def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
                                             for n in names], fontsize=8)
     pad = max(0.08 * (max(xs) - min(xs)), 2e-3)  # (every point inside the frame, however few)
     left.set_xlim(min(xs + [-d for d in detect[:1]]) - pad, max(xs + detect[:1]) + pad)
-    seeds_n = max(len(row["losses"]) for row in rows.values())
     left.set(xlabel=f"final validation loss minus the {baseline}'s, same seed (lower is better)")
-    left.set_title(f"each shape at its own rate: the difference over {seeds_n} verdict seed(s) "
-                   f"with its 95% interval, dots: seeds", fontsize=9)
+    left.set_title(f"each shape at its own rate: the difference over the {len(common)} verdict "
+                   f"seed(s) every shape finished, with its 95% interval; dots: seeds", fontsize=9)
     left.grid(axis="x", alpha=0.3)
     left.legend(fontsize=8, loc="best")
 
@@ -231,7 +233,8 @@ def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
         if row["lr"] is not None:
             right.plot([row["lr"]], [row["phase1"][row["lr"]]], "o", ms=11, mfc="none", mec=color)
     right.set_xscale("log")
-    right.set_xticks(rates, [rate_text(r) for r in rates])
+    right.set_xticks(rates, [rate_text(r) for r in rates], rotation=45, ha="right",
+                     fontsize=8)  # (x sqrt(2) steps put labels close together)
     right.minorticks_off()
     if len(rates) == 1:
         right.set_xlim(rates[0] / 1.6, rates[0] * 1.6)

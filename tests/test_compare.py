@@ -19,6 +19,7 @@ from concurrent.futures import Executor, Future
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import compare
 from shapelab import hardware
@@ -182,6 +183,23 @@ def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, mo
     changed = compare_here(capsys, out, char_dataset, "--max_iters=30", "--eval_interval=10",
                            "--seeds=1,2", "--learning_rates=1e-3,4e-3")
     assert changed.returncode != 0 and "new --out_dir" in changed.stdout + changed.stderr
+    # --report_only: the report of records trained on another machine (here: records that say
+    # cuda, read where torch sees no GPU) is written, and nothing trains
+    cuda = tmp_path / "cuda"
+    shutil.copytree(tmp_path / "rec" / "runs", cuda / "runs")
+    for config in (cuda / "runs").glob("*/config.py"):
+        config.write_text(re.sub(r"^device = .*$", "device = 'cuda'", config.read_text(),
+                                 flags=re.M))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    report = compare_here(capsys, tmp_path / "cuda-out", char_dataset, *args,
+                          "--learning_rates=1e-3,4e-3", f"--record_dir={cuda}", "--device=cuda",
+                          "--report_only=True")
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "training" not in report.stdout and (cuda / "results.md").exists()
+    assert losses(tmp_path / "cuda-out") == losses(tmp_path / "rec")
+    elsewhere = compare_here(capsys, tmp_path / "cuda-out", char_dataset, *args,
+                             "--learning_rates=1e-3,4e-3", "--device=cuda")
+    assert elsewhere.returncode != 0 and "no CUDA GPU" in elsewhere.stderr  # (to train: refused)
 
 
 def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset, capsys,
