@@ -3,14 +3,11 @@ data/shakespeare_char/prepare.py --input=FILE) writes a dataset train.py trains 
 is empty, binary, not UTF-8 or too short is one line and nothing is written. CPU, small."""
 
 import importlib.util
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import FIXTURE_TEXT, ROOT
+from conftest import FIXTURE_TEXT, ROOT, run_here
 from shapelab.tokenizer import load_tokenizer
 
 TEXT = FIXTURE_TEXT * 30  # ~7,000 characters: val ~700, more than block_size + 1 for 16
@@ -36,13 +33,10 @@ def test_your_own_text_prepared_as_characters_trains(tmp_path, capsys):
     load_script("data/text/prepare.py").main([f"--input={mine}", f"--data_dir={data}"])
     assert f"train on it: python train.py --data_dir={data}" in capsys.readouterr().out
     assert decoded(data) == TEXT
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"--data_dir={data}",
-         f"--out_dir={tmp_path / 'o'}", "--n_layer=1", "--n_embd=32", "--n_head=2",
-         "--block_size=16", "--batch_size=4", "--max_iters=4", "--eval_interval=4",
-         "--eval_iters=2", "--dtype=float32"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = run_here("train.py", f"--data_dir={data}", f"--out_dir={tmp_path / 'o'}",
+                      "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=16",
+                      "--batch_size=4", "--max_iters=4", "--eval_interval=4", "--eval_iters=2",
+                      "--dtype=float32")
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "o" / "ckpt.pt").exists()
 

@@ -11,7 +11,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from shapes import build_model
-from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
+from conftest import ROOT, all_logits, assert_causal, overfit_loss, run_here, tiny_config
 from model import GPT, GPTConfig
 from variable_width import VariableWidthConfig, VariableWidthGPT, param_summary, solve_widths
 
@@ -201,8 +201,7 @@ def test_command_line_prints_the_200m_shape_table():
     assert result.returncode == 0, result.stderr
     assert f"widths: {PAPER_200M} (mean 576.0, D = 1152)" in result.stdout
     assert "Appendix A: W_end 4,128,768 unused" in result.stdout  # 7 * 1152 * (1152 - 640)
-    bad = subprocess.run([sys.executable, "variable_width.py", "--width_schedule=hourglass"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    bad = run_here("variable_width.py", "--width_schedule=hourglass")
     assert bad.returncode == 2 and "width_schedule" in bad.stderr
 
 

@@ -10,7 +10,7 @@ import torch
 
 from shapelab.checkpoint import save_checkpoint
 from shapes import build_model
-from conftest import ROOT, all_logits, tiny_config
+from conftest import ROOT, all_logits, run_here, tiny_config
 from model import GPT
 
 SCRIPT = ROOT / "experiments" / "variable_width_analysis.py"
@@ -145,6 +145,5 @@ def test_command_line_prints_the_numbers_and_writes_the_plots(tmp_path, char_dat
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("matrix_entropy") == 2 and "sym_kl" in result.stdout
     assert (tmp_path / "cli_entropy.png").is_file() and (tmp_path / "cli_logit_lens.png").is_file()
-    bad = subprocess.run([sys.executable, str(SCRIPT), "--out_dir=x"], capture_output=True,
-                         text=True, timeout=60)
+    bad = run_here(SCRIPT, "--out_dir=x")
     assert bad.returncode != 0 and "out_dirs" in bad.stderr  # a typo names the right key
