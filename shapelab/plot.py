@@ -25,6 +25,7 @@ from matplotlib.ticker import Formatter  # noqa: E402
 
 from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.run import read_jsonl  # noqa: E402
+from shapelab.verdict import common_seeds  # noqa: E402
 
 
 def read_evals(out_dir):
@@ -178,13 +179,11 @@ def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
     if detect:
         left.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15, lw=0,
                      label=f"smaller than these runs detect (+-{detect[0]:.4f})")
-    # the seeds the verdict is over: those every shape with a verdict seed has finished
-    started = [set(row["losses"]) for row in rows.values() if row["losses"]]
-    common = set.intersection(*started) if started else set()
+    common = common_seeds({name: row["losses"] for name, row in rows.items()})
     xs = [0.0]
     for i, name in enumerate(names):
         row, color = rows[name], f"C{i % 10}"
-        diffs = [row["losses"][s] - base[s] for s in sorted(common)
+        diffs = [row["losses"][s] - base[s] for s in common
                  if s in row["losses"] and s in base and good(row["losses"][s]) and good(base[s])]
         if name == baseline:
             continue

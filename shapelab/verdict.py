@@ -148,14 +148,20 @@ def rates_flag(rates):
 # The verdict: one model of all the shapes' runs at the verdict seeds
 
 
+def common_seeds(losses):
+    """The verdict seeds of {name: {seed: loss}}: those every shape with a verdict seed has
+    finished (a comparison under way: a shape without any yet is not trained)."""
+    started = [set(v) for v in losses.values() if v]
+    return sorted(set.intersection(*started)) if started else []
+
+
 def pooled_differences(losses, baseline):
     """{name: diff} from {name: {seed: loss}} at the verdict seeds: each shape's difference from
     the baseline under the additive shapes x seeds model (module docstring), with its interval,
     the detectable differences, Holm's decision and the verdict, over the seeds that every shape
     with a verdict seed has (a comparison under way: those finished everywhere). A shape without
     any yet, or that diverged at one, gets {"verdict": "no verdict (...)"} only."""
-    started = [set(v) for v in losses.values() if v]  # (a shape without any: not yet trained)
-    seeds = sorted(set.intersection(*started)) if started else []
+    seeds = common_seeds(losses)
     complete = {n: v for n, v in losses.items() if v and all(finite(v[s]) for s in seeds)}
     out = {}
     for name, v in losses.items():

@@ -346,6 +346,14 @@ def test_the_kv_cache_and_emulated_bf16_figures_are_docs_speed():
     assert round(emulated / native, -1) == int(slower)
 
 
+def test_the_test_commands_times_are_docs_speed():
+    native, avx2 = one(r"The whole command takes (\d+ min \d+ s) on 2 quiet cores of an AMD EPYC "
+                       r"with AVX512-BF16, and (\d+ min \d+ s) there with torch held to AVX2")
+    speed = doc("speed.md")
+    assert f"in {native} of wall time" in speed and "python -m pytest` (no native bf16" in speed
+    assert f"as on an AVX2-only CPU): {avx2}" in speed
+
+
 def test_the_gpu_comparisons_estimate_is_docs_compare():
     low, high = one(r"should take ([\d.]+)-([\d.]+) H100 hours \(estimated")
     assert f"should take {low}-{high} hours at one rate and one seed" in doc("compare.md")
@@ -525,7 +533,25 @@ def test_the_gpu_verdicts_prose_is_computed_from_its_results():
     ratio = next(v["diff"]["detectable_family"] for v in cpu if v["diff"]) / d["detectable_family"]
     assert f"{ratio:.1f} times finer than the CPU verdict" in text
     assert f"can see only differences {ratio:.1f} times that" in FLAT
-    assert f"16 verdict seeds, detectable {d['detectable_family']:.4f} over the shapes" in FLAT
+    family = d["detectable_family"]
+    assert f"{d['n']} verdict seeds, detectable {family:.4f} over the shapes" in FLAT
+    cpu_n = next(v["diff"]["n"] for v in cpu if v["diff"] and "n" in v["diff"])
+    rows = {r[0]: r[3] for r in table(README, "| mechanism | file | paper |")}
+    for name in ("hourglass FFN", "><former", "CEA", "LWS"):  # each row: both verdicts' seeds
+        assert (f"on one H200, {d['n']} verdict seeds" in rows[name]
+                and f"on 2 CPU cores, {cpu_n} verdict seeds so far" in rows[name]), name
+    assert f"the CPU verdict ({cpu_n} seeds so far)" in FLAT
+    chosen = {v["shape"]: v["lr"] for v in cpu}
+    assert f"(FFN-Wider {verdicts['FFN-Wider']['lr']:.0e}".replace("e-0", "e-") + " here, " \
+           f"{chosen['FFN-Wider']:.0e}".replace("e-0", "e-") + " on the CPU)" in text
+    lws = verdicts["LWS vanilla"]["diff"]
+    assert -lws["mean"] / verdicts["GPT"]["val_loss_mean"] < 0.005  # "less than 0.5% of the loss"
+    assert "by less than 0.5% of the loss" in doc("lws.md")
+    ood = [r for r in csv.DictReader((VERDICT_GPU / "cea_ood.csv").open())]
+    levels = {r["in_domain_loss"] for r in ood}
+    assert len(levels) == 4 and "at each of the four levels" in doc("cea.md")
+    report = (VERDICT_GPU / "cea_ood.md").read_text()
+    assert report.count("| CEA higher OOD loss by ") == 4  # each level's interval above zero
     for page in ("hourglass.md", "variable_width.md", "cea.md", "lws.md"):
         assert (f"with {d['n']} verdict seeds every shape has finished" in doc(page) and
                 f"Detectable: {d['detectable']:.4f} with one test, {d['detectable_family']:.4f} "
