@@ -40,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from model import (GPT, CausalSelfAttention, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
-                   causal_attention, linear_flops)
+                   causal_attention, linear_flops, meta_device)
 
 
 # ----------------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
     """The FFN width W (a multiple of `multiple`) whose non-embedding count is closest to the
     target (a baseline's). Inner- and Outer-FFN share W, so it holds for any outer_ratio."""
     def count(width):
-        with torch.device("meta"):
+        with meta_device():
             model = CEAGPT(CEAConfig(**{**shape, "ffn_hidden": width}))
         return model.param_counts()["non_embedding"]
     per_unit = (count(2 * multiple) - count(multiple)) / multiple  # per unit of W (3 d L)
@@ -337,7 +337,7 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
     if head_dim_multiple % 2:
         raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
                          "2, 8, ...")
-    with torch.device("meta"):
+    with meta_device():
         target = GPT(GPTConfig(**dict(baseline, block_size=2))).budget()
     step = head_dim_multiple * baseline["n_head"]
     shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}

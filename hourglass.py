@@ -38,10 +38,9 @@ experiments/hourglass_tables.py.
 
 from dataclasses import dataclass
 
-import torch
 import torch.nn as nn
 
-from model import GPT, FFNSublayer, GPTConfig, LayerSpec
+from model import GPT, FFNSublayer, GPTConfig, LayerSpec, meta_device
 
 # ----------------------------------------------------------------------------------------
 # The hourglass FFN sublayer
@@ -109,13 +108,13 @@ class HourglassGPT(GPT):
 
 def count_params(**model_args):
     """param_counts() of an hourglass model built on the meta device (instant, no memory)."""
-    with torch.device("meta"):
+    with meta_device():
         return HourglassGPT(HourglassConfig(**model_args)).param_counts()
 
 
 def hourglass_budget(**model_args):
     """GPT.budget() of an hourglass model (GPTConfig keywords + K, d_h), on the meta device."""
-    with torch.device("meta"):
+    with meta_device():
         return HourglassGPT(HourglassConfig(**model_args)).budget()
 
 
@@ -196,7 +195,7 @@ if __name__ == "__main__":
         matched = match_baseline(args, n_sub_blocks, ratio)
     except (ConfigError, ValueError) as e:
         usage_error(e)
-    with torch.device("meta"):
+    with meta_device():
         plain, hourglass = GPT(GPTConfig(**args)), HourglassGPT(HourglassConfig(**matched))
     print(f"plain GPT {args}\n{describe(plain)}\n")
     d, d_h = matched["n_embd"], matched["bottleneck_dim"]

@@ -42,9 +42,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from model import GPT, GPTConfig, LayerSpec
+from model import GPT, GPTConfig, LayerSpec, meta_device
 
 # ----------------------------------------------------------------------------------------
 # The schedule: eq. (1)-(4), computed and rounded as the reference code does
@@ -193,7 +192,7 @@ def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
 
 def count_params(**model_args):
     """param_counts() of LWSGPT(LWSConfig(**model_args)), built on the meta device (instant)."""
-    with torch.device("meta"):
+    with meta_device():
         return LWSGPT(LWSConfig(**model_args)).param_counts()
 
 
@@ -246,7 +245,7 @@ if __name__ == "__main__":
         given = args["ffn_scalars"] is not None or args["qkv_scalars"] is not None
         schedules = {"given": {}} if given else VARIANTS
         for name, schedule in schedules.items():
-            with torch.device("meta"):  # shapes and counts only: any size, instantly
+            with meta_device():  # shapes and counts only: any size, instantly
                 model = build("lws", LWSGPT, LWSConfig, **{**args, **schedule})
             c = model.config
             print(f"{name}: ffn_scalars {c.ffn_scalars}, qkv_scalars {c.qkv_scalars}, "

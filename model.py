@@ -22,6 +22,7 @@ Read on: `GPT` (per-layer shapes, the make_attention / make_ffn seams a mechanis
     python model.py --n_layer=4 --n_embd=128 --n_head=4      # a shape's parameters and FLOPs/token
 """
 
+import contextlib
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
@@ -145,6 +146,8 @@ def rope_tables(head_dim, max_len, theta=10000.0):
     embeddings (RoPE) on queries and keys replace GPT-2's learned absolute position table: no
     position parameters, and the model is defined for any context (the tables end at block_size,
     the longest context trained on)."""
+    if torch.get_default_device().type == "meta":  # (shapes only: see meta_device)
+        return torch.empty(max_len, head_dim // 2), torch.empty(max_len, head_dim // 2)
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
     return angles.cos(), angles.sin()
@@ -557,6 +560,28 @@ class GPT(nn.Module):
 # Command line and printing
 
 
+@contextlib.contextmanager
+def meta_device():
+    """Modules built inside hold meta tensors: shapes and parameter counts at any size, with no
+    memory and no values. Nothing is drawn or computed for them: the meta forms of normal_ and of
+    the RoPE tables' arithmetic import torch._dynamo at their first call, ~1.5 s of every CPU
+    command's start where nothing else needs it."""
+    with torch.device("meta"), _NoMetaDraws():
+        yield
+
+
+class _NoMetaDraws(torch.overrides.TorchFunctionMode):
+    """normal_ of a meta tensor returns it as it is (nn.Embedding draws its weights when built)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.nn.init.normal_, torch.Tensor.normal_):
+            tensor = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
 def format_counts(counts):
     return ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v)
 
@@ -576,7 +601,7 @@ def shape_report(model, model_args, gpt_args, matched=True):
     """What train.py prints for a mechanism's model: the settings that make it differ from the
     plain GPT of gpt_args, its per-layer shape (describe; the widths of a variable-width stream)
     and its budget next to that GPT's."""
-    with torch.device("meta"):
+    with meta_device():
         gpt_budget = GPT(GPTConfig(**gpt_args)).budget()
     own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}
     how = "matched to the GPT of these settings" if matched else "as --model_args sets it"

@@ -38,13 +38,12 @@ import textwrap
 from fractions import Fraction
 from pathlib import Path
 
-import torch
 
 import cea
 import compose
 import hourglass
 import lws
-from model import GPT, GPTConfig, SwiGLU, padded_vocab_size
+from model import GPT, GPTConfig, SwiGLU, meta_device, padded_vocab_size
 from shapelab.checkpoint import CheckpointError
 from shapelab.configurator import ConfigError, build, parse_overrides, print_entry, read_config_file
 import variable_width
@@ -108,7 +107,7 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
 def count_budget(model_type, **model_args):
     """model.budget() of a model_type built on the meta device (instant, no memory): the
     non-embedding parameters without an untied LM head, which every shape is matched on."""
-    with torch.device("meta"):
+    with meta_device():
         return build_model(model_type, **dict(model_args, block_size=2)).budget()
 
 
@@ -204,7 +203,7 @@ def check_model_settings(config):
     (no memory, no time): a setting it refuses is a ConfigError of one line. A resume builds the
     checkpoint's model instead."""
     if config["init_from"] == "scratch":
-        with torch.device("meta"):
+        with meta_device():
             baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
             model_type, model_args = config["model_type"], config["model_args"]
             if not model_args:  # a bare --model_type: matched to this GPT, as train.py builds it
@@ -338,7 +337,7 @@ def describe_shapes(shapes, seq_len):
     """{name: dict of shape, parameter counts by component, FLOPs/token, KV-cache bytes/token}."""
     out = {}
     for name, (model_type, model_args) in shapes.items():
-        with torch.device("meta"):
+        with meta_device():
             model = build_model(model_type, **model_args)
         c = model.param_counts()
         endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
@@ -408,7 +407,7 @@ def plot_shapes(shapes, path, title=""):
     fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.9 * rows_n), sharey=True,
                              squeeze=False)
     for ax, (name, (model_type, model_args)) in zip(axes.flat, shapes.items()):
-        with torch.device("meta"):
+        with meta_device():
             layers = layer_profile(build_model(model_type, **model_args))
         x = range(1, len(layers) + 1)
         ax.bar(x, [r["stream"] for r in layers], color="0.85", label="residual width")

@@ -43,7 +43,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, linear_flops
+from model import (GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, linear_flops,
+                   meta_device)
 
 
 # ----------------------------------------------------------------------------------------
@@ -347,7 +348,7 @@ if __name__ == "__main__":
                       tie_embeddings=False)  # Table 1: cl100k_base's ids, T = 4096, untied head
     try:
         args = parse_overrides(sys.argv[1:], {**default_args(VariableWidthConfig), **paper_200m})
-        with torch.device("meta"):  # shapes and counts only: any size, instantly
+        with meta_device():  # shapes and counts only: any size, instantly
             model = build("variable_width", VariableWidthGPT, VariableWidthConfig, **args)
     except ConfigError as e:
         usage_error(e)

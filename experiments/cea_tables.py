@@ -16,10 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-import torch  # noqa: E402
-
 from cea import CEAConfig, TopOneMoE  # noqa: E402
-from model import SwiGLU, default_args, describe  # noqa: E402
+from model import SwiGLU, default_args, describe, meta_device  # noqa: E402
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 from shapes import build_model  # noqa: E402
 
@@ -57,7 +55,7 @@ def param_split(model):
 def main(argv):
     try:  # --key=value sets any CEAConfig field
         args = parse_overrides(argv, {**default_args(CEAConfig), **PAPER_H768})
-        with torch.device("meta"):
+        with meta_device():
             model = build_model("cea", **args)
     except ConfigError as e:
         usage_error(e)

@@ -16,10 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-import torch  # noqa: E402
-
 from hourglass import (HourglassConfig, HourglassGPT, count_params, match_baseline,  # noqa: E402
                        match_ffn_at_fixed_width)
+from model import meta_device  # noqa: E402
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 
 # Shapes the paper lists (Tables 2 and 3) with its rounded attention / FFN sizes in millions.
@@ -56,7 +55,7 @@ def split_table(named_args, seq_len=None):
     lines = ["| model | d_model | d_h | K | L | attention | FFN | norms | non-embedding (body) | "
              "fwd FLOPs/token |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, args in named_args:
-        with torch.device("meta"):
+        with meta_device():
             model = HourglassGPT(HourglassConfig(**args))
         c, cfg = model.param_counts(), model.config
         flops = model.flops_per_token(seq_len or cfg.block_size)

@@ -19,11 +19,10 @@ config/lws_*_shakespeare_char.py use.
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
 from lws import VARIANTS, LWSConfig, LWSGPT, match_params  # noqa: E402
+from model import meta_device  # noqa: E402
 from shapelab.configurator import parse_overrides  # noqa: E402
 
 # The paper's Table 2: (n_layer, fnn_scalar, qkv_scalar, framing, total M, non-embedding M).
@@ -51,7 +50,7 @@ CPU_BASELINE = dict(n_layer=9, ffn_scalars=[2.5, 2.5], qkv_scalars=[0.75, 0.75],
 
 def build(model_args):
     """LWSGPT(LWSConfig(**model_args)) on the meta device."""
-    with torch.device("meta"):
+    with meta_device():
         return LWSGPT(LWSConfig(**model_args))
 
 

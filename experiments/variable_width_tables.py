@@ -21,11 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
-from model import GPT, GPTConfig, default_args  # noqa: E402
+from model import GPT, GPTConfig, default_args, meta_device  # noqa: E402
 from shapelab.configurator import ConfigError, parse_overrides, train_defaults  # noqa: E402
 from shapes import build_model  # noqa: E402
 from variable_width import (VariableWidthConfig, layer_widths_of, param_summary,  # noqa: E402
@@ -66,7 +64,7 @@ def report(args):
     common = {k: args[k] for k in GPT_KEYS}
     former = {k: args[k] for k in FORMER_KEYS if k in args}
     former["layer_widths"] = former.get("layer_widths") or []
-    with torch.device("meta"):  # any size, instantly
+    with meta_device():  # any size, instantly
         model = build_model("variable_width", **common, **former)
         baseline = GPT(GPTConfig(**common))
     schedule, d, L = args["width_schedule"], args["n_embd"], args["n_layer"]

@@ -137,7 +137,7 @@ def machine_name():
     return f"{model[1].strip() if model else platform.machine()} ({', '.join(units) or '?'})"
 
 
-def measure_cpu_peak_flops(size=1024, seconds=0.5):
+def measure_cpu_peak_flops(size=1024, seconds=0.25):
     """(best matmul FLOP/s torch reaches on this CPU with all its threads in its fastest dtype,
     the share of the wall time this process's threads got). A cloud VM has no spec sheet to
     trust, so a CPU's MFU says "how close to torch's own best matmul speed". The speed is also
