@@ -533,7 +533,9 @@ def report(settings, shapes, results, tokens):
                  **{k: v for k, v in r.items() if k != "curve"})
             for (name, lr, seed), r in sorted(results.items(), key=lambda kv: (
                 SHAPE_NAMES.index(kv[0][0]), seeds.index(kv[0][2]), kv[0][1]))]
-    verdicts = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"], seeds=sorted(row["losses"]),
+    verdicts = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"],
+                     seeds=sorted(set(row["losses"]) - set(row["beyond"])),
+                     seeds_not_in_verdict_yet=row["beyond"],
                      val_loss_mean=row["mean"], val_loss_std=row["std"],
                      phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
                      diff=row.get("diff"), verdict=row.get("verdict", "baseline"))

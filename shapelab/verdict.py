@@ -231,8 +231,9 @@ def shape_rows(losses, names, rates, seeds, baseline):
     """{name: row} from {(name, rate, seed): final val loss or None}: phase1 {rate: loss} at the
     selection seed (seeds[0]), the chosen lr and its edge, losses {seed: loss} at that rate over
     the verdict seeds (seeds[1:]; a comparison of one seed: that one) that finished, their mean and
-    std, and beside the baseline's:
-    the pooled difference (pooled_differences) and the verdict."""
+    std over the seeds of the verdict (common_seeds: a comparison under way leaves out a shape's
+    seeds that others have not reached, `beyond`), and beside the baseline's: the pooled
+    difference (pooled_differences) and the verdict."""
     rows = {}
     for name in names:  # (a shape's phase 1: the rates it was tried at, not every rate)
         phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates
@@ -241,12 +242,15 @@ def shape_rows(losses, names, rates, seeds, baseline):
         verdict_seeds = seeds[1:] or seeds  # (one seed: its loss is shown, with no verdict)
         at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in verdict_seeds
                                        if (name, lr, s) in losses}
-        good = [v for v in at_lr.values() if finite(v)]
-        rows[name] = dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr,
-                          mean=statistics.fmean(good) if good else None,
-                          std=statistics.stdev(good) if len(good) > 1 else None)
-    diffs = pooled_differences({n: r["losses"] for n, r in rows.items() if r["lr"] is not None},
-                               baseline)
+        rows[name] = dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
+    chosen = {n: r["losses"] for n, r in rows.items() if r["lr"] is not None}
+    common = common_seeds(chosen)
+    for row in rows.values():
+        good = [v for s, v in row["losses"].items() if s in common and finite(v)]
+        row.update(mean=statistics.fmean(good) if good else None,
+                   std=statistics.stdev(good) if len(good) > 1 else None,
+                   beyond=sorted(set(row["losses"]) - set(common)))
+    diffs = pooled_differences(chosen, baseline)
     for name, row in rows.items():
         if name != baseline:
             none = "diverged at every rate" if row["phase1"] else "no run finished yet"
@@ -273,8 +277,10 @@ def verdict_table(rows, baseline):
         lr = "-" if row["lr"] is None else rate_label(row["lr"])
         lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
         lr += " (so far)" if row.get("open") else ""
-        bad = sum(not finite(v) for v in row["losses"].values())
-        seeds = f"{len(row['losses']) - bad}" + (f" (+{bad} diverged)" if bad else "")
+        bad = sum(not finite(v) for s, v in row["losses"].items() if s not in row["beyond"])
+        seeds = f"{len(row['losses']) - len(row['beyond']) - bad}" + (
+            f" (+{bad} diverged)" if bad else "") + (
+            f" (+{len(row['beyond'])} not in the verdict yet)" if row["beyond"] else "")
         loss = "-" if row["mean"] is None else f"{row['mean']:.4f}" + (
             f" +- {row['std']:.4f}" if row["std"] is not None else "")
         if row["lr"] is None:

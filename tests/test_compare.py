@@ -401,6 +401,19 @@ def test_the_verdict_is_one_model_of_every_run_at_the_verdict_seeds():
     assert "| shape | 1.7500 | 1.6600 | **1.5000** |" in verdict.rates_table(
         rows, [1e-3, 2e-3, 4e-3])
 
+def test_a_shape_ahead_of_the_others_shows_the_verdicts_seeds_and_the_rest_apart():
+    """A comparison under way: one shape has a fifth seed GPT has not reached. Its mean, std and
+    difference are over seeds 2-4 (those of the verdict); the fifth is counted apart."""
+    gpt = {1e-3: [1.70], 2e-3: [1.600, 1.650, 1.660, 1.640], 4e-3: [1.69]}
+    rows = made_up_rows({1e-3: [1.75], 2e-3: [1.66], 4e-3: [1.500, 1.620, 1.631, 1.609, 1.3]},
+                        gpt)
+    assert rows["shape"]["beyond"] == [5] and rows["GPT"]["beyond"] == []
+    assert rows["shape"]["mean"] == pytest.approx(1.62) and rows["shape"]["diff"]["n"] == 3
+    assert rows["shape"]["diff"]["mean"] == pytest.approx(1.62 - 1.65)
+    text = verdict.verdict_table(rows, "GPT")
+    assert "| shape | 4e-3 (highest: extend) | 3 (+1 not in the verdict yet) | 1.6200 +- 0.0110 |" \
+        in text
+
 
 def test_a_shape_with_no_finished_run_is_not_called_diverged():
     """A job of fixed length can stop before a shape's first run: its row says so."""
