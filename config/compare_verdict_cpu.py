@@ -28,8 +28,10 @@ record_dir = "docs/compare_verdict_cpu"  # each finished run kept there as it fi
 # the GPT, d = 128, chose 2e-3; the hourglass, d = 176, did better at 1e-3 than at 2e-3: 5e-4)
 learning_rates = (1e-3, 2e-3, 4e-3)
 extend_rates = 3
-# a quarter of the ~0.008 that eight verdict seeds can detect: a coarser grid could cost a shape a
-# difference of that size (the hourglass's 5e-4/1e-3/2e-3 put the parabola's best near 1.3e-3)
+# set before any verdict seed ran: a quarter of the ~0.008 that eight verdict seeds were expected
+# to detect from the first three seeds' spread (the measured one is in the report); a coarser grid
+# could cost a shape a difference of that size (the hourglass's 5e-4/1e-3/2e-3 put the parabola's
+# best near 1.3e-3)
 refine_gain = 0.002
 seeds = (1337, 1338, 1339, 1340, 1341, 1342, 1343, 1344, 1345)  # the first selects the rates
 jobs = 2
