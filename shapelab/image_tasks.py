@@ -183,15 +183,22 @@ def samples_png(task, x, pred, target, title):
     if task.degradation == "bicubic2x":
         shown = F.interpolate(shown.view(n, ch, h // 2, w // 2), size=(h, w)).flatten(1)
     rows = [("input", shown), ("output", pred.float().cpu()), ("target", target.float().cpu())]
-    fig, axes = plt.subplots(3, n, figsize=(n * 0.9, 3 * 0.95), squeeze=False)
-    for r, (name, images) in enumerate(rows):
+    gap = 2  # white pixels between the images: one picture, not 3n axes (each axes costs ~15 ms)
+    mosaic = torch.ones(3 * (h + gap) - gap, n * (w + gap) - gap, ch)
+    for r, (_, images) in enumerate(rows):
         for j in range(n):
-            image = images[j].view(ch, h, w).permute(1, 2, 0).clamp(0, 1).numpy()
-            axes[r, j].imshow(image[..., 0] if ch == 1 else image, cmap="gray" if ch == 1 else None,
-                              vmin=0, vmax=1)
-            axes[r, j].set_xticks([])
-            axes[r, j].set_yticks([])
-        axes[r, 0].set_ylabel(name, fontsize=8)
+            mosaic[r * (h + gap):r * (h + gap) + h, j * (w + gap):j * (w + gap) + w] = (
+                images[j].view(ch, h, w).permute(1, 2, 0).clamp(0, 1))
+    mosaic = mosaic.numpy()
+    fig, ax = plt.subplots(figsize=(n * 0.9, 3 * 0.95))
+    ax.imshow(mosaic[..., 0] if ch == 1 else mosaic, cmap="gray" if ch == 1 else None,
+              vmin=0, vmax=1, interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([r * (h + gap) + h / 2 for r in range(3)], [name for name, _ in rows],
+                  fontsize=8)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
     fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     png = io.BytesIO()
@@ -209,10 +216,14 @@ def psnr_from_mse(mse, data_range=1.0):
     return 10.0 * torch.log10(data_range ** 2 / mse)
 
 
-def gaussian_window(size=11, sigma=1.5):
+def gaussian_taps(size=11, sigma=1.5):
     coords = torch.arange(size, dtype=torch.float64) - (size - 1) / 2
     g = torch.exp(-coords ** 2 / (2 * sigma ** 2))
-    g = g / g.sum()
+    return g / g.sum()                                             # (size,), sums to 1
+
+
+def gaussian_window(size=11, sigma=1.5):
+    g = gaussian_taps(size, sigma)
     return g[:, None] * g[None, :]                                 # (size, size), sums to 1
 
 
@@ -233,13 +244,17 @@ def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, val
     if not valid:
         pad = (window_size // 2,) * 4
         x, y = F.pad(x, pad, mode="reflect"), F.pad(y, pad, mode="reflect")
-    channels = x.size(1)
-    window = gaussian_window(window_size, sigma).to(x)[None, None].expand(channels, 1, -1, -1)
-    blur = lambda t: F.conv2d(t, window, groups=channels)  # noqa: E731  local Gaussian mean
+    # the local Gaussian means of x, y, x^2, y^2 and xy in one pass: the 2-D window is the outer
+    # product of 1-D taps, so a column pass then a row pass (2 x 11 taps, not 11 x 11)
+    maps = torch.cat([x, y, x * x, y * y, x * y], dim=1)
+    taps = gaussian_taps(window_size, sigma).to(x)
+    n = maps.size(1)
+    maps = F.conv2d(maps, taps.view(1, 1, -1, 1).expand(n, 1, -1, 1), groups=n)
+    maps = F.conv2d(maps, taps.view(1, 1, 1, -1).expand(n, 1, 1, -1), groups=n)
+    mu_x, mu_y, mean_xx, mean_yy, mean_xy = maps.chunk(5, dim=1)
     c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
-    mu_x, mu_y = blur(x), blur(y)
-    var_x, var_y = (blur(x * x) - mu_x ** 2).clamp_min(0), (blur(y * y) - mu_y ** 2).clamp_min(0)
-    cov = blur(x * y) - mu_x * mu_y
+    var_x, var_y = (mean_xx - mu_x ** 2).clamp_min(0), (mean_yy - mu_y ** 2).clamp_min(0)
+    cov = mean_xy - mu_x * mu_y
     ssim_map = ((2 * mu_x * mu_y + c1) * (2 * cov + c2)) / (
         (mu_x ** 2 + mu_y ** 2 + c1) * (var_x + var_y + c2))
     return ssim_map.flatten(1).mean(1)  # (B,)
