@@ -38,7 +38,6 @@ import textwrap
 from fractions import Fraction
 from pathlib import Path
 
-
 import cea
 import compose
 import hourglass
