@@ -7,7 +7,6 @@ docs/cheatsheet.md's numbers: tests/workshop/test_workshop_cheatsheet.py."""
 
 import csv
 import json
-import math
 import os
 import re
 import shlex
@@ -419,15 +418,11 @@ PAPER_EFFECTS = [
 
 
 def verdict_cpu_prose():
-    """docs/compare.md's numbers about the CPU verdict so far, each computed from its committed
-    results (and the papers' tables): {placeholder as the doc was drafted: text}."""
-    from scipy import stats
+    """docs/compare.md's numbers about the CPU verdict, each computed from its committed results
+    (and the papers' tables): {placeholder as the doc was drafted: text}."""
     results = json.loads((VERDICT_CPU / "results.json").read_text())
     verdicts = {v["shape"]: v for v in results["verdicts"]}
     d = next(v["diff"] for v in verdicts.values() if "sigma" in (v["diff"] or {}))
-    k = len(verdicts)
-    df8, se8 = (k - 1) * 7, d["sigma"] * math.sqrt(2 / 8)  # 8 verdict seeds at the same SD
-    power = stats.t.ppf(0.8, df8)
     gpt = verdicts["GPT"]["val_loss_mean"]
     rows = "\n".join(f"| {what} | {base:.3f} -> {shape:.3f} | {(base - shape) / base:.2%} | "
                      f"{(base - shape) / base * gpt:.4f} |" for what, base, shape in PAPER_EFFECTS)
@@ -435,23 +430,19 @@ def verdict_cpu_prose():
     hours = sum(r["elapsed_s"] for r in results["runs"]) / 3600
     return {"SIGMA": f"{d['sigma']:.4f}", "DF": f"{d['df']}",
             "DETECT_FAMILY": f"{d['detectable_family']:.4f}", "DETECT": f"{d['detectable']:.4f}",
-            "PROJECTED_FAMILY": f"{(stats.t.ppf(1 - 0.05 / (2 * (k - 1)), df8) + power) * se8:.4f}",
-            "PROJECTED": f"{(stats.t.ppf(0.975, df8) + power) * se8:.4f}",
             "GPT_MEAN": f"{gpt:.4f}", "PAPER_ROWS": rows,
             "HOURGLASS_COST": f"{hourglass['2e-3'] - min(hourglass.values()):.4f}",
             "REPORT_RUNS": f"{len(results['runs'])} runs, {hours:.1f} hours of training in all"}
 
 
 def test_the_cpu_verdicts_prose_is_computed_from_its_results():
-    """docs/compare.md's sentences about the verdict so far: what the runs can detect now and
-    with eight verdict seeds, each paper's effect at this loss, the report's runs."""
+    """docs/compare.md's sentences about the CPU verdict: what its runs can detect, each paper's
+    effect at this loss, the report's runs."""
     text = doc("compare.md")
     values = verdict_cpu_prose()
-    said = (f"the residual SD of one run is {values['SIGMA']} on {values['DF']} degrees of "
+    said = (f"The residual SD of one run is {values['SIGMA']} on {values['DF']} degrees of "
             f"freedom, so a difference must be {values['DETECT']} (one test) or "
-            f"{values['DETECT_FAMILY']} (Holm over the shapes tested) to be found with 80% power. "
-            f"Eight verdict seeds for all ten shapes at the same SD would bring that to "
-            f"{values['PROJECTED']} / {values['PROJECTED_FAMILY']}")
+            f"{values['DETECT_FAMILY']} (Holm over the shapes tested) to be found with 80% power.")
     assert " ".join(said.split()) in " ".join(text.split())
     raw = (ROOT / "docs" / "compare.md").read_text()
     assert values["PAPER_ROWS"] in raw and f"mean loss ({values['GPT_MEAN']})" in text
@@ -475,8 +466,11 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     verdicts = {v["shape"]: v for v in results["verdicts"]}
     for shape in verdicts.keys() - {"GPT"}:  # README's row of the shape's paper says its verdict
         assert f"{shape} {verdicts[shape]['verdict']}" in FLAT, shape
-    d = verdicts["hourglass"]["diff"]  # the row also gives the hourglass's difference
-    assert f"the hourglass by {-d['mean']:.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" in FLAT
+    for shape, v in verdicts.items():  # a difference below zero for one test, not past Holm
+        d = v["diff"] or {}
+        if "hi" in d and d["hi"] < 0 and not d["holm"]:
+            assert (f"the {shape} by {-d['mean']:.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], below "
+                    f"zero for one test, not past Holm") in FLAT, shape
     report = (VERDICT_CPU / "results.md").read_text()
     regime = re.search(r"^Regime: ([\d.]+M) non-embedding parameters, .*? \(([\d.]+) "
                        r"per parameter\), (\d+) layers, context (\d+),", report, re.M).groups()
@@ -495,6 +489,37 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     tables = [line for line in quoted.splitlines() if line.startswith("| ")]
     assert tables and all(line in compare_md for line in tables)
     assert report.split("\n\n")[2] in compare_md  # the regime line
+
+
+def test_the_cpu_verdicts_named_differences_are_its_records():
+    """The differences docs/compare.md's CPU findings and the mechanism pages name in their
+    sentences, each read from docs/compare_verdict_cpu/results.json, with the words Holm gives
+    them: 'better by' past Holm, an interval below zero 'for one test', 'no difference larger'."""
+    verdicts = {v["shape"]: v["diff"] for v in
+                json.loads((VERDICT_CPU / "results.json").read_text())["verdicts"]}
+    signed = lambda d: f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"  # noqa: E731
+    text = doc("compare.md")
+    hourglass = verdicts["hourglass"]
+    assert hourglass["holm"] and hourglass["mean"] < 0
+    better = f"by {-hourglass['mean']:.4f} [{-hourglass['hi']:.4f}, {-hourglass['lo']:.4f}]"
+    assert f"is better than the GPT {better}" in text
+    assert f"the GPT {better}, past Holm" in doc("hourglass.md")
+    both = verdicts["hourglass+><former"]  # below zero for one test only
+    assert both["hi"] < 0 and not both["holm"]
+    assert f"differs from it by {signed(both)}: below zero for one test" in text
+    assert f"[{both['lo']:+.4f}, {both['hi']:+.4f}], lies below zero for one test" in doc(
+        "hourglass.md")
+    assert f"is {signed(both)}: below zero for one test" in doc("variable_width.md")
+    former = verdicts["><former"]
+    assert not former["holm"] and f"differs from it by {signed(former)}" in doc(
+        "variable_width.md")
+    wider, cea = verdicts["FFN-Wider"], verdicts["CEA"]
+    assert wider["holm"] and cea["holm"]
+    assert f"are worse by {wider['mean']:.4f} and {cea['mean']:.4f}" in text
+    assert not any(verdicts[s]["holm"] for s in ("><former", "LWS vanilla", "LWS framed",
+                                                   "LWS reverse", "LWS crown"))
+    assert f"show no difference larger than {former['detectable_family']:.4f}" in text
+    assert f"is {signed(verdicts['LWS vanilla'])} here" in text
 
 
 def gpu_verdicts():
@@ -527,7 +552,7 @@ def test_the_gpu_verdicts_prose_is_computed_from_its_results():
     cpu = json.loads((VERDICT_CPU / "results.json").read_text())["verdicts"]
     cpu_sigma = next(v["diff"]["sigma"] for v in cpu if v["diff"] and "sigma" in v["diff"])
     assert (f"The residual SD of one run is {d['sigma']:.4f} on {d['df']} degrees of freedom "
-            f"(the CPU's so far: {cpu_sigma:.4f}), so with {d['n']} verdict seeds a difference of "
+            f"(the CPU's: {cpu_sigma:.4f}), so with {d['n']} verdict seeds a difference of "
             f"{d['detectable']:.4f} (one test) or {d['detectable_family']:.4f} (Holm over the "
             f"shapes tested) is found with 80% power") in text
     ratio = next(v["diff"]["detectable_family"] for v in cpu if v["diff"]) / d["detectable_family"]
@@ -539,8 +564,8 @@ def test_the_gpu_verdicts_prose_is_computed_from_its_results():
     rows = {r[0]: r[3] for r in table(README, "| mechanism | file | paper |")}
     for name in ("hourglass FFN", "><former", "CEA", "LWS"):  # each row: both verdicts' seeds
         assert (f"on one H200, {d['n']} verdict seeds" in rows[name]
-                and f"on 2 CPU cores, {cpu_n} verdict seeds so far" in rows[name]), name
-    assert f"the CPU verdict ({cpu_n} seeds so far)" in FLAT
+                and f"on 2 CPU cores, {cpu_n} verdict seeds" in rows[name]), name
+    assert f"the CPU verdict ({cpu_n} seeds)" in FLAT
     chosen = {v["shape"]: v["lr"] for v in cpu}
     assert f"(FFN-Wider {verdicts['FFN-Wider']['lr']:.0e}".replace("e-0", "e-") + " here, " \
            f"{chosen['FFN-Wider']:.0e}".replace("e-0", "e-") + " on the CPU)" in text
