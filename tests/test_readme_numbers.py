@@ -464,6 +464,8 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     experiments/cea_ood_verdict.py's report gives it."""
     results = json.loads((VERDICT_CPU / "results.json").read_text())
     verdicts = {v["shape"]: v for v in results["verdicts"]}
+    selection = results["settings"]["seeds"][0]  # eight verdict seeds a shape, never that one
+    assert all(len(v["seeds"]) >= 8 and selection not in v["seeds"] for v in verdicts.values())
     for shape in verdicts.keys() - {"GPT"}:  # README's row of the shape's paper says its verdict
         assert f"{shape} {verdicts[shape]['verdict']}" in FLAT, shape
     for shape, v in verdicts.items():  # a difference below zero for one test, not past Holm
