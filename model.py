@@ -557,29 +557,34 @@ class GPT(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------
-# Command line and printing
+# Shapes only: building on the meta device
 
 
 @contextlib.contextmanager
 def meta_device():
     """Modules built inside hold meta tensors: shapes and parameter counts at any size, with no
     memory and no values. Nothing is drawn or computed for them: the meta forms of normal_ and of
-    the RoPE tables' arithmetic import torch._dynamo at their first call, ~1.5 s of every CPU
-    command's start where nothing else needs it."""
+    the RoPE tables' arithmetic import torch._dynamo at their first call, a large part of the
+    start of a CPU command that only checks or counts models."""
     with torch.device("meta"), _NoMetaDraws():
         yield
 
 
 class _NoMetaDraws(torch.overrides.TorchFunctionMode):
-    """normal_ of a meta tensor returns it as it is (nn.Embedding draws its weights when built)."""
+    """nn.init.normal_ of a meta tensor returns it as it is (nn.Embedding draws its weights when
+    built)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in (torch.nn.init.normal_, torch.Tensor.normal_):
-            tensor = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+        if func is torch.nn.init.normal_:
+            tensor = args[0] if args else kwargs["tensor"]
             if tensor.is_meta:
                 return tensor
         return func(*args, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------
+# Command line and printing
 
 
 def format_counts(counts):

@@ -242,28 +242,3 @@ def test_compiled_model_matches_eager_and_trains():
     _, loss = compiled(idx, idx)
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
-
-
-def test_a_shapes_only_build_of_every_model_type_draws_nothing_and_imports_no_dynamo():
-    """meta_device: every model type's settings check and count at the start of a command, in a
-    fresh process, leaves torch._dynamo unimported (its import is ~1.5 s of a CPU command's
-    start) and gives the counts a real build gives."""
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-    from model import meta_device
-    from shapes import MODELS, build_model
-    code = ("import sys, shapes\n"
-            "from shapelab.configurator import train_defaults\n"
-            f"for name in {sorted(MODELS)!r}:\n"
-            "    shapes.check_model_settings({**train_defaults(), 'model_type': name})\n"
-            "print('torch._dynamo' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert done.stdout.strip() == "False", done.stdout + done.stderr
-    for name in sorted(MODELS):
-        args = dict(vocab_size=65, n_layer=4, n_embd=64, n_head=4, block_size=16)
-        with meta_device():
-            on_meta = build_model(name, **args)
-        assert all(p.is_meta for p in on_meta.parameters())
-        assert on_meta.param_counts() == build_model(name, **args).param_counts(), name

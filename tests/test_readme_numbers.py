@@ -522,6 +522,13 @@ def test_the_cpu_verdicts_named_differences_are_its_records():
                                                    "LWS reverse", "LWS crown"))
     assert f"show no difference larger than {former['detectable_family']:.4f}" in text
     assert f"is {signed(verdicts['LWS vanilla'])} here" in text
+    assert f"finds the hourglass better too, by {-hourglass['mean']:.4f}" in FLAT
+    ood = (VERDICT_CPU / "cea_ood.md").read_text()  # the seeds CEA's OOD claim rests on
+    n = one(r"over (\d+) seeds: ", ood)
+    paired = re.findall(r"^\| (\d+) \| [+-]", ood, re.M)
+    assert len(paired) == int(n) and f"{n} paired seeds" in FLAT
+    assert f"with the {n} of them" in doc("cea.md")
+    assert f"recorded with OOD losses, {paired[0]}-{paired[-1]})" in text
 
 
 def gpu_verdicts():

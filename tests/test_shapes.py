@@ -9,8 +9,9 @@ import sys
 import pytest
 import torch
 
+from model import meta_device
 from shapelab.configurator import ConfigError
-from shapes import build_model
+from shapes import MODELS, build_model
 from shapes import (MATCHING_KEYS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, count_budget,
                     describe_shapes, layer_profile, matched_shapes, preset_settings, select_models,
                     shapes_table)
@@ -227,3 +228,22 @@ def test_a_bare_model_type_is_the_shape_compare_trains():
         assert (model_type, args) == shapes[name], name
         budget = count_budget(model_type, **args)
         assert abs(budget / gpt - 1) < 0.10, (name, budget, gpt)
+
+
+def test_a_shapes_only_build_of_every_model_type_draws_nothing_and_imports_no_dynamo():
+    """model.meta_device: every model type's settings check at the start of a command, in a fresh
+    process, leaves torch._dynamo unimported (its import is a large part of a CPU command's
+    start), and a build on it gives the counts a real build gives."""
+    code = ("import sys, shapes\n"
+            "from shapelab.configurator import train_defaults\n"
+            f"for name in {sorted(MODELS)!r}:\n"
+            "    shapes.check_model_settings({**train_defaults(), 'model_type': name})\n"
+            "print('torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stdout + done.stderr
+    for name in sorted(MODELS):
+        args = dict(vocab_size=65, n_layer=4, n_embd=64, n_head=4, block_size=16)
+        with meta_device():
+            on_meta = build_model(name, **args)
+        assert all(p.is_meta for p in on_meta.parameters())
+        assert on_meta.param_counts() == build_model(name, **args).param_counts(), name
