@@ -45,10 +45,11 @@ def gpt2_file():
         pytest.skip(f"cannot download {sources.WHISPER_SDIST} for the GPT-2 ranks: {e}")
 
 
-def run_here(script, *args):
+def run_here(script, *args, cwd=ROOT):
     """`python <script> <args>` (a script of the repository, top-level code) in this process, from
-    the repository's folder: its exit status, stdout and stderr as subprocess.run gives them, for a
-    test that checks what the script does, not the interpreter's start (3-9 s of imports each).
+    the folder `cwd`: its exit status, stdout and stderr as subprocess.run gives them, for a test
+    that checks what the script does, not the interpreter's start (2-9 s of imports each; that
+    every script starts from its own folder is tests/test_layout.py's fresh-interpreter test).
     What the process's exit would do, happens here: a SystemExit's message goes to stderr, an
     uncaught exception through the sys.excepthook the script installed, the atexit functions the
     script registered run, and the run folder's lock is let go; the signal handlers, the
@@ -84,7 +85,7 @@ def run_here(script, *args):
         at_exit[:] = [e for e in at_exit if e[0] != f]
     atexit.register, atexit.unregister = register, unregister
     code = 0
-    os.chdir(ROOT)
+    os.chdir(cwd)
     sys.modules["__main__"] = main
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:

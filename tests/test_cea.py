@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, all_logits, assert_causal, overfit_loss
+from conftest import ROOT, all_logits, assert_causal, overfit_loss, run_here
 import cea
 from model import GPT, CausalSelfAttention, GPTConfig
 from shapes import build_model
@@ -356,15 +356,9 @@ def test_moe_at_the_papers_c2_shape():
 
 
 def test_shape_table_command_prints_the_cea_split_at_the_papers_h768_shape():
-    import subprocess
-
-    out = subprocess.run(
-        [sys.executable, "experiments/cea_tables.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    done = run_here("experiments/cea_tables.py")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     assert "split: attention 28.312M, inner_ffn 594.543M, outer_ffn 84.935M" in out
     # T keys at head dim 72
     assert "total 731.249M" in out and "forward FLOPs/token at T=128: 1496.08M" in out

@@ -113,16 +113,23 @@ def losses(out_dir):
             for r in runs]
 
 
-def test_compare_two_rates_two_seeds_two_jobs(tmp_path, char_dataset, capsys, monkeypatch):
+def test_compare_two_rates_two_seeds(tmp_path, char_dataset, capsys, monkeypatch):
     """Run from another folder than the repo's, with relative paths: they are the caller's. Phase
     1 trains both shapes at both rates (seed 1), phase 2 seed 2 at each one's chosen rate; a rerun
     retrains nothing, nor does a one-rate command whose runs a two-rate one left (a run is its
-    settings, whatever its folder's name)."""
+    settings, whatever its folder's name). The six train.py runs go through this process (--jobs=2
+    is planned and said, the runs one after the other): two train.py processes side by side are
+    test_edges_compare.py's SIGTERM test, and compare.py's own process this file's interrupted
+    comparison."""
     out = tmp_path / "cmp"
     args = ("--max_iters=20", "--eval_interval=10", "--seeds=1,2")
     start = git("rev-parse", "HEAD")  # (the code that runs: HEAD now or one committed since)
-    done = compare_run("cmp", char_dataset.name, *args, "--learning_rates=1e-3,4e-3", "--jobs=2",
-                       cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    with monkeypatch.context() as here:
+        train_here(here)
+        done = compare_here(capsys, "cmp", char_dataset.name, *args,
+                            "--learning_rates=1e-3,4e-3", "--jobs=2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 at a time (1 thread each)" in done.stdout
     results = json.loads((out / "results.json").read_text())

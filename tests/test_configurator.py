@@ -2,12 +2,10 @@
 the file, and anything else stops in one line naming the file and the line."""
 
 import math
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_here
 from shapelab.configurator import ConfigError, parse_overrides, read_config_file
 
 CONFIG_FILES = sorted((ROOT / "config").glob("*.py"))
@@ -81,8 +79,7 @@ def test_a_config_file_with_os_system_stops_train_py_with_exit_status_2(tmp_path
     touched = tmp_path / "touched"
     config = tmp_path / "evil.py"
     config.write_text(f'import os\nos.system("touch {touched}")\nmax_iters = 1\n')
-    result = subprocess.run([sys.executable, str(ROOT / "train.py"), str(config)], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+    result = run_here("train.py", config, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stderr == (f"error: {config}, line 1: only assignments of literals are allowed "
                              f"(found an import: import os)\n")

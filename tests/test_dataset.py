@@ -5,13 +5,13 @@ import ctypes
 import json
 import mmap
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import run_here
+
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore is Linux's")
 
@@ -48,31 +48,10 @@ def test_starting_on_a_2gb_train_bin_reads_only_the_batches(tmp_path):
         tokenizer="char", vocab_size=len(chars), chars=chars,
         splits=dict(train=dict(tokens=tokens, max_id=6), val=dict(tokens=len(val), max_id=6)))))
     assert resident_pages(data / "train.bin")[0] == 0  # a new file: nothing cached yet
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            f"--data_dir={data}",
-            f"--out_dir={tmp_path / 'o'}",
-            "--n_layer=1",
-            "--n_embd=16",
-            "--n_head=2",
-            "--block_size=16",
-            "--batch_size=2",
-            "--max_iters=2",
-            "--eval_iters=2",
-            "--eval_interval=1",
-            "--log_interval=1",
-            "--device=cpu",
-            "--dtype=float32",
-            "--sample_tokens=0",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    result = run_here("train.py", f"--data_dir={data}", f"--out_dir={tmp_path / 'o'}",
+                      "--n_layer=1", "--n_embd=16", "--n_head=2", "--block_size=16",
+                      "--batch_size=2", "--max_iters=2", "--eval_iters=2", "--eval_interval=1",
+                      "--log_interval=1", "--device=cpu", "--dtype=float32", "--sample_tokens=0")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "step 2: train loss" in result.stdout
     read, total = resident_pages(data / "train.bin")

@@ -103,8 +103,7 @@ def test_a_torn_metrics_line_is_dropped_with_a_warning_by_resume_and_plot(char_d
     assert sorted(losses(out)) == list(range(12))
     with open(out / "metrics.jsonl", "a") as f:
         f.write('{"iter": 150, "loss": 2.1')
-    plotted = subprocess.run([sys.executable, "-m", "shapelab.plot", str(out),
-                              f"--out={tmp_path / 'p.png'}"], capture_output=True, text=True)
+    plotted = run_here("shapelab/plot.py", out, f"--out={tmp_path / 'p.png'}")
     assert plotted.returncode == 0 and "torn line" in plotted.stderr, plotted.stderr
     assert (tmp_path / "p.png").stat().st_size > 0
 
@@ -259,8 +258,7 @@ def test_every_bad_model_setting_is_one_line_with_exit_status_2(char_dataset, tm
 
 
 def test_model_py_prints_a_bad_shape_in_one_line():
-    result = subprocess.run([sys.executable, str(ROOT / "model.py"), "--n_embd=130", "--n_head=4"],
-                            cwd=ROOT, capture_output=True, text=True)
+    result = run_here("model.py", "--n_embd=130", "--n_head=4")
     assert "n_embd=130 is not divisible by n_head=4" in one_line(result, code=2)
 
 

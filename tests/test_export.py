@@ -3,9 +3,6 @@ our tokenizer's ids; every other shape goes into safetensors and comes back thro
 the same logits and text; a folder that holds anything else is never written into. CPU, small."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,7 +12,7 @@ import export
 from shapelab.checkpoint import is_export, load_export, save_checkpoint
 from shapes import model_from_checkpoint
 from shapes import build_model
-from conftest import ROOT, all_logits
+from conftest import all_logits, run_here
 from shapelab.tokenizer import Tokenizer
 
 CHARS = "\n !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -82,11 +79,8 @@ def test_a_gpt2_vocabulary_model_gets_gpt2s_tokenizer(tmp_path, gpt2_file, monke
 
 
 def sample(out_dir):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "sample.py"), f"--out_dir={out_dir}", "--temperature=0",
-         "--num_samples=1", "--max_new_tokens=30", "--start=ROMEO:", "--dtype=float32"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = run_here("sample.py", f"--out_dir={out_dir}", "--temperature=0", "--num_samples=1",
+                      "--max_new_tokens=30", "--start=ROMEO:", "--dtype=float32")
     assert result.returncode == 0, result.stderr
     return result.stdout.split("\n", 1)[1]  # (the first line names the source)
 

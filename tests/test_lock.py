@@ -11,7 +11,7 @@ import pytest
 
 from shapelab import sweep
 from shapelab.configurator import ConfigError
-from conftest import ROOT
+from conftest import ROOT, run_here
 from shapelab.lock import Busy, FileLock, NotALockFile, held_by
 from shapelab.run import RunDir
 
@@ -66,12 +66,9 @@ def test_train_py_refuses_a_run_lock_that_links_to_a_file(tmp_path, char_dataset
     victim.write_text("mine\n")
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "run.lock").symlink_to(victim)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"--data_dir={char_dataset}",
-         f"--out_dir={tmp_path / 'o'}", "--n_layer=1", "--n_embd=32", "--n_head=2",
-         "--block_size=16", "--batch_size=4", "--max_iters=2", "--dtype=float32"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    result = run_here("train.py", f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'o'}",
+                      "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=16",
+                      "--batch_size=4", "--max_iters=2", "--dtype=float32")
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "run.lock is a symbolic link" in result.stderr
     assert victim.read_text() == "mine\n"

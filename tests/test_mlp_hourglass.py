@@ -5,7 +5,6 @@ sweep / checkpoints in test_train_mlp.py. CPU, offline, a few seconds."""
 import ast
 import math
 import os
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import mlp_hourglass as M  # noqa: E402
 from shapelab.image_tasks import get_task  # noqa: E402
+from conftest import run_here  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
 import mlp_hourglass_tables as tables  # noqa: E402
@@ -213,12 +213,7 @@ def test_frozen_w_in_is_a_buffer_regenerated_from_its_seed():
 
 
 def test_main_prints_paper_checks_and_shape_table(capsys):
-    run = subprocess.run(
-        [sys.executable, "experiments/mlp_hourglass_tables.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    run = run_here("experiments/mlp_hourglass_tables.py")
     assert run.returncode == 0, run.stderr
     for paper_total in ("37.77M", "22.07M", "31.36M", "30.69M"):
         assert f"total {paper_total} (paper {paper_total})" in run.stdout

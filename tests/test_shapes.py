@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from conftest import run_here
 from model import meta_device
 from shapelab.configurator import ConfigError
 from shapes import MODELS, build_model
@@ -90,9 +91,9 @@ def test_preset_formers_match_the_budget_without_w_end(preset, tolerance):
 
 
 def test_shapes_py_prints_the_budget_without_w_end():
-    out = subprocess.run(
-        [sys.executable, "shapes.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+    done = run_here("shapes.py")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
     head = [c.strip() for c in rows["model"].split("|")]
     col = head.index("budget without W_end (vs GPT)")
@@ -192,9 +193,8 @@ def test_the_shapes_picture_is_drawn_with_tiny_settings(tmp_path):
     docs/shapes_gpu.png, are redrawn only by naming them (--plot=PATH); a bare --plot in a clone
     replaced them."""
     committed = (ROOT / "docs" / "shapes_cpu.png").read_bytes()
-    out = subprocess.run([sys.executable, str(ROOT / "shapes.py"), "--n_layer=4", "--n_embd=128",
-                          "--n_head=4", "--models=GPT,hourglass,><former,CEA", "--plot"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = run_here("shapes.py", "--n_layer=4", "--n_embd=128", "--n_head=4",
+                   "--models=GPT,hourglass,><former,CEA", "--plot", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     path = "shapes_cpu.png"
     assert f"wrote {path}" in out.stdout and (tmp_path / path).stat().st_size > 10_000

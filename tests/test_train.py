@@ -528,8 +528,7 @@ def test_a_bad_setting_or_dataset_gets_one_line_before_anything_is_built(
 
 def test_help_prints_the_docstring_and_every_setting(tmp_path):
     for script in ("train.py", "train_mlp.py"):
-        run = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True,
-                             text=True, cwd=tmp_path)
+        run = run_here(script, "--help", cwd=tmp_path)
         assert run.returncode == 0 and "--batch_size=" in run.stdout, run.stderr
         assert "top to bottom" in run.stdout and not (tmp_path / "out").exists()
 
@@ -541,7 +540,7 @@ def test_help_says_what_each_setting_means_and_lists_every_model_type(tmp_path):
     for script in ("train.py", "sample.py", "train_mlp.py"):
         settings = (ROOT / script).read_text().split("\n# ----")[1]  # the block of defaults
         comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", settings, flags=re.M))
-        shown = run_here(script, "--help")  # (test_help_prints_the_docstring_...: a process)
+        shown = run_here(script, "--help")
         assert shown.returncode == 0, shown.stderr
         flat = " ".join(shown.stdout.split())  # (long meanings are wrapped)
         for key, comment in comments.items():

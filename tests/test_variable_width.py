@@ -2,8 +2,6 @@
 (The table against the constant width, experiments/variable_width_tables.py, is tested in
 tests/experiments/test_variable_width_tables.py.)"""
 
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -11,7 +9,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from shapes import build_model
-from conftest import ROOT, all_logits, assert_causal, overfit_loss, run_here, tiny_config
+from conftest import all_logits, assert_causal, overfit_loss, run_here, tiny_config
 from model import GPT, GPTConfig
 from variable_width import VariableWidthConfig, VariableWidthGPT, param_summary, solve_widths
 
@@ -196,8 +194,7 @@ def test_compiled_x_former_matches_eager_and_trains():
 
 
 def test_command_line_prints_the_200m_shape_table():
-    result = subprocess.run([sys.executable, "variable_width.py", "--n_layer=16", "--n_embd=640"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = run_here("variable_width.py", "--n_layer=16", "--n_embd=640")
     assert result.returncode == 0, result.stderr
     assert f"widths: {PAPER_200M} (mean 576.0, D = 1152)" in result.stdout
     assert "Appendix A: W_end 4,128,768 unused" in result.stdout  # 7 * 1152 * (1152 - 640)

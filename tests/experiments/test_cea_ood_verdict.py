@@ -6,13 +6,12 @@ trajectory yet."""
 import csv
 import json
 import math
-import subprocess
 import sys
 
 import pytest
 from scipy import stats
 
-from conftest import ROOT
+from conftest import ROOT, run_here
 from shapelab.sweep import config_text
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -103,9 +102,7 @@ def test_paired_differences_at_equal_in_domain_loss_with_a_t_interval(tmp_path):
 def test_the_report_csv_and_figure(tmp_path):
     folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.001, -0.003))
     out = tmp_path / "report" / "cea_ood"
-    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "cea_ood_verdict.py"),
-                           str(folder), f"--out={out}", "--levels=1.8,1.9"], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = run_here("experiments/cea_ood_verdict.py", folder, f"--out={out}", "--levels=1.8,1.9")
     assert done.returncode == 0, done.stdout + done.stderr
     report = (tmp_path / "report" / "cea_ood.md").read_text()
     assert "**At in-domain loss 1.800 (the first of --levels), CEA's OOD loss minus " \

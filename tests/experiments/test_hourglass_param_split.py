@@ -2,12 +2,10 @@
 as stacked attention / FFN bars whose heights are hourglass.py's own counts."""
 
 import importlib.util
-import subprocess
-import sys
 
 import matplotlib
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_here
 
 matplotlib.use("Agg")
 
@@ -56,12 +54,7 @@ def test_bars_stack_ffn_on_attention(monkeypatch, tmp_path):
 
 def test_the_command_writes_the_figure(tmp_path):
     out = tmp_path / "split.png"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "hourglass_param_split.py"), f"--out={out}"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    result = run_here("experiments/hourglass_param_split.py", f"--out={out}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (
         out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

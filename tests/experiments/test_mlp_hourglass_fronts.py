@@ -4,7 +4,6 @@ conventional point (with the seed-paired range), the lrs at an edge flagged, row
 read in the sweep's words, the plot."""
 
 import csv
-import subprocess
 import sys
 
 import pytest
@@ -168,8 +167,7 @@ def test_rows_read_in_the_sweeps_words():
 
 
 def test_command_line_writes_the_plot_and_the_table(sweep_csv):
-    run = subprocess.run([sys.executable, "experiments/mlp_hourglass_fronts.py", str(sweep_csv)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = run_here("experiments/mlp_hourglass_fronts.py", sweep_csv)
     assert run.returncode == 0, run.stderr
     assert (sweep_csv.parent / "fronts.png").stat().st_size > 10_000
     table = (sweep_csv.parent / "fronts.md").read_text()
@@ -177,7 +175,6 @@ def test_command_line_writes_the_plot_and_the_table(sweep_csv):
     assert table.startswith("# mnist_denoise on tiny digits: 9 runs")
     assert "9 runs: 3 shapes at 1-2 of 2 lrs (0.001, 0.002) x 2 seeds (0, 1)" in table
     assert "Noisy input (the baseline every model must beat): 14.00 dB" in table
-    # (the other command lines run in this process: the interpreter's start is checked above)
     out = run_here("experiments/mlp_hourglass_fronts.py", sweep_csv,
                    f"--out={sweep_csv.parent / 'named'}")
     assert out.returncode == 0 and (sweep_csv.parent / "named.md").read_text() == table

@@ -2,8 +2,6 @@
 the command that writes both plots from checkpoints."""
 
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -138,10 +136,8 @@ def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
 
 def test_command_line_prints_the_numbers_and_writes_the_plots(tmp_path, char_dataset):
     out_dirs = save_tiny_runs(tmp_path)
-    result = subprocess.run([sys.executable, str(SCRIPT), f"--out_dirs={','.join(out_dirs)}",
-                             f"--data_dir={char_dataset}", "--n_batches=1", "--batch_size=2",
-                             f"--png_prefix={tmp_path / 'cli'}"], capture_output=True, text=True,
-                            timeout=120)
+    result = run_here(SCRIPT, f"--out_dirs={','.join(out_dirs)}", f"--data_dir={char_dataset}",
+                      "--n_batches=1", "--batch_size=2", f"--png_prefix={tmp_path / 'cli'}")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("matrix_entropy") == 2 and "sym_kl" in result.stdout
     assert (tmp_path / "cli_entropy.png").is_file() and (tmp_path / "cli_logit_lens.png").is_file()

@@ -2,12 +2,10 @@
 solver, parameters, FLOPs, KV cache), from the command line or a train.py config file."""
 
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_here
 
 PAPER_200M = [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152]
 SCRIPT = ROOT / "experiments" / "variable_width_tables.py"
@@ -17,8 +15,7 @@ spec.loader.exec_module(tables)
 
 
 def test_command_line_prints_the_200m_table_against_the_constant_width():
-    result = subprocess.run([sys.executable, str(SCRIPT), "--n_layer=16", "--n_embd=640"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = run_here(SCRIPT, "--n_layer=16", "--n_embd=640")
     assert result.returncode == 0, result.stderr
     assert f"widths: {PAPER_200M}" in result.stdout and "endpoint width 1146.80" in result.stdout
     kv_row = next(line for line in result.stdout.splitlines()

@@ -16,18 +16,17 @@ total gain near zero and its value (-0.03 with one thread, 0.49 with two, on tha
 nothing. What the texts say instead is checked: that plateau loss, and the negative total gain.
 """
 
-import contextlib
-import io
 import re
 
 import pytest
-import torch
-from workshop_checks import CHECKS, ROOT, load_module, solution_sources
+from workshop_checks import ROOT
+
+# The three checks run once for this file and for test_workshop_exercises.py's check of the
+# reference solution (rho = 0.5): tests/workshop/conftest.py's `measured`, on one test process.
+pytestmark = pytest.mark.xdist_group("cea_check")
 
 RATIO_TOLERANCE = 0.01
 LOSS_TOLERANCE = 0.02
-PRINTED = re.compile(r"outer ratio ([\d.]+): FFN contribution ratio (-?[\d.]+|nan) after 150 steps "
-                     r"\(train loss ([\d.]+)\)")
 
 
 def part3(doc):
@@ -37,46 +36,6 @@ def part3(doc):
     return " ".join(text[start:text.index("## Part 4", start)].split())
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """rho -> dict(ratio, loss, accuracies): what check_cea_exercise prints for the reference
-    solution with OUTER_RATIO = rho (its split assertion fails at 1.0 and 0.125, after the print),
-    and the accuracies behind its last ratio."""
-    import cea_contribution  # experiments/, on the path once workshop_checks is imported
-
-    folder = tmp_path_factory.mktemp("cea_numbers")
-    source = solution_sources()["cea_exercise"]
-    assert "OUTER_RATIO = 0.5" in source, "the reference solution changed: update this test"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the workshop's OMP_NUM_THREADS=1
-    results = {}
-    try:
-        for rho in (1.0, 0.5, 0.125):
-            path = folder / f"cea_exercise_{rho}.py"
-            path.write_text(source.replace("OUTER_RATIO = 0.5", f"OUTER_RATIO = {rho}"))
-            module = load_module(path, f"workshop_cea_numbers_{str(rho).replace('.', '_')}")
-            seen, solution = [], module.ffn_contribution
-
-            def recording(model, idx, targets, solution=solution, seen=seen):
-                reps, _ = cea_contribution.sublayer_representations(model, idx)
-                seen.append(cea_contribution.token_prediction_accuracies(
-                    reps, targets.reshape(-1), min_count=50))
-                return solution(model, idx, targets)
-
-            module.ffn_contribution = recording
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                try:
-                    CHECKS["cea_exercise"](module)
-                except AssertionError as e:
-                    assert rho != 0.5 and "set OUTER_RATIO" in str(e), e
-            found = PRINTED.search(out.getvalue())
-            assert found and float(found.group(1)) == rho, out.getvalue()
-            results[rho] = dict(ratio=float(found.group(2)), loss=float(found.group(3)),
-                                accuracies=seen[-1])
-    finally:
-        torch.set_num_threads(threads)
-    return results
 
 
 def close(quoted, value, tolerance):
