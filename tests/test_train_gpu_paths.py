@@ -1,8 +1,8 @@
 """train.py's and sample.py's GPU code paths, checked on a CPU.
 
-No GPU here, so each test runs the real script through a small launcher that monkeypatches what a
-GPU run would differ in (torch.cuda's answers, torch.compile, torch.load's device, the peak FLOP/s)
-and records what the script did: which device the checkpoint was mapped to, which dtype dtype=auto
+No GPU here, so each test runs the real script with what a GPU run would differ in faked
+(tests/gpu_fakes.py: torch.cuda's answers, torch.compile, torch.load's device, the peak FLOP/s) and
+records what the script did: which device the checkpoint was mapped to, which dtype dtype=auto
 picked, what was compiled, how often the training step made the host wait, what MFU it logged."""
 
 import json
@@ -12,8 +12,10 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
-from conftest import ROOT
+from conftest import ROOT, run_here
+from gpu_fakes import fake
 from shapelab.checkpoint import load_checkpoint
 from shapes import build_model, model_keys
 
@@ -21,110 +23,48 @@ TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_
         "--eval_iters=2", "--log_interval=1", "--dropout=0.1", "--dtype=float32",
         "--sample_tokens=0", "--warmup_iters=2", "--lr_decay_iters=8"]
 
-# The launcher: apply the patches named in $PATCHES, then run the script as
-# `python <script> args...` would.
+# torchrun's processes: each applies the patches named in $PATCHES (tests/gpu_fakes.py), then
+# runs the script as `python <script> args...` would; their report goes to $REPORT at the end.
 LAUNCHER = r'''
 import atexit, json, os, runpy, sys
-import torch
-root, script = sys.argv[1], sys.argv[2]
-sys.path.insert(0, root)
-patches = set(os.environ["PATCHES"].split(","))
+root, tests, script = sys.argv[1:4]
+sys.path[:0] = [root, tests]
+from gpu_fakes import fake
 report = {}
 atexit.register(lambda: open(os.environ["REPORT"], "w").write(json.dumps(report)))
-
-if "fake_cuda" in patches:  # a T4 / V100: CUDA is there, bf16 only through emulation
-    torch.cuda.is_available = lambda: True
-    torch.cuda.is_bf16_supported = lambda including_emulation=True: including_emulation
-if "compile" in patches:  # record what is compiled, run it eagerly
-    def fake_compile(module, *args, **kwargs):
-        report.setdefault("compiled", []).append(type(module).__name__)
-        return module
-    torch.compile = fake_compile
-if "peak" in patches:  # a known peak, so the test can recompute MFU
-    from shapelab import hardware
-    hardware.peak_flops = lambda device_type: (1e12, "test peak 1 TFLOP/s")
-if "load" in patches:  # a load for a device that is not the CPU lands elsewhere (here: 'meta')
-    real_load = torch.load
-    def load(*args, map_location=None, **kwargs):
-        report.setdefault("map_location", []).append(str(map_location))
-        return real_load(*args, map_location=map_location if str(map_location) == "cpu" else "meta",
-                         **kwargs)
-    torch.load = load
-    real_set_rng_state = torch.set_rng_state
-    def set_rng_state(state):
-        report.setdefault("rng_state", []).append([str(state.device), str(state.dtype)])
-        return real_set_rng_state(state)
-    torch.set_rng_state = set_rng_state
-if "scaler" in patches:  # a float16 run's GradScaler: what is saved, what a resume restores
-    torch.amp.GradScaler.state_dict = lambda self: {"scale": 512.0, "growth_factor": 2.0,
-                                                    "backoff_factor": 0.5, "growth_interval": 2000,
-                                                    "_growth_tracker": 7}
-    torch.amp.GradScaler.load_state_dict = lambda self, state: report.setdefault(
-        "scaler_loaded", []).append(state)
-if "stop_after_load" in patches:  # sample.py: what does the model get built from?
-    import shapes
-    def model_from_checkpoint(ckpt, path="the checkpoint"):
-        tensors = [v for v in ckpt["model"].values()]
-        report["devices"] = sorted({str(t.device) for t in tensors})
-        report["has_optimizer"] = "optimizer" in ckpt
-        # what sample.py's dtype=auto chose
-        report["dtype"] = sys._getframe(1).f_globals.get("dtype")
-        raise SystemExit(0)
-    shapes.model_from_checkpoint = model_from_checkpoint
-if "count_syncs" in patches:  # host syncs asked for by the script itself, per optimizer step
-    script_file = os.path.realpath(script)
-    steps = report["syncs_per_step"] = [0]
-    def counting(name, method):
-        def wrapper(self, *args, **kwargs):
-            if os.path.realpath(sys._getframe(1).f_code.co_filename) == script_file:
-                steps[-1] += 1
-            return method(self, *args, **kwargs)
-        return wrapper
-    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy"):
-        setattr(torch.Tensor, name, counting(name, getattr(torch.Tensor, name)))
-    real_step = torch.optim.AdamW.step
-    def step(self, *args, **kwargs):  # syncs counted from here on belong to the next step
-        out = real_step(self, *args, **kwargs)
-        steps.append(0)
-        return out
-    torch.optim.AdamW.step = step
-if "sample_vocab" in patches:  # what the closing sample asks generate for, and what it gets
-    import model
-    from shapelab import tokenizer
-    real_generate = model.GPT.generate
-    def generate(self, *args, **kwargs):
-        ids = real_generate(self, *args, **kwargs)
-        report["generate_vocab_size"] = kwargs.get("vocab_size")
-        report["largest_sampled_id"] = int(ids.max())
-        return ids
-    model.GPT.generate = generate
-    class StubGPT2:  # no download in a test: ids only
-        vocab_size = 50257
-        def encode(self, text): return [198]
-        def decode(self, ids): return " ".join(map(str, ids))
-    tokenizer.Tokenizer.gpt2 = classmethod(lambda cls: StubGPT2())
-
-sys.argv = [script, *sys.argv[3:]]
+fake(os.environ["PATCHES"].split(","), report, script, setattr)
+sys.argv = [script, *sys.argv[4:]]
 runpy.run_path(script, run_name="__main__")
 '''
 
 
 def launch(script, *args, patches=(), nproc=0, check=True, workdir):
-    """Run `python <script> args` (or torchrun with nproc processes) through LAUNCHER with
-    `patches`; return (CompletedProcess, the report dict it wrote)."""
-    launcher, report = (workdir / "launch.py",
-                        workdir / f"report-{len(list(workdir.glob('report-*')))}.json")
-    launcher.write_text(LAUNCHER)
-    prefix = [sys.executable] if not nproc else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    env = {**os.environ, "PATCHES": ",".join(patches), "REPORT": str(report),
-           "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([*prefix, str(launcher), str(ROOT), str(ROOT / script),
-                             *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                            timeout=180, env=env)
+    """Run `python <script> args` in this process (conftest.run_here: the script's start is not
+    what these tests check), or under torchrun with nproc processes (through LAUNCHER), with the
+    GPU fakes `patches`; return (CompletedProcess, the report of what the script did)."""
+    if not nproc:
+        report = {}
+        with pytest.MonkeyPatch.context() as patch:
+            fake(patches, report, str(ROOT / script), patch.setattr)
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # (a module's fixture comes before conftest's one thread)
+            try:
+                result = run_here(script, *args)
+            finally:
+                torch.set_num_threads(threads)
+    else:
+        launcher, path = workdir / "launch.py", workdir / "report.json"
+        launcher.write_text(LAUNCHER)
+        env = {**os.environ, "PATCHES": ",".join(patches), "REPORT": str(path),
+               "OMP_NUM_THREADS": "1"}
+        result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                 f"--nproc_per_node={nproc}", str(launcher), str(ROOT),
+                                 str(ROOT / "tests"), str(ROOT / script), *map(str, args)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=180, env=env)
+        report = json.loads(path.read_text()) if path.exists() else {}
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
-    return result, (json.loads(report.read_text()) if report.exists() else {})
+    return result, report
 
 
 @pytest.fixture(scope="module")
