@@ -34,20 +34,20 @@ TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_
         "--models=GPT,hourglass+><former", "--dtype=float32"]
 
 
-def compare_run(out_dir, data_dir, *extra, wait=True, cwd=ROOT):
+def compare_process(out_dir, data_dir, *extra):
+    """compare.py started as a process of its own, in a session of its own (a Ctrl-C to the
+    session reaches its train.py too, as a terminal's would)."""
     command = [sys.executable, str(ROOT / "compare.py"), *TINY, f"--data_dir={data_dir}",
                f"--out_dir={out_dir}", *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    if not wait:
-        return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
 
 
 def compare_here(capsys, out_dir, data_dir, *extra):
-    """compare.py's main in this process (no interpreter to start): for the commands whose runs
-    are all finished or refused, where the interpreter's start is not what is checked: the exit
-    status, stdout and stderr, as compare_run gives them."""
+    """compare.py's main in this process (no interpreter to start), where the interpreter's start
+    is not what is checked (its train.py runs too go through this process with `train_here`): the
+    exit status, stdout and stderr, as subprocess.run gives them."""
     capsys.readouterr()  # (what came before is not this command's)
     code, message = 0, ""
     try:
@@ -223,7 +223,7 @@ def test_interrupted_compare_resumes_to_the_same_results(tmp_path, char_dataset,
     assert straight.returncode == 0, straight.stdout + straight.stderr
 
     out = tmp_path / "interrupted"
-    process = compare_run(out, char_dataset, *args, wait=False)
+    process = compare_process(out, char_dataset, *args)
     checkpoint = out / "hourglass-xformer-s1337" / "ckpt.pt"  # the second model's first checkpoint
     deadline = time.time() + 120
     while not checkpoint.exists() and process.poll() is None and time.time() < deadline:
