@@ -346,7 +346,8 @@ def test_the_kv_cache_and_emulated_bf16_figures_are_docs_speed():
 
 
 def timed_test_command(log):
-    """(wall time as "M min S s", CPU seconds, environment) of a log in docs/test_command/."""
+    """(wall time as "M min S s", CPU seconds, environment, "N passed, K skipped") of a log in
+    docs/test_command/."""
     text = (ROOT / "docs" / "test_command" / log).read_text()
     assert "\nexit: 0\n" in text and " passed" in text, f"{log}: the test command failed there"
     minutes, seconds = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\d+):([\d.]+)",
@@ -354,7 +355,8 @@ def timed_test_command(log):
     cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", text).group(1))
               for kind in ("User", "System"))
     environment = re.search(r"^environment: (.*)$", text, re.M).group(1)
-    return f"{minutes} min {round(float(seconds))} s", round(cpu), environment
+    tests = re.search(r"= (\d+ passed, \d+ skipped)", text).group(1)
+    return f"{minutes} min {round(float(seconds))} s", round(cpu), environment, tests
 
 
 def test_the_test_commands_times_are_its_logs():
@@ -364,15 +366,16 @@ def test_the_test_commands_times_are_its_logs():
                        r"with AVX512-BF16, and (\d+ min \d+ s) there with torch held to AVX2")
     runs = [timed_test_command(f"amd_epyc_avx512_bf16_run{k}.log") for k in (1, 2)]
     held = timed_test_command("amd_epyc_held_to_avx2.log")
-    assert all(env == "(none)" for *_, env in runs)
+    assert all(environment == "(none)" for _, _, environment, _ in runs)
     assert held[2] == "ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2"
     slower = max(runs, key=lambda run: [int(n) for n in run[0].split()[::2]])  # (minutes, seconds)
     assert native == slower[0]
     assert avx2 == held[0]
     speed = " ".join(doc("speed.md").split())
-    (wall1, cpu1, _), (wall2, cpu2, _) = runs
+    (wall1, cpu1, _, tests), (wall2, cpu2, *_) = runs
     assert (f"in {wall1} and {wall2} of wall time in two runs ({cpu1} s and {cpu2} s of CPU)"
             in speed)
+    assert "{} tests passed and {} skipped".format(*re.findall(r"\d+", tests)) in speed
     assert f"{held[2]} python -m pytest` (no native bf16" in speed
     assert f"as on an AVX2-only CPU): {avx2}" in speed
 
