@@ -222,11 +222,6 @@ def gaussian_taps(size=11, sigma=1.5):
     return g / g.sum()                                             # (size,), sums to 1
 
 
-def gaussian_window(size=11, sigma=1.5):
-    g = gaussian_taps(size, sigma)
-    return g[:, None] * g[None, :]                                 # (size, size), sums to 1
-
-
 def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, valid=False):
     """Mean SSIM per image (Wang et al. 2004), as the reference code computes it: torchmetrics'
     structural_similarity_index_measure with its defaults - Gaussian 11x11 window, sigma 1.5,

@@ -128,7 +128,7 @@ def test_ssim_closed_forms():
     # contrast-inverted image: the structure term is -1 where the local variance dominates
     inv = IT.ssim(x, 1 - x)
     assert (inv < 0).all()
-    w = IT.gaussian_window()
+    w = gaussian_window()
     assert w.shape == (11, 11) and w.sum().item() == pytest.approx(1.0)
     assert w[5, 5] / w[5, 6] == pytest.approx(math.exp(1 / (2 * 1.5 ** 2)))
 
@@ -169,10 +169,17 @@ def test_ssim_is_the_reference_codes_torchmetrics_ssim_on_mnist_like_digits():
     assert valid > full + 0.2, (valid, full)  # the black border: ~0.25-0.3 apart on digits
 
 
+def gaussian_window():
+    """SSIM's 11 x 11 Gaussian window as one 2-D kernel: the outer product of the 1-D taps that
+    image_tasks.ssim applies as a column pass and a row pass."""
+    g = IT.gaussian_taps()
+    return g[:, None] * g[None, :]
+
+
 def test_valid_ssim_is_the_full_map_cropped_to_the_windows_inside_the_image():
     clean = mnist_like_digits(4, 3)
     noisy = (clean + 0.2 * torch.randn(clean.shape)).clamp(0, 1)
-    window = IT.gaussian_window().to(torch.float64)[None, None]
+    window = gaussian_window().to(torch.float64)[None, None]
     x, y = noisy.double(), clean.double()
     pad = lambda t: torch.nn.functional.pad(t, (5,) * 4, mode="reflect")  # noqa: E731
     blur = lambda t: torch.nn.functional.conv2d(t, window)  # noqa: E731

@@ -10,7 +10,10 @@ Imports are read from the AST of every file, function bodies included.
 """
 
 import ast
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import ROOT
@@ -136,9 +139,6 @@ for script in scripts:
 
 
 def test_every_script_imports_from_its_own_folder_in_a_fresh_interpreter(tmp_path):
-    import os
-    import subprocess
-    import sys
     scripts = [p for p in [*ROOT.glob("*.py"), *(ROOT / "experiments").glob("*.py"),
                            ROOT / "tests" / "workshop" / "check.py"]
                if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")]
