@@ -89,7 +89,7 @@ from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, 
                             sync_records, terminated, train_one, training_in)
 from shapelab.verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates,
                               shape_rows, verdict_footer, verdict_table)
-from shapes import (MATCHING_KEYS, SHAPE_NAMES, baseline_of, check_model_settings, describe_shapes,
+from shapes import (ALL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings, describe_shapes,
                     matched_shapes, preset_settings, select_models, shapes_table, slug)
 
 # ----------------------------------------------------------------------------------------
@@ -144,7 +144,7 @@ def plan_run(settings, shape, name, lr, seed, phase):
     config = lambda run_dir: run_config(settings, *shape, lr, seed, run_dir)  # noqa: E731
     folder = next((d for d in named if same_settings(d / "config.py", config(d))), named[0])
     tag = f"{name}{'' if len(rates) == 1 else f' lr{rate_label(lr)}'} s{seed}"
-    order = (phase, seeds.index(seed), SHAPE_NAMES.index(name), lr)
+    order = (phase, seeds.index(seed), ALL_NAMES.index(name), lr)
     return Run(name, lr, seed, folder, config(folder), tag, order)
 
 
@@ -227,7 +227,7 @@ def finished_elsewhere(settings, matching, exclude):
     comparison finished in out_dir with exactly these settings (an earlier `--models=...`
     command), so that a command for a few shapes adds to the table instead of replacing it."""
     out_dir, seed = Path(settings["out_dir"]), settings["seeds"][0]
-    names = [n for n in SHAPE_NAMES if n not in exclude and all(
+    names = [n for n in ALL_NAMES if n not in exclude and all(
         any((d / "result.json").exists() for d in run_dirs(out_dir, n, lr, seed))
         for lr in settings["learning_rates"])]
     found = {}
@@ -466,7 +466,7 @@ def run_comparison(settings, shapes, matching, state):
     for name, (shape, found) in finished_elsewhere(settings, matching, exclude=shapes).items():
         shapes[name] = shape
         results.update(found)
-    report(settings, {name: shapes[name] for name in SHAPE_NAMES if name in shapes}, results,
+    report(settings, {name: shapes[name] for name in ALL_NAMES if name in shapes}, results,
            tokens)
 
 
@@ -532,7 +532,7 @@ def report(settings, shapes, results, tokens):
     runs = [dict(shape=name, model_type=shapes[name][0], lr=lr, seed=seed,
                  **{k: v for k, v in r.items() if k != "curve"})
             for (name, lr, seed), r in sorted(results.items(), key=lambda kv: (
-                SHAPE_NAMES.index(kv[0][0]), seeds.index(kv[0][2]), kv[0][1]))]
+                ALL_NAMES.index(kv[0][0]), seeds.index(kv[0][2]), kv[0][1]))]
     verdicts = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"],
                      seeds=sorted(set(row["losses"]) - set(row["beyond"])),
                      seeds_not_in_verdict_yet=row["beyond"],

@@ -56,6 +56,14 @@ ROOT = Path(__file__).resolve().parent
 LWS_SCHEDULES = dict(lws.VARIANTS)  # the paper's 18-layer schedules (Table 2), before matching
 SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA",
                *(f"LWS {name}" for name in LWS_SCHEDULES))
+# Controls that split the hourglass's gain into its two changes, one at a time (trained only when
+# --models names them): "GPT wide" is the reallocation alone - a plain GPT at the matched
+# hourglass's d (its attention) with a narrow SwiGLU FFN at the same budget; "hourglass same-d" is
+# the FFN swap alone - the hourglass paper's Table 1 form, the GPT's d and attention kept, its FFN
+# replaced by CONTROL_SUB_BLOCKS sub-blocks with the same FFN parameters.
+CONTROL_NAMES = ("GPT wide", "hourglass same-d")
+CONTROL_SUB_BLOCKS = 8  # Table 1's best row: K = 8, d_h = 384 = d / 2 at d = 768 (W = K d_h)
+ALL_NAMES = SHAPE_NAMES + CONTROL_NAMES
 
 
 def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x",
@@ -72,13 +80,13 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
     given as n_head x 8 there), and FFN hidden sizes multiples of hidden_multiple (the composed
     model's d_h,l, and CEA's Outer- and Inner-FFN: W is then a multiple of hidden_multiple / rho).
     The hourglass shape is the paper's (d = 1032, d_h = 418 for the 12L/768 baseline): not rounded.
-    `models`: the names to match (in SHAPE_NAMES' order); the others are never built.
+    `models`: the names to match (in ALL_NAMES' order); the others are never built.
     """
     wanted = lambda *names: any(name in models for name in names)
     shapes = {}
     if wanted("GPT"):
         shapes["GPT"] = ("gpt", dict(baseline))
-    if wanted("hourglass", "hourglass+><former"):
+    if wanted("hourglass", "hourglass+><former", "GPT wide"):
         hg = hourglass.match_baseline(baseline, n_sub_blocks, bottleneck_ratio)
         shapes["hourglass"] = ("hourglass", hg)
     former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
@@ -100,7 +108,23 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         if wanted(f"LWS {name}"):
             variant = {**lws_base, **schedule, "ffn_multiple": ffn_multiple}
             shapes[f"LWS {name}"] = ("lws", lws.match_params(lws_base, variant)[0])
-    return {name: shapes[name] for name in SHAPE_NAMES if name in models}
+    if wanted("GPT wide"):
+        shapes["GPT wide"] = ("gpt", match_gpt_at_width(baseline, hg["n_embd"]))
+    if wanted("hourglass same-d"):
+        shapes["hourglass same-d"] = (
+            "hourglass", hourglass.match_ffn_at_fixed_width(baseline, CONTROL_SUB_BLOCKS))
+    return {name: shapes[name] for name in ALL_NAMES if name in models}
+
+
+def match_gpt_at_width(baseline, n_embd):
+    """The plain GPT at width n_embd (same depth, heads, vocab) whose SwiGLU hidden size W brings
+    its budget closest to the baseline's: the budget grows with W by 3 L d a unit."""
+    target = count_budget("gpt", **baseline)
+    args = dict(baseline, n_embd=n_embd)
+    count = lambda w: count_budget("gpt", **dict(args, ffn_hidden=w))  # noqa: E731
+    base, per_unit = count(1), count(2) - count(1)
+    w = max(1, 1 + round((target - base) / per_unit))
+    return dict(args, ffn_hidden=min((w - 1, w, w + 1), key=lambda v: abs(count(v) - target)))
 
 
 def count_budget(model_type, **model_args):
@@ -295,16 +319,17 @@ def preset_settings(argv, keys=None, extra=None):
 
 def select_models(models):
     """The shape names that `models` picks: names or their folder slugs, a tuple (the setting) or
-    comma-separated (empty = all), in SHAPE_NAMES' order, checked before anything is matched."""
+    comma-separated (empty = every SHAPE_NAMES, no control), in ALL_NAMES' order, checked before
+    anything is matched."""
     wanted = [str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)]
     wanted = [m for m in wanted if m]
     if not wanted:
         return SHAPE_NAMES
-    unknown = [m for m in wanted if m not in SHAPE_NAMES and m not in map(slug, SHAPE_NAMES)]
+    unknown = [m for m in wanted if m not in ALL_NAMES and m not in map(slug, ALL_NAMES)]
     if unknown:
-        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(SHAPE_NAMES)} "
-                          f"(or {', '.join(map(slug, SHAPE_NAMES))})")
-    return tuple(name for name in SHAPE_NAMES if name in wanted or slug(name) in wanted)
+        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(ALL_NAMES)} "
+                          f"(or {', '.join(map(slug, ALL_NAMES))})")
+    return tuple(name for name in ALL_NAMES if name in wanted or slug(name) in wanted)
 
 
 def dataset_vocab_size(dataset, data_dir=""):

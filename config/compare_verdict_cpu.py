@@ -7,8 +7,10 @@
 #            train.py side by side.
 #   python compare.py config/compare_verdict_cpu.py
 #   python compare.py config/compare_verdict_cpu.py --report_only=True   # the verdict so far
-# Every finished run (config.py, result.json) goes to docs/compare_verdict_cpu/runs/ as it finishes,
-# the report (results.csv, results.md, verdict.png, ...) to docs/compare_verdict_cpu/ at the end;
+# The hourglass's controls (shapes.CONTROL_NAMES) go through the same protocol, on the same seeds:
+#   python compare.py config/compare_verdict_cpu.py --models=GPT,gpt-wide,hourglass-same-d
+# Every finished run (config.py, result.json) goes to results/compare_verdict_cpu/runs/ as it finishes,
+# the report (results.csv, results.md, verdict.png, ...) to results/compare_verdict_cpu/ at the end;
 # a fresh checkout continues from them. Runs of one table share a dtype and a CPU class with native
 # bf16 (the machine of each run is in its record): on a CPU without native bf16, leave the runs to
 # a machine that has it rather than mix float32 runs into this table.
@@ -22,7 +24,7 @@
 # will: the same command resumes.
 preset = "cpu"
 out_dir = "out-compare-verdict-cpu"
-record_dir = "docs/compare_verdict_cpu"  # each finished run kept there as it finishes: commit it
+record_dir = "results/compare_verdict_cpu"  # each finished run kept there as it finishes: commit it
 # around the preset's 2e-3, x2 apart; a shape whose best is at an end tries one more rate past it,
 # and again, up to 3 (FFN-Wider, d = 48, chose 4e-3, then 8e-3, then stayed at 8e-3 against 1.6e-2;
 # the GPT, d = 128, chose 2e-3; the hourglass, d = 176, did better at 1e-3 than at 2e-3: 5e-4)

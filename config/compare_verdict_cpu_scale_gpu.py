@@ -16,10 +16,10 @@
 # of wall time (median 24, 600 steps and 7 evaluations with the OOD texts, start included; the
 # records' elapsed_s); two jobs, --stop_starting_after=7 and then 3.3 on the
 # same machine, trained 210 runs: phase 1 (43 runs) and verdict seeds 1338-1353 of every shape
-# (docs/compare_verdict_cpu_scale_gpu/). A third job of ~4 minutes finishes the 20 seeds.
+# (results/compare_verdict_cpu_scale_gpu/). A third job of ~4 minutes finishes the 20 seeds.
 preset = "cpu"
 out_dir = "out-compare-verdict-cpu-scale-gpu"
-record_dir = "docs/compare_verdict_cpu_scale_gpu"
+record_dir = "results/compare_verdict_cpu_scale_gpu"
 learning_rates = (1e-3, 2e-3, 4e-3)
 extend_rates = 3
 refine_gain = 0.002

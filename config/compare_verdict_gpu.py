@@ -24,7 +24,7 @@
 # name with the figures.
 preset = "gpu"
 out_dir = "out-compare-verdict-gpu"
-record_dir = "docs/compare_verdict_gpu"  # each finished run kept there as it finishes: commit it
+record_dir = "results/compare_verdict_gpu"  # each finished run kept there as it finishes: commit it
 dataset = "shakespeare_char"
 learning_rates = (5e-4, 1e-3, 2e-3)  # around nanoGPT's 1e-3 for a character model this wide
 extend_rates = 2  # a shape whose best is an end tries past it (a run more each time)

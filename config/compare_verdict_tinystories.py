@@ -16,7 +16,7 @@
 # in pieces with --stop_starting_after=MINUTES.
 preset = "gpu"
 out_dir = "out-compare-verdict-tinystories"
-record_dir = "docs/compare_verdict_tinystories"
+record_dir = "results/compare_verdict_tinystories"
 dataset = "tinystories"
 n_layer = 6
 n_head = 6

@@ -10,11 +10,11 @@
 # One process per seed, one per core (one thread each), each resuming where it stopped; the
 # CSVs live in docs/ so that the rows are committed as they come and any checkout goes on:
 #   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=0 \
-#       --out_dir=docs/mlp_fashion_denoise_fair/seed0 &
+#       --out_dir=results/mlp_fashion_denoise_fair/seed0 &
 #   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=1 \
-#       --out_dir=docs/mlp_fashion_denoise_fair/seed1
-#   python experiments/mlp_hourglass_fronts.py docs/mlp_fashion_denoise_fair/*/sweep.csv \
-#       --out=docs/mlp_fashion_denoise_fair_fronts
+#       --out_dir=results/mlp_fashion_denoise_fair/seed1
+#   python experiments/mlp_hourglass_fronts.py results/mlp_fashion_denoise_fair/*/sweep.csv \
+#       --out=results/mlp_fashion_denoise_fair_fronts
 task = "mnist_denoise"
 dataset = "fashion_mnist"
 noise_sigma = 0.25

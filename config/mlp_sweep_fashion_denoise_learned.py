@@ -11,9 +11,9 @@
 # (config/mlp_sweep_fashion_denoise_fair.py); mlp_hourglass_fronts.py reads all four families.
 # One process per seed, one per core (one thread each), each resuming where it stopped:
 #   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_learned.py \
-#       --seeds=0 --out_dir=docs/mlp_fashion_denoise_learned/seed0 &
+#       --seeds=0 --out_dir=results/mlp_fashion_denoise_learned/seed0 &
 #   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_learned.py \
-#       --seeds=1 --out_dir=docs/mlp_fashion_denoise_learned/seed1
+#       --seeds=1 --out_dir=results/mlp_fashion_denoise_learned/seed1
 task = "mnist_denoise"
 dataset = "fashion_mnist"
 noise_sigma = 0.25

@@ -9,9 +9,9 @@ arXiv:2403.02436): section 2.2 (models are compared when they "have similar leve
 pre-training performance", the loss on an in-distribution development set), section 6 (CEA
 recovers the base capabilities FFN-Wider loses; among them language modelling on the Pile's parts).
 
-    python experiments/cea_ood_verdict.py docs/compare_verdict_cpu     # the committed records
+    python experiments/cea_ood_verdict.py results/compare_verdict_cpu     # the committed records
     python experiments/cea_ood_verdict.py out-compare-verdict-cpu      # a comparison's folder
-    python experiments/cea_ood_verdict.py docs/compare_verdict_cpu_scale_gpu   # the GPU's runs
+    python experiments/cea_ood_verdict.py results/compare_verdict_cpu_scale_gpu   # the GPU's runs
 
 The report goes beside the runs it reads (<folder>/cea_ood.md, .csv, .png; --out=path/name to
 write it elsewhere).
@@ -83,7 +83,7 @@ def comparison(folder):
         seeds = results["settings"]["seeds"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         usage_error(f"{path} cannot be read ({type(e).__name__}: {e}): name the folder of a "
-                    f"compare.py report (its record_dir or out_dir), e.g. docs/compare_verdict_cpu")
+                    f"compare.py report (its record_dir or out_dir), e.g. results/compare_verdict_cpu")
     if set(rates) != set(SHAPES) or None in rates.values():
         usage_error(f"{path} has no chosen rate for both FFN-Wider and CEA: run {TRAIN_MORE}")
     return rates, seeds[0], seeds[1:], results["settings"].get("eval_ood") or "fortunes"
@@ -307,7 +307,7 @@ def main(argv):
         usage_error(e)
     if folder is None or not Path(folder).is_dir():
         usage_error(f"name the folder of a compare.py report: its record_dir (e.g. "
-                    f"docs/compare_verdict_cpu) or its out_dir; got {folder!r}")
+                    f"results/compare_verdict_cpu) or its out_dir; got {folder!r}")
     if args["n_levels"] < 1 or args["span"] < 0:
         usage_error(f"n_levels={args['n_levels']}, span={args['span']}: give n_levels >= 1 and "
                     f"span >= 0")

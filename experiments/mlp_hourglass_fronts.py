@@ -24,8 +24,8 @@ is read in the sweep's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
-    python experiments/mlp_hourglass_fronts.py docs/mlp_fashion_denoise_fair/*/sweep.csv \
-        docs/mlp_fashion_denoise_learned/*/sweep.csv --out=docs/mlp_fashion_denoise_forms_fronts
+    python experiments/mlp_hourglass_fronts.py results/mlp_fashion_denoise_fair/*/sweep.csv \
+        results/mlp_fashion_denoise_learned/*/sweep.csv --out=results/mlp_fashion_denoise_forms_fronts
 """
 
 import csv

@@ -14,7 +14,7 @@ compare.csv (one row per d_z x variant x seed: parameters, best validation loss,
 SSIM, and the trivial baseline's - the noisy input's - PSNR and SSIM, with the data source and
 setting), compare.json (the same with the validation curves) and compare_input_proj.png (the
 validation PSNR per epoch for one d_z; test PSNR against d_z for several). Each run trains in its
-own folder under --runs_dir (default: out_dir; out/<name> when out_dir is in docs/, so that
+own folder under --runs_dir (default: out_dir; out/<name> when out_dir is in results/, so that
 committed results never hold a checkpoint). The same command again goes on where it stopped: a
 finished run gives its results again, a run stopped inside goes on from its checkpoint (exactly),
 the others start; --overwrite=True starts every run again. Ctrl-C or SIGTERM: one line naming the
@@ -22,7 +22,7 @@ run's last checkpoint and the command that goes on.
 
     python experiments/mlp_hourglass_input_proj.py config/mlp_mnist_denoise.py \\
         --dataset=fashion_mnist --epochs=10 --seeds=0,1 --num_threads=1 \\
-        --out_dir=docs/mlp_fashion_denoise_input_proj    # the committed full-size comparison
+        --out_dir=results/mlp_fashion_denoise_input_proj    # the committed full-size comparison
 """
 
 import json
@@ -51,11 +51,11 @@ WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_
 
 
 def runs_folder(out_dir, runs_dir):
-    """Where the runs train: --runs_dir, or out_dir, or out/<name> when out_dir is in docs/."""
+    """Where the runs train: --runs_dir, or out_dir, or out/<name> when out_dir is in results/."""
     if runs_dir:
         return runs_dir
-    docs = ROOT / "docs"
-    if Path(out_dir).resolve() == docs or docs in Path(out_dir).resolve().parents:
+    results = ROOT / "results"
+    if Path(out_dir).resolve() == results or results in Path(out_dir).resolve().parents:
         return os.path.join("out", Path(out_dir).name)
     return out_dir
 

@@ -28,7 +28,7 @@ def test_the_cpu_verdict_in_float32_leaves_every_committed_record_byte_identical
     them in, rewrote their config.py (the out_dir line), stopped on 'holds different settings',
     and a finished run's report replaced the committed results.json and results.csv."""
     records = tmp_path / "records"
-    shutil.copytree(ROOT / "docs" / "compare_verdict_cpu", records)
+    shutil.copytree(ROOT / "results" / "compare_verdict_cpu", records)
     committed = files(records)
     others = sum(1 for d in (records / "runs").iterdir() if d.is_dir())
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

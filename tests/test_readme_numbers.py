@@ -347,8 +347,8 @@ def test_the_kv_cache_and_emulated_bf16_figures_are_docs_speed():
 
 def timed_test_command(log):
     """(wall time as "M min S s", CPU seconds, environment, "N passed, K skipped") of a log in
-    docs/test_command/."""
-    text = (ROOT / "docs" / "test_command" / log).read_text()
+    results/test_command/."""
+    text = (ROOT / "results" / "test_command" / log).read_text()
     assert "\nexit: 0\n" in text and " passed" in text, f"{log}: the test command failed there"
     minutes, seconds = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\d+):([\d.]+)",
                                  text).groups()
@@ -360,7 +360,7 @@ def timed_test_command(log):
 
 
 def test_the_test_commands_times_are_its_logs():
-    """README's and docs/speed.md's times of the test command are the logs' (docs/test_command/):
+    """README's and docs/speed.md's times of the test command are the logs' (results/test_command/):
     README the slower of the two native runs."""
     native, avx2 = one(r"The whole command takes (\d+ min \d+ s) on 2 quiet cores of an AMD EPYC "
                        r"with AVX512-BF16, and (\d+ min \d+ s) there with torch held to AVX2")
@@ -401,8 +401,8 @@ def test_the_offline_shakespeare_is_the_prepared_data_where_it_is_prepared():
 
 def test_the_learned_w_in_rows_are_quoted_as_committed():
     """docs/mlp_hourglass.md's full-size frozen-vs-learned table and gaps come from the committed
-    rows of experiments/mlp_hourglass_input_proj.py (docs/mlp_fashion_denoise_input_proj/)."""
-    with open(ROOT / "docs" / "mlp_fashion_denoise_input_proj" / "compare.csv") as f:
+    rows of experiments/mlp_hourglass_input_proj.py (results/mlp_fashion_denoise_input_proj/)."""
+    with open(ROOT / "results" / "mlp_fashion_denoise_input_proj" / "compare.csv") as f:
         rows = {(r["input_proj"], int(r["seed"])): r for r in csv.DictReader(f)}
     text = doc("mlp_hourglass.md")
     names = {"frozen_random": "frozen random", "learned": "learned"}
@@ -429,8 +429,8 @@ def test_the_learned_w_in_rows_are_quoted_as_committed():
             f"{float(noisy['baseline_ssim']):.3f}.)") in text
 
 
-VERDICT_CPU = ROOT / "docs" / "compare_verdict_cpu"
-VERDICT_GPU = ROOT / "docs" / "compare_verdict_cpu_scale_gpu"  # the same comparison on one GPU
+VERDICT_CPU = ROOT / "results" / "compare_verdict_cpu"
+VERDICT_GPU = ROOT / "results" / "compare_verdict_cpu_scale_gpu"  # the same comparison on one GPU
 OOD_LINE = re.compile(r"\*\*At in-domain loss (\d\.\d+) \(.*?\), CEA's OOD loss minus "
                       r"FFN-Wider's over (\d+) seeds: ([+-]\d\.\d+) \[([+-]\d\.\d+), "
                       r"([+-]\d\.\d+)\] \(95%\): (.*?)\.\*\*")
@@ -487,7 +487,7 @@ def test_the_cpu_verdicts_prose_is_computed_from_its_results():
 
 def test_the_cpu_verdict_is_quoted_from_its_committed_results():
     """README's rows and docs/compare.md's tables: each shape's verdict as compare.py wrote it
-    (docs/compare_verdict_cpu/results.json and .md), the regime beside it; CEA's OOD claim as
+    (results/compare_verdict_cpu/results.json and .md), the regime beside it; CEA's OOD claim as
     experiments/cea_ood_verdict.py's report gives it."""
     results = json.loads((VERDICT_CPU / "results.json").read_text())
     verdicts = {v["shape"]: v for v in results["verdicts"]}
@@ -522,7 +522,7 @@ def test_the_cpu_verdict_is_quoted_from_its_committed_results():
 
 def test_the_cpu_verdicts_named_differences_are_its_records():
     """The differences docs/compare.md's CPU findings and the mechanism pages name in their
-    sentences, each read from docs/compare_verdict_cpu/results.json, with the words Holm gives
+    sentences, each read from results/compare_verdict_cpu/results.json, with the words Holm gives
     them: 'better by' past Holm, an interval below zero 'for one test', 'no difference larger'."""
     verdicts = {v["shape"]: v["diff"] for v in
                 json.loads((VERDICT_CPU / "results.json").read_text())["verdicts"]}
@@ -565,7 +565,7 @@ def gpu_verdicts():
 
 def test_the_gpu_verdict_is_quoted_from_its_committed_results():
     """README's rows, docs/compare.md and the mechanism pages give the H200's verdict as
-    compare.py wrote it (docs/compare_verdict_cpu_scale_gpu/), and CEA's OOD line as
+    compare.py wrote it (results/compare_verdict_cpu_scale_gpu/), and CEA's OOD line as
     experiments/cea_ood_verdict.py wrote it from those runs."""
     verdicts = gpu_verdicts()
     for shape in verdicts.keys() - {"GPT"}:
@@ -679,7 +679,7 @@ def test_each_papers_regime_is_said_beside_its_verdict():
     ("lws.md", ("GPT", "LWS vanilla", "LWS framed", "LWS reverse", "LWS crown"))])
 def test_each_mechanism_page_quotes_its_shapes_verdict_rows(page, shapes, folder):
     """A mechanism's page shows its shapes' rows of each verdict table and of its phase 1 exactly
-    as compare.py wrote them (docs/compare_verdict_*/results.md), and says how many seeds."""
+    as compare.py wrote them (results/compare_verdict_*/results.md), and says how many seeds."""
     report = (folder / "results.md").read_text()
     text = (ROOT / "docs" / page).read_text()
     for shape in shapes:
@@ -694,12 +694,12 @@ def test_each_mechanism_page_quotes_its_shapes_verdict_rows(page, shapes, folder
 def test_the_image_mlp_verdicts_are_the_sweeps_fronts_output():
     """README's image-MLP row: its runs are the committed rows of the fair sweep (the frozen lift)
     and of the learned-lift sweep, and every gap it gives is one the fronts script printed on them
-    (docs/mlp_fashion_denoise_fair_fronts.md, docs/mlp_fashion_denoise_forms_fronts.md)."""
+    (results/mlp_fashion_denoise_fair_fronts.md, results/mlp_fashion_denoise_forms_fronts.md)."""
     row = {r[0]: r[3] for r in table(README, "| mechanism | file | paper |")}["image MLP"]
-    output = doc("mlp_fashion_denoise_fair_fronts.md") + doc("mlp_fashion_denoise_forms_fronts.md")
+    output = "".join((ROOT / "results" / f).read_text() for f in ("mlp_fashion_denoise_fair_fronts.md", "mlp_fashion_denoise_forms_fronts.md"))
     for sweep in ("fair", "learned"):
         rows = sum(len(list(csv.DictReader(open(path)))) for path in sorted(
-            (ROOT / "docs" / f"mlp_fashion_denoise_{sweep}").glob("*/sweep.csv")))
+            (ROOT / "results" / f"mlp_fashion_denoise_{sweep}").glob("*/sweep.csv")))
         assert f"{rows} runs" in row, sweep
     assert "frozen" in row and "learned" in row  # each verdict names the lift it is about
     gaps = re.findall(r"[+-]\d+\.\d+", row)
@@ -715,14 +715,14 @@ SWEEP_WRITE_UPS = [  # (a section of docs/mlp_hourglass.md, the fronts script's 
     ("### The forms the paper plotted", ["mlp_fashion_denoise_forms_fronts.md"]),
 ]
 SWEEP_FRONTS = {  # the fronts script's committed output: the committed CSVs it was run on
-    "mlp_fashion_denoise_fronts.md": [f"docs/mlp_fashion_denoise_sweep_seed{s}.csv"
+    "mlp_fashion_denoise_fronts.md": [f"results/mlp_fashion_denoise_sweep_seed{s}.csv"
                                       for s in (0, 1)],
-    "mlp_fashion_denoise_fair_fronts.md": [f"docs/mlp_fashion_denoise_fair/{run}/sweep.csv"
+    "mlp_fashion_denoise_fair_fronts.md": [f"results/mlp_fashion_denoise_fair/{run}/sweep.csv"
                                            for run in ("first_sweep", "seed0", "seed1")],
     "mlp_fashion_denoise_forms_fronts.md": [
-        *(f"docs/mlp_fashion_denoise_fair/{run}/sweep.csv"
+        *(f"results/mlp_fashion_denoise_fair/{run}/sweep.csv"
           for run in ("first_sweep", "seed0", "seed1")),
-        *(f"docs/mlp_fashion_denoise_learned/{run}/sweep.csv" for run in ("seed0", "seed1"))],
+        *(f"results/mlp_fashion_denoise_learned/{run}/sweep.csv" for run in ("seed0", "seed1"))],
 }
 
 
@@ -735,9 +735,9 @@ def test_each_committed_fronts_output_is_the_script_on_its_rows(output, csvs, mo
 
     monkeypatch.chdir(ROOT)  # (the output names the CSVs as the command was given them)
     text = mlp_hourglass_fronts.fronts([Path(p) for p in csvs])[0]
-    assert text == (ROOT / "docs" / output).read_text(), (
-        f"docs/{output} is not the fronts script's output on {', '.join(csvs)}: run python "
-        f"experiments/mlp_hourglass_fronts.py {' '.join(csvs)} --out=docs/{output[:-3]}")
+    assert text == (ROOT / "results" / output).read_text(), (
+        f"results/{output} is not the fronts script's output on {', '.join(csvs)}: run python "
+        f"experiments/mlp_hourglass_fronts.py {' '.join(csvs)} --out=results/{output[:-3]}")
 
 
 @pytest.mark.parametrize("heading, fronts", SWEEP_WRITE_UPS)
@@ -750,12 +750,12 @@ def test_each_sweeps_write_up_quotes_only_its_fronts_output(heading, fronts):
     section = text.split(heading, 1)[1].split("\n### ", 1)[0]
     assert "What the rows say" in section and "**What may explain" in section
     claims = section.split("What the rows say", 1)[1].split("**What may explain", 1)[0]
-    output = "\n".join((ROOT / "docs" / name).read_text() for name in fronts)
+    output = "\n".join((ROOT / "results" / name).read_text() for name in fronts)
     claims = re.sub(r"section\s+[\d.]+\d", "", claims)  # the paper's sections are not results
     numbers = set(re.findall(r"[+-]?\d[\d,]*\.\d+", claims))
     assert len(numbers) > 20, "the write-up's numbers were not found"
     missing = sorted(n for n in numbers if n not in output)
-    assert not missing, f"docs/mlp_hourglass.md {heading!r} quotes {missing}, not in docs/{fronts}"
+    assert not missing, f"docs/mlp_hourglass.md {heading!r} quotes {missing}, not in results/{fronts}"
 
 
 def test_the_first_sweeps_hourglass_runs_are_the_fair_sweeps():
@@ -765,10 +765,10 @@ def test_the_first_sweeps_hourglass_runs_are_the_fair_sweeps():
         return {(r["latent_dim"], r["hidden_dim"], r["n_blocks"], float(r["learning_rate"]),
                  r["seed"]): float(r["test_psnr_batchmse"]) for path in paths
                 for r in csv.DictReader(open(path)) if r["shape"] == "hourglass"}
-    first = runs(ROOT / f"docs/mlp_fashion_denoise_sweep_seed{s}.csv" for s in (0, 1))
-    fair = runs(ROOT / f"docs/mlp_fashion_denoise_fair/seed{s}/sweep.csv" for s in (0, 1))
+    first = runs(ROOT / f"results/mlp_fashion_denoise_sweep_seed{s}.csv" for s in (0, 1))
+    fair = runs(ROOT / f"results/mlp_fashion_denoise_fair/seed{s}/sweep.csv" for s in (0, 1))
     both = first.keys() & fair.keys()
     within = float(one(r"agree within ([\d.]+) dB of test PSNR", doc("mlp_hourglass.md")))
     assert len(both) >= 10 and max(abs(first[k] - fair[k]) for k in both) < within
-    borrowed = runs([ROOT / "docs/mlp_fashion_denoise_fair/first_sweep/sweep.csv"])
+    borrowed = runs([ROOT / "results/mlp_fashion_denoise_fair/first_sweep/sweep.csv"])
     assert borrowed and all(first[k] == v for k, v in borrowed.items())

@@ -148,7 +148,7 @@ def test_a_csv_resumes_from_another_checkout_and_reads_in_the_sweeps_words(tmp_p
 
 def test_no_committed_csv_holds_a_machine_path():
     """The committed results say what data they are without this machine's paths."""
-    csvs = sorted((ROOT / "docs").rglob("*.csv"))
+    csvs = sorted((ROOT / "results").rglob("*.csv"))
     assert csvs
     for path in csvs:
         with open(path, newline="") as f:
@@ -302,8 +302,8 @@ def test_frozen_vs_learned_w_in_for_one_and_several_latent_widths(tmp_path, caps
             w_in if g["input_proj"] == "frozen_random" else 0)
         assert g["baseline"] == "bicubic upsampling" and 0 < float(g["baseline_ssim"]) < 1
     assert (tmp_path / "grid" / "compare_input_proj.png").exists()
-    # results written into docs/ keep their runs (checkpoints) out of it
-    assert input_proj.runs_folder(str(ROOT / "docs" / "mlp_x"), "") == os.path.join("out",
+    # results written into results/ keep their runs (checkpoints) out of it
+    assert input_proj.runs_folder(str(ROOT / "results" / "mlp_x"), "") == os.path.join("out",
                                                                                     "mlp_x")
     assert input_proj.runs_folder(str(tmp_path), "") == str(tmp_path)
 
