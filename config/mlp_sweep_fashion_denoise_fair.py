@@ -2,7 +2,7 @@
 # same 14 shapes as config/mlp_sweep_fashion_denoise.py, but each family with its own input: a
 # hourglass lifts the image with the frozen random W_in (the paper's), a conventional MLP takes the
 # image itself (no W_in, d_z = d_x = 784: the paper's "injecting the input signal directly"). Each
-# shape at its own learning rate: every shape at 1e-3 and 2e-3 (the learning_rates below), then each
+# shape at its own learning rate: every shape at 1e-3, 2e-3 and 3e-3 (the learning_rates below), then each
 # Pareto-optimal shape whose choice is an end of the rates it tried at one more past it (1.5x the
 # top, half the bottom), until none is at an end: the fronts script prints those runs as
 # --shapes=... --learning_rates=... for the same commands (docs/mlp_hourglass.md lists the ones that
@@ -24,8 +24,9 @@ flips = 1
 input_proj = ""  # each shape's own: hourglass frozen_random, conventional direct (d_z = d_x)
 dtype = "float32"
 num_threads = 1  # one thread per process: two processes share the 2 cores
-# the first sweep's {5e-4, 1e-3} moved up: every shape there chose 1e-3
-learning_rates = (1e-3, 2e-3)
+# the first sweep's {5e-4, 1e-3} moved up (every shape there chose 1e-3); 3e-3 added so that every
+# form (this sweep's and the learned-lift sweep's) runs on one grid of three rates
+learning_rates = (1e-3, 2e-3, 3e-3)
 seeds = (0, 1)
 shapes = (  # (family, d_z, d_h, L), smallest first: a sweep stopped early holds both families
     ("hourglass", 1024, 64, 2),
@@ -42,4 +43,12 @@ shapes = (  # (family, d_z, d_h, L), smallest first: a sweep stopped early holds
     ("conventional", 784, 2048, 2),
     ("hourglass", 2048, 512, 4),
     ("conventional", 784, 3072, 2),
+    # the reference's own MNIST front (hourglass_mlp/ of the reference code): its hourglasses and
+    # its wide one-block conventional MLPs
+    ("hourglass", 785, 115, 5),
+    ("hourglass", 785, 115, 10),
+    ("hourglass", 1470, 115, 6),
+    ("hourglass", 2120, 115, 8),
+    ("conventional", 784, 1470, 1),
+    ("conventional", 784, 2870, 1),
 )
