@@ -14,6 +14,8 @@ read when you care how, never needed to read a paper's file. Nothing here import
     tokenizer.py     characters or GPT-2 BPE, from a dataset's meta.json
     hardware.py      the device 'auto' picks, dtype, autocast, peak FLOP/s for MFU
     image_tasks.py   the image MLP's tasks: degradations, PSNR / SSIM, batches
+    pages.py         generated blocks: the numbers a page quotes, written by the command that
+                     computes them
     sweep.py         many train.py runs side by side: resume, records (machine, commit), stopping
     verdict.py       a rate per shape, then the verdict over seeds with intervals
     plot.py          loss curves and verdict pictures (python -m shapelab.plot OUT_DIR ...)
