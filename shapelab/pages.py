@@ -2,7 +2,7 @@
 Numbers on the pages written by the command that computes them. A page (README.md, docs/*.md)
 quotes a result only inside a generated block:
 
-    <!-- generated: verdict-cpu by `python compare.py config/compare_verdict_cpu.py --report_only=True` -->
+    <!-- generated: verdict-cpu by `python compare.py config/compare_verdict_cpu.py` -->
     ...whatever that command wrote...
     <!-- end generated: verdict-cpu -->
 
