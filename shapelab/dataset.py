@@ -380,16 +380,35 @@ def run_prepare(dataset, data_dir="", prepared_dir="", max_train_images=0):
 
 
 def load_prepared(prepared_dir, dataset):
-    """{train,val,test}.npz + meta.json in prepared_dir -> (ImageSplits, meta)."""
+    """{train,val,test}.npz + meta.json in prepared_dir -> (ImageSplits, meta), read whole into
+    memory (so a preparation renamed in during a run is never seen by it). The files are of one
+    preparation: meta.json is read before and after the arrays, as open_dataset does, and the
+    reading tried again if a prepare script was renaming its files in meanwhile."""
     prepared_dir = Path(prepared_dir)
     script = PREPARE_SCRIPTS[dataset].relative_to(ROOT)
     again = f"prepare it again (python {script} --out_dir={prepared_dir} ...)"
+    for _ in range(OPEN_ATTEMPTS):
+        after = before = _read_or_none(prepared_dir / "meta.json")
+        if before is not None:  # (the arrays are read only when meta.json is there)
+            arrays = _load_arrays(prepared_dir, again)
+            after = _read_or_none(prepared_dir / "meta.json")
+            if before == after:
+                break
+        time.sleep(0.02)
+    else:
+        raise ConfigError(f"{prepared_dir / 'meta.json'} is missing or keeps changing: prepare "
+                          f"{prepared_dir} once, and let the prepare script end before training")
     try:
-        meta = json.loads((prepared_dir / "meta.json").read_text())
+        meta = json.loads(after)
         source, _ = meta["source"], meta["image_shape"]  # both required
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{prepared_dir / 'meta.json'} is not a prepared data set's meta.json "
                           f"({type(e).__name__}: {e}): {again}") from None
+    return ImageSplits(source, *arrays, dataset=meta.get("dataset", "")), meta
+
+
+def _load_arrays(prepared_dir, again):
+    """[train, train_labels, val, val_labels, test, test_labels] of the .npz files, as tensors."""
     arrays = []
     for split in ("train", "val", "test"):
         try:
@@ -401,7 +420,7 @@ def load_prepared(prepared_dir, dataset):
                     from None
             raise ConfigError(f"{prepared_dir / (split + '.npz')} is damaged or truncated "
                               f"({type(e).__name__}: {e}): {again}") from None
-    return ImageSplits(source, *arrays, dataset=meta.get("dataset", "")), meta
+    return arrays
 
 
 def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=""):
