@@ -37,6 +37,7 @@ fallback for machines that reach only PyPI, and prints which one it used.
 
 import base64
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -45,6 +46,7 @@ import re
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
 import sys
 import tarfile
@@ -57,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shapelab.configurator import ConfigError
 from shapelab.tokenizer import GPT2_TIKTOKEN_SHA256, gpt2_encoding_from_file, gpt2_ranks_path
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple/"
@@ -187,6 +190,28 @@ def write_meta(path, meta: dict) -> Path:
     """Write meta as JSON to the file `path` (a staged meta.json: replaced_together)."""
     Path(path).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Path(path)
+
+
+def check_input_file(path, option, folder_too=False):
+    """A ConfigError (one line) unless `path`, given as `option`, is a plain file (or a link to
+    one; or a folder, if folder_too): a FIFO, a device, a loop of symbolic links or a path that
+    cannot be looked at is said as what it is, never as a missing file."""
+    try:
+        mode = Path(path).stat().st_mode  # (follows a symbolic link)
+    except FileNotFoundError:
+        raise ConfigError(f"{option}={path}: no such file") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ConfigError(f"{option}={path} is a loop of symbolic links: name the file "
+                              f"itself") from None
+        raise ConfigError(f"{option}={path} cannot be read ({e.strerror})") from None
+    if stat.S_ISFIFO(mode):
+        raise ConfigError(f"{option}={path} is a FIFO (a named pipe), which can be read only "
+                          f"once, and the file is read more than once here: save it to a file "
+                          f"and give that")
+    if not (stat.S_ISREG(mode) or (folder_too and stat.S_ISDIR(mode))):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a plain file (a device or a socket)"
+        raise ConfigError(f"{option}={path} is {kind}: give a file")
 
 
 @contextlib.contextmanager

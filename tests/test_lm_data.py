@@ -399,3 +399,16 @@ def test_tinystories_offline_exits_fast_with_message(tmp_path):
     assert "TinyStories" in proc.stderr and "--data_files" in proc.stderr
     assert time.time() - t0 < 30
     assert not (tmp_path / "train.bin").exists()
+
+
+def test_a_fifo_or_a_loop_of_links_given_as_a_data_file_is_said_as_what_it_is(tmp_path):
+    os.mkfifo(tmp_path / "stories.txt")
+    os.symlink(tmp_path / "b.txt", tmp_path / "a.txt")
+    os.symlink(tmp_path / "a.txt", tmp_path / "b.txt")
+    prep = load_script("data/tinystories/prepare.py")
+    for given, why in (("stories.txt", "is a FIFO"), ("a.txt", "is a loop of symbolic links"),
+                       ("none.txt", "no such file")):
+        with pytest.raises(SystemExit) as stop:
+            prep.main(["--data_files", str(tmp_path / given), "--out_dir", str(tmp_path / "o")])
+        assert why in str(stop.value.code) and "\n" not in str(stop.value.code)
+    assert not (tmp_path / "o").exists()

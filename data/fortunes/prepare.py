@@ -37,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: data/
 from data.sources import (HashMismatchError, check_sha256, stop_on_sigterm,  # noqa: E402
-                          file_errors_in_one_line, replaced_together, write_meta)
+                          check_input_file, file_errors_in_one_line, replaced_together,
+                          write_meta)
 
 PACKAGE = "fortunes=1:1.99.1-7.3"  # what apt-get calls it
 DEB_NAME = "fortunes_1.99.1-7.3_all.deb"
@@ -146,8 +147,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if args.deb:
-            if not Path(args.deb).is_file():
-                raise SystemExit(f"error: --deb={args.deb}: no such file")
+            try:
+                check_input_file(args.deb, "--deb")
+            except ValueError as e:  # (ConfigError)
+                raise SystemExit(f"error: {e}") from None
             deb, route = Path(args.deb), f"the file {args.deb}"
         else:
             deb, route = fetch_deb(tmp)

@@ -34,8 +34,6 @@ writes in its style in the 5-minute main job; far less, and the model learns the
 """
 
 import codecs
-import errno
-import stat
 import sys
 import time
 from pathlib import Path
@@ -45,8 +43,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from data.sources import (SplitWriter, file_errors_in_one_line, replaced_together,  # noqa: E402
-                          stop_on_sigterm, write_meta)
+from data.sources import (SplitWriter, check_input_file, file_errors_in_one_line,  # noqa: E402
+                          replaced_together, stop_on_sigterm, write_meta)
 
 VAL_FRACTION = 0.1  # (the split data/shakespeare_char and data/shakespeare make)
 READ_BYTES = 1 << 20  # the input is read a MiB at a time
@@ -57,31 +55,11 @@ CHANGED = "changed while it was being prepared: prepare it again once it is writ
 # -----------------------------------------------------------------------------------------------
 # the text, in pieces
 
-def check_input_file(path):
-    """A ConfigError (one line) unless `path` is a plain file (or a link to one)."""
-    try:
-        mode = path.stat().st_mode  # (follows a symbolic link)
-    except FileNotFoundError:
-        raise ConfigError(f"--input={path}: no such file") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise ConfigError(f"--input={path} is a loop of symbolic links: name the text file "
-                              f"itself") from None
-        raise ConfigError(f"--input={path} cannot be read ({e.strerror})") from None
-    if stat.S_ISFIFO(mode):
-        raise ConfigError(f"--input={path} is a FIFO (a named pipe), which can be read only once, "
-                          f"and the text is read twice (its vocabulary, then its ids): save the "
-                          f"text to a file and give that")
-    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise ConfigError(f"--input={path} is not a plain file (a device or a socket): give a "
-                          f"text file")
-
-
 def file_pieces(path):
     """The text of one file, a piece per READ_BYTES read: the byte-order mark dropped, Windows
     line ends made \\n. A file that is unreadable, empty, binary or not UTF-8 is a ConfigError,
     raised by the time its last piece has been yielded."""
-    check_input_file(path)
+    check_input_file(path, "--input", folder_too=True)
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset, any_text, held_cr = 0, False, ""  # bytes read; a non-blank byte seen; a last \r
     try:
@@ -132,7 +110,7 @@ def text_pieces(path):
     """The text of --input in pieces: a file's (file_pieces), or a folder's *.txt files in sorted
     order, each without its first and last line breaks, one blank line between them."""
     path = Path(path)
-    check_input_file(path)
+    check_input_file(path, "--input", folder_too=True)
     if not path.is_dir():
         yield from file_pieces(path)
         return

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
-from data.sources import (SplitWriter, file_errors_in_one_line,  # noqa: E402
+from data.sources import (SplitWriter, check_input_file, file_errors_in_one_line,  # noqa: E402
                           get_gpt2_encoding, replaced_together, stop_on_sigterm, write_meta)
 from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
@@ -97,9 +97,11 @@ def iter_txt_stories(paths):
 def iter_local_texts(paths, text_column="text"):
     """Texts from local files, streamed. All files of one call must have the same kind."""
     suffixes = {Path(p).suffix.lower() for p in paths}
-    missing = [p for p in paths if not Path(p).is_file()]
-    if missing:
-        raise SystemExit(f"--data_files/--val_files: no such file: {missing[0]}")
+    for path in paths:  # (a FIFO or a loop of links said as what it is)
+        try:
+            check_input_file(path, "--data_files/--val_files")
+        except ValueError as e:  # (ConfigError)
+            raise SystemExit(f"error: {e}") from None
     if suffixes == {".txt"}:
         return iter_txt_stories(paths)
     if len(suffixes) != 1 or next(iter(suffixes)) not in LOCAL_BUILDERS:
