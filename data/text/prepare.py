@@ -66,6 +66,7 @@ def file_pieces(path):
         with path.open("rb") as f:
             while True:
                 block = f.read(READ_BYTES)
+                end = not block
                 if offset == 0 and block.startswith(codecs.BOM_UTF8):  # as Notepad writes
                     block, offset = block[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
                 if b"\0" in block:
@@ -74,16 +75,16 @@ def file_pieces(path):
                 any_text = any_text or bool(block.strip())
                 pending = len(decoder.getstate()[0])  # bytes of a character cut by the last read
                 try:
-                    text = held_cr + decoder.decode(block, final=not block)
+                    text = held_cr + decoder.decode(block, final=end)
                 except UnicodeDecodeError as e:
                     raise ConfigError(
                         f"--input={path} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
                         f"offset {offset - pending + e.start}): save it as UTF-8 (a text "
                         f"editor's 'Save as'), or convert it with iconv") from None
                 offset += len(block)
-                held_cr = "\r" if block and text.endswith("\r") else ""  # (its \n may follow)
+                held_cr = "\r" if not end and text.endswith("\r") else ""  # (a \n may follow)
                 yield text[:len(text) - len(held_cr)].replace("\r\n", "\n")
-                if not block:
+                if end:
                     break
     except OSError as e:
         raise ConfigError(f"--input={path} cannot be read ({e.strerror}): make it readable "
