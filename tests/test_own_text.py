@@ -40,8 +40,8 @@ def test_your_own_text_prepared_as_characters_trains_samples_in_a_run_folder_of_
     load_script("data/text/prepare.py").main([f"--input={mine}", f"--data_dir={data}"])
     assert decoded(data) == TEXT
     printed = capsys.readouterr().out
-    train, sample = (re.search(rf"python {script}\.py (.*)", printed).group(1).split()
-                     for script in ("train", "sample"))
+    train, sample, export = (re.search(rf"python {script}\.py (.*)", printed).group(1).split()
+                             for script in ("train", "sample", "export"))
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "ckpt.pt").write_bytes(b"the workshop's Shakespeare run")
     result = run_here("train.py", *train, "--n_layer=1", "--n_embd=32", "--n_head=2",
@@ -54,6 +54,8 @@ def test_your_own_text_prepared_as_characters_trains_samples_in_a_run_folder_of_
     sampled = [line for line in result.stdout.splitlines()[1:]  # (under sample.py's heading)
                if set(line) != {"-"}]  # (nor its separator line)
     assert sampled and set("".join(sampled)) <= set(TEXT)
+    assert export == [train[-1].removeprefix("--out_dir="), sample[-1].removeprefix("--out_dir=")
+                      + "-hf"]  # (export.py itself: tests/test_export.py)
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["ckpt.pt"]
     assert (tmp_path / "out" / "ckpt.pt").read_bytes() == b"the workshop's Shakespeare run"
 

@@ -271,7 +271,8 @@ def main(argv):
     data = "--dataset=text" if data_dir == HERE else f"--data_dir={data_dir}"
     out_dir = "out-text" if data_dir == HERE else f"out-{data_dir.resolve().name}"
     print(f"train on it in a run folder of its own: python train.py {data} --out_dir={out_dir}")
-    print(f"then: python sample.py --out_dir={out_dir}")
+    print(f"sample it: python sample.py --out_dir={out_dir}")
+    print(f"export it for transformers: python export.py {out_dir} {out_dir}-hf")
     return meta
 
 
