@@ -112,3 +112,25 @@ def test_a_resume_on_data_prepared_again_is_one_line(tmp_path):
     assert (out / "ckpt.pt").read_bytes() == saved
     prepare(TEXT, data, tmp_path)  # prepared again from the same text: the run goes on
     assert run_here("train.py", *args, "--max_iters=4", "--init_from=resume").returncode == 0
+
+
+def test_a_run_starting_while_a_preparation_is_renamed_in_opens_files_of_one_preparation(
+        tmp_path, monkeypatch):
+    """The new files renamed in between the run's first read of meta.json and its opening of the
+    .bin files: it opens them again, and its meta.json is theirs."""
+    from shapelab import dataset
+
+    data = tmp_path / "data"
+    prepare(TEXT, data, tmp_path)
+    real_open, opened = dataset._open_split, []
+
+    def open_split(path, again):
+        if not opened:  # the first opening: a prepare script renames its files in just before
+            prepare(OTHER_TEXT, data, tmp_path, "char")
+        opened.append(path.name)
+        return real_open(path, again)
+    monkeypatch.setattr(dataset, "_open_split", open_split)
+    files = open_dataset(data, block_size=16)
+    assert opened == ["train.bin", "val.bin"] * 2  # (opened again)
+    assert files.meta == json.loads((data / "meta.json").read_text())
+    assert {split: files.tokens(split).tobytes() for split in ("train", "val")} == split_bytes(data)
