@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
-from shapelab.dataset import check_dataset, find_dataset, ood_windows
+from shapelab.dataset import find_dataset, ood_windows, open_dataset
 from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
                                pick_device, set_fp32_matmul_precision)
 from shapelab.run import (RunDir, TimePlan, all_finite, all_rng_states, restore_rng,
@@ -153,7 +153,10 @@ if master_process:
 data_dir = find_dataset(dataset, data_dir, may_prepare=master_process)
 if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
-meta = check_dataset(data_dir, block_size, resumed=checkpoint and (checkpoint["meta"], run.ckpt))
+# opened once: the run reads these files to its end, whatever a prepare script writes meanwhile
+token_files = open_dataset(data_dir, block_size,
+                           resumed=checkpoint and (checkpoint["meta"], run.ckpt))
+meta = token_files.meta  # (what the checkpoints save: the data this run reads)
 vocab_size = meta["vocab_size"]
 # eval_ood: fixed windows of out-of-distribution texts, scored at each evaluation (by rank 0)
 ood_batches, ood_sha256 = (ood_windows(eval_ood, meta, block_size) if eval_ood and master_process
@@ -162,11 +165,11 @@ ood_batches, ood_sha256 = (ood_windows(eval_ood, meta, block_size) if eval_ood a
 
 def get_batch(split, generator):
     """batch_size random windows of block_size + 1 tokens: inputs and next-token targets."""
-    # a fresh memmap each call avoids a memory leak of np.memmap (as nanoGPT notes)
-    data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
+    data = token_files.tokens(split)  # a memmap of the file opened at the start
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     x = torch.from_numpy(np.stack([data[i:i + block_size] for i in ix]).astype(np.int64))
     y = torch.from_numpy(np.stack([data[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
+    token_files.check_unchanged(split)  # a file written over in place stops the run, one line
     if device_type == "cuda":  # pinned memory: the copy to the GPU runs while it computes
         x, y = x.pin_memory(), y.pin_memory()
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -432,9 +435,10 @@ if master_process:
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
     if sample_tokens > 0:
-        from shapelab.tokenizer import load_tokenizer
+        from shapelab.tokenizer import Tokenizer
 
-        tok = load_tokenizer(data_dir)  # the run's own (checked to be the checkpoint's)
+        # the vocabulary of the data this run read (data_dir may hold a newer preparation)
+        tok = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
         raw_model.eval()
         start = torch.tensor([tok.encode("\n")], device=device)
         with autocast_ctx:

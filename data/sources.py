@@ -6,13 +6,17 @@ shapelab/tokenizer.py and the files written here.
 A prepared language-modelling folder data/<name>/ holds (as in nanoGPT)
     train.bin, val.bin   token ids, a flat array of uint16 (np.memmap(path, dtype=np.uint16))
     meta.json            the tokenizer (shapelab/tokenizer.py), the source in words, and per split
-                         "splits": {"train": {"tokens": N, "max_id": M}, "val": {...}}
-                         (N uint16 ids in the file, M the largest of them, -1 if N is 0), so
-                         train.py checks the .bin files against it without reading them.
-write_split() and write_meta() write them atomically (`written_atomically`: a temporary file, then
-os.replace), so a crash never leaves a half-written file behind; meta.json is written last. A
-temporary file cut short is removed (an error, Ctrl-C, or SIGTERM with `stop_on_sigterm`, which
-every prepare script calls); one a kill -9 left is removed by the next prepare.
+                         "splits": {"train": {"tokens": N, "max_id": M, "sha256": H}, "val": ...}
+                         (N uint16 ids in the file, M the largest of them, -1 if N is 0, H the
+                         sha256 of its bytes), so train.py checks the .bin files against it
+                         without reading them, and a checkpoint names the data it was trained on.
+A prepare script writes its files beside the old ones and renames them in together at the end
+(`replaced_together`: meta.json out first, in last), so a crash never leaves a half-written file,
+a run reading the old files keeps them, and a run starting meanwhile never pairs new .bin files
+with the old meta.json (shapelab/dataset.py's open_dataset). A temporary file cut short is removed
+(an error, Ctrl-C, or SIGTERM with `stop_on_sigterm`, which every prepare script calls); one a
+kill -9 left is removed by the next prepare. A file the script cannot read or write is one line
+(`file_errors_in_one_line`).
 
 Sources: each prepare script tries the usual online source first, then a package-registry
 fallback for machines that reach only PyPI, and prints which one it used.
@@ -33,6 +37,7 @@ fallback for machines that reach only PyPI, and prints which one it used.
 
 import base64
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -41,6 +46,7 @@ import re
 import shutil
 import signal
 import ssl
+import stat
 import subprocess
 import sys
 import tarfile
@@ -53,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shapelab.configurator import ConfigError
 from shapelab.tokenizer import GPT2_TIKTOKEN_SHA256, gpt2_encoding_from_file, gpt2_ranks_path
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple/"
@@ -70,7 +77,7 @@ ONLINE_TIMEOUT_S = 20  # bound on tiktoken's own download (it calls requests.get
 
 def stop_on_sigterm():
     """SIGTERM (what Slurm and Kubernetes send) ends a prepare script as Ctrl-C does, by an
-    exception that unwinds through `written_atomically` (whose temporary file goes), instead of
+    exception that unwinds through `replaced_together` (whose temporary files go), instead of
     killing it at once; exit status 143."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
@@ -93,12 +100,8 @@ def _writer_gone(pid: int) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def written_atomically(path):
-    """Yields `<path>.<pid>.tmp` to write; once written it replaces `path` (os.replace: atomic).
-    If the writing fails or is stopped it is removed; first, the temporary files of `path` that
-    killed writers left (kill -9: their process is gone) are removed too."""
-    path = Path(path)
+def _remove_temporaries_of_killed_writers(path: Path):
+    """The `<path>.<pid>.tmp` files whose writer is gone (kill -9) are removed."""
     for stale in path.parent.glob(f"{path.name}.*.tmp"):
         pid = stale.name[len(path.name) + 1:-len(".tmp")]
         if pid.isdigit() and _writer_gone(int(pid)):
@@ -106,35 +109,128 @@ def written_atomically(path):
                 stale.unlink(missing_ok=True)
             except PermissionError:  # (Windows: its writer has it open still)
                 pass
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+
+
+@contextlib.contextmanager
+def replaced_together(folder, index="meta.json"):
+    """Yields `stage(name)`: the temporary file `<folder>/<name>.<pid>.tmp` to write the file
+    `name` into, beside the old one. Once the block ends, the staged files replace their names
+    one right after another (os.replace: each atomic), the index file (meta.json) removed first
+    and renamed in last. So a reader that reads meta.json, opens the other files, and reads
+    meta.json again (shapelab/dataset.py) has files of one preparation whenever both reads are
+    the same bytes; a run that has its files open keeps reading the old ones (POSIX: a replaced
+    file lives on for whoever holds it open). If the block fails or is stopped, every temporary
+    file goes; the temporary files that killed writers left (kill -9) go when a name is staged."""
+    folder = Path(folder)
+    staged = {}  # name -> its temporary file, in the order staged
+
+    def stage(name):
+        path = folder / name
+        _remove_temporaries_of_killed_writers(path)
+        staged[name] = path.with_name(f"{name}.{os.getpid()}.tmp")
+        return staged[name]
+
     try:
-        yield tmp
-        os.replace(tmp, path)
+        yield stage
+        if index in staged:
+            (folder / index).unlink(missing_ok=True)
+        for name in sorted(staged, key=lambda name: name == index):  # the index last
+            os.replace(staged[name], folder / name)
     finally:
-        tmp.unlink(missing_ok=True)
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def written_atomically(path):
+    """Yields `<path>.<pid>.tmp` to write; once written it replaces `path` (os.replace: atomic).
+    replaced_together for one file."""
+    path = Path(path)
+    with replaced_together(path.parent, index=None) as stage:
+        yield stage(path.name)
+
+
+class SplitWriter:
+    """Token ids appended to an open file as uint16, chunk by chunk (a text of any length in
+    bounded memory), and the record meta.json keeps of them: {"tokens": how many ids, "max_id":
+    the largest (-1 if none), "sha256": of the file's bytes} (what identifies the data a
+    checkpoint was trained on)."""
+
+    def __init__(self, file, name):
+        self.file, self.name = file, name
+        self.tokens, self.max_id, self.hash = 0, -1, hashlib.sha256()
+
+    def append(self, ids):
+        arr = np.asarray(ids, dtype=np.int64)
+        if arr.ndim != 1:
+            raise ValueError(f"ids for {self.name} must be 1-D, got shape {arr.shape}")
+        if arr.size and (arr.min() < 0 or arr.max() >= 2**16):
+            raise ValueError(f"ids for {self.name} must be in [0, 65536) to fit uint16, "
+                             f"got [{arr.min()}, {arr.max()}]")
+        data = arr.astype(np.uint16).tobytes()
+        self.file.write(data)
+        self.hash.update(data)
+        self.tokens += int(arr.size)
+        self.max_id = max(self.max_id, int(arr.max()) if arr.size else -1)
+
+    def record(self) -> dict:
+        return {"tokens": self.tokens, "max_id": self.max_id, "sha256": self.hash.hexdigest()}
 
 
 def write_split(path, ids) -> dict:
-    """Write token ids to path as uint16, atomically. Returns the split's record for meta.json:
-    {"tokens": how many ids, "max_id": the largest (-1 if none)}."""
-    path = Path(path)
-    arr = np.asarray(ids, dtype=np.int64)
-    if arr.ndim != 1:
-        raise ValueError(f"ids for {path} must be 1-D, got shape {arr.shape}")
-    if arr.size and (arr.min() < 0 or arr.max() >= 2**16):
-        raise ValueError(f"ids for {path} must be in [0, 65536) to fit uint16, "
-                         f"got [{arr.min()}, {arr.max()}]")
-    with written_atomically(path) as tmp:
-        arr.astype(np.uint16).tofile(tmp)
-    return {"tokens": int(arr.size), "max_id": int(arr.max()) if arr.size else -1}
+    """Write token ids to the file `path` (a staged one: replaced_together) as uint16. Returns
+    the split's record for meta.json (SplitWriter.record)."""
+    with open(path, "wb") as f:
+        writer = SplitWriter(f, Path(path).name)
+        writer.append(ids)
+    return writer.record()
 
 
-def write_meta(data_dir, meta: dict) -> Path:
-    """Write data_dir/meta.json atomically; returns its path."""
-    path = Path(data_dir) / "meta.json"
-    with written_atomically(path) as tmp:
-        tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+def write_meta(path, meta: dict) -> Path:
+    """Write meta as JSON to the file `path` (a staged meta.json: replaced_together)."""
+    Path(path).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+def check_input_file(path, option, folder_too=False):
+    """A ConfigError (one line) unless `path`, given as `option`, is a plain file (or a link to
+    one; or a folder, if folder_too): a FIFO, a device, a loop of symbolic links or a path that
+    cannot be looked at is said as what it is, never as a missing file."""
+    try:
+        mode = Path(path).stat().st_mode  # (follows a symbolic link)
+    except FileNotFoundError:
+        raise ConfigError(f"{option}={path}: no such file") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ConfigError(f"{option}={path} is a loop of symbolic links: name the file "
+                              f"itself") from None
+        raise ConfigError(f"{option}={path} cannot be read ({e.strerror})") from None
+    if stat.S_ISFIFO(mode):
+        raise ConfigError(f"{option}={path} is a FIFO (a named pipe), which can be read only "
+                          f"once, and the file is read more than once here: save it to a file "
+                          f"and give that")
+    if not (stat.S_ISREG(mode) or (folder_too and stat.S_ISDIR(mode))):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a plain file (a device or a socket)"
+        raise ConfigError(f"{option}={path} is {kind}: give a file")
+
+
+@contextlib.contextmanager
+def file_errors_in_one_line(folder_option=""):
+    """A prepare script's work, where a file it cannot read or write (a folder without write
+    permission, a read-only or full disk, a file another program holds open on Windows) ends in
+    one line naming the file and what to do, instead of a traceback. folder_option: the
+    script's option that writes into another folder (--data_dir, --out_dir), if it has one."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:  # (a network error, say: its own words)
+            raise SystemExit(f"error: {type(e).__name__}: {e}") from None
+        elsewhere = (f", or prepare into another folder ({folder_option}=...)" if folder_option
+                     else "")
+        raise SystemExit(f"error: {e.filename}: {e.strerror or e}: the script reads "
+                         f"its input and writes its folder: fix the permissions or free disk "
+                         f"space{elsewhere}; on Windows, a training run that has the data open "
+                         f"holds it until the run ends") from None
 
 
 # -----------------------------------------------------------------------------

@@ -4,12 +4,15 @@ ids) and meta.json (the tokenizer, and what data/<dataset>/prepare.py wrote into
 
 - `find_dataset` prepares a missing small dataset (shakespeare_char, shakespeare) by running its
   prepare.py, and names the command to run for the others.
-- `check_dataset` checks the files against meta.json once, before training: the tokenizer is
-  described, every split exists with the size prepare recorded (a truncated or swapped file is
-  caught without reading it: a web-scale train.bin is gigabytes), the largest id recorded fits the
-  vocabulary, and a split holds more than block_size tokens. Each problem is one line saying what
-  to do.
-- `check_same_vocabulary` refuses to resume a checkpoint on data prepared with another vocabulary.
+- `open_dataset` opens the .bin files once, for the whole run (TokenFiles: train.py's batches
+  read them and nothing else), and checks them against meta.json before training: the tokenizer
+  is described, every split has the size prepare recorded (a truncated or swapped file is caught
+  without reading it: a web-scale train.bin is gigabytes), the largest id recorded fits the
+  vocabulary, and a split holds more than block_size tokens. A preparation renamed in during the
+  run leaves the run on the data it started with; a file written over in place stops it. Each
+  problem is one line saying what to do.
+- `check_same_data` refuses to resume a checkpoint on other data than it was trained on (another
+  vocabulary, or splits whose sha256, token count or largest id differ from its meta's).
 - `ood_windows`: the fixed windows of out-of-distribution texts (data/fortunes) that train.py's
   eval_ood scores at each evaluation, each text checked against the sha256 its meta.json records.
 
@@ -24,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +40,7 @@ from shapelab.configurator import ConfigError
 ROOT = Path(__file__).resolve().parents[1]  # the repo root
 SELF_PREPARING = ("shakespeare_char", "shakespeare")  # small: train.py prepares them when missing
 VOCAB_FIELDS = ("tokenizer", "vocab_size", "chars")  # what decides which id is which token
+DATA_IDENTITY = ("sha256", "tokens", "max_id")  # what names a split's data in meta.json
 
 
 class DataError(SystemExit):
@@ -66,15 +71,132 @@ def find_dataset(dataset, data_dir="", may_prepare=True):
                     f"missing): {hint}")
 
 
-def check_dataset(folder, block_size, resumed=None):
-    """meta.json of a prepared folder, after checking it and the .bin files it describes.
-    resumed: (the checkpoint's meta, its path) of a resumed run, whose vocabulary must be this."""
+class TokenFiles:
+    """The token files of one run, opened once (open_dataset) and read until the run ends: each
+    batch reads the files the run opened, whatever happens to their names since. A prepare
+    script renames its new files in (data/sources.py's replaced_together): the run goes on
+    reading the old ones (the operating system keeps a replaced file for whoever holds it open),
+    so it trains to its end on the data whose meta.json its checkpoints hold, and says once that
+    a new preparation is there. A file written over in place instead (a copy onto train.bin, an
+    editor) changes under the open file: `check_unchanged` (its size and modification time, at
+    every batch) stops the run in one line before a batch of it is used."""
+
+    def __init__(self, folder, files, meta):
+        self.folder, self.files, self.meta = folder, files, meta  # files: {split: open file}
+        self.stamps = {split: _stamp(os.fstat(f.fileno())) for split, f in files.items()}
+        self.new_preparation_noted = False
+
+    def tokens(self, split):
+        """The split's token ids: a read-only memmap of the file opened at the start, a fresh
+        one each call (the pages read then never pile up in the process's memory, as nanoGPT
+        notes)."""
+        return np.memmap(self.files[split], dtype=np.uint16, mode="r")
+
+    def check_unchanged(self, split):
+        """After a batch is read: stop the run (one line) if the split's open file was written
+        over since the run opened it; say once if a new preparation was renamed in."""
+        now = os.fstat(self.files[split].fileno())
+        path = self.folder / f"{split}.bin"
+        if _stamp(now) != self.stamps[split]:
+            raise DataError(f"error: {path} was written over while this run read it: the run "
+                            f"stops so as not to train on two datasets (its last checkpoint holds "
+                            f"the one it started with); write data with its prepare.py, which "
+                            f"never writes over a file a run reads, then train again")
+        if not self.new_preparation_noted and _renamed_over(path, now):
+            self.new_preparation_noted = True
+            print(f"note: {self.folder} was prepared again during this run: the run goes on with "
+                  f"the data it started with (and so do its checkpoints); a new run reads the new")
+
+    def close(self):
+        for f in self.files.values():
+            f.close()
+
+
+def _stamp(stat):
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _renamed_over(path, opened_stat):
+    """Whether `path` names another file than the open one (a new one renamed in, or none)."""
+    try:
+        now = path.stat()
+    except OSError:
+        return True
+    return (now.st_dev, now.st_ino) != (opened_stat.st_dev, opened_stat.st_ino)
+
+
+OPEN_ATTEMPTS = 50  # a prepare renames its files in within microseconds: retry 0.02 s apart
+
+
+def open_dataset(folder, block_size, resumed=None):
+    """The TokenFiles of a prepared folder, after checking meta.json and the open files against
+    each other. Files of one preparation: meta.json is read, the .bin files opened, and meta.json
+    read again; a prepare script removes meta.json before it renames its .bin files in and
+    renames the new one in last, so the same bytes twice mean the files opened are those that
+    meta.json describes (otherwise it is tried again: a preparation was being renamed in).
+    resumed: (the checkpoint's meta, its path) of a resumed run, which must be this data."""
     path = folder / "meta.json"
     again = f"prepare the data again (python {folder / 'prepare.py'})"
+    for _ in range(OPEN_ATTEMPTS):
+        before = _read_or_none(path)
+        files = {split: _open_split(folder / f"{split}.bin", again) for split in ("train", "val")}
+        after = _read_or_none(path)
+        if before is not None and before == after:
+            break
+        for f in files.values():
+            f.close()
+        time.sleep(0.02)
+    else:
+        raise DataError(f"error: {path} is missing: {again}" if after is None else
+                        f"error: {path} keeps changing: a prepare script is writing into "
+                        f"{folder}; wait for it to end, then run again")
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"error: {path} is not valid JSON ({e}): {again}") from None
+        try:
+            meta = json.loads(after.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise DataError(f"error: {path} is not valid JSON ({e}): {again}") from None
+        meta = _checked_meta(meta, folder, block_size, files, again)
+        if resumed:
+            check_same_data(resumed[0], meta, folder, resumed[1])
+    except BaseException:
+        for f in files.values():
+            f.close()
+        raise
+    return TokenFiles(folder, files, meta)
+
+
+def _read_or_none(path):
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise DataError(f"error: {path} cannot be read ({e.strerror})") from None
+
+
+def _open_split(path, again):
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(f"error: {path} is missing: {again}") from None
+    except OSError as e:
+        raise DataError(f"error: {path} cannot be read ({e.strerror})") from None
+
+
+def check_dataset(folder, block_size, resumed=None):
+    """meta.json of a prepared folder, after checking it and the .bin files it describes
+    (open_dataset, the files closed again)."""
+    data = open_dataset(folder, block_size, resumed)
+    data.close()
+    return data.meta
+
+
+def _checked_meta(meta, folder, block_size, files, again):
+    """meta (meta.json's content), checked: the tokenizer is described, every split's open file
+    has the size prepare recorded (a truncated or swapped file is caught without reading it: a
+    web-scale train.bin is gigabytes), the largest id recorded fits the vocabulary, and a split
+    holds more than block_size tokens. Each problem is one line saying what to do."""
+    path = folder / "meta.json"
     vocab = meta.get("vocab_size") if isinstance(meta, dict) else None
     chars = meta.get("chars") if isinstance(meta, dict) else None
     if not isinstance(vocab, int) or meta.get("tokenizer") not in ("char", "gpt2") or (
@@ -88,9 +210,7 @@ def check_dataset(folder, block_size, resumed=None):
                         f"them): {again}")
     for split in ("train", "val"):
         bin_path, info = folder / f"{split}.bin", splits.get(split, {})
-        if not bin_path.exists():
-            raise DataError(f"error: {bin_path} is missing: {again}")
-        tokens, size = info.get("tokens"), bin_path.stat().st_size
+        tokens, size = info.get("tokens"), os.fstat(files[split].fileno()).st_size
         if size % 2:
             raise DataError(f"error: {bin_path} has {size} bytes, not a whole number of uint16 "
                             f"token ids: it is truncated or not a token file; {again}")
@@ -104,8 +224,6 @@ def check_dataset(folder, block_size, resumed=None):
         if tokens <= block_size:
             raise DataError(f"error: {bin_path} has {tokens} tokens, fewer than block_size + 1 = "
                             f"{block_size + 1}: use a smaller --block_size or more data")
-    if resumed:
-        check_same_vocabulary(resumed[0], meta, folder, resumed[1])
     return meta
 
 
@@ -118,6 +236,22 @@ def check_same_vocabulary(saved_meta, meta, folder, checkpoint_path):
             f"({meta.get('tokenizer')}, {meta.get('vocab_size')} tokens now; {saved['tokenizer']}, "
             f"{saved['vocab_size']} tokens in {checkpoint_path}): the data was prepared again "
             f"differently. Resume on the data it was trained on, or train from scratch")
+
+
+def check_same_data(saved_meta, meta, folder, checkpoint_path):
+    """A resumed run must go on with the data it was trained on: the same vocabulary, and each
+    split what the checkpoint's meta.json records of it (DATA_IDENTITY: its sha256, written by
+    every prepare script, its token count and largest id; what both records hold)."""
+    check_same_vocabulary(saved_meta, meta, folder, checkpoint_path)
+    for split in ("train", "val"):
+        saved, now = (saved_meta.get("splits") or {}).get(split, {}), meta["splits"][split]
+        differ = [k for k in DATA_IDENTITY if k in saved and k in now and saved[k] != now[k]]
+        if differ:
+            raise DataError(
+                f"error: {folder / split}.bin is not the data {checkpoint_path} was trained on "
+                f"(its {' and '.join(differ)} differ: the data was prepared again since). Resume "
+                f"on the data it was trained on (prepare it again from the same text), or train "
+                f"from scratch in another --out_dir")
 
 
 # -----------------------------------------------------------------------------------------------
@@ -246,16 +380,35 @@ def run_prepare(dataset, data_dir="", prepared_dir="", max_train_images=0):
 
 
 def load_prepared(prepared_dir, dataset):
-    """{train,val,test}.npz + meta.json in prepared_dir -> (ImageSplits, meta)."""
+    """{train,val,test}.npz + meta.json in prepared_dir -> (ImageSplits, meta), read whole into
+    memory (so a preparation renamed in during a run is never seen by it). The files are of one
+    preparation: meta.json is read before and after the arrays, as open_dataset does, and the
+    reading tried again if a prepare script was renaming its files in meanwhile."""
     prepared_dir = Path(prepared_dir)
     script = PREPARE_SCRIPTS[dataset].relative_to(ROOT)
     again = f"prepare it again (python {script} --out_dir={prepared_dir} ...)"
+    for _ in range(OPEN_ATTEMPTS):
+        after = before = _read_or_none(prepared_dir / "meta.json")
+        if before is not None:  # (the arrays are read only when meta.json is there)
+            arrays = _load_arrays(prepared_dir, again)
+            after = _read_or_none(prepared_dir / "meta.json")
+            if before == after:
+                break
+        time.sleep(0.02)
+    else:
+        raise ConfigError(f"{prepared_dir / 'meta.json'} is missing or keeps changing: prepare "
+                          f"{prepared_dir} once, and let the prepare script end before training")
     try:
-        meta = json.loads((prepared_dir / "meta.json").read_text())
+        meta = json.loads(after)
         source, _ = meta["source"], meta["image_shape"]  # both required
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{prepared_dir / 'meta.json'} is not a prepared data set's meta.json "
                           f"({type(e).__name__}: {e}): {again}") from None
+    return ImageSplits(source, *arrays, dataset=meta.get("dataset", "")), meta
+
+
+def _load_arrays(prepared_dir, again):
+    """[train, train_labels, val, val_labels, test, test_labels] of the .npz files, as tensors."""
     arrays = []
     for split in ("train", "val", "test"):
         try:
@@ -267,7 +420,7 @@ def load_prepared(prepared_dir, dataset):
                     from None
             raise ConfigError(f"{prepared_dir / (split + '.npz')} is damaged or truncated "
                               f"({type(e).__name__}: {e}): {again}") from None
-    return ImageSplits(source, *arrays, dataset=meta.get("dataset", "")), meta
+    return arrays
 
 
 def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=""):

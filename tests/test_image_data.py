@@ -274,3 +274,31 @@ def test_imagenet32_hub_route_streams_truncates_and_converts_to_rgb(tmp_path, mo
         encoded = io.BytesIO()
         pytest.importorskip("PIL.Image").new("RGB", (64, 32)).save(encoded, format="PNG")
         IMAGENET32.rgb_image({"bytes": encoded.getvalue(), "path": None}, "image 0")
+
+
+def test_images_prepared_again_while_a_run_loads_them_are_of_one_preparation(tmp_path,
+                                                                             monkeypatch):
+    """A preparation renamed in (data/mnist/prepare.py's write_prepared) while train_mlp.py
+    reads the arrays: the reading starts again, so the images and meta.json's source are of one
+    preparation, never new arrays under the old source (or the old under the new)."""
+    from conftest import digit_splits, write_prepared
+    from shapelab import dataset
+
+    old, new = digit_splits(n_train=32, n_val=8, n_test=8), digit_splits(n_train=48, n_val=8,
+                                                                          n_test=8)
+    folder = write_prepared(tmp_path / "prepared", old, source="the old preparation")
+    real_load, loads = dataset._load_arrays, []
+
+    def load_then_prepare_again(*args):
+        arrays = real_load(*args)
+        if not loads:  # the first reading: a prepare script renames its new files in after it
+            MNIST.write_prepared(folder, {name: (getattr(new, name).numpy(),
+                                                 getattr(new, name + "_labels").numpy())
+                                          for name in ("train", "val", "test")},
+                                 {"dataset": "mnist", "source": "the new preparation"})
+        loads.append(len(arrays[0]))
+        return arrays
+    monkeypatch.setattr(dataset, "_load_arrays", load_then_prepare_again)
+    splits, meta = dataset.load_prepared(folder, "mnist")
+    assert loads == [32, 48]
+    assert splits.source == meta["source"] == "the new preparation" and len(splits.train) == 48

@@ -48,24 +48,67 @@ def read_bin(path):
 
 
 def assert_splits_match_files(data_dir):
-    """meta.json records, per split, the number of uint16 ids in <split>.bin and the largest."""
+    """meta.json records, per split, the number of uint16 ids in <split>.bin, the largest, and
+    the sha256 of the file."""
     splits = json.loads((Path(data_dir) / "meta.json").read_text())["splits"]
-    files = {split: read_bin(Path(data_dir) / f"{split}.bin") for split in ("train", "val")}
-    assert splits == {split: {"tokens": int(ids.size), "max_id": int(ids.max()) if ids.size else -1}
+    paths = {split: Path(data_dir) / f"{split}.bin" for split in ("train", "val")}
+    files = {split: read_bin(path) for split, path in paths.items()}
+    assert splits == {split: {"tokens": int(ids.size), "max_id": int(ids.max()) if ids.size else -1,
+                              "sha256": sources.sha256_file(paths[split])}
                       for split, ids in files.items()}
     return splits
 
 
 def test_write_split_is_uint16_and_checks_range(tmp_path):
     record = write_split(tmp_path / "a.bin", [0, 1, 65535, 300])
-    assert record["tokens"] == 4 and read_bin(tmp_path / "a.bin").tolist() == [0, 1, 65535, 300]
-    assert record == {"tokens": 4, "max_id": 65535}
-    assert write_split(tmp_path / "c.bin", [7, 3]) == {"tokens": 2, "max_id": 7}
-    assert write_split(tmp_path / "d.bin", []) == {"tokens": 0, "max_id": -1}
+    assert read_bin(tmp_path / "a.bin").tolist() == [0, 1, 65535, 300]
+    assert record == {"tokens": 4, "max_id": 65535,
+                      "sha256": sources.sha256_file(tmp_path / "a.bin")}
+    assert write_split(tmp_path / "c.bin", [7, 3])["max_id"] == 7
+    assert write_split(tmp_path / "d.bin", [])["max_id"] == -1
     with pytest.raises(ValueError, match="uint16"):
         write_split(tmp_path / "b.bin", [1, 65536])
-    # nothing half-written left behind
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "c.bin", "d.bin"]
+
+
+def test_a_split_written_in_pieces_is_the_split_written_whole(tmp_path):
+    ids = np.random.default_rng(0).integers(0, 2**16, 10_000)
+    with open(tmp_path / "pieces.bin", "wb") as f:
+        writer = sources.SplitWriter(f, "pieces.bin")
+        for piece in np.array_split(ids, 7):
+            writer.append(piece)
+    assert writer.record() == write_split(tmp_path / "whole.bin", ids)
+    assert (tmp_path / "pieces.bin").read_bytes() == (tmp_path / "whole.bin").read_bytes()
+
+
+def test_staged_files_are_renamed_in_together_meta_json_last(tmp_path, monkeypatch):
+    """replaced_together: nothing replaces the old files until the block ends; then meta.json is
+    removed first and renamed in last; a block that fails leaves the old files and no
+    temporary file."""
+    for name in ("train.bin", "val.bin", "meta.json"):
+        (tmp_path / name).write_text("old")
+    with pytest.raises(RuntimeError):
+        with sources.replaced_together(tmp_path) as stage:
+            stage("meta.json").write_text("new")
+            stage("train.bin").write_text("new")
+            raise RuntimeError("stopped")
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == dict.fromkeys(
+        ("train.bin", "val.bin", "meta.json"), "old")
+    events = []
+    real_replace, real_unlink = os.replace, Path.unlink
+    monkeypatch.setattr(os, "replace", lambda src, dst: (events.append(("in", Path(dst).name)),
+                                                         real_replace(src, dst)))
+    monkeypatch.setattr(Path, "unlink", lambda path, missing_ok=False: (
+        events.append(("out", path.name)), real_unlink(path, missing_ok=missing_ok)))
+    with sources.replaced_together(tmp_path) as stage:
+        stage("meta.json").write_text("new")
+        stage("train.bin").write_text("new")
+        stage("val.bin").write_text("new")
+        assert {(tmp_path / name).read_text() for name in ("train.bin", "val.bin", "meta.json")
+                } == {"old"}  # (not yet)
+    assert events[:4] == [("out", "meta.json"), ("in", "train.bin"), ("in", "val.bin"),
+                          ("in", "meta.json")]
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == dict.fromkeys(
+        ("train.bin", "val.bin", "meta.json"), "new")
 
 
 def test_a_stopped_prepare_leaves_no_temporary_file_and_a_killed_ones_goes_next_time(
@@ -87,7 +130,8 @@ def test_a_stopped_prepare_leaves_no_temporary_file_and_a_killed_ones_goes_next_
         sources.stop_on_sigterm()
         monkeypatch.setattr(os, "replace", stopped)
         with pytest.raises(SystemExit) as info:
-            write_split(tmp_path / "train.bin", [1, 2, 3])
+            with sources.written_atomically(tmp_path / "train.bin") as tmp:
+                write_split(tmp, [1, 2, 3])
     finally:
         signal.signal(signal.SIGTERM, saved)
     assert info.value.code == 143
@@ -108,7 +152,8 @@ def test_a_temporary_file_that_cannot_be_deleted_is_left_to_its_writer(tmp_path,
         real_unlink(path, missing_ok=missing_ok)
     monkeypatch.setattr(Path, "unlink", held_open)
     monkeypatch.setattr(os, "kill", None)  # (never called)
-    write_split(tmp_path / "train.bin", [1, 2, 3])
+    with sources.written_atomically(tmp_path / "train.bin") as tmp:
+        write_split(tmp, [1, 2, 3])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.bin", "train.bin.4242.tmp"]
 
 
@@ -354,3 +399,16 @@ def test_tinystories_offline_exits_fast_with_message(tmp_path):
     assert "TinyStories" in proc.stderr and "--data_files" in proc.stderr
     assert time.time() - t0 < 30
     assert not (tmp_path / "train.bin").exists()
+
+
+def test_a_fifo_or_a_loop_of_links_given_as_a_data_file_is_said_as_what_it_is(tmp_path):
+    os.mkfifo(tmp_path / "stories.txt")
+    os.symlink(tmp_path / "b.txt", tmp_path / "a.txt")
+    os.symlink(tmp_path / "a.txt", tmp_path / "b.txt")
+    prep = load_script("data/tinystories/prepare.py")
+    for given, why in (("stories.txt", "is a FIFO"), ("a.txt", "is a loop of symbolic links"),
+                       ("none.txt", "no such file")):
+        with pytest.raises(SystemExit) as stop:
+            prep.main(["--data_files", str(tmp_path / given), "--out_dir", str(tmp_path / "o")])
+        assert why in str(stop.value.code) and "\n" not in str(stop.value.code)
+    assert not (tmp_path / "o").exists()

@@ -37,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: data/
 from data.sources import (HashMismatchError, check_sha256, stop_on_sigterm,  # noqa: E402
-                          write_meta, written_atomically)
+                          check_input_file, file_errors_in_one_line, replaced_together,
+                          write_meta)
 
 PACKAGE = "fortunes=1:1.99.1-7.3"  # what apt-get calls it
 DEB_NAME = "fortunes_1.99.1-7.3_all.deb"
@@ -126,16 +127,16 @@ def prepare(deb_path, out_dir, route, expected_sha256=DEB_SHA256) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = {}
-    for name, data in texts.items():
-        characters = len(data.decode("utf-8"))  # (train.py reads the texts as UTF-8)
-        with written_atomically(out_dir / f"{name}.txt") as tmp:
-            tmp.write_bytes(data)
-        records[name] = dict(file=f"{name}.txt", sha256=hashlib.sha256(data).hexdigest(),
-                             bytes=len(data), characters=characters)
-    meta = dict(source=f"Debian package {PACKAGE} (fortune-mod's data), {TEXTS_DIR}",
-                route=route, deb=DEB_NAME, deb_bytes=Path(deb_path).stat().st_size,
-                deb_sha256=expected_sha256, texts=records)
-    write_meta(out_dir, meta)
+    with replaced_together(out_dir) as stage:  # beside the old files, renamed in at the end
+        for name, data in texts.items():
+            characters = len(data.decode("utf-8"))  # (train.py reads the texts as UTF-8)
+            stage(f"{name}.txt").write_bytes(data)
+            records[name] = dict(file=f"{name}.txt", sha256=hashlib.sha256(data).hexdigest(),
+                                 bytes=len(data), characters=characters)
+        meta = dict(source=f"Debian package {PACKAGE} (fortune-mod's data), {TEXTS_DIR}",
+                    route=route, deb=DEB_NAME, deb_bytes=Path(deb_path).stat().st_size,
+                    deb_sha256=expected_sha256, texts=records)
+        write_meta(stage("meta.json"), meta)
     return meta
 
 
@@ -146,8 +147,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if args.deb:
-            if not Path(args.deb).is_file():
-                raise SystemExit(f"error: --deb={args.deb}: no such file")
+            try:
+                check_input_file(args.deb, "--deb")
+            except ValueError as e:  # (ConfigError)
+                raise SystemExit(f"error: {e}") from None
             deb, route = Path(args.deb), f"the file {args.deb}"
         else:
             deb, route = fetch_deb(tmp)
@@ -166,4 +169,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     stop_on_sigterm()  # SIGTERM: no half-written file left
-    main()
+    with file_errors_in_one_line("--out_dir"):
+        main()

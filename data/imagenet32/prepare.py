@@ -217,4 +217,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     mnist_prepare.stop_on_sigterm()  # SIGTERM: no half-written file left
-    main()
+    with mnist_prepare.file_errors_in_one_line("--out_dir"):
+        main()

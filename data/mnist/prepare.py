@@ -68,7 +68,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for data/sources.py
-from data.sources import stop_on_sigterm, write_meta, written_atomically  # noqa: E402
+from data.sources import (file_errors_in_one_line, replaced_together,  # noqa: E402
+                          stop_on_sigterm, write_meta)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CACHE = HERE / "cache"                     # git-ignored (data/**/cache/)
@@ -380,11 +381,12 @@ def write_prepared(out_dir, splits, meta):
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(meta, image_shape=list(splits["train"][0].shape[1:]),
                 splits={name: len(images) for name, (images, labels) in splits.items()})
-    for name, (images, labels) in splits.items():
-        with written_atomically(out_dir / f"{name}.npz") as tmp, open(tmp, "wb") as f:
-            np.savez(f, images=np.ascontiguousarray(images, dtype=np.uint8),
-                     labels=np.asarray(labels, dtype=np.int64))
-    write_meta(out_dir, meta)
+    with replaced_together(out_dir) as stage:  # beside the old files, renamed in at the end
+        for name, (images, labels) in splits.items():
+            with open(stage(f"{name}.npz"), "wb") as f:
+                np.savez(f, images=np.ascontiguousarray(images, dtype=np.uint8),
+                         labels=np.asarray(labels, dtype=np.int64))
+        write_meta(stage("meta.json"), meta)
     print(f"source: {meta['source']}")
     print(" ".join(f"{name} {n:,}" for name, n in meta["splits"].items())
           + f" images {tuple(meta['image_shape'])}")
@@ -481,4 +483,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     stop_on_sigterm()  # SIGTERM: no half-written file left
-    main()
+    with file_errors_in_one_line("--out_dir"):
+        main()

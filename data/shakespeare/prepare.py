@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
-from data.sources import (get_gpt2_encoding, stop_on_sigterm, write_meta,  # noqa: E402
-                          write_split)
+from data.sources import (file_errors_in_one_line, get_gpt2_encoding,  # noqa: E402
+                          replaced_together, stop_on_sigterm, write_meta, write_split)
 from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 VAL_FRACTION = 0.1
@@ -54,9 +54,10 @@ def prepare(text: str, data_dir, source: str) -> dict:
     val_ids = enc.encode_ordinary(text[n_train:])
     meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT,
             "source": source}
-    meta["splits"] = {"train": write_split(data_dir / "train.bin", train_ids),
-                      "val": write_split(data_dir / "val.bin", val_ids)}
-    write_meta(data_dir, meta)
+    with replaced_together(data_dir) as stage:  # beside the old files, renamed in at the end
+        meta["splits"] = {"train": write_split(stage("train.bin"), train_ids),
+                          "val": write_split(stage("val.bin"), val_ids)}
+        write_meta(stage("meta.json"), meta)
     return meta
 
 
@@ -81,4 +82,5 @@ if __name__ == "__main__":
     if sys.argv[1:]:  # --input=FILE: your own text, with GPT-2's BPE, into data/text/
         _load_char_prepare().own_text(sys.argv[1:], "gpt2")
     else:
-        main()
+        with file_errors_in_one_line():
+            main()

@@ -31,7 +31,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
-from data.sources import (HashMismatchError, download_sdist, stop_on_sigterm,  # noqa: E402
+from data.sources import (HashMismatchError, download_sdist,  # noqa: E402
+                          file_errors_in_one_line, replaced_together, stop_on_sigterm,
                           write_meta, write_split)
 from shapelab.tokenizer import Tokenizer  # noqa: E402
 
@@ -101,9 +102,10 @@ def prepare(text: str, data_dir, source: str) -> dict:
     ids = tok.encode(text)
     n_train = int(len(ids) * (1 - VAL_FRACTION))
     meta = {"tokenizer": "char", "vocab_size": tok.vocab_size, "chars": chars, "source": source}
-    meta["splits"] = {"train": write_split(data_dir / "train.bin", ids[:n_train]),
-                      "val": write_split(data_dir / "val.bin", ids[n_train:])}
-    write_meta(data_dir, meta)
+    with replaced_together(data_dir) as stage:  # beside the old files, renamed in at the end
+        meta["splits"] = {"train": write_split(stage("train.bin"), ids[:n_train]),
+                          "val": write_split(stage("val.bin"), ids[n_train:])}
+        write_meta(stage("meta.json"), meta)
     return meta
 
 
@@ -137,4 +139,5 @@ if __name__ == "__main__":
     if sys.argv[1:]:
         own_text(sys.argv[1:], "char")
     else:
-        main()
+        with file_errors_in_one_line():
+            main()

@@ -19,8 +19,10 @@ Without --val_files, the first --val_docs stories of --data_files become the val
 Tokens: tiktoken GPT-2 BPE (get_gpt2_encoding() from data/sources.py, works offline too),
 encode_ordinary per story, then <|endoftext|> (50256) after every story, as nanoGPT's
 openwebtext. Stories are tokenized in batches (tiktoken threads, --num_threads) and appended
-to the .bin as they come, so memory stays bounded whatever the corpus size; each split's token
-count and largest id go to meta.json["splits"] as they are written (no second pass).
+to the new .bin as they come, so memory stays bounded whatever the corpus size; each split's
+token count, largest id and sha256 go to meta.json["splits"] as they are written (no second
+pass). The new files are renamed in at the end, meta.json last: a run reading the old ones keeps
+them, and until then the folder holds the old preparation whole.
 """
 
 import argparse
@@ -35,8 +37,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
-from data.sources import (get_gpt2_encoding, stop_on_sigterm, write_meta,  # noqa: E402
-                          written_atomically)
+from data.sources import (SplitWriter, check_input_file, file_errors_in_one_line,  # noqa: E402
+                          get_gpt2_encoding, replaced_together, stop_on_sigterm, write_meta)
 from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 HUB_DATASET = "roneneldan/TinyStories"
@@ -95,9 +97,11 @@ def iter_txt_stories(paths):
 def iter_local_texts(paths, text_column="text"):
     """Texts from local files, streamed. All files of one call must have the same kind."""
     suffixes = {Path(p).suffix.lower() for p in paths}
-    missing = [p for p in paths if not Path(p).is_file()]
-    if missing:
-        raise SystemExit(f"--data_files/--val_files: no such file: {missing[0]}")
+    for path in paths:  # (a FIFO or a loop of links said as what it is)
+        try:
+            check_input_file(path, "--data_files/--val_files")
+        except ValueError as e:  # (ConfigError)
+            raise SystemExit(f"error: {e}") from None
     if suffixes == {".txt"}:
         return iter_txt_stories(paths)
     if len(suffixes) != 1 or next(iter(suffixes)) not in LOCAL_BUILDERS:
@@ -130,29 +134,26 @@ def batched(iterable, n):
 
 def write_stories(texts, path, enc, max_docs=None, batch_size=1024, num_threads=1,
                   log_every=100_000) -> tuple[int, dict]:
-    """Tokenize texts (GPT-2, + EOT after each) and append them to path as uint16, batch by batch.
-    Written to a .tmp file and renamed at the end. Returns (number of stories, the split's record
-    for meta.json: {"tokens": ..., "max_id": ...}, counted as the batches are written)."""
+    """Tokenize texts (GPT-2, + EOT after each) and append them to the file path (a staged one:
+    data/sources.py's replaced_together) as uint16, batch by batch. Returns (number of stories,
+    the split's record for meta.json, counted as the batches are written: SplitWriter.record)."""
     path = Path(path)
-    n_docs = n_tokens = 0
-    max_id = -1
+    n_docs = 0
     next_log = log_every
     t0 = time.time()
-    with written_atomically(path) as tmp, open(tmp, "wb") as f:
+    with open(path, "wb") as f:
+        writer = SplitWriter(f, path.name)
         for batch in batched(itertools.islice(texts, max_docs), batch_size):
             ids_batch = enc.encode_ordinary_batch(batch, num_threads=num_threads)
             stories = (ids + [GPT2_EOT] for ids in ids_batch)
-            flat = np.fromiter(itertools.chain.from_iterable(stories),
-                               dtype=np.uint16)  # GPT-2 ids are < 50257 < 65536
-            flat.tofile(f)
+            writer.append(np.fromiter(itertools.chain.from_iterable(stories),
+                                      dtype=np.uint16))  # GPT-2 ids are < 50257 < 65536
             n_docs += len(batch)
-            n_tokens += flat.size
-            max_id = max(max_id, int(flat.max()))  # a batch is never empty: one EOT per story
             if n_docs >= next_log:
-                print(f"  {path.name}: {n_docs:,} stories, {n_tokens:,} tokens, "
-                      f"{time.time() - t0:.0f}s")
+                print(f"  {path.name.split('.')[0]}: {n_docs:,} stories, {writer.tokens:,} "
+                      f"tokens, {time.time() - t0:.0f}s")
                 next_log += log_every
-    return n_docs, {"tokens": n_tokens, "max_id": max_id}
+    return n_docs, writer.record()
 
 
 def main(argv=None) -> dict:
@@ -197,27 +198,30 @@ def main(argv=None) -> dict:
     print(f"source: {source}")
 
     enc = get_gpt2_encoding()
-    out_dir.mkdir(parents=True, exist_ok=True)
     meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT,
             "source": source}
     splits = {}
-    try:  # val first: see the islice above
-        for split, texts in (("val", val_texts), ("train", train_texts)):
-            n_docs, splits[split] = write_stories(texts, out_dir / f"{split}.bin", enc,
-                                                  args.max_docs, args.batch_size, args.num_threads)
-            if n_docs == 0:
-                raise SystemExit(f"the {split} split is empty; give more stories "
-                                 f"(or --val_files / a smaller --val_docs)")
-            meta[f"{split}_docs"] = n_docs
-            print(f"{split}: {n_docs:,} stories, {splits[split]['tokens']:,} tokens")
-    except OSError as e:  # ConnectionError, TimeoutError, requests' errors: the hub failed later
-        if args.data_files:
-            raise
-        sys.exit(OFFLINE_HELP.format(why=f"{type(e).__name__}: {e}"))
     if args.max_docs is not None:
         meta["source"] += f", at most {args.max_docs} stories per split"
-    meta["splits"] = {"train": splits["train"], "val": splits["val"]}
-    write_meta(out_dir, meta)
+    # the new files beside the old ones, renamed in together at the end (meta.json last)
+    with file_errors_in_one_line("--out_dir"), replaced_together(out_dir) as stage:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        try:  # val first: see the islice above
+            for split, texts in (("val", val_texts), ("train", train_texts)):
+                n_docs, splits[split] = write_stories(texts, stage(f"{split}.bin"), enc,
+                                                      args.max_docs, args.batch_size,
+                                                      args.num_threads)
+                if n_docs == 0:
+                    raise SystemExit(f"the {split} split is empty; give more stories "
+                                     f"(or --val_files / a smaller --val_docs)")
+                meta[f"{split}_docs"] = n_docs
+                print(f"{split}: {n_docs:,} stories, {splits[split]['tokens']:,} tokens")
+        except OSError as e:  # ConnectionError, TimeoutError, requests' errors: the hub failed
+            if args.data_files or e.filename:  # (a local file: file_errors_in_one_line's)
+                raise
+            sys.exit(OFFLINE_HELP.format(why=f"{type(e).__name__}: {e}"))
+        meta["splits"] = {"train": splits["train"], "val": splits["val"]}
+        write_meta(stage("meta.json"), meta)
     print(f"wrote {out_dir}/{{train.bin,val.bin,meta.json}} in {time.time() - t0:.1f}s")
     return meta
 
