@@ -60,11 +60,13 @@ again: finished runs are skipped, the interrupted ones resume from their last ch
 and plots are rebuilt from the saved results. A run is its settings: a longer --learning_rates or
 --seeds list reuses every finished run. Tokens/s are measurements and change from one machine
 state to the next; every loss and count comes out the same. A run folder holding other settings
-is refused: use a new out_dir. So is an out_dir in use by another compare.py (it holds
-out_dir/compare.lock) or by a train.py in one of its run folders. It runs from any folder: out_dir
-and data_dir are taken relative to where you run it.
+is refused: use a new out_dir. So is an out_dir or a record_dir in use by another compare.py (it
+holds compare.lock in each while it runs, and deletes it at its end) or an out_dir in use by a
+train.py in one of its run folders. It runs from any folder: out_dir and data_dir are taken
+relative to where you run it.
 """
 
+import contextlib
 import csv
 import io
 import json
@@ -311,7 +313,7 @@ def main(argv):
                 check_model_settings(run_settings)
     except (ConfigError, ValueError) as e:
         usage_error(e)
-    with lock_out_dir(out_dir):  # held until the comparison ends
+    with lock_out_dir(out_dir), lock_record_dir(settings):  # held until the comparison ends
         for run_dir in sorted(d for d in out_dir.iterdir() if d.is_dir()):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
@@ -335,6 +337,16 @@ def main(argv):
         except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's and train.py's
             print(interrupted_message(state), file=sys.stderr)
             raise SystemExit(143 if TERMINATED else 130) from None
+
+
+def lock_record_dir(settings):
+    """record_dir's lock, taken as out_dir's: comparisons into two out_dirs with one record_dir
+    would both write its records and its report. Nothing to take without a record_dir, or where
+    it is out_dir (locked already)."""
+    record_dir = settings["record_dir"]
+    if not record_dir or Path(record_dir).resolve() == Path(settings["out_dir"]).resolve():
+        return contextlib.nullcontext()
+    return lock_out_dir(record_dir, option="record_dir")
 
 
 def planned_here(settings, shapes):
@@ -466,6 +478,10 @@ def run_comparison(settings, shapes, matching, state):
     for name, (shape, found) in finished_elsewhere(settings, matching, exclude=shapes).items():
         shapes[name] = shape
         results.update(found)
+    if not results:  # (a deadline before any run finished: nothing to report, nothing written)
+        print("no run finished, so no report was written: the same command without "
+              "--stop_starting_after (or with a later one) starts the runs", flush=True)
+        return
     report(settings, {name: shapes[name] for name in ALL_NAMES if name in shapes}, results,
            tokens)
 

@@ -14,8 +14,11 @@ vocabulary are ever sampled: a GPT-2
 model's embedding is padded to 50304 rows for the GPU, and the padding ids are never drawn.
 
 --top_k=K keeps the K most likely tokens at each step; --top_k=0 keeps every token (no top-k).
---temperature=0 is greedy. A negative, infinite or nan temperature, or a negative top_k, is
-refused.
+--temperature=0 is greedy. A temperature below float32's smallest normal number (~1.2e-38; the
+logits are float32) is greedy too: the limit every small temperature approaches, and what it
+samples already. A negative, infinite or nan temperature, or a negative top_k, is refused.
+
+Ctrl-C stops it in one line (exit status 130), after the samples printed so far.
 
 The checkpoint is read into CPU memory and only the model moves to the device (the optimizer
 state it also holds is dropped unread).
@@ -110,10 +113,19 @@ if not start_ids:
 x = torch.tensor([start_ids], dtype=torch.long, device=device)
 generator = torch.Generator(device=device).manual_seed(seed)
 
-with torch.no_grad(), autocast_ctx:
-    for _ in range(num_samples):
-        # vocab_size: the tokenizer's real one, so a padded embedding's extra ids are never drawn
-        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None,
-                           generator=generator, vocab_size=tokenizer.vocab_size)
-        print(tokenizer.decode(y[0].tolist()))
-        print("-" * 40)
+# (a temperature float32 rounds to 0 would divide the logits by 0: greedy, its limit, instead)
+sampling_temperature = temperature if temperature >= torch.finfo(torch.float32).tiny else 0
+printed = 0
+try:
+    with torch.no_grad(), autocast_ctx:
+        for _ in range(num_samples):
+            # vocab_size: the tokenizer's real one: a padded embedding's extra ids are never drawn
+            y = model.generate(x, max_new_tokens, temperature=sampling_temperature,
+                               top_k=top_k or None, generator=generator,
+                               vocab_size=tokenizer.vocab_size)
+            print(tokenizer.decode(y[0].tolist()))
+            print("-" * 40, flush=True)
+            printed += 1
+except KeyboardInterrupt:  # Ctrl-C: exit status 130, as a shell's
+    print(f"interrupted: {printed} of {num_samples} samples printed", file=sys.stderr)
+    raise SystemExit(130) from None

@@ -232,6 +232,10 @@ def resumed_run(run, config, given):
     run.resume_policy (NOT_RESUMED, SHAPE_KEYS). A checkpoint it cannot go on from exactly is
     refused in one line. `given`: the keys the command line set (None: every key)."""
     checkpoint = load_checkpoint(run.ckpt, trainer="train_mlp.py")  # (damaged: one line)
+    if "model_type" in checkpoint:  # train.py's: a language model's run, never to be replaced here
+        raise ConfigError(f"{run.ckpt} is a language model's run (train.py's, model_type "
+                          f"{checkpoint['model_type']!r}), not an image MLP's: train the image MLP "
+                          f"into a new --out_dir")
     if "train_state" not in checkpoint or not isinstance(checkpoint.get("config"), dict):
         raise ConfigError(f"{run.ckpt} holds no training state to resume (a model saved for "
                           f"scoring only, or not a train_mlp.py checkpoint): score it with "

@@ -1,8 +1,9 @@
 """
 Many train.py runs into one folder, safely: what compare.py's comparison stands on.
 
-    lock_out_dir   one comparison per folder: a lock on out_dir/compare.lock, dropped by the OS
-                   however the process ends; training_in: a train.py still training in a run folder
+    lock_out_dir   one comparison per folder (its out_dir, and its record_dir): a lock on
+                   compare.lock, dropped by the OS however the process ends; training_in: a
+                   train.py still training in a run folder
     train_one      one run, trained, resumed from its last checkpoint (train.py's resume is exact)
                    or skipped when finished (its result.json, written whole, last); a run folder
                    that holds other settings (its config.py) is refused; a diverged run is a result
@@ -63,12 +64,15 @@ def same_settings(config_path, config):
     return run_identity(recorded) == run_identity(config)
 
 
-def lock_out_dir(out_dir):
+def lock_out_dir(out_dir, option="out_dir"):
     """lock.py's lock on out_dir/compare.lock (the OS drops it when the process ends, however it
-    ends), held while the returned lock is open. An out_dir that is a file, cannot be written or
-    is in use by another compare.py stops in one line, before anything in it is touched."""
+    ends), held while the returned lock is open, its file deleted when it is let go. An out_dir
+    that is a file, cannot be written or is in use by another compare.py stops in one line,
+    before anything in it is touched. option: the setting that names the folder (a record_dir
+    is locked alike: two comparisons of other out_dirs would write one record_dir's report)."""
     try:
-        return lock_folder(out_dir, "compare.lock", "compare.py")
+        return lock_folder(out_dir, "compare.lock", "compare.py", option=option,
+                           removed_at_close=True)
     except ConfigError as e:
         usage_error(e)
 

@@ -664,3 +664,14 @@ def test_no_run_starts_after_the_deadline_and_the_report_holds_what_finished(
     trained.clear()
     compare.main(argv[:-1])  # no deadline: the rest
     assert sorted(trained) == [("gpt", 2e-3, 8), ("gpt", 2e-3, 9), ("gpt", 4e-3, 7)]
+
+
+def test_a_deadline_before_any_run_finished_says_so_in_one_line(tmp_path, char_dataset, capsys,
+                                                               monkeypatch):
+    """--stop_starting_after=1e-9: no run starts, and there is no report to write (it was a
+    ValueError from the plot of no curves): one line says so, and nothing is half-written."""
+    monkeypatch.setattr(compare, "train_one", lambda *args: pytest.fail("a run started"))
+    result = compare_here(capsys, tmp_path / "cmp", char_dataset, "--stop_starting_after=1e-9")
+    assert result.returncode == 0, result.stderr
+    assert "no run finished" in result.stdout and "Traceback" not in result.stderr
+    assert not list((tmp_path / "cmp").glob("results.*"))

@@ -53,6 +53,57 @@ def test_a_busy_out_dir_is_refused_before_anything_in_it_is_touched(holder, tmp_
         "compare.lock"}  # nothing else was written in the run folder
 
 
+def test_a_busy_record_dir_is_refused_though_the_out_dirs_differ(tmp_path, char_dataset, capsys):
+    """Two comparisons into two out_dirs with one record_dir would both write its records and its
+    report: the second is refused in one line naming record_dir."""
+    records = tmp_path / "records"
+    with hold_lock(records / "compare.lock"):
+        err = refused(capsys, f"--data_dir={char_dataset}", f"--out_dir={tmp_path / 'other'}",
+                      f"--record_dir={records}")
+    assert f"{records} is in use by" in err and "--record_dir" in err
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == []  # its lock: gone
+
+
+@pytest.mark.parametrize("ending", ["--report_only=True with nothing to report",
+                                    "a deadline before any run"])
+def test_a_comparison_leaves_no_lock_file_behind(ending, tmp_path, char_dataset, capsys):
+    out, records = tmp_path / "cmp", tmp_path / "records"
+    argv = [f"--data_dir={char_dataset}", f"--out_dir={out}", f"--record_dir={records}",
+            "--report_only=True" if ending.startswith("--report_only") else
+            "--stop_starting_after=1e-9"]
+    try:
+        compare.main([*TINY, *argv])
+    except SystemExit as stop:  # (--report_only: no finished GPT run, one line)
+        assert stop.code == 2
+    capsys.readouterr()
+    assert not (out / "compare.lock").exists() and not (records / "compare.lock").exists()
+
+
+def test_a_lock_file_deleted_as_it_is_opened_is_not_locked(tmp_path, monkeypatch):
+    """A comparison's lock file goes with its holder: a process that opened it just before
+    locks the file at the path then, never the deleted one (two holders of one folder)."""
+    from shapelab import lock
+    path = tmp_path / "compare.lock"
+    first = FileLock(path, removed_at_close=True)
+    take = lock._lock
+    calls = []
+
+    def first_lets_go_as_the_second_opens(fd, shared):
+        calls.append(fd)
+        if len(calls) == 1:
+            first.close()  # the file the second opened is deleted
+        take(fd, shared)
+
+    monkeypatch.setattr(lock, "_lock", first_lets_go_as_the_second_opens)
+    second = FileLock(path, removed_at_close=True)
+    monkeypatch.setattr(lock, "_lock", take)
+    assert len(calls) == 2 and path.read_text() == str(os.getpid())
+    with pytest.raises(lock.Busy):  # a third finds the second's lock at the path
+        FileLock(path)
+    second.close()
+    assert not path.exists()
+
+
 def unwritable_folder(tmp_path):
     """A folder this process cannot create anything in (root writes through chmod: /sys then)."""
     folder = tmp_path / "read-only"

@@ -217,6 +217,20 @@ def test_resume_takes_a_new_learning_rate_with_a_note_and_refuses_another_model_
     assert "holds no training state to resume" in line
 
 
+def test_resuming_into_a_language_models_out_dir_suggests_a_new_one(prepared, tmp_path, capsys):
+    """The image MLP's resume into train.py's out_dir: its one line suggested --overwrite=True,
+    which would replace the language model's run; it names a new --out_dir instead."""
+    gpt = tmp_path / "out"
+    gpt.mkdir()
+    lm = {"model": {}, "model_type": "gpt", "model_args": {}, "iter_num": 5, "config": {},
+          "meta": {"tokenizer": "char"}, "optimizer": {}, "best_val_loss": 2.0}
+    checkpoint.save_checkpoint(lm, gpt / "ckpt.pt")
+    before = (gpt / "ckpt.pt").read_bytes()
+    _, line = stopped(capsys, *args(prepared, gpt), "--init_from=resume")
+    assert "language model" in line and "new --out_dir" in line and "overwrite" not in line
+    assert (gpt / "ckpt.pt").read_bytes() == before
+
+
 @pytest.mark.parametrize("setting,message", [
     ("--device=cpuu", "device='cpuu': use auto, cpu, cuda, cuda:<index> or mps"),
     ("--device=cuda:x", "device='cuda:x': use auto, cpu, cuda, cuda:<index> or mps"),

@@ -1,8 +1,13 @@
 """export.py: a plain GPT loads in transformers (Llama; Qwen3 with QK-norm) with our logits and
 our tokenizer's ids; every other shape goes into safetensors and comes back through sample.py with
-the same logits and text; a folder that holds anything else is never written into. CPU, small."""
+the same logits and text; a folder that holds anything else is never written into, a re-export
+deletes only the earlier export's files (a manifest it did not write deletes nothing), and a
+folder it cannot write is one line. CPU, small."""
 
+import errno
 import json
+import os
+import stat
 
 import pytest
 import torch
@@ -123,3 +128,157 @@ def test_export_writes_only_into_a_new_empty_or_exported_folder(tmp_path, capsys
     with pytest.raises(SystemExit) as stop:
         export.main([str(tmp_path / "o")])
     assert stop.value.code == 2 and "usage: python export.py" in capsys.readouterr().err
+
+
+def small_gpt(folder, **shape):
+    return checkpoint_of(folder, "gpt", vocab_size=len(CHARS), block_size=16, n_layer=1, n_embd=32,
+                         n_head=2, **shape)
+
+
+def refused(capsys, *argv):
+    """export.main(argv) must stop with exit status 2 and one line on stderr; return the line."""
+    with pytest.raises(SystemExit) as stop:
+        export.main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
+def contents(folder):
+    """{name: bytes} of folder's files ({name: None} for a folder in it)."""
+    return {p.name: None if p.is_dir() else p.read_bytes() for p in folder.iterdir()}
+
+
+def test_a_re_export_replaces_only_the_earlier_exports_files(tmp_path, capsys):
+    """A model card and a folder of the user's beside an export stay through a re-export of
+    another shape; the earlier export's files it does not write again go; every file is 0644."""
+    small_gpt(tmp_path / "gpt")
+    small_gpt(tmp_path / "full", qk_norm="full")  # no transformers class: no config.json
+    ex = tmp_path / "ex"
+    export.main([str(tmp_path / "gpt"), str(ex)])
+    assert "config.json" in contents(ex)
+    (ex / "README.md").write_text("# my model card")
+    (ex / "eval").mkdir()
+    (ex / "eval" / "scores.txt").write_text("0.31")
+    export.main([str(tmp_path / "full"), str(ex)])
+    assert "kept in" in capsys.readouterr().out
+    assert sorted(contents(ex)) == ["README.md", "eval", "model.safetensors", "shape_lab.json",
+                                    "tokenizer.json", "tokenizer_config.json"]
+    assert (ex / "README.md").read_text() == "# my model card"
+    assert (ex / "eval" / "scores.txt").read_text() == "0.31"
+    assert json.loads((ex / "shape_lab.json").read_text())["files"] == [
+        "model.safetensors", "tokenizer.json", "tokenizer_config.json", "shape_lab.json"]
+    written = [p for p in ex.iterdir() if p.name not in ("README.md", "eval")]
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in written} == {
+        p.name: 0o644 for p in written}
+    back = model_from_checkpoint(load_export(ex)).eval()
+    assert back.config.qk_norm == "full"
+
+
+def test_a_user_file_named_like_an_export_file_stops_the_re_export(tmp_path, capsys):
+    """A config.json of the user's beside an export that has none: the re-export as Llama would
+    write one, so it stops in one line and the folder stays as it was."""
+    small_gpt(tmp_path / "gpt")
+    small_gpt(tmp_path / "full", qk_norm="full")
+    ex = tmp_path / "ex"
+    export.main([str(tmp_path / "full"), str(ex)])
+    (ex / "config.json").write_text("{\"mine\": true}")
+    before = contents(ex)
+    err = refused(capsys, tmp_path / "gpt", ex)
+    assert "config.json" in err
+    assert contents(ex) == before
+
+
+PLANTED = {"a list naming a file of the user's": {"files": ["precious.txt"]},
+           "a string": {"files": "abc"},
+           "a list of the right format naming ../": {
+               "export_format": export.EXPORT_FORMAT, "weights": "shape_lab", "tied": {},
+               "checkpoint": {}, "files": ["../precious.txt", "shape_lab.json"]},
+           "the right format but a string": {
+               "export_format": export.EXPORT_FORMAT, "weights": "shape_lab", "tied": {},
+               "checkpoint": {}, "files": "abc"},
+           "a list, not a dict": ["precious.txt"],
+           "malformed JSON": '{"files": ["precious.txt"'}
+
+
+@pytest.mark.parametrize("manifest", PLANTED)
+def test_a_manifest_export_py_did_not_write_deletes_nothing(manifest, tmp_path, capsys):
+    small_gpt(tmp_path / "gpt")
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    for name in ("precious.txt", "a", "b", "c", "model.safetensors"):
+        (folder / name).write_text(f"the user's {name}")
+    (tmp_path / "precious.txt").write_text("beside the folder")
+    planted = PLANTED[manifest]
+    (folder / "shape_lab.json").write_text(planted if isinstance(planted, str) else json.dumps(
+        planted))
+    before = contents(folder)
+    err = refused(capsys, tmp_path / "gpt", folder)
+    assert "shape_lab.json" in err and "nothing was deleted" in err
+    assert contents(folder) == before
+    assert (tmp_path / "precious.txt").read_text() == "beside the folder"
+
+
+def test_an_export_that_fails_its_check_leaves_the_earlier_export_whole(tmp_path, monkeypatch):
+    small_gpt(tmp_path / "gpt")
+    ex = tmp_path / "ex"
+    export.main([str(tmp_path / "gpt"), str(ex)])
+    before = contents(ex)
+    monkeypatch.setattr(export, "check_transformers", lambda model, folder: 0.5)
+    with pytest.raises(SystemExit, match="nothing was exported"):
+        export.main([str(tmp_path / "gpt"), str(ex)])
+    assert contents(ex) == before
+    with pytest.raises(SystemExit):
+        export.main([str(tmp_path / "gpt"), str(tmp_path / "new")])
+    assert not (tmp_path / "new").exists()  # (made for the export, gone with it)
+
+
+def cannot_make_anything(monkeypatch):
+    """os.mkdir as a folder this user cannot write answers it (root writes through chmod): the
+    export's own folder and its staging folder are both made with it."""
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+    monkeypatch.setattr(os, "mkdir", refuse)
+
+
+@pytest.mark.parametrize("where", ["a new folder in a read-only one", "a read-only empty folder",
+                                   "a read-only earlier export"])
+def test_a_folder_it_cannot_write_is_one_line_and_loses_nothing(where, tmp_path, capsys,
+                                                                monkeypatch):
+    small_gpt(tmp_path / "gpt")
+    folder = tmp_path / ("parent/new" if where.startswith("a new") else "ex")
+    if where == "a read-only empty folder":
+        folder.mkdir()
+    elif where == "a read-only earlier export":
+        export.main([str(tmp_path / "gpt"), str(folder)])
+    before = contents(folder) if folder.exists() else None
+    cannot_make_anything(monkeypatch)
+    err = refused(capsys, tmp_path / "gpt", folder)
+    assert f"cannot write into {folder}" in err
+    assert (contents(folder) if folder.exists() else None) == before
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="root writes through a folder's mode (the case above simulates it)")
+def test_a_read_only_folder_is_one_line(tmp_path, capsys):
+    small_gpt(tmp_path / "gpt")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        assert "cannot write into" in refused(capsys, tmp_path / "gpt", folder)
+        assert "cannot write into" in refused(capsys, tmp_path / "gpt", folder / "new")
+    finally:
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("checkpoint", ["missing", "damaged"])
+def test_a_checkpoint_it_cannot_read_names_export_pys_arguments(checkpoint, tmp_path, capsys):
+    source = tmp_path / "ckpt.pt"
+    if checkpoint == "damaged":
+        source.write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit) as stop:
+        export.main([str(source), str(tmp_path / "ex")])
+    message = capsys.readouterr().err if stop.value.code == 2 else stop.value.code
+    assert str(source) in message and "export.py" in message and "--out_dir" not in message
+    assert not (tmp_path / "ex").exists()

@@ -1,12 +1,15 @@
 """KV-cached generation (model.KVCache, GPT.generate(use_cache=True)) for every model type:
 the cache gives the same logits as recomputing the whole context, the same greedy tokens, the
-bytes that kv_cache_bytes_per_token counts, and long samples past block_size."""
+bytes that kv_cache_bytes_per_token counts, and long samples past block_size. sample.py's edges:
+a temperature float32 cannot divide by samples greedily, and Ctrl-C is one line."""
 
 import pytest
 import torch
-from conftest import all_logits, assert_causal
+from conftest import all_logits, assert_causal, run_here
 
+import model as model_file
 from model import KVCache, LayerKVCache, padded_vocab_size
+from shapelab.checkpoint import save_checkpoint
 from shapes import build_model
 
 VOCAB, BLOCK = 50, 32
@@ -276,3 +279,48 @@ def test_tiny_blocks_generate_long_samples():
         assert out.shape == (1, 10)
         if block_size == 1:  # both paths see only the newest token
             assert torch.equal(out, model.generate(prompt, 7, temperature=0, use_cache=False))
+
+
+CHARS = "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@pytest.fixture
+def char_checkpoint(tmp_path):
+    """A folder with a ckpt.pt of a tiny character-level GPT, as train.py saves one."""
+    torch.manual_seed(0)
+    args = dict(vocab_size=len(CHARS), block_size=16, n_layer=1, n_embd=32, n_head=2)
+    save_checkpoint(dict(model=build_model("gpt", **args).state_dict(), model_type="gpt",
+                         model_args=args, iter_num=3, best_val_loss=2.0,
+                         meta={"tokenizer": "char", "vocab_size": len(CHARS), "chars": CHARS},
+                         config={"dataset": "shakespeare_char"}), tmp_path / "ckpt.pt")
+    return tmp_path
+
+
+def sample(out_dir, *args):
+    return run_here("sample.py", f"--out_dir={out_dir}", "--start=ab", "--max_new_tokens=20",
+                    "--num_samples=2", "--dtype=float32", "--device=cpu", *args)
+
+
+@pytest.mark.parametrize("temperature", ["1e-300", "1e-45"])
+def test_a_temperature_float32_cannot_divide_by_samples_greedily(char_checkpoint, temperature):
+    """--temperature=1e-300 is 0 in float32: the logits divided by it were nan (RuntimeError:
+    probability tensor contains inf, nan); greedy is the limit it approaches."""
+    tiny = sample(char_checkpoint, f"--temperature={temperature}")
+    assert tiny.returncode == 0, tiny.stderr
+    assert tiny.stdout == sample(char_checkpoint, "--temperature=0").stdout
+
+
+def test_ctrl_c_while_sampling_is_one_line_and_exit_status_130(char_checkpoint, monkeypatch):
+    generate, calls = model_file.GPT.generate, []
+
+    def interrupted_on_the_second_sample(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(model_file.GPT, "generate", interrupted_on_the_second_sample)
+    result = sample(char_checkpoint)
+    assert result.returncode == 130 and result.stderr.count("\n") == 1, result.stderr
+    assert "1 of 2" in result.stderr
+    assert result.stdout.count("-" * 40) == 1  # the first sample, whole
