@@ -664,3 +664,82 @@ def test_no_run_starts_after_the_deadline_and_the_report_holds_what_finished(
     trained.clear()
     compare.main(argv[:-1])  # no deadline: the rest
     assert sorted(trained) == [("gpt", 2e-3, 8), ("gpt", 2e-3, 9), ("gpt", 4e-3, 7)]
+
+
+# ----------------------------------------------------------------------------------------
+# The report of made-up records: the controls as a family of their own, the cost, the blocks
+
+
+def made_up_results(settings, names, missing=()):
+    """{(name, lr, seed): result} of every shape in `names`: phase 1 at 1e-3 (worse) and 2e-3
+    on the first seed, the verdict seeds at 2e-3 (but those in `missing`, (name, seed) pairs).
+    The hourglass is 0.02 below the GPT, GPT wide 0.01 (half of it), the rest level; each
+    result has a curve of three evaluations, a speed (the hourglass at 0.6x) and a machine."""
+    tokens = compare.tokens_per_run(settings)
+    offset = {"GPT": 0.0, "hourglass": -0.02, "><former": 0.0, "GPT wide": -0.01,
+              "hourglass same-d": -0.015}
+    speed = {"hourglass": 600, "hourglass same-d": 700}
+    seeds = settings["seeds"]
+    results = {}
+    for k, name in enumerate(names):
+        for lr in (1e-3, 2e-3):
+            for i, seed in enumerate(seeds if lr == 2e-3 else seeds[:1]):
+                if (name, seed) in missing:
+                    continue
+                wiggle = 0.002 * math.sin(3 * i + 2 * k)  # (a spread of each shape's own)
+                loss = 1.6 + offset[name] + 0.01 * math.cos(i) + wiggle + (lr == 1e-3) * 0.05
+                curve = [dict(iter=j, tokens=tokens * j // 2, val_loss=v, elapsed_s=5.0 * j)
+                         for j, v in enumerate((4.2, loss + 0.1, loss))]
+                results[(name, lr, seed)] = dict(
+                    val_loss=loss, train_loss=loss, tokens=tokens, elapsed_s=10.0,
+                    tokens_per_s=speed.get(name, 1000), machine="CPU A", curve=curve)
+    return results
+
+
+def made_up_report(folder, names, missing=()):
+    settings = preset_settings([*TINY[:-2], "--seeds=1,2,3,4,5", "--learning_rates=1e-3,2e-3",
+                                "--extend_rates=0", "--refine_gain=0", f"--out_dir={folder}",
+                                "--record_dir="])
+    compare.check_lists(settings)
+    folder.mkdir()
+    shapes = compare.matched_shapes(compare.baseline_of(settings), **{
+        k: settings[k] for k in compare.MATCHING_KEYS}, models=names)
+    results = made_up_results(settings, names, missing)
+    compare.report(settings, shapes, results, compare.tokens_per_run(settings))
+    return (folder / "results.md").read_text(), json.loads((folder / "results.json").read_text())
+
+
+def test_the_controls_are_a_family_of_their_own_and_the_cost_stands_beside(tmp_path):
+    """The controls' records leave the verdict of the shapes compared as it was (its table, its
+    Holm family, results.json's verdicts); GPT wide, with every verdict seed, shows half the
+    hourglass's difference, with an interval; hourglass same-d, one seed short, says how many it
+    has. page_blocks gives the report's parts from results.json alone."""
+    compared = ["GPT", "hourglass", "><former"]
+    alone, held = made_up_report(tmp_path / "compare_alone", compared)
+    text, with_controls = made_up_report(tmp_path / "compare_verdict_test",
+                                         [*compared, "GPT wide", "hourglass same-d"],
+                                         missing=[("hourglass same-d", 5)])
+    verdict_part = lambda t: t.split("## The shapes")[0]  # noqa: E731
+    assert verdict_part(text) == verdict_part(alone)
+    assert with_controls["verdicts"] == held["verdicts"]
+    assert re.search(r"^\| hourglass \| .* \| better by 0\.0[12]\d\d \[", text, re.M)
+    assert "| GPT wide |" not in verdict_part(text)
+    wide = next(c for c in with_controls["controls"] if c["shape"] == "GPT wide")["reading"]
+    assert wide["vs_baseline"]["mean"] == pytest.approx(-0.01, abs=0.002)
+    assert wide["vs_reference"]["mean"] == pytest.approx(0.01, abs=0.003)
+    share = wide["share"]
+    assert share["ratio"] == pytest.approx(0.5, abs=0.1) and share["lo"] < 0.5 < share["hi"]
+    assert "| GPT wide | 2e-3 (highest: extend) | 4 | " in text
+    assert f"{share['ratio']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}] |" in text
+    assert "| hourglass same-d | 2e-3 (highest: extend) | 3 of 4 verdict seeds so far |" in text
+    assert re.search(r"^\| GPT wide \| 1\.6\d+ \| \*\*1\.5\d+\*\* \|$", text, re.M)  # its phase 1
+    assert "No control run recorded yet" in alone
+    assert "| hourglass | 0.60x (4 on CPU A) | " in text  # the cost, on the verdict's seeds
+    assert "| GPT wide | 1.00x (4 on CPU A) | " in text
+    blocks = compare.page_blocks(tmp_path / "compare_verdict_test")
+    assert set(blocks) == {f"verdict_test.{part}" for part in (
+        "words", "table", "spreads", "controls", "cost")}
+    for part in ("table", "spreads", "controls", "cost"):
+        assert blocks[f"verdict_test.{part}"] in text, part
+    assert re.search(r"^\| hourglass \| better by 0\.0[12]\d \[", blocks["verdict_test.words"],
+                     re.M)
