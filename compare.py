@@ -40,8 +40,13 @@ its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
                                it alone with train.py), train.log, ckpt.pt and metrics.jsonl as
                                train.py writes them, result.json once it finished (or diverged)
     results.md      the verdict table, phase 1's loss at every rate, the shapes (parameters by
-                    component, FLOPs/token, KV-cache bytes/token, training tokens/s)
-    results.json    the settings, shapes, every run and every verdict; results.csv: every run
+                    component, FLOPs/token, KV-cache bytes/token, training tokens/s), each
+                    shape's own spread with a seed-paired test beside the pooled one, the
+                    controls (shapes.CONTROL_NAMES: what the hourglass's difference is made of,
+                    a family of their own), every shape's loss at the GPT's training time and
+                    FLOPs (shapelab/cost.py)
+    results.json    the settings, shapes, every run and every verdict, the controls' readings
+                    and the cost readings; results.csv: every run
                     (shape, model_type, lr, seed, val_loss, train_loss, tokens, elapsed_s,
                     tokens_per_s, machine, commit; a diverged run's val_loss is nan)
     val_loss.png    the curves at each shape's chosen rate, against tokens and wall-clock time
@@ -50,9 +55,11 @@ its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
 With --record_dir=<a folder of the repository> (the verdict configs set it) every finished run's
 config.py and result.json are also kept in record_dir/runs/ as the run finishes, and the report
 files in record_dir: commit them as they come. A fresh checkout's out_dir lacks the runs: the same
-command copies the records in and trains only what is missing. Every result records the machine
-(CPU with its bf16 units, or GPU) it finished on and the commit of the code that trained it
-(git's HEAD, '+changes' if a tracked file differed): results.csv's last two columns.
+command copies the records in and trains only what is missing. A report of a record_dir in this
+repository also writes its parts into the pages' generated blocks that show them (page_blocks;
+shapelab/pages.py), and --report_only reads the controls' records too. Every result records the
+machine (CPU with its bf16 units, or GPU) it finished on and the commit of the code that trained
+it (git's HEAD, '+changes' if a tracked file differed): results.csv's last two columns.
 
 Interrupt it (Ctrl-C, or a SIGTERM as Slurm and Kubernetes send) and run the same command
 again: finished runs are skipped, the interrupted ones resume from their last checkpoint
@@ -82,6 +89,7 @@ from types import SimpleNamespace
 
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
+from shapelab.controls import control_rows, controls_footer, controls_table
 from shapelab.cost import cost_footer, cost_rows, cost_table
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.pages import pages, write_blocks
@@ -89,11 +97,10 @@ from shapelab.plot import plot_curves, plot_verdict
 from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
                             read_result, record_run, run_all, run_identity, same_settings,
                             sync_records, terminated, train_one, training_in)
-from shapelab.verdict import (MIN_VERDICT_SEEDS, choose_rate, control_rows, controls_table,
-                              finite, next_rate, rate_label, rates_table, refine_rates,
-                              seeds_in_verdict, seeds_text, shape_rows, spread_check,
-                              spread_footer, spread_table, verdict_footer, verdict_table,
-                              words_table)
+from shapelab.verdict import (MIN_VERDICT_SEEDS, choose_rate, finite, next_rate, rate_label,
+                              rates_table, refine_rates, seeds_in_verdict, seeds_text, shape_rows,
+                              spread_check, spread_footer, spread_table, verdict_footer,
+                              verdict_table, words_table)
 from shapes import (ALL_NAMES, CONTROL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings,
                     describe_shapes, matched_shapes, preset_settings, select_models, shapes_table,
                     slug)
@@ -555,32 +562,13 @@ def report_sections(settings, names, losses, cost):
         rated = sorted({lr for row in controls.values() for lr in row["phase1"]})
         sections["controls"] = (
             f"{controls_table(controls, baseline, CONTROLLED)}\n\n"
-            f"{rates_table(controls, rated)}\n\n{controls_footer(baseline, seeds)}")
+            f"{rates_table(controls, rated)}\n\n{controls_footer(baseline, CONTROLLED, seeds)}")
     final = {n: row["mean"] for n, row in {**rows, **controls}.items() if row["mean"] is not None}
     sections["cost"] = (f"{cost_table(cost, baseline, final)}\n\n"
                         f"{cost_footer(baseline, seeds_text(used), settings['eval_interval'])}"
                         if cost else f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every "
                         f"shape has finished: no cost to read yet.")
     return sections
-
-
-def controls_footer(baseline, seeds):
-    """The rules of the controls' table in words (markdown bullets)."""
-    return "\n".join([
-        f"- GPT wide: a plain GPT at the {CONTROLLED}'s d (its attention) with a narrow SwiGLU FFN "
-        f"at the same budget: the reallocation alone. hourglass same-d: the {CONTROLLED}'s FFN "
-        f"form at {baseline}'s d and attention (the hourglass paper's Table 1 form): the FFN swap "
-        f"alone.",
-        f"- each control: its own rate, chosen on the selection seed {seeds[0]} as every shape's "
-        f"(phase 1: the second table), then the verdict's seeds. A family of its own: never in "
-        f"the verdict's model or Holm family, so the verdict above is the same with or without "
-        f"them.",
-        f"- vs {baseline}, vs {CONTROLLED}: the mean over the verdict seeds of the seed-paired "
-        f"difference, with its 95% t interval (n - 1 degrees of freedom; no spread pooled).",
-        f"- share: the control's difference from {baseline} over the {CONTROLLED}'s, with the "
-        f"95% interval of Fieller's theorem on the same seeds (every share R for which control - "
-        f"{baseline} - R ({CONTROLLED} - {baseline}) has mean 0 at 5%). 100%: the control "
-        f"reproduces the whole difference; 0%: none of it."])
 
 
 def report(settings, shapes, results, tokens):

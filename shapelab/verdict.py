@@ -45,11 +45,6 @@ sqrt(n)) on n - 1 degrees of freedom, under the same Holm family (`paired_differ
 says "better" or "worse" only where both tests reject; where one alone does, it says which
 assumption decides it. Each shape's own residual SD and a test of equal spreads (`spread_check`)
 stand beside them.
-
-Controls (shapes.CONTROL_NAMES) change one thing of a shape at a time. They are a family of their
-own: never in the pooled model nor in Holm's family of the shapes compared, so adding them leaves
-every verdict as it is. Each is read by its seed-paired differences from the GPT and from the
-shape it controls, and by the share of that shape's difference it reproduces (`fieller_ratio`).
 """
 
 import math
@@ -332,6 +327,17 @@ def short_verdict(row):
             f"[{low:.3f}, {high:.3f}]{narrow}")
 
 
+def chosen_row(losses, name, rates, seeds):
+    """One shape's phase 1 {rate: loss} at the selection seed, its chosen lr and edge, and its
+    losses {seed: loss} at that rate over the verdict seeds that finished (shape_rows' start)."""
+    phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates if (name, lr, seeds[0]) in losses}
+    lr, edge = choose_rate(phase1)
+    verdict_seeds = seeds[1:] or seeds  # (one seed: its loss is shown, with no verdict)
+    at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in verdict_seeds
+                                   if (name, lr, s) in losses}
+    return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
+
+
 def shape_rows(losses, names, rates, seeds, baseline):
     """{name: row} from {(name, rate, seed): final val loss or None}: phase1 {rate: loss} at the
     selection seed (seeds[0]), the chosen lr and its edge, losses {seed: loss} at that rate over
@@ -549,97 +555,6 @@ def spread_footer(rows, spread, baseline):
         f"over the same {len(rows) - 1} shapes. Holm's step: the level the test meets at its "
         f"rank (5% / 9 for the smallest p of 9, ...; once one test fails, the later ones fail "
         f"too)."])
-
-
-def fieller_ratio(a, b):
-    """(mean(a) / mean(b), lo, hi): the ratio of two means of seed-paired differences and its 95%
-    interval by Fieller's theorem - every R for which a_s - R b_s has mean 0 at 5% (Student's t,
-    n - 1 degrees of freedom). lo and hi are None where the interval is unbounded (mean(b) is not
-    clear of zero)."""
-    n = len(a)
-    mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
-    var_a, var_b = statistics.variance(a) / n, statistics.variance(b) / n
-    cov = statistics.covariance(a, b) / n
-    t2 = float(stats.t.ppf(1 - ALPHA / 2, n - 1)) ** 2
-    # (mean_a - R mean_b)^2 <= t^2 (var_a - 2 R cov + R^2 var_b): a R^2 + b R + c <= 0
-    qa, qc = mean_b ** 2 - t2 * var_b, mean_a ** 2 - t2 * var_a
-    qb = -2 * (mean_a * mean_b - t2 * cov)
-    ratio = mean_a / mean_b if mean_b else math.nan
-    if qa <= 0:
-        return ratio, None, None
-    root = math.sqrt(max(qb ** 2 - 4 * qa * qc, 0.0))
-    return ratio, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
-
-
-def chosen_row(losses, name, rates, seeds):
-    """One shape's phase 1 {rate: loss} at the selection seed, its chosen lr and edge, and its
-    losses {seed: loss} at that rate over the verdict seeds that finished (shape_rows' start)."""
-    phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates if (name, lr, seeds[0]) in losses}
-    lr, edge = choose_rate(phase1)
-    verdict_seeds = seeds[1:] or seeds  # (one seed: its loss is shown, with no verdict)
-    at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in verdict_seeds
-                                   if (name, lr, s) in losses}
-    return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
-
-
-def control_rows(losses, names, rates, seeds, rows, baseline, reference):
-    """{name: row} of the controls `names` from {(name, rate, seed): loss}, read against the
-    verdict's `rows` (shape_rows') over the verdict's seeds, never in its model: a row's
-    `reading` holds, once the control has every one of those seeds, its paired differences from
-    the baseline and from the `reference` shape (paired_t) and the share of the reference's
-    difference it reproduces (fieller_ratio); until then `so_far`, the seeds it has."""
-    used = seeds_in_verdict(rows)
-    base, ref = rows[baseline]["losses"], rows.get(reference, {}).get("losses", {})
-    out = {}
-    for name in names:
-        row = chosen_row(losses, name, rates, seeds)
-        have = [s for s in used if s in row["losses"]]
-        good = [row["losses"][s] for s in have if finite(row["losses"][s])]
-        row.update(seeds_used=used, so_far=len(have), mean=statistics.fmean(good) if good
-                   else None, std=statistics.stdev(good) if len(good) > 1 else None)
-        ready = (row["lr"] is not None and len(have) == len(used) >= MIN_VERDICT_SEEDS
-                 and all(finite(v.get(s)) for v in (row["losses"], base, ref) for s in used))
-        if ready:
-            vs_base = [row["losses"][s] - base[s] for s in used]
-            ref_diff = [ref[s] - base[s] for s in used]
-            row["reading"] = dict(
-                vs_baseline=paired_t(vs_base),
-                vs_reference=paired_t([row["losses"][s] - ref[s] for s in used]),
-                share=dict(zip(("ratio", "lo", "hi"), fieller_ratio(vs_base, ref_diff))))
-        out[name] = row
-    return out
-
-
-def share_text(share):
-    """A share as a percentage with its interval ('unbounded' where Fieller's is)."""
-    if share["lo"] is None:
-        return f"{share['ratio']:.0%} [unbounded]"
-    return f"{share['ratio']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}]"
-
-
-def controls_table(controls, baseline, reference):
-    """One row per control: its rate, the verdict seeds it has, its val loss, its paired
-    difference from the baseline and from the reference shape (95% intervals), the share of the
-    reference's difference it reproduces; 'n of N verdict seeds so far' until it has them all."""
-    lines = [f"| control | lr | verdict seeds | val loss (mean +- std) | vs {baseline} [95% "
-             f"interval] | vs {reference} [95% interval] | share of the {reference}'s difference "
-             f"[95% interval] |", "|---|---|---:|---:|---:|---:|---:|"]
-    for name, row in controls.items():
-        lr = "-" if row["lr"] is None else rate_label(row["lr"])
-        lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
-        lr += " (so far)" if row.get("open") else ""
-        r, n = row.get("reading"), len(row["seeds_used"])
-        if r is None:
-            chosen = row["lr"] is not None and not row.get("open")
-            so_far = (f"{row['so_far']} of {n} verdict seeds so far" if chosen
-                      else "phase 1 under way: no rate chosen yet")
-            lines.append(f"| {name} | {lr} | {so_far} | - | - | - | - |")
-            continue
-        a, b = r["vs_baseline"], r["vs_reference"]
-        lines.append(f"| {name} | {lr} | {n} | {row['mean']:.4f} +- {row['std']:.4f} | "
-                     f"{a['mean']:+.4f} [{a['lo']:+.4f}, {a['hi']:+.4f}] | {b['mean']:+.4f} "
-                     f"[{b['lo']:+.4f}, {b['hi']:+.4f}] | {share_text(r['share'])} |")
-    return "\n".join(lines)
 
 
 def words_table(rows, heading):

@@ -696,10 +696,10 @@ def made_up_results(settings, names, missing=()):
     return results
 
 
-def made_up_report(folder, names, missing=()):
+def made_up_report(folder, names, missing=(), record_dir=""):
     settings = preset_settings([*TINY[:-2], "--seeds=1,2,3,4,5", "--learning_rates=1e-3,2e-3",
                                 "--extend_rates=0", "--refine_gain=0", f"--out_dir={folder}",
-                                "--record_dir="])
+                                f"--record_dir={record_dir}"])
     compare.check_lists(settings)
     folder.mkdir()
     shapes = compare.matched_shapes(compare.baseline_of(settings), **{
@@ -743,3 +743,27 @@ def test_the_controls_are_a_family_of_their_own_and_the_cost_stands_beside(tmp_p
         assert blocks[f"verdict_test.{part}"] in text, part
     assert re.search(r"^\| hourglass \| better by 0\.0[12]\d \[", blocks["verdict_test.words"],
                      re.M)
+
+
+def test_a_records_report_writes_its_blocks_into_the_pages_that_show_them(tmp_path, monkeypatch):
+    """A report that replaces the records' report of a folder in the repository (here: a made-up
+    repository in tmp_path) writes each part into the generated block of that name on its
+    pages, the text outside the blocks and every other block as they were."""
+    monkeypatch.setattr(compare, "ROOT", tmp_path)
+    monkeypatch.setattr(compare, "report_of_the_records", lambda *args: True)
+    records = tmp_path / "results" / "compare_verdict_test"
+    records.mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    command = "python compare.py config/compare_verdict_test.py --report_only=True"
+    page = ("# The lab\n\nProse.\n\n"
+            f"<!-- generated: verdict_test.words by `{command}` -->\nold\n"
+            "<!-- end generated: verdict_test.words -->\n\nMore prose.\n\n"
+            "<!-- generated: other.block by `python other.py` -->\nkept\n"
+            "<!-- end generated: other.block -->\n")
+    (tmp_path / "README.md").write_text(page)
+    (tmp_path / "docs" / "compare.md").write_text("No blocks here.\n")
+    made_up_report(tmp_path / "out", ["GPT", "hourglass", "><former"], record_dir=records)
+    words = compare.page_blocks(records)["verdict_test.words"]
+    assert (tmp_path / "README.md").read_text() == page.replace("\nold\n", f"\n{words}\n")
+    assert (tmp_path / "docs" / "compare.md").read_text() == "No blocks here.\n"
+    assert (records / "results.md").read_text() == (tmp_path / "out" / "results.md").read_text()

@@ -1,6 +1,7 @@
 """The verdict's checks that assume less than its pooled model (shapelab/verdict.py): each shape's
 own spread, the seed-paired test under the same Holm family and the words when the two tests
-disagree, the controls' share of a shape's difference (Fieller), an interim report's seeds; and
+disagree, an interim report's seeds; the controls' share of a shape's difference (Fieller,
+shapelab/controls.py); and
 the loss read at equal time and FLOPs along the trajectories (shapelab/cost.py). On made-up
 losses whose answers are known or computed another way (scipy, brute force)."""
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from shapelab import cost, verdict
+from shapelab import controls, cost, verdict
 
 SEEDS = [1, 2, 3, 4, 5, 6, 7, 8, 9]  # the first selects the rate (phase 1), 8 verdict seeds
 SEED_EFFECT = [0.0, 0.012, -0.008, 0.004, -0.011, 0.007, -0.003, 0.009, -0.006]
@@ -108,7 +109,7 @@ def test_fiellers_interval_is_every_share_the_paired_seeds_cannot_reject():
     rng = np.random.default_rng(0)
     b = list(-0.02 + 0.004 * rng.standard_normal(8))  # the reference's differences
     a = [0.6 * x + 0.003 * e for x, e in zip(b, rng.standard_normal(8))]  # ~60% of them
-    ratio, lo, hi = verdict.fieller_ratio(a, b)
+    ratio, lo, hi = controls.fieller_ratio(a, b)
     assert ratio == pytest.approx(np.mean(a) / np.mean(b)) and lo < ratio < hi
     t = stats.t.ppf(0.975, 7)
 
@@ -118,8 +119,8 @@ def test_fiellers_interval_is_every_share_the_paired_seeds_cannot_reject():
     assert t_of(lo) == pytest.approx(t) and t_of(hi) == pytest.approx(t)
     assert t_of((lo + hi) / 2) < t and t_of(lo - 0.05) > t and t_of(hi + 0.05) > t
     noise = list(0.004 * rng.standard_normal(8))  # a reference not clear of zero: unbounded
-    assert verdict.fieller_ratio(a, noise)[1:] == (None, None)
-    assert verdict.share_text(dict(ratio=0.6, lo=None, hi=None)) == "60% [unbounded]"
+    assert controls.fieller_ratio(a, noise)[1:] == (None, None)
+    assert controls.share_text(dict(ratio=0.6, lo=None, hi=None)) == "60% [unbounded]"
 
 
 def test_an_interim_verdict_names_the_seeds_its_means_are_over():
