@@ -686,18 +686,21 @@ def page_blocks(record_dir):
     """{block name: markdown} of a comparison's records folder, from its results.json alone, for
     the pages' generated blocks (shapelab/pages.py), named <prefix>.<part> with prefix the
     folder's name without 'compare_' (results/compare_verdict_cpu: verdict_cpu.table, ...):
-    words (each shape's verdict in a few words), table (the verdict table and its rules), spreads
-    (each shape's own spread and the paired test), controls, cost (each shape at the GPT's time
-    and FLOPs). The same parts as its results.md."""
+    regime (the scale in one line), words (each shape's verdict in a few words), table (the
+    verdict table and its rules), rates (phase 1's loss at every rate), spreads (each shape's own
+    spread and the paired test), controls, cost (each shape at the GPT's time and FLOPs). The
+    same parts as its results.md."""
     folder = Path(record_dir)
     held = json.loads((folder / "results.json").read_text())
     settings = held["settings"]
     losses = {(r["shape"], r["lr"], r["seed"]): r["val_loss"] for r in held["runs"]}
     names = [n for n in ALL_NAMES if n in held["shapes"]]
     sections = report_sections(settings, names, losses, held.get("cost") or {})
+    baseline = "GPT" if "GPT" in names else names[0]
+    sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
     prefix = folder.name.removeprefix("compare_")
     return {f"{prefix}.{part}": sections[part]
-            for part in ("words", "table", "spreads", "controls", "cost")}
+            for part in ("regime", "words", "table", "rates", "spreads", "controls", "cost")}
 
 
 def report_of_the_records(record_dir, settings, results, runs):

@@ -738,8 +738,8 @@ def test_the_controls_are_a_family_of_their_own_and_the_cost_stands_beside(tmp_p
     assert "| GPT wide | 1.00x (4 on CPU A) | " in text
     blocks = compare.page_blocks(tmp_path / "compare_verdict_test")
     assert set(blocks) == {f"verdict_test.{part}" for part in (
-        "words", "table", "spreads", "controls", "cost")}
-    for part in ("table", "spreads", "controls", "cost"):
+        "regime", "words", "table", "rates", "spreads", "controls", "cost")}
+    for part in ("regime", "table", "rates", "spreads", "controls", "cost"):
         assert blocks[f"verdict_test.{part}"] in text, part
     assert re.search(r"^\| hourglass \| better by 0\.0[12]\d \[", blocks["verdict_test.words"],
                      re.M)
