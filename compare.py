@@ -40,8 +40,13 @@ its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
                                it alone with train.py), train.log, ckpt.pt and metrics.jsonl as
                                train.py writes them, result.json once it finished (or diverged)
     results.md      the verdict table, phase 1's loss at every rate, the shapes (parameters by
-                    component, FLOPs/token, KV-cache bytes/token, training tokens/s)
-    results.json    the settings, shapes, every run and every verdict; results.csv: every run
+                    component, FLOPs/token, KV-cache bytes/token, training tokens/s), each
+                    shape's own spread with a seed-paired test beside the pooled one, the
+                    controls (shapes.CONTROL_NAMES: what the hourglass's difference is made of,
+                    a family of their own), every shape's loss at the GPT's training time and
+                    FLOPs (shapelab/cost.py)
+    results.json    the settings, shapes, every run and every verdict, the controls' readings
+                    and the cost readings; results.csv: every run
                     (shape, model_type, lr, seed, val_loss, train_loss, tokens, elapsed_s,
                     tokens_per_s, machine, commit; a diverged run's val_loss is nan)
     val_loss.png    the curves at each shape's chosen rate, against tokens and wall-clock time
@@ -50,9 +55,11 @@ its rate x min_lr_ratio. Everything goes into one folder (`out_dir`):
 With --record_dir=<a folder of the repository> (the verdict configs set it) every finished run's
 config.py and result.json are also kept in record_dir/runs/ as the run finishes, and the report
 files in record_dir: commit them as they come. A fresh checkout's out_dir lacks the runs: the same
-command copies the records in and trains only what is missing. Every result records the machine
-(CPU with its bf16 units, or GPU) it finished on and the commit of the code that trained it
-(git's HEAD, '+changes' if a tracked file differed): results.csv's last two columns.
+command copies the records in and trains only what is missing. A report of a record_dir in this
+repository also writes its parts into the pages' generated blocks that show them (page_blocks;
+shapelab/pages.py), and --report_only reads the controls' records too. Every result records the
+machine (CPU with its bf16 units, or GPU) it finished on and the commit of the code that trained
+it (git's HEAD, '+changes' if a tracked file differed): results.csv's last two columns.
 
 Interrupt it (Ctrl-C, or a SIGTERM as Slurm and Kubernetes send) and run the same command
 again: finished runs are skipped, the interrupted ones resume from their last checkpoint
@@ -84,15 +91,21 @@ from types import SimpleNamespace
 
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
+from shapelab.controls import control_rows, controls_footer, controls_table
+from shapelab.cost import cost_footer, cost_rows, cost_table
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
+from shapelab.pages import pages, write_blocks
 from shapelab.plot import plot_curves, plot_verdict
 from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
                             read_result, record_run, run_all, run_identity, same_settings,
                             sync_records, terminated, train_one, training_in)
-from shapelab.verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates,
-                              shape_rows, verdict_footer, verdict_table)
-from shapes import (ALL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings, describe_shapes,
-                    matched_shapes, preset_settings, select_models, shapes_table, slug)
+from shapelab.verdict import (MIN_VERDICT_SEEDS, choose_rate, finite, next_rate, rate_label,
+                              rates_table, refine_rates, seeds_in_verdict, seeds_text, shape_rows,
+                              spread_check, spread_footer, spread_table, verdict_footer,
+                              verdict_table, words_table)
+from shapes import (ALL_NAMES, CONTROL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings,
+                    describe_shapes, matched_shapes, preset_settings, select_models, shapes_table,
+                    slug)
 
 # ----------------------------------------------------------------------------------------
 # The runs of a comparison: their settings and folders, the two phases
@@ -289,6 +302,8 @@ def main(argv):
         settings = preset_settings(argv)
         check_lists(settings)
         names = select_models(settings["models"])  # before matching: only these are built
+        if settings["report_only"] and not settings["models"]:  # (the controls, where recorded)
+            names = ALL_NAMES
     except ConfigError as e:
         usage_error(e)
     if not settings["out_dir"]:
@@ -495,22 +510,97 @@ def regime_line(settings, baseline, tokens):
             f"{settings['dataset']} tokens.")
 
 
-def report(settings, shapes, results, tokens):
-    """results.md / .json / .csv, val_loss.png and verdict.png from the finished runs' results."""
-    out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
-    names = list(shapes)
-    baseline = "GPT" if "GPT" in shapes else names[0]
-    tried = sorted({lr for (_, lr, seed) in results if seed == seeds[0]})  # the list and more
-    rows = shape_rows({key: r["val_loss"] for key, r in results.items()}, names, tried, seeds,
-                      baseline)
-    for name in names:  # (a report of a comparison under way: --report_only, a deadline)
-        if not rate_chosen(settings, name, results):
+CONTROLLED = "hourglass"  # the shape whose difference shapes.CONTROL_NAMES split
+
+
+def verdict_rows(settings, names, losses):
+    """(rows, controls, baseline) of a comparison's finished runs, {(name, lr, seed): val loss}:
+    the verdict's rows of the shapes compared (verdict.shape_rows: one model, one Holm family),
+    and the controls' rows, read against those and never in their model or family
+    (verdict.control_rows). A shape whose phase 1 has rates left has no verdict yet."""
+    seeds = settings["seeds"]
+    compared = [n for n in names if n not in CONTROL_NAMES]
+    baseline = "GPT" if "GPT" in compared else compared[0]
+    tried = lambda group: sorted({lr for (n, lr, seed) in losses  # noqa: E731
+                                  if seed == seeds[0] and n in group})  # the list and more
+    rows = shape_rows(losses, compared, tried(compared), seeds, baseline)
+    ran = {key: dict(val_loss=loss) for key, loss in losses.items()}  # (as rate_chosen reads them)
+    for name in compared:  # (a report of a comparison under way: --report_only, a deadline)
+        if not rate_chosen(settings, name, ran):
             rows[name]["open"] = True
             rows[name]["diff"] = dict(verdict="no verdict yet (phase 1 has rates left to try)")
             rows[name]["verdict"] = rows[name]["diff"]["verdict"]
+    watched = [n for n in names if n in CONTROL_NAMES]
+    controls = control_rows(losses, watched, tried(watched), seeds, rows, baseline, CONTROLLED)
+    for name, row in controls.items():
+        if not rate_chosen(settings, name, ran):
+            row["open"] = True
+            row.pop("reading", None)
+    return rows, controls, baseline
+
+
+def seed_header(settings, rows):
+    """The header's verdict seeds: those planned, and where the means are over fewer (an interim
+    report), the ones they are over."""
+    planned, used = settings["seeds"][1:], seeds_in_verdict(rows)
+    listed = ", ".join(map(str, planned)) or "none"
+    if not planned or used == sorted(planned):
+        return listed
+    return (f"{listed} (an interim look: its means are over {seeds_text(used) or 'none yet'}, the "
+            f"{len(used)} that every shape has finished)")
+
+
+def report_sections(settings, names, losses, cost):
+    """{part: markdown} of a comparison's report, from its runs' final losses ({(name, lr, seed):
+    val loss}) and its cost readings (shapelab.cost.cost_rows'): the verdict (table and rules),
+    phase 1, each shape's own spread, the controls, the cost beside the loss, the verdict in a few
+    words. results.md and the pages' generated blocks (page_blocks) are both made of these."""
+    rows, controls, baseline = verdict_rows(settings, names, losses)
+    seeds, rates = settings["seeds"], settings["learning_rates"]
+    extend, refine = settings["extend_rates"], settings["refine_gain"]
+    tried = sorted({lr for row in rows.values() for lr in row["phase1"]})
+    used = seeds_in_verdict(rows)
+    model = {n: {s: row["losses"][s] for s in used} for n, row in rows.items()
+             if n == baseline or "paired" in row.get("diff", {})}
+    spread = spread_check(model, used) if len(model) > 1 else {}
+    sections = dict(
+        table=f"{verdict_table(rows, baseline)}\n\n"
+              f"{verdict_footer(rows, rates, seeds, baseline, extend, refine)}",
+        rates=rates_table(rows, tried),
+        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}",
+        words=words_table(rows, f"vs {baseline}, {len(used)} verdict seeds"))
+    if not controls:
+        models = ",".join([baseline, *map(slug, CONTROL_NAMES)])
+        sections["controls"] = (
+            f"No control run recorded yet. They go through the same protocol: `python compare.py "
+            f"<this comparison's config> --models={models}`.")
+    else:
+        rated = sorted({lr for row in controls.values() for lr in row["phase1"]})
+        sections["controls"] = (
+            f"{controls_table(controls, baseline, CONTROLLED)}\n\n"
+            f"{rates_table(controls, rated)}\n\n{controls_footer(baseline, CONTROLLED, seeds)}")
+    final = {n: row["mean"] for n, row in {**rows, **controls}.items() if row["mean"] is not None}
+    sections["cost"] = (f"{cost_table(cost, baseline, final)}\n\n"
+                        f"{cost_footer(baseline, seeds_text(used), settings['eval_interval'])}"
+                        if cost else f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every "
+                        f"shape has finished: no cost to read yet.")
+    return sections
+
+
+def report(settings, shapes, results, tokens):
+    """results.md / .json / .csv, val_loss.png and verdict.png from the finished runs' results;
+    and, where the report replaces the records' report of a folder of this repository, the
+    pages' generated blocks of that folder (page_blocks)."""
+    out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
+    names = list(shapes)
+    losses = {key: r["val_loss"] for key, r in results.items()}
+    rows, controls, baseline = verdict_rows(settings, names, losses)
+    compared = list(rows)
     # the verdict seeds at each shape's rate that finished (the selection seed where none has)
-    chosen = {n: [results[(n, rows[n]["lr"], s)] for s in seeds[1:] if (n, rows[n]["lr"], s) in
-                  results] or [results[(n, rows[n]["lr"], seeds[0])]] if rows[n]["lr"] else []
+    every = {**rows, **controls}
+    chosen = {n: [results[(n, every[n]["lr"], s)] for s in seeds[1:]
+                  if (n, every[n]["lr"], s) in results]
+              or [results[(n, every[n]["lr"], seeds[0])]] if every[n]["lr"] else []
               for n in names}
     info = describe_shapes(shapes, settings["block_size"])
     speed = {n: statistics.fmean([r["tokens_per_s"] for r in chosen[n] if r["tokens_per_s"]]
@@ -519,31 +609,44 @@ def report(settings, shapes, results, tokens):
         n: [f"{speed[n]:,.0f} ({speed[n] / speed[names[0]]:.2f}x)"] for n in names}))
     title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
              f"({settings['preset']} preset)")
-    verdict_md = verdict_table(rows, baseline)
+    used = seeds_in_verdict(rows)
+    readable = {n: {s: results[(n, every[n]["lr"], s)] for s in used} for n in names
+                if every[n]["lr"] and all((n, every[n]["lr"], s) in results
+                                          and finite(results[(n, every[n]["lr"], s)]["val_loss"])
+                                          for s in used)}
+    cost = (cost_rows(readable, {n: info[n]["flops_per_token"] for n in readable}, used,
+                      baseline, tokens)
+            if len(used) >= MIN_VERDICT_SEEDS and baseline in readable else {})
+    sections = report_sections(settings, names, losses, cost)
     extend, refine = settings["extend_rates"], settings["refine_gain"]
     extended = f" and up to {extend} past their ends where a shape chose an end" if extend else ""
     extended += " and x sqrt(2) around a choice the grid left coarse" if refine else ""
-    rates_md = rates_table(rows, tried)
     text = (f"# Shape comparison: {title}\n\n"
             f"Baseline {info[baseline]['shape']}, block {settings['block_size']}, batch "
             f"{settings['batch_size']} x {settings['gradient_accumulation_steps']}, "
             f"{settings['max_iters']} steps, learning rates "
             f"{', '.join(map(rate_label, rates))}{extended} (min_lr = rate x "
             f"{settings['min_lr_ratio']}), "
-            f"selection seed {seeds[0]}, verdict seeds "
-            f"{', '.join(map(str, seeds[1:])) or 'none'}, dtype {settings['dtype']}.\n\n"
+            f"selection seed {seeds[0]}, verdict seeds {seed_header(settings, rows)}, dtype "
+            f"{settings['dtype']}.\n\n"
             f"{regime_line(settings, info[baseline], tokens)}\n\n"
-            f"## Every shape at its own learning rate, against {baseline}\n\n{verdict_md}\n\n"
-            f"{verdict_footer(rows, rates, seeds, baseline, extend, refine)}\n\n"
+            f"## Every shape at its own learning rate, against {baseline}\n\n"
+            f"{sections['table']}\n\n"
             f"## Phase 1: final val loss at every rate (selection seed {seeds[0]}; bold: "
             f"chosen)\n\n"
-            f"{rates_md}\n\n## The shapes\n\n{shapes_md}\n\n"
+            f"{sections['rates']}\n\n## The shapes\n\n{shapes_md}\n\n"
             f"budget = non-embedding parameters without an untied LM head; tokens/s = median "
             f"training speed of a run, mean over the seeds at the chosen rate (a measurement: it "
             f"varies between machines and runs). CEA's attention column includes its Inner-FFN; "
             f"'budget without W_end' leaves out Appendix A's endpoint matrices (the ><formers' "
             f"first-layer columns on the zero padding and last rows cut to d), as the "
-            f"><formers' matching does.\n")
+            f"><formers' matching does.\n\n"
+            f"## Each shape's own spread: the verdict without assuming equal spreads\n\n"
+            f"{sections['spreads']}\n\n"
+            f"## The controls: what the {CONTROLLED}'s difference is made of\n\n"
+            f"{sections['controls']}\n\n"
+            f"## The cost beside the loss: each shape at {baseline}'s time and FLOPs\n\n"
+            f"{sections['cost']}\n")
     write_atomic(out_dir / "results.md", text)
     runs = [dict(shape=name, model_type=shapes[name][0], lr=lr, seed=seed,
                  **{k: v for k, v in r.items() if k != "curve"})
@@ -556,11 +659,17 @@ def report(settings, shapes, results, tokens):
                      phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
                      diff=row.get("diff"), verdict=row.get("verdict", "baseline"))
                 for n, row in rows.items()]
+    controls_json = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"],
+                          seeds=sorted(row["losses"]), val_loss_mean=row["mean"],
+                          val_loss_std=row["std"],
+                          phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
+                          reading=row.get("reading"))
+                     for n, row in controls.items()]
     paths = {k: settings[k] and portable(settings[k], ROOT)  # (no path of this machine)
              for k in ("out_dir", "data_dir", "record_dir")}
     summary = json.dumps(dict(settings={**settings, **paths}, shapes={
         n: dict(i, model_args=shapes[n][1]) for n, i in info.items()}, verdicts=verdicts,
-        runs=runs), indent=1)
+        controls=controls_json, cost=cost, runs=runs), indent=1)
     write_atomic(out_dir / "results.json", summary)
     table = io.StringIO()
     writer = csv.writer(table)
@@ -568,7 +677,7 @@ def report(settings, shapes, results, tokens):
     writer.writerows([math.nan if run.get(k) is None and k == "val_loss" else run.get(k)
                       for k in CSV_COLUMNS] for run in runs)
     write_atomic(out_dir / "results.csv", table.getvalue())
-    plot_curves({n: [r["curve"] for r in chosen[n]] for n in names}, out_dir / "val_loss.png",
+    plot_curves({n: [r["curve"] for r in chosen[n]] for n in compared}, out_dir / "val_loss.png",
                 title)
     plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
     record_dir = settings["record_dir"]
@@ -581,8 +690,33 @@ def report(settings, shapes, results, tokens):
     for name in written if record_dir else ():
         write_atomic(Path(record_dir) / name, (out_dir / name).read_bytes())
     also = f" and in {portable(record_dir, ROOT)}" if record_dir else ""
-    print(f"\n{verdict_md}\n\n{rates_md}\n\nwrote {out_dir / 'results.md'}, results.json, "
-          f"results.csv, val_loss.png and verdict.png there{also}")
+    if record_dir and Path(record_dir).resolve().is_relative_to(ROOT):  # the pages quote it
+        changed = write_blocks(pages(ROOT), page_blocks(record_dir))
+        also += "".join(f"; {portable(page, ROOT)}'s generated blocks" for page in changed)
+    print(f"\n{sections['table'].split(chr(10) * 2)[0]}\n\n{sections['rates']}\n\nwrote "
+          f"{out_dir / 'results.md'}, results.json, results.csv, val_loss.png and verdict.png "
+          f"there{also}")
+
+
+def page_blocks(record_dir):
+    """{block name: markdown} of a comparison's records folder, from its results.json alone, for
+    the pages' generated blocks (shapelab/pages.py), named <prefix>.<part> with prefix the
+    folder's name without 'compare_' (results/compare_verdict_cpu: verdict_cpu.table, ...):
+    regime (the scale in one line), words (each shape's verdict in a few words), table (the
+    verdict table and its rules), rates (phase 1's loss at every rate), spreads (each shape's own
+    spread and the paired test), controls, cost (each shape at the GPT's time and FLOPs). The
+    same parts as its results.md."""
+    folder = Path(record_dir)
+    held = json.loads((folder / "results.json").read_text())
+    settings = held["settings"]
+    losses = {(r["shape"], r["lr"], r["seed"]): r["val_loss"] for r in held["runs"]}
+    names = [n for n in ALL_NAMES if n in held["shapes"]]
+    sections = report_sections(settings, names, losses, held.get("cost") or {})
+    baseline = "GPT" if "GPT" in names else names[0]
+    sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
+    prefix = folder.name.removeprefix("compare_")
+    return {f"{prefix}.{part}": sections[part]
+            for part in ("regime", "words", "table", "rates", "spreads", "controls", "cost")}
 
 
 def report_of_the_records(record_dir, settings, results, runs):

@@ -20,8 +20,9 @@ The runs: compare.py's (config/compare_verdict_cpu.py). With eval_ood set, train
 English texts at every evaluation (data/fortunes: the Debian package fortunes 1:1.99.1-7.3, each
 text's sha256 recorded; the same windows for every run), and each run's result.json keeps the
 trajectory: val_loss and ood_loss (the mean over the texts) at each evaluation. Each shape at its
-chosen rate (the comparison's results.json), the verdict seeds only: every seed but the first,
-which chose the rates.
+chosen rate (the comparison's results.json), the verdict seeds only: the seeds its verdict is
+over (every seed but the first, which chose the rates; in an interim report, those every shape has
+finished).
 
 Alignment. A run's OOD loss at in-domain loss L is read off its trajectory where it first reaches
 L, linear in val loss between the two evaluations around it. The levels come from the val losses
@@ -75,18 +76,23 @@ TRAIN_MORE = "python compare.py config/compare_verdict_cpu.py"
 
 def comparison(folder):
     """({shape: chosen rate}, the selection seed, the verdict seeds, eval_ood) of a comparison's
-    results.json."""
+    results.json. The verdict seeds are those its verdict of both shapes is over: a comparison
+    under way (an interim report) leaves out the seeds not every shape has finished, and so does
+    this analysis."""
     path = folder / "results.json"
     try:
         results = json.loads(path.read_text())
-        rates = {v["shape"]: v["lr"] for v in results["verdicts"] if v["shape"] in SHAPES}
+        verdicts = [v for v in results["verdicts"] if v["shape"] in SHAPES]
+        rates = {v["shape"]: v["lr"] for v in verdicts}
         seeds = results["settings"]["seeds"]
+        verdict_seeds = [s for s in seeds[1:] if all(s in v["seeds"] for v in verdicts)]
     except (OSError, ValueError, KeyError, TypeError) as e:
         usage_error(f"{path} cannot be read ({type(e).__name__}: {e}): name the folder of a "
-                    f"compare.py report (its record_dir or out_dir), e.g. results/compare_verdict_cpu")
+                    f"compare.py report (its record_dir or out_dir), e.g. "
+                    f"results/compare_verdict_cpu")
     if set(rates) != set(SHAPES) or None in rates.values():
         usage_error(f"{path} has no chosen rate for both FFN-Wider and CEA: run {TRAIN_MORE}")
-    return rates, seeds[0], seeds[1:], results["settings"].get("eval_ood") or "fortunes"
+    return rates, seeds[0], verdict_seeds, results["settings"].get("eval_ood") or "fortunes"
 
 
 def runs_at(folder, rates, seeds):

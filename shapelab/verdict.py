@@ -36,11 +36,21 @@ at 5%): "better by m [lo, hi]" or "worse by m [lo, hi]" where Holm rejects "no d
 power at the family's strictest level, (t(1 - 0.05 / (2 (k - 1)), df) + t(0.80, df)) SE.
 A shape that diverged at a verdict seed, or lacks one, takes no part in the model (its row says
 why). docs/compare.md says more.
+
+The pooled sigma assumes every shape's runs spread alike; they need not (a shape far from the GPT's
+form, at a high rate, spreads more), and then the pooled SE, and every "detectable" figure, depends
+on which shapes are in the model. So beside it each shape gets the test that assumes nothing of the
+others: its own seed-paired differences, d_s = loss[shape, s] - loss[GPT, s], t = mean / (sd /
+sqrt(n)) on n - 1 degrees of freedom, under the same Holm family (`paired_differences`). A verdict
+says "better" or "worse" only where both tests reject; where one alone does, it says which
+assumption decides it. Each shape's own residual SD and a test of equal spreads (`spread_check`)
+stand beside them.
 """
 
 import math
 import statistics
 
+import numpy as np
 from scipy import stats
 
 ALPHA, POWER = 0.05, 0.80  # the verdict's level (for the family of tests) and the power it sizes
@@ -155,12 +165,24 @@ def common_seeds(losses):
     return sorted(set.intersection(*started)) if started else []
 
 
+def additive_residuals(complete, seeds):
+    """({name: [residual per seed]}, the residual degrees of freedom) of the additive shapes x
+    seeds model fitted to {name: {seed: loss}} (module docstring)."""
+    grand = statistics.fmean(complete[m][s] for m in complete for s in seeds)
+    shape_mean = {m: statistics.fmean(complete[m][s] for s in seeds) for m in complete}
+    seed_mean = {s: statistics.fmean(complete[m][s] for m in complete) for s in seeds}
+    residuals = {m: [complete[m][s] - shape_mean[m] - seed_mean[s] + grand for s in seeds]
+                 for m in complete}
+    return residuals, (len(complete) - 1) * (len(seeds) - 1)
+
+
 def pooled_differences(losses, baseline):
     """{name: diff} from {name: {seed: loss}} at the verdict seeds: each shape's difference from
     the baseline under the additive shapes x seeds model (module docstring), with its interval,
-    the detectable differences, Holm's decision and the verdict, over the seeds that every shape
-    with a verdict seed has (a comparison under way: those finished everywhere). A shape without
-    any yet, or that diverged at one, gets {"verdict": "no verdict (...)"} only."""
+    the detectable differences and Holm's decision (with the level of its step), over the seeds
+    that every shape with a verdict seed has (a comparison under way: those finished everywhere).
+    A shape without any yet, or that diverged at one, gets {"verdict": "no verdict (...)"} only.
+    Its verdict is the pooled model's alone: shape_rows words it with the paired test beside."""
     seeds = common_seeds(losses)
     complete = {n: v for n, v in losses.items() if v and all(finite(v[s]) for s in seeds)}
     out = {}
@@ -181,12 +203,9 @@ def pooled_differences(losses, baseline):
                 if base and seeds:  # the raw difference, with no interval to go with it
                     out[name]["mean"] = statistics.fmean(v[s] - base[s] for s in seeds)
         return out
-    grand = statistics.fmean(complete[m][s] for m in complete for s in seeds)
     shape_mean = {m: statistics.fmean(complete[m][s] for s in seeds) for m in complete}
-    seed_mean = {s: statistics.fmean(complete[m][s] for m in complete) for s in seeds}
-    df = (k - 1) * (n - 1)
-    sigma2 = sum((complete[m][s] - shape_mean[m] - seed_mean[s] + grand) ** 2
-                 for m in complete for s in seeds) / df
+    residuals, df = additive_residuals(complete, seeds)
+    sigma2 = sum(e ** 2 for m in complete for e in residuals[m]) / df
     se = math.sqrt(2 * sigma2 / n)
     tests = [m for m in complete if m != baseline]
     t_ci, t_power = float(stats.t.ppf(1 - ALPHA / 2, df)), float(stats.t.ppf(POWER, df))
@@ -198,11 +217,55 @@ def pooled_differences(losses, baseline):
                          detectable=(t_ci + t_power) * se,
                          detectable_family=(float(stats.t.ppf(1 - ALPHA / (2 * len(tests)), df))
                                             + t_power) * se)
-    rejected = holm({name: out[name]["p"] for name in tests})
+    rejected, levels = holm({name: out[name]["p"] for name in tests}), holm_levels(
+        {name: out[name]["p"] for name in tests})
     for name in tests:
-        out[name]["holm"] = rejected[name]
+        out[name].update(holm=rejected[name], holm_level=levels[name])
         out[name]["verdict"] = verdict(out[name])
     return out
+
+
+def paired_t(diffs):
+    """The one-sample t of seed-paired differences: mean, sd, SE, df, p, 95% interval, and the
+    difference found with 80% power by one test (n - 1 degrees of freedom)."""
+    n = len(diffs)
+    mean, sd = statistics.fmean(diffs), statistics.stdev(diffs)
+    se, df = sd / math.sqrt(n), n - 1
+    t_ci, t_power = float(stats.t.ppf(1 - ALPHA / 2, df)), float(stats.t.ppf(POWER, df))
+    p = float(2 * stats.t.sf(abs(mean) / se, df)) if se > 0 else (0.0 if mean else 1.0)
+    return dict(n=n, df=df, mean=mean, sd=sd, se=se, p=p, lo=mean - t_ci * se,
+                hi=mean + t_ci * se, detectable=(t_ci + t_power) * se)
+
+
+def paired_differences(losses, baseline, seeds):
+    """{name: paired} of each shape of {name: {seed: loss}} but the baseline: the t test of its own
+    seed-paired differences from the baseline over `seeds` (no pooled spread), Holm's decision
+    over the same family as the pooled model's, and the level of its step."""
+    tests = [m for m in losses if m != baseline]
+    out = {m: paired_t([losses[m][s] - losses[baseline][s] for s in seeds]) for m in tests}
+    p_values = {m: out[m]["p"] for m in tests}
+    rejected, levels = holm(p_values), holm_levels(p_values)
+    for m in tests:
+        out[m].update(holm=rejected[m], holm_level=levels[m])
+    return out
+
+
+def spread_check(losses, seeds):
+    """Each shape's own residual SD under the additive model (its share of the residual degrees
+    of freedom, (n - 1)(k - 1) / k, so that their mean square is the pooled sigma^2) and two tests
+    that the spreads are equal: Bartlett's and Levene's (median-centred) over the shapes'
+    residuals (approximate: the residuals of one model are not independent). losses: {name:
+    {seed: loss}} of the shapes of the pooled model; seeds: the verdict's."""
+    residuals, df = additive_residuals(losses, seeds)
+    share = df / len(losses)
+    own = {m: math.sqrt(sum(e ** 2 for e in r) / share) for m, r in residuals.items()}
+    groups = list(residuals.values())
+    tests = dict(bartlett_p=None, levene_p=None)
+    if all(statistics.pvariance(r) > 0 for r in groups):  # (a flat group: no test)
+        with np.errstate(divide="ignore", invalid="ignore"):  # (Levene's on 2 seeds: 0 / 0)
+            found = (stats.bartlett(*groups).pvalue, stats.levene(*groups, center="median").pvalue)
+        tests = {k: float(p) if math.isfinite(p) else None for k, p in zip(tests, found)}
+    return dict(own_sd=own, df_each=share, **tests)
 
 
 def holm(p_values, alpha=ALPHA):
@@ -215,16 +278,64 @@ def holm(p_values, alpha=ALPHA):
     return rejected
 
 
+def holm_levels(p_values, alpha=ALPHA):
+    """{name: the level of its step}: alpha / (m - i) for the i-th smallest p (from 0)."""
+    return {name: alpha / (len(p_values) - i)
+            for i, name in enumerate(sorted(p_values, key=p_values.get))}
+
+
 def verdict(diff):
     """The words a reader cannot misread: 'better by m [lo, hi]' / 'worse by ...' where Holm
-    rejects 'no difference', else 'no difference larger than X detected at this scale'."""
+    rejects 'no difference' under the pooled spread and under the shape's own (diff["paired"],
+    where given), 'no difference larger than X detected at this scale' where neither does, and
+    where one alone does, which assumption the verdict hangs on."""
     if diff["se"] == 0:
         return "no verdict (the runs show no spread: an interval cannot be computed)"
+    word = "better" if diff["mean"] < 0 else "worse"
+    paired = diff.get("paired")
+    if paired is not None and paired["holm"] != diff["holm"]:
+        alone, other = (("the pooled spread", paired) if diff["holm"] else
+                        ("its own spread (paired by seed)", diff))
+        tested = "its own spread" if diff["holm"] else "the pooled spread"
+        return (f"{word} under {alone} only ({tested}: p = {other['p']:.4f} against Holm's "
+                f"{other['holm_level']:.4f})")
     if diff["holm"]:
-        return (f"{'better' if diff['mean'] < 0 else 'worse'} by {abs(diff['mean']):.4f} "
+        return (f"{word} by {abs(diff['mean']):.4f} "
                 f"[{abs(diff['hi' if diff['mean'] < 0 else 'lo']):.4f}, "
                 f"{abs(diff['lo' if diff['mean'] < 0 else 'hi']):.4f}]")
     return f"no difference larger than {diff['detectable_family']:.4f} detected at this scale"
+
+
+def short_verdict(row):
+    """A row's verdict in a few words, for a table of verdicts: 'better by 0.017 [0.008, 0.027]'
+    (', narrow' where the difference is below what one test detects: its size is likely
+    overstated), 'no difference > 0.019', 'better under the pooled spread only', 'baseline'."""
+    d = row.get("diff")
+    if d is None:
+        return "baseline"
+    if "lo" not in d or d["se"] == 0:
+        return row["verdict"]
+    paired = d.get("paired")
+    if paired is not None and paired["holm"] != d["holm"]:
+        word = "better" if d["mean"] < 0 else "worse"
+        return f"{word} under {'the pooled' if d['holm'] else 'its own'} spread only"
+    if not d["holm"]:
+        return f"no difference > {d['detectable_family']:.3f}"
+    low, high = sorted((abs(d["lo"]), abs(d["hi"])))
+    narrow = ", narrow" if abs(d["mean"]) < d["detectable"] else ""
+    return (f"{'better' if d['mean'] < 0 else 'worse'} by {abs(d['mean']):.3f} "
+            f"[{low:.3f}, {high:.3f}]{narrow}")
+
+
+def chosen_row(losses, name, rates, seeds):
+    """One shape's phase 1 {rate: loss} at the selection seed, its chosen lr and edge, and its
+    losses {seed: loss} at that rate over the verdict seeds that finished (shape_rows' start)."""
+    phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates if (name, lr, seeds[0]) in losses}
+    lr, edge = choose_rate(phase1)
+    verdict_seeds = seeds[1:] or seeds  # (one seed: its loss is shown, with no verdict)
+    at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in verdict_seeds
+                                   if (name, lr, s) in losses}
+    return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
 
 
 def shape_rows(losses, names, rates, seeds, baseline):
@@ -233,16 +344,10 @@ def shape_rows(losses, names, rates, seeds, baseline):
     the verdict seeds (seeds[1:]; a comparison of one seed: that one) that finished, their mean and
     std over the seeds of the verdict (common_seeds: a comparison under way leaves out a shape's
     seeds that others have not reached, `beyond`), and beside the baseline's: the pooled
-    difference (pooled_differences) and the verdict."""
-    rows = {}
-    for name in names:  # (a shape's phase 1: the rates it was tried at, not every rate)
-        phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates
-                  if (name, lr, seeds[0]) in losses}
-        lr, edge = choose_rate(phase1)
-        verdict_seeds = seeds[1:] or seeds  # (one seed: its loss is shown, with no verdict)
-        at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in verdict_seeds
-                                       if (name, lr, s) in losses}
-        rows[name] = dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
+    difference (pooled_differences) with the paired test beside it (paired_differences), each
+    shape's own residual SD, and the verdict."""
+    # (a shape's phase 1: the rates it was tried at, not every rate)
+    rows = {name: chosen_row(losses, name, rates, seeds) for name in names}
     chosen = {n: r["losses"] for n, r in rows.items() if r["lr"] is not None}
     common = common_seeds(chosen)
     for row in rows.values():
@@ -251,6 +356,15 @@ def shape_rows(losses, names, rates, seeds, baseline):
                    std=statistics.stdev(good) if len(good) > 1 else None,
                    beyond=sorted(set(row["losses"]) - set(common)))
     diffs = pooled_differences(chosen, baseline)
+    tested = {n: {s: chosen[n][s] for s in common} for n, d in diffs.items() if "lo" in d}
+    if tested:  # (the pooled model was fitted: every shape in it has every common seed)
+        model = {baseline: {s: chosen[baseline][s] for s in common}, **tested}
+        paired = paired_differences(model, baseline, common)
+        spread = spread_check(model, common)
+        rows[baseline]["own_sd"] = spread["own_sd"][baseline]
+        for name in tested:
+            diffs[name].update(paired=paired[name], own_sd=spread["own_sd"][name])
+            diffs[name]["verdict"] = verdict(diffs[name])
     for name, row in rows.items():
         if name != baseline:
             none = "diverged at every rate" if row["phase1"] else "no run finished yet"
@@ -329,9 +443,14 @@ def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
              f"{some['sigma']:.4f} on {some['df']} degrees of freedom, SE of a difference "
              f"{some['se']:.4f}.")
     tests = len(rows) - 1
+    used = seeds_in_verdict(rows)
+    listed = (', '.join(map(str, seeds[1:])) if used == sorted(seeds[1:]) else
+              f"{seeds_text(used) or 'none yet'}, {len(used)} of the {len(seeds) - 1} planned "
+              f"({seeds_text(seeds[1:])}): an interim look, the others not finished by every "
+              f"shape yet")
     return "\n".join([
         f"- lr: {lr}",
-        f"- verdict seeds: {', '.join(map(str, seeds[1:]))} (the selection seed {seeds[0]} chose "
+        f"- verdict seeds: {listed} (the selection seed {seeds[0]} chose "
         f"the rate and is left out: its loss at the chosen rate is the lowest of its rates). val "
         f"loss: their mean +- standard deviation." if len(seeds) > 1 else
         f"- one seed ({seeds[0]}): each shape's loss at its rate, and no verdict (a verdict needs "
@@ -346,7 +465,25 @@ def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
         f"- verdict: better / worse where Holm's correction over the {tests} shapes tested "
         f"against {baseline} rejects 'no difference' (the family's chance of any false verdict "
         f"5%); otherwise the size of difference these runs could have seen. 'No difference "
-        f"larger than X' is not 'no effect': an effect smaller than X passes unseen."])
+        f"larger than X' is not 'no effect': an effect smaller than X passes unseen. A verdict "
+        f"word needs the test on the shape's own spread (its seed-paired differences, below) "
+        f"to reject too; where one test alone does, the row says which."])
+
+
+def seeds_in_verdict(rows):
+    """The seeds the verdict's means are over: those of every shape with a chosen rate."""
+    return common_seeds({n: row["losses"] for n, row in rows.items() if row["lr"] is not None})
+
+
+def seeds_text(seeds):
+    """Seeds as one reads them: runs of consecutive seeds as ranges ('1338-1353, 1355')."""
+    runs = []
+    for seed in sorted(seeds):
+        if runs and seed == runs[-1][1] + 1:
+            runs[-1][1] = seed
+        else:
+            runs.append([seed, seed])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def rates_table(rows, rates):
@@ -358,4 +495,70 @@ def rates_table(rows, rates):
         cells = ["-" if r not in row["phase1"] else f"**{loss_text(row['phase1'][r])}**"
                  if r == row["lr"] else loss_text(row["phase1"][r]) for r in rates]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def p_text(p):
+    """A p-value as a table shows it: four decimals, or its order of magnitude below 0.0001 (None:
+    '-', no test)."""
+    return "-" if p is None else f"{p:.4f}" if p >= 1e-4 else f"{p:.0e}"
+
+
+def spread_table(rows, baseline):
+    """Each shape's own spread and the verdict's two tests side by side: its residual SD, the SD
+    of its seed-paired differences from the baseline, the paired mean with its 95% interval, p
+    of the pooled and of the paired test against the level of its Holm step, and what they say
+    together. rows: shape_rows' (a verdict with its paired tests)."""
+    lines = [f"| model | own residual SD | SD of the paired differences | vs {baseline}, paired "
+             f"[95% interval] | p pooled / Holm's step | p paired / Holm's step | the two tests |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for name, row in rows.items():
+        d = row.get("diff", {})
+        if name == baseline:
+            own = row.get("own_sd")
+            lines.append(f"| {name} | {'-' if own is None else f'{own:.4f}'} | (the baseline) "
+                         f"|  |  |  |  |")
+            continue
+        if "paired" not in d:
+            lines.append(f"| {name} | - | - | - | - | - | {row['verdict']} |")
+            continue
+        q = d["paired"]
+        if q["holm"] == d["holm"]:
+            says = (f"both: {'better' if d['mean'] < 0 else 'worse'}" if d["holm"]
+                    else "neither rejects")
+        else:
+            says = f"{'pooled' if d['holm'] else 'paired'} alone rejects"
+        lines.append(f"| {name} | {d['own_sd']:.4f} | {q['sd']:.4f} | {q['mean']:+.4f} "
+                     f"[{q['lo']:+.4f}, {q['hi']:+.4f}] | {p_text(d['p'])} / "
+                     f"{d['holm_level']:.4f} | {p_text(q['p'])} / {q['holm_level']:.4f} | {says} |")
+    return "\n".join(lines)
+
+
+def spread_footer(rows, spread, baseline):
+    """The rules of spread_table in words (markdown bullets); spread: spread_check's."""
+    some = next((row["diff"] for row in rows.values() if "paired" in row.get("diff", {})), None)
+    if some is None:
+        return "- (no verdict yet: no spreads to compare)"
+    tests = [f"Bartlett p = {p_text(spread['bartlett_p'])}, Levene (median) p = "
+             f"{p_text(spread['levene_p'])}" if spread["bartlett_p"] is not None
+             else "no test (a shape's residuals show no spread)"]
+    return "\n".join([
+        f"- own residual SD: the shape's residuals of the pooled model (shapes x seeds, "
+        f"additive), on its share of the degrees of freedom ({spread['df_each']:.1f} of "
+        f"{some['df']}); their mean square is the pooled residual SD's, {some['sigma']:.4f}.",
+        f"- equal spreads (what the pooled model assumes), tested over the {len(spread['own_sd'])} "
+        f"shapes' residuals: {tests[0]} (approximate: the residuals of one model are not "
+        f"independent). A small p: the shapes spread unequally, and the pooled SE is then too "
+        f"wide for some shapes and too narrow for others.",
+        f"- paired: the shape's own seed-paired differences from {baseline}, Student's t on "
+        f"{some['paired']['df']} degrees of freedom, no spread borrowed from other shapes; Holm "
+        f"over the same {len(rows) - 1} shapes. Holm's step: the level the test meets at its "
+        f"rank (5% / 9 for the smallest p of 9, ...; once one test fails, the later ones fail "
+        f"too)."])
+
+
+def words_table(rows, heading):
+    """The verdict in a few words per shape (short_verdict), one column headed `heading`."""
+    lines = [f"| model | {heading} |", "|---|---|"]
+    lines += [f"| {name} | {short_verdict(row)} |" for name, row in rows.items()]
     return "\n".join(lines)

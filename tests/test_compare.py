@@ -27,7 +27,7 @@ from shapelab import sweep
 from shapelab import verdict
 from conftest import ROOT, run_here
 from shapelab.sweep import config_text
-from shapes import preset_settings
+from shapes import SHAPE_NAMES, preset_settings
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8",
@@ -561,7 +561,7 @@ def test_the_verdict_configs_load(name):
     assert len(settings["seeds"]) >= 9 or name == "compare_verdict_gpu"  # 8 verdict seeds
     assert settings["preset"] == ("gpu" if name.endswith(("_gpu", "tinystories")) and
                                   name != "compare_verdict_cpu_scale_gpu" else "cpu")
-    assert compare.select_models(settings["models"]) == compare.SHAPE_NAMES
+    assert compare.select_models(settings["models"]) == SHAPE_NAMES
 
 
 def test_a_shape_that_chose_an_end_tries_past_it_up_to_extend_rates(tmp_path, char_dataset,
@@ -675,3 +675,106 @@ def test_a_deadline_before_any_run_finished_says_so_in_one_line(tmp_path, char_d
     assert result.returncode == 0, result.stderr
     assert "no run finished" in result.stdout and "Traceback" not in result.stderr
     assert not list((tmp_path / "cmp").glob("results.*"))
+
+
+# ----------------------------------------------------------------------------------------
+# The report of made-up records: the controls as a family of their own, the cost, the blocks
+
+
+def made_up_results(settings, names, missing=()):
+    """{(name, lr, seed): result} of every shape in `names`: phase 1 at 1e-3 (worse) and 2e-3
+    on the first seed, the verdict seeds at 2e-3 (but those in `missing`, (name, seed) pairs).
+    The hourglass is 0.02 below the GPT, GPT wide 0.01 (half of it), the rest level; each
+    result has a curve of three evaluations, a speed (the hourglass at 0.6x) and a machine."""
+    tokens = compare.tokens_per_run(settings)
+    offset = {"GPT": 0.0, "hourglass": -0.02, "><former": 0.0, "GPT wide": -0.01,
+              "hourglass same-d": -0.015}
+    speed = {"hourglass": 600, "hourglass same-d": 700}
+    seeds = settings["seeds"]
+    results = {}
+    for k, name in enumerate(names):
+        for lr in (1e-3, 2e-3):
+            for i, seed in enumerate(seeds if lr == 2e-3 else seeds[:1]):
+                if (name, seed) in missing:
+                    continue
+                wiggle = 0.002 * math.sin(3 * i + 2 * k)  # (a spread of each shape's own)
+                loss = 1.6 + offset[name] + 0.01 * math.cos(i) + wiggle + (lr == 1e-3) * 0.05
+                curve = [dict(iter=j, tokens=tokens * j // 2, val_loss=v, elapsed_s=5.0 * j)
+                         for j, v in enumerate((4.2, loss + 0.1, loss))]
+                results[(name, lr, seed)] = dict(
+                    val_loss=loss, train_loss=loss, tokens=tokens, elapsed_s=10.0,
+                    tokens_per_s=speed.get(name, 1000), machine="CPU A", curve=curve)
+    return results
+
+
+def made_up_report(folder, names, missing=(), record_dir=""):
+    settings = preset_settings([*TINY[:-2], "--seeds=1,2,3,4,5", "--learning_rates=1e-3,2e-3",
+                                "--extend_rates=0", "--refine_gain=0", f"--out_dir={folder}",
+                                f"--record_dir={record_dir}"])
+    compare.check_lists(settings)
+    folder.mkdir()
+    shapes = compare.matched_shapes(compare.baseline_of(settings), **{
+        k: settings[k] for k in compare.MATCHING_KEYS}, models=names)
+    results = made_up_results(settings, names, missing)
+    compare.report(settings, shapes, results, compare.tokens_per_run(settings))
+    return (folder / "results.md").read_text(), json.loads((folder / "results.json").read_text())
+
+
+def test_the_controls_are_a_family_of_their_own_and_the_cost_stands_beside(tmp_path):
+    """The controls' records leave the verdict of the shapes compared as it was (its table, its
+    Holm family, results.json's verdicts); GPT wide, with every verdict seed, shows half the
+    hourglass's difference, with an interval; hourglass same-d, one seed short, says how many it
+    has. page_blocks gives the report's parts from results.json alone."""
+    compared = ["GPT", "hourglass", "><former"]
+    alone, held = made_up_report(tmp_path / "compare_alone", compared)
+    text, with_controls = made_up_report(tmp_path / "compare_verdict_test",
+                                         [*compared, "GPT wide", "hourglass same-d"],
+                                         missing=[("hourglass same-d", 5)])
+    verdict_part = lambda t: t.split("## The shapes")[0]  # noqa: E731
+    assert verdict_part(text) == verdict_part(alone)
+    assert with_controls["verdicts"] == held["verdicts"]
+    assert re.search(r"^\| hourglass \| .* \| better by 0\.0[12]\d\d \[", text, re.M)
+    assert "| GPT wide |" not in verdict_part(text)
+    wide = next(c for c in with_controls["controls"] if c["shape"] == "GPT wide")["reading"]
+    assert wide["vs_baseline"]["mean"] == pytest.approx(-0.01, abs=0.002)
+    assert wide["vs_reference"]["mean"] == pytest.approx(0.01, abs=0.003)
+    share = wide["share"]
+    assert share["ratio"] == pytest.approx(0.5, abs=0.1) and share["lo"] < 0.5 < share["hi"]
+    assert "| GPT wide | 2e-3 (highest: extend) | 4 | " in text
+    assert f"{share['ratio']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}] |" in text
+    assert "| hourglass same-d | 2e-3 (highest: extend) | 3 of 4 verdict seeds so far |" in text
+    assert re.search(r"^\| GPT wide \| 1\.6\d+ \| \*\*1\.5\d+\*\* \|$", text, re.M)  # its phase 1
+    assert "No control run recorded yet" in alone
+    assert "| hourglass | 0.60x (4 on CPU A) | " in text  # the cost, on the verdict's seeds
+    assert "| GPT wide | 1.00x (4 on CPU A) | " in text
+    blocks = compare.page_blocks(tmp_path / "compare_verdict_test")
+    assert set(blocks) == {f"verdict_test.{part}" for part in (
+        "regime", "words", "table", "rates", "spreads", "controls", "cost")}
+    for part in ("regime", "table", "rates", "spreads", "controls", "cost"):
+        assert blocks[f"verdict_test.{part}"] in text, part
+    assert re.search(r"^\| hourglass \| better by 0\.0[12]\d \[", blocks["verdict_test.words"],
+                     re.M)
+
+
+def test_a_records_report_writes_its_blocks_into_the_pages_that_show_them(tmp_path, monkeypatch):
+    """A report that replaces the records' report of a folder in the repository (here: a made-up
+    repository in tmp_path) writes each part into the generated block of that name on its
+    pages, the text outside the blocks and every other block as they were."""
+    monkeypatch.setattr(compare, "ROOT", tmp_path)
+    monkeypatch.setattr(compare, "report_of_the_records", lambda *args: True)
+    records = tmp_path / "results" / "compare_verdict_test"
+    records.mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    command = "python compare.py config/compare_verdict_test.py --report_only=True"
+    page = ("# The lab\n\nProse.\n\n"
+            f"<!-- generated: verdict_test.words by `{command}` -->\nold\n"
+            "<!-- end generated: verdict_test.words -->\n\nMore prose.\n\n"
+            "<!-- generated: other.block by `python other.py` -->\nkept\n"
+            "<!-- end generated: other.block -->\n")
+    (tmp_path / "README.md").write_text(page)
+    (tmp_path / "docs" / "compare.md").write_text("No blocks here.\n")
+    made_up_report(tmp_path / "out", ["GPT", "hourglass", "><former"], record_dir=records)
+    words = compare.page_blocks(records)["verdict_test.words"]
+    assert (tmp_path / "README.md").read_text() == page.replace("\nold\n", f"\n{words}\n")
+    assert (tmp_path / "docs" / "compare.md").read_text() == "No blocks here.\n"
+    assert (records / "results.md").read_text() == (tmp_path / "out" / "results.md").read_text()

@@ -28,18 +28,20 @@ def curve(shift, ood_of_val):
             for i, v in enumerate(VAL)]
 
 
-def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, rates=(8e-3, 4e-3)):
+def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, rates=(8e-3, 4e-3),
+            verdict_seeds=SEEDS[1:]):
     """A record_dir: results.json choosing 8e-3 for both shapes with seeds SEEDS (the first
     selects), and runs of FFN-Wider and CEA at every seed whose OOD loss is 1 + 0.5 val (+ c for
     CEA, + the seed's noise). The in-domain losses differ between the shapes and seeds, so only
     an alignment at equal in-domain loss finds c. The selection seed's runs and the runs at
-    another rate have a CEA difference of +1: they must take no part."""
+    another rate have a CEA difference of +1: they must take no part. verdict_seeds: the seeds
+    the comparison's verdict is over (fewer than SEEDS[1:]: an interim report)."""
     folder = tmp_path / "records"
     (folder / "runs").mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps(dict(
         settings=dict(seeds=list(SEEDS), eval_ood="fortunes"),
-        verdicts=[dict(shape="GPT", lr=2e-3), dict(shape="FFN-Wider", lr=8e-3),
-                  dict(shape="CEA", lr=8e-3)])))
+        verdicts=[dict(shape=shape, lr=lr, seeds=list(verdict_seeds)) for shape, lr in (
+            ("GPT", 2e-3), ("FFN-Wider", 8e-3), ("CEA", 8e-3))])))
     for lr in rates:
         for i, seed in enumerate(SEEDS):
             for slug, shape_shift in (("ffn-wider", 0.0), ("cea", 0.03)):
@@ -136,3 +138,16 @@ def test_the_report_goes_beside_the_runs_it_reads(tmp_path):
     cea_ood_verdict.main([str(folder), "--levels=1.8"])
     assert "CEA lower OOD loss by 0.0500" in (folder / "cea_ood.md").read_text()
     assert (folder / "cea_ood.csv").exists() and (folder / "cea_ood.png").exists()
+
+
+def test_an_interim_comparison_is_read_over_the_seeds_its_verdict_is_over(tmp_path):
+    """A report over fewer seeds than planned (the verdict over 1338-1339; runs of 1340 and 1341
+    recorded for these two shapes, not yet for every shape): the analysis reads the verdict's
+    seeds, not every seed with a run."""
+    folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.5, 0.5), verdict_seeds=SEEDS[1:3])
+    rates, first, verdict_seeds, _ = cea_ood_verdict.comparison(folder)
+    assert verdict_seeds == [1338, 1339]
+    cea_ood_verdict.main([str(folder), "--levels=1.8"])
+    report = (folder / "cea_ood.md").read_text()
+    assert "the verdict seeds 1338, 1339 (seed 1337" in report and "over 2 seeds: -0.0490 [" in (
+        report)

@@ -1,0 +1,128 @@
+"""
+What a shape's difference from the GPT is made of. A shape changes several things at once (the
+matched hourglass widens d, and so its attention, and swaps its FFN for narrow sub-blocks); a
+control changes one of them, and what share of the shape's difference it reproduces says how much
+of it that one change explains - the way the papers' own ablations attribute a gain (the
+hourglass paper's Table 1 swaps the FFN at a fixed d before it reallocates).
+
+The controls are a family of their own: never in the verdict's pooled model nor in its Holm
+family (shapelab/verdict.py), so adding them leaves every verdict as it is. Each is read over the
+verdict's seeds by its seed-paired differences from the GPT and from the shape it controls
+(verdict.paired_t), and by the share of that shape's difference it reproduces (`fieller_ratio`):
+
+    share = mean_s(control - GPT) / mean_s(shape - GPT)
+
+with the interval of Fieller's theorem: every share R for which the seed-paired control - GPT -
+R (shape - GPT) has mean 0 at 5% (Student's t, n - 1 degrees of freedom). It is unbounded where
+the shape's own difference is not clear of zero.
+
+compare.py writes the controls' table (shapes.CONTROL_NAMES against the hourglass) into its
+report.
+"""
+
+import math
+import statistics
+
+from scipy import stats
+
+from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, paired_t, rate_label,
+                              seeds_in_verdict)
+
+
+def fieller_ratio(a, b):
+    """(mean(a) / mean(b), lo, hi): the ratio of two means of seed-paired differences and its 95%
+    interval by Fieller's theorem - every R for which a_s - R b_s has mean 0 at 5% (Student's t,
+    n - 1 degrees of freedom). lo and hi are None where the interval is unbounded (mean(b) is not
+    clear of zero)."""
+    n = len(a)
+    mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
+    var_a, var_b = statistics.variance(a) / n, statistics.variance(b) / n
+    cov = statistics.covariance(a, b) / n
+    t2 = float(stats.t.ppf(1 - ALPHA / 2, n - 1)) ** 2
+    # (mean_a - R mean_b)^2 <= t^2 (var_a - 2 R cov + R^2 var_b): a R^2 + b R + c <= 0
+    qa, qc = mean_b ** 2 - t2 * var_b, mean_a ** 2 - t2 * var_a
+    qb = -2 * (mean_a * mean_b - t2 * cov)
+    ratio = mean_a / mean_b if mean_b else math.nan
+    if qa <= 0:
+        return ratio, None, None
+    root = math.sqrt(max(qb ** 2 - 4 * qa * qc, 0.0))
+    return ratio, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+
+
+def control_rows(losses, names, rates, seeds, rows, baseline, reference):
+    """{name: row} of the controls `names` from {(name, rate, seed): loss}, read against the
+    verdict's `rows` (shape_rows') over the verdict's seeds, never in its model: a row's
+    `reading` holds, once the control has every one of those seeds, its paired differences from
+    the baseline and from the `reference` shape (paired_t) and the share of the reference's
+    difference it reproduces (fieller_ratio); until then `so_far`, the seeds it has."""
+    used = seeds_in_verdict(rows)
+    base, ref = rows[baseline]["losses"], rows.get(reference, {}).get("losses", {})
+    out = {}
+    for name in names:
+        row = chosen_row(losses, name, rates, seeds)
+        have = [s for s in used if s in row["losses"]]
+        good = [row["losses"][s] for s in have if finite(row["losses"][s])]
+        row.update(seeds_used=used, so_far=len(have), mean=statistics.fmean(good) if good
+                   else None, std=statistics.stdev(good) if len(good) > 1 else None)
+        ready = (row["lr"] is not None and len(have) == len(used) >= MIN_VERDICT_SEEDS
+                 and all(finite(v.get(s)) for v in (row["losses"], base, ref) for s in used))
+        if ready:
+            vs_base = [row["losses"][s] - base[s] for s in used]
+            ref_diff = [ref[s] - base[s] for s in used]
+            row["reading"] = dict(
+                vs_baseline=paired_t(vs_base),
+                vs_reference=paired_t([row["losses"][s] - ref[s] for s in used]),
+                share=dict(zip(("ratio", "lo", "hi"), fieller_ratio(vs_base, ref_diff))))
+        out[name] = row
+    return out
+
+
+def share_text(share):
+    """A share as a percentage with its interval ('unbounded' where Fieller's is)."""
+    if share["lo"] is None:
+        return f"{share['ratio']:.0%} [unbounded]"
+    return f"{share['ratio']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}]"
+
+
+def controls_table(controls, baseline, reference):
+    """One row per control: its rate, the verdict seeds it has, its val loss, its paired
+    difference from the baseline and from the reference shape (95% intervals), the share of the
+    reference's difference it reproduces; 'n of N verdict seeds so far' until it has them all."""
+    lines = [f"| control | lr | verdict seeds | val loss (mean +- std) | vs {baseline} [95% "
+             f"interval] | vs {reference} [95% interval] | share of the {reference}'s difference "
+             f"[95% interval] |", "|---|---|---:|---:|---:|---:|---:|"]
+    for name, row in controls.items():
+        lr = "-" if row["lr"] is None else rate_label(row["lr"])
+        lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
+        lr += " (so far)" if row.get("open") else ""
+        r, n = row.get("reading"), len(row["seeds_used"])
+        if r is None:
+            chosen = row["lr"] is not None and not row.get("open")
+            so_far = (f"{row['so_far']} of {n} verdict seeds so far" if chosen
+                      else "phase 1 under way: no rate chosen yet")
+            lines.append(f"| {name} | {lr} | {so_far} | - | - | - | - |")
+            continue
+        a, b = r["vs_baseline"], r["vs_reference"]
+        lines.append(f"| {name} | {lr} | {n} | {row['mean']:.4f} +- {row['std']:.4f} | "
+                     f"{a['mean']:+.4f} [{a['lo']:+.4f}, {a['hi']:+.4f}] | {b['mean']:+.4f} "
+                     f"[{b['lo']:+.4f}, {b['hi']:+.4f}] | {share_text(r['share'])} |")
+    return "\n".join(lines)
+
+
+def controls_footer(baseline, reference, seeds):
+    """The rules of the controls' table in words (markdown bullets)."""
+    return "\n".join([
+        f"- GPT wide: a plain GPT at the {reference}'s d (its attention) with a narrow SwiGLU FFN "
+        f"at the same budget: the reallocation alone. hourglass same-d: the {reference}'s FFN "
+        f"form at {baseline}'s d and attention (the hourglass paper's Table 1 form): the FFN swap "
+        f"alone.",
+        f"- each control: its own rate, chosen on the selection seed {seeds[0]} as every shape's "
+        f"(phase 1: the second table), then the verdict's seeds. A family of its own: never in "
+        f"the verdict's model or Holm family, so the verdict above is the same with or without "
+        f"them.",
+        f"- vs {baseline}, vs {reference}: the mean over the verdict seeds of the seed-paired "
+        f"difference, with its 95% t interval (n - 1 degrees of freedom; no spread pooled).",
+        f"- share: the control's difference from {baseline} over the {reference}'s, with the "
+        f"95% interval of Fieller's theorem on the same seeds (every share R for which control - "
+        f"{baseline} - R ({reference} - {baseline}) has mean 0 at 5%). 100%: the control "
+        f"reproduces the whole difference; 0%: none of it."])

@@ -1,0 +1,156 @@
+"""
+What a shape's loss costs: each shape's validation loss at the GPT's wall-clock time and at the
+GPT's training FLOPs, read off the trajectories its verdict runs recorded (compare.py's report).
+
+A comparison gives every shape the same number of tokens; a slower shape then trains longer. Two
+other budgets ask what the same time or the same compute buys:
+
+    equal time    a shape at r x the GPT's tokens/s has used the GPT's training time after
+                  r x N tokens (N: a run's tokens); r is the ratio of the median tokens/s over
+                  the verdict seeds that both ran on the same machine (a run's speed is a
+                  measurement of the machine it ran on: seeds of different machines never pair)
+    equal FLOPs   training FLOPs = tokens x forward FLOPs/token x 3 (shapes.describe_shapes'
+                  FLOPs/token); a shape of q x the GPT's FLOPs/token has used the GPT's FLOPs
+                  after N / q tokens
+
+A slower (costlier) shape is read part-way along its own run, at that point. A faster (cheaper) one
+cannot be extrapolated past its end: there the GPT is read part-way instead, at the shape's whole
+budget, and the row says so. Each seed's reading is paired with the GPT's at the same seed: the
+difference, its mean over the verdict seeds and a 95% t interval (n - 1 degrees of freedom).
+
+A reading part-way along a run is at a learning rate not yet decayed as far as a run of that
+length would decay it: the run read part-way is disadvantaged, by an amount no record measures.
+The evaluations are every eval_interval steps; between two, the loss is read linearly in log
+tokens (loss against log tokens bends less than against tokens), linearly in tokens before the
+first evaluation after step 0.
+"""
+
+import math
+import statistics
+from collections import Counter
+
+from shapelab.verdict import finite, paired_t
+
+
+def loss_at(curve, tokens):
+    """A run's val loss after `tokens` tokens, from its curve ([{tokens, val_loss}, ...] at its
+    evaluations): linear in log tokens between the two evaluations around it (linear in tokens
+    from the evaluation at 0); None past the last evaluation."""
+    points = [(c["tokens"], c["val_loss"]) for c in curve if finite(c.get("val_loss"))]
+    for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= tokens <= t1:
+            if t1 == t0:
+                return v1
+            if t0 > 0:
+                return v0 + (v1 - v0) * math.log(tokens / t0) / math.log(t1 / t0)
+            return v0 + (v1 - v0) * (tokens - t0) / (t1 - t0)
+    return points[-1][1] if points and points[-1][0] == tokens else None
+
+
+def machine_label(machine):
+    """A machine's name without its units: 'Intel(R) Xeon(R) Processor (AMX, AVX512-BF16)' ->
+    'Intel Xeon'."""
+    return machine.split(" (")[0].replace("(R)", "").removesuffix(" Processor").strip()
+
+
+def speed_ratio(shape_runs, base_runs, seeds):
+    """(ratio, {machine: seeds}) of the shape's median tokens/s to the baseline's over the
+    `seeds` at which both ran on the same machine ({seed: result}); (None, {}) if none did."""
+    paired = [s for s in seeds if shape_runs[s].get("machine") and shape_runs[s].get(
+        "tokens_per_s") and base_runs[s].get("tokens_per_s")
+        and shape_runs[s]["machine"] == base_runs[s].get("machine")]
+    if not paired:
+        return None, {}
+    ratio = (statistics.median(shape_runs[s]["tokens_per_s"] for s in paired)
+             / statistics.median(base_runs[s]["tokens_per_s"] for s in paired))
+    return ratio, dict(Counter(machine_label(shape_runs[s]["machine"]) for s in paired))
+
+
+def equal_budget(shape_runs, base_runs, seeds, scale, tokens):
+    """The seed-paired reading at one budget: the shape has used the baseline's whole budget
+    after scale x tokens (scale < 1: the shape is read there), or the baseline has used the
+    shape's whole budget after tokens / scale (scale > 1: the baseline is read there). {shape:
+    its mean loss at the baseline's whole budget, None where it is not read there; diff: paired_t
+    of shape - baseline; read: which run is read part-way ('shape', 'baseline' or '')}."""
+    at_shape, at_base = (scale * tokens, tokens) if scale < 1 else (tokens, tokens / scale)
+    shape = [loss_at(shape_runs[s]["curve"], at_shape) for s in seeds]
+    base = [loss_at(base_runs[s]["curve"], at_base) for s in seeds]
+    if any(v is None for v in shape + base):
+        return None
+    return dict(shape=statistics.fmean(shape) if scale <= 1 else None,
+                diff=paired_t([a - b for a, b in zip(shape, base)]),
+                read="shape" if scale < 1 else "baseline" if scale > 1 else "")
+
+
+def cost_rows(runs, flops, seeds, baseline, tokens):
+    """{name: {speed, machines, time, flops, flops_reading}} of every shape in `runs` ({name:
+    {seed: result}} at its chosen rate, each holding `seeds`, the verdict's): the speed ratio to
+    the baseline and the machines it pairs, the readings at equal time and at equal FLOPs
+    (equal_budget; None where no seed pairs a machine), and the FLOPs/token ratio. `flops`:
+    {name: forward FLOPs/token}; tokens: a run's."""
+    base = runs[baseline]
+    out = {}
+    for name, shape in runs.items():
+        speed, machines = speed_ratio(shape, base, seeds)
+        ratio = flops[name] / flops[baseline]
+        out[name] = dict(speed=speed, machines=machines, flops=ratio,
+                         time=speed and equal_budget(shape, base, seeds, speed, tokens),
+                         flops_reading=equal_budget(shape, base, seeds, 1 / ratio, tokens))
+    return out
+
+
+def reading_cells(reading, baseline, cheaper):
+    """The two cells of one budget: the shape's loss at the baseline's whole budget, and its
+    paired difference from the baseline with the 95% interval. cheaper: what a shape that spends
+    less than the baseline is ('faster', 'cheaper')."""
+    if reading is None:
+        return ["-", "-"]
+    d = reading["diff"]
+    diff = f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+    if reading["read"] == "baseline":
+        return [f"- ({cheaper}: not extrapolated)", f"{diff} ({baseline} read part-way)"]
+    return ["-" if reading["shape"] is None else f"{reading['shape']:.4f}", diff]
+
+
+def cost_table(cost, baseline, final_loss):
+    """One row per shape: its tokens/s and FLOPs/token against the baseline's, and its loss at
+    the baseline's training time and FLOPs with the paired difference; final_loss: {name: mean
+    final val loss} (the baseline's row shows its own)."""
+    lines = [f"| model | tokens/s vs {baseline} (seeds on a machine) | loss at {baseline}'s time | "
+             f"vs {baseline} at equal time [95% interval] | FLOPs/token vs {baseline} | loss at "
+             f"{baseline}'s FLOPs | vs {baseline} at equal FLOPs [95% interval] |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, row in cost.items():
+        machines = ", ".join(f"{n} on {m}" for m, n in row["machines"].items())
+        speed = "-" if row["speed"] is None else f"{row['speed']:.2f}x ({machines})"
+        if name == baseline:
+            lines.append(f"| {name} | {speed} | {final_loss[name]:.4f} | (the baseline) | "
+                         f"{row['flops']:.2f}x | {final_loss[name]:.4f} | (the baseline) |")
+            continue
+        time = reading_cells(row["time"], baseline, "faster") if row["speed"] is not None else [
+            "- (no seed on the same machine)", "-"]
+        flops = reading_cells(row["flops_reading"], baseline, "cheaper")
+        lines.append(f"| {name} | {speed} | {' | '.join(time)} | {row['flops']:.2f}x | "
+                     f"{' | '.join(flops)} |")
+    return "\n".join(lines)
+
+
+def cost_footer(baseline, seeds, interval):
+    """The rules of cost_table in words (markdown bullets)."""
+    return "\n".join([
+        f"- time: a run's training time is its tokens / its tokens/s (the run's median speed; "
+        f"evaluations left out). tokens/s vs {baseline}: the shape's median over the verdict seeds "
+        f"that it and {baseline} ran on the same machine, over {baseline}'s median at those seeds "
+        f"(a measurement of a machine shared with other work; the seeds counted by machine). A "
+        f"shape at r x {baseline}'s speed has used {baseline}'s whole training time after r x "
+        f"the tokens: read there.",
+        f"- FLOPs: tokens x forward FLOPs/token x 3 (the shapes' table). A shape of q x "
+        f"{baseline}'s FLOPs/token has used {baseline}'s whole budget after 1 / q of the tokens: "
+        f"read there.",
+        f"- a faster or cheaper shape is never read past its end: there {baseline} is read "
+        f"part-way, at the shape's whole budget ('{baseline} read part-way'). A run read "
+        f"part-way has not decayed its learning rate as a run of that length would: the reading "
+        f"disadvantages it by an amount these records do not measure.",
+        f"- the loss between two evaluations (every {interval} steps): linear in log tokens. vs "
+        f"{baseline}: the mean over the verdict seeds {seeds} of the seed-paired difference at "
+        f"the equal budget, with its 95% t interval."])

@@ -1,0 +1,60 @@
+"""experiments/verdict_two_looks.py: two verdicts of one comparison read as two looks, on made-up
+results.json whose answers are computed here another way: Holm over both looks' tests, the
+inverse-variance combination, the words per look."""
+
+import json
+import math
+import sys
+
+import pytest
+from scipy import stats
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "experiments"))
+import verdict_two_looks  # noqa: E402
+
+
+def look(folder, machine, diffs, n):
+    """A records folder whose results.json holds {shape: (mean, se, p, holm, df)}."""
+    folder.mkdir(parents=True)
+    verdicts = [dict(shape="GPT", diff=None, verdict="baseline")]
+    for shape, (mean, se, p, holm, df) in diffs.items():
+        t = stats.t.ppf(0.975, df)
+        verdicts.append(dict(shape=shape, verdict="made up", diff=dict(
+            n=n, df=df, mean=mean, se=se, p=p, holm=holm, lo=mean - t * se, hi=mean + t * se,
+            detectable=2.8 * se, detectable_family=3.5 * se)))
+    (folder / "results.json").write_text(json.dumps(dict(
+        verdicts=verdicts, runs=[dict(machine=machine)], settings={})))
+    return folder
+
+
+def test_two_looks_as_one_family_and_combined(tmp_path):
+    """The H200's 'narrow' passes its own look's Holm (0.03 against 0.05 at its step) but not
+    the four tests' together; the combination weights the finer look by 1 / SE^2."""
+    cpu = look(tmp_path / "cpu", "AMD EPYC (AVX512-BF16)", {
+        "big": (-0.02, 0.005, 0.0005, True, 63), "narrow": (-0.005, 0.005, 0.32, False, 63)}, 8)
+    gpu = look(tmp_path / "gpu", "NVIDIA H200", {
+        "big": (-0.016, 0.0025, 1e-9, True, 135), "narrow": (-0.007, 0.0025, 0.03, True, 135)},
+        16)
+    looks = [verdict_two_looks.read_look(cpu), verdict_two_looks.read_look(gpu)]
+    assert [label for label, _ in looks] == ["CPU, 8 seeds", "H200, 16 seeds"]
+    rows = verdict_two_looks.two_looks(looks)
+    assert [x["own_level"] for x in rows["narrow"]["looks"]] == [0.05, 0.05]
+    # four tests: 1e-9 <= .05/4, .0005 <= .05/3, .03 > .05/2: the H200's 'narrow' fails there
+    assert [x["all_holm"] for x in rows["big"]["looks"]] == [True, True]
+    assert [x["all_holm"] for x in rows["narrow"]["looks"]] == [False, False]
+    assert rows["narrow"]["looks"][1]["all_level"] == pytest.approx(0.025)
+    mean, se, lo, hi, df = rows["narrow"]["combined"]
+    w = [1 / 0.005 ** 2, 1 / 0.0025 ** 2]
+    assert mean == pytest.approx((w[0] * -0.005 + w[1] * -0.007) / sum(w))
+    assert se == pytest.approx(1 / math.sqrt(sum(w)))
+    assert df == pytest.approx(sum(w) ** 2 / (w[0] ** 2 / 63 + w[1] ** 2 / 135))
+    assert hi - mean == pytest.approx(stats.t.ppf(0.975, df) * se)
+    assert rows["narrow"]["same_direction"]
+    table = verdict_two_looks.two_looks_table(looks)
+    assert "| Holm over all 4 tests |" in table
+    assert "H200 fails (0.0300 > 0.0250)" in table and "0.0300 / 0.0500 (passes)" in table
+    blocks = verdict_two_looks.page_blocks([cpu, gpu])
+    assert set(blocks) == {"verdicts.two_looks", "verdicts.words"}
+    assert "| model | CPU, 8 seeds | H200, 16 seeds |" in blocks["verdicts.words"]
