@@ -565,7 +565,7 @@ def page_blocks(paths, name):
     shape frozen -> learned). NAME is the name of the output they stand beside (--out)."""
     rows = sweep_rows(paths)
     entries = shape_results(rows)
-    blocks = {f"{name}.runs": "\n".join(summary(rows, entries, paths)),
+    blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(rows, entries, paths)),
               f"{name}.shapes": "\n".join(shape_table(entries)),
               f"{name}.gaps": "\n".join(gap_bullets(entries)),
               f"{name}.fronts": "\n".join(front_bullets(entries))}

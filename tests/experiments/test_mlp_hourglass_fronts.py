@@ -264,7 +264,7 @@ def test_page_blocks_are_what_the_command_writes_into_the_pages(sweep_csv, tmp_p
     blocks = fronts.page_blocks([sweep_csv], "tiny_fronts")
     assert set(blocks) == {f"tiny_fronts.{part}" for part in ("runs", "shapes", "gaps",
                                                                "fronts")}
-    assert blocks["tiny_fronts.runs"].startswith("9 runs: 3 shapes")
+    assert blocks["tiny_fronts.runs"].startswith("- 9 runs: 3 shapes")
     assert "| hourglass d_z=64 d_h=8 L=2 | 0.001 | 2 |" in blocks["tiny_fronts.shapes"]
     assert blocks["tiny_fronts.gaps"].count("parameters:** ahead at every point; ") == 4
     assert "1500" not in blocks["tiny_fronts.fronts"]  # shapes by d_z/d_h/L, params in M
