@@ -563,9 +563,11 @@ def page_blocks(paths, name):
     seed-paired range and how far a neighbouring rate moves it), NAME.fronts (the Pareto-optimal
     shapes and the rates at an edge) and, where both lifts of a hourglass ran, NAME.lift (each
     shape frozen -> learned). NAME is the name of the output they stand beside (--out)."""
-    rows = sweep_rows(paths)
+    shown = {str(p): repo_path(p) for p in paths}  # the same text from any working folder
+    rows = [dict(r, csv=str(shown[r["csv"]])) for r in sweep_rows(paths)]
     entries = shape_results(rows)
-    blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(rows, entries, paths)),
+    blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(
+                  rows, entries, list(shown.values()))),
               f"{name}.shapes": "\n".join(shape_table(entries)),
               f"{name}.gaps": "\n".join(gap_bullets(entries)),
               f"{name}.fronts": "\n".join(front_bullets(entries))}
@@ -573,6 +575,14 @@ def page_blocks(paths, name):
     if lift:
         blocks[f"{name}.lift"] = lift
     return blocks
+
+
+def repo_path(path):
+    """A path as the repo's commands name it: from the repo's root where it lies inside it."""
+    try:
+        return Path(path).resolve().relative_to(ROOT)
+    except ValueError:
+        return Path(path)
 
 
 def gap_bullets(entries):

@@ -285,6 +285,18 @@ def test_page_blocks_are_what_the_command_writes_into_the_pages(sweep_csv, tmp_p
     assert (root / "README.md").read_text() == "no blocks\n"
 
 
+def test_page_blocks_read_the_same_from_any_working_folder(monkeypatch):
+    """The blocks name the repo's CSVs from its root, whichever folder the command ran in (two
+    CSVs of one folder name are shown by their whole path)."""
+    csvs = [f"results/mlp_fashion_denoise_{sweep}/seed0/sweep.csv" for sweep in ("fair",
+                                                                                 "learned")]
+    monkeypatch.chdir(ROOT)
+    from_root = fronts.page_blocks([Path(p) for p in csvs], "x")
+    monkeypatch.chdir(ROOT / "experiments")
+    assert fronts.page_blocks([Path("..") / p for p in csvs], "x") == from_root
+    assert "(results/mlp_fashion_denoise_fair/seed0/sweep.csv: " in from_root["x.runs"]
+
+
 def test_the_lift_block_pairs_each_hourglass_shape_frozen_and_learned():
     rows = [dict(row("hourglass", 64, 8, 2, 1e-3, seed, 1000, 0.02, psnr, 0.8),
                  input_proj=proj) for proj, psnr in (("frozen_random", 20.0), ("learned", 20.5))
