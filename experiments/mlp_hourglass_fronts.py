@@ -12,20 +12,27 @@ each family's Pareto front as a staircase: the best mean reached with at most th
 and fronts.md (what it prints) beside the first CSV. What it prints is what a write-up may quote:
 the runs and their training time, the noisy input's PSNR and SSIM, each shape at its lr, the
 fronts, and at every conventional front point the gap to the hourglass staircase (total and
-trainable parameters, PSNR and SSIM: the gap of the means and the seed-paired gaps' range); rows of
-several forms read together (a hourglass with its W_in frozen or learned, a conventional MLP on the
-image itself or behind a learned square W_in: the CSVs of two sweeps) give each form its front and
-the gaps of every hourglass form against every conventional form; then each Pareto-optimal shape
-whose lr is at an edge of the lrs it was tried at, with the lr to try next (above the top: 1.5x it,
-so 2e-3 -> 3e-3; below the bottom: half it) and the sweep's --shapes and --learning_rates that
-train just those runs. A row not written whole (cut short, or glued to the next) is left out and a
-run written twice counts once, each with a warning; a row with a machine path or no clamp_sr_input
-is read in the sweep's words (normalized).
+trainable parameters, PSNR and SSIM): the gap of the means, the seed-paired gaps' range, and how
+far the gap moves when either side takes its neighbouring rate (one step below or above its chosen
+one among the rates it was tried at, where run) - a gap smaller than those moves is the rate
+grid's as much as the shapes'. Rows of several forms read together (a hourglass with its W_in
+frozen or learned, a conventional MLP on the image itself or behind a learned square W_in: the
+CSVs of two sweeps) give each form its front and the gaps of every hourglass form against every
+conventional form. Then each Pareto-optimal shape whose lr is at an edge of the lrs it was tried
+at, with the lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it)
+and the sweep's --shapes and --learning_rates that train just those runs.
+
+Where the output is one of the repo's (--out=results/NAME), the same command writes the numbers
+the pages quote about it into their generated blocks NAME.runs, NAME.shapes, NAME.gaps,
+NAME.fronts and NAME.lift (page_blocks; shapelab/pages.py). A row not written whole (cut short, or
+glued to the next) is left out and a run written twice counts once, each with a warning; a row
+with a machine path or no clamp_sr_input is read in the sweep's words (normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
     python experiments/mlp_hourglass_fronts.py results/mlp_fashion_denoise_fair/*/sweep.csv \
-        results/mlp_fashion_denoise_learned/*/sweep.csv --out=results/mlp_fashion_denoise_forms_fronts
+        results/mlp_fashion_denoise_learned/*/sweep.csv \
+        --out=results/mlp_fashion_denoise_forms_fronts
 """
 
 import csv
@@ -34,10 +41,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from mlp_hourglass import input_projection  # noqa: E402
 from shapelab.checkpoint import write_atomic  # noqa: E402
+from shapelab.pages import pages, write_blocks  # noqa: E402
 from shapelab.image_tasks import TASKS  # noqa: E402
 from train_mlp import portable_source  # noqa: E402
 
@@ -180,12 +189,18 @@ def shape_results(rows):
         # the lr with every seed done, then the lowest mean validation loss
         lr, runs = min(by_lr.items(), key=lambda item: (-len(item[1]), mean_val_loss(item[1])))
         task = TASKS.get(runs[0].get("task"))
+        seeds = {int(r["seed"]) for r in runs}
         entry = dict(family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
                      input_proj=input_proj, learning_rate=lr,
                      d_x=task.input_dim if task else None,
                      seeds=len(runs), learning_rates_tried=tuple(sorted(by_lr)),
                      params_total=runs[0]["params_total"],
-                     params_trainable=runs[0]["params_trainable"], per_seed={})
+                     params_trainable=runs[0]["params_trainable"], per_seed={},
+                     # each rate run with the chosen rate's seeds: its metrics' means (a
+                     # neighbouring rate's, for a gap's sensitivity)
+                     mean_at={rate: {m: mean(r[m] for r in at) for m in (*METRICS, "val_loss")}
+                              for rate, at in by_lr.items()
+                              if seeds <= {int(r["seed"]) for r in at}})
         for metric in METRICS:
             values = [r[metric] for r in runs]
             entry[metric] = (sum(values) / len(values), min(values), max(values))
@@ -229,6 +244,43 @@ def gaps(entries, params_key, metric, hourglass_form, conventional_form):
         out.append((e, best, best[metric][0] - e[metric][0],
                     (min(paired), max(paired)) if paired else None))
     return out
+
+
+def neighbouring_rates(entry):
+    """The rates one step below and above the entry's chosen one among those its shape was tried
+    at, where every seed of the chosen rate ran."""
+    tried = entry["learning_rates_tried"]
+    i = tried.index(entry["learning_rate"])
+    return [tried[j] for j in (i - 1, i + 1)
+            if 0 <= j < len(tried) and tried[j] in entry["mean_at"]]
+
+
+def rate_moves(conventional, hourglass, metric):
+    """How far the gap (hourglass minus conventional, each at its chosen rate) moves when one side
+    takes a neighbouring rate and the other keeps its own: [(the side's family, that rate, the
+    side's mean there, the move)], NaN where the runs at that rate diverged. A gap whose moves
+    are as large as itself says more about the rates than about the shapes; a move of several dB
+    is a rate at which that side's training broke down (its mean there says so)."""
+    moves = []
+    for entry, sign in ((hourglass, 1), (conventional, -1)):
+        for rate in neighbouring_rates(entry):
+            there = entry["mean_at"][rate][metric]
+            moves.append((entry["family"], rate, there, sign * (there - entry[metric][0])))
+    return moves
+
+
+def runner_up_moves(conventional, hourglass, metric):
+    """The gap's moves when one side takes its runner-up rate - of its neighbouring rates, the one
+    with the lower mean validation loss (the rate a slightly different draw could have chosen) -
+    and the other keeps its own: [move], NaN where that rate diverged."""
+    moves = []
+    for entry, sign in ((hourglass, 1), (conventional, -1)):
+        near = neighbouring_rates(entry)
+        if near:
+            loss = {r: entry["mean_at"][r]["val_loss"] for r in near}
+            rate = min(near, key=lambda r: math.inf if math.isnan(loss[r]) else loss[r])
+            moves.append(sign * (entry["mean_at"][rate][metric] - entry[metric][0]))
+    return moves
 
 
 def edge_lrs(entries):
@@ -327,16 +379,21 @@ def summary(rows, entries, paths):
     return lines
 
 
-def report(entries, rows, paths, title):
-    lines = [f"# {title}", "", *summary(rows, entries, paths), ""]
-    lines += ["| shape | lr | seeds | params total / trainable | test PSNR mean (min-max) | "
-              "test SSIM mean (min-max) |", "|---|---:|---:|---:|---:|---:|"]
+def shape_table(entries):
+    """Each shape at its lr, mean and min-max over the seeds: a markdown table's lines."""
+    lines = ["| shape | lr | seeds | params total / trainable | test PSNR mean (min-max) | "
+             "test SSIM mean (min-max) |", "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
         p, s = e["test_psnr_batchmse"], e["test_ssim"]
         lines.append(f"| {label(e)} | {e['learning_rate']:g} | {e['seeds']} | "
                      f"{e['params_total'] / 1e6:.2f}M / "
                      f"{e['params_trainable'] / 1e6:.2f}M | {p[0]:.2f} ({p[1]:.2f}-{p[2]:.2f}) | "
                      f"{s[0]:.4f} ({s[1]:.4f}-{s[2]:.4f}) |")
+    return lines
+
+
+def report(entries, rows, paths, title):
+    lines = [f"# {title}", "", *summary(rows, entries, paths), "", *shape_table(entries)]
     for params_key in ("params_total", "params_trainable"):
         axis = params_key.split("_")[1]
         for metric, name in METRICS.items():
@@ -382,9 +439,26 @@ def gap_lines(entries, params_key, metric, hourglass, conventional):
             continue
         lines.append(where + f"{gap:+.{d + 1}f}{unit}" + (
             f" (seed-paired {paired[0]:+.{d + 1}f} to {paired[1]:+.{d + 1}f})"
-            if paired else "") + f"; the hourglass: {label(best)} at "
+            if paired else "") + f"; {moves_text(rate_moves(e, best, metric), d + 1)}"
+            f"; the hourglass: {label(best)} at "
             f"{best[params_key] / 1e6:.2f}M, {best[metric][0]:.{d + 1}f}")
     return lines
+
+
+def moves_text(moves, digits):
+    """A gap's rate sensitivity in words: 'a neighbouring rate moves it -0.120 to +0.034 (the
+    hourglass at 0.003, 21.050: -0.120; the conventional at 0.002, 21.380: +0.034)'."""
+    if not moves:
+        return "no neighbouring rate run"
+    finite = [m for *_, m in moves if not math.isnan(m)]
+    each = "; ".join(f"the {side} at {rate:g}" + (": diverged" if math.isnan(m) else
+                                                   f", {there:.{digits}f}: {m:+.{digits}f}")
+                     for side, rate, there, m in moves)
+    if not finite:
+        return f"every neighbouring rate diverged ({each})"
+    return (f"a neighbouring rate moves it {min(finite):+.{digits}f} to "
+            f"{max(finite):+.{digits}f} ({each})")
+
 
 
 def staircase(front, params_key, metric, right):
@@ -452,14 +526,21 @@ SETTING = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma"
            "clamp_sr_input")  # what one set of fronts must share
 
 
-def fronts(paths):
-    """The sweep's rows read from its CSVs (paths), checked to be of one setting: (what the script
-    prints, each shape's entry, the noisy input's mean PSNR or None, the figure's title)."""
+def sweep_rows(paths):
+    """The sweep's rows read from its CSVs (paths), each run once, checked to be of one
+    setting."""
     rows = unique_runs([dict(r, csv=str(p)) for p in paths for r in read_rows(p)],
                        ", ".join(map(str, paths)))
     if len({tuple(canonical(r.get(k)) for k in SETTING) for r in rows}) > 1:
         raise SystemExit(f"error: {', '.join(map(str, paths))} hold runs of different settings "
                          f"({', '.join(SETTING)}): draw each setting's fronts on its own")
+    return rows
+
+
+def fronts(paths):
+    """The sweep's fronts from its CSVs (paths): (what the script prints, each shape's entry, the
+    noisy input's mean PSNR or None, the figure's title)."""
+    rows = sweep_rows(paths)
     entries = shape_results(rows)
     baselines = [r["baseline_psnr_batchmse"] for r in rows
                  if not math.isnan(r["baseline_psnr_batchmse"])]
@@ -469,6 +550,125 @@ def fronts(paths):
              f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}; error bars: "
              f"seeds' min-max")
     return report(entries, rows, paths, title), entries, baseline, title
+
+
+# The page blocks: what docs/ quotes about one set of fronts, written by this script's command
+# into every page that shows them (shapelab/pages.py), named after the output they stand beside
+
+
+def page_blocks(paths, name):
+    """The numbers a page quotes about the fronts of the sweep CSVs `paths`, as generated blocks
+    {block name: markdown} (nothing written): NAME.runs (the runs, their time, the noisy input,
+    the seeds' spread), NAME.shapes (each shape at its lr), NAME.gaps (every front gap with its
+    seed-paired range and how far a neighbouring rate moves it), NAME.fronts (the Pareto-optimal
+    shapes and the rates at an edge) and, where both lifts of a hourglass ran, NAME.lift (each
+    shape frozen -> learned). NAME is the name of the output they stand beside (--out)."""
+    shown = {str(p): repo_path(p) for p in paths}  # the same text from any working folder
+    rows = [dict(r, csv=str(shown[r["csv"]])) for r in sweep_rows(paths)]
+    entries = shape_results(rows)
+    blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(
+                  rows, entries, list(shown.values()))),
+              f"{name}.shapes": "\n".join(shape_table(entries)),
+              f"{name}.gaps": "\n".join(gap_bullets(entries)),
+              f"{name}.fronts": "\n".join(front_bullets(entries))}
+    lift = lift_bullet(entries)
+    if lift:
+        blocks[f"{name}.lift"] = lift
+    return blocks
+
+
+def repo_path(path):
+    """A path as the repo's commands name it: from the repo's root where it lies inside it."""
+    try:
+        return Path(path).resolve().relative_to(ROOT)
+    except ValueError:
+        return Path(path)
+
+
+def gap_bullets(entries):
+    """For every hourglass form against every conventional form, on each metric and parameter
+    axis: where the hourglass staircase stands at each conventional front point, how sure that
+    is across seeds, and whether it keeps its sign when either side takes a neighbouring rate.
+    The trainable axis is left out where it is the total for both forms (every parameter
+    learns)."""
+    lines = []
+    for hourglass in forms(entries, "hourglass"):
+        for conventional in forms(entries, "conventional"):
+            both = of_form(entries, hourglass) + of_form(entries, conventional)
+            keys = ["params_total"] + (["params_trainable"] if any(
+                e["params_trainable"] != e["params_total"] for e in both) else [])
+            for params_key in keys:
+                for metric, name in METRICS.items():
+                    lines.append(gap_bullet(entries, params_key, metric, hourglass,
+                                            conventional))
+    return lines
+
+
+def gap_bullet(entries, params_key, metric, hourglass, conventional):
+    d, axis = DIGITS[metric] + 1, params_key.split("_")[1]
+    unit = " dB" if "psnr" in metric else ""
+    found = [g for g in gaps(entries, params_key, metric, hourglass, conventional)
+             if g[1] is not None]
+    head = (f"- **{hourglass} minus {conventional}, {METRICS[metric]} against {axis} "
+            f"parameters:** ")
+    if not found:
+        return head + "no hourglass with as few parameters as any conventional front point"
+    ahead = sum(gap > 0 for _, _, gap, _ in found)
+    side = ("ahead at every point" if ahead == len(found) else "behind at every point"
+            if ahead == 0 else f"ahead at {ahead} of {len(found)} points")
+    across = sum(paired is not None and paired[0] < 0 < paired[1] for *_, paired in found)
+    flips = sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
+                for e, best, gap, _ in found)
+    points = []
+    for e, best, gap, paired in found:
+        moves = rate_moves(e, best, metric)
+        detail = ([f"seed-paired {paired[0]:+.{d}f} to {paired[1]:+.{d}f}"] if paired else [])
+        detail.append("neighbouring rates: " + "; ".join(
+            f"the {family} " + ", ".join(f"{rate:g} " + ("diverged" if math.isnan(m) else
+                                                          f"{m:+.{d}f}")
+                                         for f_, rate, _, m in moves if f_ == family)
+            for family in FAMILIES if any(f_ == family for f_, *_ in moves))
+            if moves else "no neighbouring rate run")
+        points.append(f"{e[params_key] / 1e6:.2f}M {gap:+.{d}f}{unit} ({'; '.join(detail)})")
+    sure = ("every seed-paired range on the side of its mean" if not across else
+            f"{across} seed-paired range{'s' * (across > 1)} across zero")
+    rates = ("no side's runner-up rate flips a sign" if not flips else
+             f"a side's runner-up rate flips the sign at {flips} of {len(found)} points")
+    return head + f"{side}; {sure}; {rates}. " + "; ".join(points) + "."
+
+
+def front_bullets(entries):
+    """The Pareto-optimal shapes of each form (PSNR against total parameters, the paper's axis)
+    and the shapes whose chosen rate is at an edge of those they were tried at."""
+    metric, d = "test_psnr_batchmse", DIGITS["test_psnr_batchmse"]
+    lines = [f"- {form} front: " + " -> ".join(
+        f"{e['d_z']}/{e['d_h']}/L{e['L']} ({e['params_total'] / 1e6:.2f}M, "
+        f"{e[metric][0]:.{d}f} dB)"
+        for e in pareto_front(of_form(entries, form), "params_total", metric))
+        for form in forms(entries)]
+    flags = edge_lrs(entries)
+    lines.append("- rates at an edge (Pareto-optimal shapes, any front): " + ("none" if not flags
+                 else "; ".join(f"{label(e)} at {e['learning_rate']:g}, the {edge} of "
+                                f"{', '.join(f'{x:g}' for x in e['learning_rates_tried'])}"
+                                for e, edge, _ in flags)))
+    return lines
+
+
+def lift_bullet(entries):
+    """Each hourglass shape run with both lifts: its test PSNR frozen -> learned, each at its own
+    lr ('' where no shape ran with both)."""
+    frozen = {(e["d_z"], e["d_h"], e["L"]): e for e in entries
+              if e["family"] == "hourglass" and e["input_proj"] == "frozen_random"}
+    learned = {(e["d_z"], e["d_h"], e["L"]): e for e in entries
+               if e["family"] == "hourglass" and e["input_proj"] == "learned"}
+    both = sorted(frozen.keys() & learned.keys(), key=lambda k: frozen[k]["params_total"])
+    if not both:
+        return ""
+    metric = "test_psnr_batchmse"
+    return "- hourglass test PSNR, frozen -> learned W_in (each at its own lr): " + "; ".join(
+        f"{z}/{h}/L{L} ({frozen[z, h, L]['params_total'] / 1e6:.2f}M) "
+        f"{frozen[z, h, L][metric][0]:.2f} -> {learned[z, h, L][metric][0]:.2f} dB"
+        for z, h, L in both) + "."
 
 
 def main(argv):
@@ -487,6 +687,9 @@ def main(argv):
     plot(entries, baseline, prefix.with_name(prefix.name + ".png"), title)
     print(text)
     print(f"wrote {prefix}.md and {prefix}.png")
+    if prefix.resolve().parent == ROOT / "results":  # the pages quote only committed outputs
+        for page in write_blocks(pages(ROOT), page_blocks(paths, prefix.name)):
+            print(f"wrote its blocks into {page.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ read in the sweep's words, the plot."""
 
 import csv
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,8 +106,9 @@ def test_the_printed_gaps_and_the_edge_lr_flag(sweep_csv):
     shape whose lr is at an edge of the lrs it was tried at is flagged with the lr to add."""
     rows = fronts.read_rows(sweep_csv)
     text = fronts.report(fronts.shape_results(rows), rows, [sweep_csv], "t")
-    assert ("+0.950 dB (seed-paired +0.900 to +1.000); the hourglass: hourglass d_z=64 d_h=8 L=2"
-            in text)
+    # the hourglass's 2e-3 ran one seed of two: no neighbour; the conventional's diverged
+    assert ("+0.950 dB (seed-paired +0.900 to +1.000); every neighbouring rate diverged (the "
+            "conventional at 0.002: diverged); the hourglass: hourglass d_z=64 d_h=8 L=2" in text)
     assert "+0.10000 (seed-paired +0.10000 to +0.10000)" in text  # SSIM, 4 + 1 digits
     assert text.count("(seed-paired ") == 4  # total / trainable x PSNR / SSIM
     assert "hourglass d_z=64 d_h=8 L=2: lr 0.001, the bottom of 0.001, 0.002: add 0.0005" in text
@@ -201,3 +203,107 @@ def test_rows_not_written_whole_are_left_out_and_a_run_counts_once(sweep_csv, ca
     fronts.main([str(sweep_csv), str(copy)])  # the same runs twice: drawn once
     assert f"{len(ROWS) - 2} runs" in (sweep_csv.parent / "fronts.md").read_text()
     assert "repeat a run" in capsys.readouterr().err
+
+
+def rate_grid_rows(conventional_at_2e3=21.0):
+    """A hourglass at three rates and a conventional MLP at two, two seeds each: the hourglass
+    picks 1e-3 (its validation loss lowest there), 5e-4 its runner-up (the lower loss of its two
+    neighbours), 2e-3 its worse neighbour; the conventional picks 1e-3, and 2e-3 is its one
+    neighbour; 3e-3 ran one seed only (no neighbour: it cannot be compared seed for seed)."""
+    hourglass = {5e-4: (0.011, 20.3), 1e-3: (0.010, 20.5), 2e-3: (0.015, 19.0)}
+    conventional = {1e-3: (0.012, 20.2), 2e-3: (0.013, conventional_at_2e3)}
+    rows = [row("hourglass", 64, 8, 2, lr, seed, 1000, loss, psnr + 0.02 * seed, 0.8)
+            for lr, (loss, psnr) in hourglass.items() for seed in (0, 1)]
+    rows += [row("conventional", 32, 64, 1, lr, seed, 1500, loss, psnr + 0.02 * seed, 0.7)
+             for lr, (loss, psnr) in conventional.items() for seed in (0, 1)]
+    rows.append(row("conventional", 32, 64, 1, 3e-3, 0, 1500, 0.020, 25.0, 0.9))
+    return [{**r, **{k: float(v) for k, v in r.items() if k in fronts.NUMBERS}} for r in rows]
+
+
+def test_each_gap_moves_with_either_sides_neighbouring_rate():
+    """The gap (hourglass minus conventional, each at its chosen rate) as either side takes the
+    rate one step below or above its own among those it was tried at with the same seeds: the
+    size of what the rate grid alone can do to a gap, beside the seeds' spread."""
+    rows = rate_grid_rows()
+    entries = fronts.shape_results(rows)
+    [(point, best, gap, paired)] = fronts.gaps(entries, "params_total", "test_psnr_batchmse",
+                                               *pair(entries))
+    assert gap == pytest.approx(0.3) and paired == pytest.approx((0.3, 0.3))
+    assert fronts.neighbouring_rates(best) == [5e-4, 2e-3]
+    assert fronts.neighbouring_rates(point) == [2e-3]  # 3e-3: one seed of the two
+    moves = fronts.rate_moves(point, best, "test_psnr_batchmse")
+    assert [(side, rate) for side, rate, *_ in moves] == [
+        ("hourglass", 5e-4), ("hourglass", 2e-3), ("conventional", 2e-3)]
+    assert [m for *_, m in moves] == pytest.approx([-0.2, -1.5, -0.8])  # 21.0 vs 20.2: +0.8
+    text = fronts.report(entries, rows, [Path("sweep.csv")], "t")
+    assert ("+0.300 dB (seed-paired +0.300 to +0.300); a neighbouring rate moves it -1.500 to "
+            "-0.200 (the hourglass at 0.0005, 20.310: -0.200; the hourglass at 0.002, 19.010: "
+            "-1.500; the conventional at 0.002, 21.010: -0.800)") in text
+
+
+def test_the_gap_bullet_says_whether_a_runner_up_rate_flips_its_sign():
+    """The page's gap bullet: ahead or behind at each point, whether the seed-paired ranges cross
+    zero, and whether either side's runner-up rate (its better neighbour by validation loss, not
+    by test) flips the sign - here the conventional's one neighbour is 0.8 dB better on test, and
+    flips the +0.3 dB gap; where it is worse, no sign flips."""
+    for at_2e3, flips in ((21.0, "a side's runner-up rate flips the sign at 1 of 1 points"),
+                          (20.0, "no side's runner-up rate flips a sign")):
+        entries = fronts.shape_results(rate_grid_rows(at_2e3))
+        bullet = fronts.gap_bullet(entries, "params_total", "test_psnr_batchmse", *pair(entries))
+        assert "ahead at every point; every seed-paired range on the side of its mean" in bullet
+        assert flips in bullet
+    assert ("0.00M +0.300 dB (seed-paired +0.300 to +0.300; neighbouring rates: the hourglass "
+            "0.0005 -0.200, 0.002 -1.500; the conventional 0.002 +0.200)") in bullet
+
+
+def test_page_blocks_are_what_the_command_writes_into_the_pages(sweep_csv, tmp_path,
+                                                                 monkeypatch):
+    """page_blocks gives the numbers a page quotes about one set of fronts, named after its
+    output; the command writes them into the pages that show those blocks only when its output
+    is one of the repo's (results/NAME): a run elsewhere leaves every page as it was."""
+    blocks = fronts.page_blocks([sweep_csv], "tiny_fronts")
+    assert set(blocks) == {f"tiny_fronts.{part}" for part in ("runs", "shapes", "gaps",
+                                                               "fronts")}
+    assert blocks["tiny_fronts.runs"].startswith("- 9 runs: 3 shapes")
+    assert "| hourglass d_z=64 d_h=8 L=2 | 0.001 | 2 |" in blocks["tiny_fronts.shapes"]
+    assert blocks["tiny_fronts.gaps"].count("parameters:** ahead at every point; ") == 4
+    assert "1500" not in blocks["tiny_fronts.fronts"]  # shapes by d_z/d_h/L, params in M
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "results").mkdir()
+    (root / "README.md").write_text("no blocks\n")
+    command = "python experiments/mlp_hourglass_fronts.py sweep.csv --out=results/tiny_fronts"
+    page = (f"# x\n<!-- generated: tiny_fronts.gaps by `{command}` -->\nold\n"
+            f"<!-- end generated: tiny_fronts.gaps -->\nprose\n")
+    (root / "docs" / "page.md").write_text(page)
+    monkeypatch.setattr(fronts, "ROOT", root)
+    fronts.main([str(sweep_csv), f"--out={tmp_path / 'tiny_fronts'}"])  # not the repo's
+    assert (root / "docs" / "page.md").read_text() == page
+    fronts.main([str(sweep_csv), f"--out={root / 'results' / 'tiny_fronts'}"])
+    assert (root / "docs" / "page.md").read_text() == page.replace(
+        "\nold\n", "\n" + blocks["tiny_fronts.gaps"] + "\n")
+    assert (root / "README.md").read_text() == "no blocks\n"
+
+
+def test_page_blocks_read_the_same_from_any_working_folder(monkeypatch):
+    """The blocks name the repo's CSVs from its root, whichever folder the command ran in (two
+    CSVs of one folder name are shown by their whole path)."""
+    csvs = [f"results/mlp_fashion_denoise_{sweep}/seed0/sweep.csv" for sweep in ("fair",
+                                                                                 "learned")]
+    monkeypatch.chdir(ROOT)
+    from_root = fronts.page_blocks([Path(p) for p in csvs], "x")
+    monkeypatch.chdir(ROOT / "experiments")
+    assert fronts.page_blocks([Path("..") / p for p in csvs], "x") == from_root
+    assert "(results/mlp_fashion_denoise_fair/seed0/sweep.csv: " in from_root["x.runs"]
+
+
+def test_the_lift_block_pairs_each_hourglass_shape_frozen_and_learned():
+    rows = [dict(row("hourglass", 64, 8, 2, 1e-3, seed, 1000, 0.02, psnr, 0.8),
+                 input_proj=proj) for proj, psnr in (("frozen_random", 20.0), ("learned", 20.5))
+            for seed in (0, 1)]
+    rows.append(dict(row("hourglass", 64, 32, 2, 1e-3, 0, 2000, 0.02, 21.0, 0.8),
+                     input_proj="learned"))  # no frozen twin: not in the list
+    rows = [{**r, **{k: float(v) for k, v in r.items() if k in fronts.NUMBERS}} for r in rows]
+    assert fronts.lift_bullet(fronts.shape_results(rows)) == (
+        "- hourglass test PSNR, frozen -> learned W_in (each at its own lr): 64/8/L2 (0.00M) "
+        "20.00 -> 20.50 dB.")
