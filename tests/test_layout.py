@@ -34,7 +34,8 @@ LONGER = {"train": (550, "a flat loop a learner reads top to bottom"),
           "model": (650, "the GPT, the accounting every model shares, KV-cached generation"),
           "bench": (600, "every speed measurement: training steps and generation"),
           "shapes": (520, "every shape: by name, matched to one budget, presets, table, picture"),
-          "compare": (600, "one comparison: the runs of its phases, the command, its report"),
+          "compare": (800, "one comparison: the runs of its phases, the command, its report "
+                           "and the pages' blocks it writes"),
           "shapelab.configurator": (500, "config files as data, --key=value, --help"),
           "shapelab.run": (600, "a run's folder, how it ends, its time limit, resume")}
 README_ALARM_LINES = 340
