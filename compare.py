@@ -596,24 +596,24 @@ def report_of_the_records(record_dir, settings, results, runs):
 
 README_VERDICTS = {"gpu": "results/compare_verdict_cpu_scale_gpu",  # (the H200's run)
                    "cpu": "results/compare_verdict_cpu"}
-README_ROWS = [  # (shape, mechanism, file, paper: on its first row only, write-up)
+README_ROWS = [  # (shape, mechanism, file, paper: on its first row only, write-up in docs/)
     ("GPT", "plain GPT", "model.py", "LLaMA-style: RMSNorm, RoPE, SwiGLU, no biases",
-     "docs/compare.md"),
+     "compare.md"),
     ("hourglass", "hourglass FFN", "hourglass.py", "Liao, Chen, Yi, Shiu 2026, *Revisiting the "
-     "Shape Convention of Transformer Language Models*", "docs/hourglass.md"),
+     "Shape Convention of Transformer Language Models*", "hourglass.md"),
     ("><former", "><former", "variable_width.py", "Wu, Sieberling, Tan, Panda, Polyanskiy, Kim "
-     "2026, *Variable-Width Transformers*", "docs/variable_width.md"),
+     "2026, *Variable-Width Transformers*", "variable_width.md"),
     ("hourglass+><former", "hourglass + ><former", "compose.py", "the two above",
-     "docs/compare.md"),
+     "compare.md"),
     ("FFN-Wider", "FFN-Wider", "cea.py", "Lu, Zhao, Qin, Huo, Yang, Xu 2024, *How does "
      "Architecture Influence the Base Capabilities of Pre-trained Language Models?*",
-     "docs/cea.md"),
-    ("CEA", "CEA", "cea.py", "", "docs/cea.md"),
+     "cea.md"),
+    ("CEA", "CEA", "cea.py", "", "cea.md"),
     ("LWS vanilla", "LWS vanilla", "lws.py", "Baroian, Notebomer 2025, *Crown, Frame, Reverse: "
-     "Layer-Wise Scaling Variants for LLM Pre-Training*", "docs/lws.md"),
-    ("LWS framed", "LWS framed", "lws.py", "", "docs/lws.md"),
-    ("LWS reverse", "LWS reverse", "lws.py", "", "docs/lws.md"),
-    ("LWS crown", "LWS crown", "lws.py", "", "docs/lws.md"),
+     "Layer-Wise Scaling Variants for LLM Pre-Training*", "lws.md"),
+    ("LWS framed", "LWS framed", "lws.py", "", "lws.md"),
+    ("LWS reverse", "LWS reverse", "lws.py", "", "lws.md"),
+    ("LWS crown", "LWS crown", "lws.py", "", "lws.md"),
 ]
 
 
@@ -634,9 +634,10 @@ def verdict_in_brief(verdict):
     return f"no difference > {d['detectable_family']:.3f}"
 
 
-def readme_verdict_table(gpu_dir, cpu_dir):
+def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
     """README's regime line and table: each shape's row (mechanism, file, paper, write-up) with its
-    verdict on the GPU and on the CPU, read from each folder's results.json."""
+    verdict on the GPU and on the CPU, read from each folder's results.json; `docs`: the write-ups'
+    folder as the page links it (a page in docs/ links them by name)."""
     verdicts, seeds, regimes = {}, {}, {}
     for machine, folder in (("gpu", gpu_dir), ("cpu", cpu_dir)):
         results = json.loads((Path(folder) / "results.json").read_text())
@@ -654,7 +655,7 @@ def readme_verdict_table(gpu_dir, cpu_dir):
         cells = [verdict_in_brief(verdicts[m][shape]) if shape in verdicts[m] else "not run"
                  for m in ("gpu", "cpu")]
         lines.append(f"| {mechanism} | `{file}` | {paper} | {cells[0]} | {cells[1]} | "
-                     f"[{write_up}]({write_up}) |")
+                     f"[{write_up}]({docs}{write_up}) |")
     return "\n".join(lines) + "\n"
 
 
@@ -694,6 +695,7 @@ def readme_blocks(root=ROOT):
     """{block name: text} of the pages' blocks this section writes."""
     gpu, cpu = Path(root) / README_VERDICTS["gpu"], Path(root) / README_VERDICTS["cpu"]
     return {"readme-verdicts": readme_verdict_table(gpu, cpu),
+            "docs-verdicts": readme_verdict_table(gpu, cpu, docs=""),
             "papers-at-this-loss": papers_at_this_loss(gpu)}
 
 
