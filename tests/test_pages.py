@@ -74,4 +74,4 @@ def test_each_generated_block_is_what_its_command_computes_today(page, name, com
     text = computed[name] if computed[name].endswith("\n") else computed[name] + "\n"
     assert body == text, (
         f"{where}: the block {name!r} is not what `{command}` computes from the committed "
-        f"records: run that command (it writes the block)")
+        f"records today, which is:\n{text}")
