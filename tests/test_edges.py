@@ -528,3 +528,93 @@ def test_ctrl_c_before_the_first_checkpoint_prints_a_command_that_starts_again(c
                                   "removed): nothing to resume; start again with: python "), message
         assert not (out / "metrics.jsonl").exists() and not (out / "ckpt.pt").exists()
         command = [sys.executable, *shlex.split(message.split("start again with: ")[1])[1:]]
+
+
+# ----------------------------------------------------------------------------------------
+# Every kind of start-up mistake: one input each, stopped in one line with its exit status
+
+
+def tiny_run(data, out):
+    return ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
+            "--eval_iters=2", "--dtype=float32", "--sample_tokens=0", "--max_iters=2",
+            f"--data_dir={data}", f"--out_dir={out}"]
+
+
+def mistake_input(kind, data, tmp):
+    """(script, arguments) of one input of a kind of mistake; tmp: a folder for what it needs."""
+    out = tmp / "o"
+    if kind == "unknown key":
+        return "train.py", ["--n_layr=2"]
+    if kind == "wrong type":
+        return "train.py", ["--n_kv_head=two"]
+    if kind == "value out of range":
+        return "train.py", [*tiny_run(data, out), "--beta2=1.5"]
+    if kind == "unknown dtype":
+        return "train.py", [*tiny_run(data, out), "--dtype=fp32"]
+    if kind == "impossible shape":
+        return "train.py", [*tiny_run(data, out), "--n_embd=33", "--n_head=2"]
+    if kind == "broken data":
+        (data / "meta.json").write_text("{not json")
+        return "train.py", tiny_run(data, out)
+    if kind == "out_dir holds a run":
+        out.mkdir()
+        (out / "ckpt.pt").write_bytes(b"a run")
+        return "train.py", tiny_run(data, out)
+    if kind == "out_dir is a file":
+        (tmp / "file").write_text("not a folder")
+        return "train.py", tiny_run(data, tmp / "file")
+    if kind == "out_dir in use":
+        from shapelab.run import RunDir
+        mistake_input.holder = RunDir(out)  # this process holds the lock until the next input
+        return "train.py", tiny_run(data, out)
+    if kind == "foreign checkpoint on resume":
+        out.mkdir()
+        torch.save({"model": {}, "hello": 1}, out / "ckpt.pt")  # not written by train.py
+        return "train.py", [f"--out_dir={out}", "--init_from=resume"]
+    if kind == "empty checkpoint":
+        out.mkdir()
+        (out / "ckpt.pt").write_bytes(b"")
+        return "sample.py", [f"--out_dir={out}"]
+    if kind == "damaged compare record":
+        record = tmp / "records" / "runs" / "gpt-s1337"
+        record.mkdir(parents=True)
+        (record / "config.py").write_text("import os\nmax_iters = 1\n")
+        (record / "result.json").write_text("{}")
+        return "compare.py", [f"--record_dir={tmp / 'records'}", f"--out_dir={out}",
+                              f"--data_dir={data}", "--models=GPT"]  # (one shape to match)
+    if kind == "bad sample setting":
+        return "sample.py", [f"--out_dir={out}", "--temperature=-1"]
+    if kind == "bad bench setting":
+        return "bench.py", ["--modes=compild"]
+    if kind == "config file with an import":
+        (tmp / "my.py").write_text("import os\nmax_iters = 1\n")
+        return "train.py", [str(tmp / "my.py")]
+    assert kind == "compare out_dir is a file", kind
+    (tmp / "file").write_text("not a folder")
+    return "compare.py", [f"--out_dir={tmp / 'file'}", f"--data_dir={data}", "--models=GPT"]
+
+
+MISTAKES = {  # a kind of mistake -> its exit status: 2 a setting, out_dir or config file; 1 data
+    "unknown key": 2, "wrong type": 2, "value out of range": 2, "unknown dtype": 2,
+    "impossible shape": 2, "broken data": 1, "out_dir holds a run": 2, "out_dir is a file": 2,
+    "out_dir in use": 2, "foreign checkpoint on resume": 1, "empty checkpoint": 1,
+    "damaged compare record": 1, "bad sample setting": 2, "bad bench setting": 2,
+    "config file with an import": 2, "compare out_dir is a file": 2}
+
+
+@pytest.mark.parametrize("kind, status", MISTAKES.items(), ids=list(MISTAKES))
+def test_each_kind_of_mistake_stops_in_one_line_with_its_exit_status(kind, status, char_dataset,
+                                                                      tmp_path):
+    """Each input in this process (conftest.run_here), the first as a process of its own too:
+    what a new interpreter prints before the script runs is part of the one line."""
+    script, args = mistake_input(kind, char_dataset, tmp_path)
+    if kind == next(iter(MISTAKES)):
+        result = subprocess.run([sys.executable, str(ROOT / script), *args], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+    else:
+        result = run_here(script, *args)
+    mistake_input.holder = None
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == status, (kind, result.returncode, result.stderr)
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr

@@ -307,3 +307,38 @@ def test_the_lift_block_pairs_each_hourglass_shape_frozen_and_learned():
     assert fronts.lift_bullet(fronts.shape_results(rows)) == (
         "- hourglass test PSNR, frozen -> learned W_in (each at its own lr): 64/8/L2 (0.00M) "
         "20.00 -> 20.50 dB.")
+
+
+SWEEP_FRONTS = {  # the fronts script's committed output: the committed CSVs it was run on
+    "mlp_fashion_denoise_fronts.md": [f"results/mlp_fashion_denoise_sweep_seed{s}.csv"
+                                      for s in (0, 1)],
+    "mlp_fashion_denoise_fair_fronts.md": [f"results/mlp_fashion_denoise_fair/{run}/sweep.csv"
+                                           for run in ("first_sweep", "seed0", "seed1")],
+    "mlp_fashion_denoise_forms_fronts.md": [
+        *(f"results/mlp_fashion_denoise_fair/{run}/sweep.csv"
+          for run in ("first_sweep", "seed0", "seed1")),
+        *(f"results/mlp_fashion_denoise_learned/{run}/sweep.csv" for run in ("seed0", "seed1"))],
+}
+
+
+@pytest.mark.parametrize("output, csvs", SWEEP_FRONTS.items())
+def test_each_committed_fronts_output_is_the_script_on_its_rows(output, csvs, monkeypatch):
+    """results/<sweep>_fronts.md is what `python experiments/mlp_hourglass_fronts.py <its CSVs>`
+    gives on the CSVs as committed: rows added without rerunning the script fail here."""
+    monkeypatch.chdir(ROOT)  # (the output names the CSVs as the command was given them)
+    text = fronts.fronts([Path(p) for p in csvs])[0]
+    assert text == (ROOT / "results" / output).read_text(), (
+        f"results/{output} is not the fronts script's output on {', '.join(csvs)}: run python "
+        f"experiments/mlp_hourglass_fronts.py {' '.join(csvs)} --out=results/{output[:-3]}")
+
+
+def test_the_fair_sweeps_borrowed_hourglass_runs_are_the_first_sweeps():
+    """The fair sweep borrows the first sweep's hourglass rows at 5e-4 (first_sweep/sweep.csv):
+    the same runs, row for row."""
+    def runs(paths):
+        return {(r["latent_dim"], r["hidden_dim"], r["n_blocks"], float(r["learning_rate"]),
+                 r["seed"]): float(r["test_psnr_batchmse"]) for path in paths
+                for r in csv.DictReader(open(path)) if r["shape"] == "hourglass"}
+    first = runs(ROOT / f"results/mlp_fashion_denoise_sweep_seed{s}.csv" for s in (0, 1))
+    borrowed = runs([ROOT / "results/mlp_fashion_denoise_fair/first_sweep/sweep.csv"])
+    assert borrowed and all(first[k] == v for k, v in borrowed.items())
