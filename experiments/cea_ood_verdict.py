@@ -83,7 +83,8 @@ def comparison(folder):
         seeds = results["settings"]["seeds"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         usage_error(f"{path} cannot be read ({type(e).__name__}: {e}): name the folder of a "
-                    f"compare.py report (its record_dir or out_dir), e.g. results/compare_verdict_cpu")
+                    f"compare.py report (its record_dir or out_dir), e.g. "
+                    f"results/compare_verdict_cpu")
     if set(rates) != set(SHAPES) or None in rates.values():
         usage_error(f"{path} has no chosen rate for both FFN-Wider and CEA: run {TRAIN_MORE}")
     return rates, seeds[0], seeds[1:], results["settings"].get("eval_ood") or "fortunes"

@@ -27,7 +27,7 @@ from shapelab import sweep
 from shapelab import verdict
 from conftest import ROOT, run_here
 from shapelab.sweep import config_text
-from shapes import preset_settings
+from shapes import SHAPE_NAMES, preset_settings
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8",
@@ -561,7 +561,7 @@ def test_the_verdict_configs_load(name):
     assert len(settings["seeds"]) >= 9 or name == "compare_verdict_gpu"  # 8 verdict seeds
     assert settings["preset"] == ("gpu" if name.endswith(("_gpu", "tinystories")) and
                                   name != "compare_verdict_cpu_scale_gpu" else "cpu")
-    assert compare.select_models(settings["models"]) == compare.SHAPE_NAMES
+    assert compare.select_models(settings["models"]) == SHAPE_NAMES
 
 
 def test_a_shape_that_chose_an_end_tries_past_it_up_to_extend_rates(tmp_path, char_dataset,
