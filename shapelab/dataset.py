@@ -4,13 +4,11 @@ ids) and meta.json (the tokenizer, and what data/<dataset>/prepare.py wrote into
 
 - `find_dataset` prepares a missing small dataset (shakespeare_char, shakespeare) by running its
   prepare.py, and names the command to run for the others.
-- `open_dataset` opens the .bin files once, for the whole run (TokenFiles: train.py's batches
-  read them and nothing else), and checks them against meta.json before training: the tokenizer
-  is described, every split has the size prepare recorded (a truncated or swapped file is caught
-  without reading it: a web-scale train.bin is gigabytes), the largest id recorded fits the
-  vocabulary, and a split holds more than block_size tokens. A preparation renamed in during the
-  run leaves the run on the data it started with; a file written over in place stops it. Each
-  problem is one line saying what to do.
+- `open_dataset` opens the .bin files once, for the whole run (TokenFiles: what train.py's
+  batches read), after checking them against meta.json without reading them (a web-scale
+  train.bin is gigabytes): the tokenizer, each split's size, largest id and length. A preparation
+  renamed in during the run leaves the run on the data it started with; a file written over in
+  place stops it. Each problem is one line saying what to do.
 - `check_same_data` refuses to resume a checkpoint on other data than it was trained on (another
   vocabulary, or splits whose sha256, token count or largest id differ from its meta's).
 - `ood_windows`: the fixed windows of out-of-distribution texts (data/fortunes) that train.py's
@@ -72,14 +70,12 @@ def find_dataset(dataset, data_dir="", may_prepare=True):
 
 
 class TokenFiles:
-    """The token files of one run, opened once (open_dataset) and read until the run ends: each
-    batch reads the files the run opened, whatever happens to their names since. A prepare
-    script renames its new files in (data/sources.py's replaced_together): the run goes on
-    reading the old ones (the operating system keeps a replaced file for whoever holds it open),
-    so it trains to its end on the data whose meta.json its checkpoints hold, and says once that
-    a new preparation is there. A file written over in place instead (a copy onto train.bin, an
-    editor) changes under the open file: `check_unchanged` (its size and modification time, at
-    every batch) stops the run in one line before a batch of it is used."""
+    """The token files of one run, opened once (open_dataset) and read until it ends, whatever
+    happens to their names. A prepare script renames new files in (data/sources.py): the run
+    reads on the old ones (the operating system keeps a replaced file for whoever has it open),
+    the data whose meta.json its checkpoints hold, and says once that a new one is there. A file
+    written over in place (a copy onto train.bin) changes under the open file: `check_unchanged`
+    (its size and modification time, at every batch) stops the run before a batch of it is used."""
 
     def __init__(self, folder, files, meta):
         self.folder, self.files, self.meta = folder, files, meta  # files: {split: open file}
@@ -227,8 +223,11 @@ def _checked_meta(meta, folder, block_size, files, again):
     return meta
 
 
-def check_same_vocabulary(saved_meta, meta, folder, checkpoint_path):
-    """A resumed run must see the token ids it was trained on."""
+def check_same_data(saved_meta, meta, folder, checkpoint_path):
+    """A resumed run must go on with the data it was trained on: the same vocabulary (the token
+    ids it learned), and each split what the checkpoint's meta.json records of it (DATA_IDENTITY:
+    its sha256, written by every prepare script, its token count and largest id; what both
+    records hold)."""
     saved = {k: saved_meta.get(k) for k in VOCAB_FIELDS}
     if saved != {k: meta.get(k) for k in VOCAB_FIELDS}:
         raise DataError(
@@ -236,13 +235,6 @@ def check_same_vocabulary(saved_meta, meta, folder, checkpoint_path):
             f"({meta.get('tokenizer')}, {meta.get('vocab_size')} tokens now; {saved['tokenizer']}, "
             f"{saved['vocab_size']} tokens in {checkpoint_path}): the data was prepared again "
             f"differently. Resume on the data it was trained on, or train from scratch")
-
-
-def check_same_data(saved_meta, meta, folder, checkpoint_path):
-    """A resumed run must go on with the data it was trained on: the same vocabulary, and each
-    split what the checkpoint's meta.json records of it (DATA_IDENTITY: its sha256, written by
-    every prepare script, its token count and largest id; what both records hold)."""
-    check_same_vocabulary(saved_meta, meta, folder, checkpoint_path)
     for split in ("train", "val"):
         saved, now = (saved_meta.get("splits") or {}).get(split, {}), meta["splits"][split]
         differ = [k for k in DATA_IDENTITY if k in saved and k in now and saved[k] != now[k]]
@@ -388,23 +380,27 @@ def load_prepared(prepared_dir, dataset):
     script = PREPARE_SCRIPTS[dataset].relative_to(ROOT)
     again = f"prepare it again (python {script} --out_dir={prepared_dir} ...)"
     for _ in range(OPEN_ATTEMPTS):
-        after = before = _read_or_none(prepared_dir / "meta.json")
-        if before is not None:  # (the arrays are read only when meta.json is there)
+        meta_text = _read_or_none(prepared_dir / "meta.json")
+        if meta_text is not None:  # (the arrays are read only when meta.json is there)
+            meta = _image_meta(meta_text, prepared_dir, again)
             arrays = _load_arrays(prepared_dir, again)
-            after = _read_or_none(prepared_dir / "meta.json")
-            if before == after:
+            if _read_or_none(prepared_dir / "meta.json") == meta_text:
                 break
         time.sleep(0.02)
     else:
         raise ConfigError(f"{prepared_dir / 'meta.json'} is missing or keeps changing: prepare "
                           f"{prepared_dir} once, and let the prepare script end before training")
+    return ImageSplits(meta["source"], *arrays, dataset=meta.get("dataset", "")), meta
+
+
+def _image_meta(meta_text, prepared_dir, again):
     try:
-        meta = json.loads(after)
-        source, _ = meta["source"], meta["image_shape"]  # both required
+        meta = json.loads(meta_text)
+        meta["source"], meta["image_shape"]  # both required
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{prepared_dir / 'meta.json'} is not a prepared data set's meta.json "
                           f"({type(e).__name__}: {e}): {again}") from None
-    return ImageSplits(source, *arrays, dataset=meta.get("dataset", "")), meta
+    return meta
 
 
 def _load_arrays(prepared_dir, again):
