@@ -469,18 +469,17 @@ def run_comparison(settings, shapes, matching, state):
     deadline = settings["stop_starting_after"] and start + 60 * settings["stop_starting_after"]
     results = run_all(first, after, train, jobs, state, deadline)
     if state.left:  # (a deadline: only the runs of this command that finished are in the report)
-        print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
-              f"planned run(s) not started (and those that follow them); the report holds the "
-              f"runs finished so far; the same command goes on from them", flush=True)
         for name, shape in shapes.items():
             results.update(finished_results(settings, shape, name)[0])
+        print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
+              f"planned run(s) not started (and those that follow them); "
+              f"{'the report holds the runs finished so far' if results else 'no run finished'}"
+              f"; the same command goes on from them", flush=True)
     # the table: every shape finished in out_dir with these settings, not only this command's
     for name, (shape, found) in finished_elsewhere(settings, matching, exclude=shapes).items():
         shapes[name] = shape
         results.update(found)
-    if not results:  # (a deadline before any run finished: nothing to report, nothing written)
-        print("no run finished, so no report was written: the same command without "
-              "--stop_starting_after (or with a later one) starts the runs", flush=True)
+    if not results:  # (a deadline before any run finished: no report to write)
         return
     report(settings, {name: shapes[name] for name in ALL_NAMES if name in shapes}, results,
            tokens)
