@@ -60,13 +60,11 @@ again: finished runs are skipped, the interrupted ones resume from their last ch
 and plots are rebuilt from the saved results. A run is its settings: a longer --learning_rates or
 --seeds list reuses every finished run. Tokens/s are measurements and change from one machine
 state to the next; every loss and count comes out the same. A run folder holding other settings
-is refused: use a new out_dir. So is an out_dir or a record_dir in use by another compare.py (it
-holds compare.lock in each while it runs, and deletes it at its end) or an out_dir in use by a
-train.py in one of its run folders. It runs from any folder: out_dir and data_dir are taken
-relative to where you run it.
+is refused: use a new out_dir. So is an out_dir or record_dir in use by another compare.py (its
+compare.lock there, deleted at its end) or by a train.py in one of out_dir's run folders. It runs
+from any folder: out_dir and data_dir are taken relative to where you run it.
 """
 
-import contextlib
 import csv
 import io
 import json
@@ -86,8 +84,8 @@ from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.plot import plot_curves, plot_verdict
-from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
-                            read_result, record_run, run_all, run_identity, same_settings,
+from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, lock_record_dir,
+                            portable, read_result, record_run, run_all, run_identity, same_settings,
                             sync_records, terminated, train_one, training_in)
 from shapelab.verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates,
                               shape_rows, verdict_footer, verdict_table)
@@ -313,7 +311,7 @@ def main(argv):
                 check_model_settings(run_settings)
     except (ConfigError, ValueError) as e:
         usage_error(e)
-    with lock_out_dir(out_dir), lock_record_dir(settings):  # held until the comparison ends
+    with lock_out_dir(out_dir), lock_record_dir(settings["record_dir"], out_dir):  # until its end
         for run_dir in sorted(d for d in out_dir.iterdir() if d.is_dir()):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
@@ -337,16 +335,6 @@ def main(argv):
         except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's and train.py's
             print(interrupted_message(state), file=sys.stderr)
             raise SystemExit(143 if TERMINATED else 130) from None
-
-
-def lock_record_dir(settings):
-    """record_dir's lock, taken as out_dir's: comparisons into two out_dirs with one record_dir
-    would both write its records and its report. Nothing to take without a record_dir, or where
-    it is out_dir (locked already)."""
-    record_dir = settings["record_dir"]
-    if not record_dir or Path(record_dir).resolve() == Path(settings["out_dir"]).resolve():
-        return contextlib.nullcontext()
-    return lock_out_dir(record_dir, option="record_dir")
 
 
 def planned_here(settings, shapes):
