@@ -67,13 +67,11 @@ again: finished runs are skipped, the interrupted ones resume from their last ch
 and plots are rebuilt from the saved results. A run is its settings: a longer --learning_rates or
 --seeds list reuses every finished run. Tokens/s are measurements and change from one machine
 state to the next; every loss and count comes out the same. A run folder holding other settings
-is refused: use a new out_dir. So is an out_dir or a record_dir in use by another compare.py (it
-holds compare.lock in each while it runs, and deletes it at its end) or an out_dir in use by a
-train.py in one of its run folders. It runs from any folder: out_dir and data_dir are taken
-relative to where you run it.
+is refused: use a new out_dir. So is an out_dir or record_dir in use by another compare.py (its
+compare.lock there, deleted at its end) or by a train.py in one of out_dir's run folders. It runs
+from any folder: out_dir and data_dir are taken relative to where you run it.
 """
 
-import contextlib
 import csv
 import io
 import json
@@ -96,8 +94,8 @@ from shapelab.cost import cost_footer, cost_rows, cost_table
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.pages import pages, write_blocks
 from shapelab.plot import plot_curves, plot_verdict
-from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
-                            read_result, record_run, run_all, run_identity, same_settings,
+from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, lock_record_dir,
+                            portable, read_result, record_run, run_all, run_identity, same_settings,
                             sync_records, terminated, train_one, training_in)
 from shapelab.verdict import (MIN_VERDICT_SEEDS, choose_rate, finite, next_rate, rate_label,
                               rates_table, refine_rates, seeds_in_verdict, seeds_text, shape_rows,
@@ -328,7 +326,7 @@ def main(argv):
                 check_model_settings(run_settings)
     except (ConfigError, ValueError) as e:
         usage_error(e)
-    with lock_out_dir(out_dir), lock_record_dir(settings):  # held until the comparison ends
+    with lock_out_dir(out_dir), lock_record_dir(settings["record_dir"], out_dir):  # until its end
         for run_dir in sorted(d for d in out_dir.iterdir() if d.is_dir()):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
@@ -352,16 +350,6 @@ def main(argv):
         except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's and train.py's
             print(interrupted_message(state), file=sys.stderr)
             raise SystemExit(143 if TERMINATED else 130) from None
-
-
-def lock_record_dir(settings):
-    """record_dir's lock, taken as out_dir's: comparisons into two out_dirs with one record_dir
-    would both write its records and its report. Nothing to take without a record_dir, or where
-    it is out_dir (locked already)."""
-    record_dir = settings["record_dir"]
-    if not record_dir or Path(record_dir).resolve() == Path(settings["out_dir"]).resolve():
-        return contextlib.nullcontext()
-    return lock_out_dir(record_dir, option="record_dir")
 
 
 def planned_here(settings, shapes):
@@ -484,18 +472,17 @@ def run_comparison(settings, shapes, matching, state):
     deadline = settings["stop_starting_after"] and start + 60 * settings["stop_starting_after"]
     results = run_all(first, after, train, jobs, state, deadline)
     if state.left:  # (a deadline: only the runs of this command that finished are in the report)
-        print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
-              f"planned run(s) not started (and those that follow them); the report holds the "
-              f"runs finished so far; the same command goes on from them", flush=True)
         for name, shape in shapes.items():
             results.update(finished_results(settings, shape, name)[0])
+        print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
+              f"planned run(s) not started (and those that follow them); "
+              f"{'the report holds the runs finished so far' if results else 'no run finished'}"
+              f"; the same command goes on from them", flush=True)
     # the table: every shape finished in out_dir with these settings, not only this command's
     for name, (shape, found) in finished_elsewhere(settings, matching, exclude=shapes).items():
         shapes[name] = shape
         results.update(found)
-    if not results:  # (a deadline before any run finished: nothing to report, nothing written)
-        print("no run finished, so no report was written: the same command without "
-              "--stop_starting_after (or with a later one) starts the runs", flush=True)
+    if not results:  # (a deadline before any run finished: no report to write)
         return
     report(settings, {name: shapes[name] for name in ALL_NAMES if name in shapes}, results,
            tokens)

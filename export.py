@@ -89,7 +89,7 @@ def transformers_config(class_name, config, meta):
 
 
 def export_transformers(model, class_name, meta, folder):
-    """model (the plain GPT) as transformers' class_name in folder; returns the files written."""
+    """model (the plain GPT) as transformers' class_name in folder."""
     import transformers
     transformers.utils.logging.disable_progress_bar()  # (its bars for a one-file model: noise)
     config = model.config
@@ -101,7 +101,6 @@ def export_transformers(model, class_name, meta, folder):
     written = json.loads((folder / "config.json").read_text())  # + where transformers 4 reads it:
     (folder / "config.json").write_text(json.dumps({**written, "rope_theta": config.rope_theta},
                                                    indent=2))
-    return ["config.json", "generation_config.json", "model.safetensors"]
 
 
 def check_transformers(model, folder):
@@ -135,7 +134,7 @@ def export_safetensors(model, folder):
 
 def export_tokenizer(meta, block_size, folder):
     """The tokenizer of the run (its data's meta.json) as transformers' tokenizer.json; checked
-    against ours on a sample. Returns the files written, or a note why none was."""
+    against ours on a sample. Returns None, or a note why none was written."""
     from tokenizers import Tokenizer as Backend, decoders, models
     from transformers import PreTrainedTokenizerFast
     special = {}
@@ -164,7 +163,7 @@ def export_tokenizer(meta, block_size, folder):
     settings = json.loads((folder / "tokenizer_config.json").read_text())  # (a class name that
     settings["tokenizer_class"] = "PreTrainedTokenizerFast"  # transformers 4 knows too)
     (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
-    return ["tokenizer.json", "tokenizer_config.json"]
+    return None
 
 
 def plain_name(name):
@@ -264,19 +263,19 @@ def write_export(model, checkpoint, folder):
             "shape_lab", "tied": {}, "checkpoint": {k: checkpoint[k] for k in KEPT}}
     diff = None
     if class_name:
-        files = export_transformers(model, class_name, checkpoint["meta"], folder)
+        export_transformers(model, class_name, checkpoint["meta"], folder)
         diff = check_transformers(model, folder)
         if not diff < 1e-4:
             raise SystemExit(f"error: transformers' {class_name} computes other logits from the "
                              f"exported weights (largest difference {diff:.3g}) than this repo's "
                              f"GPT; nothing was exported")
     else:
-        info["tied"], files = export_safetensors(model, folder), ["model.safetensors"]
-    tokenizer = export_tokenizer(checkpoint["meta"], model.config.block_size, folder)
-    files += tokenizer if isinstance(tokenizer, list) else []
-    info["files"] = [*files, EXPORT_INFO]
+        info["tied"] = export_safetensors(model, folder)
+    note = export_tokenizer(checkpoint["meta"], model.config.block_size, folder)
+    # every file written, whichever transformers wrote them: what a re-export replaces
+    info["files"] = [*sorted(p.name for p in folder.iterdir()), EXPORT_INFO]
     (folder / EXPORT_INFO).write_text(json.dumps(info, indent=1))
-    return class_name, why_not, diff, (tokenizer if isinstance(tokenizer, str) else None)
+    return class_name, why_not, diff, note
 
 
 def main(argv):

@@ -19,6 +19,7 @@ at a terminal reaches the train.py processes too; a SIGTERM to the driver alone 
 turns it into Ctrl-C) is passed on as a SIGINT.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -75,6 +76,15 @@ def lock_out_dir(out_dir, option="out_dir"):
                            removed_at_close=True)
     except ConfigError as e:
         usage_error(e)
+
+
+def lock_record_dir(record_dir, out_dir):
+    """record_dir's lock, taken as out_dir's: comparisons into two out_dirs with one record_dir
+    would both write its records and its report. Nothing to take without a record_dir, or where
+    it is out_dir (locked already)."""
+    if not record_dir or Path(record_dir).resolve() == Path(out_dir).resolve():
+        return contextlib.nullcontext()
+    return lock_out_dir(record_dir, option="record_dir")
 
 
 def training_in(run_dir):
