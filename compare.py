@@ -501,7 +501,7 @@ def verdict_rows(settings, names, losses):
     """(rows, controls, baseline) of a comparison's finished runs, {(name, lr, seed): val loss}:
     the verdict's rows of the shapes compared (verdict.shape_rows: one model, one Holm family),
     and the controls' rows, read against those and never in their model or family
-    (verdict.control_rows). A shape whose phase 1 has rates left has no verdict yet."""
+    (shapelab/controls.py). A shape whose phase 1 has rates left has no verdict yet."""
     seeds = settings["seeds"]
     compared = [n for n in names if n not in CONTROL_NAMES]
     baseline = "GPT" if "GPT" in compared else compared[0]
@@ -595,7 +595,8 @@ def report(settings, shapes, results, tokens):
              f"({settings['preset']} preset)")
     used = seeds_in_verdict(rows)
     readable = {n: {s: results[(n, every[n]["lr"], s)] for s in used} for n in names
-                if every[n]["lr"] and all((n, every[n]["lr"], s) in results
+                if every[n]["lr"] and not every[n].get("open")
+                and all((n, every[n]["lr"], s) in results
                                           and finite(results[(n, every[n]["lr"], s)]["val_loss"])
                                           for s in used)}
     cost = (cost_rows(readable, {n: info[n]["flops_per_token"] for n in readable}, used,
