@@ -94,7 +94,7 @@ from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.pages import pages, write_blocks
 from shapelab.plot import plot_curves, plot_verdict
 from shapelab.report import (controls_json, page_blocks, regime_line, report_of_the_records,
-                             report_sections, run_tokens, seed_header, verdict_rows,
+                             report_sections, seed_header, tokens_per_run, verdict_rows,
                              verdicts_json)
 from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
                             read_result, record_run, run_all, run_identity, same_settings,
@@ -342,7 +342,7 @@ def main(argv):
             if "GPT" not in found:
                 usage_error(f"report_only: no finished GPT run in {out_dir} with these settings "
                             f"(the baseline of every verdict): train them first")
-            return report(settings, found, results, run_tokens(settings))
+            return report(settings, found, results, tokens_per_run(settings))
         state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
                                 running=[], finished=[])
         try:
@@ -404,7 +404,7 @@ def interrupted_message(state):
 def run_comparison(settings, shapes, matching, state):
     """Train (or skip, or resume) both phases' runs, noting them in `state`; then the report."""
     rates, seeds, jobs = settings["learning_rates"], settings["seeds"], settings["jobs"]
-    tokens = run_tokens(settings)
+    tokens = tokens_per_run(settings)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads = os.environ.get("OMP_NUM_THREADS", "")
     threads = max(1, (int(threads) if threads.isdigit() else cores) // jobs) if jobs > 1 else None

@@ -37,7 +37,7 @@ def regime_line(settings, baseline, tokens):
             f"{settings['dataset']} tokens.")
 
 
-def run_tokens(settings):
+def tokens_per_run(settings):
     """The tokens one run of the comparison trains on."""
     return settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
         "gradient_accumulation_steps"]
@@ -132,7 +132,7 @@ def page_blocks(record_dir):
     sections = report_sections(settings, names, losses, held["cost"], held["rates_not_chosen"],
                                held["control_names"], held["controlled"])
     baseline = next(v["shape"] for v in held["verdicts"] if v["diff"] is None)
-    sections["regime"] = regime_line(settings, held["shapes"][baseline], run_tokens(settings))
+    sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
     prefix = folder.name.removeprefix("compare_")
     return {f"{prefix}.{part}": sections[part]
             for part in ("regime", "words", "table", "rates", "spreads", "controls", "cost")}

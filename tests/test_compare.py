@@ -676,7 +676,7 @@ def made_up_results(settings, names, missing=()):
     on the first seed, the verdict seeds at 2e-3 (but those in `missing`, (name, seed) pairs).
     The hourglass is 0.02 below the GPT, GPT wide 0.01 (half of it), the rest level; each
     result has a curve of three evaluations, a speed (the hourglass at 0.6x) and a machine."""
-    tokens = compare.run_tokens(settings)
+    tokens = compare.tokens_per_run(settings)
     offset = {"GPT": 0.0, "hourglass": -0.02, "><former": 0.0, "GPT wide": -0.01,
               "hourglass same-d": -0.015}
     speed = {"hourglass": 600, "hourglass same-d": 700}
@@ -706,7 +706,7 @@ def made_up_report(folder, names, missing=(), record_dir=""):
     shapes = compare.matched_shapes(compare.baseline_of(settings), **{
         k: settings[k] for k in compare.MATCHING_KEYS}, models=names)
     results = made_up_results(settings, names, missing)
-    compare.report(settings, shapes, results, compare.run_tokens(settings))
+    compare.report(settings, shapes, results, compare.tokens_per_run(settings))
     return (folder / "results.md").read_text(), json.loads((folder / "results.json").read_text())
 
 
