@@ -89,18 +89,18 @@ from types import SimpleNamespace
 
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
-from shapelab.controls import control_rows, controls_footer, controls_table
-from shapelab.cost import cost_footer, cost_rows, cost_table
+from shapelab.cost import cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.pages import pages, write_blocks
 from shapelab.plot import plot_curves, plot_verdict
+from shapelab.report import (controls_json, page_blocks, regime_line, report_of_the_records,
+                             report_sections, seed_header, tokens_per_run, verdict_rows,
+                             verdicts_json)
 from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, lock_record_dir,
                             portable, read_result, record_run, run_all, run_identity, same_settings,
                             sync_records, terminated, train_one, training_in)
-from shapelab.verdict import (MIN_VERDICT_SEEDS, choose_rate, finite, next_rate, rate_label,
-                              rates_table, refine_rates, seeds_in_verdict, seeds_text, shape_rows,
-                              spread_check, spread_footer, spread_table, verdict_footer,
-                              verdict_table, words_table)
+from shapelab.verdict import (choose_rate, next_rate, rate_label, refine_rates,
+                              seeds_in_verdict)
 from shapes import (ALL_NAMES, CONTROL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings,
                     describe_shapes, matched_shapes, preset_settings, select_models, shapes_table,
                     slug)
@@ -401,11 +401,6 @@ def interrupted_message(state):
             f"{f' ({done})' if done else ''}; {where}; continue with: {command}")
 
 
-def tokens_per_run(settings):
-    return settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
-        "gradient_accumulation_steps"]
-
-
 def run_comparison(settings, shapes, matching, state):
     """Train (or skip, or resume) both phases' runs, noting them in `state`; then the report."""
     rates, seeds, jobs = settings["learning_rates"], settings["seeds"], settings["jobs"]
@@ -488,90 +483,7 @@ def run_comparison(settings, shapes, matching, state):
            tokens)
 
 
-def regime_line(settings, baseline, tokens):
-    """The scale of the comparison in one line: what a paper's result at another scale is read
-    against (parameters, tokens per parameter, depth, context, tokens)."""
-    return (f"Regime: {baseline['budget'] / 1e6:.3f}M non-embedding parameters, "
-            f"{tokens / 1e6:.3g}M training tokens a run ({tokens / baseline['budget']:.2f} per "
-            f"parameter), {settings['n_layer']} layers, context {settings['block_size']}, "
-            f"{settings['dataset']} tokens.")
-
-
 CONTROLLED = "hourglass"  # the shape whose difference shapes.CONTROL_NAMES split
-
-
-def verdict_rows(settings, names, losses):
-    """(rows, controls, baseline) of a comparison's finished runs, {(name, lr, seed): val loss}:
-    the verdict's rows of the shapes compared (verdict.shape_rows: one model, one Holm family),
-    and the controls' rows, read against those and never in their model or family
-    (verdict.control_rows). A shape whose phase 1 has rates left has no verdict yet."""
-    seeds = settings["seeds"]
-    compared = [n for n in names if n not in CONTROL_NAMES]
-    baseline = "GPT" if "GPT" in compared else compared[0]
-    tried = lambda group: sorted({lr for (n, lr, seed) in losses  # noqa: E731
-                                  if seed == seeds[0] and n in group})  # the list and more
-    rows = shape_rows(losses, compared, tried(compared), seeds, baseline)
-    ran = {key: dict(val_loss=loss) for key, loss in losses.items()}  # (as rate_chosen reads them)
-    for name in compared:  # (a report of a comparison under way: --report_only, a deadline)
-        if not rate_chosen(settings, name, ran):
-            rows[name]["open"] = True
-            rows[name]["diff"] = dict(verdict="no verdict yet (phase 1 has rates left to try)")
-            rows[name]["verdict"] = rows[name]["diff"]["verdict"]
-    watched = [n for n in names if n in CONTROL_NAMES]
-    controls = control_rows(losses, watched, tried(watched), seeds, rows, baseline, CONTROLLED)
-    for name, row in controls.items():
-        if not rate_chosen(settings, name, ran):
-            row["open"] = True
-            row.pop("reading", None)
-    return rows, controls, baseline
-
-
-def seed_header(settings, rows):
-    """The header's verdict seeds: those planned, and where the means are over fewer (an interim
-    report), the ones they are over."""
-    planned, used = settings["seeds"][1:], seeds_in_verdict(rows)
-    listed = ", ".join(map(str, planned)) or "none"
-    if not planned or used == sorted(planned):
-        return listed
-    return (f"{listed} (an interim look: its means are over {seeds_text(used) or 'none yet'}, the "
-            f"{len(used)} that every shape has finished)")
-
-
-def report_sections(settings, names, losses, cost):
-    """{part: markdown} of a comparison's report, from its runs' final losses ({(name, lr, seed):
-    val loss}) and its cost readings (shapelab.cost.cost_rows'): the verdict (table and rules),
-    phase 1, each shape's own spread, the controls, the cost beside the loss, the verdict in a few
-    words. results.md and the pages' generated blocks (page_blocks) are both made of these."""
-    rows, controls, baseline = verdict_rows(settings, names, losses)
-    seeds, rates = settings["seeds"], settings["learning_rates"]
-    extend, refine = settings["extend_rates"], settings["refine_gain"]
-    tried = sorted({lr for row in rows.values() for lr in row["phase1"]})
-    used = seeds_in_verdict(rows)
-    model = {n: {s: row["losses"][s] for s in used} for n, row in rows.items()
-             if n == baseline or "paired" in row.get("diff", {})}
-    spread = spread_check(model, used) if len(model) > 1 else {}
-    sections = dict(
-        table=f"{verdict_table(rows, baseline)}\n\n"
-              f"{verdict_footer(rows, rates, seeds, baseline, extend, refine)}",
-        rates=rates_table(rows, tried),
-        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}",
-        words=words_table(rows, f"vs {baseline}, {len(used)} verdict seeds"))
-    if not controls:
-        models = ",".join([baseline, *map(slug, CONTROL_NAMES)])
-        sections["controls"] = (
-            f"No control run recorded yet. They go through the same protocol: `python compare.py "
-            f"<this comparison's config> --models={models}`.")
-    else:
-        rated = sorted({lr for row in controls.values() for lr in row["phase1"]})
-        sections["controls"] = (
-            f"{controls_table(controls, baseline, CONTROLLED)}\n\n"
-            f"{rates_table(controls, rated)}\n\n{controls_footer(baseline, CONTROLLED, seeds)}")
-    final = {n: row["mean"] for n, row in {**rows, **controls}.items() if row["mean"] is not None}
-    sections["cost"] = (f"{cost_table(cost, baseline, final)}\n\n"
-                        f"{cost_footer(baseline, seeds_text(used), settings['eval_interval'])}"
-                        if cost else f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every "
-                        f"shape has finished: no cost to read yet.")
-    return sections
 
 
 def report(settings, shapes, results, tokens):
@@ -581,7 +493,10 @@ def report(settings, shapes, results, tokens):
     out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
     names = list(shapes)
     losses = {key: r["val_loss"] for key, r in results.items()}
-    rows, controls, baseline = verdict_rows(settings, names, losses)
+    ran = {key: dict(val_loss=loss) for key, loss in losses.items()}  # (as rate_chosen reads them)
+    unchosen = [n for n in names if not rate_chosen(settings, n, ran)]
+    rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
+                                            CONTROLLED)
     compared = list(rows)
     # the verdict seeds at each shape's rate that finished (the selection seed where none has)
     every = {**rows, **controls}
@@ -597,14 +512,11 @@ def report(settings, shapes, results, tokens):
     title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
              f"({settings['preset']} preset)")
     used = seeds_in_verdict(rows)
-    readable = {n: {s: results[(n, every[n]["lr"], s)] for s in used} for n in names
-                if every[n]["lr"] and all((n, every[n]["lr"], s) in results
-                                          and finite(results[(n, every[n]["lr"], s)]["val_loss"])
-                                          for s in used)}
-    cost = (cost_rows(readable, {n: info[n]["flops_per_token"] for n in readable}, used,
-                      baseline, tokens)
-            if len(used) >= MIN_VERDICT_SEEDS and baseline in readable else {})
-    sections = report_sections(settings, names, losses, cost)
+    readable = verdict_runs(results, {n: row["lr"] for n, row in every.items()
+                                      if row["lr"] and n not in unchosen}, used)
+    cost = cost_rows(readable, {n: info[n]["flops_per_token"] for n in readable}, used, baseline,
+                     tokens)
+    sections = report_sections(settings, names, losses, cost, unchosen, CONTROL_NAMES, CONTROLLED)
     extend, refine = settings["extend_rates"], settings["refine_gain"]
     extended = f" and up to {extend} past their ends where a shape chose an end" if extend else ""
     extended += " and x sqrt(2) around a choice the grid left coarse" if refine else ""
@@ -639,24 +551,13 @@ def report(settings, shapes, results, tokens):
                  **{k: v for k, v in r.items() if k != "curve"})
             for (name, lr, seed), r in sorted(results.items(), key=lambda kv: (
                 ALL_NAMES.index(kv[0][0]), seeds.index(kv[0][2]), kv[0][1]))]
-    verdicts = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"],
-                     seeds=sorted(set(row["losses"]) - set(row["beyond"])),
-                     seeds_not_in_verdict_yet=row["beyond"],
-                     val_loss_mean=row["mean"], val_loss_std=row["std"],
-                     phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
-                     diff=row.get("diff"), verdict=row.get("verdict", "baseline"))
-                for n, row in rows.items()]
-    controls_json = [dict(shape=n, lr=row["lr"], lr_edge=row["edge"],
-                          seeds=sorted(row["losses"]), val_loss_mean=row["mean"],
-                          val_loss_std=row["std"],
-                          phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
-                          reading=row.get("reading"))
-                     for n, row in controls.items()]
     paths = {k: settings[k] and portable(settings[k], ROOT)  # (no path of this machine)
              for k in ("out_dir", "data_dir", "record_dir")}
     summary = json.dumps(dict(settings={**settings, **paths}, shapes={
-        n: dict(i, model_args=shapes[n][1]) for n, i in info.items()}, verdicts=verdicts,
-        controls=controls_json, cost=cost, runs=runs), indent=1)
+        n: dict(i, model_args=shapes[n][1]) for n, i in info.items()},
+        verdicts=verdicts_json(rows), controls=controls_json(controls),
+        control_names=CONTROL_NAMES, controlled=CONTROLLED, rates_not_chosen=unchosen, cost=cost,
+        runs=runs), indent=1)
     write_atomic(out_dir / "results.json", summary)
     table = io.StringIO()
     writer = csv.writer(table)
@@ -685,44 +586,6 @@ def report(settings, shapes, results, tokens):
     print(f"\n{sections['table'].split(chr(10) * 2)[0]}\n\n{sections['rates']}\n\nwrote "
           f"{out_dir / 'results.md'}, results.json, results.csv, val_loss.png and verdict.png "
           f"there{also}")
-
-
-def page_blocks(record_dir):
-    """{block name: markdown} of a comparison's records folder, from its results.json alone, for
-    the pages' generated blocks (shapelab/pages.py), named <prefix>.<part> with prefix the
-    folder's name without 'compare_' (results/compare_verdict_cpu: verdict_cpu.table, ...):
-    regime (the scale in one line), words (each shape's verdict in a few words), table (the
-    verdict table and its rules), rates (phase 1's loss at every rate), spreads (each shape's own
-    spread and the paired test), controls, cost (each shape at the GPT's time and FLOPs). The
-    same parts as its results.md."""
-    folder = Path(record_dir)
-    held = json.loads((folder / "results.json").read_text())
-    settings = held["settings"]
-    losses = {(r["shape"], r["lr"], r["seed"]): r["val_loss"] for r in held["runs"]}
-    names = [n for n in ALL_NAMES if n in held["shapes"]]
-    sections = report_sections(settings, names, losses, held.get("cost") or {})
-    baseline = "GPT" if "GPT" in names else names[0]
-    sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
-    prefix = folder.name.removeprefix("compare_")
-    return {f"{prefix}.{part}": sections[part]
-            for part in ("regime", "words", "table", "rates", "spreads", "controls", "cost")}
-
-
-def report_of_the_records(record_dir, settings, results, runs):
-    """Whether a report may replace record_dir's (committed) one: every run it reports is one of
-    the records in record_dir/runs/ (the same result), and it covers every shape and seed that the
-    results.json there holds. A report of more seeds or shapes, or of the same ones chosen anew,
-    replaces it; one of runs of other settings, or of fewer shapes or seeds (--models=GPT),
-    never does."""
-    recorded = [read_result(p) for p in sorted((Path(record_dir) / "runs").glob("*/result.json"))]
-    if not all(result in recorded for result in results.values()):
-        return False
-    try:
-        held = json.loads((Path(record_dir) / "results.json").read_text())
-        shapes, seeds = {v["shape"] for v in held["verdicts"]}, set(held["settings"]["seeds"])
-    except (OSError, ValueError, KeyError, TypeError):  # none yet (or unreadable): none to keep
-        return True
-    return shapes <= {run["shape"] for run in runs} and seeds <= set(settings["seeds"])
 
 
 # ----------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import math
 import statistics
 from collections import Counter
 
-from shapelab.verdict import finite, paired_t
+from shapelab.verdict import MIN_VERDICT_SEEDS, finite, paired_t
 
 
 def loss_at(curve, tokens):
@@ -82,12 +82,23 @@ def equal_budget(shape_runs, base_runs, seeds, scale, tokens):
                 read="shape" if scale < 1 else "baseline" if scale > 1 else "")
 
 
+def verdict_runs(results, rates, seeds):
+    """{name: {seed: result}} of the shapes of `rates` ({name: chosen rate}) that finished every
+    one of `seeds` at their rate without diverging, from {(name, lr, seed): result}."""
+    return {name: {s: results[(name, lr, s)] for s in seeds} for name, lr in rates.items()
+            if all((name, lr, s) in results and finite(results[(name, lr, s)]["val_loss"])
+                   for s in seeds)}
+
+
 def cost_rows(runs, flops, seeds, baseline, tokens):
     """{name: {speed, machines, time, flops, flops_reading}} of every shape in `runs` ({name:
     {seed: result}} at its chosen rate, each holding `seeds`, the verdict's): the speed ratio to
     the baseline and the machines it pairs, the readings at equal time and at equal FLOPs
     (equal_budget; None where no seed pairs a machine), and the FLOPs/token ratio. `flops`:
-    {name: forward FLOPs/token}; tokens: a run's."""
+    {name: forward FLOPs/token}; tokens: a run's. {} with fewer than MIN_VERDICT_SEEDS seeds, or
+    without the baseline's runs: no interval to read."""
+    if len(seeds) < MIN_VERDICT_SEEDS or baseline not in runs:
+        return {}
     base = runs[baseline]
     out = {}
     for name, shape in runs.items():

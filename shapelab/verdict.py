@@ -1,8 +1,8 @@
 """
 Is a shape better than the GPT, and how small a difference could these runs have seen? The rate
 chosen for each shape, every shape's difference from the baseline from one model of all the runs,
-its interval, the smallest difference the runs could detect, and the tables that show them
-(compare.py calls these on its finished runs).
+its interval, the smallest difference the runs could detect (compare.py calls these on its
+finished runs; shapelab/report.py writes the tables that show them).
 
 Selection. Phase 1 trains every shape at every learning rate of the list with the first seed,
 the *selection seed*; each shape's rate is the one with the lowest final validation loss
@@ -338,6 +338,11 @@ def chosen_row(losses, name, rates, seeds):
     return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
 
 
+def seeds_in_verdict(rows):
+    """The seeds the verdict's means are over: those of every shape with a chosen rate."""
+    return common_seeds({n: row["losses"] for n, row in rows.items() if row["lr"] is not None})
+
+
 def shape_rows(losses, names, rates, seeds, baseline):
     """{name: row} from {(name, rate, seed): final val loss or None}: phase1 {rate: loss} at the
     selection seed (seeds[0]), the chosen lr and its edge, losses {seed: loss} at that rate over
@@ -371,194 +376,3 @@ def shape_rows(losses, names, rates, seeds, baseline):
             row["diff"] = diffs.get(name, dict(verdict=f"no verdict ({none})"))
             row["verdict"] = row["diff"]["verdict"]
     return rows
-
-
-# ----------------------------------------------------------------------------------------
-# The tables (markdown)
-
-
-def loss_text(loss):
-    return f"{loss:.4f}" if finite(loss) else "diverged"
-
-
-def verdict_table(rows, baseline):
-    """One row per shape: its rate (and edge), verdict seeds, val loss mean +- std, the difference
-    from the baseline with its 95% interval, the detectable differences and the verdict."""
-    lines = [f"| model | lr | verdict seeds | val loss (mean +- std) | vs {baseline} [95% "
-             f"interval] | detectable: one test / the family | verdict |",
-             "|---|---|---:|---:|---:|---:|---|"]
-    for name, row in rows.items():
-        lr = "-" if row["lr"] is None else rate_label(row["lr"])
-        lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
-        lr += " (so far)" if row.get("open") else ""
-        bad = sum(not finite(v) for s, v in row["losses"].items() if s not in row["beyond"])
-        seeds = f"{len(row['losses']) - len(row['beyond']) - bad}" + (
-            f" (+{bad} diverged)" if bad else "") + (
-            f" (+{len(row['beyond'])} not in the verdict yet)" if row["beyond"] else "")
-        loss = "-" if row["mean"] is None else f"{row['mean']:.4f}" + (
-            f" +- {row['std']:.4f}" if row["std"] is not None else "")
-        if row["lr"] is None:
-            loss = "diverged at every rate" if row["phase1"] else "no run finished yet"
-        diff, detect, says = "(the baseline)", "", ""
-        if name != baseline:
-            d = row["diff"]
-            diff = (f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if "lo" in d
-                    else f"{d['mean']:+.4f}" if "mean" in d else "-")
-            detect = f"{d['detectable']:.4f} / {d['detectable_family']:.4f}" if "lo" in d else "-"
-            says = row["verdict"]
-        lines.append(f"| {name} | {lr} | {seeds} | {loss} | {diff} | {detect} | {says} |")
-    return "\n".join(lines)
-
-
-def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
-    """The rules of verdict_table, in words (markdown bullets). rates: the --learning_rates the
-    comparison started from; extend: how many rates past their ends a shape may try
-    (--extend_rates); refine: --refine_gain."""
-    edges = [row["edge"] for row in rows.values()]
-    at_end = "lowest" in edges or "highest" in edges
-    flag = f"`{rates_flag(extended_rates(rates, edges))}`"
-    if len(rates) == 1:
-        lr = f"one rate for every shape, not chosen per shape; compare rates with {flag}."
-    else:
-        lr = (f"each shape's own: the lowest final val loss at the selection seed {seeds[0]} "
-              f"(phase 1, below) over the rates {', '.join(map(rate_label, rates))}")
-        if extend:
-            lr += (f" and, while a shape's best lies at an end of its rates, one more rate past "
-                   f"that end (a step of the list's ratio), up to {extend} beyond the list")
-        if refine:
-            lr += (f"; where the parabola through an inside choice and its neighbours (against "
-                   f"log rate) dips more than {refine:g} below it, one step of x sqrt(2) on each "
-                   f"side too")
-        lr += " (-: not tried). "
-        if at_end:
-            lr += ("**A choice at an end** (lowest / highest) may have a better rate beyond it: "
-                   + (f"allow more with `--extend_rates={extend + 1}`" if extend else
-                      f"extend the list with {flag}, or let each shape look past the end it "
-                      f"chose with `--extend_rates=2`") + " (finished runs are kept).")
-        else:
-            lr += "Every choice lies inside the shape's rates."
-    some = next((row["diff"] for row in rows.values() if "lo" in row.get("diff", {})), None)
-    model = ("" if some is None else
-             f" Here: {some['n']} verdict seeds, {len(rows)} shapes, residual SD "
-             f"{some['sigma']:.4f} on {some['df']} degrees of freedom, SE of a difference "
-             f"{some['se']:.4f}.")
-    tests = len(rows) - 1
-    used = seeds_in_verdict(rows)
-    listed = (', '.join(map(str, seeds[1:])) if used == sorted(seeds[1:]) else
-              f"{seeds_text(used) or 'none yet'}, {len(used)} of the {len(seeds) - 1} planned "
-              f"({seeds_text(seeds[1:])}): an interim look, the others not finished by every "
-              f"shape yet")
-    return "\n".join([
-        f"- lr: {lr}",
-        f"- verdict seeds: {listed} (the selection seed {seeds[0]} chose "
-        f"the rate and is left out: its loss at the chosen rate is the lowest of its rates). val "
-        f"loss: their mean +- standard deviation." if len(seeds) > 1 else
-        f"- one seed ({seeds[0]}): each shape's loss at its rate, and no verdict (a verdict needs "
-        f"the selection seed and {MIN_VERDICT_SEEDS} verdict seeds or more, e.g. "
-        f"--seeds={','.join(str(seeds[0] + i) for i in range(MIN_VERDICT_SEEDS + 1))}).",
-        f"- vs {baseline}: the mean over the verdict seeds of loss(shape, s) - loss({baseline}, "
-        f"s), each at its own rate (the same seed is the same data order), and its 95% interval, "
-        f"from one model of every run (shapes x seeds, additive; the residual variance pooled "
-        f"over all shapes).{model}",
-        f"- detectable: the difference found with 80% power, by one test at 5% / by Holm's "
-        f"strictest step over the {tests} shapes (5% / {tests}).",
-        f"- verdict: better / worse where Holm's correction over the {tests} shapes tested "
-        f"against {baseline} rejects 'no difference' (the family's chance of any false verdict "
-        f"5%); otherwise the size of difference these runs could have seen. 'No difference "
-        f"larger than X' is not 'no effect': an effect smaller than X passes unseen. A verdict "
-        f"word needs the test on the shape's own spread (its seed-paired differences, below) "
-        f"to reject too; where one test alone does, the row says which."])
-
-
-def seeds_in_verdict(rows):
-    """The seeds the verdict's means are over: those of every shape with a chosen rate."""
-    return common_seeds({n: row["losses"] for n, row in rows.items() if row["lr"] is not None})
-
-
-def seeds_text(seeds):
-    """Seeds as one reads them: runs of consecutive seeds as ranges ('1338-1353, 1355')."""
-    runs = []
-    for seed in sorted(seeds):
-        if runs and seed == runs[-1][1] + 1:
-            runs[-1][1] = seed
-        else:
-            runs.append([seed, seed])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def rates_table(rows, rates):
-    """Phase 1: every shape's final val loss at every rate it tried (the selection seed; -: not
-    tried); the chosen in bold."""
-    lines = ["| model | " + " | ".join(f"lr {rate_label(r)}" for r in rates) + " |",
-             "|---|" + "---:|" * len(rates)]
-    for name, row in rows.items():
-        cells = ["-" if r not in row["phase1"] else f"**{loss_text(row['phase1'][r])}**"
-                 if r == row["lr"] else loss_text(row["phase1"][r]) for r in rates]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def p_text(p):
-    """A p-value as a table shows it: four decimals, or its order of magnitude below 0.0001 (None:
-    '-', no test)."""
-    return "-" if p is None else f"{p:.4f}" if p >= 1e-4 else f"{p:.0e}"
-
-
-def spread_table(rows, baseline):
-    """Each shape's own spread and the verdict's two tests side by side: its residual SD, the SD
-    of its seed-paired differences from the baseline, the paired mean with its 95% interval, p
-    of the pooled and of the paired test against the level of its Holm step, and what they say
-    together. rows: shape_rows' (a verdict with its paired tests)."""
-    lines = [f"| model | own residual SD | SD of the paired differences | vs {baseline}, paired "
-             f"[95% interval] | p pooled / Holm's step | p paired / Holm's step | the two tests |",
-             "|---|---:|---:|---:|---:|---:|---|"]
-    for name, row in rows.items():
-        d = row.get("diff", {})
-        if name == baseline:
-            own = row.get("own_sd")
-            lines.append(f"| {name} | {'-' if own is None else f'{own:.4f}'} | (the baseline) "
-                         f"|  |  |  |  |")
-            continue
-        if "paired" not in d:
-            lines.append(f"| {name} | - | - | - | - | - | {row['verdict']} |")
-            continue
-        q = d["paired"]
-        if q["holm"] == d["holm"]:
-            says = (f"both: {'better' if d['mean'] < 0 else 'worse'}" if d["holm"]
-                    else "neither rejects")
-        else:
-            says = f"{'pooled' if d['holm'] else 'paired'} alone rejects"
-        lines.append(f"| {name} | {d['own_sd']:.4f} | {q['sd']:.4f} | {q['mean']:+.4f} "
-                     f"[{q['lo']:+.4f}, {q['hi']:+.4f}] | {p_text(d['p'])} / "
-                     f"{d['holm_level']:.4f} | {p_text(q['p'])} / {q['holm_level']:.4f} | {says} |")
-    return "\n".join(lines)
-
-
-def spread_footer(rows, spread, baseline):
-    """The rules of spread_table in words (markdown bullets); spread: spread_check's."""
-    some = next((row["diff"] for row in rows.values() if "paired" in row.get("diff", {})), None)
-    if some is None:
-        return "- (no verdict yet: no spreads to compare)"
-    tests = [f"Bartlett p = {p_text(spread['bartlett_p'])}, Levene (median) p = "
-             f"{p_text(spread['levene_p'])}" if spread["bartlett_p"] is not None
-             else "no test (a shape's residuals show no spread)"]
-    return "\n".join([
-        f"- own residual SD: the shape's residuals of the pooled model (shapes x seeds, "
-        f"additive), on its share of the degrees of freedom ({spread['df_each']:.1f} of "
-        f"{some['df']}); their mean square is the pooled residual SD's, {some['sigma']:.4f}.",
-        f"- equal spreads (what the pooled model assumes), tested over the {len(spread['own_sd'])} "
-        f"shapes' residuals: {tests[0]} (approximate: the residuals of one model are not "
-        f"independent). A small p: the shapes spread unequally, and the pooled SE is then too "
-        f"wide for some shapes and too narrow for others.",
-        f"- paired: the shape's own seed-paired differences from {baseline}, Student's t on "
-        f"{some['paired']['df']} degrees of freedom, no spread borrowed from other shapes; Holm "
-        f"over the same {len(rows) - 1} shapes. Holm's step: the level the test meets at its "
-        f"rank (5% / 9 for the smallest p of 9, ...; once one test fails, the later ones fail "
-        f"too)."])
-
-
-def words_table(rows, heading):
-    """The verdict in a few words per shape (short_verdict), one column headed `heading`."""
-    lines = [f"| model | {heading} |", "|---|---|"]
-    lines += [f"| {name} | {short_verdict(row)} |" for name, row in rows.items()]
-    return "\n".join(lines)

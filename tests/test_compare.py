@@ -24,6 +24,7 @@ import torch
 import compare
 from shapelab import hardware
 from shapelab import sweep
+from shapelab import report
 from shapelab import verdict
 from conftest import ROOT, run_here
 from shapelab.sweep import config_text
@@ -198,11 +199,11 @@ def test_compare_two_rates_two_seeds(tmp_path, char_dataset, capsys, monkeypatch
         config.write_text(re.sub(r"^device = .*$", "device = 'cuda'", config.read_text(),
                                  flags=re.M))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    report = compare_here(capsys, tmp_path / "cuda-out", char_dataset, *args,
-                          "--learning_rates=1e-3,4e-3", f"--record_dir={cuda}", "--device=cuda",
-                          "--report_only=True")
-    assert report.returncode == 0, report.stdout + report.stderr
-    assert "training" not in report.stdout and (cuda / "results.md").exists()
+    from_records = compare_here(capsys, tmp_path / "cuda-out", char_dataset, *args,
+                                "--learning_rates=1e-3,4e-3", f"--record_dir={cuda}",
+                                "--device=cuda", "--report_only=True")
+    assert from_records.returncode == 0, from_records.stdout + from_records.stderr
+    assert "training" not in from_records.stdout and (cuda / "results.md").exists()
     assert losses(tmp_path / "cuda-out") == losses(tmp_path / "rec")
     elsewhere = compare_here(capsys, tmp_path / "cuda-out", char_dataset, *args,
                              "--learning_rates=1e-3,4e-3", "--device=cuda")
@@ -399,13 +400,13 @@ def test_the_verdict_is_one_model_of_every_run_at_the_verdict_seeds():
     assert row["verdict"] == f"better by 0.0300 [{-d['hi']:.4f}, {-d['lo']:.4f}]"
     assert rows["LWS"]["verdict"].startswith("no difference larger than ")
     assert rows["LWS"]["verdict"].endswith(" detected at this scale")
-    text = verdict.verdict_table(rows, "GPT")
+    text = report.verdict_table(rows, "GPT")
     assert f"| shape | 4e-3 (highest: extend) | 3 | 1.6200 +- 0.0110 | -0.0300 [{d['lo']:+.4f}, " \
            f"{d['hi']:+.4f}] | {d['detectable']:.4f} / {d['detectable_family']:.4f} |" in text
-    footer = verdict.verdict_footer(rows, [1e-3, 2e-3, 4e-3], [1, 2, 3, 4], "GPT")
+    footer = report.verdict_footer(rows, [1e-3, 2e-3, 4e-3], [1, 2, 3, 4], "GPT")
     assert "verdict seeds: 2, 3, 4 (the selection seed 1" in footer and "Holm" in footer
     assert "`--learning_rates=1e-3,2e-3,4e-3,8e-3`" in footer
-    assert "| shape | 1.7500 | 1.6600 | **1.5000** |" in verdict.rates_table(
+    assert "| shape | 1.7500 | 1.6600 | **1.5000** |" in report.rates_table(
         rows, [1e-3, 2e-3, 4e-3])
 
 def test_a_shape_ahead_of_the_others_shows_the_verdicts_seeds_and_the_rest_apart():
@@ -417,7 +418,7 @@ def test_a_shape_ahead_of_the_others_shows_the_verdicts_seeds_and_the_rest_apart
     assert rows["shape"]["beyond"] == [5] and rows["GPT"]["beyond"] == []
     assert rows["shape"]["mean"] == pytest.approx(1.62) and rows["shape"]["diff"]["n"] == 3
     assert rows["shape"]["diff"]["mean"] == pytest.approx(1.62 - 1.65)
-    text = verdict.verdict_table(rows, "GPT")
+    text = report.verdict_table(rows, "GPT")
     assert "| shape | 4e-3 (highest: extend) | 3 (+1 not in the verdict yet) | 1.6200 +- 0.0110 |" \
         in text
 
@@ -429,7 +430,7 @@ def test_a_shape_with_no_finished_run_is_not_called_diverged():
         2e-3: [float("nan")]}})
     assert rows["waiting"]["verdict"] == "no verdict (no run finished yet)"
     assert rows["lost"]["verdict"] == "no verdict (diverged at every rate)"
-    text = verdict.verdict_table(rows, "GPT")
+    text = report.verdict_table(rows, "GPT")
     assert "| waiting | - | 0 | no run finished yet |" in text
     assert "| lost | - | 0 | diverged at every rate |" in text
 
@@ -602,9 +603,9 @@ def test_a_shape_that_chose_an_end_tries_past_it_up_to_extend_rates(tmp_path, ch
                               "GPT")
     assert rows["hourglass"]["edge"] == "highest" and len(rows["hourglass"]["phase1"]) == 5
     assert list(rows["GPT"]["phase1"]) == [1e-3, 2e-3, 4e-3]
-    assert "| GPT | 2.6070 | **1.6070** | 2.6070 | - | - |" in verdict.rates_table(
+    assert "| GPT | 2.6070 | **1.6070** | 2.6070 | - | - |" in report.rates_table(
         rows, sorted(rows["hourglass"]["phase1"]))
-    footer = verdict.verdict_footer(rows, [1e-3, 2e-3, 4e-3], [7, 8, 9], "GPT", 2)
+    footer = report.verdict_footer(rows, [1e-3, 2e-3, 4e-3], [7, 8, 9], "GPT", 2)
     assert "up to 2 beyond the list" in footer and "`--extend_rates=3`" in footer
     # the GPT alone: nothing trains, and the hourglass's runs (all 7) join its table
     trained.clear(), reported.clear()

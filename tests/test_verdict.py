@@ -1,9 +1,9 @@
-"""The verdict's checks that assume less than its pooled model (shapelab/verdict.py): each shape's
-own spread, the seed-paired test under the same Holm family and the words when the two tests
-disagree, an interim report's seeds; the controls' share of a shape's difference (Fieller,
-shapelab/controls.py); and
-the loss read at equal time and FLOPs along the trajectories (shapelab/cost.py). On made-up
-losses whose answers are known or computed another way (scipy, brute force)."""
+"""The verdict's checks that assume less than its pooled model (shapelab/verdict.py, its tables
+in shapelab/report.py): each shape's own spread, the seed-paired test under the same Holm family
+and the words when the two tests disagree, an interim report's seeds; the controls' share of a
+shape's difference (Fieller, shapelab/controls.py); and the loss read at equal time and FLOPs
+along the trajectories (shapelab/cost.py). On made-up losses whose answers are known or computed
+another way (scipy, brute force)."""
 
 import math
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from shapelab import controls, cost, verdict
+from shapelab import controls, cost, report, verdict
 
 SEEDS = [1, 2, 3, 4, 5, 6, 7, 8, 9]  # the first selects the rate (phase 1), 8 verdict seeds
 SEED_EFFECT = [0.0, 0.012, -0.008, 0.004, -0.011, 0.007, -0.003, 0.009, -0.006]
@@ -83,9 +83,9 @@ def test_a_verdict_word_only_where_the_pooled_and_the_paired_test_agree():
     assert d["paired"]["holm"] and not d["holm"]
     assert rows["steady"]["verdict"].startswith(
         "better under its own spread (paired by seed) only (the pooled spread: p = ")
-    table = verdict.spread_table(rows, "GPT")
+    table = report.spread_table(rows, "GPT")
     assert "| paired alone rejects |" in table and "| neither rejects |" in table
-    # where both reject, the words are the pooled model's, as before the paired test stood beside
+    # where both reject, the words are the pooled model's alone
     both = rows_of({"GPT": shape(0, 0.002), "a": shape(-0.02, 0.002, shift=1),
                     "b": shape(0, 0.002, shift=2)})
     d = both["a"]["diff"]
@@ -131,10 +131,10 @@ def test_an_interim_verdict_names_the_seeds_its_means_are_over():
     planned = SEEDS + [10, 11]
     rows = verdict.shape_rows(losses, list(shapes), [2e-3], planned, "GPT")
     assert verdict.seeds_in_verdict(rows) == [2, 3, 4, 5, 6, 7, 8, 10]
-    footer = verdict.verdict_footer(rows, [2e-3], planned, "GPT")
+    footer = report.verdict_footer(rows, [2e-3], planned, "GPT")
     assert ("- verdict seeds: 2-8, 10, 8 of the 10 planned (2-11): an interim look, the others not "
             "finished by every shape yet (the selection seed 1 chose") in footer
-    done = verdict.verdict_footer(rows_of(shapes), [2e-3], SEEDS, "GPT")
+    done = report.verdict_footer(rows_of(shapes), [2e-3], SEEDS, "GPT")
     assert "- verdict seeds: 2, 3, 4, 5, 6, 7, 8, 9 (the selection seed 1 chose" in done
 
 

@@ -1,18 +1,19 @@
 """
-One comparison judged twice: the CPU verdict (results/compare_verdict_cpu, 8 verdict seeds on 2
-CPU cores) and the same comparison on one H200 (results/compare_verdict_cpu_scale_gpu, its own
-seeds). Each report corrects for its own 9 tests (Holm); read together they are two looks at one
-question, 18 tests, and a difference that passes one look's correction may not pass theirs.
+One comparison judged twice: the CPU verdict (results/compare_verdict_cpu, on 2 CPU cores) and
+the same comparison on one H200 (results/compare_verdict_cpu_scale_gpu, with seeds of its own).
+Each report corrects for its own tests, every shape against the GPT (Holm); read together they are
+two looks at one question, twice the tests, and a difference that passes one look's correction
+may not pass theirs.
 
-    python experiments/verdict_two_looks.py                 # the two committed records folders
-    python experiments/verdict_two_looks.py results/compare_verdict_cpu out-compare-verdict-cpu-2
+    python -m shapelab.looks                 # the two committed records folders
+    python -m shapelab.looks results/compare_verdict_cpu out-compare-verdict-cpu-2
 
 It reads each folder's results.json (compare.py's report) and prints, for every shape tested
 against the GPT on every look:
 
     each look      the difference with its 95% interval, p of the pooled model and the level of
                    its Holm step among that look's tests (compare.py's verdict)
-    over both      Holm over every look's tests together (2 x 9): whether each look's test still
+    over both      Holm over every look's tests together: whether each look's test still
                    passes, against the level of its step there
     combined       the looks' differences weighted by 1 / SE^2 (a fixed-effect combination: one
                    true difference, measured twice): mean, SE = 1 / sqrt(sum of the weights) and
@@ -31,15 +32,14 @@ from pathlib import Path
 
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from shapelab.configurator import usage_error  # noqa: E402
-from shapelab.cost import machine_label  # noqa: E402
-from shapelab.pages import pages, write_blocks  # noqa: E402
-from shapelab.verdict import ALPHA, holm, holm_levels, p_text, short_verdict  # noqa: E402
+from shapelab.configurator import usage_error
+from shapelab.cost import machine_label
+from shapelab.pages import pages, write_blocks
+from shapelab.report import p_text
+from shapelab.sweep import ROOT
+from shapelab.verdict import ALPHA, holm, holm_levels, short_verdict
 
 FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
-COMMAND = "python experiments/verdict_two_looks.py"
 
 
 def read_look(folder):

@@ -1,18 +1,14 @@
-"""experiments/verdict_two_looks.py: two verdicts of one comparison read as two looks, on made-up
+"""shapelab/looks.py: two verdicts of one comparison read as two looks, on made-up
 results.json whose answers are computed here another way: Holm over both looks' tests, the
 inverse-variance combination, the words per look."""
 
 import json
 import math
-import sys
 
 import pytest
 from scipy import stats
 
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "experiments"))
-import verdict_two_looks  # noqa: E402
+from shapelab import looks
 
 
 def look(folder, machine, diffs, n):
@@ -37,9 +33,9 @@ def test_two_looks_as_one_family_and_combined(tmp_path):
     gpu = look(tmp_path / "gpu", "NVIDIA H200", {
         "big": (-0.016, 0.0025, 1e-9, True, 135), "narrow": (-0.007, 0.0025, 0.03, True, 135)},
         16)
-    looks = [verdict_two_looks.read_look(cpu), verdict_two_looks.read_look(gpu)]
-    assert [label for label, _ in looks] == ["CPU, 8 seeds", "H200, 16 seeds"]
-    rows = verdict_two_looks.two_looks(looks)
+    both = [looks.read_look(cpu), looks.read_look(gpu)]
+    assert [label for label, _ in both] == ["CPU, 8 seeds", "H200, 16 seeds"]
+    rows = looks.two_looks(both)
     assert [x["own_level"] for x in rows["narrow"]["looks"]] == [0.05, 0.05]
     # four tests: 1e-9 <= .05/4, .0005 <= .05/3, .03 > .05/2: the H200's 'narrow' fails there
     assert [x["all_holm"] for x in rows["big"]["looks"]] == [True, True]
@@ -52,9 +48,9 @@ def test_two_looks_as_one_family_and_combined(tmp_path):
     assert df == pytest.approx(sum(w) ** 2 / (w[0] ** 2 / 63 + w[1] ** 2 / 135))
     assert hi - mean == pytest.approx(stats.t.ppf(0.975, df) * se)
     assert rows["narrow"]["same_direction"]
-    table = verdict_two_looks.two_looks_table(looks)
+    table = looks.two_looks_table(both)
     assert "| Holm over all 4 tests |" in table
     assert "H200 fails (0.0300 > 0.0250)" in table and "0.0300 / 0.0500 (passes)" in table
-    blocks = verdict_two_looks.page_blocks([cpu, gpu])
+    blocks = looks.page_blocks([cpu, gpu])
     assert set(blocks) == {"verdicts.two_looks", "verdicts.words"}
     assert "| model | CPU, 8 seeds | H200, 16 seeds |" in blocks["verdicts.words"]
