@@ -9,11 +9,11 @@
 #   python compare.py config/compare_verdict_cpu.py --report_only=True   # the verdict so far
 # The hourglass's controls (shapes.CONTROL_NAMES) go through the same protocol, on the same seeds:
 #   python compare.py config/compare_verdict_cpu.py --models=GPT,gpt-wide,hourglass-same-d
-# Every finished run (config.py, result.json) goes to results/compare_verdict_cpu/runs/ as it finishes,
-# the report (results.csv, results.md, verdict.png, ...) to results/compare_verdict_cpu/ at the end;
-# a fresh checkout continues from them. Runs of one table share a dtype and a CPU class with native
-# bf16 (the machine of each run is in its record): on a CPU without native bf16, leave the runs to
-# a machine that has it rather than mix float32 runs into this table.
+# Every finished run (config.py, result.json) goes to results/compare_verdict_cpu/runs/ as it
+# finishes, the report (results.csv, results.md, verdict.png, ...) to results/compare_verdict_cpu/
+# at the end; a fresh checkout continues from them. Runs of one table share a dtype and a CPU class
+# with native bf16 (the machine of each run is in its record): on a CPU without native bf16, leave
+# the runs to a machine that has it rather than mix float32 runs into this table.
 # Time, measured roughly (one GPT run at this size, a few minutes of CPU on a machine shared with
 # other work) on 2 cores of an Intel Xeon with AMX (lscpu: "Intel(R) Xeon(R) Processor"), bf16:
 # the GPT trains at 546 ms/step on one thread with a second run beside it (7,500 tokens/s each;

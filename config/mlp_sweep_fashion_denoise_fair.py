@@ -2,9 +2,9 @@
 # same 14 shapes as config/mlp_sweep_fashion_denoise.py, but each family with its own input: a
 # hourglass lifts the image with the frozen random W_in (the paper's), a conventional MLP takes the
 # image itself (no W_in, d_z = d_x = 784: the paper's "injecting the input signal directly"). Each
-# shape at its own learning rate: every shape at 1e-3, 2e-3 and 3e-3 (the learning_rates below), then each
-# Pareto-optimal shape whose choice is an end of the rates it tried at one more past it (1.5x the
-# top, half the bottom), until none is at an end: the fronts script prints those runs as
+# shape at its own learning rate: every shape at 1e-3, 2e-3 and 3e-3 (the learning_rates below),
+# then each Pareto-optimal shape whose choice is an end of the rates it tried at one more past it
+# (1.5x the top, half the bottom), until none is at an end: the fronts script prints those runs as
 # --shapes=... --learning_rates=... for the same commands (docs/mlp_hourglass.md lists the ones that
 # ran; the five smallest shapes also ran at 5e-4 and 3e-3, where the sweep began).
 # One process per seed, one per core (one thread each), each resuming where it stopped; the
