@@ -40,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from model import (GPT, CausalSelfAttention, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
-                   causal_attention, linear_flops, meta_device)
+                   causal_attention, closest_size, linear_flops, meta_device)
 
 
 # ----------------------------------------------------------------------------------------
@@ -322,9 +322,7 @@ def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
         with meta_device():
             model = CEAGPT(CEAConfig(**{**shape, "ffn_hidden": width}))
         return model.param_counts()["non_embedding"]
-    per_unit = (count(2 * multiple) - count(multiple)) / multiple  # per unit of W (3 d L)
-    units = round((target_non_embedding - count(multiple)) / per_unit / multiple + 1)
-    return multiple * max(1, units)
+    return multiple * closest_size(lambda units: count(multiple * units), target_non_embedding)
 
 
 def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=2):

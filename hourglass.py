@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
-from model import GPT, FFNSublayer, GPTConfig, LayerSpec, meta_device
+from model import GPT, FFNSublayer, GPTConfig, LayerSpec, closest_size, meta_device
 
 # ----------------------------------------------------------------------------------------
 # The hourglass FFN sublayer
@@ -123,9 +123,10 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
     norm gains, no embeddings). Keeps the baseline's heads (and KV heads, qk_norm, vocab); n_layer
     defaults to the baseline's. Step 1: with d_h = round(ratio d), the d (a multiple of 2 n_head:
     heads divide it and the head size is even for RoPE) whose count is closest; step 2: the d_h at
-    that d whose count is closest (the count is linear in d_h). Returns HourglassConfig keywords
-    (bottleneck_dim set); a ValueError when the result is more than `tolerance` off."""
-    target = hourglass_budget(**baseline_args)  # (K = 1, d_h = the baseline's FFN: the plain GPT)
+    that d whose count is closest (searched: the count grows with d_h). Returns HourglassConfig
+    keywords (bottleneck_dim set); a ValueError when the result is more than `tolerance` off."""
+    with meta_device():
+        target = GPT(GPTConfig(**baseline_args)).budget()
     step = 2 * baseline_args.get("n_head", GPTConfig.n_head)
     drop = ("n_embd", "ffn_hidden", "head_dim", "n_layer")
     common = {k: v for k, v in baseline_args.items() if k not in drop}
@@ -147,9 +148,8 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
         while d >= step and (err := error(d)) < best_err:
             best_d, best_err = d, err
             d += direction
-    # step 2: the count is linear in d_h at a fixed d: solve, keep the closest integer
-    base = count(best_d, 1)
-    d_h = max(1, 1 + round((target - base) / (count(best_d, 2) - base)))
+    # step 2: at that d, the d_h whose count is closest (the count grows with d_h)
+    d_h = closest_size(lambda d_h: count(best_d, d_h), target)
     got = count(best_d, d_h)
     if abs(got - target) > tolerance * target:
         raise ValueError(f"no hourglass shape with K={n_sub_blocks}, d_h/d~{bottleneck_ratio} and "
@@ -170,9 +170,7 @@ def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
     def ffn(d_h):
         return count_params(**dict(args, block_size=2), bottleneck_dim=d_h)["ffn"]
 
-    base, per_unit = ffn(1), ffn(2) - ffn(1)  # linear in d_h: 3 K L d per unit
-    return dict(args, bottleneck_dim=max(1, 1 + round((target - base) / per_unit)))
-
+    return dict(args, bottleneck_dim=closest_size(ffn, target))
 
 
 def matched_args(baseline_args):

@@ -525,7 +525,7 @@ class KVCache:
 
 
 # ----------------------------------------------------------------------------------------
-# Sizes: the vocabulary's rows, the FLOPs of a module's matrices
+# Sizes: the vocabulary's rows, a size matched to a count, the FLOPs of a module's matrices
 
 
 def padded_vocab_size(vocab_size, multiple=64):
@@ -539,6 +539,19 @@ def padded_vocab_size(vocab_size, multiple=64):
         return vocab_size
     return -(-vocab_size // multiple) * multiple
 
+
+
+def closest_size(count, target, low=1):
+    """The integer n >= low (a hidden size, a bottleneck width) whose count(n) comes closest to
+    target, for a count that grows with n: doubling, then bisection. It assumes no straight line,
+    so a learner's change to a block (a taper, an extra norm) still matches."""
+    high = low
+    while count(high) < target:
+        low, high = high, 2 * high
+    while high - low > 1:  # count(low) < target <= count(high)
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) < target else (low, mid)
+    return min((low, high), key=lambda n: abs(count(n) - target))
 
 
 def linear_flops(module):

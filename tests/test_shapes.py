@@ -13,9 +13,9 @@ from conftest import run_here
 from model import meta_device
 from shapelab.configurator import ConfigError
 from shapes import MODELS, build_model
-from shapes import (MATCHING_KEYS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, count_budget,
-                    describe_shapes, layer_profile, matched_shapes, preset_settings, select_models,
-                    shapes_table)
+from shapes import (MATCHING_KEYS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, check_model_settings,
+                    count_budget, describe_shapes, layer_profile, matched_shapes, preset_settings,
+                    select_models, shapes_table)
 import variable_width
 
 
@@ -247,3 +247,15 @@ def test_a_shapes_only_build_of_every_model_type_draws_nothing_and_imports_no_dy
             on_meta = build_model(name, **args)
         assert all(p.is_meta for p in on_meta.parameters())
         assert on_meta.param_counts() == build_model(name, **args).param_counts(), name
+
+
+def test_a_bottleneck_ratio_by_hand_that_would_not_re_match_the_budget_is_one_line_saying_how():
+    """--model_args={'bottleneck_ratio': r} builds d_h = r d at the GPT's d, which nothing
+    re-matches: refused with the command that prints the matched shape; with n_embd given, that
+    d is meant and the shape builds."""
+    from shapelab.configurator import train_defaults
+    settings = dict(train_defaults(), model_type="hourglass", n_embd=128, n_head=4, n_layer=4)
+    with pytest.raises(ConfigError, match="python hourglass.py .*--n_embd=128 .*"
+                                          "--bottleneck_ratio=0.25"):
+        check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25}))
+    check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25, "n_embd": 128}))
