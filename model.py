@@ -23,6 +23,7 @@ make_attention / make_ffn seams, generate() and the accounting every shape is ma
 """
 
 import contextlib
+import functools
 import math
 from dataclasses import MISSING, dataclass, field, fields
 
@@ -114,12 +115,14 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.size(-1),), self.weight, self.eps)
 
 
+@functools.lru_cache(maxsize=32)
 def rope_tables(head_dim, max_len, theta=10000.0):
     """cos/sin tables for rotary embeddings, each (max_len, head_dim // 2). Rotary position
     embeddings (RoPE) on queries and keys replace GPT-2's learned absolute position table: no
     position parameters, and the model is defined for any context (the tables end at block_size,
-    the longest context trained on). Computed on the CPU whatever the default device: the model
-    moves them with its .to(device), and a shapes-only build (meta_device) gets real tables."""
+    the longest context trained on). Computed once on the CPU whatever the default device, and
+    shared by every layer of that head size: the model moves them with its .to(device) (a copy),
+    and a shapes-only build (meta_device) gets the real tables at no cost."""
     cpu = dict(dtype=torch.float32, device="cpu")
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, **cpu) / head_dim)
     angles = torch.outer(torch.arange(max_len, **cpu), inv_freq)
@@ -541,14 +544,19 @@ def padded_vocab_size(vocab_size, multiple=64):
 
 
 
-def closest_size(count, target, low=1):
-    """The integer n >= low (a hidden size, a bottleneck width) whose count(n) comes closest to
-    target, for a count that grows with n: doubling, then bisection. It assumes no straight line,
-    so a learner's change to a block (a taper, an extra norm) still matches."""
-    high = low
-    while count(high) < target:
-        low, high = high, 2 * high
-    while high - low > 1:  # count(low) < target <= count(high)
+def closest_size(count, target):
+    """The integer n >= 1 (a hidden size, a bottleneck width) whose count(n) comes closest to
+    target, for a count that grows with n. It starts where the line through n = 1 and 2 points,
+    steps (doubling) until it passes the target, then bisects: a count that bends (a learner's
+    taper, an extra norm) still matches, and a straight one costs a few counts."""
+    count = functools.cache(count)
+    low = high = max(1, 1 + round((target - count(1)) / max(count(2) - count(1), 1)))
+    step = 1
+    while count(high) < target:  # up: low stays below the target
+        low, high, step = high, high + step, 2 * step
+    while low > 1 and count(low) >= target:  # down: high stays at or above it
+        low, high, step = max(1, low - step), low, 2 * step
+    while high - low > 1:  # count(low) < target <= count(high), or low = 1
         mid = (low + high) // 2
         low, high = (mid, high) if count(mid) < target else (low, mid)
     return min((low, high), key=lambda n: abs(count(n) - target))

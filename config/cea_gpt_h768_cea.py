@@ -28,4 +28,5 @@ min_lr = 3e-5
 beta2 = 0.95
 warmup_iters = 200
 model_type = "cea"
-model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct",
+              "attention_impl": "causal"}

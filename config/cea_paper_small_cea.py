@@ -29,4 +29,5 @@ weight_decay = 0.01  # the paper's L2 weight
 beta2 = 0.99
 sample_tokens = 0
 model_type = "cea"
-model_args = {'ffn_width_ratio': 32, 'outer_ratio': 0.125, 'current_position': 'direct'}
+model_args = {'ffn_width_ratio': 32, 'outer_ratio': 0.125, 'current_position': 'direct',
+              'attention_impl': 'causal'}

@@ -27,4 +27,5 @@ beta2 = 0.99
 warmup_iters = 25
 sample_tokens = 0
 model_type = "cea"
-model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct",
+              "attention_impl": "causal"}

@@ -23,4 +23,5 @@ beta2 = 0.99
 warmup_iters = 25
 sample_tokens = 0
 model_type = "cea"
-model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "masked"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "masked",
+              "attention_impl": "causal"}

@@ -259,3 +259,28 @@ def test_a_bottleneck_ratio_by_hand_that_would_not_re_match_the_budget_is_one_li
                                           "--bottleneck_ratio=0.25"):
         check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25}))
     check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25, "n_embd": 128}))
+
+
+def test_every_recorded_cea_run_is_the_cea_run_the_comparison_plans():
+    """The comparison's CEA names cea.py's mask-free kernels (attention_impl='causal'); the
+    committed records, which ran on them without naming them, are the same runs
+    (sweep.run_identity), so a comparison reuses each; a run of the paper's softmax is not one."""
+    from shapelab.configurator import read_config_file
+    from shapelab.sweep import run_identity
+    preset = PRESETS["cpu"]
+    records = sorted(ROOT.glob("results/compare_verdict_*/runs/cea-*/config.py"))
+    assert len(records) > 30
+    matching = {k: preset[k] for k in MATCHING_KEYS}
+
+    @functools.cache
+    def planned_for(vocab_size):
+        baseline = dict(baseline_of(preset), vocab_size=vocab_size)
+        return matched_shapes(baseline, **matching, models=("CEA",))["CEA"][1]
+
+    for path in records:
+        recorded = read_config_file(path)
+        planned = planned_for(recorded["model_args"]["vocab_size"])
+        assert planned == {**recorded["model_args"], "attention_impl": "causal"}, path
+        assert run_identity(dict(recorded, model_args=planned)) == run_identity(recorded)
+        paper = dict(planned, attention_impl="reference")
+        assert run_identity(dict(recorded, model_args=paper)) != run_identity(recorded)
