@@ -36,7 +36,7 @@ experiments/hourglass_tables.py.
     python train.py config/hourglass_shakespeare_cpu.py       # train one (CPU)
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch.nn as nn
 
@@ -50,13 +50,12 @@ class HourglassFFN(nn.Module):
     """The FFN residual sublayer of eq. (3): h <- h + MLP_i(h) for i = 0..K-1. Each sub-block is
     FFNSublayer(d, d_h): its own RMSNorm, SwiGLU (W_d1, W_d2 fused in `gate_up_proj`, d -> 2 d_h;
     W_u in `out_proj`, d_h -> d) and residual add, eq. (4)-(5). It replaces the layer's own
-    pre-FFN norm and residual, as in the reference code. ffn_hidden is d_h, the bottleneck
-    (HourglassConfig.bottleneck_dim, which becomes every layer's ffn_hidden)."""
+    pre-FFN norm and residual, as in the reference code."""
 
-    def __init__(self, dim, ffn_hidden, n_sub_blocks, config: GPTConfig):
+    def __init__(self, dim, bottleneck_dim, n_sub_blocks, config: GPTConfig):
         super().__init__()
         self.sub_blocks = nn.ModuleList(  # K sub-blocks, each d -> d_h -> d
-            FFNSublayer(dim, ffn_hidden, config) for _ in range(n_sub_blocks))
+            FFNSublayer(dim, bottleneck_dim, config) for _ in range(n_sub_blocks))
 
     def forward(self, x):  # (B, T, d) -> (B, T, d)
         for sub_block in self.sub_blocks:
@@ -69,8 +68,9 @@ class HourglassFFN(nn.Module):
 
 @dataclass
 class HourglassConfig(GPTConfig):
-    """GPTConfig plus K and d_h. Every layer's `ffn_hidden` becomes d_h, the bottleneck of its
-    sub-blocks. With neither bottleneck given d_h = ffn_hidden or 4 n_embd: the plain GPT."""
+    """GPTConfig plus K and d_h: every layer's LayerSpec.ffn_hidden (the hidden size of each SwiGLU
+    in its FFN slot) is d_h, the bottleneck of its sub-blocks. With neither bottleneck given, d_h
+    is a plain FFN's W (ffn_hidden or 4 n_embd): K = 1 is then the plain GPT."""
 
     n_sub_blocks: int = 1  # K, sub-blocks per FFN slot
     bottleneck_dim: int | None = None  # d_h
@@ -83,13 +83,15 @@ class HourglassConfig(GPTConfig):
             f"{self.bottleneck_ratio}, not both")
         if self.bottleneck_ratio is not None:
             self.bottleneck_dim = max(1, round(self.bottleneck_ratio * self.n_embd))
-        if self.bottleneck_dim is not None:
-            assert self.ffn_hidden in (None, self.bottleneck_dim), (
-                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: "
-                f"in an hourglass model the FFN hidden size is d_h, so leave ffn_hidden unset")
-            assert self.bottleneck_dim >= 1, f"bottleneck_dim={self.bottleneck_dim} must be >= 1"
-            self.ffn_hidden = self.bottleneck_dim
+        d_h, per_layer = self.bottleneck_dim, bool(self.layers)  # (explicit layers: their own)
+        if d_h is not None:
+            assert self.ffn_hidden in (None, d_h), (
+                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={d_h} disagree: in an hourglass "
+                f"model each sub-block's hidden size is d_h, so leave ffn_hidden unset")
+            assert d_h >= 1, f"bottleneck_dim={d_h} must be >= 1"
         super().__post_init__()
+        if d_h is not None and not per_layer:
+            self.layers = [replace(s, ffn_hidden=d_h) for s in self.layers]
 
 
 class HourglassGPT(GPT):
@@ -99,7 +101,7 @@ class HourglassGPT(GPT):
         d, n_sub_blocks = self.config.n_embd, self.config.n_sub_blocks  # K
         if n_sub_blocks == 1:  # the plain FFN sublayer itself (names, init order), as in compose.py
             return FFNSublayer(d, spec.ffn_hidden, self.config)
-        return HourglassFFN(d, spec.ffn_hidden, n_sub_blocks, self.config)  # d_h = ffn_hidden
+        return HourglassFFN(d, spec.ffn_hidden, n_sub_blocks, self.config)  # each SwiGLU's d_h
 
 
 # ----------------------------------------------------------------------------------------
