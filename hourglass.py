@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 import torch.nn as nn
 
-from model import GPT, FFNSublayer, GPTConfig, LayerSpec, closest_size, meta_device
+from model import GPT, FFNSublayer, GPTConfig, LayerSpec, closest_size, meta_device, shape_counts
 
 # ----------------------------------------------------------------------------------------
 # The hourglass FFN sublayer
@@ -108,18 +108,6 @@ class HourglassGPT(GPT):
 # Parameter matching (the paper's Tables 1-3)
 
 
-def count_params(**model_args):
-    """param_counts() of an hourglass model built on the meta device (instant, no memory)."""
-    with meta_device():
-        return HourglassGPT(HourglassConfig(**model_args)).param_counts()
-
-
-def hourglass_budget(**model_args):
-    """GPT.budget() of an hourglass model (GPTConfig keywords + K, d_h), on the meta device."""
-    with meta_device():
-        return HourglassGPT(HourglassConfig(**model_args)).budget()
-
-
 def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, tolerance=0.005):
     """The hourglass shape with the baseline's parameter budget (GPT.budget(): attention + FFN +
     norm gains, no embeddings). Keeps the baseline's heads (and KV heads, qk_norm, vocab); n_layer
@@ -127,8 +115,7 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
     heads divide it and the head size is even for RoPE) whose count is closest; step 2: the d_h at
     that d whose count is closest (searched: the count grows with d_h). Returns HourglassConfig
     keywords (bottleneck_dim set); a ValueError when the result is more than `tolerance` off."""
-    with meta_device():
-        target = GPT(GPTConfig(**baseline_args)).budget()
+    target = shape_counts(GPT, GPTConfig(**baseline_args))["budget"]
     step = 2 * baseline_args.get("n_head", GPTConfig.n_head)
     drop = ("n_embd", "ffn_hidden", "head_dim", "n_layer")
     common = {k: v for k, v in baseline_args.items() if k not in drop}
@@ -136,8 +123,9 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
                   n_sub_blocks=n_sub_blocks)
 
     def count(d, d_h):  # the budget of L uniform layers, from 1- and 2-layer models (fast)
-        one, two = (hourglass_budget(**dict(common, n_layer=n, block_size=2), n_embd=d,
-                                     bottleneck_dim=d_h) for n in (1, 2))
+        one, two = (shape_counts(HourglassGPT, HourglassConfig(**dict(
+            common, n_layer=n, block_size=2), n_embd=d, bottleneck_dim=d_h))["budget"]
+            for n in (1, 2))
         return one + (common["n_layer"] - 1) * (two - one)
 
     # step 1: start near the multi-head estimate L d^2 (4 + 3 K ratio) = target, walk while closer
@@ -166,11 +154,12 @@ def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
     d_h is chosen so the K sub-blocks' FFN matrices (3 K d_h d per layer) come closest to the
     baseline's FFN matrices (the K norm gains are not matched, as in Table 1). Against 768/3072/L12
     this gives d_h = 614, 512, 384, 307 for K = 5, 6, 8, 10. Returns HourglassConfig keywords."""
-    target = count_params(**baseline_args)["ffn"]
+    target = shape_counts(HourglassGPT, HourglassConfig(**baseline_args))["ffn"]
     args = {k: v for k, v in baseline_args.items() if k != "ffn_hidden"}
     args.update(n_embd=baseline_args.get("n_embd", GPTConfig.n_embd), n_sub_blocks=n_sub_blocks)
     def ffn(d_h):
-        return count_params(**dict(args, block_size=2), bottleneck_dim=d_h)["ffn"]
+        config = HourglassConfig(**dict(args, block_size=2), bottleneck_dim=d_h)
+        return shape_counts(HourglassGPT, config)["ffn"]
 
     return dict(args, bottleneck_dim=closest_size(ffn, target))
 

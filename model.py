@@ -581,6 +581,14 @@ def meta_device():
         yield
 
 
+def shape_counts(model_cls, config):
+    """model_cls(config).param_counts() with its budget() as 'budget', built on the meta device:
+    the one way a shape is counted from its settings (matching, tables), at any size, instantly."""
+    with meta_device():
+        model = model_cls(config)
+    return {**model.param_counts(), "budget": model.budget()}
+
+
 class _NoMetaDraws(torch.overrides.TorchFunctionMode):
     """nn.init.normal_ of a meta tensor returns it as it is (nn.Embedding draws its weights when
     built)."""

@@ -9,9 +9,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import hourglass
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
-from hourglass import (HourglassConfig, HourglassFFN, HourglassGPT, count_params, match_baseline,
+from hourglass import (HourglassConfig, HourglassFFN, HourglassGPT, match_baseline,
                        match_ffn_at_fixed_width)
-from model import GPT, FFNSublayer, GPTConfig
+from model import GPT, FFNSublayer, GPTConfig, shape_counts
 from shapelab.configurator import parse_overrides
 from shapes import build_model as build_by_name
 
@@ -115,7 +115,7 @@ def test_fixed_width_mode_gives_table_1(k):
         matched["n_head"],
         matched["bottleneck_dim"],
     ) == (768, 12, 12, TABLE_1[k])
-    base, hg = count_params(**baseline), count_params(**matched)
+    base, hg = (shape_counts(HourglassGPT, HourglassConfig(**args)) for args in (baseline, matched))
     assert hg["attention"] == base["attention"]  # Table 1: 28M attention for every row
     assert round(hg["attention"] / 1e6) == 28 and round(hg["ffn"] / 1e6) == 85  # and 85M FFN
     assert abs(hg["ffn"] - base["ffn"]) <= 3 * k * 12 * 768 / 2  # within half a unit of d_h
