@@ -17,7 +17,8 @@ untied LM head; each choice is explained where it is made.
 
 Top to bottom: the config, the modules (norm, RoPE, attention, FFN, block), `GPT` with its
 make_attention / make_ffn seams, generate() and the accounting every shape is matched on
-(param_counts, budget, FLOPs, KV bytes); then the KV cache, the meta-device build, printing.
+(param_counts, budget, FLOPs, KV bytes); then the KV cache, sizes (the vocabulary's rows, a
+size matched to a count), the meta-device build (shape_counts), printing.
 
     python model.py --n_layer=4 --n_embd=128 --n_head=4      # a shape's parameters and FLOPs/token
 """
