@@ -26,8 +26,9 @@ layer before the FFN moves inside attention as an Inner-MoE, and the direct path
 masked current position (s < t only).
 
 The code: `CEAAttentionSublayer` is the block above (a model.CausalSelfAttention whose keys and
-values come from t and a), `reference_attention` its one softmax as written, the default path the
-same numbers on plain causal kernels; `TopOneMoE`; `CEAConfig` splits W = ffn_hidden or
+values come from t and a), `reference_attention` its one softmax as written (the default), and
+`direct_pathway_attention` the same numbers on plain causal kernels (attention_impl='causal', the
+form the comparison trains); `TopOneMoE`; `CEAConfig` splits W = ffn_hidden or
 ffn_width_ratio * d by rho (rho = 1: FFN-Wider, exactly model.GPT); `CEAGPT`. Choices the paper
 leaves open, results, commands: docs/cea.md; parameter tables: experiments/cea_tables.py.
 """
@@ -60,18 +61,14 @@ class CEAAttentionSublayer(CausalSelfAttention):
                  inner_ffn: nn.Module | None = None):
         super().__init__(dim, spec, config)  # W_q, W_k, W_v, W_o, QK-norm, RoPE tables
         self.current_position, self.attention_impl = config.current_position, config.attention_impl
-        # n and the Inner-FFN go first in the parameter order, as in the forward pass and in the
-        # state dicts checkpoints hold: GPT.init_weights draws in that order, so a seed gives the
-        # same model
-        attention = {name: self._modules.pop(name) for name in list(self._modules)}
         self.norm = RMSNorm(dim, config.norm_eps)
         if inner_ffn is None and config.n_experts and config.moe_place == "inner":
             inner_ffn = TopOneMoE(dim, config.n_experts, config.expert_hidden)  # Inner-MoE (7)
         elif inner_ffn is None:
             inner_ffn = SwiGLU(dim, config.inner_hidden)  # the Inner-FFN, width (1 - rho) W
         self.inner_ffn = inner_ffn
-        self._modules.update(attention)
         self.dropout = nn.Dropout(config.dropout)
+        in_forward_order(self, "norm", "inner_ffn")
 
     def forward(self, x, cache=None):  # (B, T, C) -> (B, T, C)
         a = self.norm(x)  # a = n(x)
@@ -95,7 +92,7 @@ class CEAAttentionSublayer(CausalSelfAttention):
             y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)
         elif self.attention_impl == "reference":  # the paper's one softmax, as written
             y = self.reference_attention(q, k, v, k_own, v_own, pos)
-        elif k_own is not None:  # the fast paths: the same numbers, no mask
+        elif k_own is not None:  # attention_impl='causal': the same numbers, no mask
             y = direct_pathway_attention(q, k, v, k_own, v_own, pos)
         else:
             y = masked_current_attention(q, k, v, pos)
@@ -121,9 +118,10 @@ class CEAAttentionSublayer(CausalSelfAttention):
     def check_kernels(self, on_cuda):  # CUDA SDPA's masked kernels want head_dim % 8 == 0
         needs_mask = self.attention_impl == "reference" and self.current_position != "transformed"
         if on_cuda and needs_mask and self.head_dim % 8:
-            raise ValueError(f"CEA attention_impl='reference' needs head_dim % 8 == 0 on CUDA "
-                             f"(head_dim={self.head_dim}) for SDPA's masked kernels: use "
-                             f"attention_impl='causal' (the default, no mask)")
+            raise ValueError(f"CEA's attention_impl='reference' (the default) needs "
+                             f"head_dim % 8 == 0 on CUDA (head_dim={self.head_dim}) for SDPA's "
+                             f"masked kernels: use attention_impl='causal' (the same numbers, no "
+                             f"mask)")
 
     def flops_per_token(self, seq_len):
         moe = isinstance(self.inner_ffn, TopOneMoE)
@@ -138,7 +136,15 @@ class CEAAttentionSublayer(CausalSelfAttention):
         return inner + projections + scores
 
 
-# The fast path: the same softmax on the plain causal SDPA call, no mask (flash kernels on a GPU).
+def in_forward_order(module, *first):
+    """List the submodules `first` ahead of the others, as the forward pass reaches them: the
+    order of parameters() and of a state dict, and the order GPT.init_weights draws them in, so
+    one seed gives one model however the class registers them."""
+    module._modules = {**{name: module._modules[name] for name in first}, **module._modules}
+
+
+# attention_impl='causal': the same softmax on the plain causal SDPA call, no mask (flash kernels
+# on a GPU), what the comparison trains.
 def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
     """reference_attention's 'direct' softmax as one causal call with no mask: the own key is a
     "sink" in front of the context shifted by one, seen by every query, its score q_t.k_own_t
@@ -240,7 +246,8 @@ class FFNSlot(nn.Sequential):
 
 
 CURRENT_POSITION_RULES = ("direct", "masked", "transformed")  # 5.1.2, C.2, w/o direct pathway
-ATTENTION_IMPLS = ("causal", "reference")  # the fast mask-free path (default), the paper's form
+# the paper's one softmax (the default); the same numbers on the mask-free causal kernels
+ATTENTION_IMPLS = ("reference", "causal")
 
 
 @dataclass
@@ -249,7 +256,7 @@ class CEAConfig(GPTConfig):
     ffn_width_ratio: int = 32  # W / d when ffn_hidden is not given: 32 FFN-Wider, 4 vanilla
     outer_ratio: float = 1.0  # rho: 1.0 FFN-Wider (no Inner-FFN), 0.125 CEA
     current_position: str = "direct"  # one of CURRENT_POSITION_RULES
-    attention_impl: str = "causal"  # one of ATTENTION_IMPLS
+    attention_impl: str = "reference"  # one of ATTENTION_IMPLS
     n_experts: int = 0  # > 0: a top-1 MoE of SwiGLU experts
     expert_hidden: int = 0  # one expert's hidden size; 0: d (C.2: 4,096 at d = 4,096)
     moe_place: str = "before_ffn"  # 'before_ffn' (the MoE baseline) or 'inner' (MoE w/ CEA)
@@ -355,6 +362,7 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
 def matched_args(baseline):
     """What a bare `--model_type=cea` trains: CEA with the paper's GPT setting rho = 0.125 on the
     FFN-Wider shape matched to the plain GPT that `baseline` describes (CEA moves FFN width
-    inside attention, so it has FFN-Wider's parameters)."""
-    return {**match_ffn_wider(baseline), "outer_ratio": 0.125}
+    inside attention, so it has FFN-Wider's parameters), on the mask-free kernels as compare.py
+    trains it (attention_impl='causal': the paper's numbers, and no head_dim % 8 rule on CUDA)."""
+    return {**match_ffn_wider(baseline), "outer_ratio": 0.125, "attention_impl": "causal"}
 

@@ -130,7 +130,7 @@ class ComposedConfig(GPTConfig):
     # CEA attention (cea.py): the FFN slot keeps rho of every sub-block's width
     outer_ratio: float = 1.0
     current_position: str = "direct"  # cea.CURRENT_POSITION_RULES
-    attention_impl: str = "causal"  # cea.py's attention paths: 'causal' (fast) or 'reference'
+    attention_impl: str = "reference"  # cea.ATTENTION_IMPLS: the paper's softmax, or 'causal'
     # ours: round each ><former layer's d_h,l to a multiple (8 feeds a GPU's tensor cores)
     hidden_multiple: int = 1
     # derived: layer l's Inner-FFN hidden size K (1 - rho) W_l (0: plain attention)

@@ -36,11 +36,11 @@ experiments/hourglass_tables.py.
     python train.py config/hourglass_shakespeare_cpu.py       # train one (CPU)
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch.nn as nn
 
-from model import GPT, FFNSublayer, GPTConfig, LayerSpec, meta_device
+from model import GPT, FFNSublayer, GPTConfig, LayerSpec, closest_size, meta_device, shape_counts
 
 # ----------------------------------------------------------------------------------------
 # The hourglass FFN sublayer
@@ -50,13 +50,12 @@ class HourglassFFN(nn.Module):
     """The FFN residual sublayer of eq. (3): h <- h + MLP_i(h) for i = 0..K-1. Each sub-block is
     FFNSublayer(d, d_h): its own RMSNorm, SwiGLU (W_d1, W_d2 fused in `gate_up_proj`, d -> 2 d_h;
     W_u in `out_proj`, d_h -> d) and residual add, eq. (4)-(5). It replaces the layer's own
-    pre-FFN norm and residual, as in the reference code. ffn_hidden is d_h, the bottleneck
-    (HourglassConfig.bottleneck_dim, which becomes every layer's ffn_hidden)."""
+    pre-FFN norm and residual, as in the reference code."""
 
-    def __init__(self, dim, ffn_hidden, n_sub_blocks, config: GPTConfig):
+    def __init__(self, dim, bottleneck_dim, n_sub_blocks, config: GPTConfig):
         super().__init__()
         self.sub_blocks = nn.ModuleList(  # K sub-blocks, each d -> d_h -> d
-            FFNSublayer(dim, ffn_hidden, config) for _ in range(n_sub_blocks))
+            FFNSublayer(dim, bottleneck_dim, config) for _ in range(n_sub_blocks))
 
     def forward(self, x):  # (B, T, d) -> (B, T, d)
         for sub_block in self.sub_blocks:
@@ -69,8 +68,9 @@ class HourglassFFN(nn.Module):
 
 @dataclass
 class HourglassConfig(GPTConfig):
-    """GPTConfig plus K and d_h. Every layer's `ffn_hidden` becomes d_h, the bottleneck of its
-    sub-blocks. With neither bottleneck given d_h = ffn_hidden or 4 n_embd: the plain GPT."""
+    """GPTConfig plus K and d_h: every layer's LayerSpec.ffn_hidden (the hidden size of each SwiGLU
+    in its FFN slot) is d_h, the bottleneck of its sub-blocks. With neither bottleneck given, d_h
+    is a plain FFN's W (ffn_hidden or 4 n_embd): K = 1 is then the plain GPT."""
 
     n_sub_blocks: int = 1  # K, sub-blocks per FFN slot
     bottleneck_dim: int | None = None  # d_h
@@ -83,13 +83,15 @@ class HourglassConfig(GPTConfig):
             f"{self.bottleneck_ratio}, not both")
         if self.bottleneck_ratio is not None:
             self.bottleneck_dim = max(1, round(self.bottleneck_ratio * self.n_embd))
-        if self.bottleneck_dim is not None:
-            assert self.ffn_hidden in (None, self.bottleneck_dim), (
-                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: "
-                f"in an hourglass model the FFN hidden size is d_h, so leave ffn_hidden unset")
-            assert self.bottleneck_dim >= 1, f"bottleneck_dim={self.bottleneck_dim} must be >= 1"
-            self.ffn_hidden = self.bottleneck_dim
+        d_h, per_layer = self.bottleneck_dim, bool(self.layers)  # (explicit layers: their own)
+        if d_h is not None:
+            assert self.ffn_hidden in (None, d_h), (
+                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={d_h} disagree: in an hourglass "
+                f"model each sub-block's hidden size is d_h, so leave ffn_hidden unset")
+            assert d_h >= 1, f"bottleneck_dim={d_h} must be >= 1"
         super().__post_init__()
+        if d_h is not None and not per_layer:
+            self.layers = [replace(s, ffn_hidden=d_h) for s in self.layers]
 
 
 class HourglassGPT(GPT):
@@ -99,23 +101,11 @@ class HourglassGPT(GPT):
         d, n_sub_blocks = self.config.n_embd, self.config.n_sub_blocks  # K
         if n_sub_blocks == 1:  # the plain FFN sublayer itself (names, init order), as in compose.py
             return FFNSublayer(d, spec.ffn_hidden, self.config)
-        return HourglassFFN(d, spec.ffn_hidden, n_sub_blocks, self.config)  # d_h = ffn_hidden
+        return HourglassFFN(d, spec.ffn_hidden, n_sub_blocks, self.config)  # each SwiGLU's d_h
 
 
 # ----------------------------------------------------------------------------------------
 # Parameter matching (the paper's Tables 1-3)
-
-
-def count_params(**model_args):
-    """param_counts() of an hourglass model built on the meta device (instant, no memory)."""
-    with meta_device():
-        return HourglassGPT(HourglassConfig(**model_args)).param_counts()
-
-
-def hourglass_budget(**model_args):
-    """GPT.budget() of an hourglass model (GPTConfig keywords + K, d_h), on the meta device."""
-    with meta_device():
-        return HourglassGPT(HourglassConfig(**model_args)).budget()
 
 
 def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, tolerance=0.005):
@@ -123,9 +113,9 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
     norm gains, no embeddings). Keeps the baseline's heads (and KV heads, qk_norm, vocab); n_layer
     defaults to the baseline's. Step 1: with d_h = round(ratio d), the d (a multiple of 2 n_head:
     heads divide it and the head size is even for RoPE) whose count is closest; step 2: the d_h at
-    that d whose count is closest (the count is linear in d_h). Returns HourglassConfig keywords
-    (bottleneck_dim set); a ValueError when the result is more than `tolerance` off."""
-    target = hourglass_budget(**baseline_args)  # (K = 1, d_h = the baseline's FFN: the plain GPT)
+    that d whose count is closest (searched: the count grows with d_h). Returns HourglassConfig
+    keywords (bottleneck_dim set); a ValueError when the result is more than `tolerance` off."""
+    target = shape_counts(GPT, GPTConfig(**baseline_args))["budget"]
     step = 2 * baseline_args.get("n_head", GPTConfig.n_head)
     drop = ("n_embd", "ffn_hidden", "head_dim", "n_layer")
     common = {k: v for k, v in baseline_args.items() if k not in drop}
@@ -133,8 +123,9 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
                   n_sub_blocks=n_sub_blocks)
 
     def count(d, d_h):  # the budget of L uniform layers, from 1- and 2-layer models (fast)
-        one, two = (hourglass_budget(**dict(common, n_layer=n, block_size=2), n_embd=d,
-                                     bottleneck_dim=d_h) for n in (1, 2))
+        one, two = (shape_counts(HourglassGPT, HourglassConfig(**dict(
+            common, n_layer=n, block_size=2), n_embd=d, bottleneck_dim=d_h))["budget"]
+            for n in (1, 2))
         return one + (common["n_layer"] - 1) * (two - one)
 
     # step 1: start near the multi-head estimate L d^2 (4 + 3 K ratio) = target, walk while closer
@@ -147,9 +138,8 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
         while d >= step and (err := error(d)) < best_err:
             best_d, best_err = d, err
             d += direction
-    # step 2: the count is linear in d_h at a fixed d: solve, keep the closest integer
-    base = count(best_d, 1)
-    d_h = max(1, 1 + round((target - base) / (count(best_d, 2) - base)))
+    # step 2: at that d, the d_h whose count is closest (the count grows with d_h)
+    d_h = closest_size(lambda d_h: count(best_d, d_h), target)
     got = count(best_d, d_h)
     if abs(got - target) > tolerance * target:
         raise ValueError(f"no hourglass shape with K={n_sub_blocks}, d_h/d~{bottleneck_ratio} and "
@@ -164,15 +154,14 @@ def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
     d_h is chosen so the K sub-blocks' FFN matrices (3 K d_h d per layer) come closest to the
     baseline's FFN matrices (the K norm gains are not matched, as in Table 1). Against 768/3072/L12
     this gives d_h = 614, 512, 384, 307 for K = 5, 6, 8, 10. Returns HourglassConfig keywords."""
-    target = count_params(**baseline_args)["ffn"]
+    target = shape_counts(HourglassGPT, HourglassConfig(**baseline_args))["ffn"]
     args = {k: v for k, v in baseline_args.items() if k != "ffn_hidden"}
     args.update(n_embd=baseline_args.get("n_embd", GPTConfig.n_embd), n_sub_blocks=n_sub_blocks)
     def ffn(d_h):
-        return count_params(**dict(args, block_size=2), bottleneck_dim=d_h)["ffn"]
+        config = HourglassConfig(**dict(args, block_size=2), bottleneck_dim=d_h)
+        return shape_counts(HourglassGPT, config)["ffn"]
 
-    base, per_unit = ffn(1), ffn(2) - ffn(1)  # linear in d_h: 3 K L d per unit
-    return dict(args, bottleneck_dim=max(1, 1 + round((target - base) / per_unit)))
-
+    return dict(args, bottleneck_dim=closest_size(ffn, target))
 
 
 def matched_args(baseline_args):

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model import GPT, GPTConfig, LayerSpec, meta_device
+from model import GPT, GPTConfig, LayerSpec, meta_device, shape_counts
 
 # ----------------------------------------------------------------------------------------
 # The schedule: eq. (1)-(4), computed and rounded as the reference code does
@@ -190,24 +190,18 @@ def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
 # Matching a variant's parameters to a baseline's (ours: the paper hand-picked its scalars)
 
 
-def count_params(**model_args):
-    """param_counts() of LWSGPT(LWSConfig(**model_args)), built on the meta device (instant)."""
-    with meta_device():
-        return LWSGPT(LWSConfig(**model_args)).param_counts()
-
-
 def match_params(baseline, variant, tolerance=1e-3):
     """Scale the FFN multipliers of `variant` (LWSConfig keyword arguments) so its non-embedding
     parameter count is as close as the rounding allows to that of `baseline` (kwargs too). Only
     beta moves: FFN widths move in fine steps, head counts in coarse ones; the frame stays.
     Returns (variant kwargs with scaled ffn_scalars, its non-embedding count)."""
-    target = count_params(**baseline)["non_embedding"]
+    target = shape_counts(LWSGPT, LWSConfig(**baseline))["non_embedding"]
 
     def with_scale(s):
         return {**variant, "ffn_scalars": [round(v * s, 3) for v in variant["ffn_scalars"]]}
 
     def count(s):
-        return count_params(**with_scale(s))["non_embedding"]
+        return shape_counts(LWSGPT, LWSConfig(**with_scale(s)))["non_embedding"]
 
     lo, hi = 0.0, 1.0
     while count(hi) < target:  # the count only grows with the scale

@@ -15,16 +15,18 @@ like LLaMA and the papers' baselines: RMSNorm and no biases, rotary positions in
 table, a SwiGLU FFN of hidden size 4 d, optional grouped-query attention and QK-norm, a tied or
 untied LM head; each choice is explained where it is made.
 
-Read on: `GPT` (per-layer shapes, the make_attention / make_ffn seams a mechanism overrides),
-`CausalSelfAttention` (the q, k, v seam), `KVCache` and `GPT.generate` (generation),
-`GPT.param_counts` and `GPT.budget` (the accounting every shape is matched on).
+Top to bottom: the config, the modules (norm, RoPE, attention, FFN, block), `GPT` with its
+make_attention / make_ffn seams, generate() and the accounting every shape is matched on
+(param_counts, budget, FLOPs, KV bytes); then the KV cache, sizes (the vocabulary's rows, a
+size matched to a count), the meta-device build (shape_counts), printing.
 
     python model.py --n_layer=4 --n_embd=128 --n_head=4      # a shape's parameters and FLOPs/token
 """
 
 import contextlib
+import functools
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 import torch
 import torch.nn as nn
@@ -45,8 +47,8 @@ class LayerSpec:
     n_head: int  # query heads
     n_kv_head: int  # key/value heads (GQA when < n_head)
     head_dim: int  # size of one head; query dim = n_head * head_dim
-    # the hidden size of each SwiGLU this layer's FFN slot builds: 4 * n_embd for the plain GPT,
-    # d_h for each hourglass sub-block, the Outer-FFN's rho W in CEA; 0: no FFN in the slot
+    # the hidden size of each SwiGLU in this layer's FFN slot: 4 * n_embd for the plain GPT, the
+    # bottleneck d_h of each hourglass sub-block, the Outer-FFN's rho W in CEA; 0: no FFN
     ffn_hidden: int
 
 
@@ -71,55 +73,28 @@ class GPTConfig:
     layers: list[LayerSpec] = field(default_factory=list)
 
     def __post_init__(self):
+        for key in ("n_layer", "n_embd", "n_head", "n_kv_head", "head_dim", "ffn_hidden"):
+            value = getattr(self, key)  # (None: derived from the others)
+            assert value is None or value >= 1, f"{key}={value} must be >= 1"
+        assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', head or full"
         # layers may arrive as plain dicts (from a checkpoint or a config file)
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
         assert all(isinstance(s, LayerSpec) for s in self.layers), (
             f"layers={self.layers!r:.60}: give each layer as a dict of LayerSpec's fields")
-        assert self.n_embd >= 1, f"n_embd={self.n_embd} must be >= 1"
-        if not self.layers:
-            assert self.n_layer >= 1, f"n_layer={self.n_layer} must be >= 1"
-            self.layers = [self.uniform_layer() for _ in range(self.n_layer)]
+        self.layers = self.layers or [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
-        assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: use '', head, full"
-        for i, s in enumerate(self.layers):
-            assert s.n_kv_head >= 1 and s.n_head % s.n_kv_head == 0, (
-                f"layer {i}: n_head={s.n_head} must be a multiple of n_kv_head={s.n_kv_head}")
-            assert s.head_dim >= 2 and s.head_dim % 2 == 0, (
-                f"layer {i}: head_dim={s.head_dim} must be even (rotary embeddings rotate pairs)")
-            assert s.ffn_hidden >= 0, f"layer {i}: ffn_hidden={s.ffn_hidden} must be >= 0"
+        for s in self.layers:
+            assert s.n_head % s.n_kv_head == 0, (
+                f"n_head={s.n_head} must be a multiple of n_kv_head={s.n_kv_head}")
+            assert s.head_dim % 2 == 0, f"head_dim={s.head_dim} must be even (RoPE rotates pairs)"
 
     def uniform_layer(self):
         """The layer shape of a plain GPT, from n_head, n_kv_head, head_dim and ffn_hidden."""
-        assert self.n_head >= 1, f"n_head={self.n_head} must be >= 1"
-        assert self.n_kv_head is None or self.n_kv_head >= 1, (
-            f"n_kv_head={self.n_kv_head} must be >= 1 (or None: one per query head)")
-        assert self.ffn_hidden is None or self.ffn_hidden >= 1, (
-            f"ffn_hidden={self.ffn_hidden} must be >= 1 (or None: 4 * n_embd)")
-        n_kv_head = self.n_kv_head or self.n_head
-        head_dim = self.head_dim
-        if head_dim is None:
-            assert self.n_embd % self.n_head == 0, (
-                f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: pick a multiple "
-                f"(e.g. {self.n_head * max(1, round(self.n_embd / self.n_head))}) or set head_dim")
-            head_dim = self.n_embd // self.n_head
-        ffn_hidden = 4 * self.n_embd if self.ffn_hidden is None else self.ffn_hidden
-        return LayerSpec(self.n_head, n_kv_head, head_dim, ffn_hidden)
-
-    def to_dict(self):
-        """Plain types only, so a checkpoint loads with torch.load(weights_only=True)."""
-        return asdict(self)
-
-
-def padded_vocab_size(vocab_size, multiple=64):
-    """The embedding / LM-head size for a tokenizer of vocab_size ids: a BPE vocabulary (more
-    than 1024 ids) rounded up to a multiple of 64 (GPT-2's 50257 -> 50304), so the LM head, the
-    largest matmul of a small model, tiles evenly on a GPU's tensor cores (nanoGPT's trick). The
-    extra rows are never a target and generate(vocab_size=...) never samples them. A character
-    vocabulary (65 ids) stays as it is: its head costs next to nothing, and padding it would only
-    change the parameter counts and checkpoints of every char run for no speed."""
-    if vocab_size <= 1024:
-        return vocab_size
-    return -(-vocab_size // multiple) * multiple
+        assert self.head_dim or self.n_embd % self.n_head == 0, (
+            f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: set head_dim")
+        return LayerSpec(n_head=self.n_head, n_kv_head=self.n_kv_head or self.n_head,
+                         head_dim=self.head_dim or self.n_embd // self.n_head,
+                         ffn_hidden=self.ffn_hidden or 4 * self.n_embd)
 
 
 # ----------------------------------------------------------------------------------------
@@ -141,15 +116,17 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.size(-1),), self.weight, self.eps)
 
 
+@functools.lru_cache(maxsize=32)
 def rope_tables(head_dim, max_len, theta=10000.0):
     """cos/sin tables for rotary embeddings, each (max_len, head_dim // 2). Rotary position
     embeddings (RoPE) on queries and keys replace GPT-2's learned absolute position table: no
     position parameters, and the model is defined for any context (the tables end at block_size,
-    the longest context trained on)."""
-    if torch.get_default_device().type == "meta":  # (shapes only: see meta_device)
-        return torch.empty(max_len, head_dim // 2), torch.empty(max_len, head_dim // 2)
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
-    angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)
+    the longest context trained on). Computed once on the CPU whatever the default device, and
+    shared by every layer of that head size: the model moves them with its .to(device) (a copy),
+    and a shapes-only build (meta_device) gets the real tables at no cost."""
+    cpu = dict(dtype=torch.float32, device="cpu")
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, **cpu) / head_dim)
+    angles = torch.outer(torch.arange(max_len, **cpu), inv_freq)
     return angles.cos(), angles.sin()
 
 
@@ -159,11 +136,6 @@ def apply_rope(x, cos, sin):
     x1, x2 = x.chunk(2, dim=-1)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-
-
-def linear_flops(module):
-    """Forward FLOPs per token of every nn.Linear inside `module`: one multiply-add per weight."""
-    return sum(2 * m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
 
 
 def causal_attention(q, k, v, pos=0, enable_gqa=False):
@@ -319,71 +291,6 @@ class Block(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------
-# The KV cache of generation
-
-
-class LayerKVCache:
-    """The keys and values one attention layer has computed so far, kept so that each new token
-    costs one position of work instead of the whole context. The buffers are allocated on the
-    first append, for max_len positions, in the dtype of the keys (the model's activation dtype:
-    bf16 under autocast)."""
-
-    def __init__(self, max_len):
-        self.max_len = max_len  # the model's block_size: RoPE tables and training end there
-        self.keys = self.values = None  # (B, Hkv, max_len, hd) each, once allocated
-        self.length = 0  # positions stored = the position of the next new token
-
-    def append(self, k, v):
-        """Store k, v (B, Hkv, T, hd) at positions length..length+T-1; return the keys and values
-        of every position so far, (B, Hkv, length, hd) each."""
-        T = k.size(2)
-        if self.length + T > self.max_len:
-            raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} "
-                             f"(block_size)")
-        if self.keys is None:
-            B, H, _, hd = k.shape
-            self.keys = k.new_empty(B, H, self.max_len, hd)
-            self.values = v.new_empty(B, v.size(1), self.max_len, v.size(3))
-        self.keys[:, :, self.length:self.length + T] = k
-        self.values[:, :, self.length:self.length + T] = v
-        self.length += T
-        return self.keys[:, :, :self.length], self.values[:, :, :self.length]
-
-    @property
-    def nbytes(self):
-        """Bytes of the keys and values stored so far (the buffer holds max_len positions)."""
-        if self.keys is None:
-            return 0
-        return (self.keys.nbytes + self.values.nbytes) // self.max_len * self.length
-
-
-class KVCache:
-    """One LayerKVCache per layer (`layers[l]`), for GPT.forward(idx, cache=...).
-
-    generate() adds one token at a time. Recomputing the whole context for each one repeats all
-    the earlier positions' work; a KVCache instead keeps every attention layer's keys and values
-    (LayerKVCache: (B, n_kv_head, block_size, head_dim) each, allocated on first use, in the
-    activation dtype). One prefill pass over the prompt fills it, then each step feeds only the
-    newest token: RoPE rotates its query and key at its absolute position, its key/value join the
-    cache, and it attends to every cached position. The cache stores sum_l 2 n_kv_head_l
-    head_dim_l numbers per token, GPT.kv_cache_bytes_per_token() (GQA, fewer or narrower heads
-    shrink it; `nbytes` measures it). At block_size positions the cache is full: generate()
-    rebuilds it (see there). Every attention sublayer takes forward(x, cache=None), the cache
-    being its LayerKVCache; FFN sublayers never see the cache."""
-
-    def __init__(self, model):
-        self.layers = [LayerKVCache(model.config.block_size) for _ in model.blocks]
-
-    @property
-    def length(self):
-        return self.layers[0].length
-
-    @property
-    def nbytes(self):
-        return sum(layer.nbytes for layer in self.layers)
-
-
-# ----------------------------------------------------------------------------------------
 # The GPT
 
 
@@ -433,8 +340,8 @@ class GPT(nn.Module):
         grow with depth (GPT-2's rule). Drawn in the order of named_parameters()."""
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
         for name, p in self.named_parameters():
-            if p.dim() < 2 or p.is_meta:
-                continue  # norm gains stay at 1; a meta tensor has a shape but no values to draw
+            if p.dim() < 2:
+                continue  # norm gains stay at 1
             std = residual_std if name.endswith("out_proj.weight") else 0.02
             torch.nn.init.normal_(p, mean=0.0, std=std)
 
@@ -557,17 +464,130 @@ class GPT(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------
+# The KV cache of generation
+
+
+class LayerKVCache:
+    """The keys and values one attention layer has computed so far, kept so that each new token
+    costs one position of work instead of the whole context. The buffers are allocated on the
+    first append, for max_len positions, in the dtype of the keys (the model's activation dtype:
+    bf16 under autocast)."""
+
+    def __init__(self, max_len):
+        self.max_len = max_len  # the model's block_size: RoPE tables and training end there
+        self.keys = self.values = None  # (B, Hkv, max_len, hd) each, once allocated
+        self.length = 0  # positions stored = the position of the next new token
+
+    def append(self, k, v):
+        """Store k, v (B, Hkv, T, hd) at positions length..length+T-1; return the keys and values
+        of every position so far, (B, Hkv, length, hd) each."""
+        T = k.size(2)
+        if self.length + T > self.max_len:
+            raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} "
+                             f"(block_size)")
+        if self.keys is None:
+            B, H, _, hd = k.shape
+            self.keys = k.new_empty(B, H, self.max_len, hd)
+            self.values = v.new_empty(B, v.size(1), self.max_len, v.size(3))
+        self.keys[:, :, self.length:self.length + T] = k
+        self.values[:, :, self.length:self.length + T] = v
+        self.length += T
+        return self.keys[:, :, :self.length], self.values[:, :, :self.length]
+
+    @property
+    def nbytes(self):
+        """Bytes of the keys and values stored so far (the buffer holds max_len positions)."""
+        if self.keys is None:
+            return 0
+        return (self.keys.nbytes + self.values.nbytes) // self.max_len * self.length
+
+
+class KVCache:
+    """One LayerKVCache per layer (`layers[l]`), for GPT.forward(idx, cache=...).
+
+    generate() adds one token at a time. Recomputing the whole context for each one repeats all
+    the earlier positions' work; a KVCache instead keeps every attention layer's keys and values
+    (LayerKVCache: (B, n_kv_head, block_size, head_dim) each, allocated on first use, in the
+    activation dtype). One prefill pass over the prompt fills it, then each step feeds only the
+    newest token: RoPE rotates its query and key at its absolute position, its key/value join the
+    cache, and it attends to every cached position. The cache stores sum_l 2 n_kv_head_l
+    head_dim_l numbers per token, GPT.kv_cache_bytes_per_token() (GQA, fewer or narrower heads
+    shrink it; `nbytes` measures it). At block_size positions the cache is full: generate()
+    rebuilds it (see there). Every attention sublayer takes forward(x, cache=None), the cache
+    being its LayerKVCache; FFN sublayers never see the cache."""
+
+    def __init__(self, model):
+        self.layers = [LayerKVCache(model.config.block_size) for _ in model.blocks]
+
+    @property
+    def length(self):
+        return self.layers[0].length
+
+    @property
+    def nbytes(self):
+        return sum(layer.nbytes for layer in self.layers)
+
+
+# ----------------------------------------------------------------------------------------
+# Sizes: the vocabulary's rows, a size matched to a count, the FLOPs of a module's matrices
+
+
+def padded_vocab_size(vocab_size, multiple=64):
+    """The embedding / LM-head size for a tokenizer of vocab_size ids: a BPE vocabulary (more
+    than 1024 ids) rounded up to a multiple of 64 (GPT-2's 50257 -> 50304), so the LM head, the
+    largest matmul of a small model, tiles evenly on a GPU's tensor cores (nanoGPT's trick). The
+    extra rows are never a target and generate(vocab_size=...) never samples them. A character
+    vocabulary (65 ids) stays as it is: its head costs next to nothing, and padding it would only
+    change the parameter counts and checkpoints of every char run for no speed."""
+    if vocab_size <= 1024:
+        return vocab_size
+    return -(-vocab_size // multiple) * multiple
+
+
+
+def closest_size(count, target):
+    """The integer n >= 1 (a hidden size, a bottleneck width) whose count(n) comes closest to
+    target, for a count that grows with n. It starts where the line through n = 1 and 2 points,
+    steps (doubling) until it passes the target, then bisects: a count that bends (a learner's
+    taper, an extra norm) still matches, and a straight one costs a few counts."""
+    count = functools.cache(count)
+    low = high = max(1, 1 + round((target - count(1)) / max(count(2) - count(1), 1)))
+    step = 1
+    while count(high) < target:  # up: low stays below the target
+        low, high, step = high, high + step, 2 * step
+    while low > 1 and count(low) >= target:  # down: high stays at or above it
+        low, high, step = max(1, low - step), low, 2 * step
+    while high - low > 1:  # count(low) < target <= count(high), or low = 1
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) < target else (low, mid)
+    return min((low, high), key=lambda n: abs(count(n) - target))
+
+
+def linear_flops(module):
+    """Forward FLOPs per token of every nn.Linear inside `module`: one multiply-add per weight."""
+    return sum(2 * m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
+
+
+# ----------------------------------------------------------------------------------------
 # Shapes only: building on the meta device
 
 
 @contextlib.contextmanager
 def meta_device():
     """Modules built inside hold meta tensors: shapes and parameter counts at any size, with no
-    memory and no values. Nothing is drawn or computed for them: the meta forms of normal_ and of
-    the RoPE tables' arithmetic import torch._dynamo at their first call, a large part of the
-    start of a CPU command that only checks or counts models."""
+    memory and no values. Nothing is drawn for them: the meta form of normal_ imports
+    torch._dynamo at its first call, a large part of the start of a CPU command that only checks
+    or counts models (rope_tables computes its small tables on the CPU for the same reason)."""
     with torch.device("meta"), _NoMetaDraws():
         yield
+
+
+def shape_counts(model_cls, config):
+    """model_cls(config).param_counts() with its budget() as 'budget', built on the meta device:
+    the one way a shape is counted from its settings (matching, tables), at any size, instantly."""
+    with meta_device():
+        model = model_cls(config)
+    return {**model.param_counts(), "budget": model.budget()}
 
 
 class _NoMetaDraws(torch.overrides.TorchFunctionMode):

@@ -42,7 +42,7 @@ import cea
 import compose
 import hourglass
 import lws
-from model import GPT, GPTConfig, SwiGLU, meta_device, padded_vocab_size
+from model import GPT, GPTConfig, SwiGLU, closest_size, meta_device, padded_vocab_size
 from shapelab.checkpoint import CheckpointError
 from shapelab.configurator import ConfigError, build, parse_overrides, print_entry, read_config_file
 import variable_width
@@ -102,7 +102,9 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         multiple = math.lcm(8, rho.denominator * hidden_multiple)
         wider = cea.match_ffn_wider(baseline, ffn_wider_width_ratio, multiple, head_dim_multiple)
         shapes["FFN-Wider"] = ("cea", wider)
-        shapes["CEA"] = ("cea", {**wider, "outer_ratio": outer_ratio})
+        # CEA on the mask-free kernels (cea.py's attention_impl='causal'): the paper's numbers,
+        # flash kernels on a GPU; every recorded CEA run trained this way
+        shapes["CEA"] = ("cea", {**wider, "outer_ratio": outer_ratio, "attention_impl": "causal"})
     lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
     for name, schedule in LWS_SCHEDULES.items():
         if wanted(f"LWS {name}"):
@@ -118,13 +120,11 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
 
 def match_gpt_at_width(baseline, n_embd):
     """The plain GPT at width n_embd (same depth, heads, vocab) whose SwiGLU hidden size W brings
-    its budget closest to the baseline's: the budget grows with W by 3 L d a unit."""
+    its budget closest to the baseline's (the budget grows with W)."""
     target = count_budget("gpt", **baseline)
     args = dict(baseline, n_embd=n_embd)
     count = lambda w: count_budget("gpt", **dict(args, ffn_hidden=w))  # noqa: E731
-    base, per_unit = count(1), count(2) - count(1)
-    w = max(1, 1 + round((target - base) / per_unit))
-    return dict(args, ffn_hidden=min((w - 1, w, w + 1), key=lambda v: abs(count(v) - target)))
+    return dict(args, ffn_hidden=closest_size(count, target))
 
 
 def count_budget(model_type, **model_args):
@@ -231,7 +231,25 @@ def check_model_settings(config):
             model_type, model_args = config["model_type"], config["model_args"]
             if not model_args:  # a bare --model_type: matched to this GPT, as train.py builds it
                 baseline = matched_model_args(model_type, baseline)
+            elif model_type == "hourglass":
+                check_hourglass_args(model_args, baseline)
             build_model(model_type, **{**baseline, **model_args})
+
+
+def check_hourglass_args(model_args, baseline):
+    """A bottleneck_ratio given in model_args builds d_h = ratio x the GPT's d, at the GPT's d:
+    nothing re-matches the budget (only a bare --model_type=hourglass is matched). Unless n_embd
+    says that d is meant, a ConfigError of one line gives the command that prints the matched
+    n_embd and bottleneck_dim."""
+    if "bottleneck_ratio" in model_args and "n_embd" not in model_args:
+        keys = ("n_layer", "n_head", "n_kv_head", "head_dim", "n_embd", "qk_norm")  # the budget's
+        flags = " ".join(f"--{k}={baseline[k]}" for k in keys if baseline.get(k) not in (None, ""))
+        raise ConfigError(
+            f"model_args={model_args}: a bottleneck_ratio keeps the GPT's n_embd="
+            f"{baseline.get('n_embd')} and does not re-match the budget; `python hourglass.py "
+            f"{flags} --n_sub_blocks={model_args.get('n_sub_blocks', 1)} --bottleneck_ratio="
+            f"{model_args['bottleneck_ratio']}` prints the matched n_embd and bottleneck_dim to "
+            f"give instead (or give n_embd to keep this d)")
 
 
 def print_model_types(defaults):

@@ -229,15 +229,15 @@ def check_width_rules(config):
 # Appendix A: width schedules parameter-matched to the constant width d, and the accounting
 
 
-def shape_factors(shape, n_layer, bottleneck_layer, alpha):
-    """c_l(alpha) with d_l = d_bar * c_l: the geometric profile, 1-indexed bottleneck layer l*."""
+def shape_factors(shape, n_layer, bottleneck_layer, rate):
+    """c_l(rate) with d_l = d_bar * c_l: the geometric profile, 1-indexed bottleneck layer l*."""
     L, k = n_layer, bottleneck_layer
     if shape == "lambda":  # narrowing all the way: l* = L
-        return [alpha ** (l - 1) for l in range(1, L + 1)]
+        return [rate ** (l - 1) for l in range(1, L + 1)]
     if shape == "v":  # growing all the way: l* = 1, the mirror image
-        return [alpha ** (L - l) for l in range(1, L + 1)]
-    alpha_plus = alpha ** (-(k - 1) / (L - k))  # a^+ from d_1 = d_L
-    return [alpha ** (l - 1) if l <= k else alpha ** (k - 1) * alpha_plus ** (l - k)
+        return [rate ** (L - l) for l in range(1, L + 1)]
+    rate_after = rate ** (-(k - 1) / (L - k))  # a^+ from d_1 = d_L
+    return [rate ** (l - 1) if l <= k else rate ** (k - 1) * rate_after ** (l - k)
             for l in range(1, L + 1)]
 
 
@@ -278,18 +278,18 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
                  width_multiple=32, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
     """Per-layer widths for a shape, parameter-matched to a constant width n_embd (Appendix A;
     end_ratios: W_end's, see matched_scale). Returns (widths rounded to width_multiple, dict
-    with the unrounded widths, alpha, l*)."""
+    with the unrounded widths, rate, l*)."""
     if shape not in WIDTH_SCHEDULES:
         raise ValueError(f"width_schedule={shape!r}: choose one of "
                          f"{', '.join(WIDTH_SCHEDULES)} or give layer_widths")
     d, L = n_embd, n_layer
     if shape == "constant":
-        return [d] * L, dict(unrounded=[float(d)] * L, alpha=1.0, bottleneck_layer=None)
+        return [d] * L, dict(unrounded=[float(d)] * L, rate=1.0, bottleneck_layer=None)
     k = bottleneck_index(shape, L, bottleneck_layer_ratio)
     target = bottleneck_width_ratio * d  # d_l* = r_d d
 
-    def bottleneck_width(alpha):  # b(a^-) = d_bar(a^-) c_l*(a^-)
-        c = shape_factors(shape, L, k, alpha)
+    def bottleneck_width(rate):  # b(a^-) = d_bar(a^-) c_l*(a^-)
+        c = shape_factors(shape, L, k, rate)
         return matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * c[k - 1]
 
     lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)  # a diamond widens: a^- > 1
@@ -306,13 +306,13 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
             lo, f_lo = mid, f_mid
         else:
             hi = mid
-    alpha = 0.5 * (lo + hi)
-    c = shape_factors(shape, L, k, alpha)
+    rate = 0.5 * (lo + hi)
+    c = shape_factors(shape, L, k, rate)
     scale = matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios)
     unrounded = [scale * ci for ci in c]  # continuous widths; round only at the very end
     widths = [max(width_multiple, int(math.floor(w / width_multiple + 0.5)) * width_multiple)
               for w in unrounded]
-    return widths, dict(unrounded=unrounded, alpha=alpha, bottleneck_layer=k)
+    return widths, dict(unrounded=unrounded, rate=rate, bottleneck_layer=k)
 
 
 def layer_widths_of(model):

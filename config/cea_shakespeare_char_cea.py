@@ -8,23 +8,7 @@
 #   python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
 #   python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py
 #     --modes=eager
+base = "cea_shakespeare_char_vanilla.py"  # every setting not below
 out_dir = "out-cea-cea"
-eval_interval = 150
-eval_iters = 10
-log_interval = 10
-dataset = "shakespeare_char"
-batch_size = 16
-block_size = 128
-n_layer = 4
-n_head = 4
-n_embd = 64
-dropout = 0.0
-learning_rate = 3e-3
-max_iters = 300
-lr_decay_iters = 300
-min_lr = 2e-4
-beta2 = 0.99
-warmup_iters = 25
-sample_tokens = 0
-model_type = "cea"
-model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct",
+              "attention_impl": "causal"}

@@ -1,22 +1,5 @@
 # CEA paper, CPU scale: FFN-Wider GPT (FFN 32x = 2048 hidden) on character-level Shakespeare, H=64,
 # 4 layers. nice -n 10 python train.py config/cea_shakespeare_char_wider.py
+base = "cea_shakespeare_char_vanilla.py"  # every setting not below
 out_dir = "out-cea-wider"
-eval_interval = 150
-eval_iters = 10
-log_interval = 10
-dataset = "shakespeare_char"
-batch_size = 16
-block_size = 128
-n_layer = 4
-n_head = 4
-n_embd = 64
-dropout = 0.0
-learning_rate = 3e-3
-max_iters = 300
-lr_decay_iters = 300
-min_lr = 2e-4
-beta2 = 0.99
-warmup_iters = 25
-sample_tokens = 0
-model_type = "cea"
 model_args = {"ffn_width_ratio": 32, "outer_ratio": 1.0}

@@ -3,30 +3,9 @@
 # framing False: 178.8M / 140.1M parameters (total / non-embedding) with the paper's vocab of 50304.
 # As config/lws_baseline_180m.py otherwise (TinyStories, GPT-2 BPE). One GPU:
 #   python data/tinystories/prepare.py && python train.py config/lws_vanilla_12l_180m.py
+base = "lws_baseline_12l_180m.py"  # every setting not below
 out_dir = "out-lws-vanilla-12l-180m"
-eval_interval = 500
-eval_iters = 100
-log_interval = 10
-dataset = "tinystories"
-batch_size = 24
-block_size = 1024
-gradient_accumulation_steps = 16
-model_type = "lws"
-n_layer = 12
-n_embd = 768
-n_head = 12
-n_kv_head = 4
-qk_norm = "full"
-tie_embeddings = False
-dropout = 0.0
 # rope_theta and the RMSNorm eps are OLMo-2 190M's (500000, 1e-6); the norms stay pre-norm
 # (see docs/lws.md)
 model_args = {"ffn_scalars": [2.0, 5.3], "qkv_scalars": [0.5, 2.0], "framed": False,
               "rope_theta": 500000.0, "norm_eps": 1e-6}
-learning_rate = 6e-4
-max_iters = 2500
-lr_decay_iters = 2500
-min_lr = 6e-5
-beta2 = 0.95
-warmup_iters = 250
-weight_decay = 0.1

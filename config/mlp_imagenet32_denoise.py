@@ -5,16 +5,7 @@
 # The one place this task's protocol is written: train_mlp.py --task=imagenet32_denoise reads its
 # unset (None) settings from here.
 #   python train_mlp.py config/mlp_imagenet32_denoise.py --data_dir=/path/to/imagenet32
+base = "mlp_imagenet32_sr.py"  # every setting not below
 task = "imagenet32_denoise"
 noise_sigma = 0.25
-epochs = 2
-batch_size = 512
-flips = 4
-learning_rate = 5e-4  # inside the paper's ImageNet-32 grid {1e-4, 3e-4, 5e-4, 7e-4}
-eval_interval = 1000
-dtype = "float32"  # as the reference code trains; --dtype=auto: bf16 where the hardware has it
-shape = "hourglass"
-latent_dim = 3546
-hidden_dim = 270
-n_blocks = 5
 out_dir = "out/mlp_imagenet32_denoise"

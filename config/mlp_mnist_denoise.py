@@ -5,16 +5,9 @@
 # unset (None) settings from here.
 #   python train_mlp.py config/mlp_mnist_denoise.py
 #   python train_mlp.py config/mlp_mnist_denoise.py --dataset=fashion_mnist   # full size, offline
+base = "mlp_mnist_sr.py"  # every setting not below
 task = "mnist_denoise"
 noise_sigma = 0.25
 epochs = 30
-batch_size = 128
 flips = 1
-learning_rate = 1e-3  # inside the paper's grid {1e-4, 5e-4, 1e-3, 5e-3}
-eval_interval = 0  # validate once per epoch
-dtype = "float32"  # as the reference code trains; --dtype=auto: bf16 where the hardware has it
-shape = "hourglass"
-latent_dim = 2048
-hidden_dim = 128
-n_blocks = 4
 out_dir = "out/mlp_mnist_denoise"

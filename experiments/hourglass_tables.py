@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-from hourglass import (HourglassConfig, HourglassGPT, count_params, match_baseline,  # noqa: E402
+from hourglass import (HourglassConfig, HourglassGPT, match_baseline,  # noqa: E402
                        match_ffn_at_fixed_width)
-from model import meta_device  # noqa: E402
+from model import meta_device, shape_counts  # noqa: E402
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 
 # Shapes the paper lists (Tables 2 and 3) with its rounded attention / FFN sizes in millions.
@@ -42,8 +42,9 @@ def paper_rows():
     """Our attention / FFN counts (parameters) for each shape of PAPER_ROWS, beside the paper's."""
     rows = []
     for label, d, d_h, n_sub_blocks, n_layer, n_head, paper_attn, paper_ffn in PAPER_ROWS:
-        c = count_params(n_embd=d, bottleneck_dim=d_h, n_sub_blocks=n_sub_blocks, n_layer=n_layer,
-                         n_head=n_head, vocab_size=50304, block_size=2)
+        c = shape_counts(HourglassGPT, HourglassConfig(
+            n_embd=d, bottleneck_dim=d_h, n_sub_blocks=n_sub_blocks, n_layer=n_layer,
+            n_head=n_head, vocab_size=50304, block_size=2))
         rows.append(dict(label=label, d_model=d, d_h=d_h, K=n_sub_blocks, L=n_layer,
                          attention=c["attention"], ffn=c["ffn"], norms=c["norms"],
                          paper_attention_M=paper_attn, paper_ffn_M=paper_ffn))

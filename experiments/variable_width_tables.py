@@ -75,8 +75,8 @@ def report(args):
                                args["bottleneck_width_ratio"], args["width_multiple"],
                                (args["ffn_hidden"] or 4 * d) / d,
                                (args["n_kv_head"] or args["n_head"]) / args["n_head"])
-        lines.append(f"solver: endpoint width {info['unrounded'][0]:.2f} (unrounded), alpha^- = "
-                     f"{info['alpha']:.5f}, bottleneck layer l* = {info['bottleneck_layer']} "
+        lines.append(f"solver: endpoint width {info['unrounded'][0]:.2f} (unrounded), a^- = "
+                     f"{info['rate']:.5f}, bottleneck layer l* = {info['bottleneck_layer']} "
                      f"(1-indexed)")
     lines.append("layer  width  heads  head_dim  kv_heads  ffn_hidden      params")
     for i, (block, s) in enumerate(zip(model.blocks, model.config.layers)):

@@ -119,13 +119,39 @@ _WHAT = [  # how a refusal names what it found (the first matching class)
      "+ - * / // % **"), (ast.expr, "an expression that is not a literal")]
 
 
-def read_config_file(path, name=None):
+def read_config_file(path, name=None, _extending=()):
     """{key: value} of a config file, in the file's order, read without running it. A config file
     is data: `name = value` lines (comments and a docstring aside) whose values are literals -
     numbers, strings, True/False/None, lists, tuples, dicts, sets - or + - * / // % ** on them
     (`batch_size = 8 * 4`, `min_lr = 6e-4 / 10`). Anything else (an import, a call, a name, an
-    if, ...) or a syntax error is a ConfigError of one line naming the file (as `name`) and line."""
+    if, ...) or a syntax error is a ConfigError of one line naming the file (as `name`) and line.
+
+    A config may extend another, so that it says only what differs: `base = "other.py"` (a path
+    from this file's folder) reads that config first, and every line of this file overrides it,
+    wherever `base` stands. A base that is missing, not a string, or leads back to this file is a
+    ConfigError of one line. (_extending: the files that extend this one, to find a cycle.)"""
     name = name or str(path)
+    settings = _read_literals(path, name)
+    if "base" not in settings:
+        return settings
+    base = settings.pop("base")
+    if not isinstance(base, str) or not base.endswith(".py"):
+        raise ConfigError(f"{name}: base={base!r}: name the config file it extends, e.g. "
+                          f"base = \"train_shakespeare_char.py\" (a path from this file's folder)")
+    base_path, here = Path(path).parent / base, Path(path).resolve()
+    chain = [*_extending, here]
+    if base_path.resolve() in chain:
+        cycle = " -> ".join(p.name for p in [*chain, base_path.resolve()])
+        raise ConfigError(f"{name}: base {base!r} leads back to itself ({cycle}): a config can "
+                          f"extend only a config that does not extend it")
+    if not base_path.is_file():
+        raise ConfigError(f"{name}: base {base!r} not found (no file {base_path})")
+    base_name = str(Path(name).parent / base)
+    return {**read_config_file(base_path, base_name, tuple(chain)), **settings}
+
+
+def _read_literals(path, name):
+    """The `name = literal` lines of one config file (read_config_file without `base`)."""
     try:
         source = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -48,12 +48,20 @@ def config_text(config):
 # settings that are not part of a run's identity: out_dir (the same folder, maybe reached by
 # another path) and eval_ood (texts scored at each evaluation: it measures, and changes no loss)
 NOT_IDENTITY = ("out_dir", "eval_ood")
+# model_args a record may leave out, by model_type: a record without one holds a run of this value
+# (the committed CEA records ran on cea.py's mask-free kernels without naming them)
+RECORDED_MODEL_ARGS = {"cea": {"attention_impl": "causal"}}
 
 
 def run_identity(config):
     """A run's settings with NOT_IDENTITY set aside: two runs are the same run when theirs are
-    equal (a record that lacks one of NOT_IDENTITY is the same run as one that has it)."""
-    return {**config, **dict.fromkeys(NOT_IDENTITY)}
+    equal (a record that lacks one of NOT_IDENTITY is the same run as one that has it; one that
+    lacks a key of RECORDED_MODEL_ARGS, the same run as one that names its value)."""
+    identity = {**config, **dict.fromkeys(NOT_IDENTITY)}
+    recorded = RECORDED_MODEL_ARGS.get(config.get("model_type"))
+    if recorded and isinstance(config.get("model_args"), dict):
+        identity["model_args"] = {**recorded, **config["model_args"]}
+    return identity
 
 
 def same_settings(config_path, config):

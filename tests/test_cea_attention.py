@@ -1,7 +1,8 @@
-"""cea.py's attention paths and KV cache: the fast paths (causal SDPA, no mask: the default) equal
-the readable one-SDPA dense-mask reference in values and gradients (fp32 tight, bf16 loose), with
-GQA, QK-norm and at T = 1; the CUDA guard of the masked reference; cached generation equals a full
-recompute for vanilla / CAA / CEA (every current_position) and the Inner-MoE."""
+"""cea.py's attention paths and KV cache: the fast paths (attention_impl='causal': causal SDPA, no
+mask) equal the paper's one softmax (the default, one SDPA with a dense mask) in values and
+gradients (fp32 tight, bf16 loose), with GQA, QK-norm and at T = 1; the CUDA guard of the masked
+reference; cached generation equals a full recompute for vanilla / CAA / CEA (every
+current_position) and the Inner-MoE."""
 
 import pytest
 import torch
@@ -39,10 +40,10 @@ def loss_and_grads(model, idx):
 @pytest.mark.parametrize("rule", ["direct", "masked"])
 def test_fast_attention_equals_the_reference_in_values_and_gradients_fp32(rule, variant, T):
     model = build(current_position=rule, **VARIANTS[variant])
-    assert all(b.attn.attention_impl == "causal" for b in model.blocks)  # the default
+    assert all(b.attn.attention_impl == "reference" for b in model.blocks)  # the default
     idx = torch.randint(0, 50, (2, T))
-    logits, grads = loss_and_grads(model, idx)
-    logits_ref, grads_ref = loss_and_grads(set_impl(model, "reference"), idx)
+    logits_ref, grads_ref = loss_and_grads(model, idx)
+    logits, grads = loss_and_grads(set_impl(model, "causal"), idx)
     torch.testing.assert_close(logits, logits_ref, rtol=1e-5, atol=1e-5)
     for g, g_ref in zip(grads, grads_ref):
         torch.testing.assert_close(g, g_ref, rtol=1e-4, atol=1e-6)
@@ -99,10 +100,10 @@ def test_masked_reference_with_a_small_head_dim_is_refused_on_cuda(monkeypatch):
         monkeypatch.undo()
         model.blocks[0].attn.check_kernels(on_cuda=False)  # the CPU is fine
     # no mask
-    for kw in (dict(shape, current_position="direct"), dict(shape, current_position="masked"),
-               # is_causal, no mask
-               dict(shape, current_position="transformed", attention_impl="reference"),
-               dict(current_position="masked", attention_impl="reference")):  # head_dim 8
+    for kw in (dict(shape, current_position="direct", attention_impl="causal"),
+               dict(shape, current_position="masked", attention_impl="causal"),
+               dict(shape, current_position="transformed"),  # is_causal, no mask
+               dict(current_position="masked")):  # head_dim 8
         build(**kw).blocks[0].attn.check_kernels(on_cuda=True)  # fine
 
 
@@ -115,10 +116,9 @@ CACHED_MODELS = {
     "cea_direct_gqa_qknorm": dict(outer_ratio=0.125, n_kv_head=2, qk_norm="head"),
     "cea_masked": dict(outer_ratio=0.125, current_position="masked"),
     "cea_transformed": dict(outer_ratio=0.125, current_position="transformed"),
-    "cea_direct_reference": dict(outer_ratio=0.125, attention_impl="reference"),
-    "cea_masked_reference": dict(
-        outer_ratio=0.125, current_position="masked", attention_impl="reference"
-    ),
+    "cea_direct_causal": dict(outer_ratio=0.125, attention_impl="causal"),
+    "cea_masked_causal": dict(outer_ratio=0.125, current_position="masked",
+                              attention_impl="causal"),
     "inner_moe_masked": dict(
         ffn_width_ratio=4,
         outer_ratio=1.0,

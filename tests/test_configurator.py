@@ -11,14 +11,61 @@ from shapelab.configurator import ConfigError, parse_overrides, read_config_file
 CONFIG_FILES = sorted((ROOT / "config").glob("*.py"))
 
 
+def own_lines(path):
+    """What running a config file alone gives (what nanoGPT's configurator did)."""
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+
+
+def executed(path):
+    """What running a config file gives, with its base run first."""
+    own = own_lines(path)
+    base = own.pop("base", None)
+    return {**executed(path.parent / base), **own} if base else own
+
+
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.name)
 def test_every_config_file_reads_to_the_values_running_it_gives(path):
-    namespace = {}
-    exec(compile(path.read_text(), str(path), "exec"), namespace)  # (what the configurator did)
-    executed = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    read = read_config_file(path)
-    assert read == executed
-    assert [type(v) for v in read.values()] == [type(v) for v in executed.values()]
+    read, ran = read_config_file(path), executed(path)
+    assert read == ran
+    assert [type(read[k]) for k in read] == [type(ran[k]) for k in read]
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIG_FILES if "base" in own_lines(p)],
+                         ids=lambda p: p.name)
+def test_a_config_that_extends_another_says_only_what_differs(path):
+    own = own_lines(path)
+    base = read_config_file(path.parent / own.pop("base"))
+    assert not [k for k, v in own.items() if base.get(k) == v], f"{path.name} repeats its base"
+
+
+def test_a_base_config_is_read_first_and_every_line_of_the_file_overrides_it(tmp_path):
+    (tmp_path / "parent.py").write_text("a = 1\nb = 2\nc = 3\n")
+    (tmp_path / "middle.py").write_text('b = 20\nbase = "parent.py"\nd = 4\n')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "child.py").write_text('c = 300\nbase = "../middle.py"\n')
+    assert read_config_file(tmp_path / "middle.py") == dict(a=1, b=20, c=3, d=4)
+    assert read_config_file(tmp_path / "sub" / "child.py") == dict(a=1, b=20, c=300, d=4)
+    config = parse_overrides([str(tmp_path / "sub" / "child.py"), "--b=7"],
+                             dict(a=0, b=0, c=0, d=0))
+    assert config == dict(a=1, b=7, c=300, d=4)
+
+
+@pytest.mark.parametrize("files, says", [
+    ({"a.py": 'base = "a.py"\n'}, "base 'a.py' leads back to itself (a.py -> a.py)"),
+    ({"a.py": 'base = "b.py"\n', "b.py": 'x = 1\nbase = "a.py"\n'},
+     "base 'a.py' leads back to itself (a.py -> b.py -> a.py)"),
+    ({"a.py": 'base = "gone.py"\n'}, "base 'gone.py' not found"),
+    ({"a.py": "base = 3\n"}, "base=3: name the config file it extends"),
+    ({"a.py": 'base = "b.py"\n', "b.py": "import os\n"}, "b.py, line 1: only assignments"),
+])
+def test_a_missing_base_a_cycle_or_a_bad_base_is_one_line(tmp_path, files, says):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError) as error:
+        read_config_file(tmp_path / "a.py", name="a.py")
+    assert says in str(error.value) and "\n" not in str(error.value)
 
 
 def test_literals_and_arithmetic_on_them_are_allowed(tmp_path):

@@ -7,10 +7,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+import hourglass
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
-from hourglass import (HourglassConfig, HourglassFFN, HourglassGPT, count_params, match_baseline,
+from hourglass import (HourglassConfig, HourglassFFN, HourglassGPT, match_baseline,
                        match_ffn_at_fixed_width)
-from model import GPT, FFNSublayer, GPTConfig
+from model import GPT, FFNSublayer, GPTConfig, shape_counts
 from shapelab.configurator import parse_overrides
 from shapes import build_model as build_by_name
 
@@ -114,7 +115,7 @@ def test_fixed_width_mode_gives_table_1(k):
         matched["n_head"],
         matched["bottleneck_dim"],
     ) == (768, 12, 12, TABLE_1[k])
-    base, hg = count_params(**baseline), count_params(**matched)
+    base, hg = (shape_counts(HourglassGPT, HourglassConfig(**args)) for args in (baseline, matched))
     assert hg["attention"] == base["attention"]  # Table 1: 28M attention for every row
     assert round(hg["attention"] / 1e6) == 28 and round(hg["ffn"] / 1e6) == 85  # and 85M FFN
     assert abs(hg["ffn"] - base["ffn"]) <= 3 * k * 12 * 768 / 2  # within half a unit of d_h
@@ -127,6 +128,31 @@ def test_matcher_for_the_cpu_config_and_its_error():
     assert (matched["n_embd"], matched["bottleneck_dim"]) == (264, 98)
     with pytest.raises(ValueError, match="smaller ratio"):  # one unit of d_h is 0.5% of the budget
         match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, tolerance=1e-6)
+
+
+def test_matcher_searches_d_h_so_a_block_whose_count_is_no_straight_line_still_matches(
+        monkeypatch):
+    """A learner's taper (sub-block i of hidden d_h (i + 2) / 4, floored) makes the count bend in
+    d_h: the matcher still finds the d_h whose count is closest, where a line through d_h = 1 and 2
+    misses by far."""
+    class TaperedGPT(HourglassGPT):
+        def make_ffn(self, layer_idx, spec):
+            c = self.config
+            ffn = HourglassFFN(c.n_embd, spec.ffn_hidden, c.n_sub_blocks, c)
+            ffn.sub_blocks = torch.nn.ModuleList(
+                FFNSublayer(c.n_embd, max(1, spec.ffn_hidden * (i + 2) // 4), c)
+                for i in range(c.n_sub_blocks))
+            return ffn
+
+    monkeypatch.setattr(hourglass, "HourglassGPT", TaperedGPT)
+    baseline = dict(n_layer=4, n_head=6, n_embd=192, vocab_size=84, block_size=2)
+    matched = match_baseline(baseline, n_sub_blocks=4, bottleneck_ratio=0.4)
+    target = budget(build_plain, **baseline)
+    error = lambda d_h: abs(budget(  # noqa: E731
+        lambda **kw: TaperedGPT(HourglassConfig(**kw)), **dict(matched, bottleneck_dim=d_h))
+        - target)
+    d_h = matched["bottleneck_dim"]
+    assert error(d_h) <= min(error(d_h - 1), error(d_h + 1)) and error(d_h) < 0.005 * target
 
 
 def test_causality_of_the_full_model():

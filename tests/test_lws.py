@@ -13,7 +13,7 @@ import torch
 from conftest import ROOT, all_logits, assert_causal, overfit_loss, tiny_config
 import lws
 from lws import LWSConfig, LWSGPT
-from model import GPT
+from model import GPT, shape_counts
 from shapes import build_model
 
 FRAMED_18L_FFN = [3072, 512, 768, 1024, 1024, 1280, 1280, 1536, 1536, 1792, 2048, 2048, 2304,
@@ -226,10 +226,11 @@ def test_match_params_scales_only_beta_to_the_baselines_count():
     baseline = dict(base, ffn_scalars=[2.5, 2.5], qkv_scalars=[0.75, 0.75])
     variant = dict(base, **lws.VARIANTS["crown"])
     matched, count = lws.match_params(baseline, variant, tolerance=1e-2)
-    target = lws.count_params(**baseline)["non_embedding"]
-    assert count == lws.count_params(**matched)["non_embedding"]
-    assert abs(count - target) / target < 0.02 and count != lws.count_params(**variant)[
-        "non_embedding"]
+    target, matched_count, unmatched = (
+        shape_counts(lws.LWSGPT, lws.LWSConfig(**args))["non_embedding"]
+        for args in (baseline, matched, variant))
+    assert count == matched_count
+    assert abs(count - target) / target < 0.02 and count != unmatched
     assert {k: v for k, v in matched.items() if k != "ffn_scalars"} == {
         k: v for k, v in variant.items() if k != "ffn_scalars"}  # alpha and the frame stay
     ratios = [m / v for m, v in zip(matched["ffn_scalars"], variant["ffn_scalars"])]

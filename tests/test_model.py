@@ -8,7 +8,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, tiny_config
-from model import GPT, GPTConfig, LayerSpec
+from model import GPT, GPTConfig, LayerSpec, closest_size
 from shapelab.hardware import peak_flops
 
 
@@ -242,3 +242,14 @@ def test_compiled_model_matches_eager_and_trains():
     _, loss = compiled(idx, idx)
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.parametrize("count, target", [
+    (lambda n: 3 * n + 7, 1000), (lambda n: n * n + n // 3, 5000), (lambda n: n, 1),
+    (lambda n: 10 * n, 3), (lambda n: 100 * n, 1), (lambda n: n if n < 50 else 100 * n, 20000),
+    (lambda n: 100 * n if n < 50 else 5000 + n, 5900)])
+def test_closest_size_is_the_closest_integer_for_any_growing_count(count, target):
+    """model.closest_size searches (doubling, then bisection): the size it returns is the closest
+    of every n >= 1, however the count bends."""
+    best = min(range(1, 2000), key=lambda n: abs(count(n) - target))
+    assert abs(count(closest_size(count, target)) - target) == abs(count(best) - target)

@@ -13,9 +13,9 @@ from conftest import run_here
 from model import meta_device
 from shapelab.configurator import ConfigError
 from shapes import MODELS, build_model
-from shapes import (MATCHING_KEYS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, count_budget,
-                    describe_shapes, layer_profile, matched_shapes, preset_settings, select_models,
-                    shapes_table)
+from shapes import (MATCHING_KEYS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, check_model_settings,
+                    count_budget, describe_shapes, layer_profile, matched_shapes, preset_settings,
+                    select_models, shapes_table)
 import variable_width
 
 
@@ -247,3 +247,40 @@ def test_a_shapes_only_build_of_every_model_type_draws_nothing_and_imports_no_dy
             on_meta = build_model(name, **args)
         assert all(p.is_meta for p in on_meta.parameters())
         assert on_meta.param_counts() == build_model(name, **args).param_counts(), name
+
+
+def test_a_bottleneck_ratio_by_hand_that_would_not_re_match_the_budget_is_one_line_saying_how():
+    """--model_args={'bottleneck_ratio': r} builds d_h = r d at the GPT's d, which nothing
+    re-matches: refused with the command that prints the matched shape; with n_embd given, that
+    d is meant and the shape builds."""
+    from shapelab.configurator import train_defaults
+    settings = dict(train_defaults(), model_type="hourglass", n_embd=128, n_head=4, n_layer=4)
+    with pytest.raises(ConfigError, match="python hourglass.py .*--n_embd=128 .*"
+                                          "--bottleneck_ratio=0.25"):
+        check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25}))
+    check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25, "n_embd": 128}))
+
+
+def test_every_recorded_cea_run_is_the_cea_run_the_comparison_plans():
+    """The comparison's CEA names cea.py's mask-free kernels (attention_impl='causal'); the
+    committed records, which ran on them without naming them, are the same runs
+    (sweep.run_identity), so a comparison reuses each; a run of the paper's softmax is not one."""
+    from shapelab.configurator import read_config_file
+    from shapelab.sweep import run_identity
+    preset = PRESETS["cpu"]
+    records = sorted(ROOT.glob("results/compare_verdict_*/runs/cea-*/config.py"))
+    assert len(records) > 30
+    matching = {k: preset[k] for k in MATCHING_KEYS}
+
+    @functools.cache
+    def planned_for(vocab_size):
+        baseline = dict(baseline_of(preset), vocab_size=vocab_size)
+        return matched_shapes(baseline, **matching, models=("CEA",))["CEA"][1]
+
+    for path in records:
+        recorded = read_config_file(path)
+        planned = planned_for(recorded["model_args"]["vocab_size"])
+        assert planned == {**recorded["model_args"], "attention_impl": "causal"}, path
+        assert run_identity(dict(recorded, model_args=planned)) == run_identity(recorded)
+        paper = dict(planned, attention_impl="reference")
+        assert run_identity(dict(recorded, model_args=paper)) != run_identity(recorded)

@@ -87,7 +87,7 @@ def test_solver_reproduces_the_paper_200m_widths_and_matches_parameters():
     widths, info = solve_widths("x", 16, 640)
     assert widths == PAPER_200M
     assert sum(widths) / 16 == 576.0
-    assert abs(info["unrounded"][0] - 1146.80) < 0.01 and abs(info["alpha"] - 0.85004) < 1e-5
+    assert abs(info["unrounded"][0] - 1146.80) < 0.01 and abs(info["rate"] - 0.85004) < 1e-5
     shape = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
                  tie_embeddings=False)
     with torch.device("meta"):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from conftest import ROOT
-from hourglass import HourglassConfig, HourglassGPT, count_params, match_baseline
-from model import GPT, GPTConfig
+from hourglass import HourglassConfig, HourglassGPT, match_baseline
+from model import GPT, GPTConfig, shape_counts
 
 TABLES = ROOT / "experiments" / "hourglass_tables.py"
 sys.path.insert(0, str(TABLES.parent))
@@ -43,7 +43,7 @@ def test_parameter_counts_equal_the_papers_table_2_rows(row):
         vocab_size=50304,
         block_size=2,
     )
-    counts = count_params(**shape)
+    counts = shape_counts(HourglassGPT, HourglassConfig(**shape))
     assert counts["attention"] == n_layer * 4 * d * d
     assert counts["ffn"] == n_layer * k * 3 * d_h * d
     assert round(counts["attention"] / 1e6) == attention_m and round(counts["ffn"] / 1e6) == ffn_m

@@ -10,6 +10,7 @@ import torch
 
 from conftest import ROOT
 import lws
+from model import shape_counts
 from shapelab.configurator import parse_overrides, train_defaults
 from shapes import build_model
 
@@ -91,14 +92,15 @@ def test_command_line_prints_the_cpu_shapes_with_their_model_args(monkeypatch, c
 
 
 def test_cpu_configs_are_the_baseline_and_the_variants_matched_to_it(cpu_shapes):
-    target = lws.count_params(**cpu_shapes["baseline"])["non_embedding"]
+    target = shape_counts(lws.LWSGPT, lws.LWSConfig(**cpu_shapes["baseline"]))[
+        "non_embedding"]
     keys = ("out_dir", "eval_interval", "eval_iters", "log_interval", "sample_tokens", "dataset",
             "batch_size", "block_size", "model_type", "n_layer", "n_embd", "n_head", "n_kv_head",
             "head_dim", "qk_norm", "tie_embeddings", "dropout", "dtype", "model_args",
             "learning_rate", "max_iters", "lr_decay_iters", "min_lr", "beta2", "warmup_iters")
     schedules = {**lws.VARIANTS, "baseline": tables.CPU_BASELINE}
     for name, shape in cpu_shapes.items():
-        count = lws.count_params(**shape)["non_embedding"]
+        count = shape_counts(lws.LWSGPT, lws.LWSConfig(**shape))["non_embedding"]
         assert abs(count - target) / target < 0.01, name
         assert shape["qkv_scalars"] == schedules[name]["qkv_scalars"]
         cfg = parse_overrides([str(ROOT / f"config/lws_{name}_shakespeare_char.py")],

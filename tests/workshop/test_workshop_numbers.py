@@ -149,15 +149,17 @@ def early_bottleneck():
 @functools.cache
 def lws_cpu():
     import lws
+    from model import shape_counts
     from lws_tables import CPU_BASE, CPU_BASELINE
     baseline = {**CPU_BASE, **CPU_BASELINE}
     vanilla, count = lws.match_params(baseline, {**CPU_BASE, "n_layer": CPU_BASELINE["n_layer"],
                                                  **lws.VARIANTS["vanilla"]})
     frame = inspect.signature(lws.layer_multipliers).parameters
+    target = shape_counts(lws.LWSGPT, lws.LWSConfig(**baseline))["non_embedding"]
     return dict(L=CPU_BASELINE["n_layer"], got=vanilla["ffn_scalars"],
                 paper=lws.VARIANTS["vanilla"]["ffn_scalars"],
                 count=f"{count / 1e6:.4f}M",
-                target=f"{lws.count_params(**baseline)['non_embedding'] / 1e6:.4f}M",
+                target=f"{target / 1e6:.4f}M",
                 beta=f"{frame['frame_ffn'].default:g}", alpha=f"{frame['frame_qkv'].default:g}",
                 multiple=CPU_BASE["ffn_multiple"], paper_multiple=lws.LWSConfig.ffn_multiple,
                 guard="0.9" if "0.9 * value" in inspect.getsource(lws.make_divisible) else "?",
@@ -167,9 +169,10 @@ def lws_cpu():
 
 def valley():
     import lws
+    from model import shape_counts
     module = solution("lws_exercise")
     m = build("lws", **module.valley_shape())
-    target = lws.count_params(**module.BASELINE)["non_embedding"]
+    target = shape_counts(lws.LWSGPT, lws.LWSConfig(**module.BASELINE))["non_embedding"]
     gap = 1 - m.param_counts()["non_embedding"] / target
     return dict(widths=[s.ffn_hidden for s in m.config.layers],
                 heads=[s.n_head for s in m.config.layers], gap=f"{gap:.0%}",

@@ -246,6 +246,7 @@ def participant_ratio(module, model, idx, targets):
 
 def check_lws_exercise(module):
     import lws
+    from model import shape_counts
     args = keyword_arguments(module, "valley_shape")
     model = build("lws", args)
     specs = model.config.layers
@@ -258,7 +259,7 @@ def check_lws_exercise(module):
             f"FFN widths {widths}: not a valley with its minimum in the middle layer")
     assert heads[middle] < min(heads[0], heads[-1]), (
         f"query heads {heads}: the attention should make a valley too")
-    target = lws.count_params(**module.BASELINE)["non_embedding"]
+    target = shape_counts(lws.LWSGPT, lws.LWSConfig(**module.BASELINE))["non_embedding"]
     count = model.param_counts()["non_embedding"]
     gap = relative_gap(count, target)
     assert gap <= 0.015, (f"{count:,} non-embedding parameters vs the baseline's {target:,}: "
