@@ -91,6 +91,7 @@ from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
 from shapelab.cost import cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
+from shapelab import looks
 from shapelab.pages import pages, write_blocks
 from shapelab.plot import plot_curves, plot_verdict
 from shapelab.report import (controls_json, page_blocks, regime_line, report_of_the_records,
@@ -577,133 +578,15 @@ def report(settings, shapes, results, tokens):
     written = ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png")
     for name in written if record_dir else ():
         write_atomic(Path(record_dir) / name, (out_dir / name).read_bytes())
-    if record_dir:
-        refresh_pages(record_dir)
     also = f" and in {portable(record_dir, ROOT)}" if record_dir else ""
     if record_dir and Path(record_dir).resolve().is_relative_to(ROOT):  # the pages quote it
         changed = write_blocks(pages(ROOT), page_blocks(record_dir))
+        if Path(record_dir).resolve() in {(ROOT / f).resolve() for f in looks.FOLDERS}:
+            changed += write_blocks(pages(ROOT), looks.page_blocks())  # README's table
         also += "".join(f"; {portable(page, ROOT)}'s generated blocks" for page in changed)
     print(f"\n{sections['table'].split(chr(10) * 2)[0]}\n\n{sections['rates']}\n\nwrote "
           f"{out_dir / 'results.md'}, results.json, results.csv, val_loss.png and verdict.png "
           f"there{also}")
-
-
-# ----------------------------------------------------------------------------------------
-# The pages' blocks: README's verdict table (the two committed verdicts side by side, a few
-# words a cell), the papers' gains at this loss
-
-
-README_VERDICTS = {"gpu": "results/compare_verdict_cpu_scale_gpu",  # (the H200's run)
-                   "cpu": "results/compare_verdict_cpu"}
-README_ROWS = [  # (shape, mechanism, file, paper: on its first row only, write-up in docs/)
-    ("GPT", "plain GPT", "model.py", "LLaMA-style: RMSNorm, RoPE, SwiGLU, no biases",
-     "compare.md"),
-    ("hourglass", "hourglass FFN", "hourglass.py", "Liao, Chen, Yi, Shiu 2026, *Revisiting the "
-     "Shape Convention of Transformer Language Models*", "hourglass.md"),
-    ("><former", "><former", "variable_width.py", "Wu, Sieberling, Tan, Panda, Polyanskiy, Kim "
-     "2026, *Variable-Width Transformers*", "variable_width.md"),
-    ("hourglass+><former", "hourglass + ><former", "compose.py", "the two above",
-     "compare.md"),
-    ("FFN-Wider", "FFN-Wider", "cea.py", "Lu, Zhao, Qin, Huo, Yang, Xu 2024, *How does "
-     "Architecture Influence the Base Capabilities of Pre-trained Language Models?*",
-     "cea.md"),
-    ("CEA", "CEA", "cea.py", "", "cea.md"),
-    ("LWS vanilla", "LWS vanilla", "lws.py", "Baroian, Notebomer 2025, *Crown, Frame, Reverse: "
-     "Layer-Wise Scaling Variants for LLM Pre-Training*", "lws.md"),
-    ("LWS framed", "LWS framed", "lws.py", "", "lws.md"),
-    ("LWS reverse", "LWS reverse", "lws.py", "", "lws.md"),
-    ("LWS crown", "LWS crown", "lws.py", "", "lws.md"),
-]
-
-
-def verdict_in_brief(verdict):
-    """A shape's verdict (an entry of results.json's `verdicts`) in a few words, to three
-    decimals: 'better by m [lo, hi]' or 'worse by ...' past Holm ('narrow' where the difference
-    is below what the runs detect with one test), else 'no difference > the detectable one'."""
-    d = verdict["diff"]
-    if d is None:
-        return verdict["verdict"]  # the baseline
-    if "mean" not in d:
-        return d["verdict"]  # no verdict yet
-    if d["holm"]:
-        lo, hi = sorted((abs(d["lo"]), abs(d["hi"])))
-        side = "better" if d["mean"] < 0 else "worse"
-        said = f"{side} by {abs(d['mean']):.3f} [{lo:.3f}, {hi:.3f}]"
-        return said + (", narrow" if abs(d["mean"]) < d["detectable"] else "")
-    return f"no difference > {d['detectable_family']:.3f}"
-
-
-def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
-    """README's regime line and table: each shape's row (mechanism, file, paper, write-up) with its
-    verdict on the GPU and on the CPU, read from each folder's results.json; `docs`: the write-ups'
-    folder as the page links it (a page in docs/ links them by name)."""
-    verdicts, seeds, regimes = {}, {}, {}
-    for machine, folder in (("gpu", gpu_dir), ("cpu", cpu_dir)):
-        results = json.loads((Path(folder) / "results.json").read_text())
-        verdicts[machine] = {v["shape"]: v for v in results["verdicts"]}
-        seeds[machine] = max(len(v["seeds"]) for v in results["verdicts"])
-        regimes[machine] = regime_line(results["settings"], results["shapes"]["GPT"],
-                                       tokens_per_run(results["settings"]))
-    regime = (f"Both verdicts' r{regimes['gpu'][1:]}" if regimes["gpu"] == regimes["cpu"] else
-              f"The H200's r{regimes['gpu'][1:]} The CPU's r{regimes['cpu'][1:]}")
-    lines = [regime, "",
-             f"| mechanism | file | paper | one H200, {seeds['gpu']} verdict seeds (confirmatory) "
-             f"| 2 CPU cores, {seeds['cpu']} verdict seeds (exploratory) | write-up |",
-             "|---|---|---|---|---|---|"]
-    for shape, mechanism, file, paper, write_up in README_ROWS:
-        cells = [verdict_in_brief(verdicts[m][shape]) if shape in verdicts[m] else "not run"
-                 for m in ("gpu", "cpu")]
-        lines.append(f"| {mechanism} | `{file}` | {paper} | {cells[0]} | {cells[1]} | "
-                     f"[{write_up}]({docs}{write_up}) |")
-    return "\n".join(lines) + "\n"
-
-
-# Each paper's own difference against its baseline, every row of the tables that give one:
-# (the paper's table and row, the baseline's validation loss, the shape's)
-PAPER_EFFECTS = [
-    ("hourglass, 113M, K = 2, L = 12 (Table 2)", 3.464, 3.426),
-    ("hourglass, 113M, K = 2, L = 6 (Table 2)", 3.464, 3.428),
-    ("hourglass, 113M, K = 4, L = 12 (Table 2)", 3.464, 3.458),
-    ("hourglass, 113M, K = 4, L = 6 (Table 2)", 3.464, 3.418),
-    ("hourglass, 113M (Table 4)", 3.464, 3.426),
-    ("hourglass, 403M (Table 4)", 3.087, 3.064),
-    ("hourglass, 906M (Table 4)", 2.943, 2.934),
-    ("hourglass, 1074M (Table 4)", 2.810, 2.810),
-    ("><former, 200M (Table 2)", 3.452, 3.430),
-    ("><former, 500M (Table 2)", 3.138, 3.099),
-    ("><former, 1B (Table 2)", 2.926, 2.890),
-    ("><former, 2B (Table 2)", 2.751, 2.726),
-    ("><former, 3B/1B MoE (Table 2)", 2.726, 2.710),
-]
-
-
-def papers_at_this_loss(record_dir):
-    """Each paper's difference as a fraction of its baseline's loss, scaled to the GPT's mean
-    loss of the verdict in record_dir: a size to hold a difference here against, row by row."""
-    results = json.loads((Path(record_dir) / "results.json").read_text())
-    gpt = next(v["val_loss_mean"] for v in results["verdicts"] if v["shape"] == "GPT")
-    lines = [f"Scaled to the GPT's mean loss here ({gpt:.4f}, "
-             f"{portable(record_dir, ROOT)}):", "",
-             "| paper's result | its losses | fraction | at this loss |", "|---|---|---:|---:|"]
-    lines += [f"| {what} | {base:.3f} -> {shape:.3f} | {(base - shape) / base:.2%} | "
-              f"{(base - shape) / base * gpt:.4f} |" for what, base, shape in PAPER_EFFECTS]
-    return "\n".join(lines) + "\n"
-
-
-def readme_blocks(root=ROOT):
-    """{block name: text} of the pages' blocks this section writes."""
-    gpu, cpu = Path(root) / README_VERDICTS["gpu"], Path(root) / README_VERDICTS["cpu"]
-    return {"readme-verdicts": readme_verdict_table(gpu, cpu),
-            "docs-verdicts": readme_verdict_table(gpu, cpu, docs=""),
-            "papers-at-this-loss": papers_at_this_loss(gpu)}
-
-
-def refresh_pages(record_dir):
-    """After a report replaced the records of one of README's verdicts: the pages' blocks that
-    quote them, written anew."""
-    if Path(record_dir).resolve() in {(ROOT / d).resolve() for d in README_VERDICTS.values()}:
-        for page in write_blocks(pages(ROOT), readme_blocks()):
-            print(f"wrote the verdicts into {portable(page, ROOT)}")
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 # noqa: E402
 from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.configurator import (ConfigError, parse_overrides, read_config_file, usage_error)
+from shapelab.pages import pages, write_blocks  # noqa: E402
 from shapelab.verdict import rate_label  # noqa: E402
 
 SHAPES = ("FFN-Wider", "CEA")
@@ -305,6 +306,19 @@ def plot(analysis, path):
     save_figure(fig, path, dpi=110)
 
 
+def page_blocks(folder):
+    """The reading the pages quote, as a generated block (shapelab/pages.py) named
+    cea_ood.<the folder's name without 'compare_'>: the difference at the lowest in-domain level
+    the runs share, with its seeds."""
+    folder = Path(folder)
+    rates, _, verdict_seeds, _ = comparison(folder)
+    analysis = analyse(runs_at(folder, rates, verdict_seeds), verdict_seeds)
+    head, seeds = analysis["summaries"][0], analysis["seeds"]
+    return {f"cea_ood.{folder.resolve().name.removeprefix('compare_')}":
+            f"{words(head, analysis['levels'][0])} ({head['n']} paired seeds, "
+            f"{seeds[0]}-{seeds[-1]})\n"}
+
+
 def main(argv):
     folder = next((a for a in argv if not a.startswith("--")), None)
     try:
@@ -331,6 +345,9 @@ def main(argv):
     plot(analysis, out + ".png")
     print(text)
     print(f"wrote {out}.md, .csv and .png")
+    if folder.resolve().parent == ROOT / "results" and not any(a.startswith("--") for a in argv):
+        for page in write_blocks(pages(ROOT), page_blocks(folder)):  # the committed reading
+            print(f"wrote its block into {page.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -561,8 +561,10 @@ def page_blocks(paths, name):
     {block name: markdown} (nothing written): NAME.runs (the runs, their time, the noisy input,
     the seeds' spread), NAME.shapes (each shape at its lr), NAME.gaps (every front gap with its
     seed-paired range and how far a neighbouring rate moves it), NAME.fronts (the Pareto-optimal
-    shapes and the rates at an edge) and, where both lifts of a hourglass ran, NAME.lift (each
-    shape frozen -> learned). NAME is the name of the output they stand beside (--out)."""
+    shapes and the rates at an edge), NAME.brief (each hourglass form against each conventional
+    form in one line: the range of the test PSNR gaps over the conventional front's points, for
+    a summary such as README's) and, where both lifts of a hourglass ran, NAME.lift (each shape
+    frozen -> learned). NAME is the name of the output they stand beside (--out)."""
     shown = {str(p): repo_path(p) for p in paths}  # the same text from any working folder
     rows = [dict(r, csv=str(shown[r["csv"]])) for r in sweep_rows(paths)]
     entries = shape_results(rows)
@@ -570,11 +572,31 @@ def page_blocks(paths, name):
                   rows, entries, list(shown.values()))),
               f"{name}.shapes": "\n".join(shape_table(entries)),
               f"{name}.gaps": "\n".join(gap_bullets(entries)),
-              f"{name}.fronts": "\n".join(front_bullets(entries))}
+              f"{name}.fronts": "\n".join(front_bullets(entries)),
+              f"{name}.brief": "\n".join(brief_lines(entries))}
     lift = lift_bullet(entries)
     if lift:
         blocks[f"{name}.lift"] = lift
     return blocks
+
+
+def brief_lines(entries):
+    """One line per hourglass form against each conventional form: the test PSNR gaps at the
+    conventional front's points (total parameters), their range, and the parameters they span."""
+    lines = []
+    for hourglass in forms(entries, "hourglass"):
+        for conventional in forms(entries, "conventional"):
+            found = [(e, gap) for e, _, gap, _ in gaps(
+                entries, "params_total", "test_psnr_batchmse", hourglass, conventional)
+                if gap is not None]
+            if not found:
+                continue
+            low, high = min(g for _, g in found), max(g for _, g in found)
+            sizes = [e["params_total"] / 1e6 for e, _ in found]
+            lines.append(f"- {hourglass} minus {conventional}: {low:+.3f} to {high:+.3f} dB test "
+                         f"PSNR at the {len(found)} points of the conventional front from "
+                         f"{min(sizes):.2f}M to {max(sizes):.2f}M total parameters")
+    return lines
 
 
 def repo_path(path):

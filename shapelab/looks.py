@@ -22,7 +22,9 @@ against the GPT on every look:
 
 and the verdict of every shape in a few words per look. Both tables are also written into the
 pages' generated blocks that show them (shapelab/pages.py): verdicts.two_looks and
-verdicts.words.
+verdicts.words; and, of the committed looks, README's table (readme-verdicts, docs-verdicts) and
+the papers' own differences scaled to this loss, row by row (papers-at-this-loss). compare.py's
+report of a committed records folder writes them too.
 """
 
 import json
@@ -35,8 +37,8 @@ from scipy import stats
 from shapelab.configurator import usage_error
 from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
-from shapelab.report import p_text
-from shapelab.sweep import ROOT
+from shapelab.report import p_text, regime_line, tokens_per_run
+from shapelab.sweep import ROOT, portable
 from shapelab.verdict import ALPHA, holm, holm_levels, short_verdict
 
 FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
@@ -135,12 +137,103 @@ def words_table(looks):
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------------------
+# README's verdict table: the two committed looks side by side, a few words a cell; and the
+# papers' own differences at this loss
+
+
+README_ROWS = [  # (shape, mechanism, file, paper: on its first row only, write-up in docs/)
+    ("GPT", "plain GPT", "model.py", "LLaMA-style: RMSNorm, RoPE, SwiGLU, no biases",
+     "compare.md"),
+    ("hourglass", "hourglass FFN", "hourglass.py", "Liao, Chen, Yi, Shiu 2026, *Revisiting the "
+     "Shape Convention of Transformer Language Models*", "hourglass.md"),
+    ("><former", "><former", "variable_width.py", "Wu, Sieberling, Tan, Panda, Polyanskiy, Kim "
+     "2026, *Variable-Width Transformers*", "variable_width.md"),
+    ("hourglass+><former", "hourglass + ><former", "compose.py", "the two above",
+     "compare.md"),
+    ("FFN-Wider", "FFN-Wider", "cea.py", "Lu, Zhao, Qin, Huo, Yang, Xu 2024, *How does "
+     "Architecture Influence the Base Capabilities of Pre-trained Language Models?*",
+     "cea.md"),
+    ("CEA", "CEA", "cea.py", "", "cea.md"),
+    ("LWS vanilla", "LWS vanilla", "lws.py", "Baroian, Notebomer 2025, *Crown, Frame, Reverse: "
+     "Layer-Wise Scaling Variants for LLM Pre-Training*", "lws.md"),
+    ("LWS framed", "LWS framed", "lws.py", "", "lws.md"),
+    ("LWS reverse", "LWS reverse", "lws.py", "", "lws.md"),
+    ("LWS crown", "LWS crown", "lws.py", "", "lws.md"),
+]
+
+
+def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
+    """README's regime line and table: each shape's row (mechanism, file, paper, write-up) with its
+    verdict on the GPU and on the CPU, read from each folder's results.json; `docs`: the write-ups'
+    folder as the page links it (a page in docs/ links them by name)."""
+    verdicts, seeds, regimes = {}, {}, {}
+    for machine, folder in (("gpu", gpu_dir), ("cpu", cpu_dir)):
+        results = json.loads((Path(folder) / "results.json").read_text())
+        verdicts[machine] = {v["shape"]: v for v in results["verdicts"]}
+        seeds[machine] = max(len(v["seeds"]) for v in results["verdicts"])
+        regimes[machine] = regime_line(results["settings"], results["shapes"]["GPT"],
+                                       tokens_per_run(results["settings"]))
+    regime = (f"Both verdicts' r{regimes['gpu'][1:]}" if regimes["gpu"] == regimes["cpu"] else
+              f"The H200's r{regimes['gpu'][1:]} The CPU's r{regimes['cpu'][1:]}")
+    lines = [regime, "",
+             f"| mechanism | file | paper | one H200, {seeds['gpu']} verdict seeds (confirmatory) "
+             f"| 2 CPU cores, {seeds['cpu']} verdict seeds (exploratory) | write-up |",
+             "|---|---|---|---|---|---|"]
+    for shape, mechanism, file, paper, write_up in README_ROWS:
+        cells = [short_verdict(verdicts[m][shape]) if shape in verdicts[m] else "not run"
+                 for m in ("gpu", "cpu")]
+        lines.append(f"| {mechanism} | `{file}` | {paper} | {cells[0]} | {cells[1]} | "
+                     f"[{write_up}]({docs}{write_up}) |")
+    return "\n".join(lines) + "\n"
+
+
+# Each paper's own difference against its baseline, every row of the tables that give one:
+# (the paper's table and row, the baseline's validation loss, the shape's)
+PAPER_EFFECTS = [
+    ("hourglass, 113M, K = 2, L = 12 (Table 2)", 3.464, 3.426),
+    ("hourglass, 113M, K = 2, L = 6 (Table 2)", 3.464, 3.428),
+    ("hourglass, 113M, K = 4, L = 12 (Table 2)", 3.464, 3.458),
+    ("hourglass, 113M, K = 4, L = 6 (Table 2)", 3.464, 3.418),
+    ("hourglass, 113M (Table 4)", 3.464, 3.426),
+    ("hourglass, 403M (Table 4)", 3.087, 3.064),
+    ("hourglass, 906M (Table 4)", 2.943, 2.934),
+    ("hourglass, 1074M (Table 4)", 2.810, 2.810),
+    ("><former, 200M (Table 2)", 3.452, 3.430),
+    ("><former, 500M (Table 2)", 3.138, 3.099),
+    ("><former, 1B (Table 2)", 2.926, 2.890),
+    ("><former, 2B (Table 2)", 2.751, 2.726),
+    ("><former, 3B/1B MoE (Table 2)", 2.726, 2.710),
+]
+
+
+def papers_at_this_loss(record_dir):
+    """Each paper's difference as a fraction of its baseline's loss, scaled to the GPT's mean
+    loss of the verdict in record_dir: a size to hold a difference here against, row by row."""
+    results = json.loads((Path(record_dir) / "results.json").read_text())
+    gpt = next(v["val_loss_mean"] for v in results["verdicts"] if v["shape"] == "GPT")
+    lines = [f"Scaled to the GPT's mean loss here ({gpt:.4f}, "
+             f"{portable(record_dir, ROOT)}):", "",
+             "| paper's result | its losses | fraction | at this loss |", "|---|---|---:|---:|"]
+    lines += [f"| {what} | {base:.3f} -> {shape:.3f} | {(base - shape) / base:.2%} | "
+              f"{(base - shape) / base * gpt:.4f} |" for what, base, shape in PAPER_EFFECTS]
+    return "\n".join(lines) + "\n"
+
+
 def page_blocks(folders=FOLDERS):
     """{block name: markdown} of the looks in `folders` (records folders): verdicts.two_looks,
-    verdicts.words."""
+    verdicts.words; with the committed folders also README's table (readme-verdicts, and
+    docs-verdicts as a page in docs/ links it) and the papers' differences at the H200's loss
+    (papers-at-this-loss)."""
     looks = [read_look(Path(folder) if Path(folder).is_absolute() else ROOT / folder)
              for folder in folders]
-    return {"verdicts.two_looks": two_looks_table(looks), "verdicts.words": words_table(looks)}
+    blocks = {"verdicts.two_looks": two_looks_table(looks), "verdicts.words": words_table(looks)}
+    if tuple(folders) == FOLDERS:
+        cpu, gpu = (ROOT / folder for folder in FOLDERS)
+        blocks.update({"readme-verdicts": readme_verdict_table(gpu, cpu),
+                       "docs-verdicts": readme_verdict_table(gpu, cpu, docs=""),
+                       "papers-at-this-loss": papers_at_this_loss(gpu)})
+    return blocks
 
 
 def main(argv):

@@ -1,57 +1,41 @@
 """Every generated block on every page (README.md, docs/*.md) is what its command computes from
 the committed records today: a number typed by hand into a block, or left behind when the records
 change, fails here, naming the command that writes it anew. The command a block's marker names
-finds its producer in PRODUCERS; a block whose command is not there fails too."""
+is read as the command line it is (`producer`); a block whose command computes nothing fails too."""
 
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from shapelab.pages import blocks_in, pages
+from shapelab.configurator import read_config_file
+from shapelab.pages import blocks_in, pages, replace_blocks
 
 sys.path.insert(0, str(ROOT / "experiments"))
 
-FAIR_SWEEP = [ROOT / "results/mlp_fashion_denoise_fair" / run / "sweep.csv"
-              for run in ("first_sweep", "seed0", "seed1")]  # the glob's order
 
-
-def frozen_lift_gaps():
-    """The fronts script's lines on the fair sweep: at each point of the conventional MLP's front
-    (on the image itself), the frozen-lift hourglass's PSNR staircase there minus it."""
-    import mlp_hourglass_fronts as fronts
-    entries = fronts.fronts(FAIR_SWEEP)[1]
-    return "\n".join(fronts.gap_lines(entries, "params_total", "test_psnr_batchmse",
-                                      "hourglass (frozen W_in)", "conventional (direct)")) + "\n"
-
-
-def cea_ood_reading(folder):
-    """experiments/cea_ood_verdict.py's reading at the lowest in-domain level, with its seeds."""
-    import cea_ood_verdict as ood
-    rates, _, verdict_seeds, _ = ood.comparison(ROOT / folder)
-    analysis = ood.analyse(ood.runs_at(ROOT / folder, rates, verdict_seeds), verdict_seeds)
-    head, seeds = analysis["summaries"][0], analysis["seeds"]
-    return (f"{ood.words(head, analysis['levels'][0])} ({head['n']} paired seeds, "
-            f"{seeds[0]}-{seeds[-1]})\n")
-
-
-def compare_blocks():
-    import compare
-    return compare.readme_blocks(ROOT)
-
-
-OOD = "python experiments/cea_ood_verdict.py results/"
-PRODUCERS = {  # a block's command -> what computes its blocks ({name: text})
-    "python compare.py config/compare_verdict_cpu.py --report_only=True": compare_blocks,
-    "python experiments/mlp_hourglass_fronts.py results/mlp_fashion_denoise_fair/*/sweep.csv "
-    "--out=results/mlp_fashion_denoise_fair_fronts":
-        lambda: {"readme-image-mlp-frozen-lift": frozen_lift_gaps()},
-    OOD + "compare_verdict_cpu": lambda: {
-        "cea-ood-cpu": cea_ood_reading("results/compare_verdict_cpu")},
-    OOD + "compare_verdict_cpu_scale_gpu": lambda: {
-        "cea-ood-gpu": cea_ood_reading("results/compare_verdict_cpu_scale_gpu")},
-}
+def producer(command):
+    """What `command` (a block's marker) writes into the pages, computed from the committed records
+    without running it: {block name: text}; None for a command that writes no blocks."""
+    words = shlex.split(command)
+    args = [w for w in words[2:] if not w.startswith("--")]
+    options = dict(w[2:].split("=", 1) for w in words[2:] if w.startswith("--") and "=" in w)
+    if words[:3] == ["python", "-m", "shapelab.looks"] and len(words) == 3:
+        from shapelab import looks
+        return looks.page_blocks()
+    if words[:2] == ["python", "compare.py"] and options.get("report_only") == "True":
+        from shapelab.report import page_blocks
+        return page_blocks(ROOT / read_config_file(str(ROOT / args[0]))["record_dir"])
+    if words[:2] == ["python", "experiments/mlp_hourglass_fronts.py"] and "out" in options:
+        import mlp_hourglass_fronts
+        return mlp_hourglass_fronts.page_blocks([ROOT / a for a in args],
+                                                Path(options["out"]).name)
+    if words[:2] == ["python", "experiments/cea_ood_verdict.py"] and len(args) == 1:
+        import cea_ood_verdict
+        return cea_ood_verdict.page_blocks(ROOT / args[0])
+    return None
 
 
 def every_block():
@@ -63,15 +47,33 @@ def every_block():
     return found
 
 
+def test_the_pages_hold_generated_blocks():
+    """README's verdict table and the numbers of each kind of record are in blocks."""
+    names = {p.values[1] for p in every_block()}
+    assert {"readme-verdicts", "mlp_fashion_denoise_fair_fronts.brief",
+            "cea_ood.verdict_cpu"} <= names
+
+
 @pytest.mark.parametrize("page, name, command, body", every_block())
 def test_each_generated_block_is_what_its_command_computes_today(page, name, command, body):
     where = Path(page).relative_to(ROOT)
-    assert command in PRODUCERS, (
-        f"{where}: the block {name!r} names `{command}`, which no producer in tests/test_pages.py "
-        f"computes: add it to PRODUCERS")
-    computed = PRODUCERS[command]()
+    computed = producer(command)
+    assert computed is not None, (
+        f"{where}: the block {name!r} names `{command}`, which writes no blocks (tests/"
+        f"test_pages.py's producer reads the commands that do)")
     assert name in computed, f"{where}: `{command}` computes no block {name!r}"
     text = computed[name] if computed[name].endswith("\n") else computed[name] + "\n"
     assert body == text, (
         f"{where}: the block {name!r} is not what `{command}` computes from the committed "
-        f"records today, which is:\n{text}")
+        f"records today: run it. It computes:\n{text}")
+
+
+def test_a_block_is_rewritten_whole_and_the_prose_around_it_kept():
+    """replace_blocks: only the named block's body changes; a page with an unclosed block is an
+    error, never rewritten."""
+    page = ("prose 1.234\n<!-- generated: a by `cmd` -->\nold\n<!-- end generated: a -->\n"
+            "<!-- generated: b by `cmd` -->\nkept\n<!-- end generated: b -->\n")
+    new = replace_blocks(page, {"a": "new 5.678", "c": "not on the page"})
+    assert new == page.replace("old\n", "new 5.678\n")
+    with pytest.raises(ValueError, match="without a matching"):
+        replace_blocks(page + "<!-- generated: d by `cmd` -->\nopen\n", {"a": "x"})
