@@ -178,3 +178,50 @@ def peak_flops(device_type):
                 f"timed in the CPU time it got)" if share < 0.5 else "")
         return flops, f"CPU {dtype} matmul peak measured now: {flops / 1e12:.2f} TFLOP/s{busy}"
     return None, f"no peak FLOP/s known for {device_type}"
+
+
+def training_step_timer(model, x, y, autocast_ctx, device_type):
+    """A function that times one forward and backward pass of `model` on the batch (x, y), in
+    seconds, and changes nothing a run keeps: no update, the gradients dropped, torch's RNG
+    states (dropout's) put back - a run with and without the timing trains the same steps."""
+    def time_one_pass():
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state() if device_type == "cuda" else None
+        start = time.perf_counter()
+        with autocast_ctx:
+            _, loss = model(x, y)
+        loss.backward()
+        if device_type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        model.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng)
+        return seconds
+    return time_one_pass
+
+
+def fastest_threads(time_one_pass, passes=2):
+    """CPU: the number of threads that trains fastest on this machine as it is, set with
+    torch.set_num_threads, and its seconds a pass. Other programs may hold some of the cores:
+    then torch's threads wait on each other, and fewer threads train faster (2 cores beside two
+    busy programs: 625 ms a step on one thread, 802 ms on two). So each count from 1 up to
+    torch's default (powers of two, and the default) is timed after an untimed warm-up pass: the
+    best of `passes` passes, or one pass where it is already slower than a count before it (on
+    a machine whose cores are all taken, a pass on every thread can take ten times one on one).
+    Returns (threads, seconds a pass, {threads: seconds})."""
+    most = torch.get_num_threads()
+    counts = sorted({most} | {2 ** k for k in range(most.bit_length()) if 2 ** k < most})
+    torch.set_num_threads(1)
+    time_one_pass()  # (the first pass allocates)
+    timings = {}
+    for threads in counts:
+        torch.set_num_threads(threads)
+        timings[threads] = time_one_pass()
+        for _ in range(passes - 1):
+            if timings[threads] <= min(timings.values()):
+                timings[threads] = min(timings[threads], time_one_pass())
+    best = min(timings, key=timings.get)
+    torch.set_num_threads(best)
+    return best, timings[best], timings
