@@ -81,7 +81,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from shapelab.checkpoint import write_atomic
-from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
+from shapelab.configurator import ConfigError, check_train_settings, usage_error
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.plot import plot_curves, plot_verdict
 from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, portable,
@@ -90,7 +90,8 @@ from shapelab.sweep import (NOT_IDENTITY, ROOT, TERMINATED, busy, lock_out_dir, 
 from shapelab.verdict import (choose_rate, next_rate, rate_label, rates_table, refine_rates,
                               shape_rows, verdict_footer, verdict_table)
 from shapes import (ALL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings, describe_shapes,
-                    matched_shapes, preset_settings, select_models, shapes_table, slug)
+                    matched_shapes, preset_settings, select_models, shapes_table, slug,
+                    train_defaults)
 
 # ----------------------------------------------------------------------------------------
 # The runs of a comparison: their settings and folders, the two phases

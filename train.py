@@ -12,13 +12,14 @@ A bare --model_type=X builds X at the budget of the GPT the other settings descr
 compare.py matches it, and prints its shape.
 
 Top to bottom: settings (a resume takes the checkpoint's); devices, precision, DDP; the data; the
-model and AdamW; the loop: evaluate and checkpoint every eval_interval steps, one optimizer step
-(gradient accumulation, clipping, warm-up + cosine learning rate), a log line every log_interval
-steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run to max_minutes on this machine,
-re-planned at each evaluation and by the clock. What keeps a run safe (locked out_dir, exact
-resume, a diverged model never saved, Ctrl-C and SIGTERM in one line) lives in shapelab/run.py;
-atomic checkpoints in shapelab/checkpoint.py; data checked without reading it in
-shapelab/dataset.py.
+model and AdamW; the learning rate (get_lr: warm-up, then cosine decay over max_iters); a few
+passes timed on this machine (a CPU's threads; a time limit's first plan); the loop: evaluate and
+checkpoint every eval_interval steps, one optimizer step (gradient accumulation, clipping), a log
+line every log_interval steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run's length
+to max_minutes, timed on its training steps and planned again as it runs. What keeps a run safe
+(locked out_dir, exact resume, a diverged model never saved, Ctrl-C and SIGTERM in one line)
+lives in shapelab/run.py; atomic checkpoints in shapelab/checkpoint.py; data checked without
+reading it in shapelab/dataset.py.
 """
 
 import gc
@@ -37,9 +38,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
-from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, fastest_threads,
-                               peak_flops, pick_device, set_fp32_matmul_precision,
-                               training_step_timer)
+from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
+                               pick_device, set_fp32_matmul_precision, time_training_passes)
 from shapelab.run import (RunDir, TimePlan, all_finite, all_rng_states, restore_rng,
                           resume_settings)
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
@@ -212,7 +212,7 @@ else:
     run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
     val_loss = checkpoint.get("val_loss", best_val_loss)
-    time_plan_state = checkpoint.get("time_plan")  # its plan, decay and clock at this step
+    time_plan_state = checkpoint.get("time_plan")  # its plan and clock at this step
     note = restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
@@ -292,25 +292,17 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-# A few forward and backward passes timed on this machine as it is (nothing is trained): a CPU
-# trains on the number of threads that is fastest now (other programs may hold cores), and
-# max_iters = 0 plans the run's length to end at max_minutes (shapelab/run.py's TimePlan: timed
-# again on the training steps every tenth of the limit). A resume goes on with its saved plan.
+# A few forward and backward passes timed on this machine as it is (nothing trained, no RNG
+# drawn): a CPU trains on the number of threads that is fastest now (other programs may hold
+# cores), and max_iters = 0 plans the run's length to end at max_minutes (shapelab/run.py's
+# TimePlan, timed again on the training steps as they run). A resume goes on with its saved plan.
 time_plan = (TimePlan(max_minutes, script_start, eval_interval, ddp, master_process, device)
              if max_iters == 0 else None)
 if time_plan:
     time_plan.load(time_plan_state, iter_num)
 if device_type == "cpu" or time_plan:
-    time_one_pass = training_step_timer(
-        model, *get_batch("train", torch.Generator().manual_seed(seed)), autocast_ctx, device_type)
-    if device_type == "cpu":
-        threads, pass_s, timings = fastest_threads(time_one_pass)
-        if master_process:
-            print(f"CPU threads: {threads}, the fastest here now (a forward-backward pass: "
-                  + ", ".join(f"{1000 * s:.0f} ms on {n}" for n, s in timings.items()) + ")")
-    else:
-        time_one_pass()  # (the first pass compiles and allocates)
-        pass_s = min(time_one_pass(), time_one_pass())
+    pass_s = time_training_passes(model, *get_batch("train", torch.Generator().manual_seed(seed)),
+                                  autocast_ctx, device_type, speak=master_process)
     if time_plan:
         time_plan.first_plan(iter_num, pass_s * gradient_accumulation_steps)
 

@@ -1,8 +1,8 @@
 """
 What this machine is fast at: the device `device='auto'` picks (every command: `pick_device`; the
 settings it can use are configurator.check_device's), the precision `dtype='auto'` picks (train.py,
-sample.py), and the peak FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs
-are model.py's).
+sample.py), the peak FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs
+are model.py's), and the CPU threads that train fastest now (`time_training_passes`, train.py).
 
 - A GPU's peak is its datasheet's dense bf16 tensor-core figure, looked up by the card's name
   (`GPU_BF16_PEAK`: add yours if the log says "peak unknown").
@@ -225,3 +225,19 @@ def fastest_threads(time_one_pass, passes=2):
     best = min(timings, key=timings.get)
     torch.set_num_threads(best)
     return best, timings[best], timings
+
+
+def time_training_passes(model, x, y, autocast_ctx, device_type, speak=True):
+    """Seconds of one forward and backward pass of `model` on the batch (x, y), timed on this
+    machine as it is (training_step_timer: nothing trained, no RNG drawn). A CPU takes the number
+    of threads that is fastest now (fastest_threads), and says so in one line where `speak`; a
+    GPU's first pass (compiling, allocating) is not timed."""
+    time_one_pass = training_step_timer(model, x, y, autocast_ctx, device_type)
+    if device_type == "cpu":
+        threads, seconds, timings = fastest_threads(time_one_pass)
+        if speak:
+            print(f"CPU threads: {threads}, the fastest here now (a forward-backward pass: "
+                  + ", ".join(f"{1000 * s:.0f} ms on {n}" for n, s in timings.items()) + ")")
+        return seconds
+    time_one_pass()
+    return min(time_one_pass(), time_one_pass())

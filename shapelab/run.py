@@ -6,9 +6,8 @@ folder, not about the model.
   metrics.jsonl written a whole line or nothing; --overwrite's previous run set aside until the
   new run's first checkpoint and put back if there is none; Ctrl-C, SIGTERM and running out of
   memory each end in one line naming the last good checkpoint and the command that goes on.
-- `TimePlan`: max_iters = 0 fits the run to max_minutes of wall time on this machine, re-planned
-  at each evaluation (and each tenth of the time limit) from the measured rate; the learning rate's
-  decay follows the plan, and always has room to reach min_lr.
+- `TimePlan`: max_iters = 0 fits the run's length to max_minutes on this machine as it is, timed
+  on its training steps and planned again as it runs (train.py's learning rate spans the length).
 - `resume_policy`: the settings a resume goes on with, for train.py (`resume_settings`) and
   train_mlp.py alike; `restore_rng`, `all_rng_states`: init_from='resume' goes on exactly as the
   run was saved - its model, its settings, every process's RNG states.
@@ -75,8 +74,8 @@ class RunDir:
             self._settle_a_killed_overwrite()
 
     def _check_writable(self):
-        """A folder may keep its lock file writable and still refuse new files (mode 555): said
-        at the start in one line, not at the first checkpoint (the steps before it lost)."""
+        """A folder that refuses new files (mode 555, run.lock writable): one line now, not at the
+        first checkpoint, the steps before it lost."""
         probe = self.dir / f"write-test.tmp.{os.getpid()}"
         try:
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
@@ -359,14 +358,12 @@ class TimePlan:
     rate spans that length; the plan decides nothing else.
 
     - The speed is timed on training steps: the first plan comes from passes timed at the start
-      (`first_plan`), then the plan is made again at each evaluation step and whenever a tenth
-      of the time limit passed without one, from the steps trained over the last tenth of the
-      limit (at least FIRST of them). Evaluations are timed apart (`evaluated`) and budgeted: one
-      every eval_interval steps and one at the end.
+      (`first_plan`), then the plan is made again after FIRST steps, at each evaluation step and
+      whenever a tenth of the time limit passed without one, from the steps of the last tenth.
+      Evaluations are timed apart (`evaluated`) and budgeted: every eval_interval steps and last.
     - The clock is monotonic: a system clock set back or forward changes nothing.
     - A plan of fewer than SHORT steps says so once, with what to do instead.
-    - Under torchrun every process plans at the same steps (each DDP_EVERY-th) and takes rank 0's
-      length.
+    - Under torchrun every process plans at the same steps and takes rank 0's length.
 
     The plan is saved in each checkpoint (`state_dict`); a resume goes on with it (`load`), and
     one given another max_minutes is planned again at once from the last speed."""
@@ -382,10 +379,9 @@ class TimePlan:
         self.step_s, self.eval_s = None, 0.0  # seconds a training step; the last evaluation's
         self.elapsed_before = 0.0  # seconds of the limit spent by earlier sessions
         self.decisions = []  # [step, max_iters, seconds a step] of each plan that changed it
-        self.timed_from = None  # (step, clock, evaluation seconds since): what the next plan times
-        self.planned_at = None  # the clock at the last plan
+        self.timed_from, self.eval_since = None, 0.0  # (step, clock) the timing runs from; its
+        self.planned_at = None  # evaluations' seconds since; the clock at the last plan
         self.from_start = False  # whether the plan is the start's timing (then timed on steps soon)
-        self.said_short = False
 
     def elapsed(self):
         return self.elapsed_before + time.monotonic() - self.script_start
@@ -410,14 +406,10 @@ class TimePlan:
         if not self.max_iters:
             self.step_s, self.from_start = step_s, True
             self._decide(step, f"time limit {self.minutes:g} min: ")
-            self._say_if_short()
 
     def evaluated(self, seconds):
         """An evaluation (with its checkpoint) took `seconds`: left out of the steps' timing."""
-        self.eval_s = seconds
-        if self.timed_from is not None:
-            since, then, eval_s = self.timed_from
-            self.timed_from = (since, then, eval_s + seconds)
+        self.eval_s, self.eval_since = seconds, self.eval_since + seconds
 
     def length(self, step):
         """max_iters at the top of `step`: planned again once a run has trained its first FIRST
@@ -425,8 +417,8 @@ class TimePlan:
         with the same plan) and whenever a tenth of the limit passed since the last plan."""
         now, tenth = time.monotonic(), 6 * self.minutes
         if self.timed_from is None:
-            self.timed_from, self.planned_at = (step, now, 0.0), now
-        since, then, eval_s = self.timed_from
+            self.timed_from, self.eval_since, self.planned_at = (step, now), 0.0, now
+        since, then = self.timed_from
         timed = step - since >= self.FIRST  # (a session's first steps: too few to time)
         due = timed and (step % self.eval_interval == 0 or now - self.planned_at >= tenth
                          or self.from_start)
@@ -437,12 +429,11 @@ class TimePlan:
             torch.distributed.broadcast(decided, src=0)
             due = timed and bool(decided.item())
         if due:  # timed over the steps since the window began (a tenth of the limit at most)
-            self.step_s = max(now - then - eval_s, 0.0) / (step - since)
+            self.step_s = max(now - then - self.eval_since, 0.0) / (step - since)
             if now - then >= tenth:
-                self.timed_from = (step, now, 0.0)
+                self.timed_from, self.eval_since = (step, now), 0.0
             self.planned_at, self.from_start = now, False
             self._decide(step, "time limit: ")
-            self._say_if_short()
         return self.max_iters
 
     def _decide(self, step, head):
@@ -465,12 +456,8 @@ class TimePlan:
                            if self.eval_s else "")
             print(f"{head}{change} ({1000 * self.step_s:.0f} ms a step{evaluations}, "
                   f"{_minutes(left)} left; planned again every {_minutes(6 * self.minutes)})")
-
-    def _say_if_short(self):
-        """One line, once, when the plan leaves too few steps to learn."""
-        if self.master and self.max_iters < self.SHORT and not self.said_short:
-            self.said_short = True
-            print(f"note: only {self.max_iters} steps fit in {self.minutes:g} min here, too few "
+        if self.master and planned < self.SHORT <= (old or self.SHORT):  # (once, unless it grew)
+            print(f"note: only {planned} steps fit in {self.minutes:g} min here, too few "
                   f"to learn much (a few hundred at least): give it more --max_minutes, set "
                   f"--max_iters=500 for a fixed length, or train a smaller model (--n_layer=2 "
                   f"--n_embd=64)")

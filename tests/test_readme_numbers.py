@@ -73,7 +73,8 @@ def build_as_train_py(command):
     """The model and its baseline GPT that `command` builds, as train.py builds them for a new run
     (its 'model and optimizer' part: the settings' GPT, then model_args over it, or a bare
     --model_type matched to that GPT's budget), on the meta device."""
-    from shapelab.configurator import parse_overrides, train_defaults
+    from shapelab.configurator import parse_overrides
+    from shapes import train_defaults
     from shapes import build_model, matched_model_args, model_keys
     config = parse_overrides(shlex.split(command)[2:], train_defaults())
     baseline = {"vocab_size": 65, **{k: config[k] for k in model_keys(config)}}
@@ -205,7 +206,7 @@ def test_the_table_of_mistakes_has_every_row():
 
 
 def test_the_main_jobs_settings_are_train_pys_defaults():
-    from shapelab.configurator import train_defaults
+    from shapes import train_defaults
     d = train_defaults()
     layers, width, minutes = one(r"trains a (\d+)-layer, (\d+)-wide GPT on the CPU for (\d+) "
                                  r"minutes on any laptop \(`max_minutes=(\d+)`")[:3]
@@ -218,7 +219,7 @@ def test_the_main_jobs_settings_are_train_pys_defaults():
 
 
 def test_the_time_limit_tables_tokens_are_its_steps_times_a_batch():
-    from shapelab.configurator import train_defaults
+    from shapes import train_defaults
     d = train_defaults()
     steps, tokens = one(r"\| (\d+) \(\d+ ms a step, ([\d.]+)M tokens\) \|")
     per_step = d["batch_size"] * d["block_size"] * d["gradient_accumulation_steps"]
@@ -248,7 +249,7 @@ def test_the_default_shapes_table_counts_their_parameters():
             gpt = GPT(GPTConfig(vocab_size=84, n_layer=layers, n_embd=width, n_head=4,
                                 block_size=context))
         assert row[1] == f"{gpt.budget() / 1e6:.2f}M", row
-    from shapelab.configurator import train_defaults
+    from shapes import train_defaults
     d = train_defaults()
     assert rows[0][0] == f"**{d['n_layer']} / {d['n_embd']} / {d['block_size']} (the default)**"
 

@@ -533,3 +533,4 @@ finally:
     message, rest = result.stderr.split("\n", 1)
     assert message.startswith("stopped by SIGTERM before the first checkpoint: "), message
     assert rest == "reported: other error\n", rest
+

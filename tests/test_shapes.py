@@ -235,7 +235,7 @@ def test_a_shapes_only_build_of_every_model_type_draws_nothing_and_imports_no_dy
     process, leaves torch._dynamo unimported (its import is a large part of a CPU command's
     start), and a build on it gives the counts a real build gives."""
     code = ("import sys, shapes\n"
-            "from shapelab.configurator import train_defaults\n"
+            "from shapes import train_defaults\n"
             f"for name in {sorted(MODELS)!r}:\n"
             "    shapes.check_model_settings({**train_defaults(), 'model_type': name})\n"
             "print('torch._dynamo' in sys.modules)")
