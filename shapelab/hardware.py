@@ -208,8 +208,10 @@ def fastest_threads(time_one_pass, passes=2):
     then torch's threads wait on each other, and fewer threads train faster (2 cores beside two
     busy programs: 625 ms a step on one thread, 802 ms on two). So each count from 1 up to
     torch's default (powers of two, and the default) is timed after an untimed warm-up pass: the
-    best of `passes` passes, or one pass where it is already slower than a count before it (on
-    a machine whose cores are all taken, a pass on every thread can take ten times one on one).
+    best of `passes` passes, or one pass where it is already slower than a count before it. A
+    count whose threads got less than half their cores' time (the CPU time this process got)
+    ends the search: the cores are taken, and more threads would only wait (on a machine whose
+    cores are all taken, one pass on two threads took four times one on one).
     Returns (threads, seconds a pass, {threads: seconds})."""
     most = torch.get_num_threads()
     counts = sorted({most} | {2 ** k for k in range(most.bit_length()) if 2 ** k < most})
@@ -218,10 +220,14 @@ def fastest_threads(time_one_pass, passes=2):
     timings = {}
     for threads in counts:
         torch.set_num_threads(threads)
+        cpu = time.process_time()
         timings[threads] = time_one_pass()
+        share = (time.process_time() - cpu) / (threads * timings[threads])
         for _ in range(passes - 1):
             if timings[threads] <= min(timings.values()):
                 timings[threads] = min(timings[threads], time_one_pass())
+        if share < 0.5:
+            break
     best = min(timings, key=timings.get)
     torch.set_num_threads(best)
     return best, timings[best], timings

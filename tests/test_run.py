@@ -471,20 +471,29 @@ def test_a_resumed_time_plan_goes_on_with_the_plan_it_saved(monkeypatch, tmp_pat
     assert capsys.readouterr().out.startswith("time limit 1 -> 2 min: max_iters ")
 
 
-def test_fewer_threads_are_taken_where_they_train_faster():
+def test_fewer_threads_are_taken_where_they_train_faster(monkeypatch):
     """fastest_threads times each thread count and keeps the fastest: on a machine whose cores
-    are taken, fewer threads (here one pass takes 0.6 s on one thread, 0.8 s on more)."""
-    from shapelab.hardware import fastest_threads
+    are taken, fewer threads (here a pass takes 0.6 s on one thread, 0.8 s on two); and where one
+    thread got a third of its core's time, two are not even tried."""
+    from shapelab import hardware
 
     before = torch.get_num_threads()
+    cpu = [0.0]  # the CPU time the passes below got
+    monkeypatch.setattr(hardware.time, "process_time", lambda: cpu[0])
     try:
-        for one, more, expected in ((0.6, 0.8, 1), (0.8, 0.4, 2)):
+        for one, more, share, expected, tried in ((0.6, 0.8, 1.0, 1, {1, 2}),
+                                                  (0.8, 0.4, 1.0, 2, {1, 2}),
+                                                  (0.8, 0.4, 0.33, 1, {1})):
             torch.set_num_threads(2)  # (torch's default on two cores)
+
             def time_one_pass():
-                return one if torch.get_num_threads() == 1 else more
-            threads, seconds, timings = fastest_threads(time_one_pass)
+                threads = torch.get_num_threads()
+                seconds = one if threads == 1 else more
+                cpu[0] += share * threads * seconds
+                return seconds
+            threads, seconds, timings = hardware.fastest_threads(time_one_pass)
             assert (threads, torch.get_num_threads()) == (expected, expected)
-            assert seconds == min(one, more) and set(timings) == {1, 2}
+            assert seconds == timings[expected] and set(timings) == tried
     finally:
         torch.set_num_threads(before)
 
