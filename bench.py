@@ -68,11 +68,10 @@ import torch
 
 from model import KVCache
 from shapelab.checkpoint import write_atomic
-from shapelab.configurator import (ConfigError, check_device, need, parse_overrides,
-                                   train_defaults, usage_error)
+from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
 from shapelab.hardware import (auto_dtype, autocast, peak_flops, pick_device,
                                set_fp32_matmul_precision)
-from shapes import build_model, model_keys
+from shapes import build_model, model_keys, train_defaults
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
                     preset_settings, select_models)
 

@@ -88,7 +88,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from shapelab.checkpoint import write_atomic
-from shapelab.configurator import ConfigError, check_train_settings, train_defaults, usage_error
+from shapelab.configurator import ConfigError, check_train_settings, usage_error
 from shapelab.cost import cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab import looks
@@ -104,7 +104,7 @@ from shapelab.verdict import (choose_rate, next_rate, rate_label, refine_rates,
                               seeds_in_verdict)
 from shapes import (ALL_NAMES, CONTROL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings,
                     describe_shapes, matched_shapes, preset_settings, select_models, shapes_table,
-                    slug)
+                    slug, train_defaults)
 
 # ----------------------------------------------------------------------------------------
 # The runs of a comparison: their settings and folders, the two phases

@@ -30,6 +30,7 @@ Measured results: docs/compare.md.
     python shapes.py --models=GPT,CEA --n_layer=4 --n_embd=96    # some shapes, any preset key
 """
 
+import ast
 import dataclasses
 import json
 import math
@@ -188,6 +189,19 @@ def model_keys(settings):
     takes from the run's settings (block_size, n_layer, ...); model_args adds a mechanism's own."""
     _, gpt_config = model_classes("gpt")
     return [f.name for f in dataclasses.fields(gpt_config) if f.name in settings]
+
+
+def train_defaults():
+    """train.py's default settings, read (never run) from its `name = literal` lines before
+    `config_keys`: compare.py and bench.py build train.py's runs from them, a config file on
+    top, as train.py reads it."""
+    defaults = {}
+    for node in ast.parse((ROOT / "train.py").read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id == "config_keys":
+                break
+            defaults[node.targets[0].id] = ast.literal_eval(node.value)
+    return defaults
 
 
 def build_model(model_type, **model_args):

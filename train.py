@@ -12,13 +12,14 @@ A bare --model_type=X builds X at the budget of the GPT the other settings descr
 compare.py matches it, and prints its shape.
 
 Top to bottom: settings (a resume takes the checkpoint's); devices, precision, DDP; the data; the
-model and AdamW; the loop: evaluate and checkpoint every eval_interval steps, one optimizer step
-(gradient accumulation, clipping, warm-up + cosine learning rate), a log line every log_interval
-steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run to max_minutes on this machine,
-re-planned at each evaluation and by the clock. What keeps a run safe (locked out_dir, exact
-resume, a diverged model never saved, Ctrl-C and SIGTERM in one line) lives in shapelab/run.py;
-atomic checkpoints in shapelab/checkpoint.py; data checked without reading it in
-shapelab/dataset.py.
+model and AdamW; the learning rate (get_lr: warm-up, then cosine decay over max_iters); a few
+passes timed on this machine (a CPU's threads; a time limit's first plan); the loop: evaluate and
+checkpoint every eval_interval steps, one optimizer step (gradient accumulation, clipping), a log
+line every log_interval steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run's length
+to max_minutes, timed on its training steps and planned again as it runs. What keeps a run safe
+(locked out_dir, exact resume, a diverged model never saved, Ctrl-C and SIGTERM in one line)
+lives in shapelab/run.py; atomic checkpoints in shapelab/checkpoint.py; data checked without
+reading it in shapelab/dataset.py.
 """
 
 import gc
@@ -38,7 +39,7 @@ from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
 from shapelab.dataset import find_dataset, ood_windows, open_dataset
 from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
-                               pick_device, set_fp32_matmul_precision)
+                               pick_device, set_fp32_matmul_precision, time_training_passes)
 from shapelab.run import (RunDir, TimePlan, all_finite, all_rng_states, restore_rng,
                           resume_settings)
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
@@ -97,7 +98,7 @@ seed = 1337  # the model's init, the batches (+ rank under torchrun) and dropout
 # -----------------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_")
                and isinstance(v, (int, float, bool, str, dict, type(None)))]
-script_start = time.time()  # a time limit counts from here
+script_start = time.monotonic()  # a time limit counts from here (a clock never set back)
 config_types = dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool)  # None defaults
 given_keys = set()  # the keys the config files and --key=value set
 try:  # a setting no run can use is one line (exit status 2) before anything is built
@@ -214,7 +215,7 @@ else:
     run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
     elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
     val_loss = checkpoint.get("val_loss", best_val_loss)
-    time_plan_state = checkpoint.get("time_plan")  # its plan, decay and clock at this step
+    time_plan_state = checkpoint.get("time_plan")  # its plan and clock at this step
     note = restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
@@ -279,31 +280,34 @@ def estimate_loss():
     return out
 
 
-# max_iters = 0: the run's length is planned to end at max_minutes, and re-planned at each
-# evaluation from the measured rate (shapelab/run.py); a resume goes on with the plan its checkpoint
-# saved
-time_plan = (TimePlan(max_minutes, script_start, eval_interval, warmup_iters, ddp,
-                      master_process, device) if max_iters == 0 else None)
-if time_plan:
-    time_plan.load(time_plan_state, iter_num)
-
-
 def get_lr(it):
-    """Linear warm-up for warmup_iters, then cosine decay to min_lr at lr_decay_iters (0:
-    max_iters); under a time limit over the fraction of its planned length (never back up), its
-    warm-up ended early where the plan is short (the decay keeps its room)."""
+    """nanoGPT's schedule: linear warm-up for warmup_iters steps, then cosine decay to min_lr at
+    lr_decay_iters (0: at max_iters, the planned length under a time limit), min_lr after it."""
     if not decay_lr:
         return learning_rate
-    warmup = time_plan.warmup_end if time_plan and not lr_decay_iters else warmup_iters
-    if it < warmup:
-        return learning_rate * (it + 1) / (warmup + 1)
-    if time_plan and not lr_decay_iters:
-        progress = time_plan.progress(it)
-    else:
-        progress = (it - warmup_iters) / max(1, (lr_decay_iters or max_iters) - warmup_iters)
-    progress = min(progress, 1.0)  # min_lr after the decay
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (learning_rate - min_lr)
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    decay_end = lr_decay_iters or max_iters
+    if it >= decay_end:
+        return min_lr
+    decay_ratio = (it - warmup_iters) / (decay_end - warmup_iters)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # from 1 down to 0
+    return min_lr + coeff * (learning_rate - min_lr)
 
+
+# A few forward and backward passes timed on this machine as it is (nothing trained, no RNG
+# drawn): a CPU trains on the number of threads that is fastest now (other programs may hold
+# cores), and max_iters = 0 plans the run's length to end at max_minutes (shapelab/run.py's
+# TimePlan, timed again on the training steps as they run). A resume goes on with its saved plan.
+time_plan = (TimePlan(max_minutes, script_start, eval_interval, ddp, master_process, device)
+             if max_iters == 0 else None)
+if time_plan:
+    time_plan.load(time_plan_state, iter_num)
+if device_type == "cpu" or time_plan:
+    pass_s = time_training_passes(model, *get_batch("train", torch.Generator().manual_seed(seed)),
+                                  autocast_ctx, device_type, speak=master_process)
+    if time_plan:
+        time_plan.first_plan(iter_num, pass_s * gradient_accumulation_steps)
 
 if ood_sha256:  # which texts the OOD losses are of (shapelab/sweep.py keeps this in result.json)
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))
@@ -315,14 +319,17 @@ to_try = (f"a lower learning_rate (now {learning_rate}), more warmup_iters (now 
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")
+    print(f"training from step {iter_num}: evaluating on {eval_iters} batches per split every "
+          f"{eval_interval} steps (and at the start and the end), a log line every {log_interval}")
 start_iter = iter_num
-run_start = time.time() - elapsed_before
+run_start = script_start - elapsed_before  # (a monotonic clock: never set back)
 eval_s = 0.0  # the last evaluation's seconds (with its save)
-t0, steps_timed = time.time(), 0  # the last time the host waited for the device, steps since
+t0, steps_timed = time.monotonic(), 0  # the last time the host waited for the device, steps since
 x, y = fetch_train_batch()
 while True:
-    if time_plan:  # (re)planned at each evaluation step, before the evaluation
-        max_iters = time_plan.plan(iter_num, eval_s)
+    if time_plan:  # a time limit plans the length the schedule spans, and plans it again as it runs
+        max_iters = time_plan.length(iter_num)
+        warmup_iters = min(config["warmup_iters"], max_iters // 5)  # (a short run decays too)
     tokens = tokens_before + (iter_num - start_iter) * tokens_per_iter  # seen before this step
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
@@ -335,7 +342,7 @@ while True:
     if eval_step:  # every process's RNG states, for the checkpoint (evaluation draws none of them)
         rank_states = all_rng_states(pending_batch_state, device_type, ddp)
     if master_process and eval_step:
-        eval_start = time.time()
+        eval_start = time.monotonic()
         losses = estimate_loss()
         val_loss = losses["val"]
         ood = losses["ood"]  # {text: loss}; ood_loss, their mean
@@ -344,7 +351,7 @@ while True:
               + (f", OOD loss {ood_loss:.4f}" if ood else ""))
         run.log(dict(
             iter=iter_num, tokens=tokens, train_loss=losses["train"],
-            val_loss=losses["val"], elapsed_s=round(time.time() - run_start, 2),
+            val_loss=losses["val"], elapsed_s=round(time.monotonic() - run_start, 2),
             **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
         finite = (math.isfinite(losses["train"]) and math.isfinite(losses["val"])
                   and all_finite(raw_model))
@@ -358,18 +365,20 @@ while True:
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
-                rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.time() - run_start,
+                rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.monotonic() - run_start,
                 tokens=tokens, reached_target=reached_target, val_loss=val_loss,
                 time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
-        eval_s = time.time() - eval_start
+        eval_s = time.monotonic() - eval_start
+        if time_plan:
+            time_plan.evaluated(eval_s)  # (the plan times the training steps without it)
         if reached_target:
             print(f"step {iter_num}: val loss {losses['val']:.4f} reached stop_val_loss="
                   f"{stop_val_loss}: stopping (this step's checkpoint is {run.ckpt})")
             run.log(dict(iter=iter_num, tokens=tokens, stopped_at_val_loss=losses["val"],
                          stop_val_loss=stop_val_loss))
     if eval_step:  # do not count the evaluation in the step time
-        t0, steps_timed = time.time(), 0
+        t0, steps_timed = time.monotonic(), 0
     if ddp and eval_step:  # every process stops together
         flag = torch.tensor([float(reached_target), float(bool(diverged))], device=device)
         torch.distributed.broadcast(flag, src=0)
@@ -405,7 +414,7 @@ while True:
         lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
         if not math.isfinite(lossf):
             raise run.diverged(iter_num, f"the loss is {lossf}", to_try)
-        t1 = time.time()
+        t1 = time.monotonic()
         dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
     if master_process and iter_num % log_interval == 0:
         aux = getattr(raw_model, "aux_loss", None)  # the weighted auxiliary term in `loss` (MoE)
@@ -424,14 +433,14 @@ while True:
               f"{dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s{mfu_text}{to_go}")
         record = dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
                       tokens_per_s=round(tokens_per_s), mfu=mfu,
-                      elapsed_s=round(time.time() - run_start, 2))
+                      elapsed_s=round(time.monotonic() - run_start, 2))
         if aux is not None:
             record["aux_loss"] = aux.item()  # `loss` includes it; loss - aux_loss is the LM loss
         run.log(record)
     iter_num += 1
 
 if master_process:
-    minutes = (time.time() - run_start) / 60
+    minutes = (time.monotonic() - run_start) / 60
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
     if sample_tokens > 0:

@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 from shapelab.checkpoint import load_checkpoint  # noqa: E402
-from shapelab.configurator import parse_overrides, train_defaults  # noqa: E402
+from shapelab.configurator import parse_overrides  # noqa: E402
+from shapes import train_defaults  # noqa: E402
 import cea_contribution  # noqa: E402
 
 DEFAULT_ARGS = dict(

@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
 from model import GPT, GPTConfig, default_args, meta_device  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides, train_defaults  # noqa: E402
-from shapes import build_model  # noqa: E402
+from shapelab.configurator import ConfigError, parse_overrides  # noqa: E402
+from shapes import build_model, train_defaults  # noqa: E402
 from variable_width import (VariableWidthConfig, layer_widths_of, param_summary,  # noqa: E402
                             solve_widths)
 

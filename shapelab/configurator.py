@@ -14,9 +14,10 @@ error that names the key: a typo never trains the wrong model silently. (nanoGPT
 exec()s config files into globals; this one reads them and checks.)
 
 It also holds `need` and `check_device`, the settings checks every command words its errors with,
-train.py's defaults and checks (read by compare.py and bench.py, which never run train.py's file),
-and `build`: a model from its classes and keywords, a bad keyword worded as one
-line. Which name is which model (`--model_type=NAME`) is shapes.py's, above this folder.
+train.py's checks (`check_train_settings`; train.py's defaults are read by shapes.train_defaults,
+above this folder: the library never reads a file of the top level), and `build`: a model from its
+classes and keywords, a bad keyword worded as one line. Which name is which model
+(`--model_type=NAME`) is shapes.py's.
 """
 
 import ast
@@ -361,18 +362,6 @@ def build(model_type, model_cls, config_cls, **model_args):
         return model_cls(config_cls(**model_args))
     except (AssertionError, ValueError, TypeError) as e:  # the models' short asserts, worded here
         raise ConfigError(f"model_type={model_type!r}: {e}") from None
-
-
-def train_defaults():
-    """train.py's default settings, read (not run) from its `key = literal` lines above
-    `config_keys`, so that other tools read a train.py config file exactly as train.py does."""
-    defaults = {}
-    for node in ast.parse((Path(__file__).resolve().parents[1] / "train.py").read_text()).body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id == "config_keys":
-                break
-            defaults[node.targets[0].id] = ast.literal_eval(node.value)
-    return defaults
 
 
 def check_device(device):

@@ -1,8 +1,8 @@
 """
 What this machine is fast at: the device `device='auto'` picks (every command: `pick_device`; the
 settings it can use are configurator.check_device's), the precision `dtype='auto'` picks (train.py,
-sample.py), and the peak FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs
-are model.py's).
+sample.py), the peak FLOP/s that MFU is measured against (train.py, bench.py; the model's FLOPs
+are model.py's), and the CPU threads that train fastest now (`time_training_passes`, train.py).
 
 - A GPU's peak is its datasheet's dense bf16 tensor-core figure, looked up by the card's name
   (`GPU_BF16_PEAK`: add yours if the log says "peak unknown").
@@ -178,3 +178,72 @@ def peak_flops(device_type):
                 f"timed in the CPU time it got)" if share < 0.5 else "")
         return flops, f"CPU {dtype} matmul peak measured now: {flops / 1e12:.2f} TFLOP/s{busy}"
     return None, f"no peak FLOP/s known for {device_type}"
+
+
+def training_step_timer(model, x, y, autocast_ctx, device_type):
+    """A function that times one forward and backward pass of `model` on the batch (x, y), in
+    seconds, and changes nothing a run keeps: no update, the gradients dropped, torch's RNG
+    states (dropout's) put back - a run with and without the timing trains the same steps."""
+    def time_one_pass():
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state() if device_type == "cuda" else None
+        start = time.perf_counter()
+        with autocast_ctx:
+            _, loss = model(x, y)
+        loss.backward()
+        if device_type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        model.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng)
+        return seconds
+    return time_one_pass
+
+
+def fastest_threads(time_one_pass, passes=2):
+    """CPU: the number of threads that trains fastest on this machine as it is, set with
+    torch.set_num_threads, and its seconds a pass. Other programs may hold some of the cores:
+    then torch's threads wait on each other, and fewer threads train faster (2 cores beside two
+    busy programs: 625 ms a step on one thread, 802 ms on two). So each count from 1 up to
+    torch's default (powers of two, and the default) is timed after an untimed warm-up pass: the
+    best of `passes` passes, or one pass where it is already slower than a count before it. A
+    count whose threads got less than half their cores' time (the CPU time this process got)
+    ends the search: the cores are taken, and more threads would only wait (on a machine whose
+    cores are all taken, one pass on two threads took four times one on one).
+    Returns (threads, seconds a pass, {threads: seconds})."""
+    most = torch.get_num_threads()
+    counts = sorted({most} | {2 ** k for k in range(most.bit_length()) if 2 ** k < most})
+    torch.set_num_threads(1)
+    time_one_pass()  # (the first pass allocates)
+    timings = {}
+    for threads in counts:
+        torch.set_num_threads(threads)
+        cpu = time.process_time()
+        timings[threads] = time_one_pass()
+        share = (time.process_time() - cpu) / (threads * timings[threads])
+        for _ in range(passes - 1):
+            if timings[threads] <= min(timings.values()):
+                timings[threads] = min(timings[threads], time_one_pass())
+        if share < 0.5:
+            break
+    best = min(timings, key=timings.get)
+    torch.set_num_threads(best)
+    return best, timings[best], timings
+
+
+def time_training_passes(model, x, y, autocast_ctx, device_type, speak=True):
+    """Seconds of one forward and backward pass of `model` on the batch (x, y), timed on this
+    machine as it is (training_step_timer: nothing trained, no RNG drawn). A CPU takes the number
+    of threads that is fastest now (fastest_threads), and says so in one line where `speak`; a
+    GPU's first pass (compiling, allocating) is not timed."""
+    time_one_pass = training_step_timer(model, x, y, autocast_ctx, device_type)
+    if device_type == "cpu":
+        threads, seconds, timings = fastest_threads(time_one_pass)
+        if speak:
+            print(f"CPU threads: {threads}, the fastest here now (a forward-backward pass: "
+                  + ", ".join(f"{1000 * s:.0f} ms on {n}" for n, s in timings.items()) + ")")
+        return seconds
+    time_one_pass()
+    return min(time_one_pass(), time_one_pass())

@@ -6,9 +6,8 @@ folder, not about the model.
   metrics.jsonl written a whole line or nothing; --overwrite's previous run set aside until the
   new run's first checkpoint and put back if there is none; Ctrl-C, SIGTERM and running out of
   memory each end in one line naming the last good checkpoint and the command that goes on.
-- `TimePlan`: max_iters = 0 fits the run to max_minutes of wall time on this machine, re-planned
-  at each evaluation (and each tenth of the time limit) from the measured rate; the learning rate's
-  decay follows the plan, and always has room to reach min_lr.
+- `TimePlan`: max_iters = 0 fits the run's length to max_minutes on this machine as it is, timed
+  on its training steps and planned again as it runs (train.py's learning rate spans the length).
 - `resume_policy`: the settings a resume goes on with, for train.py (`resume_settings`) and
   train_mlp.py alike; `restore_rng`, `all_rng_states`: init_from='resume' goes on exactly as the
   run was saved - its model, its settings, every process's RNG states.
@@ -22,7 +21,6 @@ Saving and loading the checkpoint file itself (atomic, never unpickling code) is
 import atexit
 import errno
 import json
-import math
 import os
 import re
 import shlex
@@ -72,7 +70,20 @@ class RunDir:
                 self._lock = lock_folder(self.dir, "run.lock", "training run")
             except ConfigError as e:
                 usage_error(e)
+            self._check_writable()
             self._settle_a_killed_overwrite()
+
+    def _check_writable(self):
+        """A folder that refuses new files (mode 555, run.lock writable): one line now, not at the
+        first checkpoint, the steps before it lost."""
+        probe = self.dir / f"write-test.tmp.{os.getpid()}"
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            probe.unlink()
+        except OSError as e:
+            usage_error(f"out_dir={self.dir} takes no new files ({e.strerror}), so no checkpoint "
+                        f"could be saved there: make it writable (chmod u+w) or name another "
+                        f"--out_dir")
 
     def refuse_to_replace(self, init_from, overwrite):
         """A scratch run never replaces a previous run in out_dir by accident (exit status 2)."""
@@ -342,128 +353,114 @@ def _drop_signal_race(hook):
 
 
 class TimePlan:
-    """max_iters = 0: the run's length fitted to `minutes` of wall time on this machine, counted
-    across resumes, and re-planned at the top of each evaluation step from the measured seconds a
-    step (the evaluations and their checkpoints included): a running estimate that weighs the
-    time since the last plan by how long it was, forgetting over a tenth of the limit, so a busy
-    minute is soon forgotten and a few quick steps do not swing it. A session's first FIRST steps
-    are not timed (the first batches, compiling); its first plan comes at the first evaluation
-    step after them, or at its step LAST if that comes first. The clock has its say too, for a
-    machine that gives the run a few percent of a core: once the session has run a CLOCK-th of
-    the limit the steps are timed at once, and a plan is due whenever a CLOCK-th of the limit
-    has passed since the last one (or since the timing began); not under torchrun, whose
-    processes must plan at the same steps. Under torchrun rank 0 decides.
+    """max_iters = 0: the run's length fitted to `minutes` on this machine as it is, counted across
+    resumes. train.py asks for the length at the top of each step (`length`) and its learning
+    rate spans that length; the plan decides nothing else.
 
-    The cosine decay of the learning rate follows the plan as a fraction of the run (`progress`):
-    at each plan the progress left is spread evenly over the steps left, so a new length changes
-    how fast the decay goes on, never where it is. The learning rate never jumps, and never goes
-    back up when the run is extended (progress only grows, and stays 1 once there). Every plan
-    that changes max_iters is recorded; the plan, the decay and the plan's clock are saved with
-    each checkpoint (`state_dict`), so a resume goes on with the plan the run had at that step
-    (`load`); a resume given another max_minutes is re-planned at once from the last rate.
+    - The speed is timed on training steps: the first plan comes from passes timed at the start
+      (`first_plan`), then the plan is made again after FIRST steps, at each evaluation step and
+      whenever a tenth of the time limit passed without one, from the steps of the last tenth.
+      Evaluations are timed apart (`evaluated`) and budgeted: every eval_interval steps and last.
+    - The clock is monotonic: a system clock set back or forward changes nothing.
+    - A plan of fewer than SHORT steps says so once, with what to do instead.
+    - Under torchrun every process plans at the same steps and takes rank 0's length.
 
-    The decay always has its room: a plan shorter than ROOM warm-ups ends the warm-up early, at
-    a ROOM-th of the planned run (never before the step it is at), so a starved run ends at
-    min_lr, not at its peak rate (`warmup_end`; train.py's warm-up climbs to the rate by then)."""
+    The plan is saved in each checkpoint (`state_dict`); a resume goes on with it (`load`), and
+    one given another max_minutes is planned again at once from the last speed."""
 
-    FIRST, LAST, CLOCK, ROOM = 10, 50, 10, 5
+    FIRST, SHORT, DDP_EVERY = 10, 300, 10
+    MOST_STEPS = 10 ** 15  # (a huge time limit plans this many: an int, never infinity)
 
-    def __init__(self, minutes, script_start, eval_interval, warmup_iters, ddp=False, master=True,
+    def __init__(self, minutes, script_start, eval_interval, ddp=False, master=True,
                  device="cpu"):
-        self.minutes, self.script_start = minutes, script_start
-        self.eval_interval, self.warmup_iters = eval_interval, warmup_iters
+        self.minutes, self.script_start, self.eval_interval = minutes, script_start, eval_interval
         self.ddp, self.master, self.device = ddp, master, device
-        self.max_iters = None  # the planned length (None before the first plan)
-        self.decay = None  # [step s, progress at s, planned end]: the decay's course from s on
+        self.max_iters = 0  # the planned length (0: not planned yet)
+        self.step_s, self.eval_s = None, 0.0  # seconds a training step; the last evaluation's
+        self.elapsed_before = 0.0  # seconds of the limit spent by earlier sessions
         self.decisions = []  # [step, max_iters, seconds a step] of each plan that changed it
-        self.elapsed_before = 0.0  # the seconds of the limit spent by earlier sessions
-        self.step_s = None  # the running estimate of seconds a step, evaluations included
-        self.first_step = self.timed_from = None  # this session's first step; (step, time)
-        self.session_start = None  # when this session's first step began
-        self.warmup_end = warmup_iters  # the step the warm-up ends at (earlier for a short plan)
+        self.timed_from, self.eval_since = None, 0.0  # (step, clock) the timing runs from; its
+        self.planned_at = None  # evaluations' seconds since; the clock at the last plan
+        self.from_start = False  # whether the plan is the start's timing (then timed on steps soon)
 
     def elapsed(self):
-        return self.elapsed_before + time.time() - self.script_start
+        return self.elapsed_before + time.monotonic() - self.script_start
 
     def state_dict(self):
-        return dict(minutes=self.minutes, max_iters=self.max_iters, decay=self.decay,
-                    decisions=self.decisions, step_s=self.step_s, elapsed_s=self.elapsed(),
-                    warmup_end=self.warmup_end)
+        return dict(minutes=self.minutes, max_iters=self.max_iters, step_s=self.step_s,
+                    eval_s=self.eval_s, elapsed_s=self.elapsed(), decisions=self.decisions)
 
     def load(self, state, step):
         """Go on from a checkpoint's step with its plan (a state_dict; None: none was saved)."""
         if not state:
             return
-        self.max_iters, self.decay = state["max_iters"], state["decay"]
-        self.decisions, self.elapsed_before = list(state["decisions"]), state["elapsed_s"]
-        self.step_s = state["step_s"]
-        self.warmup_end = state.get("warmup_end", self.warmup_iters)
-        if state["minutes"] != self.minutes and self.step_s:  # (the same on every process)
-            left = 60 * self.minutes - self.elapsed_before
-            self._decide(step, step + max(0, int(left / self.step_s)),
-                         f"time limit {state['minutes']:g} -> {self.minutes:g} min: ",
-                         f"{1000 * self.step_s:.0f} ms a step as last measured, "
-                         f"{_minutes(left)} left")
+        self.max_iters, self.step_s = state["max_iters"] or 0, state["step_s"]
+        self.eval_s, self.elapsed_before = state.get("eval_s", 0.0), state["elapsed_s"]
+        self.decisions = list(state["decisions"])
+        if state["minutes"] != self.minutes and self.step_s:
+            self._decide(step, f"time limit {state['minutes']:g} -> {self.minutes:g} min: ")
 
-    def plan(self, step, eval_s):
-        """Called at the top of every step, before its evaluation (eval_s: the last evaluation's
-        seconds, its save included); returns max_iters, 0 while it is not planned yet."""
-        now, tenth = time.time(), 60 * self.minutes / self.CLOCK
-        if self.ddp:  # (every process must plan at the same step: steps alone say when)
-            tenth = math.inf
-        if self.first_step is None:
-            self.first_step, self.session_start = step, now
-        slow = step > self.first_step and now - self.session_start >= tenth
-        if self.timed_from is None and (step == self.first_step + self.FIRST or slow):
-            self.timed_from = (step, now)
-        due = self.timed_from is not None and step > self.timed_from[0] and (
-            step % self.eval_interval == 0 or now - self.timed_from[1] >= tenth
-            or (self.max_iters is None and step == self.first_step + self.LAST))
-        if not due:
-            return self.max_iters or 0
+    def first_plan(self, step, step_s):
+        """The session's first plan, from `step_s` seconds a step timed at its start; a resume
+        keeps the plan it saved."""
+        if not self.max_iters:
+            self.step_s, self.from_start = step_s, True
+            self._decide(step, f"time limit {self.minutes:g} min: ")
+
+    def evaluated(self, seconds):
+        """An evaluation (with its checkpoint) took `seconds`: left out of the steps' timing."""
+        self.eval_s, self.eval_since = seconds, self.eval_since + seconds
+
+    def length(self, step):
+        """max_iters at the top of `step`: planned again once a run has trained its first FIRST
+        steps, then at each evaluation step (where a checkpoint is saved, so a resume goes on
+        with the same plan) and whenever a tenth of the limit passed since the last plan."""
+        now, tenth = time.monotonic(), 6 * self.minutes
+        if self.timed_from is None:
+            self.timed_from, self.eval_since, self.planned_at = (step, now), 0.0, now
         since, then = self.timed_from
-        evaluations = (step - 1) // self.eval_interval - (since - 1) // self.eval_interval
-        train_s = max(0.0, now - then - evaluations * eval_s) / (step - since)
-        measured = train_s + eval_s / self.eval_interval  # a step's share of an evaluation in it
-        weight = 1.0 - math.exp(-(now - then) / (6.0 * self.minutes))  # (a tenth of the limit)
-        self.step_s = measured if self.step_s is None else (
-            self.step_s + weight * (measured - self.step_s))
-        left = 60 * self.minutes - self.elapsed() - eval_s  # (the last step's evaluation)
-        planned = step + max(0, int(left / self.step_s)) if self.step_s > 0 else step
-        if self.ddp:  # one decision for every process: rank 0's
-            decided = torch.tensor([planned], device=self.device)
+        timed = step - since >= self.FIRST  # (a session's first steps: too few to time)
+        due = timed and (step % self.eval_interval == 0 or now - self.planned_at >= tenth
+                         or self.from_start)
+        if self.ddp:  # rank 0 decides, at steps every process knows
+            if step % self.eval_interval and step % self.DDP_EVERY:
+                return self.max_iters
+            decided = torch.tensor([float(due)], device=self.device)
             torch.distributed.broadcast(decided, src=0)
-            planned = int(decided.item())
-        self.timed_from = (step, now)
-        why = (f"measured here: {1000 * train_s:.0f} ms a step, {eval_s:.1f} s an evaluation every "
-               f"{self.eval_interval} steps; re-planned at each evaluation"
-               if self.max_iters is None else
-               f"now {1000 * self.step_s:.0f} ms a step, {_minutes(left)} left")
-        self._decide(step, planned, f"time limit {self.minutes:g} min: ", why)
+            due = timed and bool(decided.item())
+        if due:  # timed over the steps since the window began (a tenth of the limit at most)
+            self.step_s = max(now - then - self.eval_since, 0.0) / (step - since)
+            if now - then >= tenth:
+                self.timed_from, self.eval_since = (step, now), 0.0
+            self.planned_at, self.from_start = now, False
+            self._decide(step, "time limit: ")
         return self.max_iters
 
-    def _decide(self, step, planned, head, why):
-        if planned == self.max_iters:
+    def _decide(self, step, head):
+        """Plan the steps that fit in the time left at self.step_s a step and self.eval_s an
+        evaluation (every eval_interval steps, and one at the end)."""
+        left = 60 * self.minutes - self.elapsed() - self.eval_s
+        per_step = max(self.step_s + self.eval_s / self.eval_interval, 1e-9)
+        planned = max(1, step + int(min(max(left, 0.0) / per_step, self.MOST_STEPS)))
+        if self.ddp:  # one length for every process: rank 0's
+            decided = torch.tensor([planned], dtype=torch.int64, device=self.device)
+            torch.distributed.broadcast(decided, src=0)
+            planned = int(decided.item())
+        old, self.max_iters = self.max_iters, planned
+        if planned == old:
             return
-        old = self.max_iters
-        if self.master and (old is None or abs(planned - old) >= 0.05 * old):  # (not the jitter)
-            change = f"max_iters={planned}" if old is None else f"max_iters {old} -> {planned}"
-            print(f"{head}{change} ({why})")
-        if planned // self.ROOM < self.warmup_end:  # (only ever earlier: the rate never drops)
-            self.warmup_end = max(step, planned // self.ROOM)
-        start = max(step, self.warmup_end)  # the decay starts after the warm-up
-        self.decay = [start, self.progress(start), planned]  # where the old plan had it at start
         self.decisions.append([step, planned, round(self.step_s, 6)])
-        self.max_iters = planned
-
-    def progress(self, step):
-        """How far the cosine decay is at `step`, in [0, 1] (0 before the first plan)."""
-        if self.decay is None:
-            return 0.0
-        start, at_start, end = self.decay
-        if step <= start:
-            return at_start
-        return min(1.0, at_start + (1.0 - at_start) * (step - start) / max(1, end - start))
+        if self.master and (not old or abs(planned - old) >= 0.05 * old):  # (not jitter)
+            change = f"max_iters={planned}" if not old else f"max_iters {old} -> {planned}"
+            evaluations = (f", {self.eval_s:.1f} s an evaluation every {self.eval_interval} steps"
+                           if self.eval_s else "")
+            print(f"{head}{change} ({1000 * self.step_s:.0f} ms a step{evaluations}, "
+                  f"{_minutes(left)} left; planned again every {_minutes(6 * self.minutes)})")
+        if self.master and planned < self.SHORT <= (old or self.SHORT):  # (once, unless it grew)
+            print(f"note: only {planned} steps fit in {self.minutes:g} min here, too few "
+                  f"to learn much (a few hundred at least): give it more --max_minutes, set "
+                  f"--max_iters=500 for a fixed length, or train a smaller model (--n_layer=2 "
+                  f"--n_embd=64)")
 
 
 def _minutes(seconds):

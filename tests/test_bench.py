@@ -7,7 +7,8 @@ from conftest import ROOT
 
 import bench
 from shapelab import hardware
-from shapelab.configurator import ConfigError, train_defaults
+from shapelab.configurator import ConfigError
+from shapes import train_defaults
 
 
 def test_config_files_give_the_shape_train_py_trains():

@@ -283,7 +283,7 @@ def test_bad_arguments_say_what_to_do():
 
 def test_config_files_load_and_build():
     from shapelab.configurator import parse_overrides
-    from shapelab.configurator import train_defaults
+    from shapes import train_defaults
     from shapes import build_model
     files = sorted((ROOT / "config").glob("cea_*.py"))
     assert len(files) >= 4

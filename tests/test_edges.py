@@ -19,9 +19,9 @@ import torch
 
 from conftest import ROOT, run_here
 from shapelab.checkpoint import load_checkpoint
-from shapelab.configurator import ConfigError, check_train_settings, train_defaults
+from shapelab.configurator import ConfigError, check_train_settings
 from shapelab.run import read_jsonl
-from shapes import check_model_settings
+from shapes import check_model_settings, train_defaults
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--log_interval=1", "--dtype=float32", "--sample_tokens=0",
@@ -285,38 +285,30 @@ def resume_command(result, step):
     return [sys.executable, *command[1:]]
 
 
-def test_a_budgeted_run_stopped_twice_resumes_exactly_and_ends_in_its_budget(char_dataset,
-                                                                              tmp_path):
-    """max_iters=0, max_minutes=0.15: planned from step 15 on, again at each evaluation (every 5
-    steps). SIGTERM at step 13, before any plan: one line, exit status 143, with the command that
-    goes on; that command goes on, and a Ctrl-C stops it at step 33, after plans at 25 and 30; the
-    command it prints goes on again and ends the run within its budget. The steps a resume trains
-    again give the losses they gave before the stop: the plan, its decay and the RNG come back
-    exactly (a resume before the first plan was a TypeError at step 50)."""
+def test_a_budgeted_run_stopped_twice_resumes_exactly(char_dataset, tmp_path):
+    """max_iters=0, max_minutes=10: planned at the start from timed passes, again after 10 steps
+    and at each evaluation (every 5 steps). SIGTERM at step 13: one line, exit status 143, with
+    the command that goes on; that command goes on, a Ctrl-C stops it at step 33, and the command
+    it prints goes on again. The steps a resume trains again give the losses they gave before the
+    stop: the plan and the RNG come back exactly. (That a time limit ends on its minutes, whatever
+    the machine, is tests/test_run.py's and tests/test_train.py's, on a clock moved by hand.)"""
     out = tmp_path / "o"
     first = [sys.executable, str(ROOT / "train.py"), *TINY, f"--data_dir={char_dataset}",
              f"--out_dir={out}", "--eval_interval=5", "--lr_decay_iters=0", "--max_iters=0",
-             "--max_minutes=0.15"]
-    stopped = stop_at(first, "iter 13/?", signal.SIGTERM)  # (steps 10-12 are logged)
-    assert stopped.returncode == 143 and "time limit" not in stopped.stdout
-    before_plan = {s: loss for s, loss in losses(out).items() if s >= 10}
-    second = resume_command(stopped, 10)
-    stopped = stop_at(second, "iter 33/", signal.SIGINT)  # (steps 30-32 are logged)
-    assert stopped.returncode == 130 and "time limit 0.15 min: max_iters=" in stopped.stdout
-    assert "interrupted: " in stopped.stderr
+             "--max_minutes=10"]
+    stopped = stop_at(first, "iter 13/", signal.SIGTERM)  # (steps 10-12 are logged)
+    assert stopped.returncode == 143 and "time limit 10 min: max_iters=" in stopped.stdout
+    before_stop = {s: loss for s, loss in losses(out).items() if s >= 10}
+    stopped = stop_at(resume_command(stopped, 10), "iter 33/", signal.SIGINT)  # (30-32 logged)
+    assert stopped.returncode == 130 and "interrupted: " in stopped.stderr
     after_plans = {s: loss for s, loss in losses(out).items() if 30 <= s < 35}
-    finished = run_here(*resume_command(stopped, 30)[1:])  # (its script: train.py's path)
-    assert finished.returncode == 0, finished.stderr
-    ckpt = load_checkpoint(out / "ckpt.pt")
-    plan, steps = ckpt["time_plan"], ckpt["iter_num"]
-    assert f"done: {steps} steps" in finished.stdout and plan["max_iters"] == steps > 35
-    assert plan["decisions"][0][0] == 25 and plan["elapsed_s"] < 9 + 10  # (+ a start-up)
+    stopped = stop_at(resume_command(stopped, 30), "iter 36/", signal.SIGINT)
+    plan = load_checkpoint(out / "ckpt.pt")["time_plan"]
+    assert plan["decisions"][0][0] == 0 and plan["minutes"] == 10
     final = losses(out)
-    assert sorted(final) == list(range(steps))
-    assert {s: final[s] for s in before_plan} == before_plan and len(before_plan) >= 3
+    assert sorted(final)[:36] == list(range(36))  # (and the step it stopped in)
+    assert {s: final[s] for s in before_stop} == before_stop and len(before_stop) >= 3
     assert {s: final[s] for s in after_plans} == after_plans and len(after_plans) >= 3
-    lrs = [r["lr"] for r in read_jsonl(out / "metrics.jsonl") if "lr" in r]
-    assert all(b <= a for a, b in zip(lrs[2:], lrs[3:])) and lrs[-1] < lrs[2]  # never up
 
 
 def test_a_failed_overwrite_keeps_the_old_run_byte_identical(char_dataset, tmp_path):

@@ -194,7 +194,7 @@ def test_bad_input_gets_a_clear_error():
 
 
 def test_hourglass_configs_load_build_and_are_matched_pairs():
-    from shapelab.configurator import train_defaults
+    from shapes import train_defaults
     defaults = train_defaults()
     built = {}
     for name in ("shakespeare_cpu_baseline", "shakespeare_cpu", "113m_gpu_baseline", "113m_gpu"):

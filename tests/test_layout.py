@@ -125,13 +125,19 @@ def test_the_top_level_holds_the_papers_and_the_commands():
 # every script in turn as a fresh start would, so a script that cannot find model.py or shapelab/
 # from its own folder fails here. (train.py and sample.py run top to bottom: tests start them as
 # processes of their own.)
+# The interpreter's own modules stay (torch, numpy: a venv in the repository's folder, as README
+# sets one up, puts them under it, and torch imported twice in one process crashes it).
 FRESH_STARTS = """
-import os, runpy, sys
+import os, runpy, site, sys, sysconfig
 root, scripts = sys.argv[1], sys.argv[2:]
 after_its_folder = sys.path[1:]
+interpreters = {sys.prefix, sys.base_prefix, *site.getsitepackages(),
+                *sysconfig.get_paths().values()}
+interpreters = tuple(os.path.join(os.path.realpath(path), "") for path in interpreters)
 for script in scripts:
     for name, module in list(sys.modules.items()):
-        if (getattr(module, "__file__", None) or "").startswith(root + os.sep):
+        path = os.path.realpath(getattr(module, "__file__", None) or os.sep)
+        if path.startswith(os.path.realpath(root) + os.sep) and not path.startswith(interpreters):
             del sys.modules[name]
     sys.path[:] = [os.path.dirname(script), *after_its_folder]
     runpy.run_path(script, run_name="started_elsewhere")
@@ -149,6 +155,28 @@ def test_every_script_imports_from_its_own_folder_in_a_fresh_interpreter(tmp_pat
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("imported ") == len(scripts), done.stdout
+
+
+def test_the_fresh_starts_keep_a_venv_in_the_repository_folder(tmp_path):
+    """README makes its venv in the repository's .venv: the fresh starts above must not drop the
+    modules installed there (a second import of torch crashed the interpreter). Here a venv in a
+    stand-in repository holds a module that refuses a second import, and two scripts import it."""
+    import venv
+
+    venv.create(tmp_path / ".venv", with_pip=False)
+    python = tmp_path / ".venv" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site_packages = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / site_packages / "imported_once.py").write_text(
+        "import builtins\n"
+        "assert not hasattr(builtins, 'imported_once'), 'imported twice'\n"
+        "builtins.imported_once = True\n")
+    scripts = [tmp_path / "a.py", tmp_path / "b.py"]
+    for script in scripts:
+        script.write_text("import imported_once\n")
+    done = subprocess.run([python, "-c", FRESH_STARTS, str(tmp_path), *map(str, scripts)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.count("imported ") == 2, done.stderr[-2000:]
 
 
 def test_the_library_imports_nothing_from_the_top_level():

@@ -72,6 +72,30 @@ def test_an_out_dir_that_is_a_file_or_read_only_is_one_line(tmp_path, capsys, mo
                                                                 lambda: RunDir(tmp_path / "ro"))
 
 
+def test_an_out_dir_that_takes_no_new_file_is_one_line_at_the_start(tmp_path, capsys,
+                                                                   monkeypatch):
+    """A folder of mode 555 whose run.lock is writable: the run stops at its start, in one line
+    (it trained to its first checkpoint and lost those steps to a PermissionError on ckpt.pt.tmp).
+    The tests run as root, whom mode 555 refuses nothing: the folder's refusal is simulated."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "run.lock").touch()
+    real_open = os.open
+
+    def no_new_files(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT and Path(path).name != "run.lock":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(run.os, "open", no_new_files)
+    message = refused(capsys, lambda: RunDir(out))
+    assert "takes no new files (Permission denied)" in message and "--out_dir" in message
+    monkeypatch.undo()
+    assert sorted(p.name for p in out.iterdir()) == ["run.lock"]
+    RunDir(tmp_path / "ok")  # (a writable folder: nothing said, nothing left behind)
+    assert capsys.readouterr().out == "" and [p.name for p in (tmp_path / "ok").iterdir()] == [
+        "run.lock"]
+
+
 def finished_run(path):
     """A folder holding a run (ckpt.pt at step 4, two metrics rows); returns their bytes."""
     old = RunDir(path)
@@ -331,106 +355,165 @@ def test_out_of_memory_is_one_line_and_puts_the_previous_run_back(tmp_path, caps
 
 
 def clock(monkeypatch, start=1000.0):
-    """time.time() of run.py, moved by hand."""
+    """The monotonic clock run.py's time plan reads, moved by hand."""
     now = [start]
-    monkeypatch.setattr(run.time, "time", lambda: now[0])
+    monkeypatch.setattr(run.time, "monotonic", lambda: now[0])
     return now
 
 
-def lr(plan, step, warmup=20):
+def lr(step, max_iters, warmup_iters=20, peak=1.0, min_lr=0.1):
+    """train.py's get_lr over a planned length: its warm-up shortened to a fifth of a short plan."""
+    warmup = min(warmup_iters, max_iters // 5)
     if step < warmup:
-        return 1.0 * (step + 1) / (warmup + 1)
-    return 0.1 + 0.5 * (1 + math.cos(math.pi * plan.progress(step))) * (1.0 - 0.1)
+        return peak * (step + 1) / (warmup + 1)
+    if step >= max_iters:
+        return min_lr
+    return min_lr + 0.5 * (1 + math.cos(math.pi * (step - warmup) / (max_iters - warmup))) * (
+        peak - min_lr)
 
 
-def test_the_time_plan_replans_at_each_evaluation_and_the_lr_never_jumps(monkeypatch, capsys):
-    """A machine busy for its first 30 s (1 s a step), then quiet (0.25 s a step): the plan grows
-    at each evaluation, the run ends near its 2 minutes, and the learning rate only goes down."""
-    now = clock(monkeypatch)
-    plan = TimePlan(minutes=2, script_start=now[0], eval_interval=20, warmup_iters=20)
-    step, lrs, plans = 0, [], []
+def simulate(plan, now, step_s, eval_s, first_pass_s=None, eval_interval=None):
+    """train.py's loop against a clock: the first plan from a pass timed at the start, then each
+    step asks for its length; step_s(step) and eval_s(step) are the seconds they take. Returns
+    (steps trained, the max_iters of each step, the learning rates)."""
+    plan.first_plan(0, first_pass_s or step_s(0))
+    step, lengths, lrs = 0, [], []
+    eval_interval = eval_interval or plan.eval_interval
     while True:
-        max_iters = plan.plan(step, eval_s=1.0)
-        plans.append(max_iters)
-        if max_iters and step >= max_iters:
-            break
-        lrs.append(lr(plan, step))
-        now[0] += (1.0 if now[0] < 1030 else 0.25) + (1.0 if step % 20 == 0 else 0.0)
+        max_iters = plan.length(step)
+        lengths.append(max_iters)
+        if step % eval_interval == 0 or step == max_iters:
+            now[0] += eval_s(step)
+            plan.evaluated(eval_s(step))
+        if step >= max_iters:
+            return step, lengths, lrs
+        lrs.append(lr(step, max_iters))
+        now[0] += step_s(step)
         step += 1
-    assert plans[19] == 0 and 20 < plans[20] < 130  # the first plan: at the busy rate (10 untimed)
-    assert max_iters > 250  # grown as the machine got quiet
-    assert abs(now[0] - 1000 - 120) < 5  # ends within 5 s of its 2 minutes
-    after_warmup = lrs[20:]
-    assert all(b <= a for a, b in zip(after_warmup, after_warmup[1:]))  # never up, never jumps
-    assert max(a - b for a, b in zip(after_warmup, after_warmup[1:])) < 0.05
-    assert lrs[-1] < 0.11 and plan.progress(max_iters) == 1.0
-    assert len(plan.decisions) > 3 and plan.decisions[-1][1] == max_iters
+
+
+def test_a_plan_timed_on_training_steps_follows_the_machine_and_ends_on_its_minutes(monkeypatch,
+                                                                                     capsys):
+    """Busy for its first 30 s (1 s a step), then quiet (0.25 s a step), evaluations every 1000
+    steps: the plan is made again at least every tenth of the limit whatever the evaluations, it
+    grows as the machine gets quiet, and the run ends within a step of its 2 minutes."""
+    now = clock(monkeypatch)
+    plan = TimePlan(minutes=2, script_start=now[0], eval_interval=1000)
+    steps, lengths, lrs = simulate(plan, now, lambda s: 1.0 if now[0] < 1030 else 0.25,
+                                   lambda s: 1.0)
+    assert 20 < lengths[0] < 130 and steps > 300  # from the busy rate, grown when quiet
+    assert abs(now[0] - 1000 - 120) < 2  # its 2 minutes, the last evaluation included
+    planned_at = [d[0] for d in plan.decisions]
+    assert planned_at[0] == 0 and planned_at[1] == TimePlan.FIRST  # timed on its first steps
+    assert len(plan.decisions) >= 4 and plan.decisions[-1][1] == steps
+    assert lrs[-1] < 0.11  # min_lr at the end of the plan
     assert capsys.readouterr().out.startswith("time limit 2 min: max_iters=")
 
 
-def test_a_starved_run_plans_from_the_clock_and_keeps_its_decay_room(monkeypatch, capsys):
-    """A laptop that leaves the run a few percent of a core: 30 s a step, 20 s an evaluation,
-    every 100 steps, 5 minutes. The first plan came at step 50 whatever the clock said (29
-    minutes), and the run ended at its peak rate (the decay started at the warm-up's end, 50).
-    The clock plans it within a few steps, it ends near its 5 minutes, and its rate decays to
-    min_lr by then."""
+def test_a_slow_evaluation_is_budgeted_apart_from_the_steps(monkeypatch):
+    """A first evaluation of 60 s (a busy start) in a 5-minute run of 0.2-s steps, the later ones
+    1 s every 100 steps: the plan takes its speed from the steps, not the evaluation, and the run
+    trains ~1,100 steps in its 5 minutes (the plan that timed the first evaluation trained 44)."""
     now = clock(monkeypatch)
-    plan = TimePlan(minutes=5, script_start=now[0] - 5, eval_interval=100, warmup_iters=50)
-    step = 0
-    while True:
-        max_iters = plan.plan(step, eval_s=20.0)
-        if step % 100 == 0 or step == max_iters:
-            now[0] += 20.0  # the evaluation
-        if max_iters and step >= max_iters:
-            break
-        now[0] += 30.0
-        step += 1
-    assert plan.decisions[0][0] <= 3 and max_iters < 12
-    assert now[0] - 1000 + 5 < 5 * 60 + 60  # within a step and an evaluation of its time limit
-    assert plan.warmup_end < max_iters and plan.progress(plan.warmup_end) == 0.0
-    assert plan.progress(max_iters) == 1.0  # min_lr at the end
-    assert capsys.readouterr().out.startswith("time limit 5 min: max_iters=")
+    plan = TimePlan(minutes=5, script_start=now[0], eval_interval=100)
+    steps, _, _ = simulate(plan, now, lambda s: 0.2, lambda s: 60.0 if s == 0 else 1.0)
+    assert steps > 1000 and abs(now[0] - 1000 - 300) < 3
+    assert all(abs(seconds - 0.2) < 1e-9 for _, _, seconds in plan.decisions)
+
+
+def test_the_system_clock_set_back_or_a_huge_limit_change_nothing(monkeypatch):
+    """The plan reads a monotonic clock: time.time() set back a day mid-run changes nothing (it
+    stopped a run at once, or raised OverflowError from math.exp); max_minutes=1e308 plans a
+    finite number of steps."""
+    now = clock(monkeypatch)
+    wall = [1e9]
+    monkeypatch.setattr(run.time, "time", lambda: wall[0])
+    plan = TimePlan(minutes=0.5, script_start=now[0], eval_interval=10)
+    steps, _, _ = simulate(plan, now, lambda s: wall.__setitem__(0, wall[0] - 3600) or 0.1,
+                           lambda s: 0.5)
+    assert 180 < steps < 220 and abs(now[0] - 1000 - 30) < 1
+    huge = TimePlan(minutes=1e308, script_start=now[0], eval_interval=10)
+    huge.first_plan(0, 0.1)
+    assert huge.max_iters == TimePlan.MOST_STEPS and huge.length(0) == TimePlan.MOST_STEPS
+    now[0] += 3600
+    assert huge.length(TimePlan.FIRST) == TimePlan.FIRST + TimePlan.MOST_STEPS
+
+
+def test_a_plan_too_short_to_learn_says_so_once_with_what_to_do(monkeypatch, capsys):
+    now = clock(monkeypatch)
+    plan = TimePlan(minutes=1, script_start=now[0], eval_interval=10)
+    steps, _, _ = simulate(plan, now, lambda s: 0.8, lambda s: 7.0)
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert 20 < steps < TimePlan.SHORT and len(notes) == 1
+    assert "--max_iters=" in notes[0] and "smaller model" in notes[0]
 
 
 def test_a_resumed_time_plan_goes_on_with_the_plan_it_saved(monkeypatch, tmp_path, capsys):
     now = clock(monkeypatch)
-    plan = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
+    plan = TimePlan(minutes=1, script_start=now[0], eval_interval=10)
+    plan.first_plan(0, 0.1)
     for step in range(0, 80):
-        plan.plan(step, eval_s=0.5)
+        plan.length(step)
         now[0] += 0.2
     save_checkpoint({"time_plan": plan.state_dict()}, tmp_path / "ckpt.pt")  # at step 80
     state = load_checkpoint(tmp_path / "ckpt.pt")["time_plan"]  # (plain data: weights_only)
-    resumed = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
+    resumed = TimePlan(minutes=1, script_start=now[0], eval_interval=10)
     resumed.load(state, 80)
+    resumed.first_plan(80, 1.0)  # (a resume keeps its saved plan)
     assert resumed.max_iters == plan.max_iters and resumed.decisions == plan.decisions
-    assert [resumed.progress(s) for s in range(80, 200)] == [plan.progress(s)
-                                                             for s in range(80, 200)]
-    assert resumed.plan(80, eval_s=0.5) == plan.max_iters  # (no plan at a session's start)
+    assert [resumed.length(s) for s in range(80, 80 + TimePlan.FIRST)] == [plan.max_iters] * 10
     assert abs(resumed.elapsed() - 16.0) < 1e-6  # 80 steps of 0.2 s: the clock goes on
-    longer = TimePlan(minutes=2, script_start=now[0], eval_interval=10, warmup_iters=5)
+    longer = TimePlan(minutes=2, script_start=now[0], eval_interval=10)
     capsys.readouterr()
     longer.load(state, 80)  # another max_minutes on resume: planned again at once
     assert longer.max_iters > plan.max_iters + 250 and len(longer.decisions) == len(
         plan.decisions) + 1
     assert capsys.readouterr().out.startswith("time limit 1 -> 2 min: max_iters ")
-    assert longer.progress(80) == plan.progress(80)  # the decay goes on from where it was
 
 
-def test_a_time_plan_resumed_before_its_first_plan_plans_later(monkeypatch):
-    now = clock(monkeypatch)
-    plan = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
-    for step in range(15):  # stopped at step 15: timed from step 10, no plan yet
-        assert plan.plan(step, eval_s=0.5) == 0
-        now[0] += 0.2
-    state = plan.state_dict()
-    assert state["max_iters"] is None and state["decay"] is None
-    resumed = TimePlan(minutes=1, script_start=now[0], eval_interval=10, warmup_iters=5)
-    resumed.load(state, 15)
-    plans = []
-    for step in range(15, 40):
-        plans.append(resumed.plan(step, eval_s=0.5))
-        now[0] += 0.2
-    assert plans[:15] == [0] * 15 and plans[15] > 30 and resumed.progress(200) > 0
+def test_fewer_threads_are_taken_where_they_train_faster(monkeypatch):
+    """fastest_threads times each thread count and keeps the fastest: on a machine whose cores
+    are taken, fewer threads (here a pass takes 0.6 s on one thread, 0.8 s on two); and where one
+    thread got a third of its core's time, two are not even tried."""
+    from shapelab import hardware
+
+    before = torch.get_num_threads()
+    cpu = [0.0]  # the CPU time the passes below got
+    monkeypatch.setattr(hardware.time, "process_time", lambda: cpu[0])
+    try:
+        for one, more, share, expected, tried in ((0.6, 0.8, 1.0, 1, {1, 2}),
+                                                  (0.8, 0.4, 1.0, 2, {1, 2}),
+                                                  (0.8, 0.4, 0.33, 1, {1})):
+            torch.set_num_threads(2)  # (torch's default on two cores)
+
+            def time_one_pass():
+                threads = torch.get_num_threads()
+                seconds = one if threads == 1 else more
+                cpu[0] += share * threads * seconds
+                return seconds
+            threads, seconds, timings = hardware.fastest_threads(time_one_pass)
+            assert (threads, torch.get_num_threads()) == (expected, expected)
+            assert seconds == timings[expected] and set(timings) == tried
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_timed_passes_train_nothing_and_draw_nothing():
+    """A run with and without the timing at its start trains the same steps: no update, no
+    gradient left, the RNG (dropout's) as it was."""
+    from model import GPT, GPTConfig
+    from shapelab.hardware import autocast, training_step_timer
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=16,
+                          dropout=0.5))
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randint(11, (2, 8))
+    rng = torch.get_rng_state()
+    seconds = training_step_timer(model, x, x, autocast("cpu", "float32"), "cpu")()
+    assert seconds > 0 and torch.equal(torch.get_rng_state(), rng)
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
 
 
 def test_a_signal_repeated_while_the_run_stops_adds_no_traceback(tmp_path):
@@ -459,3 +542,4 @@ finally:
     message, rest = result.stderr.split("\n", 1)
     assert message.startswith("stopped by SIGTERM before the first checkpoint: "), message
     assert rest == "reported: other error\n", rest
+

@@ -235,7 +235,7 @@ def test_a_shapes_only_build_of_every_model_type_draws_nothing_and_imports_no_dy
     process, leaves torch._dynamo unimported (its import is a large part of a CPU command's
     start), and a build on it gives the counts a real build gives."""
     code = ("import sys, shapes\n"
-            "from shapelab.configurator import train_defaults\n"
+            "from shapes import train_defaults\n"
             f"for name in {sorted(MODELS)!r}:\n"
             "    shapes.check_model_settings({**train_defaults(), 'model_type': name})\n"
             "print('torch._dynamo' in sys.modules)")
@@ -253,7 +253,7 @@ def test_a_bottleneck_ratio_by_hand_that_would_not_re_match_the_budget_is_one_li
     """--model_args={'bottleneck_ratio': r} builds d_h = r d at the GPT's d, which nothing
     re-matches: refused with the command that prints the matched shape; with n_embd given, that
     d is meant and the shape builds."""
-    from shapelab.configurator import train_defaults
+    from shapes import train_defaults
     settings = dict(train_defaults(), model_type="hourglass", n_embd=128, n_head=4, n_layer=4)
     with pytest.raises(ConfigError, match="python hourglass.py .*--n_embd=128 .*"
                                           "--bottleneck_ratio=0.25"):

@@ -2,6 +2,7 @@
 this process: the same arguments, exit status, stdout and stderr as a user's command)."""
 
 import dataclasses
+import math
 import json
 import os
 import re
@@ -16,8 +17,8 @@ import torch
 
 from conftest import ROOT, run_here
 from shapelab.checkpoint import load_checkpoint, save_checkpoint
-from shapelab.configurator import ConfigError, parse_overrides, train_defaults
-from shapes import build_model, model_keys
+from shapelab.configurator import ConfigError, parse_overrides
+from shapes import build_model, model_keys, train_defaults
 
 TINY = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--log_interval=1", "--dropout=0.1", "--dtype=float32",
@@ -586,3 +587,33 @@ def test_train_py_prints_the_shape_of_a_bare_model_type_and_saves_it(char_datase
     assert "budget (non-embedding parameters):" in result.stdout and "the GPT's" in result.stdout
     saved = load_checkpoint(out / "ckpt.pt")["model_args"]
     assert saved["n_sub_blocks"] == 4 and saved["bottleneck_dim"] < saved["n_embd"]
+
+
+def test_under_a_time_limit_the_learning_rate_is_the_schedule_over_the_planned_length(
+        char_dataset, tmp_path, monkeypatch):
+    """get_lr reads the step and the planned length, nothing of the plan: every logged rate of a
+    time-limited run is nanoGPT's warm-up + cosine over the max_iters the plan had at that step
+    (its checkpoint's decisions), the warm-up shortened to a fifth of a short plan. (The run's
+    monotonic clock advances 10 ms at each reading: the same run on a busy machine.)"""
+    from shapelab.run import read_jsonl
+
+    readings = iter(range(10 ** 9))
+    monkeypatch.setattr(time, "monotonic", lambda: 0.01 * next(readings))
+    out = tmp_path / "o"
+    run("train.py", *TINY, f"--data_dir={char_dataset}", f"--out_dir={out}", "--max_iters=0",
+        "--max_minutes=0.05", "--lr_decay_iters=0", "--warmup_iters=10", "--eval_interval=5")
+    monkeypatch.undo()
+    decisions = load_checkpoint(out / "ckpt.pt")["time_plan"]["decisions"]
+    peak, floor = train_defaults()["learning_rate"], train_defaults()["min_lr"]
+
+    def expected(step):
+        length = [planned for at, planned, _ in decisions if at <= step][-1]
+        warmup = min(10, length // 5)
+        if step < warmup:
+            return peak * (step + 1) / (warmup + 1)
+        ratio = min(1.0, (step - warmup) / (length - warmup))
+        return floor + 0.5 * (1 + math.cos(math.pi * ratio)) * (peak - floor)
+    rows = [r for r in read_jsonl(out / "metrics.jsonl") if "lr" in r]
+    assert len(rows) >= 20 and len(decisions) >= 2 and decisions[0][0] == 0
+    for r in rows:
+        assert r["lr"] == pytest.approx(expected(r["iter"]), rel=1e-9), r

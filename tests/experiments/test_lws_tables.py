@@ -11,8 +11,8 @@ import torch
 from conftest import ROOT
 import lws
 from model import shape_counts
-from shapelab.configurator import parse_overrides, train_defaults
-from shapes import build_model
+from shapelab.configurator import parse_overrides
+from shapes import build_model, train_defaults
 
 SCRIPT = ROOT / "experiments" / "lws_tables.py"
 spec = importlib.util.spec_from_file_location("lws_tables", SCRIPT)

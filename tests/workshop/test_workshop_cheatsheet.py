@@ -159,7 +159,7 @@ def test_the_sheets_best_113m_hourglass_is_table_2s_best():
 
 
 def test_the_main_jobs_shape_is_train_pys_default():
-    from shapelab.configurator import train_defaults
+    from shapes import train_defaults
     d = train_defaults()
     layers, width, heads = one(r"`python model.py --n_layer=(\d+) --n_embd=(\d+) --n_head=(\d+)` "
                                r"\(the main job's shape\)")

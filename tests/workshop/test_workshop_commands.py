@@ -20,6 +20,8 @@ Skipped, and why (each runs elsewhere in the suite):
   tested against local servers in tests/test_lm_data.py;
 - `python tests/workshop/check.py <exercise>`: the same checks run in this suite on the reference
   solutions (test_workshop_exercises.py), and on the unsolved files, which must fail;
+- `python workshop/did_it_learn.py out`: the tiny run here learns nothing, so it says so (exit
+  status 1); tests/workshop/test_did_it_learn.py runs it on runs that did and did not learn;
 - `python compare.py --models=...`: long training (7 min); tests/test_compare.py runs compare.py
   with --models on tiny shapes, with its resume, and checks its val_loss.png and verdict.png.
 """
@@ -61,6 +63,8 @@ RULES = [
     (r"python model.py", "", "", True),
     (r"python hourglass.py", "", "", True),
     (r"python variable_width.py", "", "", True),
+    (r"python workshop/did_it_learn.py", None,
+     "its tiny run here did not learn (exit status 1): tests/workshop/test_did_it_learn.py", False),
     (r"python experiments/cea_contribution.py",
      "--out_dirs={tmp}/out --plot={tmp}/contribution.png --n_batches=2 --batch_size=4 "
      "--ood_windows=2 --min_count=5", "", False),
