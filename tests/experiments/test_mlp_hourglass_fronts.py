@@ -263,7 +263,13 @@ def test_page_blocks_are_what_the_command_writes_into_the_pages(sweep_csv, tmp_p
     is one of the repo's (results/NAME): a run elsewhere leaves every page as it was."""
     blocks = fronts.page_blocks([sweep_csv], "tiny_fronts")
     assert set(blocks) == {f"tiny_fronts.{part}" for part in ("runs", "shapes", "gaps",
-                                                               "fronts")}
+                                                               "fronts", "brief")}
+    entries = fronts.shape_results(fronts.sweep_rows([sweep_csv]))
+    gaps = [g for _, _, g, _ in fronts.gaps(entries, "params_total", "test_psnr_batchmse",
+                                            *pair(entries)) if g is not None]
+    assert blocks["tiny_fronts.brief"].count("\n") == 0 and (
+        f"{min(gaps):+.3f} to {max(gaps):+.3f} dB test PSNR at the {len(gaps)} points"
+        in blocks["tiny_fronts.brief"])
     assert blocks["tiny_fronts.runs"].startswith("- 9 runs: 3 shapes")
     assert "| hourglass d_z=64 d_h=8 L=2 | 0.001 | 2 |" in blocks["tiny_fronts.shapes"]
     assert blocks["tiny_fronts.gaps"].count("parameters:** ahead at every point; ") == 4
