@@ -134,9 +134,9 @@ def test_a_resume_loads_to_the_cpu_and_no_training_step_syncs_between_log_steps(
                        f"--out_dir={out}", "--init_from=resume", "--max_iters=10",
                        "--eval_interval=100", "--log_interval=4",
                        patches=("load", "count_syncs", "scaler"), workdir=tmp_path)
-    # (the resume's restore, and the timed passes' own restore of the state they found)
-    assert (report["map_location"] == ["cpu"] and report["rng_state"]
-            and all(state == ["cpu", "torch.uint8"] for state in report["rng_state"])), report
+    assert report["map_location"] == ["cpu"] and report["rng_state"], report
+    assert all(state == ["cpu", "torch.uint8"] for state in report["rng_state"]), report  # (the
+    # resume's, and the timed passes' at the start, which put torch's state back as it was)
     assert report["scaler_loaded"] == [{"scale": 512.0, "growth_factor": 2.0,
                                         "backoff_factor": 0.5, "growth_interval": 2000,
                                         "_growth_tracker": 7}], report

@@ -44,9 +44,9 @@ def verdict(out_dir):
     if val_loss <= LEARNED_BELOW * floor:
         return True, f"learned: {said}"
     return False, (f"did not learn yet: {said}, so Part 3's ratios would be noise. Train it on "
-                   f"(python train.py --init_from=resume --max_minutes=10), or give it a fixed "
-                   f"length (--max_iters=1000, --overwrite=True), then run this again; meanwhile "
-                   f"read the ratios docs/workshop.md quotes")
+                   f"(python train.py --out_dir={out_dir} --init_from=resume --max_minutes=10), "
+                   f"or give it a fixed length (--max_iters=1000 --overwrite=True), then run this "
+                   f"again; meanwhile read the ratios docs/workshop.md quotes")
 
 
 if __name__ == "__main__":
