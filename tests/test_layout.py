@@ -34,8 +34,7 @@ LONGER = {"train": (600, "a flat loop a learner reads top to bottom"),
           "model": (700, "the GPT, the accounting every model shares, KV-cached generation"),
           "bench": (700, "every speed measurement: training steps and generation"),
           "shapes": (600, "every shape: by name, matched to one budget, presets, table, picture"),
-          "compare": (800, "one comparison: the runs of its phases, the command, its report "
-                           "and the pages' blocks it writes"),
+          "compare": (700, "one comparison: the runs of its phases, the command, its report"),
           "shapelab.configurator": (600, "config files as data, --key=value, --help"),
           "shapelab.run": (700, "a run's folder, how it ends, its time limit, resume")}
 README_ALARM_LINES = 300
