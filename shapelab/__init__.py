@@ -18,5 +18,10 @@ read when you care how, never needed to read a paper's file. Nothing here import
                      computes them
     sweep.py         many train.py runs side by side: resume, records (machine, commit), stopping
     verdict.py       a rate per shape, then the verdict over seeds with intervals
+    report.py        a comparison's report: its tables, its parts, what results.json holds, the
+                     pages' blocks of a records folder
+    controls.py      what a shape's difference is made of: the controls' differences and shares
+    cost.py          each shape's loss at the baseline's training time and FLOPs
+    looks.py         two verdicts of one comparison read together (python -m shapelab.looks)
     plot.py          loss curves and verdict pictures (python -m shapelab.plot OUT_DIR ...)
 """
