@@ -29,6 +29,11 @@ from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, pair
                               seeds_in_verdict)
 
 
+# what each control changes of the hourglass (shapes.CONTROL_NAMES)
+CHANGED = {"GPT wide": "the reallocation alone (d and attention widened, a plain FFN)",
+           "hourglass same-d": "the FFN swap alone (d and attention kept)"}
+
+
 def fieller_ratio(a, b):
     """(mean(a) / mean(b), lo, hi): the ratio of two means of seed-paired differences and its 95%
     interval by Fieller's theorem - every R for which a_s - R b_s has mean 0 at 5% (Student's t,
@@ -82,6 +87,34 @@ def share_text(share):
     if share["lo"] is None:
         return f"{share['ratio']:.0%} [unbounded]"
     return f"{share['ratio']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}]"
+
+
+def share_reading(share, reference):
+    """What a share's interval can say, in words: whether the control reproduces none, part or
+    all of the reference's difference, as far as the seeds can tell."""
+    lo, hi = share["lo"], share["hi"]
+    if lo is None:
+        return (f"no share to read: the {reference}'s own difference is not clear of zero on "
+                f"these seeds")
+    if lo > 0 and hi < 1:
+        return "part of it: more than none, less than all"
+    if lo > 0:
+        return "all of it, as far as these seeds can tell (the interval reaches 100%)"
+    if hi < 1:
+        return "none of it, as far as these seeds can tell (the interval reaches 0%)"
+    return "the seeds cannot tell none of it from all of it (the interval holds 0% and 100%)"
+
+
+def controls_reading(controls, reference):
+    """One markdown bullet per control with every verdict seed: the share of the reference's
+    difference it reproduces and what its interval can say (share_reading); '' before any has."""
+    lines = [f"- **{name}**, {CHANGED.get(name, 'its change alone')}: {share_text(r['share'])} of "
+             f"the {reference}'s difference - {share_reading(r['share'], reference)}."
+             for name, row in controls.items() if (r := row.get("reading"))]
+    if len(lines) > 1:
+        lines.append("- The shares need not add up to 100%: the two changes can overlap or "
+                     "interact, and each share has its own interval.")
+    return "\n".join(lines)
 
 
 def controls_table(controls, baseline, reference):

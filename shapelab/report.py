@@ -21,7 +21,7 @@ The parts, each a markdown string (report_sections; the pages' block <prefix>.<p
 import json
 from pathlib import Path
 
-from shapelab.controls import control_rows, controls_footer, controls_table
+from shapelab.controls import control_rows, controls_footer, controls_reading, controls_table
 from shapelab.cost import cost_footer, cost_table
 from shapelab.sweep import read_result
 from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, rate_label, rates_flag,
@@ -106,8 +106,10 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
             f"<this comparison's config> --models='{','.join([baseline, *controls])}'`.")
     else:
         rated = sorted({lr for row in control.values() for lr in row["phase1"]})
+        reading = controls_reading(control, controlled)
         sections["controls"] = (
             f"{controls_table(control, baseline, controlled)}\n\n"
+            + (f"What each explains:\n\n{reading}\n\n" if reading else "") +
             f"{rates_table(control, rated)}\n\n{controls_footer(baseline, controlled, seeds)}")
     final = {n: row["mean"] for n, row in {**rows, **control}.items() if row["mean"] is not None}
     sections["cost"] = (f"{cost_table(cost, baseline, final)}\n\n"

@@ -123,6 +123,19 @@ def test_fiellers_interval_is_every_share_the_paired_seeds_cannot_reject():
     assert controls.share_text(dict(ratio=0.6, lo=None, hi=None)) == "60% [unbounded]"
 
 
+@pytest.mark.parametrize("lo, hi, words", [
+    (0.2, 0.8, "part of it"), (0.4, 1.3, "all of it"), (-0.3, 0.7, "none of it"),
+    (-0.5, 1.5, "cannot tell"), (None, None, "no share to read")])
+def test_each_controls_reading_says_only_what_its_interval_can(lo, hi, words):
+    share = dict(ratio=0.5, lo=lo, hi=hi)
+    assert words in controls.share_reading(share, "hourglass")
+    made = {"GPT wide": dict(reading=dict(share=share)), "hourglass same-d": {}}
+    text = controls.controls_reading(made, "hourglass")
+    assert text.count("\n- ") == 0 and "the reallocation alone" in text  # one control read
+    made["hourglass same-d"] = dict(reading=dict(share=dict(ratio=0.5, lo=0.1, hi=0.9)))
+    assert "need not add up to 100%" in controls.controls_reading(made, "hourglass")
+
+
 def test_an_interim_verdict_names_the_seeds_its_means_are_over():
     shapes = {"GPT": shape(0, 0.002), "a": shape(-0.01, 0.002, shift=1)}
     losses = {(n, 2e-3, s): v for n, values in shapes.items() for s, v in zip(SEEDS, values)}
