@@ -35,6 +35,7 @@ from pathlib import Path
 from scipy import stats
 
 from shapelab.configurator import usage_error
+from shapelab.controls import CHANGED, share_text
 from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
 from shapelab.report import p_text, regime_line, tokens_per_run
@@ -185,7 +186,22 @@ def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
                  for m in ("gpu", "cpu")]
         lines.append(f"| {mechanism} | `{file}` | {paper} | {cells[0]} | {cells[1]} | "
                      f"[{write_up}]({docs}{write_up}) |")
-    return "\n".join(lines) + "\n"
+    made_of = controls_line(json.loads((Path(cpu_dir) / "results.json").read_text()), docs)
+    return "\n".join(lines + (["", made_of] if made_of else [])) + "\n"
+
+
+def controls_line(results, docs="docs/"):
+    """One line on what the controlled shape's difference is made of: each control's share of it
+    (its Fieller interval) once every control has the verdict's seeds; '' before."""
+    controls = results.get("controls", [])
+    if not controls or any(c["reading"] is None for c in controls):
+        return ""
+    seeds = controls[0]["reading"]["vs_baseline"]["n"]
+    shares = "; ".join(f"{CHANGED.get(c['shape'], c['shape'])} ({c['shape']}) "
+                       f"{share_text(c['reading']['share'])}" for c in controls)
+    return (f"What the {results['controlled']}'s difference is made of (2 CPU cores, two controls, "
+            f"{seeds} verdict seeds): {shares} of it; what each share can say in "
+            f"[hourglass.md]({docs}hourglass.md#what-the-gain-is-made-of-the-controls).")
 
 
 # Each paper's own difference against its baseline, every row of the tables that give one:
