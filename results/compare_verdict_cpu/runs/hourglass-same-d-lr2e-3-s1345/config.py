@@ -1,0 +1,23 @@
+# written by compare.py; run alone with: python train.py <this file>
+dataset = 'shakespeare_char'
+data_dir = ''
+block_size = 128
+batch_size = 32
+gradient_accumulation_steps = 1
+max_iters = 600
+warmup_iters = 50
+eval_interval = 100
+eval_iters = 16
+log_interval = 25
+device = 'auto'
+dtype = 'bfloat16'
+compile = False
+eval_ood = 'fortunes'
+out_dir = 'out-compare-verdict-cpu/hourglass-same-d-lr2e-3-s1345'
+learning_rate = 0.002
+min_lr = 0.0002
+lr_decay_iters = 600
+seed = 1345
+sample_tokens = 0
+model_type = 'hourglass'
+model_args = {'vocab_size': 84, 'block_size': 128, 'n_layer': 6, 'n_head': 4, 'n_kv_head': None, 'n_embd': 128, 'qk_norm': '', 'tie_embeddings': True, 'n_sub_blocks': 8, 'bottleneck_dim': 64}
