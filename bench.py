@@ -69,7 +69,7 @@ import torch
 from model import KVCache
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
-from shapelab.hardware import (auto_dtype, autocast, peak_flops, pick_device,
+from shapelab.hardware import (auto_dtype, autocast, machine_name, peak_flops, pick_device,
                                set_fp32_matmul_precision)
 from shapes import build_model, model_keys, train_defaults
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, dataset_vocab_size, matched_shapes,
@@ -467,7 +467,9 @@ def main(argv):
     print(markdown_table(rows) + "\n")
     print(f"tokens/s as a ratio to {next(iter(shapes))} in the same column (tokens/s, MFU):\n")
     print(ratio_table(rows))
-    write_json(args["json"], rows=rows, peak=peak_note, device=device_name(device))
+    write_json(args["json"], rows=rows, peak=peak_note, device=device_name(device),
+               machine=machine_name(), threads=torch.get_num_threads(),
+               batch_size=args["batch_size"], steps=args["steps"], rounds=args["rounds"])
 
 
 def check_options(args, batch_size_zero_ok=False):

@@ -89,7 +89,7 @@ from types import SimpleNamespace
 
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, usage_error
-from shapelab.cost import cost_rows, verdict_runs
+from shapelab.cost import SPEED_BENCH, bench_speeds, cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab import looks
 from shapelab.pages import pages, write_blocks
@@ -515,8 +515,11 @@ def report(settings, shapes, results, tokens):
     used = seeds_in_verdict(rows)
     readable = verdict_runs(results, {n: row["lr"] for n, row in every.items()
                                       if row["lr"] and n not in unchosen}, used)
+    # the controls trained sessions after the shapes: their speed from one bench.py run with GPT
+    bench = (bench_speeds(ROOT / settings["record_dir"] / SPEED_BENCH, {baseline, *CONTROL_NAMES})
+             if settings["record_dir"] else ({}, None))
     cost = cost_rows(readable, {n: info[n]["flops_per_token"] for n in readable}, used, baseline,
-                     tokens)
+                     tokens, bench)
     sections = report_sections(settings, names, losses, cost, unchosen, CONTROL_NAMES, CONTROLLED)
     extend, refine = settings["extend_rates"], settings["refine_gain"]
     extended = f" and up to {extend} past their ends where a shape chose an end" if extend else ""

@@ -9,6 +9,12 @@
 #   python compare.py config/compare_verdict_cpu.py --report_only=True   # the verdict so far
 # The hourglass's controls (shapes.CONTROL_NAMES) go through the same protocol, on the same seeds:
 #   python compare.py config/compare_verdict_cpu.py --models=GPT,gpt-wide,hourglass-same-d
+# The controls trained in a later session than the shapes, so their speed against the GPT's (the
+# report's equal-time reading) is measured in one bench.py run on that machine, not paired across
+# sessions: results/compare_verdict_cpu/speed_bench.json, written by
+#   python bench.py --models=GPT,hourglass,gpt-wide,hourglass-same-d --modes=eager \
+#       --dtypes=bfloat16 --threads=1 --steps=10 --rounds=3 \
+#       --json=results/compare_verdict_cpu/speed_bench.json
 # Every finished run (config.py, result.json) goes to results/compare_verdict_cpu/runs/ as it
 # finishes, the report (results.csv, results.md, verdict.png, ...) to results/compare_verdict_cpu/
 # at the end; a fresh checkout continues from them. Runs of one table share a dtype and a CPU class

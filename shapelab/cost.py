@@ -8,7 +8,9 @@ other budgets ask what the same time or the same compute buys:
     equal time    a shape at r x the GPT's tokens/s has used the GPT's training time after
                   r x N tokens (N: a run's tokens); r is the ratio of the median tokens/s over
                   the verdict seeds that both ran on the same machine (a run's speed is a
-                  measurement of the machine it ran on: seeds of different machines never pair)
+                  measurement of the machine it ran on: seeds of different machines never pair),
+                  or, for shapes trained in another session (the controls), the ratio bench.py
+                  measured in one run (speed_bench.json in the records folder)
     equal FLOPs   training FLOPs = tokens x forward FLOPs/token x 3 (shapes.describe_shapes'
                   FLOPs/token); a shape of q x the GPT's FLOPs/token has used the GPT's FLOPs
                   after N / q tokens
@@ -25,6 +27,7 @@ tokens (loss against log tokens bends less than against tokens), linearly in tok
 first evaluation after step 0.
 """
 
+import json
 import math
 import statistics
 from collections import Counter
@@ -66,6 +69,21 @@ def speed_ratio(shape_runs, base_runs, seeds):
     return ratio, dict(Counter(machine_label(shape_runs[s]["machine"]) for s in paired))
 
 
+SPEED_BENCH = "speed_bench.json"  # bench.py's JSON in a records folder (its command: the config)
+
+
+def bench_speeds(path, names):
+    """(tokens/s {name: ...}, machine) of the `names` bench.py measured in one run, from the JSON
+    it wrote (--json): the eager rows of its first dtype; ({}, None) without the file."""
+    if not path.exists():
+        return {}, None
+    measured = json.loads(path.read_text())
+    rows = [r for r in measured["rows"] if r["mode"] == "eager" and not r["oom"]]
+    rows = [r for r in rows if r["dtype"] == rows[0]["dtype"]] if rows else []
+    return ({r["model"]: r["tokens_per_s"] for r in rows if r["model"] in names},
+            measured.get("machine"))
+
+
 def equal_budget(shape_runs, base_runs, seeds, scale, tokens):
     """The seed-paired reading at one budget: the shape has used the baseline's whole budget
     after scale x tokens (scale < 1: the shape is read there), or the baseline has used the
@@ -90,19 +108,25 @@ def verdict_runs(results, rates, seeds):
                    for s in seeds)}
 
 
-def cost_rows(runs, flops, seeds, baseline, tokens):
+def cost_rows(runs, flops, seeds, baseline, tokens, bench=({}, None)):
     """{name: {speed, machines, time, flops, flops_reading}} of every shape in `runs` ({name:
     {seed: result}} at its chosen rate, each holding `seeds`, the verdict's): the speed ratio to
     the baseline and the machines it pairs, the readings at equal time and at equal FLOPs
     (equal_budget; None where no seed pairs a machine), and the FLOPs/token ratio. `flops`:
-    {name: forward FLOPs/token}; tokens: a run's. {} with fewer than MIN_VERDICT_SEEDS seeds, or
-    without the baseline's runs: no interval to read."""
+    {name: forward FLOPs/token}; tokens: a run's. bench: (tokens/s {name: ...}, machine) of one
+    bench.py run (bench_speeds) that sets the speed of the shapes it names but the baseline (their
+    machines: {'bench.py, one run on <machine>': 1}). {} with fewer than MIN_VERDICT_SEEDS seeds,
+    or without the baseline's runs: no interval to read."""
     if len(seeds) < MIN_VERDICT_SEEDS or baseline not in runs:
         return {}
     base = runs[baseline]
+    measured, machine = bench
     out = {}
     for name, shape in runs.items():
         speed, machines = speed_ratio(shape, base, seeds)
+        if name != baseline and name in measured and baseline in measured:
+            speed = measured[name] / measured[baseline]
+            machines = {f"bench.py, one run on {machine_label(machine or 'its machine')}": 1}
         ratio = flops[name] / flops[baseline]
         out[name] = dict(speed=speed, machines=machines, flops=ratio,
                          time=speed and equal_budget(shape, base, seeds, speed, tokens),
@@ -132,7 +156,8 @@ def cost_table(cost, baseline, final_loss):
              f"{baseline}'s FLOPs | vs {baseline} at equal FLOPs [95% interval] |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, row in cost.items():
-        machines = ", ".join(f"{n} on {m}" for m, n in row["machines"].items())
+        machines = ", ".join(m if m.startswith("bench.py") else f"{n} on {m}"
+                             for m, n in row["machines"].items())
         speed = "-" if row["speed"] is None else f"{row['speed']:.2f}x ({machines})"
         if name == baseline:
             lines.append(f"| {name} | {speed} | {final_loss[name]:.4f} | (the baseline) | "
@@ -146,8 +171,14 @@ def cost_table(cost, baseline, final_loss):
     return "\n".join(lines)
 
 
-def cost_footer(baseline, seeds, interval):
-    """The rules of cost_table in words (markdown bullets)."""
+def cost_footer(baseline, seeds, interval, bench_file=None):
+    """The rules of cost_table in words (markdown bullets); bench_file: the bench.py JSON that set
+    some shapes' speed, where one did."""
+    bench = ([f"- 'bench.py, one run': the shape's tokens/s over {baseline}'s, both measured in "
+              f"one run of bench.py on that machine ({bench_file}; the models alternate, so a "
+              f"machine that gets busier slows them alike). For shapes trained in a later "
+              f"session than {baseline}'s runs: a machine's name does not make two sessions' "
+              f"loads alike."] if bench_file else [])
     return "\n".join([
         f"- time: a run's training time is its tokens / its tokens/s (the run's median speed; "
         f"evaluations left out). tokens/s vs {baseline}: the shape's median over the verdict seeds "
@@ -164,4 +195,4 @@ def cost_footer(baseline, seeds, interval):
         f"disadvantages it by an amount these records do not measure.",
         f"- the loss between two evaluations (every {interval} steps): linear in log tokens. vs "
         f"{baseline}: the mean over the verdict seeds {seeds} of the seed-paired difference at "
-        f"the equal budget, with its 95% t interval."])
+        f"the equal budget, with its 95% t interval."] + bench)

@@ -197,10 +197,12 @@ def controls_line(results, docs="docs/"):
     if not controls or any(c["reading"] is None for c in controls):
         return ""
     seeds = controls[0]["reading"]["vs_baseline"]["n"]
-    shares = "; ".join(f"{CHANGED.get(c['shape'], c['shape'])} ({c['shape']}) "
-                       f"{share_text(c['reading']['share'])}" for c in controls)
-    return (f"What the {results['controlled']}'s difference is made of (2 CPU cores, two controls, "
-            f"{seeds} verdict seeds): {shares} of it; what each share can say in "
+    first, *rest = [f"{CHANGED.get(c['shape'], c['shape'])} ({c['shape']}) reproduces "
+                    f"{share_text(c['reading']['share'])} of it" for c in controls]
+    shares = ", ".join([first] + [r.replace(" reproduces ", " ").removesuffix(" of it")
+                                  for r in rest])
+    return (f"What the {results['controlled']}'s difference is made of (2 CPU cores, "
+            f"{seeds} verdict seeds, {len(controls)} controls): {shares} - "
             f"[hourglass.md]({docs}hourglass.md#what-the-gain-is-made-of-the-controls).")
 
 

@@ -5,6 +5,7 @@ shape's difference (Fieller, shapelab/controls.py); and the loss read at equal t
 along the trajectories (shapelab/cost.py). On made-up losses whose answers are known or computed
 another way (scipy, brute force)."""
 
+import json
 import math
 
 import numpy as np
@@ -203,6 +204,34 @@ def test_equal_time_reads_the_slower_shape_where_it_had_used_the_gpts_time():
     assert alone["b"]["speed"] is None and alone["b"]["time"] is None  # no machine in common
     assert "- (no seed on the same machine)" in cost.cost_table(alone, "GPT",
                                                                {"GPT": 1.6, "b": 1.55})
+
+
+def test_a_shape_of_another_session_takes_its_speed_from_one_bench_run(tmp_path):
+    """A shape whose runs share no session with the GPT's (here: another machine) gets its speed
+    from bench.py's JSON of one run: the eager rows of its first dtype, the baseline's speed from
+    the same rows; a shape the bench did not measure keeps the paired runs' (none: no reading)."""
+    seeds = [1, 2, 3]
+    gpt = {s: run([4, 2.0, 1.8, 1.7, 1.60 + 0.01 * s], 1000) for s in seeds}
+    later = {s: run([4, 2.1, 1.9 + 0.01 * s, 1.7, 1.55], 9999, machine="CPU B") for s in seeds}
+    path = tmp_path / cost.SPEED_BENCH
+    assert cost.bench_speeds(path, {"GPT", "later"}) == ({}, None)  # no file: no bench
+    row = dict(mode="eager", dtype="bfloat16", oom=False)
+    path.write_text(json.dumps(dict(machine="AMD EPYC (AVX512-BF16)", rows=[
+        dict(row, model="GPT", tokens_per_s=800.0), dict(row, model="later", tokens_per_s=400.0),
+        dict(row, model="other", tokens_per_s=100.0),
+        dict(row, model="later", mode="compiled", tokens_per_s=4000.0),
+        dict(row, model="later", dtype="float32", tokens_per_s=40.0)])))
+    bench = cost.bench_speeds(path, {"GPT", "later"})
+    assert bench == ({"GPT": 800.0, "later": 400.0}, "AMD EPYC (AVX512-BF16)")
+    runs = {"GPT": gpt, "later": later, "unmeasured": later}
+    rows = cost.cost_rows(runs, {n: 100 for n in runs}, seeds, "GPT", 800, bench)
+    assert rows["later"]["speed"] == 0.5 and rows["later"]["time"]["read"] == "shape"
+    assert rows["later"]["time"]["shape"] == pytest.approx(1.92)  # read at half its tokens
+    assert rows["unmeasured"]["speed"] is None and rows["GPT"]["speed"] == 1.0
+    table = cost.cost_table(rows, "GPT", {"GPT": 1.62, "later": 1.55, "unmeasured": 1.55})
+    assert "| later | 0.50x (bench.py, one run on AMD EPYC) | 1.9200 |" in table
+    assert "one run of bench.py" in cost.cost_footer("GPT", "1-3", 100, "r/speed_bench.json")
+    assert "bench.py" not in cost.cost_footer("GPT", "1-3", 100)
 
 
 def test_machine_labels_drop_the_units():
