@@ -13,7 +13,7 @@
 # report's equal-time reading) is measured in one bench.py run on that machine, not paired across
 # sessions: results/compare_verdict_cpu/speed_bench.json, written by
 #   python bench.py --models=GPT,hourglass,gpt-wide,hourglass-same-d --modes=eager \
-#       --dtypes=bfloat16 --threads=1 --steps=10 --rounds=3 \
+#       --dtypes=bfloat16 --threads=1 --steps=20 --rounds=5 \
 #       --json=results/compare_verdict_cpu/speed_bench.json
 # Every finished run (config.py, result.json) goes to results/compare_verdict_cpu/runs/ as it
 # finishes, the report (results.csv, results.md, verdict.png, ...) to results/compare_verdict_cpu/
