@@ -29,11 +29,9 @@ from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, pair
                               seeds_in_verdict)
 
 
-# what each control changes of the hourglass (shapes.CONTROL_NAMES)
-CHANGED = {"GPT wide": "the reallocation alone",  # d and attention widened, a plain FFN
-           "hourglass same-d": "the FFN swap alone"}  # d and attention kept
-HOW = {"GPT wide": "d and attention widened, a plain FFN",
-       "hourglass same-d": "d and attention kept"}
+# what each control changes of the hourglass (shapes.CONTROL_NAMES): (in short, how)
+CHANGED = {"GPT wide": ("the reallocation alone", "d and attention widened, a plain FFN"),
+           "hourglass same-d": ("the FFN swap alone", "d and attention kept")}
 
 
 def fieller_ratio(a, b):
@@ -110,9 +108,8 @@ def share_reading(share, reference):
 def controls_reading(controls, reference):
     """One markdown bullet per control with every verdict seed: the share of the reference's
     difference it reproduces and what its interval can say (share_reading); '' before any has."""
-    lines = [f"- **{name}**, {CHANGED.get(name, 'its change alone')} ({HOW.get(name, '')}): "
-             f"{share_text(r['share'])} of "
-             f"the {reference}'s difference - {share_reading(r['share'], reference)}."
+    lines = [f"- **{name}**, {CHANGED[name][0]} ({CHANGED[name][1]}): {share_text(r['share'])} "
+             f"of the {reference}'s difference - {share_reading(r['share'], reference)}."
              for name, row in controls.items() if (r := row.get("reading"))]
     if len(lines) > 1:
         lines.append("- The shares need not add up to 100%: the two changes can overlap or "

@@ -168,9 +168,9 @@ def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
     """README's regime line and table: each shape's row (mechanism, file, paper, write-up) with its
     verdict on the GPU and on the CPU, read from each folder's results.json; `docs`: the write-ups'
     folder as the page links it (a page in docs/ links them by name)."""
-    verdicts, seeds, regimes = {}, {}, {}
+    verdicts, seeds, regimes, held = {}, {}, {}, {}
     for machine, folder in (("gpu", gpu_dir), ("cpu", cpu_dir)):
-        results = json.loads((Path(folder) / "results.json").read_text())
+        results = held[machine] = json.loads((Path(folder) / "results.json").read_text())
         verdicts[machine] = {v["shape"]: v for v in results["verdicts"]}
         seeds[machine] = max(len(v["seeds"]) for v in results["verdicts"])
         regimes[machine] = regime_line(results["settings"], results["shapes"]["GPT"],
@@ -186,7 +186,7 @@ def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
                  for m in ("gpu", "cpu")]
         lines.append(f"| {mechanism} | `{file}` | {paper} | {cells[0]} | {cells[1]} | "
                      f"[{write_up}]({docs}{write_up}) |")
-    made_of = controls_line(json.loads((Path(cpu_dir) / "results.json").read_text()), docs)
+    made_of = controls_line(held["cpu"], docs)
     return "\n".join(lines + (["", made_of] if made_of else [])) + "\n"
 
 
@@ -197,12 +197,11 @@ def controls_line(results, docs="docs/"):
     if not controls or any(c["reading"] is None for c in controls):
         return ""
     seeds = controls[0]["reading"]["vs_baseline"]["n"]
-    first, *rest = [f"{CHANGED.get(c['shape'], c['shape'])} ({c['shape']}) reproduces "
-                    f"{share_text(c['reading']['share'])} of it" for c in controls]
-    shares = ", ".join([first] + [r.replace(" reproduces ", " ").removesuffix(" of it")
-                                  for r in rest])
+    shares = [f"{CHANGED[c['shape']][0]} ({c['shape']}) {'reproduces ' * (i == 0)}"
+              f"{share_text(c['reading']['share'])}{' of it' * (i == 0)}"
+              for i, c in enumerate(controls)]
     return (f"What the {results['controlled']}'s difference is made of (2 CPU cores, "
-            f"{seeds} verdict seeds, {len(controls)} controls): {shares} - "
+            f"{seeds} verdict seeds, {len(controls)} controls): {', '.join(shares)} - "
             f"[hourglass.md]({docs}hourglass.md#what-the-gain-is-made-of-the-controls).")
 
 
