@@ -52,6 +52,11 @@ from train_mlp import portable_source  # noqa: E402
 
 METRICS = {"test_psnr_batchmse": "test PSNR (dB)", "test_ssim": "test SSIM"}
 DIGITS = {"test_psnr_batchmse": 2, "test_ssim": 4}  # as the table shows them; gaps: one more
+# A neighbouring rate at which a shape's mean validation loss is over 1.25x its chosen rate's
+# (about 1 dB of PSNR on a denoising loss) is one where its training breaks down: it bounds the
+# rate grid, but says nothing about how finely the gap depends on the rate. The report prints the
+# largest move where training held and the smallest where it broke down: the line between them.
+BREAKS_DOWN = 1.25
 NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed", "params_total",
            "params_trainable", "val_loss", *METRICS, "baseline_psnr_batchmse", "baseline_ssim",
            "train_time_s")
@@ -255,30 +260,37 @@ def neighbouring_rates(entry):
             if 0 <= j < len(tried) and tried[j] in entry["mean_at"]]
 
 
+def breaks_down(entry, rate):
+    """Whether the entry's shape breaks down at `rate` (diverged, or a mean validation loss over
+    BREAKS_DOWN times its chosen rate's): a rate no slightly different draw would have chosen."""
+    loss, chosen = entry["mean_at"][rate]["val_loss"], entry["mean_at"][entry["learning_rate"]]
+    return math.isnan(loss) or loss > BREAKS_DOWN * chosen["val_loss"]
+
+
 def rate_moves(conventional, hourglass, metric):
     """How far the gap (hourglass minus conventional, each at its chosen rate) moves when one side
     takes a neighbouring rate and the other keeps its own: [(the side's family, that rate, the
-    side's mean there, the move)], NaN where the runs at that rate diverged. A gap whose moves
-    are as large as itself says more about the rates than about the shapes; a move of several dB
-    is a rate at which that side's training broke down (its mean there says so)."""
+    side's mean there, the move, whether that side breaks down there)], NaN where the runs at that
+    rate diverged. A gap whose moves (where training held) are as large as itself says more about
+    the rates than about the shapes; a rate where a side breaks down only bounds the grid."""
     moves = []
     for entry, sign in ((hourglass, 1), (conventional, -1)):
         for rate in neighbouring_rates(entry):
             there = entry["mean_at"][rate][metric]
-            moves.append((entry["family"], rate, there, sign * (there - entry[metric][0])))
+            moves.append((entry["family"], rate, there, sign * (there - entry[metric][0]),
+                          breaks_down(entry, rate)))
     return moves
 
 
 def runner_up_moves(conventional, hourglass, metric):
-    """The gap's moves when one side takes its runner-up rate - of its neighbouring rates, the one
-    with the lower mean validation loss (the rate a slightly different draw could have chosen) -
-    and the other keeps its own: [move], NaN where that rate diverged."""
+    """The gap's moves when one side takes its runner-up rate - of its neighbouring rates where it
+    does not break down, the one with the lower mean validation loss (the rate a slightly
+    different draw could have chosen) - and the other keeps its own: [move]."""
     moves = []
     for entry, sign in ((hourglass, 1), (conventional, -1)):
-        near = neighbouring_rates(entry)
+        near = [r for r in neighbouring_rates(entry) if not breaks_down(entry, r)]
         if near:
-            loss = {r: entry["mean_at"][r]["val_loss"] for r in near}
-            rate = min(near, key=lambda r: math.inf if math.isnan(loss[r]) else loss[r])
+            rate = min(near, key=lambda r: entry["mean_at"][r]["val_loss"])
             moves.append(sign * (entry["mean_at"][rate][metric] - entry[metric][0]))
     return moves
 
@@ -376,7 +388,33 @@ def summary(rows, entries, paths):
         lines.append(f"Seeds' spread (max - min at a shape's lr, the largest over shapes): PSNR "
                      f"{max(spread['test_psnr_batchmse']):.3f} dB, SSIM "
                      f"{max(spread['test_ssim']):.4f}.")
+    line = breakdown_line(entries)
+    if line:
+        lines.append(line)
     return lines
+
+
+def breakdown_line(entries):
+    """How far each shape's test PSNR moves one rate step from its chosen one, split where its
+    training held and where it broke down (BREAKS_DOWN): the line the gaps' sensitivity draws."""
+    metric, held, broken = "test_psnr_batchmse", [], []
+    for e in entries:
+        for rate in neighbouring_rates(e):
+            move = e["mean_at"][rate][metric] - e[metric][0]
+            (broken if breaks_down(e, rate) else held).append(move)
+    if not held and not broken:
+        return ""
+    text = "One rate step from each shape's chosen lr"
+    if held:
+        text += (f": where training held ({len(held)} shape-rates), test PSNR moves "
+                 f"{min(held):+.3f} to {max(held):+.3f} dB")
+    finite = [m for m in broken if not math.isnan(m)]
+    if broken:
+        text += (f"; where it broke down (validation loss over {BREAKS_DOWN:g}x the chosen lr's: "
+                 f"{len(broken)} shape-rates" + (f", {len(broken) - len(finite)} diverged"
+                                                 if len(finite) < len(broken) else "") + ")"
+                 + (f", it falls {-max(finite):.3f} dB or more" if finite else ""))
+    return text + "."
 
 
 def shape_table(entries):
@@ -447,18 +485,24 @@ def gap_lines(entries, params_key, metric, hourglass, conventional):
 
 def moves_text(moves, digits):
     """A gap's rate sensitivity in words: 'a neighbouring rate moves it -0.120 to +0.034 (the
-    hourglass at 0.003, 21.050: -0.120; the conventional at 0.002, 21.380: +0.034)'."""
+    hourglass at 0.003, 21.050: -0.120; the conventional at 0.002, 21.380: +0.034); a side breaks
+    down at a neighbouring rate (the conventional at 0.0045, 14.528)'."""
     if not moves:
         return "no neighbouring rate run"
-    finite = [m for *_, m in moves if not math.isnan(m)]
-    each = "; ".join(f"the {side} at {rate:g}" + (": diverged" if math.isnan(m) else
-                                                   f", {there:.{digits}f}: {m:+.{digits}f}")
-                     for side, rate, there, m in moves)
-    if not finite:
-        return f"every neighbouring rate diverged ({each})"
-    return (f"a neighbouring rate moves it {min(finite):+.{digits}f} to "
-            f"{max(finite):+.{digits}f} ({each})")
-
+    held = [(side, rate, there, m) for side, rate, there, m, broke in moves if not broke]
+    broken = [(side, rate, there, m) for side, rate, there, m, broke in moves if broke]
+    parts = []
+    if held:
+        low, high = min(m for *_, m in held), max(m for *_, m in held)
+        parts.append(f"a neighbouring rate moves it {low:+.{digits}f} to {high:+.{digits}f} ("
+                     + "; ".join(f"the {side} at {rate:g}, {there:.{digits}f}: {m:+.{digits}f}"
+                                 for side, rate, there, m in held) + ")")
+    if broken:
+        parts.append(f"a side breaks down at {'a' if held else 'every'} neighbouring rate ("
+                     + "; ".join(f"the {side} at {rate:g}" + (
+                         " diverged" if math.isnan(m) else f", {there:.{digits}f}")
+                         for side, rate, there, m in broken) + ")")
+    return "; ".join(parts)
 
 
 def staircase(front, params_key, metric, right):
@@ -646,9 +690,9 @@ def gap_bullet(entries, params_key, metric, hourglass, conventional):
         moves = rate_moves(e, best, metric)
         detail = ([f"seed-paired {paired[0]:+.{d}f} to {paired[1]:+.{d}f}"] if paired else [])
         detail.append("neighbouring rates: " + "; ".join(
-            f"the {family} " + ", ".join(f"{rate:g} " + ("diverged" if math.isnan(m) else
-                                                          f"{m:+.{d}f}")
-                                         for f_, rate, _, m in moves if f_ == family)
+            f"the {family} " + ", ".join(f"{rate:g} " + (
+                "diverged" if math.isnan(m) else "breaks down" if broke else f"{m:+.{d}f}")
+                for f_, rate, _, m, broke in moves if f_ == family)
             for family in FAMILIES if any(f_ == family for f_, *_ in moves))
             if moves else "no neighbouring rate run")
         points.append(f"{e[params_key] / 1e6:.2f}M {gap:+.{d}f}{unit} ({'; '.join(detail)})")

@@ -107,8 +107,9 @@ def test_the_printed_gaps_and_the_edge_lr_flag(sweep_csv):
     rows = fronts.read_rows(sweep_csv)
     text = fronts.report(fronts.shape_results(rows), rows, [sweep_csv], "t")
     # the hourglass's 2e-3 ran one seed of two: no neighbour; the conventional's diverged
-    assert ("+0.950 dB (seed-paired +0.900 to +1.000); every neighbouring rate diverged (the "
-            "conventional at 0.002: diverged); the hourglass: hourglass d_z=64 d_h=8 L=2" in text)
+    assert ("+0.950 dB (seed-paired +0.900 to +1.000); a side breaks down at every neighbouring "
+            "rate (the conventional at 0.002 diverged); the hourglass: hourglass d_z=64 d_h=8 L=2"
+            in text)
     assert "+0.10000 (seed-paired +0.10000 to +0.10000)" in text  # SSIM, 4 + 1 digits
     assert text.count("(seed-paired ") == 4  # total / trainable x PSNR / SSIM
     assert "hourglass d_z=64 d_h=8 L=2: lr 0.001, the bottom of 0.001, 0.002: add 0.0005" in text
@@ -234,11 +235,36 @@ def test_each_gap_moves_with_either_sides_neighbouring_rate():
     moves = fronts.rate_moves(point, best, "test_psnr_batchmse")
     assert [(side, rate) for side, rate, *_ in moves] == [
         ("hourglass", 5e-4), ("hourglass", 2e-3), ("conventional", 2e-3)]
-    assert [m for *_, m in moves] == pytest.approx([-0.2, -1.5, -0.8])  # 21.0 vs 20.2: +0.8
+    # 21.0 vs 20.2: +0.8; the hourglass's 2e-3 loses 1.5 dB at 1.5x its chosen validation loss
+    assert [m for *_, m, _ in moves] == pytest.approx([-0.2, -1.5, -0.8])
+    assert [broke for *_, broke in moves] == [False, True, False]
     text = fronts.report(entries, rows, [Path("sweep.csv")], "t")
-    assert ("+0.300 dB (seed-paired +0.300 to +0.300); a neighbouring rate moves it -1.500 to "
-            "-0.200 (the hourglass at 0.0005, 20.310: -0.200; the hourglass at 0.002, 19.010: "
-            "-1.500; the conventional at 0.002, 21.010: -0.800)") in text
+    assert ("+0.300 dB (seed-paired +0.300 to +0.300); a neighbouring rate moves it -0.800 to "
+            "-0.200 (the hourglass at 0.0005, 20.310: -0.200; the conventional at 0.002, 21.010: "
+            "-0.800); a side breaks down at a neighbouring rate (the hourglass at 0.002, 19.010)"
+            ) in text
+    assert ("One rate step from each shape's chosen lr: where training held (2 shape-rates), test "
+            "PSNR moves -0.200 to +0.800 dB; where it broke down (validation loss over 1.25x the "
+            "chosen lr's: 1 shape-rates), it falls 1.500 dB or more.") in text
+
+
+def test_a_rate_where_a_side_breaks_down_bounds_the_grid_but_moves_no_gap():
+    """A neighbouring rate whose mean validation loss is over 1.25x the chosen rate's (or NaN) is
+    one where that side's training broke down: it is listed apart from the moves (a gap's
+    sensitivity is read where training held) and is never the runner-up a sign flip is judged
+    by - here the conventional's only neighbour breaks down, so no runner-up can flip the gap."""
+    for loss_at_2e3, broke in ((0.0149, False), (0.0151, True)):  # 1.25x its 0.012 is 0.015
+        rows = [r if not (r["shape"] == "conventional" and r["learning_rate"] == 2e-3)
+                else {**r, "val_loss": loss_at_2e3} for r in rate_grid_rows(21.0)]
+        entries = fronts.shape_results(rows)
+        point, best, gap, _ = fronts.gaps(entries, "params_total", "test_psnr_batchmse",
+                                          *pair(entries))[0]
+        assert fronts.breaks_down(point, 2e-3) is broke
+        flips = any((gap + m > 0) != (gap > 0)
+                    for m in fronts.runner_up_moves(point, best, "test_psnr_batchmse"))
+        assert flips is not broke  # 21.0 at 2e-3 would flip the +0.3 dB gap, where it held
+        bullet = fronts.gap_bullet(entries, "params_total", "test_psnr_batchmse", *pair(entries))
+        assert ("the conventional 0.002 breaks down" in bullet) is broke
 
 
 def test_the_gap_bullet_says_whether_a_runner_up_rate_flips_its_sign():
@@ -253,7 +279,7 @@ def test_the_gap_bullet_says_whether_a_runner_up_rate_flips_its_sign():
         assert "ahead at every point; every seed-paired range on the side of its mean" in bullet
         assert flips in bullet
     assert ("0.00M +0.300 dB (seed-paired +0.300 to +0.300; neighbouring rates: the hourglass "
-            "0.0005 -0.200, 0.002 -1.500; the conventional 0.002 +0.200)") in bullet
+            "0.0005 -0.200, 0.002 breaks down; the conventional 0.002 +0.200)") in bullet
 
 
 def test_page_blocks_are_what_the_command_writes_into_the_pages(sweep_csv, tmp_path,
