@@ -32,6 +32,9 @@ def producer(command):
         import mlp_hourglass_fronts
         return mlp_hourglass_fronts.page_blocks([ROOT / a for a in args],
                                                 Path(options["out"]).name)
+    if words[:2] == ["python", "experiments/mlp_hourglass_reference.py"] and len(args) == 1:
+        import mlp_hourglass_reference
+        return mlp_hourglass_reference.page_blocks(ROOT / args[0])
     if words[:2] == ["python", "experiments/cea_ood_verdict.py"] and len(args) == 1:
         import cea_ood_verdict
         return cea_ood_verdict.page_blocks(ROOT / args[0])
