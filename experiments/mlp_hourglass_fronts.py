@@ -626,20 +626,30 @@ def page_blocks(paths, name):
 
 def brief_lines(entries):
     """One line per hourglass form against each conventional form: the test PSNR gaps at the
-    conventional front's points (total parameters), their range, and the parameters they span."""
-    lines = []
+    conventional front's points (total parameters), their range, the parameters they span, and
+    their rate sensitivity - the largest move a neighbouring rate makes where training held, and
+    at how many points a side's runner-up rate flips the sign."""
+    metric, lines = "test_psnr_batchmse", []
     for hourglass in forms(entries, "hourglass"):
         for conventional in forms(entries, "conventional"):
-            found = [(e, gap) for e, _, gap, _ in gaps(
-                entries, "params_total", "test_psnr_batchmse", hourglass, conventional)
-                if gap is not None]
+            found = [(e, best, gap) for e, best, gap, _ in gaps(
+                entries, "params_total", metric, hourglass, conventional) if gap is not None]
             if not found:
                 continue
-            low, high = min(g for _, g in found), max(g for _, g in found)
-            sizes = [e["params_total"] / 1e6 for e, _ in found]
+            low, high = min(g for *_, g in found), max(g for *_, g in found)
+            sizes = [e["params_total"] / 1e6 for e, *_ in found]
+            held = [abs(m) for e, best, _ in found for *_, m, broke in rate_moves(e, best, metric)
+                    if not broke]
+            flips = sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
+                        for e, best, gap in found)
             lines.append(f"- {hourglass} minus {conventional}: {low:+.3f} to {high:+.3f} dB test "
                          f"PSNR at the {len(found)} points of the conventional front from "
-                         f"{min(sizes):.2f}M to {max(sizes):.2f}M total parameters")
+                         f"{min(sizes):.2f}M to {max(sizes):.2f}M total parameters; " + (
+                             f"a neighbouring rate moves a gap by up to {max(held):.3f} dB "
+                             "where training held" if held else "no neighbouring rate held")
+                         + (", and no side's runner-up rate flips a sign" if not flips else
+                            f", and a side's runner-up rate flips the sign at {flips} of "
+                            f"{len(found)} points"))
     return lines
 
 
