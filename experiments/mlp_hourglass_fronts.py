@@ -624,25 +624,39 @@ def page_blocks(paths, name):
     return blocks
 
 
+def side(found, metric):
+    """How one hourglass form stands against one conventional form, by one rule for every pair:
+    'ahead' where at every point of the conventional front (`found`: gaps()'s rows with a
+    hourglass) the gap of the means, every seed-paired gap and the gap with either side at its
+    runner-up rate are all above zero; 'behind' where all are below; 'no clear side' otherwise -
+    a gap that a seed or the next rate of the grid turns around is not a side."""
+    def sign_of(e, best, gap, paired):
+        values = [gap, *(paired or ()), *(gap + m for m in runner_up_moves(e, best, metric))]
+        return 1 if all(v > 0 for v in values) else -1 if all(v < 0 for v in values) else 0
+    signs = {sign_of(*row) for row in found}
+    return ("ahead" if signs == {1} else "behind" if signs == {-1} else "no clear side")
+
+
 def brief_lines(entries):
-    """One line per hourglass form against each conventional form: the test PSNR gaps at the
-    conventional front's points (total parameters), their range, the parameters they span, and
-    their rate sensitivity - the largest move a neighbouring rate makes where training held, and
-    at how many points a side's runner-up rate flips the sign."""
+    """One line per hourglass form against each conventional form: its side (side()), the test
+    PSNR gaps at the conventional front's points (total parameters), their range, the parameters
+    they span, and their rate sensitivity - the largest move a neighbouring rate makes where
+    training held, and at how many points a side's runner-up rate flips the sign."""
     metric, lines = "test_psnr_batchmse", []
     for hourglass in forms(entries, "hourglass"):
         for conventional in forms(entries, "conventional"):
-            found = [(e, best, gap) for e, best, gap, _ in gaps(
-                entries, "params_total", metric, hourglass, conventional) if gap is not None]
+            found = [row for row in gaps(entries, "params_total", metric, hourglass,
+                                         conventional) if row[2] is not None]
             if not found:
                 continue
-            low, high = min(g for *_, g in found), max(g for *_, g in found)
+            low, high = min(g for _, _, g, _ in found), max(g for _, _, g, _ in found)
             sizes = [e["params_total"] / 1e6 for e, *_ in found]
-            held = [abs(m) for e, best, _ in found for *_, m, broke in rate_moves(e, best, metric)
-                    if not broke]
+            held = [abs(m) for e, best, *_ in found
+                    for *_, m, broke in rate_moves(e, best, metric) if not broke]
             flips = sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
-                        for e, best, gap in found)
-            lines.append(f"- {hourglass} minus {conventional}: {low:+.3f} to {high:+.3f} dB test "
+                        for e, best, gap, _ in found)
+            lines.append(f"- {hourglass} minus {conventional}: **{side(found, metric)}**; "
+                         f"{low:+.3f} to {high:+.3f} dB test "
                          f"PSNR at the {len(found)} points of the conventional front from "
                          f"{min(sizes):.2f}M to {max(sizes):.2f}M total parameters; " + (
                              f"a neighbouring rate moves a gap by up to {max(held):.3f} dB "

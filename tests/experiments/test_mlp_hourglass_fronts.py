@@ -282,6 +282,21 @@ def test_the_gap_bullet_says_whether_a_runner_up_rate_flips_its_sign():
             "0.0005 -0.200, 0.002 breaks down; the conventional 0.002 +0.200)") in bullet
 
 
+def test_a_side_is_named_only_where_no_seed_and_no_runner_up_rate_turns_a_gap_around():
+    """side(): 'ahead' needs every gap, every seed-paired gap and every gap with a side at its
+    runner-up rate above zero. The +0.3 dB gap here keeps its sign across the seeds; whether the
+    conventional's runner-up (2e-3) turns it around decides between 'ahead' and no side."""
+    for at_2e3, expected in ((21.0, "no clear side"), (20.0, "ahead")):
+        entries = fronts.shape_results(rate_grid_rows(at_2e3))
+        found = fronts.gaps(entries, "params_total", "test_psnr_batchmse", *pair(entries))
+        assert fronts.side(found, "test_psnr_batchmse") == expected
+        assert f"**{expected}**; +0.300 to +0.300 dB" in "\n".join(fronts.brief_lines(entries))
+    flipped = [{**r, "test_psnr_batchmse": -r["test_psnr_batchmse"]} for r in rate_grid_rows(20.0)]
+    entries = fronts.shape_results(flipped)  # every PSNR negated: the hourglass behind everywhere
+    found = fronts.gaps(entries, "params_total", "test_psnr_batchmse", *pair(entries))
+    assert fronts.side(found, "test_psnr_batchmse") == "behind"
+
+
 def test_page_blocks_are_what_the_command_writes_into_the_pages(sweep_csv, tmp_path,
                                                                  monkeypatch):
     """page_blocks gives the numbers a page quotes about one set of fronts, named after its
