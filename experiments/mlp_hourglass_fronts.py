@@ -295,6 +295,11 @@ def runner_up_moves(conventional, hourglass, metric):
     return moves
 
 
+def runner_up_flips(conventional, hourglass, gap, metric):
+    """Whether either side's runner-up rate (runner_up_moves) turns the gap's sign around."""
+    return any((gap + m > 0) != (gap > 0) for m in runner_up_moves(conventional, hourglass, metric))
+
+
 def edge_lrs(entries):
     """The Pareto-optimal shapes (on any front of any form) whose chosen lr is the highest or the
     lowest they were tried at: [(entry, 'top' or 'bottom', lr to add)]. Above the top: 1.5x it
@@ -653,8 +658,7 @@ def brief_lines(entries):
             sizes = [e["params_total"] / 1e6 for e, *_ in found]
             held = [abs(m) for e, best, *_ in found
                     for *_, m, broke in rate_moves(e, best, metric) if not broke]
-            flips = sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
-                        for e, best, gap, _ in found)
+            flips = sum(runner_up_flips(e, best, gap, metric) for e, best, gap, _ in found)
             lines.append(f"- {hourglass} minus {conventional}: **{side(found, metric)}**; "
                          f"{low:+.3f} to {high:+.3f} dB test "
                          f"PSNR at the {len(found)} points of the conventional front from "
@@ -707,8 +711,7 @@ def gap_bullet(entries, params_key, metric, hourglass, conventional):
     side = ("ahead at every point" if ahead == len(found) else "behind at every point"
             if ahead == 0 else f"ahead at {ahead} of {len(found)} points")
     across = sum(paired is not None and paired[0] < 0 < paired[1] for *_, paired in found)
-    flips = sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
-                for e, best, gap, _ in found)
+    flips = sum(runner_up_flips(e, best, gap, metric) for e, best, gap, _ in found)
     points = []
     for e, best, gap, paired in found:
         moves = rate_moves(e, best, metric)

@@ -70,6 +70,13 @@ def speed_ratio(shape_runs, base_runs, seeds):
 
 
 SPEED_BENCH = "speed_bench.json"  # bench.py's JSON in a records folder (its command: the config)
+BENCH_SOURCE = "bench.py, one run"  # how a speed from that JSON is labelled, in place of machines
+
+
+def from_bench(machines):
+    """Whether a cost row's speed came from bench.py's JSON (its machines say so), not from
+    paired verdict runs."""
+    return any(m.startswith(BENCH_SOURCE) for m in machines)
 
 
 def bench_speeds(path, names):
@@ -126,7 +133,7 @@ def cost_rows(runs, flops, seeds, baseline, tokens, bench=({}, None)):
         speed, machines = speed_ratio(shape, base, seeds)
         if name != baseline and name in measured and baseline in measured:
             speed = measured[name] / measured[baseline]
-            machines = {f"bench.py, one run on {machine_label(machine or 'its machine')}": 1}
+            machines = {f"{BENCH_SOURCE} on {machine_label(machine or 'its machine')}": 1}
         ratio = flops[name] / flops[baseline]
         out[name] = dict(speed=speed, machines=machines, flops=ratio,
                          time=speed and equal_budget(shape, base, seeds, speed, tokens),
@@ -156,7 +163,7 @@ def cost_table(cost, baseline, final_loss):
              f"{baseline}'s FLOPs | vs {baseline} at equal FLOPs [95% interval] |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, row in cost.items():
-        machines = ", ".join(m if m.startswith("bench.py") else f"{n} on {m}"
+        machines = ", ".join(m if from_bench([m]) else f"{n} on {m}"
                              for m, n in row["machines"].items())
         speed = "-" if row["speed"] is None else f"{row['speed']:.2f}x ({machines})"
         if name == baseline:
@@ -174,7 +181,7 @@ def cost_table(cost, baseline, final_loss):
 def cost_footer(baseline, seeds, interval, bench_file=None):
     """The rules of cost_table in words (markdown bullets); bench_file: the bench.py JSON that set
     some shapes' speed, where one did."""
-    bench = ([f"- 'bench.py, one run': the shape's tokens/s over {baseline}'s, both measured in "
+    bench = ([f"- '{BENCH_SOURCE}': the shape's tokens/s over {baseline}'s, both measured in "
               f"one run of bench.py on that machine ({bench_file}; the models alternate, so a "
               f"machine that gets busier slows them alike). For shapes trained in a later "
               f"session than {baseline}'s runs: a machine's name does not make two sessions' "

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 
 from shapelab.controls import control_rows, controls_footer, controls_reading, controls_table
-from shapelab.cost import SPEED_BENCH, cost_footer, cost_table
+from shapelab.cost import SPEED_BENCH, cost_footer, cost_table, from_bench
 from shapelab.sweep import read_result
 from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, rate_label, rates_flag,
                               seeds_in_verdict, shape_rows, short_verdict, spread_check)
@@ -112,8 +112,8 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
             + (f"What each explains:\n\n{reading}\n\n" if reading else "") +
             f"{rates_table(control, rated)}\n\n{controls_footer(baseline, controlled, seeds)}")
     final = {n: row["mean"] for n, row in {**rows, **control}.items() if row["mean"] is not None}
-    bench = (f"{settings['record_dir']}/{SPEED_BENCH}" if any(
-        m.startswith("bench.py") for row in cost.values() for m in row["machines"]) else None)
+    bench = (f"{settings['record_dir']}/{SPEED_BENCH}"
+             if any(from_bench(row["machines"]) for row in cost.values()) else None)
     footer = cost_footer(baseline, seeds_text(used), settings["eval_interval"], bench)
     sections["cost"] = (f"{cost_table(cost, baseline, final)}\n\n{footer}"
                         if cost else f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every "
