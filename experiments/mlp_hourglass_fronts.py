@@ -18,15 +18,18 @@ one among the rates it was tried at, where run) - a gap smaller than those moves
 grid's as much as the shapes'. Rows of several forms read together (a hourglass with its W_in
 frozen or learned, a conventional MLP on the image itself or behind a learned square W_in: the
 CSVs of two sweeps) give each form its front and the gaps of every hourglass form against every
-conventional form. Then each Pareto-optimal shape whose lr is at an edge of the lrs it was tried
-at, with the lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3; below the bottom: half it)
-and the sweep's --shapes and --learning_rates that train just those runs.
+conventional form. Then the grid: whether every form ran every shape its family ran, each at
+three rates or more with every seed, and each Pareto-optimal shape whose lr is at an edge of the
+lrs it ran at with every seed, with the lr to try next (above the top: 1.5x it, so 2e-3 -> 3e-3;
+below the bottom: half it) and the sweep's --shapes and --learning_rates that train just those
+runs. Until the grid is whole and no such shape is left, a gap's side is not called a verdict.
 
 Where the output is one of the repo's (--out=results/NAME), the same command writes the numbers
 the pages quote about it into their generated blocks NAME.runs, NAME.shapes, NAME.gaps,
-NAME.fronts and NAME.lift (page_blocks; shapelab/pages.py). A row not written whole (cut short, or
-glued to the next) is left out and a run written twice counts once, each with a warning; a row
-with a machine path or no clamp_sr_input is read in the sweep's words (normalized).
+NAME.fronts, NAME.brief, NAME.grid and NAME.lift (page_blocks; shapelab/pages.py). A row not
+written whole (cut short, or glued to the next) is left out and a run written twice counts once,
+each with a warning; a row with a machine path or no clamp_sr_input is read in the sweep's words
+(normalized).
 
     python experiments/mlp_hourglass_fronts.py out/mlp_sweep_mnist_denoise/sweep.csv
     python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
@@ -57,6 +60,9 @@ DIGITS = {"test_psnr_batchmse": 2, "test_ssim": 4}  # as the table shows them; g
 # rate grid, but says nothing about how finely the gap depends on the rate. The report prints the
 # largest move where training held and the smallest where it broke down: the line between them.
 BREAKS_DOWN = 1.25
+# A grid is whole when every form ran every shape its family ran in any form, each at MIN_RATES
+# rates or more with every seed: only then does a side (side()) become a verdict.
+MIN_RATES = 3
 NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed", "params_total",
            "params_trainable", "val_loss", *METRICS, "baseline_psnr_batchmse", "baseline_ssim",
            "train_time_s")
@@ -199,6 +205,8 @@ def shape_results(rows):
                      input_proj=input_proj, learning_rate=lr,
                      d_x=task.input_dim if task else None,
                      seeds=len(runs), learning_rates_tried=tuple(sorted(by_lr)),
+                     seeds_at={rate: frozenset(int(r["seed"]) for r in at)
+                               for rate, at in by_lr.items()},
                      params_total=runs[0]["params_total"],
                      params_trainable=runs[0]["params_trainable"], per_seed={},
                      # each rate run with the chosen rate's seeds: its metrics' means (a
@@ -252,12 +260,11 @@ def gaps(entries, params_key, metric, hourglass_form, conventional_form):
 
 
 def neighbouring_rates(entry):
-    """The rates one step below and above the entry's chosen one among those its shape was tried
-    at, where every seed of the chosen rate ran."""
-    tried = entry["learning_rates_tried"]
+    """The rates one step below and above the entry's chosen one among those its shape ran at
+    with every seed (rates_run)."""
+    tried = rates_run(entry)
     i = tried.index(entry["learning_rate"])
-    return [tried[j] for j in (i - 1, i + 1)
-            if 0 <= j < len(tried) and tried[j] in entry["mean_at"]]
+    return [tried[j] for j in (i - 1, i + 1) if 0 <= j < len(tried)]
 
 
 def breaks_down(entry, rate):
@@ -300,10 +307,17 @@ def runner_up_flips(conventional, hourglass, gap, metric):
     return any((gap + m > 0) != (gap > 0) for m in runner_up_moves(conventional, hourglass, metric))
 
 
+def rates_run(entry):
+    """The rates the entry's shape ran at with every seed of its chosen rate: a rate only some
+    seeds ran at is not yet tried."""
+    return sorted(entry["mean_at"])
+
+
 def edge_lrs(entries):
     """The Pareto-optimal shapes (on any front of any form) whose chosen lr is the highest or the
-    lowest they were tried at: [(entry, 'top' or 'bottom', lr to add)]. Above the top: 1.5x it
-    (2e-3 -> 3e-3); below the bottom: half it. A shape tried at one lr is at both edges."""
+    lowest they ran at with every seed (rates_run): [(entry, 'top' or 'bottom', lr to add)].
+    Above the top: 1.5x it (2e-3 -> 3e-3); below the bottom: half it. A shape run at one lr is at
+    both edges."""
     optimal = {}
     for form in forms(entries):
         for params_key in ("params_total", "params_trainable"):
@@ -313,12 +327,76 @@ def edge_lrs(entries):
     flags = []
     for e in sorted(optimal.values(), key=lambda e: (FAMILIES.index(e["family"]),
                                                      e["input_proj"], e["params_total"])):
-        lr, tried = e["learning_rate"], e["learning_rates_tried"]
+        lr, tried = e["learning_rate"], rates_run(e)
         if lr == max(tried):
             flags.append((e, "top", float(f"{lr * 1.5:.3g}")))
         if lr == min(tried):
             flags.append((e, "bottom", float(f"{lr / 2:.3g}")))
     return flags
+
+
+def grid_holes(entries):
+    """Where the grid is not yet whole (MIN_RATES): a dict for every form that has not run a
+    shape its family ran in another form, ran it at fewer than MIN_RATES rates with every seed, or
+    ran a rate with only some seeds - its form, shape (family, d_z, d_h, L), what it lacks in
+    words, whether it wants the sweep config's rates (too_few) and the rates only some seeds ran
+    (partial)."""
+    seeds = frozenset().union(*(s for e in entries for s in e["seeds_at"].values()))
+    holes = []
+    for family in FAMILIES:
+        shapes = {(e["d_z"], e["d_h"], e["L"]): e["params_total"] for e in entries
+                  if e["family"] == family}
+        for form in forms(entries, family):
+            ran = {(e["d_z"], e["d_h"], e["L"]): e for e in of_form(entries, form)}
+            for shape in sorted(shapes, key=shapes.get):
+                seeds_at = ran[shape]["seeds_at"] if shape in ran else {}
+                whole = [r for r, s in seeds_at.items() if s == seeds]
+                partial = sorted(r for r, s in seeds_at.items() if s != seeds)
+                too_few = len(whole) < MIN_RATES
+                lacks = (["not run"] if not seeds_at else
+                         [f"{len(whole)} rate{'s' * (len(whole) != 1)} with every seed"] * too_few
+                         + [f"{r:g} with seed {', '.join(map(str, sorted(seeds_at[r])))} only"
+                            for r in partial])
+                if lacks:
+                    holes.append(dict(form=form, shape=(family, *shape), lacks=", ".join(lacks),
+                                      too_few=too_few, partial=partial))
+    return holes
+
+
+def grid_asks(holes):
+    """The sweep arguments that fill grid_holes' holes, per form: [(form, '--shapes=...; then
+    --shapes=... --learning_rates=...')] - the config's rates where a shape is not run or run at
+    too few rates, the one rate where only some seeds ran it."""
+    asks = defaultdict(lambda: defaultdict(list))  # form -> rate (0: the config's) -> shapes
+    for hole in holes:
+        for rate in [0] * hole["too_few"] + hole["partial"]:
+            asks[hole["form"]][rate].append(":".join(map(str, hole["shape"])))
+    return [(form, "; then ".join(
+        f"--shapes={','.join(shapes)}" + (f" --learning_rates={rate:g}" if rate else "")
+        for rate, shapes in sorted(by_rate.items()))) for form, by_rate in asks.items()]
+
+
+def label_shape(shape):
+    """(family, d_z, d_h, L) as the fronts write a shape: 'd_z/d_h/L<L>'."""
+    _, d_z, d_h, L = shape
+    return f"{d_z}/{d_h}/L{L}"
+
+
+def grid_line(entries):
+    """Whether the grid is whole and no Pareto-optimal shape sits at an edge rate: the condition
+    under which a side (side()) is a verdict, in one line."""
+    seeds = sorted(frozenset().union(*(s for e in entries for s in e["seeds_at"].values())))
+    size = sum(len(forms(entries, family)) * len({(e["d_z"], e["d_h"], e["L"]) for e in entries
+                                                  if e["family"] == family})
+               for family in FAMILIES)
+    holes, flags = grid_holes(entries), edge_lrs(entries)
+    text = (f"(every form at every shape its family ran, each at {MIN_RATES} rates or more with "
+            f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}): ")
+    if not holes and not flags:
+        return text + "whole, and no Pareto-optimal shape at an edge rate"
+    return text + (f"{size - len(holes)} of {size} form-shapes whole, "
+                   f"{len(flags)} Pareto-optimal shape{'s' * (len(flags) != 1)} at an edge rate:"
+                   f" no verdict yet")
 
 
 def label(e):
@@ -453,6 +531,13 @@ def report(entries, rows, paths, title):
                                  f"staircase there minus it (gap of the means; seed-paired gaps' "
                                  f"range):")
                     lines += gap_lines(entries, params_key, metric, hourglass, conventional)
+    lines += ["", f"**The grid** {grid_line(entries)}."]
+    holes = grid_holes(entries)
+    lines += [f"- {h['form']} {label_shape(h['shape'])}: {h['lacks']}" for h in holes]
+    if holes:
+        lines.append("- the runs they ask for, each form's with the sweep that runs that form "
+                     "(its config, each seed's --out_dir; it skips the runs its CSV holds): "
+                     + "; ".join(f"{form} {runs}" for form, runs in grid_asks(holes)))
     flags = edge_lrs(entries)
     lines += ["", "**Learning rates at an edge** (Pareto-optimal shapes whose chosen lr is the "
               "highest or lowest they were tried at: the list must grow):"]
@@ -461,7 +546,7 @@ def report(entries, rows, paths, title):
     asked = defaultdict(list)  # lr to add -> the shapes that ask for it
     for e, edge, lr in flags:
         lines.append(f"- {label(e)}: lr {e['learning_rate']:g}, the {edge} of "
-                     f"{', '.join(f'{x:g}' for x in e['learning_rates_tried'])}: add {lr:g}")
+                     f"{', '.join(f'{x:g}' for x in rates_run(e))}: add {lr:g}")
         asked[lr].append(f"{e['family']}:{e['d_z']}:{e['d_h']}:{e['L']}")
     if flags:
         lines.append("- the runs they ask for: the sweep's command (its config, each seed's "
@@ -612,8 +697,9 @@ def page_blocks(paths, name):
     seed-paired range and how far a neighbouring rate moves it), NAME.fronts (the Pareto-optimal
     shapes and the rates at an edge), NAME.brief (each hourglass form against each conventional
     form in one line: the range of the test PSNR gaps over the conventional front's points, for
-    a summary such as README's) and, where both lifts of a hourglass ran, NAME.lift (each shape
-    frozen -> learned). NAME is the name of the output they stand beside (--out)."""
+    a summary such as README's), NAME.grid (whether the grid is whole: grid_line) and, where
+    both lifts of a hourglass ran, NAME.lift (each shape frozen -> learned). NAME is the name of
+    the output they stand beside (--out)."""
     shown = {str(p): repo_path(p) for p in paths}  # the same text from any working folder
     rows = [dict(r, csv=str(shown[r["csv"]])) for r in sweep_rows(paths)]
     entries = shape_results(rows)
@@ -622,7 +708,8 @@ def page_blocks(paths, name):
               f"{name}.shapes": "\n".join(shape_table(entries)),
               f"{name}.gaps": "\n".join(gap_bullets(entries)),
               f"{name}.fronts": "\n".join(front_bullets(entries)),
-              f"{name}.brief": "\n".join(brief_lines(entries))}
+              f"{name}.brief": "\n".join(brief_lines(entries)),
+              f"{name}.grid": f"- the grid {grid_line(entries)}"}
     lift = lift_bullet(entries)
     if lift:
         blocks[f"{name}.lift"] = lift
@@ -643,10 +730,12 @@ def side(found, metric):
 
 
 def brief_lines(entries):
-    """One line per hourglass form against each conventional form: its side (side()), the test
-    PSNR gaps at the conventional front's points (total parameters), their range, the parameters
-    they span, and their rate sensitivity - the largest move a neighbouring rate makes where
-    training held, and at how many points a side's runner-up rate flips the sign."""
+    """One line per hourglass form against each conventional form: its side (side()) - a verdict
+    only where both forms' grid is whole and none of their Pareto-optimal shapes sits at an edge
+    rate (grid_holes, edge_lrs), 'no verdict yet' before - the test PSNR gaps at the
+    conventional front's points (total parameters), their range, the parameters they span, and
+    their rate sensitivity - the largest move a neighbouring rate makes where training held, and
+    at how many points a side's runner-up rate flips the sign."""
     metric, lines = "test_psnr_batchmse", []
     for hourglass in forms(entries, "hourglass"):
         for conventional in forms(entries, "conventional"):
@@ -659,7 +748,14 @@ def brief_lines(entries):
             held = [abs(m) for e, best, *_ in found
                     for *_, m, broke in rate_moves(e, best, metric) if not broke]
             flips = sum(runner_up_flips(e, best, gap, metric) for e, best, gap, _ in found)
-            lines.append(f"- {hourglass} minus {conventional}: **{side(found, metric)}**; "
+            short = sum(h["form"] in (hourglass, conventional) for h in grid_holes(entries))
+            edged = sum(e["form"] in (hourglass, conventional) for e, *_ in edge_lrs(entries))
+            why = ([f"{short} of their form-shapes short of the grid"] * bool(short)
+                   + [f"{edged} Pareto-optimal shape{'s' * (edged != 1)} at an edge rate"]
+                   * bool(edged))
+            reading = (f"**no verdict yet** ({', '.join(why)}); so far {side(found, metric)}"
+                       if why else f"**{side(found, metric)}**")
+            lines.append(f"- {hourglass} minus {conventional}: {reading}; "
                          f"{low:+.3f} to {high:+.3f} dB test "
                          f"PSNR at the {len(found)} points of the conventional front from "
                          f"{min(sizes):.2f}M to {max(sizes):.2f}M total parameters; " + (
@@ -742,8 +838,11 @@ def front_bullets(entries):
     flags = edge_lrs(entries)
     lines.append("- rates at an edge (Pareto-optimal shapes, any front): " + ("none" if not flags
                  else "; ".join(f"{label(e)} at {e['learning_rate']:g}, the {edge} of "
-                                f"{', '.join(f'{x:g}' for x in e['learning_rates_tried'])}"
+                                f"{', '.join(f'{x:g}' for x in rates_run(e))}"
                                 for e, edge, _ in flags)))
+    holes = grid_holes(entries)
+    lines.append(f"- the grid {grid_line(entries)}" + ("" if not holes else "; short: " + "; ".join(
+        f"{h['form']} {label_shape(h['shape'])} ({h['lacks']})" for h in holes)))
     return lines
 
 

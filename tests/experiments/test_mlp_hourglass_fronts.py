@@ -112,7 +112,9 @@ def test_the_printed_gaps_and_the_edge_lr_flag(sweep_csv):
             in text)
     assert "+0.10000 (seed-paired +0.10000 to +0.10000)" in text  # SSIM, 4 + 1 digits
     assert text.count("(seed-paired ") == 4  # total / trainable x PSNR / SSIM
-    assert "hourglass d_z=64 d_h=8 L=2: lr 0.001, the bottom of 0.001, 0.002: add 0.0005" in text
+    # its 2e-3 ran one seed of two: not yet tried, so 1e-3 is both its top and its bottom
+    assert "hourglass d_z=64 d_h=8 L=2: lr 0.001, the bottom of 0.001: add 0.0005" in text
+    assert "hourglass d_z=64 d_h=8 L=2: lr 0.001, the top of 0.001: add 0.0015" in text
     top = [row("hourglass", 64, 8, 2, lr, seed, 1000, loss, 20.0, 0.8)
            for lr, loss in ((5e-4, 0.03), (1e-3, 0.02), (2e-3, 0.01)) for seed in (0, 1)]
     inside = [dict(r, val_loss=0.005 if r["learning_rate"] == 1e-3 else 0.02) for r in top]
@@ -290,7 +292,8 @@ def test_a_side_is_named_only_where_no_seed_and_no_runner_up_rate_turns_a_gap_ar
         entries = fronts.shape_results(rate_grid_rows(at_2e3))
         found = fronts.gaps(entries, "params_total", "test_psnr_batchmse", *pair(entries))
         assert fronts.side(found, "test_psnr_batchmse") == expected
-        assert f"**{expected}**; +0.300 to +0.300 dB" in "\n".join(fronts.brief_lines(entries))
+        # the conventional's 3e-3 ran one seed of two: its grid is not whole, so not yet a verdict
+        assert f"so far {expected}; +0.300 to +0.300 dB" in "\n".join(fronts.brief_lines(entries))
     flipped = [{**r, "test_psnr_batchmse": -r["test_psnr_batchmse"]} for r in rate_grid_rows(20.0)]
     entries = fronts.shape_results(flipped)  # every PSNR negated: the hourglass behind everywhere
     found = fronts.gaps(entries, "params_total", "test_psnr_batchmse", *pair(entries))
@@ -304,7 +307,7 @@ def test_page_blocks_are_what_the_command_writes_into_the_pages(sweep_csv, tmp_p
     is one of the repo's (results/NAME): a run elsewhere leaves every page as it was."""
     blocks = fronts.page_blocks([sweep_csv], "tiny_fronts")
     assert set(blocks) == {f"tiny_fronts.{part}" for part in ("runs", "shapes", "gaps",
-                                                               "fronts", "brief")}
+                                                               "fronts", "brief", "grid")}
     entries = fronts.shape_results(fronts.sweep_rows([sweep_csv]))
     gaps = [g for _, _, g, _ in fronts.gaps(entries, "params_total", "test_psnr_batchmse",
                                             *pair(entries)) if g is not None]
@@ -389,3 +392,60 @@ def test_the_fair_sweeps_borrowed_hourglass_runs_are_the_first_sweeps():
     first = runs(ROOT / f"results/mlp_fashion_denoise_sweep_seed{s}.csv" for s in (0, 1))
     borrowed = runs([ROOT / "results/mlp_fashion_denoise_fair/first_sweep/sweep.csv"])
     assert borrowed and all(first[k] == v for k, v in borrowed.items())
+
+
+def grid_rows(seeds_of_conventional_3e3=(0, 1)):
+    """Two forms of the hourglass (frozen, learned) and one conventional form, two seeds: the
+    learned hourglass lacks a shape the frozen one ran, the frozen 64/32/L2 ran two rates, and the
+    conventional's 3e-3 ran with `seeds_of_conventional_3e3`."""
+    def at(shape, d_z, d_h, L, lrs, proj, params, psnr, seeds=(0, 1)):
+        return [{**row(shape, d_z, d_h, L, lr, seed, params, 0.01 + abs(lr - 2e-3), psnr, 0.8),
+                 "input_proj": proj} for lr in lrs for seed in seeds]
+    rows = (at("hourglass", 64, 8, 2, (1e-3, 2e-3, 3e-3), "frozen_random", 1000, 20.0)
+            + at("hourglass", 64, 32, 2, (1e-3, 2e-3), "frozen_random", 2000, 20.5)
+            + at("hourglass", 64, 8, 2, (1e-3, 2e-3, 3e-3), "learned", 1000, 20.6)
+            + at("conventional", 32, 64, 1, (1e-3, 2e-3), "direct", 1500, 20.2)
+            + at("conventional", 32, 64, 1, (3e-3,), "direct", 1500, 20.2,
+                 seeds_of_conventional_3e3))
+    return [{**r, **{k: float(v) for k, v in r.items() if k in fronts.NUMBERS}} for r in rows]
+
+
+def test_the_grid_is_whole_only_with_every_form_at_every_shape_and_rate():
+    """grid_holes: a form that has not run a shape its family ran in another form, a shape at
+    fewer than three rates with every seed, a rate only some seeds ran - each listed with the
+    sweep arguments that fill it; grid_line counts them."""
+    entries = fronts.shape_results(grid_rows(seeds_of_conventional_3e3=(0,)))
+    holes = {(h["form"], h["shape"]): h for h in fronts.grid_holes(entries)}
+    assert holes.keys() == {("hourglass (frozen W_in)", ("hourglass", 64, 32, 2)),
+                            ("hourglass (learned W_in)", ("hourglass", 64, 32, 2)),
+                            ("conventional (direct)", ("conventional", 32, 64, 1))}
+    assert holes["hourglass (frozen W_in)", ("hourglass", 64, 32, 2)]["lacks"] == (
+        "2 rates with every seed")
+    assert holes["hourglass (learned W_in)", ("hourglass", 64, 32, 2)]["lacks"] == "not run"
+    assert holes["conventional (direct)", ("conventional", 32, 64, 1)]["lacks"] == (
+        "2 rates with every seed, 0.003 with seed 0 only")
+    asks = dict(fronts.grid_asks(fronts.grid_holes(entries)))
+    assert asks["conventional (direct)"] == (
+        "--shapes=conventional:32:64:1; then --shapes=conventional:32:64:1 --learning_rates=0.003")
+    assert asks["hourglass (learned W_in)"] == "--shapes=hourglass:64:32:2"
+    assert ("(every form at every shape its family ran, each at 3 rates or more with seeds 0, 1):"
+            " 2 of 5 form-shapes whole") in fronts.grid_line(entries)  # 2 x 2 hourglass, 1
+
+
+def test_no_verdict_until_both_forms_grid_is_whole_and_no_front_shape_at_an_edge():
+    """brief_lines names a side as a verdict only where both forms' grid is whole and none of
+    their Pareto-optimal shapes chose an edge rate; before, 'no verdict yet' with what is short,
+    and the side so far."""
+    rows = [r for r in grid_rows() if r["hidden_dim"] != 32]  # the 64/32/L2 hourglasses gone
+    brief = "\n".join(fronts.brief_lines(fronts.shape_results(rows)))
+    # each shape chose 2e-3, inside 1e-3..3e-3, and every form ran every shape at 3 rates
+    assert "- hourglass (learned W_in) minus conventional (direct): **ahead**; +0.400" in brief
+    assert "the grid (" not in brief and "no verdict yet" not in brief
+    assert fronts.grid_line(fronts.shape_results(rows)).endswith(
+        "whole, and no Pareto-optimal shape at an edge rate")
+    short = [r for r in rows if not (r["shape"] == "conventional" and r["learning_rate"] == 3e-3
+                                     and r["seed"] == 1)]
+    brief = "\n".join(fronts.brief_lines(fronts.shape_results(short)))
+    assert ("- hourglass (learned W_in) minus conventional (direct): **no verdict yet** (1 of "
+            "their form-shapes short of the grid, 1 Pareto-optimal shape at an edge rate); so far "
+            "ahead; +0.400") in brief
