@@ -53,7 +53,7 @@ def every_block():
 def test_the_pages_hold_generated_blocks():
     """README's verdict table and the numbers of each kind of record are in blocks."""
     names = {p.values[1] for p in every_block()}
-    assert {"readme-verdicts", "mlp_fashion_denoise_fair_fronts.brief",
+    assert {"readme-verdicts", "mlp_fashion_denoise_forms_fronts.brief",
             "cea_ood.verdict_cpu"} <= names
 
 
