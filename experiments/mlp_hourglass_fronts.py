@@ -737,6 +737,7 @@ def brief_lines(entries):
     their rate sensitivity - the largest move a neighbouring rate makes where training held, and
     at how many points a side's runner-up rate flips the sign."""
     metric, lines = "test_psnr_batchmse", []
+    holes, flags = grid_holes(entries), edge_lrs(entries)
     for hourglass in forms(entries, "hourglass"):
         for conventional in forms(entries, "conventional"):
             found = [row for row in gaps(entries, "params_total", metric, hourglass,
@@ -748,8 +749,8 @@ def brief_lines(entries):
             held = [abs(m) for e, best, *_ in found
                     for *_, m, broke in rate_moves(e, best, metric) if not broke]
             flips = sum(runner_up_flips(e, best, gap, metric) for e, best, gap, _ in found)
-            short = sum(h["form"] in (hourglass, conventional) for h in grid_holes(entries))
-            edged = sum(e["form"] in (hourglass, conventional) for e, *_ in edge_lrs(entries))
+            short = sum(h["form"] in (hourglass, conventional) for h in holes)
+            edged = sum(e["form"] in (hourglass, conventional) for e, *_ in flags)
             why = ([f"{short} of their form-shapes short of the grid"] * bool(short)
                    + [f"{edged} Pareto-optimal shape{'s' * (edged != 1)} at an edge rate"]
                    * bool(edged))
