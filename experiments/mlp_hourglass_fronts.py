@@ -389,13 +389,13 @@ def grid_line(entries):
     size = sum(len(forms(entries, family)) * len({(e["d_z"], e["d_h"], e["L"]) for e in entries
                                                   if e["family"] == family})
                for family in FAMILIES)
-    holes, flags = grid_holes(entries), edge_lrs(entries)
+    holes, edged = grid_holes(entries), len({id(e) for e, *_ in edge_lrs(entries)})
     text = (f"(every form at every shape its family ran, each at {MIN_RATES} rates or more with "
             f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}): ")
-    if not holes and not flags:
+    if not holes and not edged:
         return text + "whole, and no Pareto-optimal shape at an edge rate"
     return text + (f"{size - len(holes)} of {size} form-shapes whole, "
-                   f"{len(flags)} Pareto-optimal shape{'s' * (len(flags) != 1)} at an edge rate:"
+                   f"{edged} Pareto-optimal shape{'s' * (edged != 1)} at an edge rate:"
                    f" no verdict yet")
 
 
@@ -750,7 +750,7 @@ def brief_lines(entries):
                     for *_, m, broke in rate_moves(e, best, metric) if not broke]
             flips = sum(runner_up_flips(e, best, gap, metric) for e, best, gap, _ in found)
             short = sum(h["form"] in (hourglass, conventional) for h in holes)
-            edged = sum(e["form"] in (hourglass, conventional) for e, *_ in flags)
+            edged = len({id(e) for e, *_ in flags if e["form"] in (hourglass, conventional)})
             why = ([f"{short} of their form-shapes short of the grid"] * bool(short)
                    + [f"{edged} Pareto-optimal shape{'s' * (edged != 1)} at an edge rate"]
                    * bool(edged))

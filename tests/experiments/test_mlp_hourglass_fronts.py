@@ -449,3 +449,11 @@ def test_no_verdict_until_both_forms_grid_is_whole_and_no_front_shape_at_an_edge
     assert ("- hourglass (learned W_in) minus conventional (direct): **no verdict yet** (1 of "
             "their form-shapes short of the grid, 1 Pareto-optimal shape at an edge rate); so far "
             "ahead; +0.400") in brief
+
+
+def test_a_shape_run_at_one_rate_is_at_both_edges_and_counts_once():
+    rows = [r for r in grid_rows() if r["input_proj"] == "learned" and r["learning_rate"] == 2e-3]
+    entries = fronts.shape_results(rows)
+    assert [edge for _, edge, _ in fronts.edge_lrs(entries)] == ["top", "bottom"]
+    assert "0 of 1 form-shapes whole, 1 Pareto-optimal shape at an edge rate" in (
+        fronts.grid_line(entries))
