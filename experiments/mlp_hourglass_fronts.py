@@ -335,31 +335,43 @@ def edge_lrs(entries):
     return flags
 
 
-def grid_holes(entries):
-    """Where the grid is not yet whole (MIN_RATES): a dict for every form that has not run a
-    shape its family ran in another form, ran it at fewer than MIN_RATES rates with every seed, or
-    ran a rate with only some seeds - its form, shape (family, d_z, d_h, L), what it lacks in
-    words, whether it wants the sweep config's rates (too_few) and the rates only some seeds ran
-    (partial)."""
-    seeds = frozenset().union(*(s for e in entries for s in e["seeds_at"].values()))
-    holes = []
+def all_seeds(entries):
+    """Every seed any run of `entries` used: the seeds a whole grid runs each rate with."""
+    return frozenset().union(*(s for e in entries for s in e["seeds_at"].values()))
+
+
+def grid_cells(entries):
+    """The grid: every form of a family at every shape that family ran in any form, smallest
+    first - [(form, (family, d_z, d_h, L), {rate: the seeds that ran it})], {} where not run."""
+    cells = []
     for family in FAMILIES:
         shapes = {(e["d_z"], e["d_h"], e["L"]): e["params_total"] for e in entries
                   if e["family"] == family}
         for form in forms(entries, family):
-            ran = {(e["d_z"], e["d_h"], e["L"]): e for e in of_form(entries, form)}
-            for shape in sorted(shapes, key=shapes.get):
-                seeds_at = ran[shape]["seeds_at"] if shape in ran else {}
-                whole = [r for r, s in seeds_at.items() if s == seeds]
-                partial = sorted(r for r, s in seeds_at.items() if s != seeds)
-                too_few = len(whole) < MIN_RATES
-                lacks = (["not run"] if not seeds_at else
-                         [f"{len(whole)} rate{'s' * (len(whole) != 1)} with every seed"] * too_few
-                         + [f"{r:g} with seed {', '.join(map(str, sorted(seeds_at[r])))} only"
-                            for r in partial])
-                if lacks:
-                    holes.append(dict(form=form, shape=(family, *shape), lacks=", ".join(lacks),
-                                      too_few=too_few, partial=partial))
+            ran = {(e["d_z"], e["d_h"], e["L"]): e["seeds_at"] for e in of_form(entries, form)}
+            cells += [(form, (family, *shape), ran.get(shape, {}))
+                      for shape in sorted(shapes, key=shapes.get)]
+    return cells
+
+
+def grid_holes(entries):
+    """Where the grid (grid_cells) is not yet whole (MIN_RATES): a dict for every form that has
+    not run a shape its family ran in another form, ran it at fewer than MIN_RATES rates with
+    every seed, or ran a rate with only some seeds - its form, shape (family, d_z, d_h, L), what
+    it lacks in words, whether it wants the sweep config's rates (too_few) and the rates only some
+    seeds ran (partial)."""
+    seeds, holes = all_seeds(entries), []
+    for form, shape, seeds_at in grid_cells(entries):
+        whole = [r for r, s in seeds_at.items() if s == seeds]
+        partial = sorted(r for r, s in seeds_at.items() if s != seeds)
+        too_few = len(whole) < MIN_RATES
+        lacks = (["not run"] if not seeds_at else
+                 [f"{len(whole)} rate{'s' * (len(whole) != 1)} with every seed"] * too_few
+                 + [f"{r:g} with seed {', '.join(map(str, sorted(seeds_at[r])))} only"
+                    for r in partial])
+        if lacks:
+            holes.append(dict(form=form, shape=shape, lacks=", ".join(lacks), too_few=too_few,
+                              partial=partial))
     return holes
 
 
@@ -385,10 +397,7 @@ def label_shape(shape):
 def grid_line(entries):
     """Whether the grid is whole and no Pareto-optimal shape sits at an edge rate: the condition
     under which a side (side()) is a verdict, in one line."""
-    seeds = sorted(frozenset().union(*(s for e in entries for s in e["seeds_at"].values())))
-    size = sum(len(forms(entries, family)) * len({(e["d_z"], e["d_h"], e["L"]) for e in entries
-                                                  if e["family"] == family})
-               for family in FAMILIES)
+    seeds, size = sorted(all_seeds(entries)), len(grid_cells(entries))
     holes, edged = grid_holes(entries), len({id(e) for e, *_ in edge_lrs(entries)})
     text = (f"(every form at every shape its family ran, each at {MIN_RATES} rates or more with "
             f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}): ")
@@ -540,7 +549,7 @@ def report(entries, rows, paths, title):
                      + "; ".join(f"{form} {runs}" for form, runs in grid_asks(holes)))
     flags = edge_lrs(entries)
     lines += ["", "**Learning rates at an edge** (Pareto-optimal shapes whose chosen lr is the "
-              "highest or lowest they were tried at: the list must grow):"]
+              "highest or lowest they ran at with every seed: the list must grow):"]
     if not flags:
         lines.append("- none: every Pareto-optimal shape chose an lr inside the list")
     asked = defaultdict(list)  # lr to add -> the shapes that ask for it

@@ -73,10 +73,10 @@ SPEED_BENCH = "speed_bench.json"  # bench.py's JSON in a records folder (its com
 BENCH_SOURCE = "bench.py, one run"  # how a speed from that JSON is labelled, in place of machines
 
 
-def from_bench(machines):
-    """Whether a cost row's speed came from bench.py's JSON (its machines say so), not from
+def from_bench(machine):
+    """Whether a cost row's machine label says its speed came from bench.py's JSON, not from
     paired verdict runs."""
-    return any(m.startswith(BENCH_SOURCE) for m in machines)
+    return machine.startswith(BENCH_SOURCE)
 
 
 def bench_speeds(path, names):
@@ -163,7 +163,7 @@ def cost_table(cost, baseline, final_loss):
              f"{baseline}'s FLOPs | vs {baseline} at equal FLOPs [95% interval] |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, row in cost.items():
-        machines = ", ".join(m if from_bench([m]) else f"{n} on {m}"
+        machines = ", ".join(m if from_bench(m) else f"{n} on {m}"
                              for m, n in row["machines"].items())
         speed = "-" if row["speed"] is None else f"{row['speed']:.2f}x ({machines})"
         if name == baseline:

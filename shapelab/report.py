@@ -113,7 +113,7 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
             f"{rates_table(control, rated)}\n\n{controls_footer(baseline, controlled, seeds)}")
     final = {n: row["mean"] for n, row in {**rows, **control}.items() if row["mean"] is not None}
     bench = (f"{settings['record_dir']}/{SPEED_BENCH}"
-             if any(from_bench(row["machines"]) for row in cost.values()) else None)
+             if any(from_bench(m) for row in cost.values() for m in row["machines"]) else None)
     footer = cost_footer(baseline, seeds_text(used), settings["eval_interval"], bench)
     sections["cost"] = (f"{cost_table(cost, baseline, final)}\n\n{footer}"
                         if cost else f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every "
