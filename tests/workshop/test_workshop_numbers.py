@@ -12,7 +12,7 @@ A number in these two pages is one of:
   table, arXiv id), a duration, or a phrase REPORTED from a run whose machine is not known: each
   listed below, by its words.
 Anything else fails test_every_number_is_accounted_for, which names it. Part 3 (CEA) of both pages
-is left to test_workshop_cea_numbers.py.
+quotes the check's trained numbers, which depend on the CPU, as "about": no test pins them.
 """
 
 import functools
