@@ -3,6 +3,7 @@ Jupyter kernel, each cell in order), with tiny settings in place of its settings
 job, a sample, the loss curve, a comparison of two shapes and its two pictures."""
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from conftest import ROOT
@@ -12,6 +13,7 @@ TINY = ["--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_
         "--eval_iters=2", "--dtype=float32"]
 
 
+@pytest.mark.slow  # about 30 s: a Jupyter kernel, a training run and a comparison
 def test_the_notebook_runs_top_to_bottom_on_the_cpu(tmp_path, char_dataset, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # (the kernel and its commands inherit it)
     notebook = nbformat.read(NOTEBOOK, as_version=4)

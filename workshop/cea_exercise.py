@@ -1,36 +1,22 @@
-"""Exercise (Part 3, CEA): move the outer ratio and measure the FFN's contribution ratio yourself.
+"""Exercise (Part 3): move CEA's outer ratio and measure the FFN's contribution ratio yourself.
 
-CEA splits one FFN width W into an Outer-FFN (the FFN sublayer, rho W) and an Inner-FFN inside
-attention ((1 - rho) W). The paper measures how much of the prediction each sublayer does with the
-Token Prediction contribution ratio (its section 4.2.2): nearest-class-vector accuracy after every
-sublayer, each sublayer's gain over the step before, the FFN's share of all gains.
-
-What to change, two things:
-1. OUTER_RATIO: move it from 1.0 (FFN-Wider, everything outside) to 0.5 (half the width inside
-   attention). build() then makes a 2-layer FFN-Wider (32x) model with that split.
-2. ffn_contribution(): today it returns a placeholder. Make it return the FFN's Token Prediction
-   contribution ratio of `model` on the windows `idx` (B, T) whose next tokens are `targets` (B, T),
-   with experiments/cea_contribution.py's three functions (sublayer_representations,
-   token_prediction_accuracies with min_count=50, contribution_ratio: its 'ffn_ratio').
+1. Set OUTER_RATIO to 0.5: half of the FFN width W moves inside attention.
+2. Make ffn_contribution() return the FFN's Token Prediction contribution ratio (section 4.2.2)
+   with experiments/cea_contribution.py: sublayer_representations, token_prediction_accuracies
+   (min_count=50) and contribution_ratio's 'ffn_ratio'.
 
 Check:  python tests/workshop/check.py cea_exercise
-The check compares your ratio with its own measurement, then trains build()'s model for 150 steps on
-Python's own documentation (a few seconds) and prints the ratio your function measures. It passes
-when your ratio is the measured one, the parameter count is still FFN-Wider's (the split moves
-parameters, it adds none) and the Outer-FFN holds half of W.
-Then set OUTER_RATIO to 1.0 and to 0.125 and run the check again: it prints the ratio before it
-says the split is not 0.5. Compare the three. (A 2-layer model after 150 steps, not at equal loss:
-the ratio swings by ~0.05-0.1 between steps and settings at this size, more than rho moves it, so
-the paper's direction may not show. That spread is the lesson: the paper compares at equal loss.)
+It trains build()'s model for 150 steps and prints your ratio. Run it again with OUTER_RATIO at 1.0
+and 0.125 and compare: at this size the ratio moves more between runs than with rho.
 """
 
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]  # the repo root, cea_contribution.py
-import cea  # noqa: E402
-import cea_contribution  # noqa: E402,F401  (you will need it)
+sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
+import cea
+import cea_contribution  # noqa: F401 (you will need it)
 
 OUTER_RATIO = 1.0  # TODO: 0.5
 

@@ -1,14 +1,7 @@
-"""Did the main job learn? Run this before Part 3 analyses its checkpoint.
+"""Did the main job learn? Part 3's ratios mean something only for a model that predicts from
+context: this compares the checkpoint's val loss with the unigram entropy of its training text.
 
     python workshop/did_it_learn.py out
-
-Part 3 reads how much of a model's prediction its FFNs make: that means something only for a model
-that predicts from the context. This compares the checkpoint's validation loss with the loss of a
-model that knows nothing but how often each token occurs in the training text (the unigram
-entropy: 3.33 nats for Shakespeare's characters). A run whose loss is not clearly below it (above
-LEARNED_BELOW of it) has learned little beyond those frequencies - a laptop too busy for the
-5-minute main job trains that few steps - and its ratios would be noise. One line either way; exit
-status 1 when the run did not learn, with what to do.
 """
 
 import sys
@@ -18,10 +11,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from shapelab.checkpoint import load_checkpoint  # noqa: E402
-from shapelab.dataset import find_dataset  # noqa: E402
+from shapelab.checkpoint import load_checkpoint
+from shapelab.dataset import find_dataset
 
-LEARNED_BELOW = 0.85  # of the unigram loss (the main job's 5 minutes end near half of it)
+LEARNED_BELOW = 0.85  # of the unigram loss
 
 
 def unigram_loss(train_bin):
