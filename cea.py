@@ -5,10 +5,9 @@ Paper: Xin Lu, Yanyan Zhao, Bing Qin, Liangyu Huo, Qing Yang, Dongliang Xu (Neur
 does Architecture Influence the Base Capabilities of Pre-trained Language Models? A Case Study
 Based on FFN-Wider and MoE Transformers", arXiv:2403.02436.
 
-The idea. Attention combines positions; the FFN transforms each one alone. An 8x wider FFN
-(32 d, "FFN-Wider") at the same loss hurts out-of-distribution ability: combination's share of
-the work drops. The fix moves part of the FFN inside attention, where it helps only through
-combination. The paper numbers no equations; with a = n(x), section 5.1:
+The idea. Attention combines positions, the FFN transforms each alone. An FFN 8x wider
+("FFN-Wider") at the same loss hurts out-of-distribution ability; moving part of it inside
+attention, where it helps only through combination, restores it. With a = n(x) (section 5.1):
 
     t = a + InnerFFN(a)                                   the Inner-FFN                 (5.1.1)
     q_t = W_q a_t                                         queries never see the Inner-FFN
@@ -16,10 +15,9 @@ combination. The paper numbers no equations; with a = n(x), section 5.1:
     k_t, v_t = W_k a_t, W_v a_t     at s = t              the direct pathway            (5.1.2)
     x' = x + W_o softmax_s<=t(q_t . k_s / sqrt(hd)) v_s   one softmax over both
 
-The outer ratio rho splits the FFN width W: the FFN sublayer keeps rho W, the Inner-FFN
-(1 - rho) W; CEA is rho = 12.5 % (section 6). For MoE models (section 7, C.2) the MoE layer
-moves inside attention and the current position is masked (s < t only).
-rho = 1 is FFN-Wider, exactly model.GPT.
+rho splits the FFN width W: the FFN keeps rho W, the Inner-FFN (1 - rho) W; CEA is rho = 0.125
+(section 6), rho = 1 FFN-Wider, exactly model.GPT. With MoE (section 7, C.2) the MoE moves
+inside attention and the current position is masked (s < t only).
 
     python cea.py --n_embd=256 --outer_ratio=0.125     # a CEA shape: parameters and FLOPs
 """
@@ -58,7 +56,6 @@ class CEAAttentionSublayer(CausalSelfAttention):
         return x + self.dropout(self.out_proj(self.attend(a, t, cache)))
 
     def attend(self, a, t, cache=None):
-        """Attention before W_o, (B, T, H*hd); the cache keeps t's keys and values."""
         B, T, _ = a.shape
         pos = 0 if cache is None else cache.length
         W_q, W_kv = self.qkv_proj.weight.split([self.q_dim, 2 * self.kv_dim])
@@ -123,8 +120,8 @@ def in_forward_order(module, *first):
 
 
 def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
-    """The 'direct' softmax as one mask-free causal call (flash kernels): the own key becomes a
-    sink in front of the context shifted by one, its score carried by an extra head dimension:
+    """The 'direct' softmax as one mask-free causal call: the own key a sink in front of the
+    context shifted by one, its score in an extra head dimension:
         q'_t = [q_t, q_t.k_own_t]   k'_0 = v'_0 = e_hd   k'_s+1, v'_s+1 = [k_ctx_s, 0], [v_ctx_s, 0]
     so y'_t = [sum_s<t p_s v_ctx_s, p_own] and y_t = y'_t[:hd] + p_own v_own_t."""
     B, H, T, hd = q.shape
@@ -142,8 +139,6 @@ def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
 
 
 def masked_current_attention(q, k_ctx, v_ctx, pos=0):
-    """C.2's masked current position: causal attention over keys shifted by one; position 0's
-    output is 0."""
     gqa = q.size(1) != k_ctx.size(1)
     k_shifted, v_shifted = k_ctx[:, :, :-1], v_ctx[:, :, :-1]
     if pos > 0:
@@ -208,8 +203,6 @@ class MoESublayer(nn.Module):
 
 
 class FFNSlot(nn.Sequential):
-    """Residual sublayers in a row: [] (rho = 0) or [MoE, FFN] (the MoE baseline)."""
-
     def __init__(self, sublayers):
         super().__init__(*sublayers)
 
@@ -309,8 +302,8 @@ def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
 
 
 def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=2):
-    """FFN-Wider (CEAConfig keywords) at the baseline's budget: same depth and heads, the d
-    (head_dim_multiple x n_head apart) whose matched W / d is closest to ffn_width_ratio."""
+    """FFN-Wider keywords at the baseline's budget: the d whose matched W / d is closest to
+    ffn_width_ratio."""
     if head_dim_multiple % 2:
         raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
                          "2, 8, ...")
@@ -329,7 +322,6 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
 
 
 def matched_args(baseline):
-    """A bare --model_type=cea: rho = 0.125 on the matched FFN-Wider shape, mask-free kernels."""
     return {**match_ffn_wider(baseline), "outer_ratio": 0.125, "attention_impl": "causal"}
 
 

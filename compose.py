@@ -8,11 +8,9 @@ The shape papers change different parts of a transformer, so they stack (composi
     the FFN slot            K narrow sub-MLPs, eq. (3)           hourglass, hourglass.py
     the attention sublayer  an Inner-FFN on the context k/v      CEA, cea.py
 
-W_l is one FFN sub-block's hidden size before CEA's split: the FFN slot keeps K sub-blocks of
-rho W_l, the Inner-FFN gets K (1 - rho) W_l. In a ><former d_h,l = round(d_h w_l / d), and the
-widths are solved by Appendix A with this slot's E = K d_h / d and its own W_end. The two
-schedules do not compose with each other. With one seed the logits are those of model.GPT
-(constant, K = 1, rho = 1), the ><former, HourglassGPT, CEAGPT and LWSGPT at their settings.
+W_l, a sub-block's hidden size, is split by CEA: K sub-blocks of rho W_l, an Inner-FFN of
+K (1 - rho) W_l. In a ><former d_h,l = round(d_h w_l / d), widths solved with E = K d_h / d.
+The two schedules do not compose. At their settings the logits are each single mechanism's.
 """
 
 from dataclasses import dataclass, field, replace
@@ -45,8 +43,8 @@ class ComposedGPT(variable_width.VariableWidthGPT):
         return hourglass.HourglassFFN(width, outer, K, self.config)
 
     def endpoint_params(self):
-        """Appendix A's W_end: the first layer's columns that read only zero padding (with CEA
-        W_q and the Inner-FFN's input; W_k, W_v also read t), the last sublayer's rows past d."""
+        """Appendix A's W_end: first-layer columns reading only zero padding (with CEA: W_q, the
+        Inner-FFN's input), the last sublayer's rows past d."""
         d, widths = self.config.n_embd, self.config.layer_widths
         attn = self.blocks[0].attn
         if isinstance(attn, cea.CEAAttentionSublayer):

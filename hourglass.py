@@ -4,11 +4,9 @@ Hourglass FFN: a GPT whose FFN slots are K narrow wide-narrow-wide MLPs in a row
 Paper: Feng-Ting Liao, Meng-Hsi Chen, Guan-Ting Yi, Da-shan Shiu (2026), "Revisiting the Shape
 Convention of Transformer Language Models", arXiv:2602.06471.
 
-The idea. A standard FFN lifts the d-wide stream to 4 d and back: 12 d^2 of a layer's 16 d^2. The
-paper turns it inside out: K small MLPs that compress to a bottleneck d_h < d and expand back,
-each with its own norm and residual. The FFN gets deeper and cheaper (3 K d_h d), and the
-parameters saved buy a wider stream: at 113M parameters, 768 wide becomes 1032 wide with K = 4,
-d_h = 418, at a slightly lower loss.
+The idea. Turn the FFN (d -> 4 d -> d, 12 d^2 of a layer's 16 d^2) inside out: K small MLPs
+d -> d_h -> d, each with its own norm and residual. The parameters saved buy a wider stream: at
+113M, 768 wide becomes 1032 wide with K = 4, d_h = 418, at a slightly lower loss.
 
     u   = z + Attn(norm(z))                                        (2)  attention, unchanged
     h_0 = u;   h_{i+1} = h_i + MLP_i(h_i),   i = 0..K-1,  z' = h_K  (3)
@@ -83,8 +81,8 @@ class HourglassGPT(GPT):
 
 
 def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, tolerance=0.005):
-    """HourglassConfig keywords at the baseline GPT's budget, its heads kept: first the d (a
-    multiple of 2 n_head) closest with d_h = ratio d, then the d_h closest at that d."""
+    """HourglassConfig keywords at the baseline's budget: the closest d (a multiple of 2 n_head)
+    at d_h = ratio d, then the closest d_h."""
     target = shape_counts(GPT, GPTConfig(**baseline_args))["budget"]
     step = 2 * baseline_args.get("n_head", GPTConfig.n_head)
     drop = ("n_embd", "ffn_hidden", "head_dim", "n_layer")
@@ -121,8 +119,7 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
 
 
 def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
-    """Table 1: the baseline's d and attention kept, d_h bringing the K sub-blocks' FFN matrices
-    closest to the baseline's (768/3072/L12: d_h = 614, 512, 384, 307 for K = 5, 6, 8, 10)."""
+    """Table 1: the baseline's d kept, d_h matching its FFN matrices (614 to 307 for K = 5-10)."""
     target = shape_counts(HourglassGPT, HourglassConfig(**baseline_args))["ffn"]
     args = {k: v for k, v in baseline_args.items() if k != "ffn_hidden"}
     args.update(n_embd=baseline_args.get("n_embd", GPTConfig.n_embd), n_sub_blocks=n_sub_blocks)

@@ -5,19 +5,17 @@ Paper: Andrei Baroian, Kasper Notebomer (2025), "Crown, Frame, Reverse: Layer-Wi
 Variants for LLM Pre-Training", arXiv:2509.06518; it builds on OpenELM's layer-wise scaling
 (Mehta et al., 2024, arXiv:2404.14619).
 
-The idea. An isotropic transformer gives every layer the same shape; LWS spends the same budget
-unevenly, layer i's FFN multiplier beta_i and attention multiplier alpha_i read off lines between
-a few numbers. With d = n_embd, N = n_layer, i = 0..N-1 (section 3.2):
+The idea. Spend an isotropic model's budget unevenly: layer i's FFN multiplier beta_i and
+attention multiplier alpha_i lie on lines between a few numbers. d = n_embd, N = n_layer:
 
     (1) ffn_hidden_i = beta_i * d
     (2) beta_i  = beta_start  + (beta_end  - beta_start)  * i / (N - 1)
     (3) n_head_i = alpha_i * d / head_dim
     (4) alpha_i = alpha_start + (alpha_end - alpha_start) * i / (N - 1)
 
-Four profiles at 180M (VARIANTS, Table 2): vanilla (growing with depth), framed (first and last
-layer at beta = 4, alpha = 1), reverse (shrinking, framed), crown (small-large-small through
-three values, framed). All four beat the isotropic baseline by a few percent (Table 3).
-`match_params` scales a variant's beta to a baseline's parameter count.
+VARIANTS (Table 2): vanilla (growing), framed (first and last layer at beta = 4, alpha = 1),
+reverse (shrinking, framed), crown (small-large-small, framed); all beat the isotropic baseline
+by a few percent (Table 3).
 
     python lws.py                               # the four variants' layers at the paper's 180M
 """
@@ -58,8 +56,8 @@ def layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed=False, frame_ffn
 
 
 def interpolate(values, n_layer):
-    """Every layer's multiplier, to the reference code's last bit: 2 values a line, eq. (2) / (4)
-    (np.linspace, then numpy's round to 2 digits); 3 the crown (np.interp); n_layer as written."""
+    """Every layer's multiplier as the reference code computes it: 2 values a line, eq. (2)
+    rounded by numpy; 3 the crown; n_layer as written."""
     values = [float(v) for v in values]
     if any(not v > 0 for v in values):
         raise ValueError(f"schedule {values}: every multiplier must be > 0")
@@ -157,8 +155,7 @@ def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
 
 
 def match_params(baseline, variant, tolerance=1e-3):
-    """(variant with its beta scaled, its count): the non-embedding count closest to baseline's.
-    Only beta moves, in fine steps; the frame stays. (The paper picks its scalars by hand.)"""
+    """(variant, its count) with only beta scaled, to the baseline's non-embedding count."""
     target = shape_counts(LWSGPT, LWSConfig(**baseline))["non_embedding"]
 
     def with_scale(s):

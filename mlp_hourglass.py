@@ -4,12 +4,10 @@ Image MLPs behind a random lift, frozen or learned: hourglass (wide-narrow-wide)
 Paper: Meng-Hsi Chen, Yu-Ang Lee, Feng-Ting Liao, Da-shan Shiu (2025), "Rethinking the Shape
 Convention of an MLP", arXiv:2510.01796.
 
-The idea. A residual MLP block adds a correction to its input. The usual block is
-narrow-wide-narrow; the paper lifts the image to a wide latent (d_z > d_x) with a random
-projection W_in, then lets every block refine it through a narrow bottleneck d_h << d_z. A block
-costs 2 d_z d_h parameters, so a narrow d_h buys depth. On denoising, super-resolution and
-generative classification the hourglass stacks sit on a better PSNR-vs-parameters front, and
-freezing W_in costs almost nothing (4.3); a frozen W_in is a buffer rebuilt from its seed.
+The idea. Lift the image to a wide latent (d_z > d_x) with a random W_in, then refine it with
+residual blocks through a narrow bottleneck d_h << d_z: 2 d_z d_h parameters a block, so a
+narrow d_h buys depth. The hourglass stacks sit on a better PSNR-vs-parameters front, and a
+frozen W_in (a buffer rebuilt from its seed) costs almost nothing (4.3).
 
   (1)  x_{i+1} = x_i + W2 sigma(W1 norm(x_i))            conventional block, d_h > d_x   (2.2)
   (2)  z_0 = W_in x,         W_in in R^{d_z x d_x}        the lift                        (3.2)
@@ -122,8 +120,8 @@ INPUT_PROJECTIONS = ("direct", "frozen_random", "learned", "zero_pad")
 
 
 def input_projection(name, shape, latent_dim, input_dim):
-    """`name`, or for '' / None the shape's own: a hourglass's frozen lift, a conventional
-    MLP's image itself when d_z = d_x, else a learned W_in (the reference code's)."""
+    """`name`, or the shape's own: frozen for a hourglass, a conventional MLP's image itself
+    (d_z = d_x) or a learned W_in."""
     if not name:
         if shape == "hourglass":
             return "frozen_random"

@@ -1,7 +1,6 @@
 """
-The plain GPT of the shape lab: a small LLaMA-style decoder-only transformer, and the accounting
-every model shares. The mechanism files change the *shape* of this one model; this file knows
-nothing about any paper.
+The plain GPT: a small LLaMA-style decoder-only transformer, and the accounting every model
+shares. The mechanism files change the shape of this one model.
 
     x_0 = E[idx]                                                       token embedding, (B, T, C)
     for each layer l = 1..L (two residual sublayers):
@@ -9,8 +8,8 @@ nothing about any paper.
         x = x + W_2 (silu(W_1 n(x)) * W_3 n(x))                        FFN sublayer (SwiGLU)
     logits = W_head n(x_L)                                             (B, T, vocab)
 
-n() is RMSNorm; no biases, rotary positions, a SwiGLU FFN of hidden size 4 d, optional GQA and
-QK-norm, a tied or untied LM head, as in the papers' baselines.
+n() is RMSNorm; no biases, a SwiGLU of hidden 4 d, optional GQA and QK-norm, as the papers'
+baselines.
 
     python model.py --n_layer=4 --n_embd=128 --n_head=4      # a shape's parameters and FLOPs/token
 """
@@ -27,8 +26,6 @@ import torch.nn.functional as F
 
 @dataclass
 class LayerSpec:
-    """The shape of one layer; GPTConfig.layers lists one per layer, so shapes may vary by layer."""
-
     n_head: int
     n_kv_head: int  # GQA when < n_head
     head_dim: int
@@ -101,7 +98,6 @@ def rope_tables(head_dim, max_len, theta=10000.0):
 
 
 def apply_rope(x, cos, sin):
-    """Rotate each pair (x_i, x_{i+d/2}) of x (B, H, T, hd) by its position's angle."""
     x1, x2 = x.chunk(2, dim=-1)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
@@ -121,8 +117,8 @@ def causal_attention(q, k, v, pos=0, enable_gqa=False):
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal attention with RoPE, optional GQA and QK-norm ('head': per head, 'full':
-    over the whole projection, as OLMo-2). qkv() and heads() are the seams cea.py builds on."""
+    """Causal attention with RoPE, optional GQA and QK-norm ('head' per head, 'full' over the
+    projection, as OLMo-2)."""
 
     def __init__(self, dim, spec: LayerSpec, config: GPTConfig):
         super().__init__()
@@ -140,7 +136,6 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
 
     def forward(self, x, cache=None):
-        """x: (B, T, C); with a LayerKVCache, the new tokens after the cached ones."""
         B, T, _ = x.shape
         pos = 0 if cache is None else cache.length
         q, k, v = self.qkv(x, pos)  # (B, H, T, hd), (B, Hkv, T, hd), (B, Hkv, T, hd)
@@ -158,7 +153,6 @@ class CausalSelfAttention(nn.Module):
         return self.heads(k, self.k_norm, pos), self.heads(v)
 
     def heads(self, x, norm=None, pos=None):
-        """(B, T, n*hd) -> (B, n, T, hd), QK-normed by `norm`, rotated to pos.. (None: values)."""
         B, T, _ = x.shape
         if norm is not None and self.qk_norm == "full":
             x = norm(x)
@@ -240,10 +234,9 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Token embedding, one block per LayerSpec, final RMSNorm, LM head.
 
-    Three seams, each a method a mechanism overrides: make_attention and make_ffn build a layer's
-    two residual sublayers, make_block wires them into the layer (a parallel block may take no
-    sublayers at all). A block is any module with forward(x, cache=None) -> x and
-    flops_per_token(seq_len); its `attn` and `ffn` parts are counted as attention and FFN."""
+    A mechanism overrides a seam: make_attention or make_ffn (a sublayer), make_block (the
+    layer's wiring). A block is a module with forward(x, cache=None) and flops_per_token(seq_len);
+    its `attn` and `ffn` parts count as attention and FFN."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -299,8 +292,8 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None,
                  use_cache=True, vocab_size=None):
-        """idx (B, T) with max_new_tokens sampled tokens appended; ids >= vocab_size (padding rows)
-        are never drawn. A full cache is rebuilt from the last block_size // 2 tokens."""
+        """idx (B, T) and max_new_tokens sampled tokens, never a padding id >= vocab_size. A full
+        cache is rebuilt from the last block_size // 2 tokens."""
         block_size, cache = self.config.block_size, None
         for _ in range(max_new_tokens):
             if not use_cache:
@@ -373,16 +366,12 @@ class GPT(nn.Module):
 
 
 class LayerKVCache:
-    """One attention layer's keys and values so far, in buffers of max_len positions allocated
-    on the first append, in the activation dtype."""
-
     def __init__(self, max_len):
         self.max_len = max_len
         self.keys = self.values = None
         self.length = 0
 
     def append(self, k, v):
-        """Store k, v (B, Hkv, T, hd); return every position's keys and values so far."""
         T = k.size(2)
         if self.length + T > self.max_len:
             raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} "
@@ -423,8 +412,7 @@ class KVCache:
 
 
 def padded_vocab_size(vocab_size, multiple=64):
-    """A BPE vocabulary rounded up to a multiple of 64 (50257 -> 50304), so the LM head tiles
-    evenly on a GPU; a character vocabulary stays as it is."""
+    """A BPE vocabulary rounded up to a multiple of 64 (50257 -> 50304) for the GPU's tiles."""
     if vocab_size <= 1024:
         return vocab_size
     return -(-vocab_size // multiple) * multiple
@@ -496,8 +484,6 @@ def describe(model, seq_len=None):
 
 
 def shape_report(model, model_args, gpt_args, matched=True):
-    """What train.py prints for a model: its settings beyond the GPT's, its shape, its budget
-    next to the GPT's."""
     with meta_device():
         gpt_budget = GPT(GPTConfig(**gpt_args)).budget()
     own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}

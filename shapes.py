@@ -1,10 +1,8 @@
 """
 Every model type by name (MODELS), and every shape matched to one parameter budget.
 
-`matched_shapes` turns a plain GPT's keywords into {name: (model_type, model_args)}: each
-mechanism at the GPT's budget (non-embedding parameters without an untied head), matched by
-its own paper's rule. compare.py trains these shapes and bench.py times them, from the cpu or
-gpu preset; `describe_shapes` counts them on the meta device, `plot_shapes` draws them.
+`matched_shapes` puts each mechanism at a plain GPT's budget by its own paper's rule;
+compare.py trains these shapes and bench.py times them, from the cpu or gpu preset.
 
     python shapes.py                       # the CPU preset's shapes, counted (seconds)
     python shapes.py --preset=gpu          # the GPU preset's (meta device: no memory)
@@ -49,9 +47,8 @@ ALL_NAMES = SHAPE_NAMES + CONTROL_NAMES
 def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x",
                    width_multiple=32, ffn_wider_width_ratio=32, outer_ratio=0.125,
                    ffn_multiple=256, head_dim_multiple=2, hidden_multiple=1, models=SHAPE_NAMES):
-    """{name: (model_type, model_args)} of `models` (in ALL_NAMES' order), each at the budget of
-    the plain GPT `baseline`. Where a paper fixes no rounding, head_dim_multiple and
-    hidden_multiple keep a GPU's kernels fed."""
+    """{name: (model_type, model_args)} of `models`, each at the plain GPT baseline's budget;
+    head_dim_multiple and hidden_multiple round what no paper rounds."""
     wanted = lambda *names: any(name in models for name in names)
     shapes = {}
     if wanted("GPT"):
@@ -86,7 +83,6 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
 
 
 def match_gpt_at_width(baseline, n_embd):
-    """The plain GPT at width n_embd whose FFN width brings its budget closest to baseline's."""
     target = count_budget("gpt", **baseline)
     args = dict(baseline, n_embd=n_embd)
     count = lambda w: count_budget("gpt", **dict(args, ffn_hidden=w))  # noqa: E731
@@ -142,7 +138,6 @@ def model_classes(model_type):
 
 
 def model_keys(settings):
-    """The keys of `settings` that are GPTConfig fields: what every model takes from a run."""
     _, gpt_config = model_classes("gpt")
     return [f.name for f in dataclasses.fields(gpt_config) if f.name in settings]
 
@@ -211,7 +206,6 @@ def check_hourglass_args(model_args, baseline):
 
 
 def print_model_types(defaults):
-    """The model types and the model_args each takes, read from the config dataclasses."""
     _, gpt_config = model_classes("gpt")
     gpt_fields = [f.name for f in dataclasses.fields(gpt_config) if f.init]
     others = ", ".join(k for k in gpt_fields if k not in defaults)
@@ -263,8 +257,8 @@ PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 
 
 def preset_settings(argv, keys=None, extra=None):
-    """The settings of the last --preset=<name> (or config file's preset line; default cpu),
-    argv on top. keys: the preset keys kept; extra: the tool's own defaults."""
+    """The last --preset=<name>'s settings (default cpu), argv on top; keys: the preset keys
+    kept, extra: the tool's own defaults."""
     preset = "cpu"
     for arg in argv:
         if arg.startswith("--preset="):
@@ -279,7 +273,6 @@ def preset_settings(argv, keys=None, extra=None):
 
 
 def select_models(models):
-    """The shape names `models` picks (names or slugs; empty: SHAPE_NAMES), in ALL_NAMES' order."""
     wanted = [str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)]
     wanted = [m for m in wanted if m]
     if not wanted:
@@ -300,7 +293,6 @@ def dataset_vocab_size(dataset, data_dir=""):
 
 
 def baseline_of(settings):
-    """The plain GPT's keywords from a preset, the vocabulary padded as train.py pads it."""
     vocab_size = dataset_vocab_size(settings["dataset"], settings["data_dir"])
     return dict(vocab_size=padded_vocab_size(vocab_size), block_size=settings["block_size"],
                 **{k: settings[k] for k in BASELINE_KEYS})
@@ -328,7 +320,6 @@ def describe_shapes(shapes, seq_len):
 
 
 def shapes_table(shapes_info, extra_columns=None):
-    """Markdown, one row per shape; extra_columns = (header cells, {name: cells}) on the right."""
     names = list(shapes_info)
     first, base_budget = names[0], shapes_info[names[0]]["budget"]
     head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
@@ -349,8 +340,6 @@ def shapes_table(shapes_info, extra_columns=None):
 
 
 def layer_profile(model):
-    """Per layer: the stream's width, the attention width, each FFN sub-block's and the
-    Inner-FFN's hidden size."""
     c = model.config
     rows = []
     for i, (block, spec) in enumerate(zip(model.blocks, c.layers)):

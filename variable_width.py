@@ -4,10 +4,9 @@ The ><former: a transformer whose layers have different widths on one wide resid
 Paper: Zhaofeng Wu, Oliver Sieberling, Shawn Tan, Rameswar Panda, Yury Polyanskiy, Yoon Kim
 (2026), "Variable-Width Transformers", arXiv:2606.18246.
 
-The idea. Layer l gets its own width w_l: wide, a narrow bottleneck at ~3/4 of the depth, wide
-again ("><"). Parameters grow like w_l^2, attention FLOPs and the KV cache like w_l: at equal
-parameters both shrink. All layers share one stream R of width D = max(d, max_l w_l), starting
-as [embedding, zeros]; each coordinate keeps the value the last layer wide enough wrote:
+The idea. Layer l gets its own width w_l: wide, narrow at ~3/4 of the depth, wide again. At
+equal parameters (~w_l^2) the attention FLOPs and KV cache (~w_l) shrink. The layers share one
+stream R of width D = max(d, max_l w_l); each coordinate keeps its last writer's value:
 
     x^l = B^l(f^l(x^{l-1})) + f^l(x^{l-1})                                           (sec. 2)
     [f^l(x^{l-1})]_i = [x^{l'}]_i,   l' = max{ l~ < l : d_l~ >= i }                     (1)
@@ -91,14 +90,12 @@ class VariableWidthGPT(GPT):
         return torch.cat((kept, self.expansions[str(l)](kept)), dim=-1)
 
     def layer_step(self, l, R, cache=None):
-        """R -> R: layer l rewrites R[:w_l] and leaves R[w_l:] as it is."""
         w = self.config.layer_widths[l]
         out = self.blocks[l](self.layer_input(l, R), cache)  # x^l = B^l(f^l) + f^l
         # torch.cat, not an in-place write, which would clobber what RMSNorm saved for backward
         return out if w == R.size(-1) else torch.cat((out, R[..., w:]), dim=-1)
 
     def head_input(self, R):
-        """The final norm over R[:w_L], truncated to the d coordinates the LM head sees."""
         return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]
 
     def forward(self, idx, targets=None, cache=None):
@@ -221,8 +218,7 @@ def shape_factors(shape, n_layer, bottleneck_layer, rate):
 
 
 def matched_scale(factors, n_embd, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
-    """d_bar with K d_bar^2 S2 - W_end = L K d^2, W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d)
-    (end_ratios = (e_in, e_out), a plain layer's by default): the self-consistent root."""
+    """d_bar solving the parameter match, W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d)."""
     d, L = n_embd, len(factors)
     qkv = 1 + 2 * kv_ratio
     K = qkv + 1 + 3 * ffn_width_ratio
@@ -241,7 +237,6 @@ def matched_scale(factors, n_embd, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=N
 
 
 def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
-    """l* (1-indexed): round(r_l L) strictly inside for x / diamond; 1 for v, L for lambda."""
     if shape in ("v", "lambda"):
         return 1 if shape == "v" else n_layer
     if n_layer < 3:
@@ -252,8 +247,6 @@ def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
 
 def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
                  width_multiple=32, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
-    """(widths rounded to width_multiple, dict of the unrounded widths, rate, l*) of a shape
-    matched to the constant width n_embd."""
     if shape not in WIDTH_SCHEDULES:
         raise ValueError(f"width_schedule={shape!r}: choose one of "
                          f"{', '.join(WIDTH_SCHEDULES)} or give layer_widths")
