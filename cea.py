@@ -232,11 +232,8 @@ class CEAConfig(GPTConfig):
     inner_hidden: int = field(default=0, init=False)  # (1 - rho) W
 
     def __post_init__(self):
-        assert 0 <= self.outer_ratio <= 1, f"outer_ratio={self.outer_ratio}: a share, in [0, 1]"
-        c, rules = self.current_position, CURRENT_POSITION_RULES
-        assert c in rules, f"current_position={c!r}: one of {rules}"
-        impl, place = self.attention_impl, self.moe_place
-        assert impl in ATTENTION_IMPLS, f"attention_impl={impl!r}: one of {ATTENTION_IMPLS}"
+        check_attention_settings(self)
+        place = self.moe_place
         assert place in ("before_ffn", "inner"), f"moe_place={place!r}: 'before_ffn' or 'inner'"
         assert self.n_experts >= 0, f"n_experts={self.n_experts}: use 0 (no MoE) or at least 1"
         width = self.ffn_hidden or self.ffn_width_ratio * self.n_embd
@@ -249,6 +246,13 @@ class CEAConfig(GPTConfig):
             self.expert_hidden = self.expert_hidden or self.n_embd
         super().__post_init__()
         self.layers = [replace(s, ffn_hidden=outer) for s in self.layers]
+
+
+def check_attention_settings(config):
+    assert 0 <= config.outer_ratio <= 1, f"outer_ratio={config.outer_ratio}: a share, in [0, 1]"
+    c, impl = config.current_position, config.attention_impl
+    assert c in CURRENT_POSITION_RULES, f"current_position={c!r}: one of {CURRENT_POSITION_RULES}"
+    assert impl in ATTENTION_IMPLS, f"attention_impl={impl!r}: one of {ATTENTION_IMPLS}"
 
 
 class CEAGPT(GPT):

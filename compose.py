@@ -101,12 +101,8 @@ class ComposedConfig(GPTConfig):
             "a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars "
             "/ qkv_scalars) both set the per-layer shape and do not compose: pick one")
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: K >= 1 sub-blocks"
-        assert 0.0 <= self.outer_ratio <= 1.0, (
-            f"outer_ratio={self.outer_ratio}: CEA's rho is the FFN slot's share, in [0, 1]")
-        assert self.current_position in cea.CURRENT_POSITION_RULES, (
-            f"current_position={self.current_position!r}: one of {cea.CURRENT_POSITION_RULES}")
-        assert self.expansion in variable_width.EXPANSIONS, (
-            f"expansion={self.expansion!r}: one of {', '.join(variable_width.EXPANSIONS)}")
+        cea.check_attention_settings(self)
+        variable_width.check_width_rules(self)
         d, n_head = self.n_embd, self.n_head
         self.n_kv_head = self.n_kv_head or n_head
         self.ffn_hidden = hidden = self.bottleneck_dim or self.ffn_hidden or 4 * d
@@ -134,7 +130,6 @@ class ComposedConfig(GPTConfig):
                                      max(m, m * round(hidden * w / d / m)))
                            for w in self.layer_widths]
         super().__post_init__()
-        variable_width.check_width_rules(self)
         self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
         assert len(self.layer_widths) == self.n_layer, (
             f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")

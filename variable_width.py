@@ -154,8 +154,6 @@ class VariableWidthConfig(GPTConfig):
 
     def __post_init__(self):
         assert not self.layers, "layers: a ><former builds them from layer_widths; do not pass any"
-        assert self.expansion in EXPANSIONS, (
-            f"expansion={self.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
         check_width_rules(self)
         for key in ("n_embd", "n_head", "n_layer", "width_multiple"):
             assert getattr(self, key) >= 1, f"{key}={getattr(self, key)} must be >= 1"
@@ -191,6 +189,8 @@ def width_rounding(width_multiple, n_head):
 
 
 def check_width_rules(config):
+    assert config.expansion in EXPANSIONS, (
+        f"expansion={config.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
     assert 0 < config.bottleneck_layer_ratio < 1, (
         f"bottleneck_layer_ratio={config.bottleneck_layer_ratio}: the narrowest layer sits at "
         f"round(r_l L), inside the stack: pick r_l in (0, 1)")
