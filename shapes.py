@@ -94,21 +94,22 @@ def count_budget(model_type, **model_args):
         return build_model(model_type, **dict(model_args, block_size=2)).budget()
 
 
+def per_layer(values):
+    return str(values[0]) if len(set(values)) == 1 else "/".join(map(str, values))
+
+
 def shape_label(model):
     c = model.config
     label = f"L{c.n_layer} d{c.n_embd}"
     widths = getattr(c, "layer_widths", None)
     if widths and len(set(widths)) > 1:
-        label += " w" + "/".join(map(str, widths))
-    heads = [s.n_head for s in c.layers]
-    label += f" h{heads[0]}" if len(set(heads)) == 1 else " h" + "/".join(map(str, heads))
-    hidden = [s.ffn_hidden for s in c.layers]
+        label += " w" + per_layer(widths)
+    label += " h" + per_layer([s.n_head for s in c.layers])
     k = getattr(c, "n_sub_blocks", 1)
-    ffn = f"{hidden[0]}" if len(set(hidden)) == 1 else "/".join(map(str, hidden))
-    label += f" ffn{'' if k == 1 else f' {k}x'}{ffn}"
+    label += f" ffn{'' if k == 1 else f' {k}x'}" + per_layer([s.ffn_hidden for s in c.layers])
     inner = getattr(c, "layer_inner_hidden", None) or [getattr(c, "inner_hidden", 0)]
     if any(inner):
-        label += " inner" + (f"{inner[0]}" if len(set(inner)) == 1 else "/".join(map(str, inner)))
+        label += " inner" + per_layer(inner)
     if getattr(c, "outer_ratio", 1.0) < 1.0:
         label += f" rho{c.outer_ratio:g}"
     return label
@@ -138,8 +139,7 @@ def model_classes(model_type):
 
 
 def model_keys(settings):
-    _, gpt_config = model_classes("gpt")
-    return [f.name for f in dataclasses.fields(gpt_config) if f.name in settings]
+    return [f.name for f in dataclasses.fields(GPTConfig) if f.name in settings]
 
 
 def train_defaults():
@@ -206,20 +206,17 @@ def check_hourglass_args(model_args, baseline):
 
 
 def print_model_types(defaults):
-    _, gpt_config = model_classes("gpt")
-    gpt_fields = [f.name for f in dataclasses.fields(gpt_config) if f.init]
+    gpt_fields = [f.name for f in dataclasses.fields(GPTConfig) if f.init]
     others = ", ".join(k for k in gpt_fields if k not in defaults)
     print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
                               f"above, and in --model_args={{...}} GPTConfig's other fields "
                               f"({others}) and its own:", 100))
-    files = {name: f"{model_cls.__module__}.py" for name, (model_cls, _, _) in MODELS.items()}
-    column = max(len(f"  {name} ({file})") for name, file in files.items()) + 2
-    for name, file in files.items():
-        _, config_cls = model_classes(name)
+    column = max(len(f"  {name} ({cls.__module__}.py)") for name, (cls, _, _) in MODELS.items()) + 2
+    for name, (model_cls, config_cls, _) in MODELS.items():
         own = [f.name for f in dataclasses.fields(config_cls)
                if f.init and f.name not in gpt_fields]
-        print_entry(f"  {name} ({file})", ", ".join(own) or "(none of its own: the plain GPT)",
-                    column)
+        print_entry(f"  {name} ({model_cls.__module__}.py)",
+                    ", ".join(own) or "(none of its own: the plain GPT)", column)
 
 
 # ----------------------------------------------------------------------------------------
