@@ -109,6 +109,16 @@ def test_a_shapes_only_build_of_every_model_type_draws_nothing_and_imports_no_dy
         assert on_meta.param_counts() == build_model(name, **TINY).param_counts(), name
 
 
+def test_every_train_config_builds_its_model():
+    from shapelab.configurator import parse_overrides, read_config_file
+    defaults = train_defaults()
+    configs = [path for path in sorted((ROOT / "config").glob("*.py"))
+               if set(read_config_file(path)) <= {*defaults, "preset"}]
+    assert len(configs) > 20
+    for path in configs:
+        check_model_settings(parse_overrides([str(path)], defaults))
+
+
 # ----------------------------------------------------------------------------------------
 # The presets
 
