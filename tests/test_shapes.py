@@ -82,6 +82,9 @@ def test_every_model_types_flops_and_budget(model_type):
     counts = model.param_counts()
     assert counts["total"] == sum(p.numel() for p in model.parameters())
     assert counts["attention"] > 0 and counts["ffn"] > 0
+    if model_type == "parallel":  # built through make_block: one norm a layer
+        assert all(isinstance(block, ParallelBlock) for block in model.blocks)
+        assert counts["norms"] == (TINY["n_layer"] + 1) * TINY["n_embd"]
     endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
     assert abs((model.budget() - endpoint) / count_budget("gpt", **TINY) - 1) < 0.05
 
