@@ -156,12 +156,6 @@ def test_flops_match_the_flop_counter(kw):
     assert moe.flops_per_token(16) == plain.flops_per_token(16) + 2 * expert
 
 
-def test_match_ffn_hidden_finds_ffn_widers_width():
-    target = tiny(ffn_width_ratio=32, outer_ratio=1.0).param_counts()["non_embedding"]
-    shape = {k: v for k, v in TINY.items() if k != "ffn_width_ratio"}
-    assert cea.match_ffn_hidden(target, outer_ratio=0.125, **shape) == 32 * 32
-
-
 @pytest.mark.parametrize("kw, match", [
     (dict(outer_ratio=1.5), "outer_ratio"), (dict(current_position="diagonal"), "current_position"),
     (dict(n_experts=2, moe_place="after"), "moe_place"),

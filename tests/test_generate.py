@@ -7,7 +7,7 @@ import torch
 from conftest import all_logits, run_here
 
 import model as model_file
-from model import KVCache, LayerKVCache, padded_vocab_size
+from model import KVCache, LayerKVCache
 from shapelab.checkpoint import save_checkpoint
 from shapes import build_model
 
@@ -120,12 +120,6 @@ def test_a_layer_cache_is_allocated_once_and_refuses_to_overflow():
         tiny = build_model("gpt", vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32,
                            n_head=2).eval()
         assert tiny.generate(torch.randint(VOCAB, (1, 3)), 7, temperature=0).shape == (1, 10)
-
-
-def test_padded_vocab_size_pads_only_bpe_vocabularies():
-    assert padded_vocab_size(50257) == 50304 and padded_vocab_size(100277) == 100288
-    assert padded_vocab_size(65) == 65 and padded_vocab_size(1024) == 1024
-    assert padded_vocab_size(1025, multiple=128) == 1152
 
 
 CHARS = "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
