@@ -56,6 +56,8 @@ class GPTConfig:
         assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', head or full"
         # layers may arrive as dicts, from a checkpoint or a config file
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
+        assert all(isinstance(s, LayerSpec) for s in self.layers), (
+            f"layers={self.layers!r:.60}: give each layer as a dict of LayerSpec's fields")
         self.layers = self.layers or [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
         for s in self.layers:
