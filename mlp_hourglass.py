@@ -2,37 +2,20 @@
 Image MLPs behind a random lift, frozen or learned: hourglass (wide-narrow-wide) vs conventional.
 
 Paper: Meng-Hsi Chen, Yu-Ang Lee, Feng-Ting Liao, Da-shan Shiu (2025), "Rethinking the Shape
-Convention of an MLP", arXiv:2510.01796. Reference code: https://github.com/mtkresearch/Hourglass_LM
-(its hourglass_mlp/ folder). "Hourglass" is the wide-narrow-wide shape of one MLP block, not
-Nawrot et al.'s sequence-downsampling Hourglass Transformer.
+Convention of an MLP", arXiv:2510.01796.
 
-The idea. A residual MLP block adds a correction to its input: z <- z + W2 relu(W1 norm(z)). The
-usual block is narrow-wide-narrow (skip at the small width, branch 4x wider). The paper flips it:
-lift the image to a *wide* latent (d_z > d_x pixels) with a random projection W_in - never
-trained in section 3, trained from that random start by the reference code's scripts behind the
-paper's figures - then let every block refine that wide vector through a *narrow* bottleneck
-(d_h << d_z). A block costs 2 d_z d_h parameters, so a narrow d_h buys depth. On denoising, 2x
-super-resolution and "generative classification" (map a digit to its class prototype) the paper
-finds hourglass stacks on a better PSNR-vs-parameters Pareto front, and that freezing W_in costs
-almost nothing (4.3); a frozen random W_in need not be stored (3.2): here it is a buffer rebuilt
-from its seed. The conventional MLP of the figures has a learned square W_in (the reference's
-conventional_w_Win); section 3's "injecting the input signal directly" is the image itself (no W_in,
-d_z = d_x, the reference's conventional_wo_Win). Each shape's default input: INPUT_PROJECTIONS.
-
-Equations (paper numbering):
+The idea. Lift the image to a wide latent (d_z > d_x) with a random W_in, then refine it with
+residual blocks through a narrow bottleneck d_h << d_z: 2 d_z d_h parameters a block, so a
+narrow d_h buys depth. The hourglass stacks sit on a better PSNR-vs-parameters front, and a
+frozen W_in (a buffer rebuilt from its seed) costs almost nothing (4.3).
 
   (1)  x_{i+1} = x_i + W2 sigma(W1 norm(x_i))            conventional block, d_h > d_x   (2.2)
-  (2)  z_0 = W_in x,         W_in in R^{d_z x d_x}        the lift (frozen random here)   (3.2)
+  (2)  z_0 = W_in x,         W_in in R^{d_z x d_x}        the lift                        (3.2)
   (3)  z_{i+1} = z_i + W2_i sigma(W1_i norm(z_i)),  W1_i in R^{d_h x d_z}, W2_i in R^{d_z x d_h}
   (4)  y_hat = W_out z_L     (+ a sigmoid, as the reference code: outputs in [0, 1])
   P = d_x d_z + 2 L d_z d_h + d_z d_out (3.3, plus W_out; the paper counts a frozen W_in too)
 
-The code: `ResidualMLPBlock` is eq. (3), `InputProjection` eq. (2) (`input_projection` picks what
-feeds the blocks: the image, a frozen or learned W_in, zero padding), `ImageMLP` the whole model,
-`image_mlp` builds it for a task, `param_formula` / `count_params` count it as the paper does.
-Every choice the paper leaves open (norm, sigma, the sigmoid), with its source, the results and
-the commands: docs/mlp_hourglass.md. The tasks, degradations and metrics: shapelab/image_tasks.py;
-training: train_mlp.py; the paper's parameter rows: experiments/mlp_hourglass_tables.py.
+The tasks and metrics live in shapelab/image_tasks.py, training in train_mlp.py.
 """
 
 import sys
@@ -41,14 +24,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from shapelab.configurator import ConfigError  # the one error type for bad settings: one line
-
-# -----------------------------------------------------------------------------
-# Model: Figure 1(b), eqs. (2)-(4)
+from shapelab.configurator import ConfigError
 
 
 class ResidualMLPBlock(nn.Module):
-    """eq. (3): z <- z + W2 relu(W1 norm(z)); norm = BatchNorm1d without affine, no biases."""
+    """z <- z + W2 relu(W1 norm(z)), norm a BatchNorm1d without affine, no biases."""
 
     def __init__(self, latent_dim, hidden_dim):
         super().__init__()
@@ -56,22 +36,22 @@ class ResidualMLPBlock(nn.Module):
         self.fc1 = nn.Linear(latent_dim, hidden_dim, bias=False)  # W1: d_z -> d_h
         self.fc2 = nn.Linear(hidden_dim, latent_dim, bias=False)  # W2: d_h -> d_z
 
-    def forward(self, z):                      # z: (B, d_z), fp32
-        h = F.relu(self.fc1(self.norm(z)))     # (B, d_h)
-        return z + self.fc2(h).float()         # (B, d_z); the residual stream stays fp32
+    def forward(self, z):
+        h = F.relu(self.fc1(self.norm(z)))
+        return z + self.fc2(h).float()  # eq. (3); the residual stream stays fp32
 
 
 class InputProjection(nn.Module):
-    """W_in (eq. 2), d_x -> d_z, uniform(+-1/sqrt(d_x)) from its own generator (seed). Frozen:
-    a buffer rebuilt from the seed, never stored or trained. Learned: a parameter, same start."""
+    """W_in, uniform(+-1/sqrt(d_x)) from its seed: frozen a buffer never stored, learned a
+    parameter."""
 
     def __init__(self, input_dim, latent_dim, seed=0, trainable=False):
         super().__init__()
         w = torch.empty(latent_dim, input_dim)
-        if w.device.type != "meta":      # meta: counting only
+        if w.device.type != "meta":
             g = torch.Generator().manual_seed(seed)
             w = torch.rand(latent_dim, input_dim, generator=g, device="cpu") * 2 - 1
-            w = (w * input_dim ** -0.5).to(w.device)  # uniform(+-1/sqrt(d_x))
+            w = (w * input_dim ** -0.5).to(w.device)
         self.trainable = trainable
         if trainable:
             self.weight = nn.Parameter(w)
@@ -104,32 +84,29 @@ class ImageMLP(nn.Module):
                   f"(d_z > d_x)", file=sys.stderr)
         self.input_dim, self.output_dim, self.latent_dim = input_dim, output_dim, latent_dim
         self.hidden_dim, self.n_blocks, self.shape = hidden_dim, n_blocks, shape  # d_h, L
-        self.zero_pad = input_proj == "zero_pad"  # without a lift: [x, 0] or x itself
+        self.zero_pad = input_proj == "zero_pad"
         self.lift = None
-        if input_proj in ("frozen_random", "learned"):                   # W_in: d_x -> d_z, eq. (2)
+        if input_proj in ("frozen_random", "learned"):
             learned = input_proj == "learned"
             self.lift = InputProjection(input_dim, latent_dim, w_in_seed, trainable=learned)
         self.blocks = nn.ModuleList(ResidualMLPBlock(latent_dim, hidden_dim)
                                     for _ in range(n_blocks))
-        self.out_proj = nn.Linear(latent_dim, output_dim, bias=False)    # W_out: d_z -> d_out
+        self.out_proj = nn.Linear(latent_dim, output_dim, bias=False)  # W_out
 
-    def forward(self, x):                                     # x: (B, d_x)
+    def forward(self, x):
         if self.lift is not None:
-            z = self.lift(x).float()                          # (B, d_z)  eq. (2)
+            z = self.lift(x).float()  # eq. (2)
         elif self.zero_pad:
-            z = F.pad(x.float(), (0, self.latent_dim - self.input_dim))  # (B, d_z) = [x, 0]
+            z = F.pad(x.float(), (0, self.latent_dim - self.input_dim))
         else:
-            z = x.float()                                     # (B, d_z = d_x)
+            z = x.float()
         for block in self.blocks:
-            z = block(z)                                      # (B, d_z)  eq. (3)
-        return torch.sigmoid(self.out_proj(z).float())        # (B, d_out) eq. (4) + sigmoid
+            z = block(z)
+        return torch.sigmoid(self.out_proj(z).float())  # eq. (4)
 
     @property
     def input_proj(self):
-        """What feeds the blocks (INPUT_PROJECTIONS), read from the modules, never from a label:
-        a lift whose weight is a trainable parameter of this model is learned, any other lift
-        frozen. A lift swapped for a trainable one by hand (or frozen by hand) is named for what
-        it is, in every report, checkpoint and sweep row that describes the model."""
+        """What feeds the blocks, read from the modules: a lift trained by hand is 'learned'."""
         if self.lift is None:
             return "zero_pad" if self.zero_pad else "direct"
         w = self.lift.weight
@@ -137,25 +114,14 @@ class ImageMLP(nn.Module):
         return "learned" if trained else "frozen_random"
 
 
-# -----------------------------------------------------------------------------
-# What feeds the blocks and which shapes they take: the settings and their checks
-
-
-BLOCK_SHAPES = ("hourglass", "conventional")  # wide-narrow-wide (d_h < d_z) | narrow-wide-narrow
-# what feeds the blocks (z_0):
-#   direct         the image itself, z_0 = x (no W_in; d_z = d_x): the paper's conventional baseline
-#   frozen_random  z_0 = W_in x, W_in random and never trained (eq. 2): the paper's lift
-#   learned        z_0 = W_in x, W_in trained, from the same random start (section 4.3)
-#   zero_pad       z_0 = [x, 0] (d_z >= d_x; the reference's identity W_in, I_Win, kept fixed)
+BLOCK_SHAPES = ("hourglass", "conventional")  # d_h < d_z | d_h > d_z
+# z_0 = x (d_z = d_x), W_in x frozen, W_in x learned (4.3), or [x, 0]
 INPUT_PROJECTIONS = ("direct", "frozen_random", "learned", "zero_pad")
 
 
 def input_projection(name, shape, latent_dim, input_dim):
-    """The input projection a model of this shape uses: `name` ('' or None = the shape's own,
-    else one of INPUT_PROJECTIONS). A hourglass's own is the
-    frozen random lift (section 3's); a conventional MLP's is the image itself when d_z = d_x
-    (section 3: "injecting the input signal directly"), else a learned W_in (the
-    reference code's conventional MLP for super-resolution, d_x = 196 -> d_z = 784)."""
+    """`name`, or the shape's own: frozen for a hourglass, a conventional MLP's image itself
+    (d_z = d_x) or a learned W_in."""
     if not name:
         if shape == "hourglass":
             return "frozen_random"
@@ -167,7 +133,6 @@ def input_projection(name, shape, latent_dim, input_dim):
 
 
 def check_shape(shape, latent_dim, hidden_dim):
-    """Raise a clear error when (d_z, d_h) do not make the requested block shape."""
     if shape not in BLOCK_SHAPES:
         raise ConfigError(f"unknown shape {shape!r}; choose one of {BLOCK_SHAPES}")
     if shape == "hourglass" and not hidden_dim < latent_dim:
@@ -180,22 +145,15 @@ def check_shape(shape, latent_dim, hidden_dim):
                           f"--hidden_dim, or use --shape=hourglass for d_h < d_z.")
 
 
-# -----------------------------------------------------------------------------
-# One model for a task, and its parameters counted as the paper counts them (section 3.3)
-
-
 def image_mlp(task, latent_dim, hidden_dim, n_blocks, shape="hourglass", input_proj=None,
               w_in_seed=0):
-    """The ImageMLP of shape (d_z, d_h, L) for a task: d_x and d_out are the task's (an
-    image_tasks.Task, or anything with input_dim and output_dim); input_proj None: the shape's."""
+    """The ImageMLP of shape (d_z, d_h, L) for a task's d_x and d_out."""
     return ImageMLP(task.input_dim, task.output_dim, latent_dim, hidden_dim, n_blocks, shape=shape,
                     input_proj=input_proj, w_in_seed=w_in_seed)
 
 
 def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input_proj=None):
-    """P = d_x d_z + 2 L d_z d_h + d_z d_out (3.3, plus W_out); a frozen W_in is not trainable,
-    a direct or zero-padded input has none. input_proj None: the shape's own (d_h < d_z:
-    hourglass)."""
+    """P (section 3.3, plus W_out): total, and trainable without a frozen W_in."""
     shape = "hourglass" if hidden_dim < latent_dim else "conventional"
     input_proj = input_projection(input_proj, shape, latent_dim, input_dim)
     w_in = input_dim * latent_dim if input_proj in ("frozen_random", "learned") else 0
@@ -205,10 +163,8 @@ def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input
 
 
 def count_params(model):
-    """Parameters of a built model, total and trainable, and by component. A frozen W_in is a
-    buffer, not a parameter; it counts in the total (the paper's convention), not as trainable.
-    What W_in is comes from the module itself, as model.input_proj reads it: a lift swapped for a
-    trainable one by hand is counted once, as a parameter."""
+    """A built model's parameters, total (a frozen W_in too, as the paper) and trainable, and
+    by component."""
     def n(params):
         return sum(p.numel() for p in params)
     w_in = model.lift.weight.numel() if model.lift is not None else 0

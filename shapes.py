@@ -1,28 +1,8 @@
 """
-Every shape at one parameter budget: the plain GPT and each paper's mechanism, matched to it.
+Every model type by name (MODELS), and every shape matched to one parameter budget.
 
-From one baseline (a plain GPT's GPTConfig keywords) `matched_shapes` returns {name: (model_type,
-model_args)}: every mechanism at the baseline's budget (model.budget(): the non-embedding
-parameters without an untied LM head), each matched by its own paper's rule:
-
-    hourglass            same depth and heads; d and d_h by hourglass.match_baseline, the
-                         hourglass paper's Tables 2-3 (K sub-blocks, d_h / d ~ bottleneck_ratio)
-    ><former             the x schedule solved by Appendix A (variable_width.solve_widths), which
-                         matches the budget less the endpoint matrices W_end
-    hourglass+><former   the same solver against the matched hourglass shape (compose.py)
-    FFN-Wider            the CEA paper's baseline: narrower d, a ~32 d FFN (cea.match_ffn_wider)
-    CEA                  the FFN-Wider shape with rho = outer_ratio (the same parameters)
-    LWS <variant>        the LWS paper's four schedules, FFN multipliers scaled by lws.match_params
-
-compare.py trains these shapes and bench.py times them; both read one of two presets (the
-baseline, the matching settings and the training settings; any key overridable):
-
-    cpu   a 6-layer, 128-wide GPT on Shakespeare characters (all ten shapes: ~45 min on 2 cores)
-    gpu   the papers' 12-layer, 768-wide GPT on TinyStories (the hourglass paper's 113M row)
-
-`describe_shapes` counts every shape on the meta device (parameters by component, FLOPs/token,
-KV-cache bytes/token), `shapes_table` prints them, `plot_shapes` draws each shape per layer.
-Measured results: docs/compare.md.
+`matched_shapes` puts each mechanism at a plain GPT's budget by its own paper's rule;
+compare.py trains these shapes and bench.py times them, from the cpu or gpu preset.
 
     python shapes.py                       # the CPU preset's shapes, counted (seconds)
     python shapes.py --preset=gpu          # the GPU preset's (meta device: no memory)
@@ -54,35 +34,21 @@ ROOT = Path(__file__).resolve().parent
 # Every mechanism at one matched parameter budget
 
 
-LWS_SCHEDULES = dict(lws.VARIANTS)  # the paper's 18-layer schedules (Table 2), before matching
+LWS_SCHEDULES = dict(lws.VARIANTS)
 SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA",
                *(f"LWS {name}" for name in LWS_SCHEDULES))
-# Controls that split the hourglass's gain into its two changes, one at a time (trained only when
-# --models names them): "GPT wide" is the reallocation alone - a plain GPT at the matched
-# hourglass's d (its attention) with a narrow SwiGLU FFN at the same budget; "hourglass same-d" is
-# the FFN swap alone - the hourglass paper's Table 1 form, the GPT's d and attention kept, its FFN
-# replaced by CONTROL_SUB_BLOCKS sub-blocks with the same FFN parameters.
+# Controls that split the hourglass's gain in two: "GPT wide" the reallocation alone (a GPT at the
+# hourglass's d, a narrow FFN), "hourglass same-d" the FFN swap alone (Table 1's form)
 CONTROL_NAMES = ("GPT wide", "hourglass same-d")
-CONTROL_SUB_BLOCKS = 8  # Table 1's best row: K = 8, d_h = 384 = d / 2 at d = 768 (W = K d_h)
+CONTROL_SUB_BLOCKS = 8  # Table 1's best row
 ALL_NAMES = SHAPE_NAMES + CONTROL_NAMES
 
 
 def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x",
                    width_multiple=32, ffn_wider_width_ratio=32, outer_ratio=0.125,
                    ffn_multiple=256, head_dim_multiple=2, hidden_multiple=1, models=SHAPE_NAMES):
-    """{name: (model_type, model_args)}: the plain GPT `baseline` (GPTConfig keyword arguments) and
-    every mechanism at its budget, each matched by its own paper's rule (the table above): the
-    hourglass with K = n_sub_blocks sub-blocks and d_h / d ~ bottleneck_ratio, the ><formers with
-    the width_schedule, FFN-Wider with a ~ffn_wider_width_ratio d FFN, CEA with rho = outer_ratio,
-    the LWS variants with their FFN widths rounded to ffn_multiple.
-
-    Where a paper does not fix a rounding, ours keeps the GPU's kernels fed (the GPU preset):
-    head dims multiples of head_dim_multiple (FFN-Wider's d; the ><former's width_multiple is
-    given as n_head x 8 there), and FFN hidden sizes multiples of hidden_multiple (the composed
-    model's d_h,l, and CEA's Outer- and Inner-FFN: W is then a multiple of hidden_multiple / rho).
-    The hourglass shape is the paper's (d = 1032, d_h = 418 for the 12L/768 baseline): not rounded.
-    `models`: the names to match (in ALL_NAMES' order); the others are never built.
-    """
+    """{name: (model_type, model_args)} of `models`, each at the plain GPT baseline's budget;
+    head_dim_multiple and hidden_multiple round what no paper rounds."""
     wanted = lambda *names: any(name in models for name in names)
     shapes = {}
     if wanted("GPT"):
@@ -93,8 +59,7 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
     former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
     shapes["><former"] = ("variable_width", {**baseline, **former})
     if wanted("hourglass+><former"):
-        # (only when it rounds: the CPU preset's model_args hold no hidden_multiple, the settings
-        # its finished runs were trained with, so they resume)
+        # only when it rounds, so that the CPU preset's recorded runs resume
         rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
         shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
     if wanted("FFN-Wider", "CEA"):
@@ -103,8 +68,6 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         multiple = math.lcm(8, rho.denominator * hidden_multiple)
         wider = cea.match_ffn_wider(baseline, ffn_wider_width_ratio, multiple, head_dim_multiple)
         shapes["FFN-Wider"] = ("cea", wider)
-        # CEA on the mask-free kernels (cea.py's attention_impl='causal'): the paper's numbers,
-        # flash kernels on a GPU; every recorded CEA run trained this way
         shapes["CEA"] = ("cea", {**wider, "outer_ratio": outer_ratio, "attention_impl": "causal"})
     lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
     for name, schedule in LWS_SCHEDULES.items():
@@ -120,8 +83,6 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
 
 
 def match_gpt_at_width(baseline, n_embd):
-    """The plain GPT at width n_embd (same depth, heads, vocab) whose SwiGLU hidden size W brings
-    its budget closest to the baseline's (the budget grows with W)."""
     target = count_budget("gpt", **baseline)
     args = dict(baseline, n_embd=n_embd)
     count = lambda w: count_budget("gpt", **dict(args, ffn_hidden=w))  # noqa: E731
@@ -129,42 +90,36 @@ def match_gpt_at_width(baseline, n_embd):
 
 
 def count_budget(model_type, **model_args):
-    """model.budget() of a model_type built on the meta device (instant, no memory): the
-    non-embedding parameters without an untied LM head, which every shape is matched on."""
     with meta_device():
         return build_model(model_type, **dict(model_args, block_size=2)).budget()
 
 
+def per_layer(values):
+    return str(values[0]) if len(set(values)) == 1 else "/".join(map(str, values))
+
+
 def shape_label(model):
-    """A short description of a model's shape, for tables."""
     c = model.config
     label = f"L{c.n_layer} d{c.n_embd}"
     widths = getattr(c, "layer_widths", None)
     if widths and len(set(widths)) > 1:
-        label += " w" + "/".join(map(str, widths))
-    heads = [s.n_head for s in c.layers]
-    label += f" h{heads[0]}" if len(set(heads)) == 1 else " h" + "/".join(map(str, heads))
-    hidden = [s.ffn_hidden for s in c.layers]
+        label += " w" + per_layer(widths)
+    label += " h" + per_layer([s.n_head for s in c.layers])
     k = getattr(c, "n_sub_blocks", 1)
-    ffn = f"{hidden[0]}" if len(set(hidden)) == 1 else "/".join(map(str, hidden))
-    label += f" ffn{'' if k == 1 else f' {k}x'}{ffn}"
-    # the Inner-FFN's hidden size: cea.py's (one for all layers), compose.py's (per layer)
+    label += f" ffn{'' if k == 1 else f' {k}x'}" + per_layer([s.ffn_hidden for s in c.layers])
     inner = getattr(c, "layer_inner_hidden", None) or [getattr(c, "inner_hidden", 0)]
     if any(inner):
-        label += " inner" + (f"{inner[0]}" if len(set(inner)) == 1 else "/".join(map(str, inner)))
-    if getattr(c, "outer_ratio", 1.0) < 1.0:  # models with CEA attention
+        label += " inner" + per_layer(inner)
+    if getattr(c, "outer_ratio", 1.0) < 1.0:
         label += f" rho{c.outer_ratio:g}"
     return label
 
 
 # ----------------------------------------------------------------------------------------
-# Every model type by name (--model_type=NAME), the one place a name becomes a model
+# Every model type by name
 
-# model_type -> (model class, config class, its file's matched_args). Every model is built the
-# same way, Model(Config(**model_args)): the config dataclass extends model.GPTConfig with the
-# mechanism's own fields and derives the per-layer shapes from them; the model class builds the
-# modules. matched_args: the shape a bare --model_type=NAME trains at a plain GPT's budget
-# (several mechanisms in one model: compose.py).
+# --model_type=NAME -> (model class, config class, matched_args): Model(Config(**model_args)),
+# matched_args(baseline) the shape a bare --model_type=NAME trains at a plain GPT's budget
 MODELS = {
     "gpt": (GPT, GPTConfig, dict),
     "hourglass": (hourglass.HourglassGPT, hourglass.HourglassConfig, hourglass.matched_args),
@@ -177,7 +132,6 @@ MODELS = {
 
 
 def model_classes(model_type):
-    """(model class, config class) of a model_type name."""
     if model_type not in MODELS:
         raise ConfigError(f"model_type={model_type!r} is unknown; choose one of "
                           f"{', '.join(MODELS)}")
@@ -185,16 +139,11 @@ def model_classes(model_type):
 
 
 def model_keys(settings):
-    """The keys of `settings` (e.g. train.py's) that are model.GPTConfig fields: what every model
-    takes from the run's settings (block_size, n_layer, ...); model_args adds a mechanism's own."""
-    _, gpt_config = model_classes("gpt")
-    return [f.name for f in dataclasses.fields(gpt_config) if f.name in settings]
+    return [f.name for f in dataclasses.fields(GPTConfig) if f.name in settings]
 
 
 def train_defaults():
-    """train.py's default settings, read (never run) from its `name = literal` lines before
-    `config_keys`: compare.py and bench.py build train.py's runs from them, a config file on
-    top, as train.py reads it."""
+    """train.py's defaults, read (never run) from its `name = literal` lines before config_keys."""
     defaults = {}
     for node in ast.parse((ROOT / "train.py").read_text()).body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
@@ -205,15 +154,12 @@ def train_defaults():
 
 
 def build_model(model_type, **model_args):
-    """Model(Config(**model_args)) for a model_type name (a bad setting: one ConfigError line)."""
     return build(model_type, *model_classes(model_type), **model_args)
 
 
 def matched_model_args(model_type, baseline):
-    """The model_args of a bare --model_type=X (no model_args given): X's own shape at the budget
-    of the plain GPT that `baseline` (GPTConfig keywords) describes, by its file's matched_args -
-    the matching compare.py uses (matched_shapes above). For 'gpt', baseline itself."""
-    model_classes(model_type)  # (an unknown name: one line)
+    """The model_args of a bare --model_type: its file's matched_args at the baseline's budget."""
+    model_classes(model_type)
     try:
         return MODELS[model_type][2](dict(baseline))
     except (AssertionError, ValueError, TypeError) as e:
@@ -222,9 +168,7 @@ def matched_model_args(model_type, baseline):
 
 
 def model_from_checkpoint(checkpoint, path="the checkpoint"):
-    """The model described by checkpoint['model_type'] / ['model_args'], with its weights. One
-    that no model of this repo can be (an unknown model_type or setting, weights of another shape)
-    is a CheckpointError naming `path`."""
+    """The checkpoint's model with its weights, or a CheckpointError of one line naming path."""
     try:
         model = build_model(checkpoint["model_type"], **checkpoint["model_args"])
         model.load_state_dict(checkpoint["model"])
@@ -236,14 +180,12 @@ def model_from_checkpoint(checkpoint, path="the checkpoint"):
 
 
 def check_model_settings(config):
-    """The model a new run of train.py's settings `config` would build, built on the meta device
-    (no memory, no time): a setting it refuses is a ConfigError of one line. A resume builds the
-    checkpoint's model instead."""
+    """Build a new run's model on the meta device: a setting it refuses is one ConfigError."""
     if config["init_from"] == "scratch":
         with meta_device():
             baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
             model_type, model_args = config["model_type"], config["model_args"]
-            if not model_args:  # a bare --model_type: matched to this GPT, as train.py builds it
+            if not model_args:
                 baseline = matched_model_args(model_type, baseline)
             elif model_type == "hourglass":
                 check_hourglass_args(model_args, baseline)
@@ -251,12 +193,9 @@ def check_model_settings(config):
 
 
 def check_hourglass_args(model_args, baseline):
-    """A bottleneck_ratio given in model_args builds d_h = ratio x the GPT's d, at the GPT's d:
-    nothing re-matches the budget (only a bare --model_type=hourglass is matched). Unless n_embd
-    says that d is meant, a ConfigError of one line gives the command that prints the matched
-    n_embd and bottleneck_dim."""
+    """A bottleneck_ratio without n_embd does not re-match the budget: say which command does."""
     if "bottleneck_ratio" in model_args and "n_embd" not in model_args:
-        keys = ("n_layer", "n_head", "n_kv_head", "head_dim", "n_embd", "qk_norm")  # the budget's
+        keys = ("n_layer", "n_head", "n_kv_head", "head_dim", "n_embd", "qk_norm")
         flags = " ".join(f"--{k}={baseline[k]}" for k in keys if baseline.get(k) not in (None, ""))
         raise ConfigError(
             f"model_args={model_args}: a bottleneck_ratio keeps the GPT's n_embd="
@@ -267,42 +206,29 @@ def check_hourglass_args(model_args, baseline):
 
 
 def print_model_types(defaults):
-    """The model types (MODELS) and the model_args each takes: its config's fields beyond
-    GPTConfig's, read from the config dataclasses so that the list never drifts from the code."""
-    _, gpt_config = model_classes("gpt")
-    gpt_fields = [f.name for f in dataclasses.fields(gpt_config) if f.init]
+    gpt_fields = [f.name for f in dataclasses.fields(GPTConfig) if f.init]
     others = ", ".join(k for k in gpt_fields if k not in defaults)
     print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
                               f"above, and in --model_args={{...}} GPTConfig's other fields "
                               f"({others}) and its own:", 100))
-    files = {name: f"{model_cls.__module__}.py" for name, (model_cls, _, _) in MODELS.items()}
-    column = max(len(f"  {name} ({file})") for name, file in files.items()) + 2
-    for name, file in files.items():
-        _, config_cls = model_classes(name)
+    column = max(len(f"  {name} ({cls.__module__}.py)") for name, (cls, _, _) in MODELS.items()) + 2
+    for name, (model_cls, config_cls, _) in MODELS.items():
         own = [f.name for f in dataclasses.fields(config_cls)
                if f.init and f.name not in gpt_fields]
-        print_entry(f"  {name} ({file})", ", ".join(own) or "(none of its own: the plain GPT)",
-                    column)
+        print_entry(f"  {name} ({model_cls.__module__}.py)",
+                    ", ".join(own) or "(none of its own: the plain GPT)", column)
 
 
 # ----------------------------------------------------------------------------------------
 # The presets of compare.py and bench.py, and the table of shapes
 
-# Keys handed to matched_shapes; the rest of a preset is the baseline and training.
+# Keys handed to matched_shapes; the rest of a preset is the baseline and training
 MATCHING_KEYS = ("n_sub_blocks", "bottleneck_ratio", "width_schedule", "width_multiple",
                  "ffn_wider_width_ratio", "outer_ratio", "ffn_multiple", "head_dim_multiple",
                  "hidden_multiple")
 BASELINE_KEYS = ("n_layer", "n_head", "n_kv_head", "n_embd", "qk_norm", "tie_embeddings")
 
-# 6 layers so that LWS has inner layers to scale after framing; ~2.5M tokens per model.
-# Measured: ~45 min for all ten at one rate and seed on a 2-core CPU (docs/compare.md).
-# compare.py's own: models, seeds and learning_rates are lists (--seeds=1337,1338), extend_rates =
-# how many rates past the list's ends a shape that chose an end may try, each run's min_lr is its
-# rate x min_lr_ratio, jobs = train.py processes side by side, record_dir = a folder of the
-# repository that keeps every finished run's record (config.py, result.json) and the report,
-# refine_gain = the dip of the parabola around a shape's chosen rate past which it also tries one
-# step of x sqrt(2) on each side (0: never), report_only = the report from the finished runs alone,
-# stop_starting_after = minutes after which no run starts (those running finish; 0: no deadline).
+# 6 layers, so that LWS has inner layers to scale after framing
 CPU_PRESET = dict(
     out_dir="out-compare-cpu", dataset="shakespeare_char", data_dir="", models=(), seeds=(1337,),
     learning_rates=(2e-3,), extend_rates=0, min_lr_ratio=0.1, jobs=1, record_dir="",
@@ -310,39 +236,33 @@ CPU_PRESET = dict(
     n_layer=6, n_head=4, n_kv_head=None, n_embd=128, qk_norm="", tie_embeddings=True,
     block_size=128, batch_size=32, gradient_accumulation_steps=1, max_iters=600,
     warmup_iters=50, eval_interval=50, eval_iters=8, log_interval=25,
-    eval_ood="",  # texts every run scores at each evaluation (train.py's eval_ood; '' off)
+    eval_ood="",
     device="auto", dtype="auto", compile=False,
     n_sub_blocks=4, bottleneck_ratio=0.4, width_schedule="x", width_multiple=8,
     ffn_wider_width_ratio=32, outer_ratio=0.125, ffn_multiple=32, head_dim_multiple=2,
     hidden_multiple=1)
-# The papers' smallest shapes: the 12L/768 GPT of the hourglass paper's 113M row (the matcher
-# gives its K=4 hourglass, d=1032, d_h=418), the LWS 12-layer baseline width, GPT-2 tokens.
-# 32 x 1024 tokens per step, 4000 steps = 131M tokens per model. Not run here (no GPU).
+# The hourglass paper's 113M row (12L/768, GPT-2 tokens), 131M tokens per model
 GPU_PRESET = dict(
     CPU_PRESET, out_dir="out-compare-gpu", dataset="tinystories", n_layer=12, n_head=12, n_embd=768,
     block_size=1024, max_iters=4000, learning_rates=(6e-4,), warmup_iters=200,
     eval_interval=250, eval_iters=50, log_interval=50, compile=True,
-    width_multiple=96,  # widths: multiples of 8 x 12 heads, so every head dim is a multiple of 8
-    # FFN-Wider / CEA: d = 12 heads x a multiple of 8 (fast SDPA kernels on CUDA)
+    width_multiple=96,  # 8 x 12 heads: head dims multiples of 8
     head_dim_multiple=8,
-    hidden_multiple=8,  # hourglass+><former: each layer's d_h,l a multiple of 8 (tensor cores)
-    ffn_multiple=256)  # the LWS paper's FFN divisor
+    hidden_multiple=8,
+    ffn_multiple=256)
 PRESETS = {"cpu": CPU_PRESET, "gpu": GPU_PRESET}
 
 
 def preset_settings(argv, keys=None, extra=None):
-    """The settings of --preset=<name> (default cpu) with argv's config files and --key=value
-    on top (shapes.py, compare.py and bench.py read their command lines this way).
-    keys: keep only these preset keys; extra: the calling tool's own options and defaults.
-    The preset is the last one named, by --preset=<name> or by a config file's
-    `preset = "<name>"` line."""
+    """The last --preset=<name>'s settings (default cpu), argv on top; keys: the preset keys
+    kept, extra: the tool's own defaults."""
     preset = "cpu"
     for arg in argv:
         if arg.startswith("--preset="):
             preset = arg.split("=", 1)[1]
         elif arg.endswith(".py") and not arg.startswith("-") and Path(arg).is_file():
             preset = read_config_file(arg).get("preset", preset)
-    if not isinstance(preset, str) or preset not in PRESETS:  # (preset = [1]: no name at all)
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
     defaults.update(extra or {}, preset=preset)
@@ -350,9 +270,6 @@ def preset_settings(argv, keys=None, extra=None):
 
 
 def select_models(models):
-    """The shape names that `models` picks: names or their folder slugs, a tuple (the setting) or
-    comma-separated (empty = every SHAPE_NAMES, no control), in ALL_NAMES' order, checked before
-    anything is matched."""
     wanted = [str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)]
     wanted = [m for m in wanted if m]
     if not wanted:
@@ -365,8 +282,7 @@ def select_models(models):
 
 
 def dataset_vocab_size(dataset, data_dir=""):
-    """The vocabulary of data/<dataset> (or data_dir) from its meta.json; before the data is
-    prepared (train.py prepares the small datasets), the known sizes."""
+    """The vocabulary in data/<dataset>/meta.json, or before preparing, the known size."""
     meta = Path(data_dir or ROOT / "data" / dataset) / "meta.json"
     if meta.exists():
         return json.loads(meta.read_text())["vocab_size"]
@@ -374,23 +290,17 @@ def dataset_vocab_size(dataset, data_dir=""):
 
 
 def baseline_of(settings):
-    """The plain GPT's build kwargs from a preset. The vocabulary is the data's, padded as train.py
-    pads it (model.padded_vocab_size: GPT-2's 50257 -> 50304), so the tables count what trains."""
     vocab_size = dataset_vocab_size(settings["dataset"], settings["data_dir"])
     return dict(vocab_size=padded_vocab_size(vocab_size), block_size=settings["block_size"],
                 **{k: settings[k] for k in BASELINE_KEYS})
 
 
 def slug(name):
-    """A folder name for a model name: '><former' -> 'xformer', 'LWS crown' -> 'lws-crown'."""
+    """'><former' -> 'xformer', 'LWS crown' -> 'lws-crown'"""
     return name.replace("><former", "xformer").replace("+", "-").replace(" ", "-").lower()
 
 
-# The shapes, counted on the meta device (no memory, no time)
-
-
 def describe_shapes(shapes, seq_len):
-    """{name: dict of shape, parameter counts by component, FLOPs/token, KV-cache bytes/token}."""
     out = {}
     for name, (model_type, model_args) in shapes.items():
         with meta_device():
@@ -402,16 +312,12 @@ def describe_shapes(shapes, seq_len):
                          ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
                          endpoint=endpoint, total=c["total"],
                          flops_per_token=model.flops_per_token(seq_len),
-                         # bf16 keys + values, all layers
                          kv_bytes_per_token=model.kv_cache_bytes_per_token())
     return out
 
 
 def shapes_table(shapes_info, extra_columns=None):
-    """Markdown, one row per shape of describe_shapes(). extra_columns: (header cells, {name: row
-    cells}) appended on the right (compare.py adds its training results this way)."""
     names = list(shapes_info)
-    # the plain GPT, unless --models left it out
     first, base_budget = names[0], shapes_info[names[0]]["budget"]
     head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
             f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token"]
@@ -420,7 +326,7 @@ def shapes_table(shapes_info, extra_columns=None):
              "|---|---|" + "---:|" * (len(head) - 2 + len(extra_head))]
     for name in names:
         r = shapes_info[name]
-        matched = r["budget"] - r["endpoint"]  # Appendix A's count: W_end left out
+        matched = r["budget"] - r["endpoint"]
         vs_gpt = 100 * (r["budget"] / base_budget - 1)
         cells = [name, r["shape"], f"{r['embedding'] / 1e6:.3f}M", f"{r['attention'] / 1e6:.3f}M",
                  f"{r['ffn'] / 1e6:.3f}M", f"{r['budget'] / 1e6:.3f}M ({vs_gpt:+.1f}%)",
@@ -430,13 +336,7 @@ def shapes_table(shapes_info, extra_columns=None):
     return "\n".join(lines)
 
 
-# A picture of every shape
-
-
 def layer_profile(model):
-    """Per layer of a model (built on any device): the residual stream's width, the attention
-    width (query heads x head dim), the hidden size of each FFN sub-block (K of them in an
-    hourglass) and of an Inner-FFN inside attention (CEA; 0 without)."""
     c = model.config
     rows = []
     for i, (block, spec) in enumerate(zip(model.blocks, c.layers)):
@@ -450,9 +350,7 @@ def layer_profile(model):
 
 
 def plot_shapes(shapes, path, title=""):
-    """One panel per matched shape: per layer, the residual width (grey bars), the attention
-    width (blue), each FFN sub-block's hidden size (orange; K marks for an hourglass) and CEA's
-    Inner-FFN (green), on one log-scaled width axis so that every panel reads alike."""
+    """One panel per shape: the widths of layer_profile per layer, on one log axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -500,9 +398,9 @@ def plot_shapes(shapes, path, title=""):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]  # --plot (to shapes_<preset>.png here) or --plot=PATH draws the shapes too
+    args = sys.argv[1:]
     plots = [a.split("=", 1)[1] if "=" in a else "" for a in args if a.split("=")[0] == "--plot"]
-    plot = plots[-1] if plots else None  # the last one wins, as for every option
+    plot = plots[-1] if plots else None
     try:
         settings = preset_settings([a for a in args if a.split("=")[0] != "--plot"])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
@@ -512,7 +410,6 @@ if __name__ == "__main__":
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
     if plot is not None:
-        # (here, not docs/: the committed pictures are redrawn only when asked by name)
         path = plot or f"shapes_{settings['preset']}.png"
         title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
                  f"(L{settings['n_layer']}, d{settings['n_embd']})")

@@ -1,39 +1,28 @@
 """
 The ><former: a transformer whose layers have different widths on one wide residual stream.
 
-Paper: "Variable-Width Transformers", Zhaofeng Wu, Oliver Sieberling, Shawn Tan, Rameswar Panda,
-Yury Polyanskiy, Yoon Kim (MIT, MIT-IBM Watson AI Lab), 2026, arXiv:2606.18246. Reference code:
-https://github.com/ZhaofengWu/variable-width-transformers
+Paper: Zhaofeng Wu, Oliver Sieberling, Shawn Tan, Rameswar Panda, Yury Polyanskiy, Yoon Kim
+(2026), "Variable-Width Transformers", arXiv:2606.18246.
 
-Layer l gets its own width d_l (w_l in the code): wide, a narrow bottleneck at ~3/4 of the depth,
-wide again ("><"). Parameters grow like w_l^2, attention FLOPs and the KV cache like w_l: at equal
-parameters the average width, the KV cache and the attention FLOPs are smaller. All layers share
-one residual stream R of width D = max(d, max_l w_l), starting as [embedding, zeros]; the resize
-f^l restores each coordinate from the last layer that wrote it (0 if none did):
+The idea. Layer l gets its own width w_l: wide, narrow at ~3/4 of the depth, wide again. At
+equal parameters (~w_l^2) the attention FLOPs and KV cache (~w_l) shrink. The layers share one
+stream R of width D = max(d, max_l w_l); each coordinate keeps its last writer's value:
 
     x^l = B^l(f^l(x^{l-1})) + f^l(x^{l-1})                                           (sec. 2)
     [f^l(x^{l-1})]_i = [x^{l'}]_i,   l' = max{ l~ < l : d_l~ >= i }                     (1)
-    in code:  R <- cat(Block_l(R[:w_l]), R[w_l:])              VariableWidthGPT.layer_step
 
-Appendix A: the bottleneck layer l* = r_l L gets d_l* = r_d d; widths are geometric on each side
-(rate a^- up to l*, a^+ after) with equal ends d_1 = d_L = d_bar, and the parameters match the
-constant width d (K = 4 + 3E per squared width; SwiGLU's E = 4, K = 16):
+Appendix A: the bottleneck layer l* = r_l L gets d_l* = r_d d, widths are geometric on each side
+with equal ends d_1 = d_L = d_bar, and the parameters match the constant width d (K = 4 + 3E):
 
     d_l = d_bar c_l,   c_l = (a^-)^(l-1) for l <= l*,   (a^-)^(l*-1) (a^+)^(l-l*) after
     a^+ = (a^-)^(-(l*-1)/(L-l*))                                          (d_1 = d_L)
     K d_bar^2 S2(a^-) - W_end(d_bar) = L K d^2,   S2 = sum_l c_l^2        (parameter match)
     W_end(d_bar) = 1{d_bar > d} (3 + E) d_bar (d_bar - d)   (first QKV, last W_2: unused parts)
-    b(a^-) = d_bar(a^-) (a^-)^(l*-1) = r_d d    (bisection on a^-; widths rounded at the end)
+    b(a^-) = d_bar(a^-) (a^-)^(l*-1) = r_d d                (bisection on a^-)
 
-Read VariableWidthGPT (layer_input, layer_step, forward, head_input), VariableWidthConfig, then
-solve_widths and matched_scale. Expansions (sec. 4.4): 'carry' (eq. 1), 'zero', 'project' (a
-learned map predicts the new coordinates). Schedules x | diamond | v | lambda | constant (exactly
-model.GPT), or explicit layer_widths. Narrow layers cache narrow keys and values: model.KVCache
-shrinks with the average width. Deviations and measurements: docs/variable_width.md.
+The constant schedule is exactly model.GPT.
 
     python variable_width.py                     # the paper's 200M shape: widths, params, FLOPs
-    python experiments/variable_width_tables.py  # the same against the constant width, ratios
-    python train.py config/variable_width_shakespeare_char_x.py    # (and ..._constant.py)
 """
 
 import math
@@ -47,27 +36,22 @@ from model import (GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RM
                    meta_device)
 
 
-# ----------------------------------------------------------------------------------------
-# The model: model.GPT's blocks at widths w_l, on one stream R of width D
-
-
 class VariableWidthGPT(GPT):
-    """model.GPT whose layer l is a model.Block of width w_l on the first w_l coordinates of
-    one residual stream R of width D = max(d, max w_l)."""
+    """model.GPT whose layer l is a Block of width w_l on the first w_l coordinates of R."""
 
     def __init__(self, config: "VariableWidthConfig"):
-        super().__init__(config)  # builds blocks via make_attention / make_ffn below, then init
+        super().__init__(config)
         d, widths = config.n_embd, config.layer_widths
         self.stream_width = max([d] + widths)  # D
-        self.final_width = max(widths[-1], d)  # the final norm's width (w_L unless w_L < d)
+        self.final_width = max(widths[-1], d)
         if self.final_width != d:
             self.norm_f = RMSNorm(self.final_width, config.norm_eps)
-        self.expansions = nn.ModuleDict()  # 'project' only: Linear(w_{l-1} -> w_l - w_{l-1})
+        self.expansions = nn.ModuleDict()  # 'project': predicts a widening layer's new coordinates
         for l, (w_prev, w) in enumerate(zip(widths, widths[1:]), start=1):
-            if config.expansion == "project" and w > w_prev:  # it predicts the new coordinates
+            if config.expansion == "project" and w > w_prev:
                 self.expansions[str(l)] = nn.Linear(w_prev, w - w_prev, bias=False)
                 torch.nn.init.normal_(self.expansions[str(l)].weight, mean=0.0, std=0.02)
-        if config.attention_multiplier == "head_dim":  # the reference's 1/head_dim (a muP rule)
+        if config.attention_multiplier == "head_dim":  # the reference code's muP rule
             for block, spec in zip(self.blocks, config.layers):
                 assert isinstance(block.attn, AttentionSublayer), (
                     "attention_multiplier='head_dim' is built for plain attention only")
@@ -80,8 +64,7 @@ class VariableWidthGPT(GPT):
         return FFNSublayer(self.config.layer_widths[layer_idx], spec.ffn_hidden, self.config)
 
     def init_weights(self):
-        """model.GPT's init, then (scale_init_by_width) layer l's matrices times sqrt(d / w_l):
-        Var[W] ~ 1 / fan_in at every width, as the reference code initializes."""
+        """model.GPT's init, layer l's matrices times sqrt(d / w_l): Var[W] ~ 1 / fan_in."""
         super().init_weights()
         d = self.config.n_embd
         with torch.no_grad():
@@ -91,46 +74,42 @@ class VariableWidthGPT(GPT):
                         p.mul_(math.sqrt(d / w))
 
     def stream_input(self, idx):
-        """R_0 = [embedding, zeros]: the token embedding (B, T, d) zero-padded to (B, T, D)."""
-        x = self.emb_dropout(self.tok_emb(idx))  # (B, T, d)
-        return F.pad(x, (0, self.stream_width - x.size(-1)))  # (B, T, D)
+        """R_0 = [embedding, zeros], (B, T, D)."""
+        x = self.emb_dropout(self.tok_emb(idx))
+        return F.pad(x, (0, self.stream_width - x.size(-1)))
 
     def layer_input(self, l, R):
-        """f^l: the w_l-wide input of layer l read from the stream R (B, T, D)."""
+        """f^l: layer l's w_l-wide input from R."""
         w = self.config.layer_widths[l]
-        w_prev = self.config.layer_widths[l - 1] if l > 0 else w  # layer 0 reads [embedding, 0]
+        w_prev = self.config.layer_widths[l - 1] if l > 0 else w
         if self.config.expansion == "carry" or w <= w_prev:
-            return R[..., :w]  # eq. (1): R holds each coordinate's last written value (or 0)
-        kept = R[..., :w_prev]  # (B, T, w_{l-1})
+            return R[..., :w]  # eq. (1)
+        kept = R[..., :w_prev]
         if self.config.expansion == "zero":
-            return F.pad(kept, (0, w - w_prev))  # new coordinates start at 0
-        return torch.cat((kept, self.expansions[str(l)](kept)), dim=-1)  # predict only the new
+            return F.pad(kept, (0, w - w_prev))
+        return torch.cat((kept, self.expansions[str(l)](kept)), dim=-1)
 
     def layer_step(self, l, R, cache=None):
-        """R (B, T, D) -> R: layer l rewrites R[:w_l] and leaves R[w_l:] untouched (carry).
-        cache: layer l's model.LayerKVCache (generation); it holds keys/values of width w_l."""
         w = self.config.layer_widths[l]
-        out = self.blocks[l](self.layer_input(l, R), cache)  # (B, T, w_l): x^l = B^l(f^l) + f^l
-        # torch.cat, not R[..., :w] += ...: an in-place write would clobber what RMSNorm saved
-        return out if w == R.size(-1) else torch.cat((out, R[..., w:]), dim=-1)  # (B, T, D)
+        out = self.blocks[l](self.layer_input(l, R), cache)  # x^l = B^l(f^l) + f^l
+        # torch.cat, not an in-place write, which would clobber what RMSNorm saved for backward
+        return out if w == R.size(-1) else torch.cat((out, R[..., w:]), dim=-1)
 
     def head_input(self, R):
-        """Final norm over R[:w_L], truncated to the d coordinates the LM head sees."""
-        return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]  # (B, T, d)
+        return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]
 
     def forward(self, idx, targets=None, cache=None):
-        """model.GPT.forward on the wide stream; cache: a model.KVCache, idx then the new tokens."""
         length = (0 if cache is None else cache.length) + idx.size(1)
         if length > self.config.block_size:
             raise ValueError(f"sequence of length {length} is longer than block_size="
                              f"{self.config.block_size}")
-        R = self.stream_input(idx)  # (B, T, D)
+        R = self.stream_input(idx)
         for l in range(len(self.blocks)):
             R = self.layer_step(l, R, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.head_input(R), targets)
 
     def residual_streams(self, idx):
-        """[R_0, R_1, ..., R_L]: the wide stream after the embedding and after every layer."""
+        """[R_0, R_1, ..., R_L]"""
         streams = [self.stream_input(idx)]
         for l in range(len(self.blocks)):
             streams.append(self.layer_step(l, streams[-1]))
@@ -142,47 +121,45 @@ class VariableWidthGPT(GPT):
     def endpoint_params(self):
         """Appendix A's W_end: first-layer QKV columns on the zero padding, last W_2 rows past d."""
         d, widths = self.config.n_embd, self.config.layer_widths
-        qkv = self.blocks[0].attn.attn.qkv_proj.weight  # (q + 2 kv, w_1)
-        down = self.blocks[-1].ffn.mlp.out_proj.weight  # (w_L, hidden)
+        qkv = self.blocks[0].attn.attn.qkv_proj.weight
+        down = self.blocks[-1].ffn.mlp.out_proj.weight
         return qkv.size(0) * max(widths[0] - d, 0) + down.size(1) * max(widths[-1] - d, 0)
 
 
 def scale_queries(spec):
-    """A forward hook on qkv_proj: q * head_dim^-1/2, so SDPA's own 1/sqrt(hd) makes 1/hd."""
+    """A hook on qkv_proj: q / sqrt(head_dim), so that with SDPA's own scale it makes 1/hd."""
     q_dim = spec.n_head * spec.head_dim
     return lambda module, inputs, out: torch.cat(
         (out[..., :q_dim] * spec.head_dim ** -0.5, out[..., q_dim:]), dim=-1)
 
 
 # ----------------------------------------------------------------------------------------
-# Configuration: the widths w_l (explicit, or solved by Appendix A) become per-layer LayerSpecs
+# Configuration
 
 
-WIDTH_SCHEDULES = ("constant", "x", "diamond", "v", "lambda")  # what Appendix A's solver solves
-EXPANSIONS = ("carry", "zero", "project")  # how a widening layer fills its new coordinates
+WIDTH_SCHEDULES = ("constant", "x", "diamond", "v", "lambda")
+EXPANSIONS = ("carry", "zero", "project")  # how a widening layer fills new coordinates (sec. 4.4)
 
 
 @dataclass
 class VariableWidthConfig(GPTConfig):
     layer_widths: list[int] = field(default_factory=list)  # w_l; empty: solved from the schedule
-    width_schedule: str = "x"  # one of WIDTH_SCHEDULES, parameter-matched to the width n_embd
-    bottleneck_layer_ratio: float = 0.75  # r_l: the narrowest layer is l* = round(r_l L)
-    bottleneck_width_ratio: float = 0.3  # r_d: its width is d_l* = r_d d
-    width_multiple: int = 32  # solved widths: a multiple of this and of 2 n_head (the paper's 32)
-    expansion: str = "carry"  # one of EXPANSIONS (sec. 4.4)
-    scale_init_by_width: bool = True  # layer l's matrices at std * sqrt(d / w_l), as the reference
+    width_schedule: str = "x"
+    bottleneck_layer_ratio: float = 0.75  # r_l
+    bottleneck_width_ratio: float = 0.3  # r_d
+    width_multiple: int = 32  # solved widths: multiples of this and of 2 n_head
+    expansion: str = "carry"
+    scale_init_by_width: bool = True
     attention_multiplier: str = "sqrt"  # softmax(m q.k): 'sqrt' m = 1/sqrt(hd), 'head_dim' 1/hd
 
     def __post_init__(self):
         assert not self.layers, "layers: a ><former builds them from layer_widths; do not pass any"
-        assert self.expansion in EXPANSIONS, (
-            f"expansion={self.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
         check_width_rules(self)
-        for key in ("n_embd", "n_head", "n_layer", "width_multiple"):  # (before any division)
+        for key in ("n_embd", "n_head", "n_layer", "width_multiple"):
             assert getattr(self, key) >= 1, f"{key}={getattr(self, key)} must be >= 1"
         d, n_head = self.n_embd, self.n_head
-        n_kv_head, ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d  # E d
-        self.layer_widths = list(self.layer_widths) or solve_widths(  # Appendix A, matched to d
+        n_kv_head, ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d
+        self.layer_widths = list(self.layer_widths) or solve_widths(
             self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
             self.bottleneck_width_ratio, width_rounding(self.width_multiple, n_head),
             ffn_hidden / d, n_kv_head / n_head)[0]
@@ -192,7 +169,7 @@ class VariableWidthConfig(GPTConfig):
         assert self.head_dim is None or self.head_dim * n_head == d, (
             f"head_dim={self.head_dim}: a ><former's head_dim is w_l / n_head; leave it unset")
         check_widths(self.layer_widths, n_head)
-        assert all(ffn_hidden * w % d == 0 for w in self.layer_widths), (  # FFN width E w_l
+        assert all(ffn_hidden * w % d == 0 for w in self.layer_widths), (
             f"ffn_hidden * w_l / d = {ffn_hidden} * w_l / {d} must be whole for every w_l in "
             f"{self.layer_widths}: pick widths (width_multiple) or an ffn_hidden that make it so")
         self.layers = [LayerSpec(n_head, n_kv_head, w // n_head, ffn_hidden * w // d)
@@ -201,7 +178,6 @@ class VariableWidthConfig(GPTConfig):
 
 
 def check_widths(widths, n_head):
-    """Every layer keeps n_head heads of w_l / n_head dims, and RoPE needs an even head_dim."""
     for i, w in enumerate(widths):
         assert w >= 1 and w % (2 * n_head) == 0, (
             f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head} (same "
@@ -209,12 +185,12 @@ def check_widths(widths, n_head):
 
 
 def width_rounding(width_multiple, n_head):
-    """What solved widths are rounded to: a multiple of width_multiple (the paper's 32) that
-    check_widths takes too (2 n_head: the paper's 32 at 16 heads; 96 at 6 heads)."""
     return math.lcm(width_multiple, 2 * n_head)
 
 
 def check_width_rules(config):
+    assert config.expansion in EXPANSIONS, (
+        f"expansion={config.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
     assert 0 < config.bottleneck_layer_ratio < 1, (
         f"bottleneck_layer_ratio={config.bottleneck_layer_ratio}: the narrowest layer sits at "
         f"round(r_l L), inside the stack: pick r_l in (0, 1)")
@@ -226,46 +202,41 @@ def check_width_rules(config):
 
 
 # ----------------------------------------------------------------------------------------
-# Appendix A: width schedules parameter-matched to the constant width d, and the accounting
+# Appendix A: width schedules parameter-matched to the constant width d
 
 
 def shape_factors(shape, n_layer, bottleneck_layer, rate):
-    """c_l(rate) with d_l = d_bar * c_l: the geometric profile, 1-indexed bottleneck layer l*."""
+    """c_l(rate), d_l = d_bar c_l, for the 1-indexed bottleneck layer l*."""
     L, k = n_layer, bottleneck_layer
-    if shape == "lambda":  # narrowing all the way: l* = L
+    if shape == "lambda":  # l* = L
         return [rate ** (l - 1) for l in range(1, L + 1)]
-    if shape == "v":  # growing all the way: l* = 1, the mirror image
+    if shape == "v":  # l* = 1
         return [rate ** (L - l) for l in range(1, L + 1)]
-    rate_after = rate ** (-(k - 1) / (L - k))  # a^+ from d_1 = d_L
+    rate_after = rate ** (-(k - 1) / (L - k))  # a^+
     return [rate ** (l - 1) if l <= k else rate ** (k - 1) * rate_after ** (l - k)
             for l in range(1, L + 1)]
 
 
 def matched_scale(factors, n_embd, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
-    """The scale s (= d_bar for x / diamond) with K s^2 S2 - W_end = L K d^2 (Appendix A), where
-    W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d): end_ratios = (e_in, e_out), by default a
-    plain layer's (1 + 2 kv_ratio: the first QKV's columns; E: the last W_2's rows); a layer built
-    otherwise counts its own. The indicators 1{w_1 > d}, 1{w_L > d} are guessed and the
-    self-consistent root kept."""
+    """d_bar solving the parameter match, W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d)."""
     d, L = n_embd, len(factors)
-    qkv = 1 + 2 * kv_ratio  # 3 with plain attention
-    K = qkv + 1 + 3 * ffn_width_ratio  # 4 + 3E = 16 with plain attention
+    qkv = 1 + 2 * kv_ratio
+    K = qkv + 1 + 3 * ffn_width_ratio
     e_in, e_out = end_ratios or (qkv, ffn_width_ratio)
     S2 = sum(c * c for c in factors)
     c1, cL = factors[0], factors[-1]
-    for first_wide, last_wide in ((0, 0), (0, 1), (1, 0), (1, 1)):  # A s^2 + B s + C = 0
+    for first_wide, last_wide in ((0, 0), (0, 1), (1, 0), (1, 1)):  # 1{w_1 > d}, 1{w_L > d}
         A = K * S2 - first_wide * e_in * c1 ** 2 - last_wide * e_out * cL ** 2
         B = (first_wide * e_in * c1 + last_wide * e_out * cL) * d
         C = -L * K * d * d
-        s = (-B + math.sqrt(B * B - 4 * A * C)) / (2 * A)  # the positive root
+        s = (-B + math.sqrt(B * B - 4 * A * C)) / (2 * A)
         if all(abs(s * c - d) <= 1e-9 * d or (s * c > d) == bool(wide)
-               for c, wide in ((c1, first_wide), (cL, last_wide))):  # self-consistent
+               for c, wide in ((c1, first_wide), (cL, last_wide))):
             return s
-    raise RuntimeError("no self-consistent endpoint width (should not happen)")
+    raise RuntimeError("no self-consistent endpoint width")
 
 
 def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
-    """l* (1-indexed): round(r_l L), kept strictly inside for x / diamond; 1 for v, L for lambda."""
     if shape in ("v", "lambda"):
         return 1 if shape == "v" else n_layer
     if n_layer < 3:
@@ -276,9 +247,6 @@ def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
 
 def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
                  width_multiple=32, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
-    """Per-layer widths for a shape, parameter-matched to a constant width n_embd (Appendix A;
-    end_ratios: W_end's, see matched_scale). Returns (widths rounded to width_multiple, dict
-    with the unrounded widths, rate, l*)."""
     if shape not in WIDTH_SCHEDULES:
         raise ValueError(f"width_schedule={shape!r}: choose one of "
                          f"{', '.join(WIDTH_SCHEDULES)} or give layer_widths")
@@ -286,20 +254,20 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
     if shape == "constant":
         return [d] * L, dict(unrounded=[float(d)] * L, rate=1.0, bottleneck_layer=None)
     k = bottleneck_index(shape, L, bottleneck_layer_ratio)
-    target = bottleneck_width_ratio * d  # d_l* = r_d d
+    target = bottleneck_width_ratio * d
 
-    def bottleneck_width(rate):  # b(a^-) = d_bar(a^-) c_l*(a^-)
+    def bottleneck_width(rate):  # b(a^-)
         c = shape_factors(shape, L, k, rate)
         return matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * c[k - 1]
 
-    lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)  # a diamond widens: a^- > 1
+    lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)
     f_lo, f_hi = bottleneck_width(lo) - target, bottleneck_width(hi) - target
     if f_lo * f_hi > 0:
         reach = sorted([bottleneck_width(lo) / d, bottleneck_width(hi) / d])
         raise ValueError(f"bottleneck_width_ratio={bottleneck_width_ratio} is out of reach for a "
                          f"{shape} shape of {L} layers: pick it in ({reach[0]:.2f}, {reach[1]:.2f})"
                          f"{' (above 1 for a diamond)' if shape == 'diamond' else ' (below 1)'}")
-    for _ in range(200):  # 1-D bisection on a^-
+    for _ in range(200):
         mid = 0.5 * (lo + hi)
         f_mid = bottleneck_width(mid) - target
         if (f_mid > 0) == (f_lo > 0):
@@ -309,21 +277,18 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
     rate = 0.5 * (lo + hi)
     c = shape_factors(shape, L, k, rate)
     scale = matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios)
-    unrounded = [scale * ci for ci in c]  # continuous widths; round only at the very end
+    unrounded = [scale * ci for ci in c]
     widths = [max(width_multiple, int(math.floor(w / width_multiple + 0.5)) * width_multiple)
               for w in unrounded]
     return widths, dict(unrounded=unrounded, rate=rate, bottleneck_layer=k)
 
 
 def layer_widths_of(model):
-    """w_l of any model.GPT (a plain one: n_embd in every layer)."""
     return list(getattr(model.config, "layer_widths", [model.config.n_embd] * model.config.n_layer))
 
 
 def param_summary(model):
-    """param_counts() plus the endpoint correction and the 'matched' count of Appendix A:
-    model.budget() (non-embedding parameters without an untied head: the paper matches
-    2vd + sum_l K w_l^2 and vd cancels on both sides) minus W_end."""
+    """param_counts() plus W_end ('endpoint') and Appendix A's count, budget() - W_end."""
     counts = dict(model.param_counts())
     counts["endpoint"] = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
     counts["matched"] = model.budget() - counts["endpoint"]
@@ -331,9 +296,7 @@ def param_summary(model):
 
 
 def matched_args(baseline_args):
-    """What a bare `--model_type=variable_width` trains: the paper's x schedule, solved against
-    the plain GPT that baseline_args describe (Appendix A), widths rounded to 2 n_head (the
-    paper's 32 at 16 heads: every layer's heads divide its width and head dims stay even)."""
+    """A bare --model_type=variable_width: the x schedule, widths multiples of 2 n_head."""
     n_head = baseline_args.get("n_head", GPTConfig.n_head)
     return {**baseline_args, "width_schedule": "x", "width_multiple": 2 * n_head}
 
@@ -345,10 +308,10 @@ if __name__ == "__main__":
     from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
 
     paper_200m = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
-                      tie_embeddings=False)  # Table 1: cl100k_base's ids, T = 4096, untied head
+                      tie_embeddings=False)  # Table 1
     try:
         args = parse_overrides(sys.argv[1:], {**default_args(VariableWidthConfig), **paper_200m})
-        with meta_device():  # shapes and counts only: any size, instantly
+        with meta_device():
             model = build("variable_width", VariableWidthGPT, VariableWidthConfig, **args)
     except ConfigError as e:
         usage_error(e)
