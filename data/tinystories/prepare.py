@@ -47,7 +47,7 @@ def txt_stories(paths):
                     story = ""
 
 
-def local_texts(paths, text_column):
+def local_texts(paths):
     """The texts of local files of one kind, streamed."""
     for path in paths:
         try:
@@ -55,30 +55,28 @@ def local_texts(paths, text_column):
         except ValueError as e:
             raise SystemExit(f"error: {e}") from None
     suffixes = {Path(p).suffix.lower() for p in paths}
-    if suffixes == {".txt"}:
-        return txt_stories(paths)
-    if len(suffixes) != 1 or not suffixes <= set(LOCAL_BUILDERS):
+    if len(suffixes) != 1 or not suffixes <= {".txt", *LOCAL_BUILDERS}:
         raise SystemExit(f"error: local files must all be one of .txt {' '.join(LOCAL_BUILDERS)}; "
                          f"got {sorted(suffixes)}")
+    if suffixes == {".txt"}:
+        return txt_stories(paths)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # (before datasets is imported)
     from datasets import load_dataset
     rows = load_dataset(LOCAL_BUILDERS[suffixes.pop()], data_files=[str(p) for p in paths],
                         split="train", streaming=True)
-    return (row[text_column] for row in rows)
+    return (row["text"] for row in rows)
 
 
-def hub_texts(split, text_column):
+def hub_texts(split):
     from datasets import load_dataset
-    for row in load_dataset(HUB_DATASET, split=split, streaming=True):
-        yield row[text_column]
+    return (row["text"] for row in load_dataset(HUB_DATASET, split=split, streaming=True))
 
 
-def write_stories(texts, path, enc, args):
+def write_stories(texts, path, enc, max_docs):
     """(how many stories, the split's record) of texts encoded into the file path."""
-    writer, n_docs = SplitWriter(path), 0
-    texts = itertools.islice(texts, args.max_docs)
-    while batch := list(itertools.islice(texts, args.batch_size)):
-        ids = enc.encode_ordinary_batch(batch, num_threads=args.num_threads)
+    writer, n_docs, texts = SplitWriter(path), 0, itertools.islice(texts, max_docs)
+    while batch := list(itertools.islice(texts, 1024)):
+        ids = enc.encode_ordinary_batch(batch, num_threads=min(8, os.cpu_count() or 1))
         writer.append(list(itertools.chain.from_iterable(story + [GPT2_EOT] for story in ids)))
         n_docs += len(batch)
         if n_docs % 100_000 < len(batch):
@@ -92,17 +90,14 @@ def main(argv=None):
     p.add_argument("--val_files", nargs="+", help="default: the first --val_docs of --data_files")
     p.add_argument("--val_docs", type=int, default=1000)
     p.add_argument("--max_docs", type=int, default=None, help="at most this many stories a split")
-    p.add_argument("--num_threads", type=int, default=min(8, os.cpu_count() or 1))
-    p.add_argument("--batch_size", type=int, default=1024, help="stories per tokenizer batch")
-    p.add_argument("--text_column", default="text")
     p.add_argument("--out_dir", default=str(Path(__file__).resolve().parent))
     args = p.parse_args(argv)
     if args.data_files:
         source = f"local files {' '.join(args.data_files)}"
-        train = local_texts(args.data_files, args.text_column)
+        train = local_texts(args.data_files)
         if args.val_files:
             source += f"; val: {' '.join(args.val_files)}"
-            val = local_texts(args.val_files, args.text_column)
+            val = local_texts(args.val_files)
         else:
             source += f"; val: their first {args.val_docs} stories"
             val = itertools.islice(train, args.val_docs)  # read first: train is the rest
@@ -111,29 +106,21 @@ def main(argv=None):
         if why is not None:
             sys.exit(OFFLINE_HELP.format(why=why))
         source = f"Hugging Face hub {HUB_DATASET} (streamed), splits train / validation"
-        train, val = hub_texts("train", args.text_column), hub_texts("validation",
-                                                                     args.text_column)
+        train, val = hub_texts("train"), hub_texts("validation")
+    if args.max_docs is not None:
+        source += f", at most {args.max_docs} stories per split"
     print(f"source: {source}")
-    enc = get_gpt2_encoding()
     meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT,
             "source": source}
-    if args.max_docs is not None:
-        meta["source"] += f", at most {args.max_docs} stories per split"
-    splits = {}
+    enc, splits = get_gpt2_encoding(), {}
     with file_errors_in_one_line(), replaced_together(args.out_dir) as stage:
-        try:
-            for split, texts in (("val", val), ("train", train)):
-                meta[f"{split}_docs"], splits[split] = write_stories(texts, stage(f"{split}.bin"),
-                                                                     enc, args)
-                if meta[f"{split}_docs"] == 0:
-                    raise SystemExit(f"error: the {split} split is empty; give more stories (or "
-                                     f"--val_files / a smaller --val_docs)")
-                print(f"{split}: {meta[f'{split}_docs']:,} stories, {splits[split]['tokens']:,} "
-                      f"tokens")
-        except OSError as e:  # the hub failed midway (a local file: file_errors_in_one_line's)
-            if args.data_files or e.filename:
-                raise
-            sys.exit(OFFLINE_HELP.format(why=f"{type(e).__name__}: {e}"))
+        for split, texts in (("val", val), ("train", train)):
+            n_docs, splits[split] = write_stories(texts, stage(f"{split}.bin"), enc, args.max_docs)
+            if n_docs == 0:
+                raise SystemExit(f"error: the {split} split is empty; give more stories (or "
+                                 f"--val_files / a smaller --val_docs)")
+            meta[f"{split}_docs"] = n_docs
+            print(f"{split}: {n_docs:,} stories, {splits[split]['tokens']:,} tokens")
         meta["splits"] = {"train": splits["train"], "val": splits["val"]}
         write_meta(stage("meta.json"), meta)
     print(f"wrote {args.out_dir}/{{train.bin,val.bin,meta.json}}")
