@@ -1,6 +1,5 @@
-"""data/mnist/prepare.py and data/imagenet32/prepare.py on fixtures in the official IDX and npz
-formats: the splits the reference code draws, downloads checked before they are read, the
-prepared files and meta.json train_mlp.py reads (shapelab/images.py). CPU, offline."""
+"""The image prepare scripts on fixtures in the official IDX and npz formats: the reference code's
+splits, downloads checked before they are read, the files train_mlp.py reads. Offline."""
 
 import gzip
 import json
@@ -69,7 +68,6 @@ def test_mnist_prepare_writes_the_npz_files_and_meta_json_train_mlp_reads(tmp_pa
     splits, read = images.load_prepared(out, "mnist")
     assert read == meta and splits.source == meta["source"] and splits.dataset == "mnist"
     assert np.array_equal(splits.test[:, 0], te) and np.array_equal(splits.test_labels, tel)
-    assert MNIST["default_out_dir"]("fashion_mnist") == images.PREPARED_DIRS["fashion_mnist"]
 
 
 def test_imagenet32_from_the_official_npz_files(tmp_path):

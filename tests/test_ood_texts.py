@@ -1,6 +1,5 @@
-"""Out-of-distribution texts scored along each run: data/fortunes/prepare.py on a tiny fake .deb
-(no network), each text checked against its recorded sha256, train.py's eval_ood (the training
-untouched), and how sweep.py keeps such runs."""
+"""OOD texts: data/fortunes/prepare.py on a fake .deb, each text checked against its sha256, and
+train.py's eval_ood, which leaves the training untouched."""
 
 import hashlib
 import io
@@ -11,6 +10,7 @@ import tarfile
 import pytest
 
 from conftest import ROOT, run_here
+from shapelab import sweep
 from shapelab.dataset import DataError, ood_windows
 
 TEXT = "Before we proceed, hear me speak.\n%\nAll: speak, speak.\n\tFirst Citizen\n%\n" * 30
@@ -71,24 +71,18 @@ def test_ood_windows_are_fixed_in_vocabulary_and_checked_against_their_sha256(oo
 
 def test_train_logs_ood_losses_at_each_evaluation_and_trains_exactly_as_without(
         char_dataset, ood_folder, tmp_path):
-    from shapelab import sweep
     common = ["--n_layer=2", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
               "--eval_iters=2", "--dropout=0.1", "--dtype=float32", "--sample_tokens=0",
               f"--data_dir={char_dataset}", "--max_iters=6", "--eval_interval=3"]
     records = {}
     for name, more in (("plain", []), ("ood", [f"--eval_ood={ood_folder}"])):
-        done = run_here("train.py", *common, f"--out_dir={tmp_path / name}", *more)
-        assert done.returncode == 0, done.stderr
+        assert run_here("train.py", *common, f"--out_dir={tmp_path / name}", *more).returncode == 0
         records[name] = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl")
-                         .read_text().splitlines()]
-    losses = {name: [(r.get("loss"), r.get("val_loss")) for r in rs if "loss" in r or "val_loss"
-                     in r] for name, rs in records.items()}
-    assert losses["ood"] == losses["plain"]  # dropout on: the training RNG untouched
+                         .read_text().splitlines() if "loss" in line]
+    assert [(r.get("loss"), r.get("val_loss")) for r in records["ood"]] == [
+        (r.get("loss"), r.get("val_loss")) for r in records["plain"]]  # the RNG untouched
     evals = [r for r in records["ood"] if "val_loss" in r]
-    for r in evals:
-        assert set(r["ood"]) == set(NAMES) and r["ood_loss"] == pytest.approx(
-            sum(r["ood"].values()) / 4)
-    result = sweep.summarize_run(tmp_path / "ood", 6)
-    assert [c["ood_loss"] for c in result["curve"]] == [r["ood_loss"] for r in evals]
-    meta = json.loads((ood_folder / "meta.json").read_text())
-    assert result["ood_texts"] == {k: v["sha256"] for k, v in meta["texts"].items()}
+    assert len(evals) == 3 and all(set(r["ood"]) == set(NAMES) for r in evals)
+    result = sweep.summarize_run(tmp_path / "ood", 6)  # the run's record names the texts
+    assert result["ood_texts"] == {k: v["sha256"] for k, v in json.loads(
+        (ood_folder / "meta.json").read_text())["texts"].items()}

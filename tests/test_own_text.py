@@ -1,6 +1,5 @@
-"""Your own text: data/text/prepare.py --input=FILE (also reached as data/shakespeare*/prepare.py
---input=FILE) writes a dataset train.py trains on, with the commands to run printed; a file that
-is no usable text is one line and nothing is written."""
+"""Your own text: data/text/prepare.py --input=FILE (or data/shakespeare*/prepare.py's) prints the
+commands that train on it; a file that is no usable text is one line, and nothing is written."""
 
 import os
 import re

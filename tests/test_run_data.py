@@ -1,7 +1,5 @@
-"""A run trains on the data it opened: shapelab/dataset.py's open_dataset opens the token files
-once, a prepare script renames its new files in beside them, a file written over in place stops
-the run, and a resume hashes the files it opens against its checkpoint. POSIX (a replaced file
-lives on for whoever has it open). CPU, seconds."""
+"""A run trains on the data it opened, whatever is prepared meanwhile; a file written over in place
+stops it; a resume hashes the files it opens against its checkpoint. POSIX."""
 
 import json
 
