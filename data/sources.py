@@ -124,16 +124,17 @@ def check_input_file(path, option):
 
 
 @contextlib.contextmanager
-def file_errors_in_one_line(folder_option="--out_dir"):
+def file_errors_in_one_line(folder_option=""):
     """A file a prepare script cannot read or write ends it in one line."""
     try:
         yield
     except OSError as e:
         if e.filename is None:  # a network error, say
             raise SystemExit(f"error: {type(e).__name__}: {e}") from None
+        elsewhere = (f", or prepare into another folder ({folder_option}=...)" if folder_option
+                     else "")
         raise SystemExit(f"error: {e.filename}: {e.strerror or e}: fix the permissions or free "
-                         f"disk space, or prepare into another folder ({folder_option}=...)") \
-            from None
+                         f"disk space{elsewhere}") from None
 
 
 class HashMismatchError(ValueError):

@@ -80,11 +80,13 @@ def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=
     if stale or not meta_path.exists():
         print(f"{folder} was not prepared from --data_dir={data_dir}: preparing it again" if stale
               else f"{meta_path} is missing: preparing {dataset} now")
-        args = [f"--data_dir={data_dir}"] * bool(data_dir) + [f"--out_dir={folder}"]
-        if dataset == "imagenet32":
-            args += [f"--max_train_images={max_train_images}"] * bool(max_train_images)
-        else:
-            args.insert(0, f"--dataset={dataset}")
+        args = [f"--out_dir={folder}"]
+        if data_dir:
+            args.append(f"--data_dir={data_dir}")
+        if dataset != "imagenet32":
+            args.append(f"--dataset={dataset}")
+        elif max_train_images:
+            args.append(f"--max_train_images={max_train_images}")
         print(f"preparing: python {PREPARE_SCRIPTS[dataset]} {' '.join(args)}")
         if subprocess.run([sys.executable, PREPARE_SCRIPTS[dataset], *args]).returncode != 0:
             raise ConfigError(f"preparing {dataset} failed (see the messages above)")

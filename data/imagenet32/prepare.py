@@ -135,5 +135,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     stop_on_sigterm()
-    with file_errors_in_one_line():
+    with file_errors_in_one_line("--out_dir"):
         main()

@@ -113,7 +113,7 @@ def main(argv=None):
     meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT,
             "source": source}
     enc, splits = get_gpt2_encoding(), {}
-    with file_errors_in_one_line(), replaced_together(args.out_dir) as stage:
+    with file_errors_in_one_line("--out_dir"), replaced_together(args.out_dir) as stage:
         for split, texts in (("val", val), ("train", train)):
             n_docs, splits[split] = write_stories(texts, stage(f"{split}.bin"), enc, args.max_docs)
             if n_docs == 0:
