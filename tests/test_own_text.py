@@ -78,8 +78,7 @@ def test_a_file_that_is_no_usable_text_is_one_line_and_nothing_is_written(
 
 
 def test_a_data_folder_that_cannot_be_written_is_one_line(tmp_path):
-    (tmp_path / "text.txt").write_text(TEXT)
-    (tmp_path / "a_file").write_text("not a folder")
-    with pytest.raises(SystemExit) as stop:
-        prepare(f"--input={tmp_path / 'text.txt'}", f"--data_dir={tmp_path / 'a_file/d'}")
-    assert "a_file" in str(stop.value.code) and "\n" not in str(stop.value.code)
+    (tmp_path / "a_file").write_text(TEXT)
+    with pytest.raises(SystemExit) as stop:  # (a folder under a file cannot be made)
+        prepare(f"--input={tmp_path / 'a_file'}", f"--data_dir={tmp_path / 'a_file' / 'd'}")
+    assert "a_file/d" in str(stop.value.code) and "\n" not in str(stop.value.code)
