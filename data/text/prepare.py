@@ -31,9 +31,9 @@ def read_text(path):
     try:
         text = data.decode("utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"--input={path} is not UTF-8 text (byte {data[e.start]:#04x} at "
-                          f"offset {e.start}): save it as UTF-8, or convert it with iconv") \
-            from None
+        raise ConfigError(f"--input={path} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                          f"offset {len(data) - len(e.object) + e.start}): save it as UTF-8, or "
+                          f"convert it with iconv") from None
     if not text.strip():
         raise ConfigError(f"--input={path} is empty: give a file that holds text")
     return text
