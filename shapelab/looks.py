@@ -40,7 +40,7 @@ from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
 from shapelab.report import p_text, regime_line, tokens_per_run
 from shapelab.sweep import ROOT, portable
-from shapelab.verdict import ALPHA, holm, holm_levels, short_verdict
+from shapelab.verdict import ALPHA, holm, short_verdict
 
 FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
 
@@ -80,9 +80,9 @@ def two_looks(looks):
     together, and the combination. Only the shapes every look tested (a pooled p)."""
     shapes = [s for s in looks[0][1] if all("p" in (v.get(s, {}).get("diff") or {})
                                              for _, v in looks)]
-    own = [holm_levels({s: v[s]["diff"]["p"] for s in shapes}) for _, v in looks]
+    own = [holm({s: v[s]["diff"]["p"] for s in shapes})[1] for _, v in looks]
     every = {(i, s): v[s]["diff"]["p"] for i, (_, v) in enumerate(looks) for s in shapes}
-    passed, levels = holm(every), holm_levels(every)
+    passed, levels = holm(every)
     rows = {}
     for s in shapes:
         diffs = [v[s]["diff"] for _, v in looks]

@@ -55,17 +55,3 @@ def test_two_looks_as_one_family_and_combined(tmp_path):
     assert set(blocks) == {"verdicts.two_looks", "verdicts.words"}
     assert "| model | CPU, 8 seeds | H200, 16 seeds |" in blocks["verdicts.words"]
 
-
-def test_readmes_line_on_the_controls_waits_for_every_control_then_gives_each_share():
-    def control(name, reading):
-        return dict(shape=name, seeds=[1337, 1338, 1339], reading=reading)
-    share = dict(vs_baseline=dict(n=8), share=dict(ratio=1.2, lo=0.7, hi=1.9))
-    results = dict(controlled="hourglass", controls=[control("GPT wide", share),
-                                                     control("hourglass same-d", None)])
-    assert looks.controls_line(results) == ""  # one control still training: no line
-    results["controls"][1]["reading"] = dict(vs_baseline=dict(n=8),
-                                             share=dict(ratio=-0.3, lo=None, hi=None))
-    line = looks.controls_line(results)
-    assert "8 verdict seeds" in line and "120% [70%, 190%]" in line and "-30% [unbounded]" in line
-    assert "the reallocation alone" in line and "(docs/hourglass.md#" in line
-    assert looks.controls_line(dict(controlled="hourglass", controls=[])) == ""
