@@ -228,6 +228,7 @@ def main(argv):
             run_comparison(settings, shapes, matching, state)
         except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's
             resume = "".join(f"; {run.tag} resumes from its last checkpoint"
+                             if (run.dir / "ckpt.pt").exists() else f"; {run.tag} starts again"
                              for run in state.running)
             print(f"interrupted: {len(state.finished)} of {state.total} runs finished{resume}; "
                   f"continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
@@ -391,10 +392,10 @@ def report(settings, shapes, results, tokens):
         runs=runs), indent=1)
     write_atomic(out_dir / "results.json", summary)
     table = io.StringIO()
-    writer = csv.writer(table)
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows([math.nan if run.get(k) is None and k == "val_loss" else run.get(k)
-                      for k in CSV_COLUMNS] for run in runs)
+    writer = csv.DictWriter(table, CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows({**run, "val_loss": math.nan if run["val_loss"] is None else run["val_loss"]}
+                     for run in runs)
     write_atomic(out_dir / "results.csv", table.getvalue())
     plot_curves({n: [r["curve"] for r in chosen[n]] for n in compared}, out_dir / "val_loss.png",
                 title)
@@ -405,15 +406,15 @@ def report(settings, shapes, results, tokens):
               f"not its records, or fewer shapes or seeds than its results.json (this report is "
               f"in {out_dir} only)")
         record_dir = ""
-    written = ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png")
-    for name in written if record_dir else ():
-        write_atomic(Path(record_dir) / name, (out_dir / name).read_bytes())
-    also = f" and in {portable(record_dir, ROOT)}" if record_dir else ""
-    if record_dir and Path(record_dir).resolve().is_relative_to(ROOT):
-        changed = write_blocks(pages(ROOT), page_blocks(record_dir))
-        if Path(record_dir).resolve() in {(ROOT / f).resolve() for f in looks.FOLDERS}:
-            changed += write_blocks(pages(ROOT), looks.page_blocks())
-        also += "".join(f"; {portable(page, ROOT)}'s generated blocks" for page in changed)
+    also = ""
+    if record_dir:
+        for name in ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png"):
+            write_atomic(Path(record_dir) / name, (out_dir / name).read_bytes())
+        also = f" and in {portable(record_dir, ROOT)}"
+        if Path(record_dir).resolve().is_relative_to(ROOT):  # the pages quote it
+            changed = write_blocks(pages(ROOT), {**page_blocks(record_dir), **(
+                looks.page_blocks() if portable(record_dir, ROOT) in looks.FOLDERS else {})})
+            also += "".join(f"; {portable(page, ROOT)}'s generated blocks" for page in changed)
     print(f"\n{sections['table'].split(chr(10) * 2)[0]}\n\n{sections['rates']}\n\nwrote "
           f"{out_dir / 'results.md'}, results.json, results.csv, val_loss.png and verdict.png "
           f"there{also}")

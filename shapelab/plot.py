@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from shapelab.checkpoint import write_atomic  # noqa: E402
 from shapelab.run import read_jsonl  # noqa: E402
-from shapelab.verdict import common_seeds, finite  # noqa: E402
+from shapelab.verdict import finite  # noqa: E402
 
 
 def read_evals(out_dir):
@@ -92,26 +92,19 @@ def plot_curves(curves, path, title):
 
 def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
     """Left: each shape's difference from the baseline (verdict.shape_rows' rows) with its 95%
-    interval, each seed's a dot, the detectable difference shaded; right: phase 1's loss against
-    the rate, the chosen ringed."""
+    interval, the detectable difference shaded; right: phase 1's loss against the rate."""
     names = list(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(15, max(4.5, 2.2 + 0.42 * len(names))),
                                       dpi=110, layout="constrained")
     fig.suptitle(title, fontsize=11)
-    base = rows[baseline]["losses"]
     left.axvline(0, color="0.4", lw=1, ls="--", label=f"{baseline} (no difference)")
     detect = [row["diff"]["detectable_family"] for row in rows.values()
               if "detectable_family" in row.get("diff", {})]
     if detect:
         left.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15, lw=0,
                      label=f"smaller than these runs detect (+-{detect[0]:.4f})")
-    common = common_seeds({name: row["losses"] for name, row in rows.items()})
     for i, name in enumerate(names):
-        row, d = rows[name], rows[name].get("diff", {})
-        diffs = [row["losses"][s] - base[s] for s in common if s in row["losses"] and s in base
-                 and finite(row["losses"][s]) and finite(base[s])]
-        if name != baseline:
-            left.plot(diffs, [i] * len(diffs), "o", ms=4, mfc="none", mec=f"C{i % 10}")
+        d = rows[name].get("diff", {})
         if "lo" in d:
             left.errorbar(d["mean"], i, xerr=[[d["mean"] - d["lo"]], [d["hi"] - d["mean"]]],
                           fmt="D", ms=6, color=f"C{i % 10}", capsize=4)

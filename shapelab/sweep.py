@@ -24,6 +24,7 @@ from shapelab.configurator import ConfigError, read_config_file, usage_error
 from shapelab.hardware import machine_name
 from shapelab.lock import held_by, lock_folder
 from shapelab.plot import read_evals
+from shapelab.run import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,8 +148,7 @@ def source_commit():
 def summarize_run(run_dir, max_iters):
     """result.json's content from a finished run's metrics.jsonl."""
     evals = {r["iter"]: r for r in read_evals(run_dir)}
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-               if line.strip()]
+    records = read_jsonl(run_dir / "metrics.jsonl")
     steps = [r for r in records if "tokens_per_s" in r]
     steps = [r for r in steps if r["iter"] > 0] or steps  # step 0 includes warm-up
     if max_iters not in evals:

@@ -144,39 +144,31 @@ def pooled_differences(losses, baseline):
     """{name: diff} from {name: {seed: loss}} at the verdict seeds: model (2)'s difference from the
     baseline, its interval, detectable differences and Holm's decision; a shape that lacks a seed
     or diverged gets only its "verdict"."""
-    seeds = common_seeds(losses)
-    complete = {n: v for n, v in losses.items() if v and all(finite(v[s]) for s in seeds)}
-    out = {}
-    for name, v in losses.items():
-        if not v:
-            out[name] = dict(verdict="no verdict (no verdict seed finished yet)")
-        elif name not in complete:
-            bad = [s for s in seeds if not finite(v[s])]
-            out[name] = dict(verdict=f"no verdict (diverged at seed {bad[0]})")
-    n = len(seeds)
-    if baseline not in complete or n < MIN_VERDICT_SEEDS or len(complete) < 2:
+    seeds, n = common_seeds(losses), len(common_seeds(losses))
+    complete = {m: v for m, v in losses.items() if v and all(finite(v[s]) for s in seeds)}
+    out = {m: dict(verdict="no verdict (no verdict seed finished yet)" if not v else
+                   f"no verdict (diverged at seed {next(s for s in seeds if not finite(v[s]))})")
+           for m, v in losses.items() if m not in complete}
+    tests = [m for m in complete if m != baseline]
+    base = complete.get(baseline)
+    means = {m: statistics.fmean(complete[m][s] - base[s] for s in seeds)
+             for m in tests if base and seeds}
+    if base is None or n < MIN_VERDICT_SEEDS or not tests:
         why = (f"{n} verdict seed{'' if n == 1 else 's'}; {MIN_VERDICT_SEEDS} needed"
                if n < MIN_VERDICT_SEEDS else f"{baseline} has no verdict seeds")
-        for name, v in complete.items():
-            if name != baseline:
-                out[name] = dict(verdict=f"no verdict ({why})")
-                if baseline in complete and seeds:
-                    out[name]["mean"] = statistics.fmean(v[s] - complete[baseline][s]
-                                                         for s in seeds)
-        return out
+        return {**out, **{m: dict(verdict=f"no verdict ({why})", **(
+            dict(mean=means[m]) if m in means else {})) for m in tests}}
     res, df = residuals(complete, seeds)
     sigma2 = float((res ** 2).sum()) / df
     se = math.sqrt(2 * sigma2 / n)
-    tests = [m for m in complete if m != baseline]
     strict = stats.t.ppf(1 - ALPHA / (2 * len(tests)), df) + stats.t.ppf(POWER, df)
-    for name in tests:
-        d = statistics.fmean(complete[name][s] - complete[baseline][s] for s in seeds)
-        out[name] = dict(n=n, df=df, mean=d, se=se, sigma=math.sqrt(sigma2), **t_test(d, se, df),
-                         detectable_family=float(strict * se))
-    rejected, levels = holm({name: out[name]["p"] for name in tests})
-    for name in tests:
-        out[name].update(holm=rejected[name], holm_level=levels[name])
-        out[name]["verdict"] = verdict(out[name])
+    for m in tests:
+        out[m] = dict(n=n, df=df, mean=means[m], se=se, sigma=math.sqrt(sigma2),
+                      **t_test(means[m], se, df), detectable_family=float(strict * se))
+    rejected, levels = holm({m: out[m]["p"] for m in tests})
+    for m in tests:
+        out[m].update(holm=rejected[m], holm_level=levels[m])
+        out[m]["verdict"] = verdict(out[m])
     return out
 
 
