@@ -141,8 +141,7 @@ def finished_results(settings, shape, name):
 def check_lists(settings):
     """The comparison's own settings checked (a ConfigError names the key), the rates sorted."""
     seeds, rates = settings["seeds"], settings["learning_rates"]
-    stop, gain, extend = (settings[k] for k in ("stop_starting_after", "refine_gain",
-                                                "extend_rates"))
+    extend = settings["extend_rates"]
     labels = [rate_label(float(r)) for r in rates if type(r) in (int, float)]
     problems = [
         (not seeds or any(type(s) is not int or not 0 <= s < 2 ** 63 for s in seeds)
@@ -152,12 +151,6 @@ def check_lists(settings):
             type(r) in (int, float) and math.isfinite(r) and r > 0 for r in rates),
          f"learning_rates={rates!r}: give distinct finite rates > 0 (distinct in their first 6 "
          f"digits), e.g. --learning_rates=1e-3,2e-3,4e-3"),
-        (type(stop) not in (int, float) or not stop >= 0 or not math.isfinite(stop),
-         f"stop_starting_after={stop!r}: give minutes >= 0 (0: no deadline), e.g. "
-         f"--stop_starting_after=7"),
-        (type(gain) not in (int, float) or not gain >= 0 or not math.isfinite(gain),
-         f"refine_gain={gain!r}: give a loss difference >= 0 (0: never refine), e.g. "
-         f"--refine_gain=0.002"),
         (not 0 <= settings["min_lr_ratio"] <= 1,
          f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]"),
         (settings["jobs"] < 1, f"jobs={settings['jobs']}: it must be 1 or more"),
@@ -170,6 +163,11 @@ def check_lists(settings):
     for bad, message in problems:
         if bad:
             raise ConfigError(message)
+    for key, hint in (
+            ("stop_starting_after", "minutes >= 0 (0: no deadline), e.g. --stop_starting_after=7"),
+            ("refine_gain", "a loss difference >= 0 (0: never refine), e.g. --refine_gain=0.002")):
+        if type(settings[key]) not in (int, float) or not 0 <= settings[key] < math.inf:
+            raise ConfigError(f"{key}={settings[key]!r}: give {hint}")
     settings["learning_rates"] = tuple(sorted(float(r) for r in rates))
 
 

@@ -105,15 +105,6 @@ def two_looks_table(looks):
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
 
 
-def words_table(looks):
-    lines = ["| model | " + " | ".join(label for label, _ in looks) + " |",
-             "|---|" + "---|" * len(looks)]
-    for shape in looks[0][1]:
-        cells = [short_verdict(v[shape]) if shape in v else "-" for _, v in looks]
-        lines.append(f"| {shape} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 README_ROWS = [  # (shape, mechanism, file, paper, write-up in docs/)
     ("GPT", "plain GPT", "model.py", "LLaMA-style: RMSNorm, RoPE, SwiGLU, no biases",
      "compare.md"),
@@ -208,7 +199,7 @@ def page_blocks(folders=FOLDERS):
     """{block name: markdown} of the looks in `folders`; of the committed ones, README's too."""
     looks = [read_look(Path(folder) if Path(folder).is_absolute() else ROOT / folder)
              for folder in folders]
-    blocks = {"verdicts.two_looks": two_looks_table(looks), "verdicts.words": words_table(looks)}
+    blocks = {"verdicts.two_looks": two_looks_table(looks)}
     if tuple(folders) == FOLDERS:
         cpu, gpu = (ROOT / folder for folder in FOLDERS)
         blocks.update({"readme-verdicts": readme_verdict_table(gpu, cpu),
@@ -222,7 +213,7 @@ def main(argv):
         usage_error(f"name two or more records folders of compare.py reports (none: "
                     f"{' '.join(FOLDERS)})")
     blocks = page_blocks([str(Path(f).resolve()) for f in argv] if argv else FOLDERS)
-    print(f"{blocks['verdicts.two_looks']}\n\n{blocks['verdicts.words']}")
+    print(blocks["verdicts.two_looks"])
     if not argv:
         for page in write_blocks(pages(ROOT), blocks):
             print(f"wrote the generated blocks of {page.relative_to(ROOT)}")

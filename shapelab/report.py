@@ -11,7 +11,7 @@ from shapelab.controls import control_rows, controls_footer, controls_reading, c
 from shapelab.cost import SPEED_BENCH, cost_footer, cost_table, from_bench
 from shapelab.sweep import read_result
 from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, rate_label, rates_flag,
-                              seeds_in_verdict, shape_rows, short_verdict, spread_check)
+                              seeds_in_verdict, shape_rows, spread_check)
 
 
 def regime_line(settings, baseline, tokens):
@@ -74,8 +74,7 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
         table=f"{verdict_table(rows, baseline)}\n\n"
               f"{verdict_footer(rows, rates, seeds, baseline, extend, refine)}",
         rates=rates_table(rows, tried),
-        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}",
-        words=words_table(rows, f"vs {baseline}, {len(used)} verdict seeds"))
+        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}")
     if not control:
         sections["controls"] = (
             f"No control run recorded yet ({', '.join(controls)}): a control is trained when "
@@ -110,7 +109,7 @@ def page_blocks(record_dir):
     sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
     prefix = folder.name.removeprefix("compare_")
     return {f"{prefix}.{part}": sections[part]
-            for part in ("regime", "words", "table", "rates", "spreads", "controls", "cost")}
+            for part in ("regime", "table", "rates", "spreads", "controls", "cost")}
 
 
 def verdicts_json(rows):
@@ -305,8 +304,3 @@ def spread_footer(rows, spread, baseline):
         f"rank (5% / 9 for the smallest p of 9, ...; once one test fails, the later ones fail "
         f"too)."])
 
-
-def words_table(rows, heading):
-    lines = [f"| model | {heading} |", "|---|---|"]
-    lines += [f"| {name} | {short_verdict(row)} |" for name, row in rows.items()]
-    return "\n".join(lines)

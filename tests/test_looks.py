@@ -1,6 +1,6 @@
 """shapelab/looks.py: two verdicts of one comparison read as two looks, on made-up
 results.json whose answers are computed here another way: Holm over both looks' tests, the
-inverse-variance combination, the words per look."""
+inverse-variance combination."""
 
 import json
 import math
@@ -52,6 +52,5 @@ def test_two_looks_as_one_family_and_combined(tmp_path):
     assert "| Holm over all 4 tests |" in table
     assert "H200 fails (0.0300 > 0.0250)" in table and "0.0300 / 0.0500 (passes)" in table
     blocks = looks.page_blocks([cpu, gpu])
-    assert set(blocks) == {"verdicts.two_looks", "verdicts.words"}
-    assert "| model | CPU, 8 seeds | H200, 16 seeds |" in blocks["verdicts.words"]
+    assert set(blocks) == {"verdicts.two_looks"}
 
