@@ -260,7 +260,8 @@ def run_comparison(settings, shapes, matching, state):
     threads = max(1, (int(threads) if threads.isdigit() else cores) // jobs) if jobs > 1 else None
     print(f"{len(shapes)} shapes: {len(rates)} rate(s) with seed {seeds[0]}, then "
           f"{len(seeds) - 1} more seed(s) at each shape's chosen rate = {state.total} runs of "
-          f"{tokens / 1e6:.2f}M tokens, {jobs} at a time into {settings['out_dir']}/")
+          f"{tokens / 1e6:.2f}M tokens, {jobs} at a time"
+          f"{f' ({threads} thread(s) each)' if threads else ''} into {settings['out_dir']}/")
     print(shapes_table(describe_shapes(shapes, settings["block_size"])) + "\n")
     start = time.time()
 

@@ -292,9 +292,8 @@ def portable(path, root):
 
 
 def sync_records(out_dir, record_dir, root, wanted, data=None):
-    """For the runs this command may train (wanted(folder name, settings)): every one finished in
-    out_dir recorded, and every record out_dir lacks copied in; other records left alone.
-    Returns (runs copied in, [(folder, settings)] of the records left alone)."""
+    """The runs this command may train (wanted(folder, settings)) recorded, and the records out_dir
+    lacks copied in: (how many, [(folder, settings)] of the other records, left alone)."""
     for run_dir in sorted(d for d in out_dir.iterdir() if (d / "result.json").exists()):
         if wanted(run_dir.name, read_settings(run_dir / "config.py")):
             record_run(run_dir, record_dir, root)

@@ -141,9 +141,8 @@ def paired_t(diffs):
 
 
 def pooled_differences(losses, baseline):
-    """{name: diff} from {name: {seed: loss}} at the verdict seeds: model (2)'s difference from the
-    baseline, its interval, detectable differences and Holm's decision; a shape that lacks a seed
-    or diverged gets only its "verdict"."""
+    """{name: diff} from {name: {seed: loss}}: model (2)'s difference from the baseline, its
+    interval, the detectable differences and Holm's decision, or why there is none."""
     seeds, n = common_seeds(losses), len(common_seeds(losses))
     complete = {m: v for m, v in losses.items() if v and all(finite(v[s]) for s in seeds)}
     out = {m: dict(verdict="no verdict (no verdict seed finished yet)" if not v else
@@ -198,8 +197,7 @@ def spread_check(losses, seeds):
 
 def verdict(diff):
     """'better by m [lo, hi]' / 'worse by ...' where Holm rejects under the pooled spread and the
-    shape's own, 'no difference larger than X detected at this scale' where neither does, and
-    which assumption decides it where one alone does."""
+    shape's own; where one alone does, which; else the difference these runs could detect."""
     if diff["se"] == 0:
         return "no verdict (the runs show no spread: an interval cannot be computed)"
     word = "better" if diff["mean"] < 0 else "worse"
@@ -236,8 +234,7 @@ def short_verdict(row):
 
 
 def chosen_row(losses, name, rates, seeds):
-    """A shape's phase 1 {rate: loss}, its chosen lr and edge, and {seed: loss} at that rate over
-    the verdict seeds that finished (with one seed: that one)."""
+    """A shape's phase 1 {rate: loss}, its rate and edge, and {seed: loss} there."""
     phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates if (name, lr, seeds[0]) in losses}
     lr, edge = choose_rate(phase1)
     at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in seeds[1:] or seeds
@@ -251,8 +248,7 @@ def seeds_in_verdict(rows):
 
 def shape_rows(losses, names, rates, seeds, baseline):
     """{name: row} from {(name, rate, seed): final val loss or None}: chosen_row's, the mean and
-    std over the verdict's seeds (`beyond`: a shape's seeds the others have not reached), and
-    beside the baseline's: the pooled difference with the paired test, its own SD and verdict."""
+    std over the verdict's seeds, the pooled difference with the paired test, and the verdict."""
     rows = {name: chosen_row(losses, name, rates, seeds) for name in names}
     chosen = {n: r["losses"] for n, r in rows.items() if r["lr"] is not None}
     common = common_seeds(chosen)
