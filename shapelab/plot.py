@@ -92,7 +92,8 @@ def plot_curves(curves, path, title):
 
 def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
     """Left: each shape's difference from the baseline (verdict.shape_rows' rows) with its 95%
-    interval, the detectable difference shaded; right: phase 1's loss against the rate."""
+    interval, each seed's own a dot, the detectable difference shaded; right: phase 1's loss
+    against the rate."""
     names = list(rows)
     fig, (left, right) = plt.subplots(1, 2, figsize=(15, max(4.5, 2.2 + 0.42 * len(names))),
                                       dpi=110, layout="constrained")
@@ -103,9 +104,12 @@ def plot_verdict(rows, baseline, path, title, rate_text="{:g}".format):
     if detect:
         left.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15, lw=0,
                      label=f"smaller than these runs detect (+-{detect[0]:.4f})")
+    base = rows[baseline]["losses"]
     for i, name in enumerate(names):
-        d = rows[name].get("diff", {})
+        d, mine = rows[name].get("diff", {}), rows[name]["losses"]
         if "lo" in d:
+            dots = [mine[s] - base[s] for s in mine if s not in rows[name]["beyond"]]
+            left.plot(dots, [i] * len(dots), "o", ms=4, mfc="none", mec=f"C{i % 10}")
             left.errorbar(d["mean"], i, xerr=[[d["mean"] - d["lo"]], [d["hi"] - d["mean"]]],
                           fmt="D", ms=6, color=f"C{i % 10}", capsize=4)
     left.set_yticks(range(len(names)), [
