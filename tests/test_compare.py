@@ -99,7 +99,7 @@ def test_compare_two_rates_two_seeds_resumes_and_keeps_its_records(tmp_path, cha
 
     with here.context() as stopping:
         stopping.setattr(compare, "train_one", stop_at_the_fourth)
-        code, printed = compare_here(capsys, *args, "--jobs=2")
+        code, printed = compare_here(capsys, *args)
     assert code == 130 and "interrupted: 3 of 6 runs finished" in printed, printed
     code, printed = compare_here(capsys, *args)
     assert code == 0, printed
