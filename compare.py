@@ -157,7 +157,7 @@ def check_lists(settings):
         (settings["max_iters"] < 1,
          f"max_iters={settings['max_iters']}: a comparison trains every shape for the same "
          f"number of steps: give it 1 or more"),
-        (type(extend) is not int or extend < 0 or extend and len(rates) < 2,
+        (extend < 0 or extend and len(rates) < 2,
          f"extend_rates={extend!r}: give a whole number, 0 or more, of rates to try past the "
          f"list's ends (the list needs two rates or more, e.g. --learning_rates=1e-3,2e-3,4e-3)")]
     for bad, message in problems:
@@ -166,7 +166,7 @@ def check_lists(settings):
     for key, hint in (
             ("stop_starting_after", "minutes >= 0 (0: no deadline), e.g. --stop_starting_after=7"),
             ("refine_gain", "a loss difference >= 0 (0: never refine), e.g. --refine_gain=0.002")):
-        if type(settings[key]) not in (int, float) or not 0 <= settings[key] < math.inf:
+        if not 0 <= settings[key] < math.inf:  # (the configurator checked it is a number)
             raise ConfigError(f"{key}={settings[key]!r}: give {hint}")
     settings["learning_rates"] = tuple(sorted(float(r) for r in rates))
 
