@@ -1,23 +1,12 @@
 """
-What a shape's difference from the GPT is made of. A shape changes several things at once (the
-matched hourglass widens d, and so its attention, and swaps its FFN for narrow sub-blocks); a
-control changes one of them, and what share of the shape's difference it reproduces says how much
-of it that one change explains - the way the papers' own ablations attribute a gain (the
-hourglass paper's Table 1 swaps the FFN at a fixed d before it reallocates).
+What the hourglass's difference from the GPT is made of: each control (shapes.CONTROL_NAMES)
+changes one of its changes, and reproduces a share of its difference,
 
-The controls are a family of their own: never in the verdict's pooled model nor in its Holm
-family (shapelab/verdict.py), so adding them leaves every verdict as it is. Each is read over the
-verdict's seeds by its seed-paired differences from the GPT and from the shape it controls
-(verdict.paired_t), and by the share of that shape's difference it reproduces (`fieller_ratio`):
+    share = mean_s(control - GPT) / mean_s(hourglass - GPT)
 
-    share = mean_s(control - GPT) / mean_s(shape - GPT)
-
-with the interval of Fieller's theorem: every share R for which the seed-paired control - GPT -
-R (shape - GPT) has mean 0 at 5% (Student's t, n - 1 degrees of freedom). It is unbounded where
-the shape's own difference is not clear of zero.
-
-compare.py writes the controls' table (shapes.CONTROL_NAMES against the hourglass) into its
-report.
+with Fieller's 95% interval: every share R for which the seed-paired control - GPT - R (hourglass
+- GPT) has mean 0 at 5% (Student's t, n - 1 degrees of freedom). A family of its own: never in the
+verdict's model or Holm family.
 """
 
 import math
@@ -29,16 +18,13 @@ from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, pair
                               seeds_in_verdict)
 
 
-# what each control changes of the hourglass (shapes.CONTROL_NAMES): (in short, how)
+# what each control changes of the hourglass: (in short, how)
 CHANGED = {"GPT wide": ("the reallocation alone", "d and attention widened, a plain FFN"),
            "hourglass same-d": ("the FFN swap alone", "d and attention kept")}
 
 
 def fieller_ratio(a, b):
-    """(mean(a) / mean(b), lo, hi): the ratio of two means of seed-paired differences and its 95%
-    interval by Fieller's theorem - every R for which a_s - R b_s has mean 0 at 5% (Student's t,
-    n - 1 degrees of freedom). lo and hi are None where the interval is unbounded (mean(b) is not
-    clear of zero)."""
+    """(mean(a) / mean(b), lo, hi) with Fieller's interval; lo, hi None where it is unbounded."""
     n = len(a)
     mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
     var_a, var_b = statistics.variance(a) / n, statistics.variance(b) / n
@@ -55,11 +41,9 @@ def fieller_ratio(a, b):
 
 
 def control_rows(losses, names, rates, seeds, rows, baseline, reference):
-    """{name: row} of the controls `names` from {(name, rate, seed): loss}, read against the
-    verdict's `rows` (shape_rows') over the verdict's seeds, never in its model: a row's
-    `reading` holds, once the control has every one of those seeds, its paired differences from
-    the baseline and from the `reference` shape (paired_t) and the share of the reference's
-    difference it reproduces (fieller_ratio); until then `so_far`, the seeds it has."""
+    """{name: row} of the controls, read against the verdict's rows over its seeds: once a
+    control has them all, its paired differences from the baseline and the reference, and its
+    share of the reference's difference."""
     used = seeds_in_verdict(rows)
     base, ref = rows[baseline]["losses"], rows.get(reference, {}).get("losses", {})
     out = {}
@@ -83,15 +67,12 @@ def control_rows(losses, names, rates, seeds, rows, baseline, reference):
 
 
 def share_text(share):
-    """A share as a percentage with its interval ('unbounded' where Fieller's is)."""
     if share["lo"] is None:
         return f"{share['ratio']:.0%} [unbounded]"
     return f"{share['ratio']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}]"
 
 
 def share_reading(share, reference):
-    """What a share's interval can say, in words: whether the control reproduces none, part or
-    all of the reference's difference, as far as the seeds can tell."""
     lo, hi = share["lo"], share["hi"]
     if lo is None:
         return (f"no share to read: the {reference}'s own difference is not clear of zero on "
@@ -106,8 +87,6 @@ def share_reading(share, reference):
 
 
 def controls_reading(controls, reference):
-    """One markdown bullet per control with every verdict seed: the share of the reference's
-    difference it reproduces and what its interval can say (share_reading); '' before any has."""
     lines = [f"- **{name}**, {CHANGED[name][0]} ({CHANGED[name][1]}): {share_text(r['share'])} "
              f"of the {reference}'s difference - {share_reading(r['share'], reference)}."
              for name, row in controls.items() if (r := row.get("reading"))]
@@ -118,9 +97,6 @@ def controls_reading(controls, reference):
 
 
 def controls_table(controls, baseline, reference):
-    """One row per control: its rate, the verdict seeds it has, its val loss, its paired
-    difference from the baseline and from the reference shape (95% intervals), the share of the
-    reference's difference it reproduces; 'n of N verdict seeds so far' until it has them all."""
     lines = [f"| control | lr | verdict seeds | val loss (mean +- std) | vs {baseline} [95% "
              f"interval] | vs {reference} [95% interval] | share of the {reference}'s difference "
              f"[95% interval] |", "|---|---|---:|---:|---:|---:|---:|"]
@@ -143,7 +119,6 @@ def controls_table(controls, baseline, reference):
 
 
 def controls_footer(baseline, reference, seeds):
-    """The rules of the controls' table in words (markdown bullets)."""
     return "\n".join([
         f"- GPT wide: a plain GPT at the {reference}'s d (its attention) with a narrow SwiGLU FFN "
         f"at the same budget: the reallocation alone. hourglass same-d: the {reference}'s FFN "

@@ -1,30 +1,15 @@
 """
-What a shape's loss costs: each shape's validation loss at the GPT's wall-clock time and at the
-GPT's training FLOPs, read off the trajectories its verdict runs recorded (compare.py's report).
+What a shape's loss costs: its val loss at the GPT's wall-clock time and at the GPT's training
+FLOPs, read off the trajectories of its verdict runs, each seed paired with the GPT's.
 
-A comparison gives every shape the same number of tokens; a slower shape then trains longer. Two
-other budgets ask what the same time or the same compute buys:
+    equal time    at r x the GPT's tokens/s (the median over the seeds both ran on one machine,
+                  or one bench.py run's ratio for shapes of another session) a shape has used
+                  the GPT's time after r x N tokens
+    equal FLOPs   at q x the GPT's forward FLOPs/token, after N / q tokens
 
-    equal time    a shape at r x the GPT's tokens/s has used the GPT's training time after
-                  r x N tokens (N: a run's tokens); r is the ratio of the median tokens/s over
-                  the verdict seeds that both ran on the same machine (a run's speed is a
-                  measurement of the machine it ran on: seeds of different machines never pair),
-                  or, for shapes trained in another session (the controls), the ratio bench.py
-                  measured in one run (speed_bench.json in the records folder)
-    equal FLOPs   training FLOPs = tokens x forward FLOPs/token x 3 (shapes.describe_shapes'
-                  FLOPs/token); a shape of q x the GPT's FLOPs/token has used the GPT's FLOPs
-                  after N / q tokens
-
-A slower (costlier) shape is read part-way along its own run, at that point. A faster (cheaper) one
-cannot be extrapolated past its end: there the GPT is read part-way instead, at the shape's whole
-budget, and the row says so. Each seed's reading is paired with the GPT's at the same seed: the
-difference, its mean over the verdict seeds and a 95% t interval (n - 1 degrees of freedom).
-
-A reading part-way along a run is at a learning rate not yet decayed as far as a run of that
-length would decay it: the run read part-way is disadvantaged, by an amount no record measures.
-The evaluations are every eval_interval steps; between two, the loss is read linearly in log
-tokens (loss against log tokens bends less than against tokens), linearly in tokens before the
-first evaluation after step 0.
+The costlier run is read part-way (a faster shape is never extrapolated: the GPT is read at the
+shape's budget), at a learning rate not yet decayed as far; between evaluations the loss is linear
+in log tokens.
 """
 
 import json
@@ -36,9 +21,8 @@ from shapelab.verdict import MIN_VERDICT_SEEDS, finite, paired_t
 
 
 def loss_at(curve, tokens):
-    """A run's val loss after `tokens` tokens, from its curve ([{tokens, val_loss}, ...] at its
-    evaluations): linear in log tokens between the two evaluations around it (linear in tokens
-    from the evaluation at 0); None past the last evaluation."""
+    """A run's val loss after `tokens` tokens from its curve (linear in tokens from step 0); None
+    past its end."""
     points = [(c["tokens"], c["val_loss"]) for c in curve if finite(c.get("val_loss"))]
     for (t0, v0), (t1, v1) in zip(points, points[1:]):
         if t0 <= tokens <= t1:
@@ -51,14 +35,12 @@ def loss_at(curve, tokens):
 
 
 def machine_label(machine):
-    """A machine's name without its units: 'Intel(R) Xeon(R) Processor (AMX, AVX512-BF16)' ->
-    'Intel Xeon'."""
+    """'Intel(R) Xeon(R) Processor (AMX, AVX512-BF16)' -> 'Intel Xeon'."""
     return machine.split(" (")[0].replace("(R)", "").removesuffix(" Processor").strip()
 
 
 def speed_ratio(shape_runs, base_runs, seeds):
-    """(ratio, {machine: seeds}) of the shape's median tokens/s to the baseline's over the
-    `seeds` at which both ran on the same machine ({seed: result}); (None, {}) if none did."""
+    """(median tokens/s ratio, {machine: seeds}) over the seeds both ran on one machine."""
     paired = [s for s in seeds if shape_runs[s].get("machine") and shape_runs[s].get(
         "tokens_per_s") and base_runs[s].get("tokens_per_s")
         and shape_runs[s]["machine"] == base_runs[s].get("machine")]
@@ -69,19 +51,16 @@ def speed_ratio(shape_runs, base_runs, seeds):
     return ratio, dict(Counter(machine_label(shape_runs[s]["machine"]) for s in paired))
 
 
-SPEED_BENCH = "speed_bench.json"  # bench.py's JSON in a records folder (its command: the config)
-BENCH_SOURCE = "bench.py, one run"  # how a speed from that JSON is labelled, in place of machines
+SPEED_BENCH = "speed_bench.json"  # bench.py's JSON in a records folder
+BENCH_SOURCE = "bench.py, one run"  # a speed's label in place of machines
 
 
 def from_bench(machine):
-    """Whether a cost row's machine label says its speed came from bench.py's JSON, not from
-    paired verdict runs."""
     return machine.startswith(BENCH_SOURCE)
 
 
 def bench_speeds(path, names):
-    """(tokens/s {name: ...}, machine) of the `names` bench.py measured in one run, from the JSON
-    it wrote (--json): the eager rows of its first dtype; ({}, None) without the file."""
+    """({name: tokens/s}, machine) of bench.py's JSON: its eager rows of the first dtype."""
     if not path.exists():
         return {}, None
     measured = json.loads(path.read_text())
@@ -92,11 +71,8 @@ def bench_speeds(path, names):
 
 
 def equal_budget(shape_runs, base_runs, seeds, scale, tokens):
-    """The seed-paired reading at one budget: the shape has used the baseline's whole budget
-    after scale x tokens (scale < 1: the shape is read there), or the baseline has used the
-    shape's whole budget after tokens / scale (scale > 1: the baseline is read there). {shape:
-    its mean loss at the baseline's whole budget, None where it is not read there; diff: paired_t
-    of shape - baseline; read: which run is read part-way ('shape', 'baseline' or '')}."""
+    """The seed-paired reading where the shape has spent the baseline's budget (after scale x
+    tokens), or past its end the baseline the shape's (after tokens / scale)."""
     at_shape, at_base = (scale * tokens, tokens) if scale < 1 else (tokens, tokens / scale)
     shape = [loss_at(shape_runs[s]["curve"], at_shape) for s in seeds]
     base = [loss_at(base_runs[s]["curve"], at_base) for s in seeds]
@@ -108,22 +84,15 @@ def equal_budget(shape_runs, base_runs, seeds, scale, tokens):
 
 
 def verdict_runs(results, rates, seeds):
-    """{name: {seed: result}} of the shapes of `rates` ({name: chosen rate}) that finished every
-    one of `seeds` at their rate without diverging, from {(name, lr, seed): result}."""
+    """{name: {seed: result}} of the shapes that finished every seed at their rate."""
     return {name: {s: results[(name, lr, s)] for s in seeds} for name, lr in rates.items()
             if all((name, lr, s) in results and finite(results[(name, lr, s)]["val_loss"])
                    for s in seeds)}
 
 
 def cost_rows(runs, flops, seeds, baseline, tokens, bench=({}, None)):
-    """{name: {speed, machines, time, flops, flops_reading}} of every shape in `runs` ({name:
-    {seed: result}} at its chosen rate, each holding `seeds`, the verdict's): the speed ratio to
-    the baseline and the machines it pairs, the readings at equal time and at equal FLOPs
-    (equal_budget; None where no seed pairs a machine), and the FLOPs/token ratio. `flops`:
-    {name: forward FLOPs/token}; tokens: a run's. bench: (tokens/s {name: ...}, machine) of one
-    bench.py run (bench_speeds) that sets the speed of the shapes it names but the baseline (their
-    machines: {'bench.py, one run on <machine>': 1}). {} with fewer than MIN_VERDICT_SEEDS seeds,
-    or without the baseline's runs: no interval to read."""
+    """{name: speed ratio, machines, FLOPs ratio and the readings at equal time and FLOPs} of
+    {name: {seed: result}}; bench (bench_speeds') sets the speed of the shapes it names."""
     if len(seeds) < MIN_VERDICT_SEEDS or baseline not in runs:
         return {}
     base = runs[baseline]
@@ -142,9 +111,6 @@ def cost_rows(runs, flops, seeds, baseline, tokens, bench=({}, None)):
 
 
 def reading_cells(reading, baseline, cheaper):
-    """The two cells of one budget: the shape's loss at the baseline's whole budget, and its
-    paired difference from the baseline with the 95% interval. cheaper: what a shape that spends
-    less than the baseline is ('faster', 'cheaper')."""
     if reading is None:
         return ["-", "-"]
     d = reading["diff"]
@@ -155,9 +121,6 @@ def reading_cells(reading, baseline, cheaper):
 
 
 def cost_table(cost, baseline, final_loss):
-    """One row per shape: its tokens/s and FLOPs/token against the baseline's, and its loss at
-    the baseline's training time and FLOPs with the paired difference; final_loss: {name: mean
-    final val loss} (the baseline's row shows its own)."""
     lines = [f"| model | tokens/s vs {baseline} (seeds on a machine) | loss at {baseline}'s time | "
              f"vs {baseline} at equal time [95% interval] | FLOPs/token vs {baseline} | loss at "
              f"{baseline}'s FLOPs | vs {baseline} at equal FLOPs [95% interval] |",
@@ -179,8 +142,6 @@ def cost_table(cost, baseline, final_loss):
 
 
 def cost_footer(baseline, seeds, interval, bench_file=None):
-    """The rules of cost_table in words (markdown bullets); bench_file: the bench.py JSON that set
-    some shapes' speed, where one did."""
     bench = ([f"- '{BENCH_SOURCE}': the shape's tokens/s over {baseline}'s, both measured in "
               f"one run of bench.py on that machine ({bench_file}; the models alternate, so a "
               f"machine that gets busier slows them alike). For shapes trained in a later "

@@ -1,30 +1,11 @@
 """
-One comparison judged twice: the CPU verdict (results/compare_verdict_cpu, on 2 CPU cores) and
-the same comparison on one H200 (results/compare_verdict_cpu_scale_gpu, with seeds of its own).
-Each report corrects for its own tests, every shape against the GPT (Holm); read together they are
-two looks at one question, twice the tests, and a difference that passes one look's correction
-may not pass theirs.
+One comparison judged twice, on 2 CPU cores and on one H200, read as two looks at one question:
+each look's Holm, Holm over both looks' tests, and the looks' differences combined by 1 / SE^2
+(Satterthwaite's degrees of freedom); the verdicts in a few words, README's table and the papers'
+own differences scaled to this loss. Written into the pages' generated blocks.
 
     python -m shapelab.looks                 # the two committed records folders
     python -m shapelab.looks results/compare_verdict_cpu out-compare-verdict-cpu-2
-
-It reads each folder's results.json (compare.py's report) and prints, for every shape tested
-against the GPT on every look:
-
-    each look      the difference with its 95% interval, p of the pooled model and the level of
-                   its Holm step among that look's tests (compare.py's verdict)
-    over both      Holm over every look's tests together: whether each look's test still
-                   passes, against the level of its step there
-    combined       the looks' differences weighted by 1 / SE^2 (a fixed-effect combination: one
-                   true difference, measured twice): mean, SE = 1 / sqrt(sum of the weights) and
-                   a 95% t interval on Satterthwaite's degrees of freedom; and whether the looks
-                   agree in direction
-
-and the verdict of every shape in a few words per look. Both tables are also written into the
-pages' generated blocks that show them (shapelab/pages.py): verdicts.two_looks and
-verdicts.words; and, of the committed looks, README's table (readme-verdicts, docs-verdicts) and
-the papers' own differences scaled to this loss, row by row (papers-at-this-loss). compare.py's
-report of a committed records folder writes them too.
 """
 
 import json
@@ -40,14 +21,13 @@ from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
 from shapelab.report import p_text, regime_line, tokens_per_run
 from shapelab.sweep import ROOT, portable
-from shapelab.verdict import ALPHA, holm, holm_levels, short_verdict
+from shapelab.verdict import ALPHA, holm, short_verdict
 
 FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
 
 
 def read_look(folder):
-    """(label, {shape: verdict entry}) of a records folder's results.json: label names the
-    machine ('CPU' where its runs ran on CPUs, else the GPU's name) and its verdict seeds."""
+    """('<GPU or CPU>, <n> seeds', {shape: verdict entry}) of a records folder's results.json."""
     path = Path(folder) / "results.json"
     try:
         held = json.loads(path.read_text())
@@ -63,8 +43,7 @@ def read_look(folder):
 
 
 def combined(diffs):
-    """The fixed-effect combination of [(mean, se, df)]: (mean, se, lo, hi, df), weights 1 /
-    se^2, the interval Student's t on Satterthwaite's degrees of freedom."""
+    """(mean, se, lo, hi, df) of [(mean, se, df)] weighted by 1 / se^2."""
     weights = [1 / se ** 2 for _, se, _ in diffs]
     total = sum(weights)
     mean = sum(w * d for w, (d, _, _) in zip(weights, diffs)) / total
@@ -75,14 +54,13 @@ def combined(diffs):
 
 
 def two_looks(looks):
-    """{shape: row} over [(label, {shape: verdict entry})]: each look's diff (compare.py's), the
-    level of its Holm step within its look, Holm's decision and level over every look's tests
-    together, and the combination. Only the shapes every look tested (a pooled p)."""
+    """{shape: each look's diff and Holm levels, alone and over every look's tests, and their
+    combination} of the shapes every look tested."""
     shapes = [s for s in looks[0][1] if all("p" in (v.get(s, {}).get("diff") or {})
                                              for _, v in looks)]
-    own = [holm_levels({s: v[s]["diff"]["p"] for s in shapes}) for _, v in looks]
+    own = [holm({s: v[s]["diff"]["p"] for s in shapes})[1] for _, v in looks]
     every = {(i, s): v[s]["diff"]["p"] for i, (_, v) in enumerate(looks) for s in shapes}
-    passed, levels = holm(every), holm_levels(every)
+    passed, levels = holm(every)
     rows = {}
     for s in shapes:
         diffs = [v[s]["diff"] for _, v in looks]
@@ -95,7 +73,6 @@ def two_looks(looks):
 
 
 def two_looks_table(looks):
-    """Markdown: one row per shape tested on every look (two_looks), and its rules."""
     rows, labels = two_looks(looks), [label for label, _ in looks]
     tests = len(rows) * len(looks)
     head = " | ".join(f"{label}: vs GPT [95% interval], p / Holm's step" for label in labels)
@@ -128,22 +105,7 @@ def two_looks_table(looks):
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
 
 
-def words_table(looks):
-    """Markdown: every shape's verdict in a few words (short_verdict), a column per look."""
-    lines = ["| model | " + " | ".join(label for label, _ in looks) + " |",
-             "|---|" + "---|" * len(looks)]
-    for shape in looks[0][1]:
-        cells = [short_verdict(v[shape]) if shape in v else "-" for _, v in looks]
-        lines.append(f"| {shape} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------------
-# README's verdict table: the two committed looks side by side, a few words a cell; and the
-# papers' own differences at this loss
-
-
-README_ROWS = [  # (shape, mechanism, file, paper: on its first row only, write-up in docs/)
+README_ROWS = [  # (shape, mechanism, file, paper, write-up in docs/)
     ("GPT", "plain GPT", "model.py", "LLaMA-style: RMSNorm, RoPE, SwiGLU, no biases",
      "compare.md"),
     ("hourglass", "hourglass FFN", "hourglass.py", "Liao, Chen, Yi, Shiu 2026, *Revisiting the "
@@ -165,9 +127,8 @@ README_ROWS = [  # (shape, mechanism, file, paper: on its first row only, write-
 
 
 def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
-    """README's regime line and table: each shape's row (mechanism, file, paper, write-up) with its
-    verdict on the GPU and on the CPU, read from each folder's results.json; `docs`: the write-ups'
-    folder as the page links it (a page in docs/ links them by name)."""
+    """README's regime line and table of verdicts on the GPU and the CPU; docs: the write-ups'
+    folder as the page links it."""
     verdicts, seeds, regimes, held = {}, {}, {}, {}
     for machine, folder in (("gpu", gpu_dir), ("cpu", cpu_dir)):
         results = held[machine] = json.loads((Path(folder) / "results.json").read_text())
@@ -191,8 +152,7 @@ def readme_verdict_table(gpu_dir, cpu_dir, docs="docs/"):
 
 
 def controls_line(results, docs="docs/"):
-    """One line on what the controlled shape's difference is made of: each control's share of it
-    (its Fieller interval) once every control has the verdict's seeds; '' before."""
+    """Each control's share of the controlled shape's difference, once every one has a reading."""
     controls = results.get("controls", [])
     if not controls or any(c["reading"] is None for c in controls):
         return ""
@@ -205,8 +165,7 @@ def controls_line(results, docs="docs/"):
             f"[hourglass.md]({docs}hourglass.md#what-the-gain-is-made-of-the-controls).")
 
 
-# Each paper's own difference against its baseline, every row of the tables that give one:
-# (the paper's table and row, the baseline's validation loss, the shape's)
+# Each paper's own difference: (its table and row, the baseline's val loss, the shape's)
 PAPER_EFFECTS = [
     ("hourglass, 113M, K = 2, L = 12 (Table 2)", 3.464, 3.426),
     ("hourglass, 113M, K = 2, L = 6 (Table 2)", 3.464, 3.428),
@@ -225,8 +184,7 @@ PAPER_EFFECTS = [
 
 
 def papers_at_this_loss(record_dir):
-    """Each paper's difference as a fraction of its baseline's loss, scaled to the GPT's mean
-    loss of the verdict in record_dir: a size to hold a difference here against, row by row."""
+    """Each paper's difference as a fraction of its baseline's loss, at the GPT's loss here."""
     results = json.loads((Path(record_dir) / "results.json").read_text())
     gpt = next(v["val_loss_mean"] for v in results["verdicts"] if v["shape"] == "GPT")
     lines = [f"Scaled to the GPT's mean loss here ({gpt:.4f}, "
@@ -238,13 +196,10 @@ def papers_at_this_loss(record_dir):
 
 
 def page_blocks(folders=FOLDERS):
-    """{block name: markdown} of the looks in `folders` (records folders): verdicts.two_looks,
-    verdicts.words; with the committed folders also README's table (readme-verdicts, and
-    docs-verdicts as a page in docs/ links it) and the papers' differences at the H200's loss
-    (papers-at-this-loss)."""
+    """{block name: markdown} of the looks in `folders`; of the committed ones, README's too."""
     looks = [read_look(Path(folder) if Path(folder).is_absolute() else ROOT / folder)
              for folder in folders]
-    blocks = {"verdicts.two_looks": two_looks_table(looks), "verdicts.words": words_table(looks)}
+    blocks = {"verdicts.two_looks": two_looks_table(looks)}
     if tuple(folders) == FOLDERS:
         cpu, gpu = (ROOT / folder for folder in FOLDERS)
         blocks.update({"readme-verdicts": readme_verdict_table(gpu, cpu),
@@ -258,8 +213,8 @@ def main(argv):
         usage_error(f"name two or more records folders of compare.py reports (none: "
                     f"{' '.join(FOLDERS)})")
     blocks = page_blocks([str(Path(f).resolve()) for f in argv] if argv else FOLDERS)
-    print(f"{blocks['verdicts.two_looks']}\n\n{blocks['verdicts.words']}")
-    if not argv:  # (the committed looks: the pages quote them)
+    print(blocks["verdicts.two_looks"])
+    if not argv:
         for page in write_blocks(pages(ROOT), blocks):
             print(f"wrote the generated blocks of {page.relative_to(ROOT)}")
 

@@ -1,15 +1,10 @@
 """
 Numbers on the pages written by the command that computes them. A page (README.md, docs/*.md)
-quotes a result only inside a generated block:
+quotes a result only inside a generated block, which its command rewrites each time it runs:
 
     <!-- generated: verdict-cpu by `python compare.py config/compare_verdict_cpu.py` -->
     ...whatever that command wrote...
     <!-- end generated: verdict-cpu -->
-
-The command that computes the numbers writes the block's text (`write_blocks`) each time it runs;
-tests/test_pages.py recomputes every block of every page from the committed records and fails when
-a page holds anything else. Text outside the blocks is prose: it may explain a number but never
-types one that a record holds.
 """
 
 import re
@@ -28,7 +23,7 @@ class PageError(ValueError):
 
 
 def blocks_in(text):
-    """{name: (command, body)} of every generated block of a page's text, in order."""
+    """{name: (command, body)} of a page's generated blocks."""
     found = {}
     for match in BLOCK.finditer(text):
         name = match["name"]
@@ -43,9 +38,7 @@ def blocks_in(text):
 
 
 def replace_blocks(text, blocks):
-    """The page's text with each block named in `blocks` ({name: body}) holding that body (a
-    body ends in a newline, so the end marker keeps its own line). Names the page lacks are left
-    out: a command writes only the blocks its pages show."""
+    """The page's text with each block of `blocks` ({name: body}) that it shows holding its body."""
     def body(match):
         new = blocks.get(match["name"])
         if new is None:
@@ -57,8 +50,7 @@ def replace_blocks(text, blocks):
 
 
 def write_blocks(paths, blocks):
-    """Writes `blocks` ({name: body}) into every page of `paths` that shows them (each file
-    whole, atomically); returns the pages that changed."""
+    """Writes `blocks` into the pages of `paths` (each whole); returns those that changed."""
     changed = []
     for path in map(Path, paths):
         text = path.read_text()
@@ -70,6 +62,5 @@ def write_blocks(paths, blocks):
 
 
 def pages(root):
-    """The pages that may hold generated blocks: README.md and every docs/*.md under root."""
     root = Path(root)
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]

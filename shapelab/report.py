@@ -1,21 +1,7 @@
 """
-A comparison's report in words and tables: what compare.py writes into results.md, and into the
-pages' generated blocks (shapelab/pages.py) from its results.json alone (`page_blocks`). Every
-number comes from the finished runs' records: the verdict (shapelab/verdict.py) with each shape's
-own spread and the paired test beside the pooled one, phase 1's losses, the controls
-(shapelab/controls.py), the loss at the GPT's time and FLOPs (shapelab/cost.py), the regime line.
-
-The parts, each a markdown string (report_sections; the pages' block <prefix>.<part>):
-
-    regime     the scale in one line: what a paper's result at another scale is read against
-    table      every shape at its own rate against the GPT: the verdict, and its rules
-    rates      phase 1: every shape's final val loss at every rate it tried
-    spreads    each shape's own residual SD, the pooled and the paired test side by side, a test
-               of equal spreads
-    controls   the controls' differences from the GPT and from the shape they split, the share of
-               its difference each reproduces; their phase 1
-    cost       every shape's loss at the GPT's training time and FLOPs
-    words      each shape's verdict in a few words (a table of verdicts)
+A comparison's report in words and tables, each a markdown part (report_sections): regime, table
+(the verdict), rates (phase 1), spreads (each shape's own, the paired test), controls, cost and
+words. results.md is made of them, and so are the pages' generated blocks (`page_blocks`).
 """
 
 import json
@@ -25,12 +11,11 @@ from shapelab.controls import control_rows, controls_footer, controls_reading, c
 from shapelab.cost import SPEED_BENCH, cost_footer, cost_table, from_bench
 from shapelab.sweep import read_result
 from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, rate_label, rates_flag,
-                              seeds_in_verdict, shape_rows, short_verdict, spread_check)
+                              seeds_in_verdict, shape_rows, spread_check)
 
 
 def regime_line(settings, baseline, tokens):
-    """The scale of the comparison in one line: what a paper's result at another scale is read
-    against (parameters, tokens per parameter, depth, context, tokens)."""
+    """The scale of the comparison, what a paper's result at another scale is read against."""
     return (f"Regime: {baseline['budget'] / 1e6:.3f}M non-embedding parameters, "
             f"{tokens / 1e6:.3g}M training tokens a run ({tokens / baseline['budget']:.2f} per "
             f"parameter), {settings['n_layer']} layers, context {settings['block_size']}, "
@@ -38,14 +23,12 @@ def regime_line(settings, baseline, tokens):
 
 
 def tokens_per_run(settings):
-    """The tokens one run of the comparison trains on."""
     return settings["max_iters"] * settings["batch_size"] * settings["block_size"] * settings[
         "gradient_accumulation_steps"]
 
 
 def seed_header(settings, rows):
-    """The header's verdict seeds: those planned, and where the means are over fewer (an interim
-    report), the ones they are over."""
+    """The verdict seeds planned, and those the means are over where fewer (an interim look)."""
     planned, used = settings["seeds"][1:], seeds_in_verdict(rows)
     listed = ", ".join(map(str, planned)) or "none"
     if not planned or used == sorted(planned):
@@ -55,18 +38,16 @@ def seed_header(settings, rows):
 
 
 def verdict_rows(settings, names, losses, unchosen, controls, controlled):
-    """(rows, control rows, baseline) of a comparison's finished runs, {(name, lr, seed): val
-    loss}: the verdict's rows of the shapes compared (verdict.shape_rows: one model, one Holm
-    family), and the rows of the `controls` (their names) among `names`, read against those and
-    never in their model or family (shapelab/controls.py; `controlled`: the shape they split). A
-    shape in `unchosen` (its phase 1 has rates left: compare.rate_chosen) has no verdict yet."""
+    """(rows, control rows, baseline) of {(name, lr, seed): val loss}: the shapes' verdict rows,
+    and the controls' read against them, never in their model; a shape in `unchosen` (phase 1
+    has rates left) has no verdict yet."""
     seeds = settings["seeds"]
     compared = [n for n in names if n not in controls]
     baseline = "GPT" if "GPT" in compared else compared[0]
     tried = lambda group: sorted({lr for (n, lr, seed) in losses  # noqa: E731
-                                  if seed == seeds[0] and n in group})  # the list and more
+                                  if seed == seeds[0] and n in group})
     rows = shape_rows(losses, compared, tried(compared), seeds, baseline)
-    for name in set(compared) & set(unchosen):  # (a comparison under way: a report so far)
+    for name in set(compared) & set(unchosen):
         rows[name]["open"] = True
         rows[name]["diff"] = dict(verdict="no verdict yet (phase 1 has rates left to try)")
         rows[name]["verdict"] = rows[name]["diff"]["verdict"]
@@ -79,11 +60,7 @@ def verdict_rows(settings, names, losses, unchosen, controls, controlled):
 
 
 def report_sections(settings, names, losses, cost, unchosen, controls, controlled):
-    """{part: markdown} of a comparison's report, from its runs' final losses ({(name, lr, seed):
-    val loss}) and its cost readings (shapelab.cost.cost_rows'), the rest as verdict_rows takes
-    them: the verdict (table and rules), phase 1, each shape's own spread, the controls, the cost
-    beside the loss, the verdict in a few words. results.md and the pages' generated blocks
-    (page_blocks) are both made of these."""
+    """{part: markdown} from the final losses and the cost readings (cost.cost_rows')."""
     rows, control, baseline = verdict_rows(settings, names, losses, unchosen, controls,
                                            controlled)
     seeds, rates = settings["seeds"], settings["learning_rates"]
@@ -97,8 +74,7 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
         table=f"{verdict_table(rows, baseline)}\n\n"
               f"{verdict_footer(rows, rates, seeds, baseline, extend, refine)}",
         rates=rates_table(rows, tried),
-        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}",
-        words=words_table(rows, f"vs {baseline}, {len(used)} verdict seeds"))
+        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}")
     if not control:
         sections["controls"] = (
             f"No control run recorded yet ({', '.join(controls)}): a control is trained when "
@@ -122,13 +98,7 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
 
 
 def page_blocks(record_dir):
-    """{block name: markdown} of a comparison's records folder, from its results.json alone, for
-    the pages' generated blocks (shapelab/pages.py), named <prefix>.<part> with prefix the
-    folder's name without 'compare_' (results/compare_verdict_cpu: verdict_cpu.table, ...):
-    regime (the scale in one line), words (each shape's verdict in a few words), table (the
-    verdict table and its rules), rates (phase 1's loss at every rate), spreads (each shape's own
-    spread and the paired test), controls, cost (each shape at the GPT's time and FLOPs). The
-    same parts as its results.md."""
+    """{<folder name less 'compare_'>.<part>: markdown} of a records folder's results.json."""
     folder = Path(record_dir)
     held = json.loads((folder / "results.json").read_text())
     settings, names = held["settings"], list(held["shapes"])
@@ -139,11 +109,10 @@ def page_blocks(record_dir):
     sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
     prefix = folder.name.removeprefix("compare_")
     return {f"{prefix}.{part}": sections[part]
-            for part in ("regime", "words", "table", "rates", "spreads", "controls", "cost")}
+            for part in ("regime", "table", "rates", "spreads", "controls", "cost")}
 
 
 def verdicts_json(rows):
-    """results.json's verdicts: one entry per shape compared (verdict_rows' rows)."""
     return [dict(shape=n, lr=row["lr"], lr_edge=row["edge"],
                  seeds=sorted(set(row["losses"]) - set(row["beyond"])),
                  seeds_not_in_verdict_yet=row["beyond"],
@@ -154,8 +123,6 @@ def verdicts_json(rows):
 
 
 def controls_json(controls):
-    """results.json's controls: one entry per control (verdict_rows' control rows), its reading
-    once it has the verdict's seeds."""
     return [dict(shape=n, lr=row["lr"], lr_edge=row["edge"], seeds=sorted(row["losses"]),
                  val_loss_mean=row["mean"], val_loss_std=row["std"],
                  phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
@@ -164,24 +131,17 @@ def controls_json(controls):
 
 
 def report_of_the_records(record_dir, settings, results, runs):
-    """Whether a report may replace record_dir's (committed) one: every run it reports is one of
-    the records in record_dir/runs/ (the same result), and it covers every shape and seed that the
-    results.json there holds. A report of more seeds or shapes, or of the same ones chosen anew,
-    replaces it; one of runs of other settings, or of fewer shapes or seeds (--models=GPT),
-    never does."""
+    """Whether a report may replace record_dir's: every run it reports is a record there, and it
+    covers every shape and seed its results.json holds."""
     recorded = [read_result(p) for p in sorted((Path(record_dir) / "runs").glob("*/result.json"))]
     if not all(result in recorded for result in results.values()):
         return False
     try:
         held = json.loads((Path(record_dir) / "results.json").read_text())
         shapes, seeds = {v["shape"] for v in held["verdicts"]}, set(held["settings"]["seeds"])
-    except (OSError, ValueError, KeyError, TypeError):  # none yet (or unreadable): none to keep
+    except (OSError, ValueError, KeyError, TypeError):  # none yet: none to keep
         return True
     return shapes <= {run["shape"] for run in runs} and seeds <= set(settings["seeds"])
-
-
-# ----------------------------------------------------------------------------------------
-# The tables (markdown)
 
 
 def loss_text(loss):
@@ -189,8 +149,6 @@ def loss_text(loss):
 
 
 def verdict_table(rows, baseline):
-    """One row per shape: its rate (and edge), verdict seeds, val loss mean +- std, the difference
-    from the baseline with its 95% interval, the detectable differences and the verdict."""
     lines = [f"| model | lr | verdict seeds | val loss (mean +- std) | vs {baseline} [95% "
              f"interval] | detectable: one test / the family | verdict |",
              "|---|---|---:|---:|---:|---:|---|"]
@@ -218,9 +176,6 @@ def verdict_table(rows, baseline):
 
 
 def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
-    """The rules of verdict_table, in words (markdown bullets). rates: the --learning_rates the
-    comparison started from; extend: how many rates past their ends a shape may try
-    (--extend_rates); refine: --refine_gain."""
     edges = [row["edge"] for row in rows.values()]
     at_end = "lowest" in edges or "highest" in edges
     flag = f"`{rates_flag(extended_rates(rates, edges))}`"
@@ -278,7 +233,7 @@ def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
 
 
 def seeds_text(seeds):
-    """Seeds as one reads them: runs of consecutive seeds as ranges ('1338-1353, 1355')."""
+    """'1338-1353, 1355'."""
     runs = []
     for seed in sorted(seeds):
         if runs and seed == runs[-1][1] + 1:
@@ -289,8 +244,6 @@ def seeds_text(seeds):
 
 
 def rates_table(rows, rates):
-    """Phase 1: every shape's final val loss at every rate it tried (the selection seed; -: not
-    tried); the chosen in bold."""
     lines = ["| model | " + " | ".join(f"lr {rate_label(r)}" for r in rates) + " |",
              "|---|" + "---:|" * len(rates)]
     for name, row in rows.items():
@@ -301,16 +254,10 @@ def rates_table(rows, rates):
 
 
 def p_text(p):
-    """A p-value as a table shows it: four decimals, or its order of magnitude below 0.0001 (None:
-    '-', no test)."""
     return "-" if p is None else f"{p:.4f}" if p >= 1e-4 else f"{p:.0e}"
 
 
 def spread_table(rows, baseline):
-    """Each shape's own spread and the verdict's two tests side by side: its residual SD, the SD
-    of its seed-paired differences from the baseline, the paired mean with its 95% interval, p
-    of the pooled and of the paired test against the level of its Holm step, and what they say
-    together. rows: shape_rows' (a verdict with its paired tests)."""
     lines = [f"| model | own residual SD | SD of the paired differences | vs {baseline}, paired "
              f"[95% interval] | p pooled / Holm's step | p paired / Holm's step | the two tests |",
              "|---|---:|---:|---:|---:|---:|---|"]
@@ -337,7 +284,6 @@ def spread_table(rows, baseline):
 
 
 def spread_footer(rows, spread, baseline):
-    """The rules of spread_table in words (markdown bullets); spread: spread_check's."""
     some = next((row["diff"] for row in rows.values() if "paired" in row.get("diff", {})), None)
     if some is None:
         return "- (no verdict yet: no spreads to compare)"
@@ -358,9 +304,3 @@ def spread_footer(rows, spread, baseline):
         f"rank (5% / 9 for the smallest p of 9, ...; once one test fails, the later ones fail "
         f"too)."])
 
-
-def words_table(rows, heading):
-    """The verdict in a few words per shape (short_verdict), one column headed `heading`."""
-    lines = [f"| model | {heading} |", "|---|---|"]
-    lines += [f"| {name} | {short_verdict(row)} |" for name, row in rows.items()]
-    return "\n".join(lines)

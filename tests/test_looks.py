@@ -1,6 +1,6 @@
 """shapelab/looks.py: two verdicts of one comparison read as two looks, on made-up
 results.json whose answers are computed here another way: Holm over both looks' tests, the
-inverse-variance combination, the words per look."""
+inverse-variance combination."""
 
 import json
 import math
@@ -52,20 +52,5 @@ def test_two_looks_as_one_family_and_combined(tmp_path):
     assert "| Holm over all 4 tests |" in table
     assert "H200 fails (0.0300 > 0.0250)" in table and "0.0300 / 0.0500 (passes)" in table
     blocks = looks.page_blocks([cpu, gpu])
-    assert set(blocks) == {"verdicts.two_looks", "verdicts.words"}
-    assert "| model | CPU, 8 seeds | H200, 16 seeds |" in blocks["verdicts.words"]
+    assert set(blocks) == {"verdicts.two_looks"}
 
-
-def test_readmes_line_on_the_controls_waits_for_every_control_then_gives_each_share():
-    def control(name, reading):
-        return dict(shape=name, seeds=[1337, 1338, 1339], reading=reading)
-    share = dict(vs_baseline=dict(n=8), share=dict(ratio=1.2, lo=0.7, hi=1.9))
-    results = dict(controlled="hourglass", controls=[control("GPT wide", share),
-                                                     control("hourglass same-d", None)])
-    assert looks.controls_line(results) == ""  # one control still training: no line
-    results["controls"][1]["reading"] = dict(vs_baseline=dict(n=8),
-                                             share=dict(ratio=-0.3, lo=None, hi=None))
-    line = looks.controls_line(results)
-    assert "8 verdict seeds" in line and "120% [70%, 190%]" in line and "-30% [unbounded]" in line
-    assert "the reallocation alone" in line and "(docs/hourglass.md#" in line
-    assert looks.controls_line(dict(controlled="hourglass", controls=[])) == ""

@@ -51,9 +51,10 @@ def every_block():
 
 
 def test_the_pages_hold_generated_blocks():
-    """README's verdict table and the numbers of each kind of record are in blocks."""
+    """Each kind of block is on a page: the verdicts, the controls and cost, each experiment's."""
     names = {p.values[1] for p in every_block()}
-    assert {"readme-verdicts", "mlp_fashion_denoise_forms_fronts.brief",
+    assert {"readme-verdicts", "verdicts.two_looks", "papers-at-this-loss", "verdict_cpu.controls",
+            "verdict_cpu.cost", "mlp_fashion_denoise_forms_fronts.brief",
             "cea_ood.verdict_cpu"} <= names
 
 
