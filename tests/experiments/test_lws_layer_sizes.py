@@ -16,11 +16,6 @@ spec.loader.exec_module(lws_layer_sizes)
 tables = lws_layer_sizes.lws_tables  # experiments/lws_tables.py: the shapes it draws
 
 
-@pytest.fixture(scope="module")
-def cpu_models():
-    return lws_layer_sizes.build_models("cpu")  # matches four variants to the baseline: once
-
-
 def test_layer_params_are_each_layers_attention_and_ffn_with_their_norms():
     model = tables.build(tables.paper_shapes()["Crown LWS"])  # on the meta device
     d = model.config.n_embd
@@ -36,53 +31,29 @@ def test_layer_params_are_each_layers_attention_and_ffn_with_their_norms():
     assert sum(a + f for a, f in sizes) == in_blocks
 
 
-def test_build_models_gives_every_shape_of_the_scale(cpu_models):
-    paper_models = lws_layer_sizes.build_models("paper")
-    assert list(paper_models) == list(tables.PAPER_TABLE2)
-    assert list(cpu_models) == ["baseline", "vanilla", "framed", "reverse", "crown"]
-    assert [s.ffn_hidden for s in cpu_models["crown"].config.layers] == [
-        512, 128, 224, 288, 384, 288, 224, 128, 512]
-    for models in (paper_models, cpu_models):
-        assert all(next(m.parameters()).is_meta for m in models.values())  # built without memory
-
-
-def test_chart_has_one_panel_per_shape_with_bars_of_both_parts(tmp_path, monkeypatch, cpu_models):
+def test_the_chart_has_one_panel_per_shape_with_its_layers_bars(tmp_path, monkeypatch, capsys):
     import matplotlib.pyplot as plt
     close, figures = plt.close, []
     monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
-    models = cpu_models
-    path = tmp_path / "sizes.png"
-    lws_layer_sizes.plot_layer_sizes(models, path, "title")
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    models = lws_layer_sizes.build_models("cpu")
+    assert list(models) == ["baseline", "vanilla", "framed", "reverse", "crown"]
+    assert [s.ffn_hidden for s in models["crown"].config.layers] == [
+        512, 128, 224, 288, 384, 288, 224, 128, 512]
+    lws_layer_sizes.plot_layer_sizes(models, tmp_path / "sizes.png", "title")
     (fig,) = figures
     axes = [ax for ax in fig.axes if ax.get_title(loc="left")]
     assert [ax.get_title(loc="left") for ax in axes] == list(models)
     for ax, model in zip(axes, models.values()):
-        bars = ax.patches  # attention bars, then FFN bars stacked on them
         n_layer = len(model.config.layers)
-        assert len(bars) == 2 * n_layer
-        sizes = lws_layer_sizes.layer_params(model)
-        attention, ffn = [a / 1e6 for a, _ in sizes], [f / 1e6 for _, f in sizes]
-        assert [b.get_height() for b in bars[:n_layer]] == pytest.approx(attention)
-        assert [b.get_height() for b in bars[n_layer:]] == pytest.approx(ffn)
-        assert [b.get_y() for b in bars[n_layer:]] == pytest.approx(attention)  # stacked
+        attention, ffn = zip(*[(a / 1e6, f / 1e6) for a, f in lws_layer_sizes.layer_params(model)])
+        assert [b.get_height() for b in ax.patches] == pytest.approx(attention + ffn)
+        assert [b.get_y() for b in ax.patches[n_layer:]] == pytest.approx(attention)  # stacked
         assert [t.get_text() for t in ax.texts] == [str(s.n_head) for s in model.config.layers]
     close(fig)
-
-
-def test_command_line_writes_the_chart_and_rejects_an_unknown_scale(tmp_path, monkeypatch, capsys):
-    out = tmp_path / "paper.png"
-    # the default scale: the paper's
+    out = tmp_path / "paper.png"  # the default scale: the paper's
     monkeypatch.setattr(sys, "argv", ["lws_layer_sizes.py", f"--out={out}"])
     runpy.run_path(str(SCRIPT), run_name="__main__")
     assert out.stat().st_size > 10_000 and f"saved {out}" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", ["lws_layer_sizes.py", "--scale=gpu"])
     with pytest.raises(SystemExit, match="use paper or cpu"):
         runpy.run_path(str(SCRIPT), run_name="__main__")
-
-
-def test_default_outputs_are_the_figures_the_docs_show():
-    assert lws_layer_sizes.DEFAULT_OUT == {"paper": ROOT / "docs" / "lws_layer_sizes.png",
-                                           "cpu": ROOT / "docs" / "lws_layer_sizes_cpu.png"}
-    docs = (ROOT / "docs" / "lws.md").read_text()
-    assert "](lws_layer_sizes.png)" in docs and "](lws_layer_sizes_cpu.png)" in docs
