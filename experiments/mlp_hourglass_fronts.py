@@ -79,9 +79,8 @@ def is_number(text):
 
 
 def sweep_lines(path):
-    """A sweep CSV's header line and its whole rows as [(line, row of text)], each run once. A row
-    cut short or glued to the next is left out with a warning (the sweep runs it again). A file
-    whose header is not the sweep's stops in one line and is never touched."""
+    """A sweep CSV's header line and its whole rows [(line, row of text)], each run once; a file
+    whose header is not the sweep's stops in one line, untouched."""
     with open(path, newline="") as f:
         lines = f.readlines()
     if not lines or next(csv.reader(lines[:1])) != SWEEP_FIELDS:
@@ -108,8 +107,7 @@ def sweep_lines(path):
 
 
 def sweep_rows(paths):
-    """The finite rows of the sweep CSVs `paths` with numbers as numbers, each run once, checked
-    to be of one setting. A diverged (non-finite) row is named and left out."""
+    """The finite rows of the CSVs `paths`, numbers as numbers, each run once, of one setting."""
     rows, seen, left_out, twice = [], set(), [], 0
     for path in paths:
         for _, row in sweep_lines(path)[1]:
@@ -146,12 +144,11 @@ def label_row(row):
 
 
 def form_of(family, input_proj):
-    """A family with its input, as the fronts name it: 'hourglass (frozen W_in)'."""
     return f"{family} ({INPUT_WORDS.get(input_proj, input_proj or 'input not recorded')})"
 
 
 def forms(entries, family=None):
-    """The forms among entries, hourglass first, each family's in the order of INPUT_WORDS."""
+    """The forms among entries, hourglass first, each family's in INPUT_WORDS' order."""
     order = list(INPUT_WORDS)
     found = {(e["family"], e["input_proj"]) for e in entries
              if family is None or e["family"] == family}
@@ -169,9 +166,9 @@ def mean(values):
 
 
 def shape_results(rows):
-    """One entry per shape and input at its chosen lr (the one with most seeds, then the lowest
-    mean validation loss): its metrics' (mean, min, max) over the seeds, each seed's value and
-    every rate's means where the chosen rate's seeds ran it (mean_at)."""
+    """One entry per shape and input at its chosen lr (most seeds, then the lowest mean
+    validation loss): its metrics' (mean, min, max), each seed's value, and the means at every
+    rate its chosen rate's seeds all ran (mean_at)."""
     by_shape = defaultdict(lambda: defaultdict(list))  # shape -> lr -> rows
     for r in rows:
         key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]),
@@ -204,7 +201,6 @@ def shape_results(rows):
 
 
 def pareto_front(entries, params_key, metric):
-    """The entries no other entry beats with as many parameters or fewer, sorted by params."""
     front, best = [], -math.inf
     for e in sorted(entries, key=lambda e: (e[params_key], -e[metric][0])):
         if e[metric][0] > best:
@@ -233,7 +229,6 @@ def gaps(entries, params_key, metric, hourglass_form, conventional_form):
 
 
 def rates_run(entry):
-    """The rates the entry's shape ran at with every seed of its chosen rate."""
     return sorted(entry["mean_at"])
 
 
@@ -249,8 +244,8 @@ def breaks_down(entry, rate):
 
 
 def rate_moves(conventional, hourglass, metric):
-    """How far the gap moves when one side takes a neighbouring rate and the other keeps its own:
-    [(family, rate, the side's mean there, the move, whether that side breaks down there)]."""
+    """[(family, rate, that side's mean there, the gap's move, whether it breaks down there)] for
+    each neighbouring rate of either side."""
     moves = []
     for entry, sign in ((hourglass, 1), (conventional, -1)):
         for rate in neighbouring_rates(entry):
@@ -261,8 +256,8 @@ def rate_moves(conventional, hourglass, metric):
 
 
 def runner_up_moves(conventional, hourglass, metric):
-    """The gap's moves when one side takes its runner-up rate (the neighbouring rate, where it
-    holds, with the lower validation loss: what a slightly different draw could have chosen)."""
+    """The gap's moves with either side at its runner-up rate (its better neighbour by validation
+    loss, where training held: what another draw could have chosen)."""
     moves = []
     for entry, sign in ((hourglass, 1), (conventional, -1)):
         near = [r for r in neighbouring_rates(entry) if not breaks_down(entry, r)]
@@ -277,9 +272,8 @@ def runner_up_flips(conventional, hourglass, gap, metric):
 
 
 def edge_lrs(entries):
-    """The Pareto-optimal shapes (any front, any form) whose chosen lr is the highest or lowest
-    they ran at with every seed: [(entry, 'top' or 'bottom', lr to add: 1.5x the top, half the
-    bottom)]."""
+    """[(entry, 'top' or 'bottom', the lr to add)] for each Pareto-optimal shape whose lr is the
+    highest or lowest it ran at."""
     optimal = {}
     for form in forms(entries):
         for params_key in ("params_total", "params_trainable"):
@@ -302,8 +296,8 @@ def all_seeds(entries):
 
 
 def grid_cells(entries):
-    """Every form of a family at every shape that family ran, smallest first: [(form, (family,
-    d_z, d_h, L), {rate: the seeds that ran it})]."""
+    """[(form, (family, d_z, d_h, L), {rate: its seeds})] for every form at every shape its
+    family ran."""
     cells = []
     for family in FAMILIES:
         shapes = {(e["d_z"], e["d_h"], e["L"]): e["params_total"] for e in entries
@@ -316,8 +310,7 @@ def grid_cells(entries):
 
 
 def grid_holes(entries):
-    """The cells not yet whole: [dict(form, shape, lacks in words, rates: the rates to run,
-    0 for the sweep config's)]."""
+    """The cells not yet whole, with what they lack and the rates to run (0: the config's)."""
     seeds, holes = all_seeds(entries), []
     for form, shape, seeds_at in grid_cells(entries):
         whole = [r for r, s in seeds_at.items() if s == seeds]
@@ -334,7 +327,6 @@ def grid_holes(entries):
 
 
 def grid_line(entries):
-    """Whether the grid is whole and no Pareto-optimal shape sits at an edge rate."""
     seeds, size = sorted(all_seeds(entries)), len(grid_cells(entries))
     holes, edged = grid_holes(entries), len({id(e) for e, *_ in edge_lrs(entries)})
     text = (f"(every form at every shape its family ran, each at {MIN_RATES} rates or more with "
@@ -347,7 +339,7 @@ def grid_line(entries):
 
 
 def asks(entries):
-    """The sweep arguments that fill the grid's holes and try each edge shape's next rate."""
+    """The sweep arguments that fill the grid and try each edge shape's next rate."""
     wanted = defaultdict(lambda: defaultdict(dict))  # form -> rate (0: the config's) -> shapes
     for hole in grid_holes(entries):
         for rate in hole["rates"]:
@@ -360,7 +352,6 @@ def asks(entries):
 
 
 def label(e):
-    """A shape, with its input where it is not the shape's own."""
     own = input_projection("", e["family"], e["d_z"], e["d_x"]) if e["d_x"] else e["input_proj"]
     shown = "" if e["input_proj"] in ("", own) else f" W_in={e['input_proj']}"
     return f"{e['family']} d_z={e['d_z']} d_h={e['d_h']} L={e['L']}{shown}"
@@ -371,7 +362,6 @@ def h_min(seconds):
 
 
 def summary(rows, entries, paths):
-    """What the sweep is and what it cost, the noisy input, the seeds' spread, the rate steps."""
     lrs = sorted({r["learning_rate"] for r in rows})
     seeds = sorted({int(r["seed"]) for r in rows})
     steps = sorted({int(float(r["steps"])) for r in rows if r.get("steps") not in (None, "")})
@@ -440,14 +430,12 @@ def shape_table(entries):
 
 
 def pairs(entries):
-    """Every hourglass form with every conventional form."""
     return [(h, c) for h in forms(entries, "hourglass") for c in forms(entries, "conventional")]
 
 
 def side(found, metric):
-    """'ahead' where at every conventional front point the gap of the means, every seed-paired
-    gap and the gap with either side at its runner-up rate are above zero, 'behind' where all are
-    below: a gap that a seed or the next rate turns around is no side."""
+    """'ahead' where every gap, seed-paired gap and gap at a runner-up rate is above zero,
+    'behind' where all are below: a gap a seed or the next rate turns around is no side."""
     def sign_of(e, best, gap, paired):
         values = [gap, *(paired or ()), *(gap + m for m in runner_up_moves(e, best, metric))]
         return 1 if all(v > 0 for v in values) else -1 if all(v < 0 for v in values) else 0
@@ -456,9 +444,8 @@ def side(found, metric):
 
 
 def brief_lines(entries):
-    """One line per pair of forms: its side on test PSNR against total parameters (a verdict only
-    where both forms' grid is whole and none of their front shapes sits at an edge rate), the
-    gaps' range and their rate sensitivity."""
+    """Each pair of forms' side on test PSNR against total parameters: a verdict only where their
+    grid is whole and no front shape sits at an edge rate."""
     metric, lines = "test_psnr_batchmse", []
     holes, flags = grid_holes(entries), edge_lrs(entries)
     for hourglass, conventional in pairs(entries):
@@ -491,8 +478,7 @@ def brief_lines(entries):
 
 
 def gap_bullets(entries):
-    """Every pair of forms on each metric and parameter axis (trainable only where it is not the
-    total for both)."""
+    """Each pair of forms on each metric and axis (trainable only where it is not the total)."""
     lines = []
     for hourglass, conventional in pairs(entries):
         both = of_form(entries, hourglass) + of_form(entries, conventional)
@@ -535,8 +521,6 @@ def gap_bullet(entries, params_key, metric, hourglass, conventional):
 
 
 def front_bullets(entries):
-    """Each form's Pareto-optimal shapes (PSNR against total parameters, the paper's axis), the
-    ones at an edge rate, the grid."""
     metric = "test_psnr_batchmse"
     lines = [f"- {form} front: " + " -> ".join(
         f"{e['d_z']}/{e['d_h']}/L{e['L']} ({e['params_total'] / 1e6:.2f}M, {e[metric][0]:.2f} dB)"
@@ -555,8 +539,7 @@ def front_bullets(entries):
 
 
 def lift_bullet(entries):
-    """Each hourglass shape run with both lifts: its test PSNR frozen -> learned, each at its own
-    lr ('' where none ran with both)."""
+    """Each hourglass shape's test PSNR frozen -> learned ('' where none ran with both)."""
     lifts = {proj: {(e["d_z"], e["d_h"], e["L"]): e for e in entries
                     if e["family"] == "hourglass" and e["input_proj"] == proj}
              for proj in ("frozen_random", "learned")}
@@ -571,8 +554,7 @@ def lift_bullet(entries):
 
 
 def page_blocks(paths, name):
-    """The numbers the pages quote about the fronts of `paths`: {NAME.runs, .shapes, .gaps,
-    .fronts, .brief, .grid and, where both lifts ran, .lift: markdown}."""
+    """The pages' blocks NAME.runs, .shapes, .gaps, .fronts, .brief, .grid (and .lift)."""
     shown = []  # the same text from any working folder
     for p in paths:
         try:
@@ -601,7 +583,6 @@ def title(rows):
 
 
 def report(paths):
-    """PREFIX.md: the title, the blocks' numbers and the runs the grid still asks for."""
     rows = sweep_rows(paths)
     wanted = asks(shape_results(rows))
     runs = ["- the runs they ask for (each form's sweep config, each seed's --out_dir): "
