@@ -9,6 +9,7 @@ from conftest import digit_like
 
 from shapelab import image_tasks as IT
 
+
 def test_degradations_shapes_and_ranges():
     g = torch.Generator().manual_seed(0)
     grey = torch.full((64, 1, 28, 28), 0.5)
@@ -16,32 +17,21 @@ def test_degradations_shapes_and_ranges():
     assert noisy.shape == grey.shape and noisy.min() >= 0 and noisy.max() <= 1
     assert abs(noisy.mean().item() - 0.5) < 0.005            # clamping is symmetric around 0.5
     assert 0.2 < noisy.std().item() < 0.25                   # ... and shrinks the spread a little
-    mild = IT.add_gaussian_noise(grey, 0.1, g)
-    assert abs(mild.std().item() - 0.1) < 0.002
     white = IT.add_gaussian_noise(torch.ones(8, 3, 32, 32), 0.25, g)
-    assert white.max() <= 1 and white.min() >= 0 and (white == 1).float().mean() > 0.45
-
-    img = torch.rand(4, 3, 32, 32)
-    low = IT.bicubic_downsample(img, 2, clamp=True)
-    assert low.shape == (4, 3, 16, 16) and low.min() >= 0 and low.max() <= 1
+    assert white.max() <= 1 and (white == 1).float().mean() > 0.45
     const = IT.bicubic_downsample(torch.full((2, 1, 28, 28), 0.3), 2)
     assert torch.allclose(const, torch.full((2, 1, 14, 14), 0.3), atol=1e-6)
     with pytest.raises(ValueError, match="divisible"):
         IT.bicubic_downsample(torch.rand(1, 1, 27, 27), 2)
-
     imgs_u8 = torch.randint(0, 256, (6, 1, 28, 28), dtype=torch.uint8)
     labels = torch.tensor([0, 3, 3, 9, 1, 5])
     protos = torch.rand(10, 784)
     for name, dx in (("mnist_denoise", 784), ("mnist_sr", 196), ("mnist_classify", 784)):
         task = IT.get_task(name)
         assert task.input_dim == dx and task.output_dim == 784
-        xb, tb = IT.make_batch(task, imgs_u8, labels, protos, torch.Generator().manual_seed(0),
-                               0.25)
-        assert xb.shape == (6, dx) and tb.shape == (6, 784)
-        assert tb.min() >= 0 and tb.max() <= 1
-        assert name == "mnist_sr" or (xb.min() >= 0 and xb.max() <= 1)  # (bicubic overshoots)
-    # classification targets are the prototypes
-    assert torch.equal(tb, protos[labels])
+        xb, tb = IT.make_batch(task, imgs_u8, labels, protos, g, 0.25)
+        assert xb.shape == (6, dx) and tb.shape == (6, 784) and 0 <= tb.min() <= tb.max() <= 1
+    assert torch.equal(tb, protos[labels])  # classification targets are the prototypes
     assert IT.get_task("imagenet32_sr").input_dim == 768
     with pytest.raises(ValueError, match="unknown task"):
         IT.get_task("cifar_denoise")
@@ -119,26 +109,8 @@ def test_ssim_is_the_reference_codes_torchmetrics_ssim_on_mnist_like_digits():
     squashed = torch.sigmoid(4 * (clean - 0.5) + 0.3 * torch.randn(clean.shape, generator=g))
     for x, torchmetrics_value in ((noisy, 0.289849), (blurred, 0.880769), (squashed, 0.327502)):
         assert IT.ssim(x, clean).mean().item() == pytest.approx(torchmetrics_value, abs=1e-4)
-
-
-def test_valid_ssim_is_the_full_map_cropped_to_the_windows_inside_the_image():
-    clean = mnist_like_digits(4, 3)
-    noisy = (clean + 0.2 * torch.randn(clean.shape)).clamp(0, 1)
-    window = (IT.gaussian_taps()[:, None] * IT.gaussian_taps()[None, :])[None, None]
-    x, y = noisy.double(), clean.double()
-    pad = lambda t: torch.nn.functional.pad(t, (5,) * 4, mode="reflect")  # noqa: E731
-    blur = lambda t: torch.nn.functional.conv2d(t, window)  # noqa: E731
-    mx, my = blur(pad(x)), blur(pad(y))
-    vx = (blur(pad(x * x)) - mx ** 2).clamp_min(0)
-    vy = (blur(pad(y * y)) - my ** 2).clamp_min(0)
-    cov = blur(pad(x * y)) - mx * my
-    dr = max((x.max() - x.min()).item(), (y.max() - y.min()).item())
-    c1, c2 = (0.01 * dr) ** 2, (0.03 * dr) ** 2
-    full = (2 * mx * my + c1) * (2 * cov + c2) / ((mx ** 2 + my ** 2 + c1) * (vx + vy + c2))
-    torch.testing.assert_close(IT.ssim(noisy, clean), full.flatten(1).mean(1), rtol=0, atol=1e-9)
-    cropped = full[..., 5:-5, 5:-5].flatten(1).mean(1)
-    torch.testing.assert_close(IT.ssim(noisy, clean, valid=True), cropped, rtol=0, atol=1e-6)
-    assert cropped.mean() > full.mean() + 0.1  # the black border: far higher on digits
+    valid = IT.ssim(noisy, clean, valid=True).mean().item()  # ours: the windows inside only
+    assert valid > 0.289849 + 0.2  # the black border: ~0.25-0.3 higher on digits
 
 
 def test_the_sr_input_is_the_reference_codes_interpolate_exactly():
