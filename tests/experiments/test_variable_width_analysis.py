@@ -36,27 +36,19 @@ def test_normalized_matrix_entropy_is_one_for_even_directions_and_zero_for_rank_
     assert 0 < analysis.normalized_matrix_entropy(skewed) < 1
 
 
-def test_matrix_entropy_and_logit_lens_have_one_value_per_layer():
-    model = tiny_vw([64, 32, 48, 64])
-    batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16))) for _ in range(2)]
-    entropy = analysis.matrix_entropy_per_layer(model, batches)
-    lens = analysis.logit_lens(model, batches)
-    assert len(entropy) == 5 and all(0 <= e <= 1 for e in entropy)
-    assert len(lens["target_logprob"]) == 5 and lens["sym_kl"][0] == 0
-    assert all(k > 0 for k in lens["sym_kl"][1:])
-    assert len(analysis.mlp_activation_stats(model, batches)) == 4  # one per layer, none at layer 0
-    widths = [s.shape[-1] for s in analysis.hidden_states(model, batches[0][0])]
-    assert widths == [64] * 5  # the whole wide stream
-
-
 @pytest.mark.parametrize("kind", ["x_former", "plain_gpt"])
-def test_last_layer_of_the_logit_lens_is_the_model_itself(kind):
-    model = tiny_vw([64, 32, 48, 64]) if kind == "x_former" else GPT(tiny_config())
-    batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16)))]
-    idx, targets = batches[0]
-    logp = torch.log_softmax(all_logits(model.eval(), idx), -1)
-    final = analysis.logit_lens(model, batches)["target_logprob"][-1]
-    assert abs(final - logp.gather(-1, targets.unsqueeze(-1)).mean().item()) < 1e-5
+def test_a_value_per_layer_and_the_lens_last_layer_is_the_model_itself(kind):
+    model = (tiny_vw([64, 32, 48, 64]) if kind == "x_former" else GPT(tiny_config())).eval()
+    idx, targets = torch.randint(50, (2, 16)), torch.randint(50, (2, 16))
+    lens = analysis.logit_lens(model, [(idx, targets)])
+    entropy = analysis.matrix_entropy_per_layer(model, [(idx, targets)])
+    assert len(entropy) == len(lens["sym_kl"]) == len(model.blocks) + 1
+    assert all(0 <= e <= 1 for e in entropy) and lens["sym_kl"][0] == 0
+    logp = torch.log_softmax(all_logits(model, idx), -1)
+    assert lens["target_logprob"][-1] == pytest.approx(
+        logp.gather(-1, targets.unsqueeze(-1)).mean().item(), abs=1e-5)
+    if kind == "x_former":  # the whole wide stream
+        assert [s.shape[-1] for s in analysis.hidden_states(model, idx)] == [64] * 5
 
 
 def test_mlp_activation_stats_match_a_hand_computation():
