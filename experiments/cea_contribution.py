@@ -1,21 +1,16 @@
 """
 How much of the language modelling does the FFN do, and how much attention? The Token Prediction
-and mutual-information contribution ratios and the out-of-distribution losses of trained
-checkpoints of cea.py's models. Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the
-Base Capabilities of Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE
-Transformers" (NeurIPS 2024, arXiv:2403.02436), sections 4.2.1-4.2.2, appendix F, Figures 4 and 6.
+and mutual-information contribution ratios and the OOD losses of trained checkpoints of cea.py's
+models. Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the Base Capabilities of
+Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024,
+arXiv:2403.02436), sections 4.2.1-4.2.2, appendix F, Figures 4 and 6.
 
-Token Prediction: group the positions after every sublayer by their target token; a token's class
-vector is the normalised mean of its normalised representations (tokens with < 50 positions are
-dropped); each position is predicted by its most cosine-similar class vector. A sublayer's gain
-is its accuracy minus the step before it's; the FFN ratio is the FFN sublayers' share of the gains.
-Mutual information: the same with the MI between mini-batch k-means labels (k-means++ init) and the
-target tokens in place of accuracy; the plug-in estimate is biased up by about (k-1)(V-1)/(2N)
-nats, the same for every model. The MoE baseline's FFN slot (MoE + FFN) is one FFN step.
-
-The OOD texts (the paper: the Pile's parts) ship with CPython: the topic pages of the Python
-docs, stdlib docstrings, LICENSE.txt, IDLE's NEWS; each scored only on windows whose characters
-are all in the checkpoint's vocabulary. Char-level checkpoints only.
+Token Prediction: a token's class vector is the normalised mean of the normalised representations
+whose target it is; each position is predicted by its most cosine-similar class vector, after
+every sublayer. A sublayer's gain is its accuracy minus the step before it's; the FFN ratio is the
+FFN sublayers' share of the gains. Mutual information: the same with the MI of mini-batch k-means
+labels and the targets. The OOD texts ship with CPython; each is scored only on windows whose
+characters are all in the checkpoint's vocabulary.
 
     python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
 """

@@ -1,23 +1,19 @@
 """
 CEA's own claim, measured as its paper measures it: at EQUAL in-domain loss, does CEA have a lower
 loss out of distribution than FFN-Wider? Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture
-Influence the Base Capabilities of Pre-trained Language Models? A Case Study Based on FFN-Wider
-and MoE Transformers" (NeurIPS 2024, arXiv:2403.02436), sections 2.2 and 6.
+Influence the Base Capabilities of Pre-trained Language Models?" (NeurIPS 2024,
+arXiv:2403.02436), sections 2.2 and 6.
 
     python experiments/cea_ood_verdict.py results/compare_verdict_cpu     # a compare.py report
 
-Each verdict seed's run of each shape at its chosen rate (compare.py's, trained with eval_ood)
-keeps val_loss and ood_loss at every evaluation. A run's OOD loss at in-domain loss L is read
-where it first reaches L, linear in val loss between the evaluations around it; the levels come
-from the val losses alone (the lowest every paired run reaches, then --n_levels - 1 more up to
---span above it). At each level, the same seed being the same data order for both shapes:
+Each verdict seed's run of each shape at its chosen rate keeps val_loss and ood_loss at every
+evaluation; its OOD loss at in-domain loss L is read where it first reaches L (linear in between).
+The levels come from the val losses alone. At each level, seed s the same data order for both:
 
     d_s = OOD(CEA, seed s, L) - OOD(FFN-Wider, seed s, L)
 
-m = mean of d_s over n seeds, SE = sd / sqrt(n), 95% interval m +- t(0.975, n - 1) SE; where it
-holds 0, the difference these seeds detect with 80% power is (t(0.975) + t(0.80)) SE. Along one
-run only training moves both losses; across runs the learning rate moves them too. Writes
-<folder>/cea_ood.md, .csv and .png.
+m = mean d_s over n seeds, 95% interval m +- t(0.975, n - 1) sd / sqrt(n); where it holds 0, the
+difference these seeds detect with 80% power. Writes <folder>/cea_ood.md, .csv and .png.
 """
 
 

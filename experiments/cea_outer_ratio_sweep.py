@@ -1,15 +1,10 @@
 """
-The outer-ratio sweep of the CEA paper's Figure 6 at CPU scale and at equal pre-training loss: the
-vanilla GPT trains for --vanilla_iters steps and its last validation loss is the target; then the
-FFN-Wider GPT with CAA at each outer ratio rho (1.0 is FFN-Wider, 0.125 is CEA) trains until it
-reaches it (or --max_iters: "not reached"); then each checkpoint's Token Prediction and
-mutual-information contribution ratios and OOD loss (cea_contribution.py). Lu, Zhao, Qin, Huo,
-Yang, Xu, "How does Architecture Influence the Base Capabilities of Pre-trained Language Models?"
-(NeurIPS 2024, arXiv:2403.02436), section 6.1, Figure 6, appendix C.1.
-
-Each run is a train.py subprocess logging to <out_root>/<run>/train.log; the same command again
-skips finished runs, resumes stopped ones and reuses each run's analysis.json while its
-checkpoint and settings are unchanged. Writes <out_root>/results.jsonl, --plot and --depth_plot.
+The outer-ratio sweep of the CEA paper's Figure 6 at CPU scale, at equal pre-training loss: the
+vanilla GPT's last validation loss is the target; FFN-Wider with CAA at each outer ratio rho (1.0
+is FFN-Wider, 0.125 is CEA) trains until it reaches it (or --max_iters: "not reached"); then each
+checkpoint's contribution ratios and OOD loss (cea_contribution.py). Lu et al., NeurIPS 2024,
+arXiv:2403.02436, section 6.1, appendix C.1. The same command again skips finished runs, resumes
+stopped ones and reuses each analysis.json while its checkpoint is unchanged.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125,0.0
 """

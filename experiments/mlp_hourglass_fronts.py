@@ -1,20 +1,16 @@
 """
-The Pareto fronts of an image-MLP sweep with their seed spread: the paper's Figure 3 question -
-does the hourglass reach a better PSNR (and SSIM) than the conventional MLP at the same parameter
-count? "Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025,
-arXiv:2510.01796), section 4.2.2-4.2.3.
+The Pareto fronts of an image-MLP sweep: does the hourglass reach a better PSNR (and SSIM) than
+the conventional MLP at the same parameter count? "Rethinking the Shape Convention of an MLP"
+(Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796), section 4.2.2-4.2.3.
 
-Reads the sweep.csv files of one setting (experiments/mlp_hourglass_sweep.py), picks each shape's
-lr by its mean validation loss over the seeds (the test set never chooses), and writes PREFIX.png
-(each form's front as a staircase, the seeds' min-max as error bars) and PREFIX.md: at every
-conventional front point the gap to the hourglass staircase, its seed-paired range and how far a
-neighbouring rate moves it. A side becomes a verdict only once the grid is whole (every form at
-every shape its family ran, 3+ rates with every seed) and no Pareto-optimal shape chose an edge
-rate. With --out=results/NAME the same numbers go into the pages' NAME.* blocks.
+Each shape's lr is picked by its mean validation loss over the seeds (the test set never chooses).
+At every conventional front point: the gap to the hourglass staircase, its seed-paired range and
+how far a neighbouring rate moves it. A side is a verdict only once the grid is whole (every form
+at every shape its family ran, 3+ rates with every seed) and no front shape chose an edge rate.
+Writes PREFIX.md and PREFIX.png; with --out=results/NAME also the pages' NAME.* blocks.
 
-    python experiments/mlp_hourglass_fronts.py out/sweep_seed0/sweep.csv out/sweep_seed1/sweep.csv
-    python experiments/mlp_hourglass_fronts.py results/mlp_fashion_denoise_fair/*/sweep.csv \
-        results/mlp_fashion_denoise_learned/*/sweep.csv \
+    python experiments/mlp_hourglass_fronts.py results/mlp_fashion_denoise_fair/*/sweep.csv \\
+        results/mlp_fashion_denoise_learned/*/sweep.csv \\
         --out=results/mlp_fashion_denoise_forms_fronts
 """
 
@@ -166,9 +162,8 @@ def mean(values):
 
 
 def shape_results(rows):
-    """One entry per shape and input at its chosen lr (most seeds, then the lowest mean
-    validation loss): its metrics' (mean, min, max), each seed's value, and the means at every
-    rate its chosen rate's seeds all ran (mean_at)."""
+    """One entry per shape and input at its lr (most seeds, then the lowest mean validation loss):
+    its metrics' (mean, min, max), each seed's value, each fully run rate's means (mean_at)."""
     by_shape = defaultdict(lambda: defaultdict(list))  # shape -> lr -> rows
     for r in rows:
         key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]),
@@ -210,9 +205,8 @@ def pareto_front(entries, params_key, metric):
 
 
 def gaps(entries, params_key, metric, hourglass_form, conventional_form):
-    """At every point of the conventional front, the hourglass staircase there (its best entry
-    with no more parameters) minus it: [(conventional, hourglass or None, gap of the means,
-    (lowest, highest) seed-paired gap)]."""
+    """[(conventional front point, the hourglass staircase's entry there or None, the gap of the
+    means, the seed-paired gaps' (min, max))]."""
     hourglass = pareto_front(of_form(entries, hourglass_form), params_key, metric)
     out = []
     for e in pareto_front(of_form(entries, conventional_form), params_key, metric):

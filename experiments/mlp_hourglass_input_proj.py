@@ -1,29 +1,19 @@
 """
 Does freezing the random lift W_in cost anything? Section 4.3 of "Rethinking the Shape Convention
 of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796): the same hourglass trained with W_in
-frozen at its random init and with W_in learned, from the same seed (so the same initial W_in and
-blocks), optionally at several d_z.
-
-    python experiments/mlp_hourglass_input_proj.py --task=mnist_denoise --num_threads=1
-    python experiments/mlp_hourglass_input_proj.py --latent_dims=1024,2048,4096 --epochs=10
-
-Every train_mlp.py setting works here, plus --variants (default frozen_random,learned; also
-zero_pad or direct: mlp_hourglass.INPUT_PROJECTIONS), --latent_dims (default: --latent_dim alone)
-and --seeds (default: --seed alone). Writes out_dir/ (default out/mlp_compare_input_proj_<task>/):
-compare.csv (one row per d_z x variant x seed: parameters, best validation loss, test PSNR and
-SSIM, and the trivial baseline's - the noisy input's - PSNR and SSIM, with the data source and
-setting), compare.json (the same with the validation curves) and compare_input_proj.png (the
-validation PSNR per epoch for one d_z; test PSNR against d_z for several). Each run trains in its
-own folder under --runs_dir (default: out_dir; out/<name> when out_dir is in results/, so that
-committed results never hold a checkpoint). The same command again goes on where it stopped: a
-finished run gives its results again, a run stopped inside goes on from its checkpoint (exactly),
-the others start; --overwrite=True starts every run again. Ctrl-C or SIGTERM: one line naming the
-run's last checkpoint and the command that goes on.
+frozen at its random init and learned, from the same seed, at one or several d_z.
 
     python experiments/mlp_hourglass_input_proj.py config/mlp_mnist_denoise.py \\
         --dataset=fashion_mnist --epochs=10 --seeds=0,1 --num_threads=1 \\
-        --out_dir=results/mlp_fashion_denoise_input_proj    # the committed full-size comparison
+        --out_dir=results/mlp_fashion_denoise_input_proj    # the committed comparison
+
+Every train_mlp.py setting works here, plus --variants (mlp_hourglass.INPUT_PROJECTIONS),
+--latent_dims and --seeds. Writes compare.csv, compare.json (with the validation curves) and
+compare_input_proj.png to out_dir; each run trains in its own folder under --runs_dir (out/<name>
+for an out_dir in results/: committed results hold no checkpoint), and the same command again
+goes on where it stopped.
 """
+
 
 import json
 import os
@@ -51,7 +41,6 @@ WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_
 
 
 def runs_folder(out_dir, runs_dir):
-    """Where the runs train: --runs_dir, or out_dir, or out/<name> when out_dir is in results/."""
     if runs_dir:
         return runs_dir
     results = ROOT / "results"

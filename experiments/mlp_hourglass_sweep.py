@@ -1,22 +1,16 @@
 """
-The paper's shape sweep: a grid of hourglass and conventional image MLPs trained at several
-learning rates and seeds, one row per run in out_dir/sweep.csv, then its Pareto fronts
-(mlp_hourglass_fronts.py). "Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu,
-2025, arXiv:2510.01796), section 4.2 and Figures 2-4.
+The paper's shape sweep: hourglass and conventional image MLPs at several learning rates and
+seeds, one row per run in out_dir/sweep.csv, then its fronts (mlp_hourglass_fronts.py).
+"Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796),
+section 4.2.
 
-    python experiments/mlp_hourglass_sweep.py --task=mnist_denoise --num_threads=1
-    python experiments/mlp_hourglass_sweep.py --dataset=fashion_mnist --epochs=10 \\
-        --learning_rates=5e-4,1e-3 --seeds=0,1 --hg_latent=2048 --hg_hidden=32,128 --hg_blocks=4
+    python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=0
 
-Every train_mlp.py setting works here, plus the grid: --hg_latent, --hg_hidden, --hg_blocks (every
-hourglass with d_h < d_z), --conv_latent (default d_x), --conv_hidden, --conv_blocks,
---learning_rates and --seeds; or an explicit list in order, `shapes = (("hourglass", 1024, 64, 2),
-...)` in a config file or --shapes=hourglass:1024:64:2,conventional:784:1024:1.
-
-The same command again goes on where it stopped, inside the run it was in (each run trains and
-checkpoints in out_dir/runs/<run>/). A row is appended whole or not at all and never rewritten; a
-row cut short runs again, a run written twice counts once, a diverged run writes a NaN row. One
-CSV holds one setting and one sweep at a time (a lock).
+Every train_mlp.py setting works here, plus the grid (--hg_latent, --hg_hidden, --hg_blocks,
+--conv_latent, --conv_hidden, --conv_blocks, --learning_rates, --seeds) or an explicit list
+(--shapes=hourglass:1024:64:2,... or `shapes` in a config file). The same command again goes on
+where it stopped, inside the run it was in; a row is appended whole and never rewritten; one CSV
+holds one setting and one sweep at a time.
 """
 
 
@@ -59,8 +53,7 @@ canonical = fronts.canonical
 
 
 def sweep_setting(c, data):
-    """{field: canonical text}: everything but the shape, input, lr and seed that changes a
-    result; the data source without machine paths, so a CSV resumes from any checkout."""
+    """{field: canonical text} of what changes a result besides the run; no machine paths."""
     raw = {**vars(c), "data_source": train_mlp.portable_source(data.source),
            "n_train": len(data.train), "max_iters": c.max_iters or None,
            "clamp_sr_input": c.clamp_sr_input if get_task(c.task).degradation == "bicubic2x"
@@ -69,8 +62,7 @@ def sweep_setting(c, data):
 
 
 def check_one_setting(rows, csv_path, setting, inputs):
-    """One line when the CSV's rows and the sweep about to run are not one setting, or a row took
-    another input than this sweep gives its shape (inputs(shape, d_z))."""
+    """One line where the CSV's rows are of another setting or took another input."""
     settings = {tuple(canonical(r[k]) for k in SETTING_FIELDS) for r in rows}
     settings.add(tuple(setting[k] for k in SETTING_FIELDS))
     diffs = [f"{k}: " + " vs ".join(sorted({s[i] or "-" for s in settings}))
@@ -87,9 +79,8 @@ def check_one_setting(rows, csv_path, setting, inputs):
 
 
 def read_csv(path):
-    """The whole rows of a sweep CSV, each run once. A file with a torn or repeated row is
-    rewritten atomically with its whole rows' lines as they were, so the next row starts on a
-    line of its own."""
+    """The whole rows of a sweep CSV, each run once; a torn or repeated row is dropped from the
+    file, the whole rows' lines kept as they were, so the next row starts on a line of its own."""
     with open(path, newline="") as f:
         text = f.read()
     header, whole = fronts.sweep_lines(path)
@@ -114,15 +105,14 @@ def append_row(path, row):
 
 @contextmanager
 def sweep_lock(csv_path):
-    """One sweep at a time on a CSV: a second one on the same CSV stops in one line."""
     csv_path = Path(csv_path)
     with lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path):
         yield
 
 
 def train_in_folder(settings, data, run_dir, quiet=True, results=False):
-    """train_mlp.train in the run's own locked folder, going on from its checkpoint where there is
-    one. Ctrl-C / SIGTERM: one line naming the checkpoint kept and the command that goes on."""
+    """train_mlp.train in the run's own folder, from its checkpoint where there is one; Ctrl-C
+    names the checkpoint kept and the command that goes on."""
     folder = RunDir(run_dir)
     init = "resume" if folder.ckpt.exists() and not settings.get("overwrite") else "scratch"
     if init == "resume":
@@ -151,7 +141,6 @@ def diverged_result(settings, step):
 
 
 def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_blocks):
-    """Every (shape, d_z, d_h, L) of the grid whose d_h fits its family."""
     grid = []
     for shape, latents, hiddens, blocks in (("hourglass", hg_latent, hg_hidden, hg_blocks),
                                             ("conventional", conv_latent, conv_hidden,

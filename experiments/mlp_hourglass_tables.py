@@ -88,9 +88,9 @@ STEP_OVERHEAD_S = 1e-3  # per step, beside the matmuls: kernel launches, the noi
 
 
 def train_step_flops(model, batch_size):
-    """(the matmul FLOPs of one training step, of one image's forward pass) of an ImageMLP. The
-    backward pass takes the weight gradient of every trained matrix and the input gradient of every
-    matmul whose input needs one: never the image, and z_0 only behind a learned W_in."""
+    """(the matmul FLOPs of a training step, of one image's forward pass). Backward: the weight
+    gradient of every trained matrix, the input gradient never of the image, and of z_0 only
+    behind a learned W_in."""
     w_in = model.lift.weight.numel() if model.lift is not None else 0
     blocks = sum(p.numel() for p in model.blocks.parameters())     # W1, W2 of every block
     w_out = model.out_proj.weight.numel()

@@ -1,19 +1,16 @@
 """
 The ><former's representation analyses, section 4 of "Variable-Width Transformers" (Wu,
 Sieberling, Tan, Panda, Polyanskiy, Kim, 2026), on trained checkpoints of variable_width.py and of
-the plain GPT, on a few fixed validation batches, after the embedding (layer 0) and every layer:
+the plain GPT, after the embedding (layer 0) and every layer:
 
-- the normalized matrix entropy of the residual stream X (tokens x D; for a ><former the whole
-  wide stream, not centred), singular values sigma_j, numerical rank r (sec. 4.2):
+- the normalized matrix entropy of the residual stream X (the whole wide stream, not centred),
+  singular values sigma_j, numerical rank r (sec. 4.2):
 
       H(X) = -(1 / log r) sum_j p_j log p_j,     p_j = sigma_j^2 / ||X||_F^2              (2)
 
-- the logit lens (sec. 4.3): the final norm and LM head on the stream after layer l: the target's
-  mean log-probability, the decoded entropy, the symmetric KL to layer l-1; streamed a layer at a
-  time (all layers' (B, T, V) at once were ~28 GB at 200M);
-- the MLP activations a = silu(W_1 x) * W_3 x (sec. 4.1, appendix C): density over thresholds,
-  the share of dimensions active on < 1% of tokens, and the participation ratio
-  N_eff = (sum_i e_i)^2 / sum_i e_i^2 with e_i = sum_t a_ti^2, raw and over the layer's dimensions.
+- the logit lens (sec. 4.3), streamed a layer at a time (all at once was ~28 GB at 200M);
+- the MLP activations a = silu(W_1 x) * W_3 x (sec. 4.1, appendix C): density, dead dimensions and
+  the participation ratio N_eff = (sum_i e_i)^2 / sum_i e_i^2, e_i = sum_t a_ti^2.
 
     python experiments/variable_width_analysis.py --out_dirs=out-vw-constant,out-vw-x
 """
@@ -73,8 +70,8 @@ def matrix_entropy_per_layer(model, batches):
 
 @torch.no_grad()
 def logit_lens(model, batches):
-    """Per layer: the target's mean log-probability, the decoded entropy and the symmetric KL to
-    the layer before, averaged over the batches; two layers' log-probs held at a time."""
+    """Per layer: the target's mean log-probability, the decoded entropy, the symmetric KL to
+    the layer before; two layers' log-probs held at a time."""
     model.eval()
     per_batch = []
     for idx, targets in batches:
@@ -97,10 +94,9 @@ DENSITY_THRESHOLDS = (0.01, 0.03, 0.1, 0.3, 1.0)
 
 @torch.no_grad()
 def mlp_activation_stats(model, batches, threshold=0.1, thresholds=DENSITY_THRESHOLDS):
-    """Per layer, from hooks on every SwiGLU's W_2 input (a layer's FFN slot together): density
-    {th: share of entries with |a| > th}, utilisation (each dimension's share of tokens with
-    |a| > threshold, sorted), dead (the share of dimensions active on < 1% of tokens), n_eff and
-    n_eff_frac (over the layer's dimensions); None for a layer without an MLP."""
+    """Per layer (None without an MLP), from hooks on each SwiGLU's W_2 input: density by
+    threshold, utilisation (each dimension's share of active tokens, sorted), dead (active on < 1%
+    of tokens), n_eff and n_eff / dims."""
     model.eval()
     acc = [dict(active=0, over={th: 0 for th in thresholds}, energy=0, tokens=0, parts=[])
            for _ in model.blocks]

@@ -1,18 +1,13 @@
 """
 The image tasks, degradations and metrics of "Rethinking the Shape Convention of an MLP" (Chen,
-Lee, Liao, Shiu, 2025, arXiv:2510.01796), the paper's Table 3: an image in [0, 1], flattened to x
-(d_x), a target (d_out). How each is trained is config/mlp_<task>.py's, read by train_mlp.py.
+Lee, Liao, Shiu, 2025, arXiv:2510.01796), Table 3: an image in [0, 1] flattened to x (d_x) and a
+target (d_out): a class prototype (mnist_classify), the clean image behind clamp(y + N(0, sigma^2),
+0, 1) noise (*_denoise) or behind bicubic 2x downsampling (*_sr), on MNIST, Fashion-MNIST or
+ImageNet-32. How each is trained is config/mlp_<task>.py's.
 
-  mnist_classify      28x28 digit -> its class prototype (one training image per class)
-  mnist_denoise       clamp(y + N(0, sigma^2), 0, 1) -> y, MNIST or Fashion-MNIST
-  mnist_sr            bicubic 14x14 -> 28x28
-  imagenet32_denoise  the same noise on 32x32x3 ImageNet-32 images
-  imagenet32_sr       bicubic 16x16x3 -> 32x32x3
-
-As the reference code makes them: bicubic F.interpolate without antialiasing or clamp; flips as
-augmentation, x2 = {none, both}, x4 = all four. psnr_batchmse is its PSNR of each eval batch's
-mean MSE, weighted by batch size; psnr_per_image the mean of per-image PSNRs; SSIM is
-torchmetrics' default (Gaussian 11x11, sigma 1.5, reflect padding).
+As the reference code makes them: bicubic without antialiasing or clamp; flips x2 = {none, both},
+x4 = all four; psnr_batchmse the PSNR of each eval batch's mean MSE, weighted by batch size;
+SSIM torchmetrics' default (Gaussian 11x11, sigma 1.5, reflect padding).
 """
 
 
@@ -193,9 +188,8 @@ def gaussian_taps(size=11, sigma=1.5):
 
 
 def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, valid=False):
-    """Mean SSIM per image (B,) of x, y (B, C, H, W), as torchmetrics' defaults compute it
-    (reflect padding, data_range None: the larger value range of x and y). valid=True: only the
-    windows inside the image, no padding (on digits in a black border ~0.25-0.3 higher)."""
+    """Mean SSIM per image (B,) of x, y (B, C, H, W), as torchmetrics' defaults; valid=True (ours):
+    only the windows inside the image (~0.25-0.3 higher on digits in a black border)."""
     x, y = x.double(), y.double()
     if min(x.shape[-2:]) < window_size:
         raise ConfigError(f"SSIM window {window_size} is larger than the image "
