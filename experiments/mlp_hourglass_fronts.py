@@ -79,7 +79,9 @@ def sweep_lines(path):
     whose header is not the sweep's stops in one line, untouched."""
     with open(path, newline="") as f:
         lines = f.readlines()
-    if not lines or next(csv.reader(lines[:1])) != SWEEP_FIELDS:
+    if not lines:  # created, then killed before its first row
+        return "", []
+    if next(csv.reader(lines[:1])) != SWEEP_FIELDS:
         raise SystemExit(f"error: {path} is not a sweep CSV (its first line is not the sweep's "
                          f"header): left as it is; give the sweep another --out_dir")
     whole, torn, twice, seen = [], 0, 0, set()

@@ -94,7 +94,7 @@ def append_row(path, row):
     """One line in one write (and the header with a new file): a row is whole or absent."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=SWEEP_FIELDS)
-    if not os.path.exists(path):
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
         writer.writeheader()
     writer.writerow(row)
     with open(path, "a", newline="") as f:

@@ -102,6 +102,8 @@ def test_a_diverged_run_writes_a_nan_row_and_the_sweep_goes_on(tmp_path, monkeyp
         with torch.no_grad():
             next(p for p in model.parameters() if p.requires_grad).fill_(float("nan"))
     at_step(monkeypatch, 2, poison)  # every run's weights are NaN from its step 2 on
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "sweep.csv").write_text("")  # a sweep killed before its first row
     rows = sweep.main(tiny_sweep(tmp_path, prepared(tmp_path)))
     assert [(r["shape"], r["steps"]) for r in rows] == [("hourglass", "2"), ("conventional", "2")]
     assert all(math.isnan(float(r["val_loss"])) for r in rows)
