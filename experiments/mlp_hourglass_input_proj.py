@@ -34,6 +34,7 @@ from shapelab.configurator import ConfigError, parse_overrides, usage_error  # n
 from shapelab.dataset import load_images  # noqa: E402
 from shapelab.image_tasks import get_task  # noqa: E402
 
+SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
 OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=(), runs_dir="")
 # settings that say where a run lives, not what it is: left out of the committed results
 WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_only",
@@ -79,24 +80,15 @@ def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
                              "params_total": r["params"]["total"],
                              "params_trainable": r["params"]["trainable"],
                              "best_val_loss": r["best_val_loss"],
-                             "test_psnr_batchmse": r["test"]["psnr_batchmse"],
-                             "test_psnr_per_image": r["test"]["psnr_per_image"],
-                             "test_ssim": r["test"]["ssim"],
+                             **{f"test_{k}": r["test"][k] for k in SCORES},
                              "baseline": r["baseline_name"],
-                             "baseline_psnr_batchmse": r["baseline"]["psnr_batchmse"],
-                             "baseline_psnr_per_image": r["baseline"]["psnr_per_image"],
-                             "baseline_ssim": r["baseline"]["ssim"], "steps": r["steps"],
-                             "train_time_s": round(r["train_time_s"], 1)})
+                             **{f"baseline_{k}": r["baseline"][k] for k in SCORES},
+                             "steps": r["steps"], "train_time_s": round(r["train_time_s"], 1)})
     summary = {"data": source, "dataset": data.dataset, "grid": grid,
                "setting": {k: v for k, v in vars(base).items()
                            if k not in ("input_proj", "latent_dim", "seed", *WHERE)},
                "history": {f"dz{d_z}_{v}_seed{s}": r["history"]
                            for (d_z, v, s), r in results.items()}}
-    if len(latent_dims) == 1 and len(seeds) == 1:  # one d_z, one seed: the variants by name
-        summary.update({v: {"params": r["params"], "test": r["test"],
-                            "baseline": r["baseline"], "best_val_loss": r["best_val_loss"],
-                            "train_time_s": r["train_time_s"]}
-                        for (_, v, _), r in results.items()})
     write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(summary, indent=2))
     train_mlp.write_csv(os.path.join(out_dir, "compare.csv"), grid)
     plot(results, grid, variants, latent_dims, base, source,

@@ -212,17 +212,14 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
             except Diverged as e:  # a row of NaN, and the sweep goes on
                 print(f"{run_name(run)}: {e}; its row is NaN")
                 res = diverged_result({**config, **run}, e.step)
-            test, baseline = res["test"], res["baseline"]
+            scores = ("psnr_batchmse", "psnr_per_image", "ssim")
             row = {**setting, **run, "input_proj": res["model"].input_proj,  # the module's W_in
                    "params_total": res["params"]["total"],
-                   "params_trainable": res["params"]["trainable"],
-                   "val_loss": res["best_val_loss"], "test_psnr_batchmse": test["psnr_batchmse"],
-                   "test_psnr_per_image": test["psnr_per_image"], "test_ssim": test["ssim"],
-                   "test_accuracy": test.get("accuracy", ""),
-                   "baseline_psnr_batchmse": baseline["psnr_batchmse"],
-                   "baseline_psnr_per_image": baseline["psnr_per_image"],
-                   "baseline_ssim": baseline["ssim"],
-                   "steps": res["steps"], "train_time_s": round(res["train_time_s"], 1)}
+                   "params_trainable": res["params"]["trainable"], "val_loss": res["best_val_loss"],
+                   **{f"test_{k}": res["test"][k] for k in scores},
+                   **{f"baseline_{k}": res["baseline"][k] for k in scores},
+                   "test_accuracy": res["test"].get("accuracy", ""), "steps": res["steps"],
+                   "train_time_s": round(res["train_time_s"], 1)}
             append_row(csv_path, row)
             shutil.rmtree(run_dir)  # its row holds what it measured
             left = (time.time() - t0) / (i + 1) * (len(todo) - i - 1) / 60
