@@ -32,8 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.configurator import (ConfigError, parse_overrides, read_config_file,  # noqa: E402
-                                   usage_error)
+from shapelab.configurator import read_config_file, usage_error  # noqa: E402
 from shapelab.pages import pages, write_blocks  # noqa: E402
 from shapelab.verdict import rate_label  # noqa: E402
 
@@ -41,7 +40,6 @@ SHAPES = ("FFN-Wider", "CEA")
 FOLDER = re.compile(r"(ffn-wider|cea)-(lr.+-)?s\d+")  # compare.py's run folders
 SHAPE_OF = {"ffn-wider": "FFN-Wider", "cea": "CEA"}
 MIN_SEEDS = 2  # an interval needs two paired seeds
-DEFAULTS = dict(n_levels=4, span=0.2)
 TRAIN_MORE = "python compare.py config/compare_verdict_cpu.py"
 
 
@@ -259,32 +257,23 @@ def page_blocks(folder):
 
 
 def main(argv):
-    folder = next((a for a in argv if not a.startswith("--")), None)
-    try:
-        args = parse_overrides([a for a in argv if a.startswith("--")], DEFAULTS)
-    except ConfigError as e:
-        usage_error(e)
-    if folder is None or not Path(folder).is_dir():
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
         usage_error(f"name the folder of a compare.py report: its record_dir (e.g. "
-                    f"results/compare_verdict_cpu) or its out_dir; got {folder!r}")
-    if args["n_levels"] < 1 or args["span"] < 0:
-        usage_error(f"n_levels={args['n_levels']}, span={args['span']}: give n_levels >= 1 and "
-                    f"span >= 0")
-    folder = Path(folder)
+                    f"results/compare_verdict_cpu) or its out_dir; got {' '.join(argv)!r}")
+    folder = Path(argv[0])
     rates, selection_seed, verdict_seeds, eval_ood = comparison(folder)
     runs = runs_at(folder, rates, verdict_seeds)
-    analysis = analyse(runs, verdict_seeds, args["n_levels"], args["span"])
-    command = "python experiments/cea_ood_verdict.py " + " ".join(argv)
+    analysis = analyse(runs, verdict_seeds)
     text = report(analysis, rates, selection_seed, verdict_seeds, texts_line(runs, eval_ood),
-                  command)
+                  f"python experiments/cea_ood_verdict.py {argv[0]}")
     write_atomic(folder / "cea_ood.md", text)
     print(text)
     if analysis["levels"]:
         write_csv(analysis, folder / "cea_ood.csv")
         plot(analysis, folder / "cea_ood.png")
         print(f"wrote {folder}/cea_ood.md, .csv and .png")
-    if folder.resolve().parent == ROOT / "results" and not any(a.startswith("--") for a in argv):
-        for page in write_blocks(pages(ROOT), page_blocks(folder)):  # the committed reading
+    if folder.resolve().parent == ROOT / "results":  # the pages quote only the committed reading
+        for page in write_blocks(pages(ROOT), page_blocks(folder)):
             print(f"wrote its block into {page.relative_to(ROOT)}")
 
 
