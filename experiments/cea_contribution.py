@@ -102,8 +102,8 @@ def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_co
     data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
     g = torch.Generator().manual_seed(seed)
     ix = torch.randint(len(data) - T - 1, (n_batches * batch_size,), generator=g).tolist()
-    x = torch.from_numpy(np.stack([data[i:i + T] for i in ix]).astype(np.int64))  # (n_batches*B, T)
-    y = torch.from_numpy(np.stack([data[i + 1:i + 1 + T] for i in ix]).astype(np.int64))
+    windows = torch.from_numpy(np.stack([data[i:i + T + 1] for i in ix]).astype(np.int64))
+    x, y = windows[:, :-1], windows[:, 1:]  # (n_batches * batch_size, T)
     per_batch, kinds = [], None
     for b in range(n_batches):
         reps, kinds = sublayer_representations(model, x[b * batch_size:(b + 1) * batch_size])
