@@ -583,8 +583,9 @@ def report(paths):
     wanted = asks(shape_results(rows))
     runs = ["- the runs they ask for (each form's sweep config, each seed's --out_dir): "
             + "; ".join(wanted)] if wanted else []
-    return "\n\n".join([f"# {title(rows)}", *page_blocks(paths, "fronts").values(),
-                        *runs]) + "\n"
+    blocks = page_blocks(paths, "fronts")
+    del blocks["fronts.grid"]  # the last line of fronts.fronts
+    return "\n\n".join([f"# {title(rows)}", *blocks.values(), *runs]) + "\n"
 
 
 def plot(paths, path):
