@@ -263,8 +263,12 @@ def runner_up_moves(conventional, hourglass, metric):
     return moves
 
 
-def runner_up_flips(conventional, hourglass, gap, metric):
-    return any((gap + m > 0) != (gap > 0) for m in runner_up_moves(conventional, hourglass, metric))
+def matched_gaps(entries, params_key, metric, hourglass, conventional):
+    """gaps() where the hourglass has a point, and at how many a runner-up rate flips the sign."""
+    found = [g for g in gaps(entries, params_key, metric, hourglass, conventional)
+             if g[1] is not None]
+    return found, sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
+                      for e, best, gap, _ in found)
 
 
 def edge_lrs(entries):
@@ -445,15 +449,13 @@ def brief_lines(entries):
     metric, lines = "test_psnr_batchmse", []
     holes, flags = grid_holes(entries), edge_lrs(entries)
     for hourglass, conventional in pairs(entries):
-        found = [row for row in gaps(entries, "params_total", metric, hourglass, conventional)
-                 if row[2] is not None]
+        found, flips = matched_gaps(entries, "params_total", metric, hourglass, conventional)
         if not found:
             continue
         low, high = min(g for _, _, g, _ in found), max(g for _, _, g, _ in found)
         sizes = [e["params_total"] / 1e6 for e, *_ in found]
         held = [abs(m) for e, best, *_ in found
                 for *_, m, broke in rate_moves(e, best, metric) if not broke]
-        flips = sum(runner_up_flips(e, best, gap, metric) for e, best, gap, _ in found)
         short = sum(h["form"] in (hourglass, conventional) for h in holes)
         edged = len({id(e) for e, *_ in flags if e["form"] in (hourglass, conventional)})
         why = ([f"{short} of their form-shapes short of the grid"] * bool(short)
@@ -488,8 +490,7 @@ def gap_bullets(entries):
 def gap_bullet(entries, params_key, metric, hourglass, conventional):
     d, axis = DIGITS[metric] + 1, params_key.split("_")[1]
     unit = " dB" if "psnr" in metric else ""
-    found = [g for g in gaps(entries, params_key, metric, hourglass, conventional)
-             if g[1] is not None]
+    found, flips = matched_gaps(entries, params_key, metric, hourglass, conventional)
     head = (f"- **{hourglass} minus {conventional}, {METRICS[metric]} against {axis} "
             f"parameters:** ")
     if not found:
@@ -498,7 +499,6 @@ def gap_bullet(entries, params_key, metric, hourglass, conventional):
     where = ("ahead at every point" if ahead == len(found) else "behind at every point"
              if ahead == 0 else f"ahead at {ahead} of {len(found)} points")
     across = sum(paired is not None and paired[0] < 0 < paired[1] for *_, paired in found)
-    flips = sum(runner_up_flips(e, best, gap, metric) for e, best, gap, _ in found)
     points = []
     for e, best, gap, paired in found:
         moves = rate_moves(e, best, metric)
