@@ -549,7 +549,7 @@ def lift_bullet(entries):
         f"{learned[z, h, L]['test_psnr_batchmse'][0]:.2f} dB" for z, h, L in both) + "."
 
 
-def page_blocks(paths, name):
+def page_blocks(paths, name, rows=None):
     """The pages' blocks NAME.runs, .shapes, .gaps, .fronts, .brief, .grid (and .lift)."""
     shown = []  # the same text from any working folder
     for p in paths:
@@ -558,7 +558,7 @@ def page_blocks(paths, name):
         except ValueError:
             shown.append(Path(p))
     rows = [dict(r, csv=str(shown[list(map(str, paths)).index(r["csv"])]))
-            for r in sweep_rows(paths)]
+            for r in rows or sweep_rows(paths)]
     entries = shape_results(rows)
     blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(rows, entries, shown)),
               f"{name}.shapes": "\n".join(shape_table(entries)),
@@ -578,17 +578,16 @@ def title(rows):
             f"seeds' min-max")
 
 
-def report(paths):
-    rows = sweep_rows(paths)
+def report(paths, rows):
     wanted = asks(shape_results(rows))
     runs = ["- the runs they ask for (each form's sweep config, each seed's --out_dir): "
             + "; ".join(wanted)] if wanted else []
-    blocks = page_blocks(paths, "fronts")
+    blocks = page_blocks(paths, "fronts", rows)
     del blocks["fronts.grid"]  # the last line of fronts.fronts
     return "\n\n".join([f"# {title(rows)}", *blocks.values(), *runs]) + "\n"
 
 
-def plot(paths, path):
+def plot(rows, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -596,7 +595,6 @@ def plot(paths, path):
 
     from shapelab.plot import save_figure
 
-    rows = sweep_rows(paths)
     entries = shape_results(rows)
     baseline = mean(r["baseline_psnr_batchmse"] for r in rows)
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
@@ -650,13 +648,14 @@ def main(argv):
         raise SystemExit("usage: python experiments/mlp_hourglass_fronts.py <sweep.csv> "
                          "[<sweep.csv> ...] [--out=PREFIX]")
     prefix = Path(out[0]) if out else paths[0].parent / "fronts"
-    text = report(paths)
+    rows = sweep_rows(paths)
+    text = report(paths, rows)
     write_atomic(prefix.with_name(prefix.name + ".md"), text)
-    plot(paths, prefix.with_name(prefix.name + ".png"))
+    plot(rows, prefix.with_name(prefix.name + ".png"))
     print(text)
     print(f"wrote {prefix}.md and {prefix}.png")
     if prefix.resolve().parent == ROOT / "results":  # the pages quote only committed outputs
-        for page in write_blocks(pages(ROOT), page_blocks(paths, prefix.name)):
+        for page in write_blocks(pages(ROOT), page_blocks(paths, prefix.name, rows)):
             print(f"wrote its blocks into {page.relative_to(ROOT)}")
 
 

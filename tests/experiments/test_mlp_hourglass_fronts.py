@@ -149,15 +149,16 @@ def test_each_committed_fronts_output_is_the_script_on_its_rows(output, csvs, mo
     monkeypatch.chdir(ROOT)  # the output names the CSVs as the command was given them
     paths = [ROOT / "results" / p for p in csvs]
     assert not any("/home/" in p.read_text() or "/Users/" in p.read_text() for p in paths)
-    assert fronts.report(paths) == (ROOT / "results" / f"{output}.md").read_text(), (
+    assert fronts.report(paths, fronts.sweep_rows(paths)) == (
+            ROOT / "results" / f"{output}.md").read_text(), (
         f"run python experiments/mlp_hourglass_fronts.py {' '.join(csvs)} --out={output}")
 
 
 def test_a_non_finite_row_is_named_and_left_out_in_one_line(tmp_path, capsys):
     path = write_csv(tmp_path / "sweep.csv", ROWS)
-    before = fronts.report([path])
+    before = fronts.report([path], fronts.sweep_rows([path]))
     write_csv(path, ROWS + [row("hourglass", 64, 32, 2, 2e-3, 0, 2000, 0.01, float("nan"), 0.9)])
-    assert fronts.report([path]) == before and "nan" not in before
+    assert fronts.report([path], fronts.sweep_rows([path])) == before and "nan" not in before
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"warning: {path}: non-finite results left out: hourglass (input not recorded) 64/32/L2 "
         f"at lr 0.002, seed 0")
