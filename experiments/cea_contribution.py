@@ -1,57 +1,20 @@
 """
-How much of the language modelling does the FFN do, and how much attention? The Token
-Prediction contribution ratio, the mutual-information contribution ratio and out-of-distribution
-losses of trained checkpoints of cea.py's models (vanilla GPT, FFN-Wider, CEA, ...), and the plot
-docs/cea_contribution.png. experiments/cea_outer_ratio_sweep.py trains the runs at equal loss and
-uses these functions.
+How much of the language modelling does the FFN do, and how much attention? The Token Prediction
+and mutual-information contribution ratios and the OOD losses of trained checkpoints of cea.py's
+models. Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the Base Capabilities of
+Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024,
+arXiv:2403.02436), sections 4.2.1-4.2.2, appendix F, Figures 4 and 6.
 
-Paper: Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the Base
-Capabilities of Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE
-Transformers" (NeurIPS 2024): section 4.2.1 + appendix F (mutual information), section 4.2.2
-(Token Prediction), Figure 4 (the FFN's contribution over depth), Figure 6 (contribution ratio and
-OOD loss against the outer ratio).
+Token Prediction: a token's class vector is the normalised mean of the normalised representations
+whose target it is; each position is predicted by its most cosine-similar class vector, after
+every sublayer. A sublayer's gain is its accuracy minus the step before it's; the FFN ratio is the
+FFN sublayers' share of the gains. Mutual information: the same with the MI of mini-batch k-means
+labels and the targets. The OOD texts ship with CPython; each is scored only on windows whose
+characters are all in the checkpoint's vocabulary.
 
-Token Prediction (4.2.2): take the representation after every sublayer, group the positions
-by their target token; the normalised mean of a group's normalised representations is that
-token's class vector (tokens with < 50 positions are dropped). Predict each position's target
-by the most cosine-similar class vector. The accuracy gain of each sublayer over the step
-before it is its contribution; the FFN ratio is the FFN sublayers' gains over all gains, the
-attention ratio the rest.
-
-Mutual information (4.2.1, appendix F, after Voita et al.): cluster each sublayer's representations
-with mini-batch k-means (k-means++ initialisation, batches of 1024), and take the MI between the
-cluster labels and the target tokens; the FFN ratio is the FFN sublayers' share of the MI gains.
-
-Choices the paper leaves open:
-- Representations are taken after the embedding and after each residual sublayer (before
-  the final norm). The MoE baseline's FFN slot (MoE sublayer + FFN) counts as one FFN step;
-  an Inner-FFN or Inner-MoE is part of its attention step. Accuracy is measured on the
-  positions whose target kept a class vector. Gains may be negative.
-- The positions: n_batches x batch_size windows of block_size tokens drawn with a fixed
-  seed from the checkpoint's validation split (16 x 16 x 128 = 32,768 characters by default).
-- MI (ours where the paper gives numbers for 6.94M tokens): k = --mi_clusters (100 by default in
-  the sweep; the paper 2000), 100 mini-batch steps, on the same 32,768 positions as Token
-  Prediction; the plug-in MI estimate from the joint counts. With k clusters, V targets and N
-  positions it is biased upwards by about (k-1)(V-1)/(2N) nats (0.13 for 100 x 84 / 32,768; the
-  same for every model, so the differences and ratios are what to read). Own code, no sklearn.
-- The OOD texts (the paper uses the 22 parts of the Pile): four texts that are not Shakespeare, all
-  shipped with CPython (no download): the Python documentation's topic pages
-  (pydoc_data/topics.py), the docstrings of 19 pure-Python stdlib modules, the interpreter's
-  LICENSE.txt and IDLE's change logs (idlelib/NEWS*.txt; the last two are skipped where a
-  distribution leaves them out). Each is scored ONLY on windows of block_size + 1 characters that
-  are entirely in the checkpoint's vocabulary (no character is dropped or replaced, so the model
-  is scored on text that exists), n_windows of them evenly spaced over all such windows; the loss
-  is the mean next-character loss over every position of those windows, and `ood_loss` is the
-  mean over the texts (like the paper's average over the Pile's parts). Char-level checkpoints only.
-
-Run it (from the repository root, after training the CPU runs of cea.py):
-    nice -n 10 python train.py config/cea_shakespeare_char_vanilla.py    # then _wider, _cea
     python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
-Figure 6's sweep at equal loss: experiments/cea_outer_ratio_sweep.py (it trains the runs and calls
-these functions). This script prints one JSON line per checkpoint (ffn_ratio, attention_ratio,
-ood_loss and the loss per text in ood, accuracies; with --mi_clusters=100 also mi_ffn_ratio and mi)
-and writes the plot (--plot=docs/cea_contribution.png, relative to the working directory).
 """
+
 
 import json
 import sys
@@ -86,10 +49,8 @@ def sublayer_representations(model, idx):
 
 
 def token_prediction_accuracies(reps, targets, min_count=50):
-    """Accuracy of nearest-class-vector prediction for each representation in `reps`
-    (each (N, C)), targets (N,). Class vector of token c = normalised mean of the
-    normalised representations whose target is c; tokens with < min_count positions are
-    dropped, and accuracy is over the positions whose target kept a class vector."""
+    """The accuracy of nearest-class-vector prediction for each representation (N, C) of `reps`,
+    over the positions whose target token kept a class vector."""
     counts = torch.bincount(targets)
     kept = (counts >= min_count).nonzero(as_tuple=True)[0]  # (K,) token ids with a class vector
     if kept.numel() == 0:
@@ -133,18 +94,16 @@ def load_run(out_dir):
 
 
 @torch.no_grad()
-def analyze_checkpoint(
-    out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0, mi_clusters=0
-):
-    """Token Prediction contribution of a trained checkpoint on fixed random windows of its dataset,
-    and with mi_clusters > 0 the mutual-information contribution (k-means with that many
-    clusters)."""
+def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0,
+                       mi_clusters=0):
+    """The Token Prediction contribution of a checkpoint on fixed random windows of its data, and
+    with mi_clusters > 0 the mutual-information one."""
     model, T, data_dir = load_run(out_dir)
     data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
     g = torch.Generator().manual_seed(seed)
     ix = torch.randint(len(data) - T - 1, (n_batches * batch_size,), generator=g).tolist()
-    x = torch.from_numpy(np.stack([data[i:i + T] for i in ix]).astype(np.int64))  # (n_batches*B, T)
-    y = torch.from_numpy(np.stack([data[i + 1:i + 1 + T] for i in ix]).astype(np.int64))
+    windows = torch.from_numpy(np.stack([data[i:i + T + 1] for i in ix]).astype(np.int64))
+    x, y = windows[:, :-1], windows[:, 1:]  # (n_batches * batch_size, T)
     per_batch, kinds = [], None
     for b in range(n_batches):
         reps, kinds = sublayer_representations(model, x[b * batch_size:(b + 1) * batch_size])
@@ -157,38 +116,16 @@ def analyze_checkpoint(
     return result
 
 
-# Modules whose docstrings form the "stdlib docstrings" text (pure-Python stdlib, any CPython 3).
-DOCSTRING_MODULES = (
-    "argparse",
-    "calendar",
-    "collections",
-    "csv",
-    "difflib",
-    "email.message",
-    "functools",
-    "http.client",
-    "inspect",
-    "logging",
-    "pathlib",
-    "shutil",
-    "subprocess",
-    "tarfile",
-    "textwrap",
-    "threading",
-    "unittest.case",
-    "urllib.request",
-    "zipfile",
-)
+# the modules whose docstrings form the "stdlib docstrings" text
+DOCSTRING_MODULES = ("argparse", "calendar", "collections", "csv", "difflib", "email.message",
+                     "functools", "http.client", "inspect", "logging", "pathlib", "shutil",
+                     "subprocess", "tarfile", "textwrap", "threading", "unittest.case",
+                     "urllib.request", "zipfile")
 
 
 def ood_texts():
-    """The out-of-distribution texts, none of them Shakespeare, all shipped with CPython (no
-    download):
-    name -> text. python_docs: the language reference and library topics (pydoc_data/topics.py);
-    stdlib_docstrings: the docstrings of DOCSTRING_MODULES and their public functions and classes;
-    python_license: the interpreter's LICENSE.txt (its history and legal English); idle_news: IDLE's
-    change logs (idlelib/NEWS*.txt). The last two are left out where a distribution does not ship
-    them."""
+    """{name: text} of the OOD texts shipped with CPython; the license and IDLE's change logs are
+    left out where a distribution does not ship them."""
     import importlib
     import inspect
     import sysconfig
@@ -200,11 +137,8 @@ def ood_texts():
         docs.append(inspect.getdoc(module) or "")
         for attr in sorted(getattr(module, "__all__", None) or dir(module)):
             obj = getattr(module, attr, None)
-            if (
-                not attr.startswith("_")
-                and (inspect.isfunction(obj) or inspect.isclass(obj))
-                and obj.__doc__
-            ):
+            if (not attr.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
+                    and obj.__doc__):
                 docs.append(inspect.getdoc(obj))
     texts["stdlib_docstrings"] = "\n\n".join(d for d in docs if d)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -219,40 +153,27 @@ def ood_texts():
 
 @torch.no_grad()
 def char_text_loss(out_dir, text, n_windows=64, batch_size=16):
-    """Mean next-character loss of a char-level checkpoint on `text`, over up to n_windows evenly
-    spaced windows of block_size + 1 characters that are entirely in the checkpoint's vocabulary."""
+    """The mean next-character loss of a checkpoint on `text`, over up to n_windows evenly spaced
+    windows of block_size + 1 characters all in its vocabulary."""
     model, T, data_dir = load_run(out_dir)
     chars = json.loads((data_dir / "meta.json").read_text())["chars"]
     index = {c: i for i, c in enumerate(chars)}
-    windows = [
-        [index[c] for c in text[s : s + T + 1]]
-        for s in in_vocab_windows(text, chars, T + 1, n_windows)
-    ]
-    ids = torch.tensor(windows, dtype=torch.long)  # (n, T + 1)
+    ids = torch.tensor([[index[c] for c in text[s:s + T + 1]]
+                        for s in in_vocab_windows(text, chars, T + 1, n_windows)])
     x, y = ids[:, :-1], ids[:, 1:]
-    losses = [
-        F.cross_entropy(
-            model(x[i : i + batch_size], y[i : i + batch_size])[0].flatten(0, 1),
-            y[i : i + batch_size].flatten(),
-            reduction="sum",
-        ).item()
-        for i in range(0, len(ids), batch_size)
-    ]
+    losses = [F.cross_entropy(model(x[i:i + batch_size], y[i:i + batch_size])[0].flatten(0, 1),
+                              y[i:i + batch_size].flatten(), reduction="sum").item()
+              for i in range(0, len(ids), batch_size)]
     return sum(losses) / y.numel()
 
 
 def ood_losses(out_dir, texts, n_windows=64):
-    """char_text_loss on each of `texts` (name -> text): name -> loss."""
     return {name: char_text_loss(out_dir, text, n_windows) for name, text in texts.items()}
 
 
-# ----------------------------------------------------------------------------------------
-# Mutual information (section 4.2.1, appendix F)
-
-
 def minibatch_kmeans(x, k, batch=1024, steps=100, seed=0):
-    """Mini-batch k-means (Sculley 2010) with k-means++ initialisation, as appendix F: cluster the
-    rows of x (N, C) into k clusters. Returns the label of every row (N,)."""
+    """The cluster label of every row of x (N, C): mini-batch k-means (Sculley 2010) with
+    k-means++ initialisation, as appendix F."""
     g = torch.Generator().manual_seed(seed)
     # k-means++: each next center with prob ~ d^2
     centers = x[torch.randint(len(x), (1,), generator=g)]
@@ -284,16 +205,15 @@ def mutual_information(labels, targets):
 
 
 def mi_contribution(reps, targets, kinds, k=100, seed=0):
-    """MI between k-means labels of each representation and the target tokens, and the FFN's share
-    of the MI gains (section 4.2.1): like contribution_ratio, with MI in place of accuracy."""
+    """contribution_ratio with the MI of each representation's k-means labels in place of
+    accuracy."""
     mi = [mutual_information(minibatch_kmeans(r, k, seed=seed), targets) for r in reps]
     result = contribution_ratio(mi, kinds)
     return dict(mi=mi, mi_gains=result["gains"], mi_ffn_ratio=result["ffn_ratio"])
 
 
 def plot_contributions(results, path):
-    """Figure-4-like plot: the FFN's and attention's cumulative share of the accuracy gain over
-    depth."""
+    """Figure 4's view: the FFN's and attention's cumulative share of the accuracy gain by layer."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -307,15 +227,9 @@ def plot_contributions(results, path):
                 cum_ffn.append(ffn / total)
                 cum_attn.append(attn / total)
         layers = range(len(cum_ffn))
-        color = f"C{i}"
-        ax.plot(
-            layers,
-            cum_ffn,
-            "-o",
-            color=color,
-            label=f"{r['name']}: FFN ({100 * r['ffn_ratio']:.0f}%)",
-        )
-        ax.plot(layers, cum_attn, "--", color=color, label=f"{r['name']}: attention")
+        ax.plot(layers, cum_ffn, "-o", color=f"C{i}",
+                label=f"{r['name']}: FFN ({100 * r['ffn_ratio']:.0f}%)")
+        ax.plot(layers, cum_attn, "--", color=f"C{i}", label=f"{r['name']}: attention")
     ax.set_xticks(range(len(cum_ffn)))
     ax.set_xlabel("layer")
     ax.set_ylabel("cumulative share of the accuracy gain")
@@ -327,16 +241,8 @@ def plot_contributions(results, path):
     plt.close(fig)
 
 
-DEFAULT_ARGS = dict(
-    out_dirs="",
-    plot="docs/cea_contribution.png",
-    n_batches=16,
-    batch_size=16,
-    min_count=50,
-    ood_windows=64,
-    mi_clusters=0,
-    seed=0,
-)
+DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16, batch_size=16,
+                    min_count=50, ood_windows=64, mi_clusters=0)
 
 
 def main(argv):
@@ -350,29 +256,19 @@ def main(argv):
     missing = [d for d in out_dirs if not (Path(d) / "ckpt.pt").exists()]
     if missing:  # one line, before any work
         raise SystemExit(f"error: no checkpoint in {', '.join(missing)}: train the run first "
-                         f"(python train.py config/cea_shakespeare_char_vanilla.py, ...) or fix "
-                         f"--out_dirs (the folders that hold ckpt.pt, comma-separated)")
+                         f"or fix --out_dirs (the folders that hold ckpt.pt, comma-separated)")
     texts = ood_texts()
     results = []
     for d in out_dirs:
-        r = analyze_checkpoint(
-            d,
-            n_batches=args["n_batches"],
-            batch_size=args["batch_size"],
-            min_count=args["min_count"],
-            seed=args["seed"],
-            mi_clusters=args["mi_clusters"],
-        )
+        r = analyze_checkpoint(d, n_batches=args["n_batches"], batch_size=args["batch_size"],
+                               min_count=args["min_count"], mi_clusters=args["mi_clusters"])
         r["ood"] = ood_losses(d, texts, n_windows=args["ood_windows"])
         r["ood_loss"] = sum(r["ood"].values()) / len(r["ood"])  # the mean over the texts
-        line = dict(
-            name=r["name"],
-            ffn_ratio=round(r["ffn_ratio"], 4),
-            attention_ratio=round(r["attention_ratio"], 4),
-            ood_loss=round(r["ood_loss"], 4),
-            ood={k: round(v, 4) for k, v in r["ood"].items()},
-            accuracies=[round(a, 4) for a in r["accuracies"]],
-        )
+        line = dict(name=r["name"], ffn_ratio=round(r["ffn_ratio"], 4),
+                    attention_ratio=round(r["attention_ratio"], 4),
+                    ood_loss=round(r["ood_loss"], 4),
+                    ood={k: round(v, 4) for k, v in r["ood"].items()},
+                    accuracies=[round(a, 4) for a in r["accuracies"]])
         if "mi_ffn_ratio" in r:
             line.update(mi_ffn_ratio=round(r["mi_ffn_ratio"], 4), mi=[round(m, 4) for m in r["mi"]])
         print(json.dumps(line))

@@ -1,38 +1,14 @@
 """
-The outer-ratio sweep of the CEA paper's Figure 6, at CPU scale and at equal pre-training loss:
-train the vanilla GPT, then the FFN-Wider GPT with CAA at several outer ratios rho (1.0 is
-FFN-Wider itself, 0.125 is CEA), each until it reaches the vanilla's validation loss; then the
-Token Prediction contribution ratio of the Outer-FFN, the mutual-information contribution and the
-out-of-distribution loss of every run, a results file and the plot docs/cea_outer_ratio_sweep.png.
+The outer-ratio sweep of the CEA paper's Figure 6 at CPU scale, at equal pre-training loss: the
+vanilla GPT's last validation loss is the target; FFN-Wider with CAA at each outer ratio rho (1.0
+is FFN-Wider, 0.125 is CEA) trains until it reaches it (or --max_iters: "not reached"); then each
+checkpoint's contribution ratios and OOD loss (cea_contribution.py). Lu et al., NeurIPS 2024,
+arXiv:2403.02436, section 6.1, appendix C.1. The same command again skips finished runs, resumes
+stopped ones and reuses each analysis.json while its checkpoint is unchanged.
 
-Paper: Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the Base Capabilities of
-Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024):
-section 2.2 and appendix A (compare at aligned pre-training performance, not equal steps), section
-6.1 / Figure 6 (rho from 100 % to 0 %: the Outer-FFN's contribution ratio falls and the base
-capability rises, except at rho = 0 for GPT), appendix C.1 (the small shape: hidden 128, 12 layers,
-2 heads, context 128, FFN 4d vs 32d).
-
-The protocol (ours; the paper's exact alignment procedure is "mid-training checkpoints were used
-for alignment"):
-1. the vanilla GPT (config/cea_paper_small_vanilla.py) trains for --vanilla_iters steps; the target
-   is its last validation loss (or --target_loss when given);
-2. each rho trains config/cea_paper_small_cea.py with outer_ratio = rho and stop_val_loss = target,
-   so it stops at the first evaluation (every eval_interval steps) at or below the target, or at
-   --max_iters (then the row says "not reached");
-3. every checkpoint is analysed by experiments/cea_contribution.py's functions on the same windows.
-Each run is a subprocess of train.py with its log in <out_root>/<run>/train.log. Resumable: a run
-whose checkpoint shows it finished (target reached or max_iters) is skipped, an interrupted one
-resumes (train.py's resume is exact); each run's analysis is kept in <run>/analysis.json and reused
-while its checkpoint and the analysis settings are unchanged (it costs minutes per 12-layer model).
-
-    OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py
-    --ratios=1.0,0.5,0.125,0.0
-    python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125 --train=False   # analyse what
-    is there
-
-Prints one JSON line per run and writes <out_root>/results.jsonl, the plot (--plot) and the
-Figure-4-like contribution over depth of every run (--depth_plot).
+    OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125,0.0
 """
+
 
 import json
 import subprocess
@@ -47,55 +23,37 @@ from shapelab.configurator import parse_overrides  # noqa: E402
 from shapes import train_defaults  # noqa: E402
 import cea_contribution  # noqa: E402
 
-DEFAULT_ARGS = dict(
-    out_root="out-cea-sweep",
-    ratios="1.0,0.875,0.75,0.5,0.25,0.125,0.0",
-    vanilla_iters=90,
-    target_loss=0.0,
-    max_iters=200,
-    vanilla_config="config/cea_paper_small_vanilla.py",
-    caa_config="config/cea_paper_small_cea.py",
-    train_args="--dtype=float32",
-    train=True,
-    plot="docs/cea_outer_ratio_sweep.png",
-    depth_plot="docs/cea_paper_small_contribution.png",
-    n_batches=16,
-    batch_size=16,
-    min_count=50,
-    ood_windows=64,
-    mi_clusters=100,
-    seed=0,
-)
+DEFAULT_ARGS = dict(out_root="out-cea-sweep", ratios="1.0,0.875,0.75,0.5,0.25,0.125,0.0",
+                    vanilla_iters=90, target_loss=0.0, max_iters=200,
+                    vanilla_config="config/cea_paper_small_vanilla.py",
+                    caa_config="config/cea_paper_small_cea.py", train_args="--dtype=float32",
+                    train=True, plot="docs/cea_outer_ratio_sweep.png",
+                    depth_plot="docs/cea_paper_small_contribution.png", n_batches=16,
+                    batch_size=16, min_count=50, ood_windows=64, mi_clusters=100)
 
 
 def run_name(rho):
     return f"rho{rho:g}"
 
 
-def read_metrics(run_dir):
-    path = Path(run_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def last_val_loss(run_dir):
-    evals = [r for r in read_metrics(run_dir) if "val_loss" in r]
+    path = Path(run_dir) / "metrics.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    evals = [r for r in map(json.loads, lines) if "val_loss" in r]
     return evals[-1]["val_loss"] if evals else None
 
 
 def finished(run_dir, max_iters, target=0.0):
-    """True when run_dir's checkpoint reached max_iters, or its last evaluation reached target."""
+    """Whether run_dir's checkpoint reached max_iters, or target."""
     path = Path(run_dir) / "ckpt.pt"
     if not path.exists():
         return False
     ckpt = load_checkpoint(path)
-    if ckpt["iter_num"] >= max_iters:
-        return True
-    return target > 0 and ckpt["best_val_loss"] <= target
+    return ckpt["iter_num"] >= max_iters or (target > 0 and ckpt["best_val_loss"] <= target)
 
 
 def train(run_dir, config, overrides, max_iters, target=0.0):
-    """Train (or resume, or skip) one run of train.py as a subprocess, its output in
-    run_dir/train.log."""
+    """Train, resume or skip one train.py run, its output in run_dir/train.log."""
     run_dir = Path(run_dir)
     if finished(run_dir, max_iters, target):
         print(f"{run_dir}: done, skipped")
@@ -105,47 +63,29 @@ def train(run_dir, config, overrides, max_iters, target=0.0):
     # killed before its first checkpoint: start clean (train.py refuses to mix two runs)
     if not resume:
         (run_dir / "metrics.jsonl").unlink(missing_ok=True)
-    command = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        str(ROOT / config),
-        *overrides,
-        f"--out_dir={run_dir}",
-        f"--max_iters={max_iters}",
-        f"--stop_val_loss={target}",
-        f"--init_from={'resume' if resume else 'scratch'}",
-    ]
+    command = [sys.executable, str(ROOT / "train.py"), str(ROOT / config), *overrides,
+               f"--out_dir={run_dir}", f"--max_iters={max_iters}", f"--stop_val_loss={target}",
+               f"--init_from={'resume' if resume else 'scratch'}"]
     print(f"{run_dir}: {'resuming' if resume else 'training'} (log: {run_dir / 'train.log'})")
     with open(run_dir / "train.log", "a") as log:
         if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT).returncode != 0:
             raise SystemExit(f"{run_dir}: train.py failed, see {run_dir / 'train.log'}")
 
 
-ANALYSIS_KEYS = ("n_batches", "batch_size", "min_count", "ood_windows", "mi_clusters", "seed")
+ANALYSIS_KEYS = ("n_batches", "batch_size", "min_count", "ood_windows", "mi_clusters")
 
 
 def analyse(run_dir, args, texts):
-    """Contribution ratio (TP), MI contribution, in-distribution val loss, OOD loss of one
-    checkpoint.
-    Kept in run_dir/analysis.json and reused while the checkpoint step, the settings and the texts
-    match."""
+    """One checkpoint's contribution ratios, val loss and OOD loss, kept in run_dir/analysis.json
+    and reused while its step, the settings and the texts match."""
     cache = Path(run_dir) / "analysis.json"
-    key = dict(
-        {k: args[k] for k in ANALYSIS_KEYS},
-        iter=load_checkpoint(Path(run_dir) / "ckpt.pt")["iter_num"],
-        texts=sorted(texts),
-    )
+    ckpt = load_checkpoint(Path(run_dir) / "ckpt.pt")
+    key = dict({k: args[k] for k in ANALYSIS_KEYS}, iter=ckpt["iter_num"], texts=sorted(texts))
     if cache.exists() and json.loads(cache.read_text())["key"] == key:
         return json.loads(cache.read_text())["result"]
     result = cea_contribution.analyze_checkpoint(
-        run_dir,
-        n_batches=args["n_batches"],
-        batch_size=args["batch_size"],
-        min_count=args["min_count"],
-        seed=args["seed"],
-        mi_clusters=args["mi_clusters"],
-    )
-    ckpt = load_checkpoint(Path(run_dir) / "ckpt.pt")
+        run_dir, n_batches=args["n_batches"], batch_size=args["batch_size"],
+        min_count=args["min_count"], mi_clusters=args["mi_clusters"])
     result.update(iters=ckpt["iter_num"], tokens=ckpt["iter_num"] * ckpt["config"]["batch_size"] *
                   ckpt["config"]["block_size"], val_loss=last_val_loss(run_dir),
                   ood=cea_contribution.ood_losses(run_dir, texts, n_windows=args["ood_windows"]))
@@ -155,8 +95,7 @@ def analyse(run_dir, args, texts):
 
 
 def plot_sweep(rows, vanilla, path):
-    """Figure 6 at CPU scale: the Outer-FFN contribution ratio (TP and MI) and the mean OOD loss
-    against rho."""
+    """Figure 6: the FFN contribution ratios and the mean OOD loss against rho."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -206,13 +145,8 @@ def main(argv):
     for rho in ratios:
         if args["train"]:
             model_args = {**caa_args["model_args"], "outer_ratio": rho}
-            train(
-                root / run_name(rho),
-                args["caa_config"],
-                [*overrides, f"--model_args={model_args}"],
-                args["max_iters"],
-                target,
-            )
+            train(root / run_name(rho), args["caa_config"],
+                  [*overrides, f"--model_args={model_args}"], args["max_iters"], target)
     texts = cea_contribution.ood_texts()
     rows, vanilla = [], None
     for name, rho in [("vanilla", None)] + [(run_name(r), r) for r in ratios]:
@@ -220,25 +154,10 @@ def main(argv):
             print(f"{root / name}: no checkpoint, left out")
             continue
         r = analyse(root / name, args, texts)
-        r.update(
-            name=name,
-            outer_ratio=rho,
-            target=target,
-            reached=r["val_loss"] is not None and r["val_loss"] <= target,
-        )
-        keep = (
-            "name",
-            "outer_ratio",
-            "iters",
-            "tokens",
-            "val_loss",
-            "target",
-            "reached",
-            "ffn_ratio",
-            "mi_ffn_ratio",
-            "ood_loss",
-            "ood",
-        )
+        r.update(name=name, outer_ratio=rho, target=target,
+                 reached=r["val_loss"] is not None and r["val_loss"] <= target)
+        keep = ("name", "outer_ratio", "iters", "tokens", "val_loss", "target", "reached",
+                "ffn_ratio", "mi_ffn_ratio", "ood_loss")
         line = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items() if k in keep}
         line["ood"] = {k: round(v, 4) for k, v in r["ood"].items()}
         print(json.dumps(line))
@@ -251,9 +170,8 @@ def main(argv):
             f.write(json.dumps({k: v for k, v in r.items() if k not in ("kinds",)}) + "\n")
     if rows:
         plot_sweep(rows, vanilla, args["plot"])
-        cea_contribution.plot_contributions(
-            ([vanilla] if vanilla else []) + rows, args["depth_plot"]
-        )
+        cea_contribution.plot_contributions(([vanilla] if vanilla else []) + rows,
+                                            args["depth_plot"])
         print(f"wrote {args['plot']}, {args['depth_plot']} and {root / 'results.jsonl'}")
     return vanilla, rows
 

@@ -27,10 +27,8 @@ PAPER_H768 = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_emb
 
 
 def param_split(model):
-    """Parameters by role: attention (its matrices, without the Inner-FFN/MoE), inner_ffn
-    (Inner-FFN or Inner-MoE), outer_ffn (the FFN sublayer), moe (the baseline's MoE sublayer),
-    active_ffn (FFN-like parameters one token uses: one expert + router), and
-    model.param_counts()'s total / non_embedding. Norm gains are left out of the roles."""
+    """Parameters by role (attention, inner_ffn, outer_ffn, the baseline's moe, active_ffn: the
+    FFN parameters one token uses), norm gains left out; and the total and non_embedding."""
     split = dict(attention=0, inner_ffn=0, outer_ffn=0, moe=0, active_ffn=0)
     for block in model.blocks:
         for name, p in block.named_parameters():

@@ -1,25 +1,18 @@
 """
-Where the parameters of a 113M model go, conventional vs hourglass: the five 113M shapes of
-Table 2 of "Revisiting the Shape Convention of Transformer Language Models" (Liao, Chen, Yi,
-Shiu, 2026), counted by hourglass.py and drawn as stacked bars (attention 4 d^2 L, FFN 3 K d_h d L).
-
-The point of the paper's Table 2 in one picture: at the same budget, the hourglass shapes move
-parameters out of the FFN (K narrow sub-blocks of width d_h) into a wider residual stream d, so
-attention gets a much larger share. The shapes are built on the meta device (no memory, instant).
+Where the parameters of a 113M model go: the five 113M shapes of Table 2 of "Revisiting the Shape
+Convention of Transformer Language Models" (Liao, Chen, Yi, Shiu, 2026, arXiv:2602.06471), counted
+by hourglass.py and drawn as stacked bars (attention 4 d^2 L, FFN 3 K d_h d L): at the same budget
+the hourglass moves parameters out of the FFN into a wider residual stream.
 
     python experiments/hourglass_param_split.py                  # -> docs/hourglass_param_split.png
-    python experiments/hourglass_param_split.py --out=split.png  # somewhere else
-
-`python experiments/hourglass_tables.py` prints the same counts (and every other row of Tables 2
-and 3) as a table.
 """
+
 
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the repo root, for hourglass.py and model.py
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # experiments/, for hourglass_tables.py
+sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
 import matplotlib  # noqa: E402
 
@@ -31,7 +24,6 @@ from hourglass_tables import paper_rows  # noqa: E402
 
 
 def rows_113m():
-    """paper_rows() of the 113M shapes (Table 2), counted by hourglass.py."""
     return [r for r in paper_rows() if r["label"].startswith("113M")]
 
 
@@ -49,6 +41,7 @@ def plot_param_split(rows, path):
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return ax
 
 
 if __name__ == "__main__":

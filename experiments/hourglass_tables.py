@@ -21,7 +21,7 @@ from hourglass import (HourglassConfig, HourglassGPT, match_baseline,  # noqa: E
 from model import meta_device, shape_counts  # noqa: E402
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
 
-# Shapes the paper lists (Tables 2 and 3) with its rounded attention / FFN sizes in millions.
+# the paper's shapes (Tables 2 and 3) and its rounded sizes:
 # (label, d_model, d_h, K, L, n_head, paper attention M, paper FFN M)
 PAPER_ROWS = [
     ("113M conventional (T2, T3)", 768, 3072, 1, 12, 12, 28, 85),

@@ -1,17 +1,11 @@
 """
-Per-layer sizes of the layer-wise scaling variants: a bar chart in the spirit of Figure 3 of
-"Crown, Frame, Reverse: Layer-Wise Scaling Variants for LLM Pre-Training" (Baroian and
-Notebomer, 2025, arXiv:2509.06518), which draws the vanilla / framed / reverse / crown profiles
-schematically.
-
-What it measures: for every shape, the attention and FFN parameters of each layer (norm gains
-included), stacked, with the layer's query-head count written on its bar. The shapes are those
-experiments/lws_tables.py prints as text (lws.py's schedules), built on the meta device (no
-memory, no training), so the chart is exact and instant.
+Per-layer sizes of the layer-wise scaling variants, in the spirit of Figure 3 of "Crown, Frame,
+Reverse: Layer-Wise Scaling Variants for LLM Pre-Training" (Baroian, Notebomer, 2025,
+arXiv:2509.06518): each layer's attention and FFN parameters stacked, its query heads on its bar,
+for the shapes lws_tables.py prints (meta device).
 
     python experiments/lws_layer_sizes.py              # Table 2 -> docs/lws_layer_sizes.png
     python experiments/lws_layer_sizes.py --scale=cpu  # CPU shapes -> docs/lws_layer_sizes_cpu.png
-    python experiments/lws_layer_sizes.py --scale=cpu --out=sizes.png   # somewhere else
 """
 
 import sys

@@ -1,20 +1,14 @@
 """
-The shapes of layer-wise scaling, as tables: the paper's Table 2 reproduced, and our CPU shapes.
-
-Paper: "Crown, Frame, Reverse: Layer-Wise Scaling Variants for LLM Pre-Training", Baroian and
-Notebomer, 2025, arXiv:2509.06518; the schedules are lws.py's. Every model is built on the meta
-device (no memory, no weights), so the tables are exact and instant.
+The shapes of layer-wise scaling as tables: the paper's Table 2 reproduced on the OLMo-2 190M base,
+and our CPU shapes (the isotropic 9-layer baseline and lws.VARIANTS matched to its non-embedding
+count by lws.match_params) with the model_args config/lws_*_shakespeare_char.py use. "Crown, Frame,
+Reverse: Layer-Wise Scaling Variants for LLM Pre-Training" (Baroian, Notebomer, 2025,
+arXiv:2509.06518). Built on the meta device.
 
     python experiments/lws_tables.py               # the seven Table 2 rows next to the paper's
     python experiments/lws_tables.py --scale=cpu   # our five matched CPU shapes, model_args
-
---scale=paper: the seven shapes of Table 2 on the OLMo-2 190M base (PAPER_BASE), each layer's FFN
-width and heads, and our total / non-embedding counts next to the paper's. --scale=cpu: the five
-shapes of the CPU comparison in docs/lws.md: the isotropic 9-layer baseline (CPU_BASELINE, the
-analogue of Baseline 18L) and the four lws.VARIANTS with their FFN multipliers scaled by
-lws.match_params to its non-embedding count (a few seconds), with the model_args that
-config/lws_*_shakespeare_char.py use.
 """
+
 
 import sys
 from pathlib import Path
@@ -25,10 +19,8 @@ from lws import VARIANTS, LWSConfig, LWSGPT, match_params  # noqa: E402
 from model import meta_device  # noqa: E402
 from shapelab.configurator import parse_overrides  # noqa: E402
 
-# The paper's Table 2: (n_layer, fnn_scalar, qkv_scalar, framing, total M, non-embedding M).
-# Base shape: OLMo-2 190M with d = 768, head dim 64, 12 query heads, 4 KV heads (group 3),
-# untied LM head, vocab padded to 50304, QK-norm over the full q and k projections, and
-# OLMo-2's RoPE theta and RMSNorm eps.
+# The paper's Table 2: (n_layer, fnn_scalar, qkv_scalar, framing, total M, non-embedding M), on
+# OLMo-2 190M: untied head, vocab padded to 50304, QK-norm over the full q and k.
 PAPER_BASE = dict(vocab_size=50304, n_embd=768, n_head=12, n_kv_head=4, head_dim=64,
                   qk_norm="full", tie_embeddings=False, rope_theta=500_000.0, norm_eps=1e-6)
 PAPER_TABLE2 = {

@@ -1,29 +1,19 @@
 """
 Does freezing the random lift W_in cost anything? Section 4.3 of "Rethinking the Shape Convention
 of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796): the same hourglass trained with W_in
-frozen at its random init and with W_in learned, from the same seed (so the same initial W_in and
-blocks), optionally at several d_z.
-
-    python experiments/mlp_hourglass_input_proj.py --task=mnist_denoise --num_threads=1
-    python experiments/mlp_hourglass_input_proj.py --latent_dims=1024,2048,4096 --epochs=10
-
-Every train_mlp.py setting works here, plus --variants (default frozen_random,learned; also
-zero_pad or direct: mlp_hourglass.INPUT_PROJECTIONS), --latent_dims (default: --latent_dim alone)
-and --seeds (default: --seed alone). Writes out_dir/ (default out/mlp_compare_input_proj_<task>/):
-compare.csv (one row per d_z x variant x seed: parameters, best validation loss, test PSNR and
-SSIM, and the trivial baseline's - the noisy input's - PSNR and SSIM, with the data source and
-setting), compare.json (the same with the validation curves) and compare_input_proj.png (the
-validation PSNR per epoch for one d_z; test PSNR against d_z for several). Each run trains in its
-own folder under --runs_dir (default: out_dir; out/<name> when out_dir is in results/, so that
-committed results never hold a checkpoint). The same command again goes on where it stopped: a
-finished run gives its results again, a run stopped inside goes on from its checkpoint (exactly),
-the others start; --overwrite=True starts every run again. Ctrl-C or SIGTERM: one line naming the
-run's last checkpoint and the command that goes on.
+frozen at its random init and learned, from the same seed, at one or several d_z.
 
     python experiments/mlp_hourglass_input_proj.py config/mlp_mnist_denoise.py \\
         --dataset=fashion_mnist --epochs=10 --seeds=0,1 --num_threads=1 \\
-        --out_dir=results/mlp_fashion_denoise_input_proj    # the committed full-size comparison
+        --out_dir=results/mlp_fashion_denoise_input_proj    # the committed comparison
+
+Every train_mlp.py setting works here, plus --variants (mlp_hourglass.INPUT_PROJECTIONS),
+--latent_dims and --seeds. Writes compare.csv, compare.json (with the validation curves) and
+compare_input_proj.png to out_dir; each run trains in its own folder under --runs_dir (out/<name>
+for an out_dir in results/: committed results hold no checkpoint), and the same command again
+goes on where it stopped.
 """
+
 
 import json
 import os
@@ -44,6 +34,7 @@ from shapelab.configurator import ConfigError, parse_overrides, usage_error  # n
 from shapelab.dataset import load_images  # noqa: E402
 from shapelab.image_tasks import get_task  # noqa: E402
 
+SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
 OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=(), runs_dir="")
 # settings that say where a run lives, not what it is: left out of the committed results
 WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_only",
@@ -51,7 +42,6 @@ WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_
 
 
 def runs_folder(out_dir, runs_dir):
-    """Where the runs train: --runs_dir, or out_dir, or out/<name> when out_dir is in results/."""
     if runs_dir:
         return runs_dir
     results = ROOT / "results"
@@ -90,24 +80,15 @@ def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
                              "params_total": r["params"]["total"],
                              "params_trainable": r["params"]["trainable"],
                              "best_val_loss": r["best_val_loss"],
-                             "test_psnr_batchmse": r["test"]["psnr_batchmse"],
-                             "test_psnr_per_image": r["test"]["psnr_per_image"],
-                             "test_ssim": r["test"]["ssim"],
+                             **{f"test_{k}": r["test"][k] for k in SCORES},
                              "baseline": r["baseline_name"],
-                             "baseline_psnr_batchmse": r["baseline"]["psnr_batchmse"],
-                             "baseline_psnr_per_image": r["baseline"]["psnr_per_image"],
-                             "baseline_ssim": r["baseline"]["ssim"], "steps": r["steps"],
-                             "train_time_s": round(r["train_time_s"], 1)})
+                             **{f"baseline_{k}": r["baseline"][k] for k in SCORES},
+                             "steps": r["steps"], "train_time_s": round(r["train_time_s"], 1)})
     summary = {"data": source, "dataset": data.dataset, "grid": grid,
                "setting": {k: v for k, v in vars(base).items()
                            if k not in ("input_proj", "latent_dim", "seed", *WHERE)},
                "history": {f"dz{d_z}_{v}_seed{s}": r["history"]
                            for (d_z, v, s), r in results.items()}}
-    if len(latent_dims) == 1 and len(seeds) == 1:  # one d_z, one seed: the variants by name
-        summary.update({v: {"params": r["params"], "test": r["test"],
-                            "baseline": r["baseline"], "best_val_loss": r["best_val_loss"],
-                            "train_time_s": r["train_time_s"]}
-                        for (_, v, _), r in results.items()})
     write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(summary, indent=2))
     train_mlp.write_csv(os.path.join(out_dir, "compare.csv"), grid)
     plot(results, grid, variants, latent_dims, base, source,

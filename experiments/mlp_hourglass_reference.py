@@ -1,31 +1,19 @@
 """
-The reference code's own image-MLP results, read the way its plotting script reads them: the
-paper's comparison - the hourglass with a learned W_in against the conventional MLP behind a
-learned square W_in - on MNIST and ImageNet-32 denoising, from the result files of
-github.com/mtkresearch/Hourglass_LM (hourglass_mlp/rebuttal/2/<data set>/all.json), to stand beside
-our Fashion-MNIST grid. "Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025,
-arXiv:2510.01796), section 4.2.
+The reference code's own image-MLP results (github.com/mtkresearch/Hourglass_LM,
+hourglass_mlp/rebuttal/2/<data set>/all.json), read the way its plot_frontier.py reads them: the
+hourglass with a learned W_in against the conventional MLP behind a learned square W_in on MNIST
+and ImageNet-32 denoising. "Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu,
+2025, arXiv:2510.01796), section 4.2.
 
-The reference's rule (its rebuttal/2/plot_frontier.py): every (shape, rate) is a point at the mean
-of its runs (a metric kept as a curve counts its last value); at each parameter count the best
-point by the plotted metric is kept, and the front is their upper envelope. So a rate is picked on
-the metric it reports - on the test set where test PSNR is plotted (ours picks on validation loss
-and reports test). Its forms were not measured alike: which metric was kept, how many runs stand
-behind a number and which rates were tried differ from form to form, and the output says which.
-
-Two steps. The extract needs a checkout of the reference code and runs once; its output is
-committed, so the reading needs nothing else:
+Its rule: each (shape, rate) is the mean of its runs; each shape keeps its best rate by the plotted
+metric itself (so on the test set where test PSNR is plotted; ours picks on validation loss), and
+the front is their upper envelope. The extract needs a checkout and runs once; the reading needs
+only the committed extract and writes the pages' mlp_reference.* blocks:
 
     python experiments/mlp_hourglass_reference.py --extract=path/to/Hourglass_LM
     python experiments/mlp_hourglass_reference.py results/mlp_reference_points.csv
-
-The extract writes results/mlp_reference_points.csv: one row per (data set, form, shape, rate,
-metric) of the settings the paper plotted, with every run's value. The reading prints, per data
-set, what each form holds, each form's range with every shape at its best rate, each form's front
-and the reference's own gap at every point of its conventional front (its learned-lift hourglass
-staircase there minus it), and writes them into the pages' blocks mlp_reference.table,
-mlp_reference.ranges and mlp_reference.gaps (shapelab/pages.py).
 """
+
 
 import csv
 import io
@@ -45,8 +33,7 @@ from shapelab.pages import pages, write_blocks  # noqa: E402
 
 EXTRACT = ROOT / "results" / "mlp_reference_points.csv"
 RESULTS = "hourglass_mlp/rebuttal/2/{}/all.json"  # inside the reference checkout
-# (data set, its folder, the setting the paper plotted, the metric its comparison is read on: the
-# one every form kept)
+# (data set, its folder, the setting the paper plotted, the metric every form kept)
 DATA_SETS = (("MNIST", "mnist_denoising", "bs128_ep30", "eval_psnr"),
              ("ImageNet-32", "imagenet32_denoising", "bs512_ep2_aug4", "test_psnr"))
 FORMS = {  # the reference's name -> ours
@@ -60,9 +47,6 @@ METRICS = {"eval_psnr": "eval PSNR", "test_psnr": "test PSNR"}
 TABLE_1_SHAPE = (3546, 270, 5)  # the paper's Table 1 ImageNet-32 denoising hourglass
 FIELDS = ("data_set", "setting", "form", "d_z", "d_h", "L", "params", "lr", "metric", "values")
 
-
-# The extract: the reference's result files -> one committed CSV
-
 def parse_shape(latent_hidden):
     """'latent785_hidden4_4_4_4_4' -> (785, 4, 5): d_z, d_h and L (one d_h per block)."""
     match = re.fullmatch(r"latent(\d+)_hidden(\d+(?:_\d+)*)", latent_hidden)
@@ -73,8 +57,8 @@ def parse_shape(latent_hidden):
 
 
 def extract_rows(results, data_set, setting):
-    """The rows of one all.json ({setting: {form_params: {shape: {lr_x: {run: {metrics}}}}}}) for
-    the forms in FORMS at `setting`: one per (form, shape, rate, metric), every run's value."""
+    """One row per (form, shape, rate, metric) of one all.json at `setting`, every run's value
+    (a metric kept as a curve counts its last value)."""
     rows = []
     for config, shapes in sorted(results[setting].items()):
         form, params = config.rsplit("_", 1)
@@ -97,7 +81,6 @@ def extract_rows(results, data_set, setting):
 
 
 def extract(reference, out=EXTRACT):
-    """Reads the reference checkout's result files and writes the committed extract."""
     reference = Path(reference)
     rows = []
     for data_set, folder, setting, _ in DATA_SETS:
@@ -117,11 +100,7 @@ def extract(reference, out=EXTRACT):
     write_atomic(out, text.getvalue())
     print(f"wrote {len(rows)} rows to {out}")
 
-
-# The reading: the committed extract -> what the reference's files say
-
 def read_points(path):
-    """The extract's rows, each with its runs' values, their mean and their count."""
     with open(path) as f:
         rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     for r in rows:
@@ -132,7 +111,6 @@ def read_points(path):
 
 
 def points(rows, data_set, form, metric):
-    """The (shape, rate) points of one form on one metric."""
     return [r for r in rows if (r["data_set"], r["form"], r["metric"]) == (data_set, form, metric)]
 
 
@@ -154,8 +132,7 @@ def best_per_shape(found):
 
 
 def front(found):
-    """The reference's front: the best point at each parameter count, then the upper envelope
-    (each point better than every one with fewer parameters)."""
+    """The upper envelope of each shape at its best rate."""
     out, top = [], -math.inf
     for r in sorted(best_per_shape(found), key=lambda r: (r["params"], -r["mean"])):
         if r["mean"] > top:
@@ -164,25 +141,19 @@ def front(found):
     return out
 
 
-def staircase_at(points_, params):
-    """The front's best point with at most `params` parameters (None if it has none)."""
-    within = [r for r in points_ if r["params"] <= params]
-    return max(within, key=lambda r: r["mean"]) if within else None
-
-
 def reference_gaps(rows, data_set, metric):
-    """At every point of the conventional front: (conventional point, hourglass staircase point
-    or None, gap of the means or None)."""
+    """At every point of the conventional front: (it, the hourglass staircase's point there or
+    None, the gap of the means or None)."""
     hourglass = front(points(rows, data_set, HOURGLASS, metric))
     out = []
     for c in front(points(rows, data_set, CONVENTIONAL, metric)):
-        h = staircase_at(hourglass, c["params"])
+        within = [r for r in hourglass if r["params"] <= c["params"]]
+        h = max(within, key=lambda r: r["mean"]) if within else None
         out.append((c, h, None if h is None else h["mean"] - c["mean"]))
     return out
 
 
 def rates_tried(rows, r):
-    """The rates r's shape was tried at (on r's metric)."""
     return sorted({x["lr"] for x in points(rows, r["data_set"], r["form"], r["metric"])
                    if shape_of(x) == shape_of(r)})
 
@@ -197,7 +168,7 @@ def runs_text(found):
 
 
 def rates_text(found):
-    """The rates, those tried at fewer than half the shapes with how many."""
+    """The rates; those tried at fewer than half the shapes with how many."""
     shapes = len({shape_of(r) for r in found})
     at = defaultdict(set)
     for r in found:
@@ -233,8 +204,7 @@ def table_lines(rows):
 
 
 def range_lines(rows):
-    """Each form's range, every shape at its best rate by the metric itself; the paper's Table 1
-    shape in each form that ran it."""
+    """Each form's range, every shape at its best rate; the paper's Table 1 shape."""
     lines = []
     for data_set, *_ in DATA_SETS:
         parts = []
@@ -266,8 +236,7 @@ def point_text(rows, r):
 
 
 def gap_lines(rows):
-    """Per data set: each form's front and the reference's own gap at every conventional front
-    point, on the metric both forms kept."""
+    """Per data set: each form's front and the gap at every conventional front point."""
     lines = []
     for data_set, _, setting, metric in DATA_SETS:
         for form in (HOURGLASS, CONVENTIONAL):
@@ -288,7 +257,6 @@ def gap_lines(rows):
 
 
 def page_blocks(path):
-    """The blocks the pages quote about the reference's results, from the extract at `path`."""
     rows = read_points(path)
     return {"mlp_reference.table": "\n".join(table_lines(rows)),
             "mlp_reference.ranges": "\n".join(range_lines(rows)),

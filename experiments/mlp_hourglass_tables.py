@@ -1,26 +1,16 @@
 """
-The image-MLP paper's parameter counts, from mlp_hourglass.py's models: every row of its Tables 1
-and 2 and of section 4.3 (total, and trainable with W_in frozen) next to the paper's number, and any
-task's shape by component (W_in, blocks, W_out) with its forward FLOPs (a task's default shape is
-its config/mlp_<task>.py's), and the conditioning of the frozen random W_in (square 784x784, as
-the first full-size sweep gave its conventional models, and the wider hourglass lifts). "Rethinking
-the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796). The counts are
-built on the meta device. The paper's conventional rows count a d_x x d_z W_in too (37.77M).
+The image-MLP paper's parameter counts from mlp_hourglass.py's models (meta device): every row of
+its Tables 1 and 2 and section 4.3 next to the paper's number (its conventional rows count a
+d_x x d_z W_in too), each task's shape by component with its forward FLOPs, the conditioning of
+the frozen random W_in, and a sweep config's FLOPs and time. "Rethinking the Shape Convention of
+an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796).
 
-    python experiments/mlp_hourglass_tables.py          # the paper's rows, each task's shape, the
-                                                        # W_in conditioning
-    python experiments/mlp_hourglass_tables.py --task=mnist_sr --latent_dim=1024 --hidden_dim=64 \\
-        --n_blocks=8                                      # one shape, by component
+    python experiments/mlp_hourglass_tables.py          # the paper's rows, each task's shape
+    python experiments/mlp_hourglass_tables.py --task=mnist_sr --latent_dim=1024 --hidden_dim=64
     python experiments/mlp_hourglass_tables.py --sweep=config/mlp_sweep_imagenet32_denoise.py \\
         [--input_proj=learned] [--tflops=40]              # a sweep's FLOPs and time, per shape
-
-The cost of a sweep config (sweep_cost) is planned before its data is at hand: each shape's
-matmul FLOPs per training step (forward, loss, backward) and per forward pass (train_step_flops,
-checked against torch's FlopCounterMode in the tests), times the steps and evaluations of the
-config's protocol on ImageNet-32's split sizes (or max_train_images), at an assumed rate of
---tflops (fp32 matmuls: the runs' dtype) plus a fixed time per step for everything that is not a
-matmul; both are assumptions, printed with the estimate.
 """
+
 
 import math
 import sys
@@ -31,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 import torch  # noqa: E402
 
 import train_mlp  # noqa: E402
-# noqa: E402
 from mlp_hourglass import ImageMLP, InputProjection, count_params, image_mlp  # noqa: E402
-from shapelab.configurator import (ConfigError, parse_overrides, read_config_file, usage_error)
+from shapelab.configurator import (ConfigError, parse_overrides, read_config_file,  # noqa: E402
+                                   usage_error)
 from shapelab.image_tasks import TASKS, get_task  # noqa: E402
 
 # rows of the paper's Tables 1 / 2 and section 4.3:
@@ -47,7 +37,6 @@ PAPER_PARAM_ROWS = [
 
 
 def param_checks():
-    """One line per paper row: our count of the built model next to the paper's number."""
     lines = ["Parameter checks against the paper (P = d_x d_z + 2 L d_z d_h + d_z d_out):"]
     for name, dx, dout, dz, dh, L, paper_total, paper_trainable in PAPER_PARAM_ROWS:
         shape = "hourglass" if dh < dz else "conventional"
@@ -62,10 +51,8 @@ def param_checks():
 
 
 def lift_conditioning(shapes=((784, 784), (784, 1024), (784, 2048)), seeds=(0, 1)):
-    """The frozen random W_in's conditioning (d_z x d_x, uniform(+-1/sqrt(d_x)) as every run draws
-    it from its seed): its condition number, how many of its singular values are below 5% of the
-    largest, and the smallest. A square lift (d_z = d_x, the first full-size sweep's conventional
-    rows) is ill-conditioned; a wide one (the hourglass's) is not."""
+    """The frozen random W_in's condition number and small singular values, as each seed draws
+    it: a square lift is ill-conditioned, a wide one (the hourglass's) is not."""
     lines = ["Conditioning of the frozen random W_in (its seed = the run's seed):"]
     for d_x, d_z in shapes:
         for seed in seeds:
@@ -78,7 +65,7 @@ def lift_conditioning(shapes=((784, 784), (784, 1024), (784, 2048)), seeds=(0, 1
 
 def shape_table(rows):
     """rows: (task name, d_z, d_h, L, input_proj) -> a markdown table of parameters by component
-    and forward matmul FLOPs per image (2 x multiply-adds)."""
+    and forward FLOPs per image."""
     out = ["| task | shape | d_x | d_z | d_h | L | d_out | W_in | blocks | W_out | total | "
            "trainable | GFLOPs/image |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -95,20 +82,15 @@ def shape_table(rows):
     return "\n".join(out)
 
 
-# ImageNet-32's split sizes as data/imagenet32/prepare.py writes them: the official training set,
-# the official 50k validation set halved into validation and test
+# ImageNet-32's splits as data/imagenet32/prepare.py writes them: the official 50k val halved
 IMAGENET32_SPLITS = {"train": 1_281_167, "val": 25_000, "test": 25_000}
 STEP_OVERHEAD_S = 1e-3  # per step, beside the matmuls: kernel launches, the noise, AdamW (assumed)
 
 
 def train_step_flops(model, batch_size):
-    """(FLOPs of one training step: forward, MSE loss, backward; of one image's forward pass) of
-    an ImageMLP, 2 per multiply-add of its matmuls (the rest is a rounding error). The forward
-    pass multiplies by every matrix; the backward pass computes the weight gradient of every
-    trained matrix and the input gradient of every matmul whose input needs one: never the image,
-    and z_0 only behind a learned W_in (so a frozen or no lift spares the first block's W1 its
-    input gradient). What W_in is, is read from the module (model.input_proj). The tests check
-    this against torch's FlopCounterMode."""
+    """(the matmul FLOPs of a training step, of one image's forward pass). Backward: the weight
+    gradient of every trained matrix, the input gradient never of the image, and of z_0 only
+    behind a learned W_in."""
     w_in = model.lift.weight.numel() if model.lift is not None else 0
     blocks = sum(p.numel() for p in model.blocks.parameters())     # W1, W2 of every block
     w_out = model.out_proj.weight.numel()
@@ -120,11 +102,8 @@ def train_step_flops(model, batch_size):
 
 
 def sweep_cost(path, input_proj=None, tflops=40.0, splits=IMAGENET32_SPLITS):
-    """The FLOPs and the estimated time of a sweep config's runs (config/mlp_sweep_*.py: its
-    shapes, learning_rates, seeds and protocol; input_proj None: the config's), one row per shape.
-    A run trains round(epochs x (n_train x flips // batch)) steps, scores the validation split every
-    eval_interval steps and the test split once; its time is FLOPs / tflops + steps x
-    STEP_OVERHEAD_S. Returns (rows, total FLOPs, total hours, the table as text)."""
+    """The FLOPs and the time of a sweep config's runs at an assumed tflops plus STEP_OVERHEAD_S a
+    step, per shape: (rows, total FLOPs, total hours, the table as text)."""
     s = read_config_file(path)
     task = get_task(s["task"])
     protocol = train_mlp.task_protocol(s["task"])

@@ -1,20 +1,13 @@
 """
-The ><former against the constant width it is parameter-matched to, side by side: per-layer
-shapes, then the average layer width, the stream width D, parameters (total, non-embedding, and
-Appendix A's matched count), forward FLOPs/token (with and without W_end) and KV cache bytes/token,
-with their ratios. Paper: "Variable-Width Transformers", Wu, Sieberling, Tan, Panda, Polyanskiy,
-Kim, 2026, arXiv:2606.18246; the model is variable_width.py. Both models are built on the meta
-device: any size, instantly, no weights.
+The ><former against the constant width it is parameter-matched to: per-layer shapes, widths,
+parameters (with Appendix A's matched count), forward FLOPs/token and KV cache bytes/token, with
+their ratios. "Variable-Width Transformers" (Wu, Sieberling, Tan, Panda, Polyanskiy, Kim, 2026,
+arXiv:2606.18246). Built on the meta device. The defaults are the paper's 200M shape (Table 1);
+`--key=value` sets any variable_width.py or GPT setting, and a train.py config file is read as
+train.py reads it.
 
     python experiments/variable_width_tables.py --n_layer=16 --n_embd=640     # the paper's 200M
     python experiments/variable_width_tables.py config/variable_width_shakespeare_char_x.py
-
-The defaults are the paper's 200M shape (Table 1: L = 16, d = 640, 16 heads, cl100k_base's 100,277
-ids, T = 4096, untied head) with the x schedule. `--key=value` sets a variable_width.py setting
-(width_schedule, bottleneck_layer_ratio, bottleneck_width_ratio, width_multiple, layer_widths,
-expansion, ...) or a GPT one. A train.py config file is read as train.py reads it (its model keys
-and model_args), with its dataset's vocabulary from data/<dataset>/meta.json when prepared.
-docs/variable_width.md shows the 200M table.
 """
 
 import json

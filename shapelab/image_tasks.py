@@ -1,48 +1,26 @@
 """
-The image tasks, degradations and metrics (PSNR, SSIM) of "Rethinking the Shape Convention of an
-MLP" (Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), as this repo runs them; the models that
-solve them are mlp_hourglass.py's, the training loop train_mlp.py.
+The image tasks, degradations and metrics of "Rethinking the Shape Convention of an MLP" (Chen,
+Lee, Liao, Shiu, 2025, arXiv:2510.01796), Table 3: an image in [0, 1] flattened to x (d_x) and a
+target (d_out): a class prototype (mnist_classify), the clean image behind clamp(y + N(0, sigma^2),
+0, 1) noise (*_denoise) or behind bicubic 2x downsampling (*_sr), on MNIST, Fashion-MNIST or
+ImageNet-32. How each is trained is config/mlp_<task>.py's.
 
-The five tasks (the paper's Table 3): an image in [0, 1], flattened to x (d_x), a target (d_out)
-  mnist_classify      28x28 digit -> its class prototype (one training image per class, drawn
-                      with a fixed seed: "generative classification"); also scored by the
-                      nearest prototype's class (ours: the paper scores PSNR only)
-  mnist_denoise       clamp(y + N(0, sigma^2), 0, 1) -> y, 28x28x1 (MNIST or Fashion-MNIST)
-  mnist_sr            bicubic 14x14 -> 28x28 (2x super-resolution)
-  imagenet32_denoise  the same noise on 32x32x3 ImageNet-32 images
-  imagenet32_sr       bicubic 16x16x3 -> 32x32x3
-A Task says what the task is: its data, degradation, target and sizes (samples_png draws a batch
-of it); baseline_prediction is the trivial restorer its model must beat (the noisy input, bicubic
-upsampling, the input image itself). How it is trained (the paper's epochs, batch, flips and
-sigma, our default shape and lr) is written once, in config/mlp_<task>.py, which train_mlp.py
-reads.
-
-The degradations as the reference code makes them: Gaussian noise clamped to [0, 1]; bicubic
-F.interpolate without antialiasing and without a clamp (antialias=True is PIL's resize, a clamp
-to [0, 1] an option of ours); flips as augmentation, x2 = {none, both flips}, x4 = all four.
-
-The metrics. psnr_batchmse is the reference code's convention: the PSNR of each eval batch's
-mean MSE, averaged over batches weighted by their size (so it depends on the eval batch, 128);
-psnr_per_image is the mean of per-image PSNRs. SSIM is torchmetrics' default (Gaussian 11x11,
-sigma 1.5, reflect padding), as the reference code calls it. Every choice the paper leaves open,
-with its source: docs/mlp_hourglass.md.
+As the reference code makes them: bicubic without antialiasing or clamp; flips x2 = {none, both},
+x4 = all four; psnr_batchmse the PSNR of each eval batch's mean MSE, weighted by batch size;
+SSIM torchmetrics' default (Gaussian 11x11, sigma 1.5, reflect padding).
 """
+
 
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from shapelab.configurator import ConfigError  # the one error type for bad settings: one line
-
-# -----------------------------------------------------------------------------
-# Tasks and degradations
+from shapelab.configurator import ConfigError
 
 
 @dataclass(frozen=True)
 class Task:
-    """What a task is: its data, its degradation, its target and their sizes. How it is trained
-    (epochs, batch, flips, sigma, shape, lr): config/mlp_<name>.py, which train_mlp.py reads."""
     name: str
     dataset_kind: str      # "28x28" (MNIST / Fashion-MNIST) or "imagenet32"
     degradation: str       # "none" | "noise" | "bicubic2x"
@@ -80,32 +58,27 @@ def get_task(name):
 
 
 def add_gaussian_noise(clean, sigma, generator=None):
-    """Denoising input: clamp(y + N(0, sigma^2), 0, 1). clean: (B, C, H, W) in [0, 1]."""
+    """clamp(y + N(0, sigma^2), 0, 1) of clean (B, C, H, W) in [0, 1]."""
     noise = torch.randn(clean.shape, generator=generator, device=clean.device, dtype=clean.dtype)
     return (clean + sigma * noise).clamp(0.0, 1.0)
 
 
-def bicubic_downsample(clean, factor=2, antialias=False, clamp=False):
-    """Super-resolution input: (B, C, H, W) -> (B, C, H/f, W/f), bicubic, as the reference code's
-    F.interpolate (antialias=False, no clamp: bicubic overshoots [0, 1] a little near edges).
-    antialias=True (ours) is PIL's resize; clamp=True (ours) clamps the result to [0, 1]."""
+def bicubic_downsample(clean, factor=2, clamp=False):
+    """(B, C, H, W) -> (B, C, H/f, W/f), bicubic: it overshoots [0, 1] near edges unless clamp."""
     b, c, h, w = clean.shape
     if h % factor or w % factor:
         raise ConfigError(f"image size {h}x{w} is not divisible by the SR factor {factor}")
     low = F.interpolate(clean, size=(h // factor, w // factor), mode="bicubic",
-                        antialias=antialias, align_corners=False)
+                        antialias=False, align_corners=False)
     return low.clamp(0.0, 1.0) if clamp else low
 
 
 def bicubic_upsample(low, size):
-    """The classic baseline for super-resolution: plain bicubic upsampling, clamped."""
     return F.interpolate(low, size=size, mode="bicubic", align_corners=False).clamp(0.0, 1.0)
 
 
 def baseline_prediction(task, x):
-    """The trivial restorer's output (BASELINE_NAMES) for a batch of inputs x (B, d_x): the noisy
-    input itself, bicubic upsampling of the low-resolution one, the input image (classification).
-    -> (B, d_out)."""
+    """The trivial restorer's output (B, d_out) for inputs x (B, d_x), as BASELINE_NAMES says."""
     if task.degradation != "bicubic2x":
         return x
     c, h, w = task.image_shape
@@ -118,12 +91,10 @@ FLIP_SETS = {1: (0,), 2: (0, 3), 4: (0, 1, 2, 3)}
 
 
 def flips_of_copies(copies, flips):
-    """The flip of each sample of the enlarged set: copies (B,) in [0, flips) -> codes (B,)."""
     return torch.tensor(FLIP_SETS[flips], device=copies.device)[copies]
 
 
 def flip_images(images, codes):
-    """Flip augmentation. images (B, C, H, W); codes (B,) in {0: none, 1: h, 2: v, 3: h+v}."""
     out = images.clone()
     h = (codes == 1) | (codes == 3)
     v = (codes == 2) | (codes == 3)
@@ -133,9 +104,7 @@ def flip_images(images, codes):
 
 
 def degrade(task, clean, generator, noise_sigma, clamp_sr_input=False):
-    """The network input for a clean image batch (B, C, H, W) -> (B, C, h, w). noise_sigma: the
-    noise tasks' sigma; clamp_sr_input (ours): the SR tasks' low-resolution input clamped to
-    [0, 1] (the others ignore them)."""
+    """The network input for a clean image batch (B, C, H, W)."""
     if task.degradation == "noise":
         return add_gaussian_noise(clean, noise_sigma, generator)
     if task.degradation == "bicubic2x":
@@ -145,8 +114,7 @@ def degrade(task, clean, generator, noise_sigma, clamp_sr_input=False):
 
 def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip_codes=None,
                clamp_sr_input=False):
-    """uint8 images (B, C, H, W) -> (x (B, d_x), target (B, d_out)) as float; the target in
-    [0, 1], the input too except a bicubic one (it overshoots a little unless clamp_sr_input)."""
+    """uint8 images (B, C, H, W) -> (x (B, d_x), target (B, d_out)) as float."""
     clean = images_u8.float() / 255.0                          # (B, C, H, W)
     if flip_codes is not None:
         clean = flip_images(clean, flip_codes)
@@ -156,7 +124,7 @@ def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip
 
 
 def choose_prototypes(images, labels, n_classes=None, seed=42):
-    """Generative classification targets: one randomly chosen training image per class -> (K, D)."""
+    """One seeded random training image per class (K, D): the classification targets."""
     n_classes = n_classes or int(labels.max()) + 1
     g = torch.Generator().manual_seed(seed)
     protos = []
@@ -168,9 +136,9 @@ def choose_prototypes(images, labels, n_classes=None, seed=42):
         protos.append(images[pick].float().flatten() / 255.0)
     return torch.stack(protos)
 
+
 def samples_png(task, x, pred, target, title):
-    """A PNG (bytes) of a batch: rows of inputs (a low-resolution one at full size, nearest),
-    outputs and targets; x (B, d_x), pred and target (B, d_out)."""
+    """A PNG (bytes) of a batch: a row of inputs, outputs and targets."""
     import io
 
     import matplotlib
@@ -183,7 +151,7 @@ def samples_png(task, x, pred, target, title):
     if task.degradation == "bicubic2x":
         shown = F.interpolate(shown.view(n, ch, h // 2, w // 2), size=(h, w)).flatten(1)
     rows = [("input", shown), ("output", pred.float().cpu()), ("target", target.float().cpu())]
-    gap = 2  # white pixels between the images: one picture, not 3n axes (each axes costs ~15 ms)
+    gap = 2  # one picture, not 3n axes: each axes costs ~15 ms
     mosaic = torch.ones(3 * (h + gap) - gap, n * (w + gap) - gap, ch)
     for r, (_, images) in enumerate(rows):
         for j in range(n):
@@ -206,12 +174,9 @@ def samples_png(task, x, pred, target, title):
     plt.close(fig)
     return png.getvalue()
 
-# -----------------------------------------------------------------------------
-# Metrics: PSNR (two conventions) and SSIM (Wang et al. 2004)
-
 
 def psnr_from_mse(mse, data_range=1.0):
-    """PSNR in dB; mse is clamped at 1e-10 so identical images give 100 dB instead of inf."""
+    """PSNR in dB; identical images give 100 dB, not inf."""
     mse = torch.as_tensor(mse, dtype=torch.float64).clamp_min(1e-10)
     return 10.0 * torch.log10(data_range ** 2 / mse)
 
@@ -223,13 +188,8 @@ def gaussian_taps(size=11, sigma=1.5):
 
 
 def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, valid=False):
-    """Mean SSIM per image (Wang et al. 2004), as the reference code computes it: torchmetrics'
-    structural_similarity_index_measure with its defaults - Gaussian 11x11 window, sigma 1.5,
-    the image reflect-padded by 5 so the SSIM map covers every pixel, the map averaged over all
-    of it, variances clamped at 0, and data_range None = the larger value range of x and y in
-    this call. valid=True is ours: no padding, only the windows inside the image (the central
-    18x18 of 28x28; on digits inside a black border it reads ~0.25-0.3 higher).
-    x, y: (B, C, H, W) -> (B,)."""
+    """Mean SSIM per image (B,) of x, y (B, C, H, W), as torchmetrics' defaults; valid=True (ours):
+    only the windows inside the image (~0.25-0.3 higher on digits in a black border)."""
     x, y = x.double(), y.double()
     if min(x.shape[-2:]) < window_size:
         raise ConfigError(f"SSIM window {window_size} is larger than the image "
@@ -239,8 +199,7 @@ def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, val
     if not valid:
         pad = (window_size // 2,) * 4
         x, y = F.pad(x, pad, mode="reflect"), F.pad(y, pad, mode="reflect")
-    # the local Gaussian means of x, y, x^2, y^2 and xy in one pass: the 2-D window is the outer
-    # product of 1-D taps, so a column pass then a row pass (2 x 11 taps, not 11 x 11)
+    # the local means of x, y, x^2, y^2, xy: a separable window, a column pass then a row pass
     maps = torch.cat([x, y, x * x, y * y, x * y], dim=1)
     taps = gaussian_taps(window_size, sigma).to(x)
     n = maps.size(1)
@@ -256,8 +215,7 @@ def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, val
 
 
 class MetricAccumulator:
-    """Collects per-batch results; psnr_batchmse = reference convention, psnr_per_image = mean of
-    per-image PSNRs; loss = mean squared error over all pixels."""
+    """Per-batch results summed: loss (the MSE over all pixels), both PSNRs, SSIM, accuracy."""
 
     def __init__(self):
         self.n, self.sq_err, self.psnr_batch_sum, self.psnr_image_sum = 0, 0.0, 0.0, 0.0

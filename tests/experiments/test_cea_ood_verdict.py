@@ -1,7 +1,5 @@
-"""experiments/cea_ood_verdict.py: CEA against FFN-Wider out of distribution, along each run's
-trajectory at equal in-domain loss, paired by seed. On made-up records whose answer is known: the
-alignment, the interval and its words, which runs take part, and the report when no run has a
-trajectory yet."""
+"""experiments/cea_ood_verdict.py on made-up records whose answer is known: the alignment at equal
+in-domain loss, the paired t interval and its words, which runs take part, the report."""
 
 import csv
 import json
@@ -30,12 +28,10 @@ def curve(shift, ood_of_val):
 
 def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, rates=(8e-3, 4e-3),
             verdict_seeds=SEEDS[1:]):
-    """A record_dir: results.json choosing 8e-3 for both shapes with seeds SEEDS (the first
-    selects), and runs of FFN-Wider and CEA at every seed whose OOD loss is 1 + 0.5 val (+ c for
-    CEA, + the seed's noise). The in-domain losses differ between the shapes and seeds, so only
-    an alignment at equal in-domain loss finds c. The selection seed's runs and the runs at
-    another rate have a CEA difference of +1: they must take no part. verdict_seeds: the seeds
-    the comparison's verdict is over (fewer than SEEDS[1:]: an interim report)."""
+    """A record_dir choosing 8e-3 for both shapes: runs whose OOD loss is 1 + 0.5 val (+ c + the
+    seed's noise for CEA) at in-domain losses that differ between shapes and seeds, so only an
+    alignment at equal in-domain loss finds c; the selection seed's runs and those at another
+    rate are off by +1 and must take no part."""
     folder = tmp_path / "records"
     (folder / "runs").mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps(dict(
@@ -101,53 +97,27 @@ def test_paired_differences_at_equal_in_domain_loss_with_a_t_interval(tmp_path):
     assert cea_ood_verdict.words(dict(wide, lo=0.002), 1.8).startswith("CEA higher OOD loss by")
 
 
-def test_the_report_csv_and_figure(tmp_path):
-    folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.001, -0.003))
-    out = tmp_path / "report" / "cea_ood"
-    done = run_here("experiments/cea_ood_verdict.py", folder, f"--out={out}", "--levels=1.8,1.9")
+def test_the_report_goes_beside_the_runs_it_reads_over_its_verdicts_seeds(tmp_path):
+    """An interim comparison (the verdict over 1338-1339; 1340 and 1341 recorded, off by +0.5)
+    is read over its verdict's seeds, not every seed with a run."""
+    folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.5, 0.5), verdict_seeds=SEEDS[1:3])
+    done = run_here("experiments/cea_ood_verdict.py", folder)
     assert done.returncode == 0, done.stdout + done.stderr
-    report = (tmp_path / "report" / "cea_ood.md").read_text()
-    assert "**At in-domain loss 1.800 (the first of --levels), CEA's OOD loss minus " \
-           "FFN-Wider's over 4 seeds: -0.0500 [" in report
-    assert ": CEA lower OOD loss by 0.0500 [" in report and "seed 1337 chose the rates" in report
-    assert "science `" + "ab" * 32 + "`" in report and "as the runs recorded them" in report
-    with open(tmp_path / "report" / "cea_ood.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 8 and {r["seed"] for r in rows} == {str(s) for s in SEEDS[1:]}
-    assert all(abs(float(r["cea_minus_ffn_wider"]) + 0.05) < 0.005 for r in rows)
-    assert (tmp_path / "report" / "cea_ood.png").stat().st_size > 10_000
+    report = (folder / "cea_ood.md").read_text()
+    assert "the verdict seeds 1338, 1339 (seed 1337 chose the rates" in report
+    assert "CEA's OOD loss minus FFN-Wider's over 2 seeds: -0.0490 [" in report
+    assert "science `" + "ab" * 32 + "`" in report
+    with open(folder / "cea_ood.csv") as f:
+        assert {r["seed"] for r in csv.DictReader(f)} == {"1338", "1339"}
+    assert (folder / "cea_ood.png").stat().st_size > 10_000
 
 
 def test_without_trajectories_the_report_says_so_and_how_to_get_them(tmp_path):
     rates = {"FFN-Wider": 8e-3, "CEA": 8e-3}
-    folder = records(tmp_path, -0.05, with_ood=False)
-    runs = cea_ood_verdict.runs_at(folder, rates, [*SEEDS[1:]])
-    analysis = cea_ood_verdict.analyse(runs, [*SEEDS[1:]])
-    text = cea_ood_verdict.report(analysis, rates, 1337, [*SEEDS[1:]], "texts", "cmd")
-    assert ("**No OOD trajectory yet: 0 verdict seed(s) have OOD loss along the runs of both "
-            "shapes (2 needed; FFN-Wider: 4 run(s) recorded, 0 with one") in text
+    runs = cea_ood_verdict.runs_at(records(tmp_path, -0.05, with_ood=False), rates, [1338])
+    one = {**runs, **cea_ood_verdict.runs_at(records(tmp_path / "ood", -0.05), rates, [1339])}
+    text = cea_ood_verdict.report(cea_ood_verdict.analyse(one, [*SEEDS[1:]]), rates, 1337,
+                                  [*SEEDS[1:]], "texts", "cmd")
+    assert ("**No OOD trajectory yet: 1 verdict seed(s) have OOD loss along the runs of both "
+            "shapes (2 needed; FFN-Wider: 2 run(s) recorded, 1 with one") in text
     assert "`python compare.py config/compare_verdict_cpu.py`" in text
-    one = {**runs, **cea_ood_verdict.runs_at(records(tmp_path / "ood", -0.05), rates, [1338])}
-    assert cea_ood_verdict.analyse(one, [*SEEDS[1:]])["seeds"] == [1338]  # one seed: no interval
-    assert "No OOD trajectory yet: 1 verdict seed(s)" in cea_ood_verdict.report(
-        cea_ood_verdict.analyse(one, [*SEEDS[1:]]), rates, 1337, [*SEEDS[1:]], "texts", "cmd")
-
-
-def test_the_report_goes_beside_the_runs_it_reads(tmp_path):
-    folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.001, -0.003))
-    cea_ood_verdict.main([str(folder), "--levels=1.8"])
-    assert "CEA lower OOD loss by 0.0500" in (folder / "cea_ood.md").read_text()
-    assert (folder / "cea_ood.csv").exists() and (folder / "cea_ood.png").exists()
-
-
-def test_an_interim_comparison_is_read_over_the_seeds_its_verdict_is_over(tmp_path):
-    """A report over fewer seeds than planned (the verdict over 1338-1339; runs of 1340 and 1341
-    recorded for these two shapes, not yet for every shape): the analysis reads the verdict's
-    seeds, not every seed with a run."""
-    folder = records(tmp_path, -0.05, (0.0, 0.004, -0.002, 0.5, 0.5), verdict_seeds=SEEDS[1:3])
-    rates, first, verdict_seeds, _ = cea_ood_verdict.comparison(folder)
-    assert verdict_seeds == [1338, 1339]
-    cea_ood_verdict.main([str(folder), "--levels=1.8"])
-    report = (folder / "cea_ood.md").read_text()
-    assert "the verdict seeds 1338, 1339 (seed 1337" in report and "over 2 seeds: -0.0490 [" in (
-        report)

@@ -1,5 +1,6 @@
-"""experiments/lws_tables.py: every row of the paper's Table 2 (shapes and counts), the 180M and
-CPU config files, the CPU shapes matched to their baseline, and the command line."""
+"""experiments/lws_tables.py and lws_layer_sizes.py: every row of the paper's Table 2 (shapes and
+counts), the 180M and CPU config files, the CPU shapes matched to their baseline, the per-layer
+bar chart, the command lines."""
 
 import importlib.util
 import runpy
@@ -15,9 +16,11 @@ from shapelab.configurator import parse_overrides
 from shapes import build_model, train_defaults
 
 SCRIPT = ROOT / "experiments" / "lws_tables.py"
-spec = importlib.util.spec_from_file_location("lws_tables", SCRIPT)
-tables = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tables)
+SIZES = ROOT / "experiments" / "lws_layer_sizes.py"
+spec = importlib.util.spec_from_file_location("lws_layer_sizes", SIZES)
+lws_layer_sizes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lws_layer_sizes)
+tables = lws_layer_sizes.lws_tables
 
 FRAMED_18L_FFN = [3072, 512, 768, 1024, 1024, 1280, 1280, 1536, 1536, 1792, 2048, 2048, 2304,
                   2560, 2560, 2816, 2816, 3072]
@@ -32,60 +35,39 @@ def cpu_shapes():
     return tables.cpu_shapes()  # runs match_params for the four variants: once
 
 
-def test_the_variants_are_the_papers_18_layer_rows():
-    rows = ("Vanilla LWS 18L", "Framed LWS", "Reverse LWS", "Crown LWS")
-    for (name, schedule), row in zip(lws.VARIANTS.items(), rows, strict=True):
-        n_layer, fnn, qkv, framed, _, _ = tables.PAPER_TABLE2[row]
-        assert n_layer == 18 and schedule == dict(ffn_scalars=fnn, qkv_scalars=qkv, framed=framed)
-
-
 @pytest.mark.parametrize("row", list(tables.PAPER_TABLE2))
-def test_parameter_counts_equal_table_2(row):
-    total, non_embedding = tables.PAPER_TABLE2[row][4:]
-    c = paper_model(row).param_counts()
-    assert round(c["total"] / 1e6, 1) == total
-    assert round(c["non_embedding"] / 1e6, 1) == non_embedding
+def test_parameter_counts_equal_table_2_on_the_olmo2_base(row):
+    n_layer, fnn, qkv, framed, total, non_embedding = tables.PAPER_TABLE2[row]
+    assert tables.paper_shapes()[row] == {**tables.PAPER_BASE, "block_size": 1024,
+                                          "n_layer": n_layer, "ffn_scalars": fnn,
+                                          "qkv_scalars": qkv, "framed": framed}
+    model = paper_model(row)
+    assert next(model.parameters()).is_meta  # built without memory
+    c = model.param_counts()
+    assert (round(c["total"] / 1e6, 1), round(c["non_embedding"] / 1e6, 1)) == (
+        total, non_embedding)
+    assert c["lm_head"] == 50304 * 768  # untied head
+    variant = {"Vanilla LWS 18L": "vanilla", "Framed LWS": "framed", "Reverse LWS": "reverse",
+               "Crown LWS": "crown"}.get(row)
+    if variant:  # lws.py's variants are the paper's 18-layer rows
+        assert lws.VARIANTS[variant] == dict(ffn_scalars=fnn, qkv_scalars=qkv, framed=framed)
 
 
-def test_baseline_12l_and_framed_totals_equal_table_2_with_an_untied_head():
-    base = paper_model("Baseline 12L").param_counts()
-    framed = paper_model("Framed LWS").param_counts()
-    assert (round(base["total"] / 1e6, 1), round(base["non_embedding"] / 1e6, 1)) == (181.1, 142.5)
-    assert (round(framed["total"] / 1e6, 1), round(framed["non_embedding"] / 1e6, 1)) == (
-        179.4, 140.7)
-    assert base["embedding"] == 50304 * 768 and base["lm_head"] == 50304 * 768  # untied head
-
-
-def test_paper_shapes_are_table_2_on_the_olmo2_base():
-    shapes = tables.paper_shapes()
-    assert list(shapes) == list(tables.PAPER_TABLE2)
-    for name, shape in shapes.items():
-        n_layer, fnn, qkv, framed, _, _ = tables.PAPER_TABLE2[name]
-        assert shape == {**tables.PAPER_BASE, "block_size": 1024, "n_layer": n_layer,
-                         "ffn_scalars": fnn, "qkv_scalars": qkv, "framed": framed}
-    assert next(paper_model("Crown LWS").parameters()).is_meta  # built without memory
-
-
-def test_command_line_prints_every_table_2_row_next_to_the_paper(monkeypatch, capsys):
+def test_command_line_prints_table_2_beside_the_paper_and_the_cpu_model_args(monkeypatch, capsys,
+                                                                            cpu_shapes):
     monkeypatch.setattr(sys, "argv", ["lws_tables.py"])
     runpy.run_path(str(SCRIPT), run_name="__main__")
     out = capsys.readouterr().out
     for name, (n_layer, _, _, _, total, non_embedding) in tables.PAPER_TABLE2.items():
-        assert f"{name}: {n_layer} layers" in out
-        ours = f"params: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
-        paper = f"paper Table 2: total {total:.1f}M, non-embedding {non_embedding:.1f}M"
-        assert ours in out and paper in out, name
+        assert (f"params: total {total:.1f}M, non-embedding {non_embedding:.1f}M" in out
+                and f"paper Table 2: total {total:.1f}M, non-embedding {non_embedding:.1f}M" in out)
     assert "FFN widths: " + str(FRAMED_18L_FFN) in out
-
-
-def test_command_line_prints_the_cpu_shapes_with_their_model_args(monkeypatch, capsys, cpu_shapes):
     monkeypatch.setattr(sys, "argv", ["lws_tables.py", "--scale=cpu"])
     runpy.run_path(str(SCRIPT), run_name="__main__")
     out = capsys.readouterr().out
-    for name, shape in cpu_shapes.items():
-        assert f"{name}: {shape['n_layer']} layers" in out
-        assert (f"'ffn_scalars': {shape['ffn_scalars']}, 'qkv_scalars': {shape['qkv_scalars']}, "
-                f"'framed': {shape['framed']}, 'ffn_multiple': 32") in out
+    assert all(f"'ffn_scalars': {shape['ffn_scalars']}, 'qkv_scalars': {shape['qkv_scalars']}, "
+               f"'framed': {shape['framed']}, 'ffn_multiple': 32" in out
+               for shape in cpu_shapes.values())
     monkeypatch.setattr(sys, "argv", ["lws_tables.py", "--scale=gpu"])
     with pytest.raises(SystemExit, match="use paper or cpu"):
         runpy.run_path(str(SCRIPT), run_name="__main__")
@@ -128,3 +110,47 @@ def test_paper_scale_configs_build_table_2_on_the_olmo2_base(row, name):
     c = model.param_counts()
     assert (round(c["total"] / 1e6, 1), round(c["non_embedding"] / 1e6, 1)) == tuple(
         tables.PAPER_TABLE2[row][4:])
+
+
+def test_layer_params_are_each_layers_attention_and_ffn_with_their_norms():
+    model = tables.build(tables.paper_shapes()["Crown LWS"])  # on the meta device
+    d = model.config.n_embd
+    sizes = lws_layer_sizes.layer_params(model)
+    assert len(sizes) == 18
+    for (attention, ffn), s in zip(sizes, model.config.layers):
+        q, kv = s.n_head * s.head_dim, s.n_kv_head * s.head_dim
+        # q, k, v, o + pre-norm + full QK-norm gains
+        assert attention == d * (q + 2 * kv) + q * d + d + q + kv
+        assert ffn == 3 * d * s.ffn_hidden + d  # SwiGLU + pre-norm
+    counts = model.param_counts()
+    in_blocks = counts["attention"] + counts["ffn"] + counts["norms"] - d  # - final norm
+    assert sum(a + f for a, f in sizes) == in_blocks
+
+
+def test_the_chart_has_one_panel_per_shape_with_its_layers_bars(tmp_path, monkeypatch, capsys,
+                                                                 cpu_shapes):
+    import matplotlib.pyplot as plt
+    close, figures = plt.close, []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
+    models = {name: tables.build(kwargs) for name, kwargs in cpu_shapes.items()}
+    assert list(models) == ["baseline", "vanilla", "framed", "reverse", "crown"]
+    assert [s.ffn_hidden for s in models["crown"].config.layers] == [
+        512, 128, 224, 288, 384, 288, 224, 128, 512]
+    lws_layer_sizes.plot_layer_sizes(models, tmp_path / "sizes.png", "title")
+    (fig,) = figures
+    axes = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in axes] == list(models)
+    for ax, model in zip(axes, models.values()):
+        n_layer = len(model.config.layers)
+        attention, ffn = zip(*[(a / 1e6, f / 1e6) for a, f in lws_layer_sizes.layer_params(model)])
+        assert [b.get_height() for b in ax.patches] == pytest.approx(attention + ffn)
+        assert [b.get_y() for b in ax.patches[n_layer:]] == pytest.approx(attention)  # stacked
+        assert [t.get_text() for t in ax.texts] == [str(s.n_head) for s in model.config.layers]
+    close(fig)
+    out = tmp_path / "paper.png"  # the default scale: the paper's
+    monkeypatch.setattr(sys, "argv", ["lws_layer_sizes.py", f"--out={out}"])
+    runpy.run_path(str(SIZES), run_name="__main__")
+    assert out.stat().st_size > 10_000 and f"saved {out}" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["lws_layer_sizes.py", "--scale=gpu"])
+    with pytest.raises(SystemExit, match="use paper or cpu"):
+        runpy.run_path(str(SIZES), run_name="__main__")

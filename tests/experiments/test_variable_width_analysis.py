@@ -1,5 +1,6 @@
-"""experiments/variable_width_analysis.py: matrix entropy (eq. 2), the logit lens (sec. 4.3), and
-the command that writes both plots from checkpoints."""
+"""experiments/variable_width_analysis.py and variable_width_tables.py: matrix entropy (eq. 2),
+the logit lens (sec. 4.3), the MLP activation statistics, the command that writes the plots from
+checkpoints; the ><former against its constant width (Appendix A's solver, parameters, KV cache)."""
 
 import importlib.util
 
@@ -15,6 +16,11 @@ SCRIPT = ROOT / "experiments" / "variable_width_analysis.py"
 spec = importlib.util.spec_from_file_location("variable_width_analysis", SCRIPT)
 analysis = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(analysis)
+TABLES = ROOT / "experiments" / "variable_width_tables.py"
+spec = importlib.util.spec_from_file_location("variable_width_tables", TABLES)
+tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tables)
+PAPER_200M = [1152, 960, 832, 704, 608, 512, 448, 352, 320, 256, 224, 192, 288, 480, 736, 1152]
 
 
 def tiny_vw(widths):
@@ -30,63 +36,22 @@ def test_normalized_matrix_entropy_is_one_for_even_directions_and_zero_for_rank_
     assert 0 < analysis.normalized_matrix_entropy(skewed) < 1
 
 
-def test_matrix_entropy_and_logit_lens_have_one_value_per_layer():
-    model = tiny_vw([64, 32, 48, 64])
-    batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16))) for _ in range(2)]
-    entropy = analysis.matrix_entropy_per_layer(model, batches)
-    lens = analysis.logit_lens(model, batches)
-    assert len(entropy) == 5 and all(0 <= e <= 1 for e in entropy)
-    assert len(lens["target_logprob"]) == 5 and lens["sym_kl"][0] == 0
-    assert all(k > 0 for k in lens["sym_kl"][1:])
-    assert len(analysis.mlp_activation_stats(model, batches)) == 4  # one per layer, none at layer 0
-    widths = [s.shape[-1] for s in analysis.hidden_states(model, batches[0][0])]
-    assert widths == [64] * 5  # the whole wide stream
-
-
 @pytest.mark.parametrize("kind", ["x_former", "plain_gpt"])
-def test_last_layer_of_the_logit_lens_is_the_model_itself(kind):
-    model = tiny_vw([64, 32, 48, 64]) if kind == "x_former" else GPT(tiny_config())
-    batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16)))]
-    idx, targets = batches[0]
-    logp = torch.log_softmax(all_logits(model.eval(), idx), -1)
-    final = analysis.logit_lens(model, batches)["target_logprob"][-1]
-    assert abs(final - logp.gather(-1, targets.unsqueeze(-1)).mean().item()) < 1e-5
-
-
-def all_at_once_logit_lens(model, batches):
-    """The logit lens without streaming: every layer's (B, T, V) log-probs held at once."""
-    sums = None
-    with torch.no_grad():
-        for idx, targets in batches:
-            logps = [torch.log_softmax(analysis.decode(model, s).float(), dim=-1)
-                     for s in analysis.hidden_states(model, idx)]
-            rows = []
-            for l, lp in enumerate(logps):
-                kl = 0.0
-                if l > 0:
-                    q = logps[l - 1]
-                    kl = 0.5 * ((lp.exp() * (lp - q)).sum(-1)
-                                + (q.exp() * (q - lp)).sum(-1)).mean().item()
-                rows.append((lp.gather(-1, targets.unsqueeze(-1)).mean().item(),
-                             -(lp.exp() * lp).sum(-1).mean().item(), kl))
-            sums = rows if sums is None else [tuple(a + b for a, b in zip(r, s))
-                                              for r, s in zip(rows, sums)]
-    n = len(batches)
-    return dict(target_logprob=[r[0] / n for r in sums], entropy=[r[1] / n for r in sums],
-                sym_kl=[r[2] / n for r in sums])
-
-
-def test_streamed_logit_lens_equals_the_all_at_once_one():
-    torch.manual_seed(0)
-    model = tiny_vw([64, 32, 48, 64]).eval()
-    batches = [(torch.randint(50, (2, 16)), torch.randint(50, (2, 16))) for _ in range(3)]
-    streamed = analysis.logit_lens(model, batches, device="cpu")
-    assert streamed == all_at_once_logit_lens(model, batches)
+def test_a_value_per_layer_and_the_lens_last_layer_is_the_model_itself(kind):
+    model = (tiny_vw([64, 32, 48, 64]) if kind == "x_former" else GPT(tiny_config())).eval()
+    idx, targets = torch.randint(50, (2, 16)), torch.randint(50, (2, 16))
+    lens = analysis.logit_lens(model, [(idx, targets)])
+    entropy = analysis.matrix_entropy_per_layer(model, [(idx, targets)])
+    assert len(entropy) == len(lens["sym_kl"]) == len(model.blocks) + 1
+    assert all(0 <= e <= 1 for e in entropy) and lens["sym_kl"][0] == 0
+    logp = torch.log_softmax(all_logits(model, idx), -1)
+    assert lens["target_logprob"][-1] == pytest.approx(
+        logp.gather(-1, targets.unsqueeze(-1)).mean().item(), abs=1e-5)
+    if kind == "x_former":  # the whole wide stream
+        assert [s.shape[-1] for s in analysis.hidden_states(model, idx)] == [64] * 5
 
 
 def test_mlp_activation_stats_match_a_hand_computation():
-    """Density, utilisation and the participation ratio from the hooks equal the same numbers
-    computed from activations captured by hand; N_eff lies in [1, dims]."""
     torch.manual_seed(0)
     model = tiny_vw([64, 32, 48, 64]).eval()
     with torch.no_grad():
@@ -124,22 +89,39 @@ def save_tiny_runs(tmp_path):
     return [str(tmp_path / name) for name in runs]
 
 
-def test_analyze_checkpoints_saves_both_plots(tmp_path, char_dataset):
-    out_dirs = save_tiny_runs(tmp_path)
-    results = analysis.analyze_checkpoints(out_dirs, char_dataset, n_batches=1, batch_size=2,
-                                           png_prefix=str(tmp_path / "vw"))
-    assert (tmp_path / "vw_entropy.png").stat().st_size > 0
-    assert (tmp_path / "vw_logit_lens.png").stat().st_size > 0
-    assert (tmp_path / "vw_mlp.png").stat().st_size > 0
-    assert all(len(r["matrix_entropy"]) == 4 and len(r["entropy"]) == 4 for r in results.values())
-
-
 def test_command_line_prints_the_numbers_and_writes_the_plots(tmp_path, char_dataset):
     out_dirs = save_tiny_runs(tmp_path)
     result = run_here(SCRIPT, f"--out_dirs={','.join(out_dirs)}", f"--data_dir={char_dataset}",
                       "--n_batches=1", "--batch_size=2", f"--png_prefix={tmp_path / 'cli'}")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("matrix_entropy") == 2 and "sym_kl" in result.stdout
-    assert (tmp_path / "cli_entropy.png").is_file() and (tmp_path / "cli_logit_lens.png").is_file()
+    assert all((tmp_path / f"cli_{kind}.png").stat().st_size > 0
+               for kind in ("entropy", "logit_lens", "mlp"))
     bad = run_here(SCRIPT, "--out_dir=x")
     assert bad.returncode != 0 and "out_dirs" in bad.stderr  # a typo names the right key
+
+
+def test_command_line_prints_the_200m_table_against_the_constant_width():
+    result = run_here(TABLES, "--n_layer=16", "--n_embd=640")
+    assert result.returncode == 0, result.stderr
+    assert f"widths: {PAPER_200M}" in result.stdout and "endpoint width 1146.80" in result.stdout
+    kv_row = next(line for line in result.stdout.splitlines()
+                  if line.startswith("KV cache bytes/token"))
+    assert kv_row.split()[-3:] == ["36,864.0", "40,960.0", "0.9000"]
+    matched = next(line for line in result.stdout.splitlines() if line.startswith("matched params"))
+    assert matched.split()[-1] == "1.0028"  # Appendix A's match, within 0.3%
+    with pytest.raises(ValueError, match="width_schedule"):
+        tables.report(tables.read_args(["--width_schedule=hourglass"]))
+
+
+def test_a_train_config_file_gives_its_cpu_shapes(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.json").write_text('{"vocab_size": 84}')
+    args = tables.read_args([str(ROOT / "config" / "variable_width_shakespeare_char_x.py"),
+                             f"--data_dir={data}"])
+    assert args["vocab_size"] == 84 and args["width_multiple"] == 8
+    text = tables.report(args)
+    assert "widths: [200, 112, 64, 40, 88, 200]" in text
+    kv_row = next(line for line in text.splitlines() if line.startswith("KV cache bytes/token"))
+    assert kv_row.split()[-1] == f"{sum([200, 112, 64, 40, 88, 200]) / (6 * 128):.4f}"  # 0.9167
