@@ -1,23 +1,18 @@
 """
-All speed measurement: tokens/s and MFU of a training step, and tokens/s of generation with and
-without the KV cache, each shape as a ratio to the first one (the plain GPT) in the same run.
+All speed measurement: tokens/s and MFU of a training step, and decode tokens/s with and without
+the KV cache, each shape as a ratio to the first one (the plain GPT) in the same run.
 
-    python bench.py                                   # every shape of the CPU preset at the
-                                                      # GPT's budget, eager/compiled x bf16/fp32
+    python bench.py                                   # every shape of the CPU preset
     python bench.py --modes=eager --dtypes=bfloat16   # one column
     python bench.py --preset=gpu --batch_size=16      # the GPU preset's shapes
     python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py
     python bench.py --generate --dtypes=float32       # decoding, cached and uncached
 
-Options: --batch_size, --steps, --rounds, --modes, --dtypes (auto: the device's native bf16 or
-fp16, and fp32), --device, --threads, --vocab_size (0: the dataset's), --prompt_tokens,
---new_tokens (0: fill the context), --json=path (the rows as JSON too).
-
-The models alternate for `rounds` rounds, so that a machine getting busier slows all alike; each
-keeps its best round, the median of its steps after warm-up. MFU = 3 x forward FLOPs per token x
-tokens/s / peak: a GPU's datasheet bf16 peak, or a CPU's matmul speed measured in this run. A
-shape out of GPU memory is OOM in its cells. Generation (batch 1, greedy) also checks that the KV
-cache holds the bytes per token model.kv_cache_bytes_per_token() counts: else it exits 1.
+Options: OPTIONS below, and --batch_size; --dtypes=auto is the device's native bf16 or fp16, and
+fp32. The models take turns for `rounds` rounds, so a machine that gets busier slows all alike,
+and each keeps its best round. MFU = 3 x forward FLOPs per token x tokens/s / the peak: a GPU's
+datasheet bf16 figure, a CPU's matmul speed measured in this run. Generation exits 1 where the KV
+cache holds other bytes per token than model.kv_cache_bytes_per_token() counts.
 """
 
 import json
@@ -36,14 +31,15 @@ from shapelab.hardware import (auto_dtype, autocast, machine_name, peak_flops, p
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, build_model, dataset_vocab_size,
                     matched_shapes, model_keys, preset_settings, select_models, train_defaults)
 
+# vocab_size 0: the dataset's; threads 0: torch's; new_tokens 0: fill the context; json: a path
 OPTIONS = dict(vocab_size=0, steps=5, rounds=2, device="auto", dtypes="auto",
                modes="eager,compiled", threads=0, generate=False, prompt_tokens=16, new_tokens=0,
                json="")
 
 
 def best_of_rounds(runners, rounds):
-    """{name: the least seconds runner(first_round) took in `rounds` rounds}, the runners taking
-    turns; one out of GPU memory is dropped, its memory freed, and the others go on."""
+    """{name: the least seconds runner(first_round) took}, the runners taking turns; one out of GPU
+    memory is dropped and the others go on."""
     best = {}
     for round_ in range(rounds):
         for name, runner in list(runners.items()):
@@ -62,16 +58,16 @@ def best_of_rounds(runners, rounds):
 
 
 def training_step(model, batch_size, args, device, dtype, steps):
-    """A runner: the median seconds of `steps` optimizer steps (forward, backward, AdamW) on
-    random tokens, after 3 untimed steps in the first round (1 later)."""
+    """A runner: the median seconds of an optimizer step on random tokens, after untimed ones."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x, y = torch.randint(args["vocab_size"], (2, batch_size, args["block_size"]), device=device)
+    context = autocast(device.split(":")[0], dtype)
 
     def runner(first):
         seconds = []
         for _ in range((3 if first else 1) + steps):
             start = time.perf_counter()
-            with autocast(device.split(":")[0], dtype):
+            with context:
                 loss = model(x, y)[1]
             loss.backward()
             optimizer.step()
@@ -82,9 +78,17 @@ def training_step(model, batch_size, args, device, dtype, steps):
     return runner
 
 
+def add_ratios(rows, key):
+    """Each row's `ratio`: its key over the first row's that has one."""
+    first = next((r[key] for r in rows if r[key]), None)
+    for r in rows:
+        r["ratio"] = r[key] and r[key] / first
+    return rows
+
+
 def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=2):
     """(rows, what MFU is against): a row per (shape, mode, dtype) with ms_per_iter, tokens_per_s,
-    mfu and ratio (tokens/s over the first timed shape's); a shape out of memory has oom=True."""
+    ratio and mfu; one out of memory has oom=True and None for its figures."""
     set_fp32_matmul_precision(device.split(":")[0])
     peak, peak_note = peak_flops(device.split(":")[0])
     # one compiled graph per model and dtype, all sharing GPT.forward
@@ -99,24 +103,22 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=
                 flops[name] = 3 * model.flops_per_token(args["block_size"])  # forward + backward
                 runners[name] = training_step(torch.compile(model) if mode == "compiled" else model,
                                               batch_size, args, device, dtype, steps)
-            best, first = best_of_rounds(runners, rounds), None
+            best, group = best_of_rounds(runners, rounds), []
             for name, (model_type, args) in shapes.items():
-                row = dict(model=name, mode=mode, dtype=str(dtype)[6:], oom=name not in best,
-                           ms_per_iter=None, tokens_per_s=None, ratio=None, mfu=None)
-                if name in best:
-                    tokens_per_s = batch_size * args["block_size"] / best[name]
-                    first = first or tokens_per_s
-                    row.update(ms_per_iter=1000 * best[name], tokens_per_s=tokens_per_s,
-                               ratio=tokens_per_s / first,
-                               mfu=flops[name] * tokens_per_s / peak if peak else None)
-                rows.append(row)
+                seconds = best.get(name)  # None: out of memory, and so every figure
+                tokens_per_s = seconds and batch_size * args["block_size"] / seconds
+                group.append(dict(
+                    model=name, mode=mode, dtype=str(dtype)[6:], oom=seconds is None,
+                    ms_per_iter=seconds and 1000 * seconds, tokens_per_s=tokens_per_s, ratio=None,
+                    mfu=seconds and peak and flops[name] * tokens_per_s / peak))
+            rows += add_ratios(group, "tokens_per_s")
             del model, runners
             torch._dynamo.reset()
     return rows, peak_note
 
 
 def ratio_table(rows):
-    """A row per model, a column per (mode, dtype): tokens/s as a ratio to the first, and MFU."""
+    """A row per model, a column per (mode, dtype)."""
     columns, cells = list(dict.fromkeys((r["mode"], r["dtype"]) for r in rows)), {}
     for r in rows:
         mfu = f", MFU {100 * r['mfu']:.1f}%" if r["mfu"] else ""
@@ -130,7 +132,7 @@ def ratio_table(rows):
 @torch.no_grad()
 def measured_kv_bytes_per_token(model, ids, prompt_tokens, dtype):
     """The bytes per position of a model.KVCache fed the generated ids (1, S) as generation feeds
-    them: the prompt at once, then one token at a time (the last one sampled, never fed)."""
+    them: the prompt at once, then one token at a time."""
     cache = KVCache(model)
     with autocast(ids.device.type, dtype):
         model(ids[:, :prompt_tokens], cache=cache)
@@ -140,46 +142,43 @@ def measured_kv_bytes_per_token(model, ids, prompt_tokens, dtype):
 
 
 def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0, rounds=2):
-    """A row per (shape, dtype): greedy decode tokens/s with and without the cache (its prefill
-    included), ratio (cached, over the first shape's), whether both chose the same tokens, and the
-    KV cache's bytes per token measured and counted."""
+    """A row per (shape, dtype): greedy decode tokens/s (prefill included) with and without the
+    cache, whether both chose the same tokens, the cache's bytes per token measured and counted."""
     set_fp32_matmul_precision(device.split(":")[0])
     rows = []
     for dtype in dtypes:
         models, runners, ids = {}, {}, {}
         for name, (model_type, args) in shapes.items():
-            new = new_tokens or args["block_size"] - prompt_tokens
-            need(new >= 1 and prompt_tokens + new <= args["block_size"],
-                 f"{name}: prompt_tokens={prompt_tokens} + new_tokens={new} must fit "
-                 f"block_size={args['block_size']}")
             torch.manual_seed(0)
+            models[name] = model = build_model(model_type, **args).to(device).eval()
             prompt = torch.randint(args["vocab_size"], (1, prompt_tokens), device=device)
-            models[name] = build_model(model_type, **args).to(device).eval()
+            new = new_tokens or args["block_size"] - prompt_tokens
             for cached in (True, False):
-                runners[name, cached] = generation(models[name], prompt, new, dtype, ids,
-                                                   (name, cached))
-        best, first = best_of_rounds(runners, rounds), None
+                runners[name, cached] = generation(model, prompt, new, dtype, ids, (name, cached))
+        best, group = best_of_rounds(runners, rounds), []
         for name, model in models.items():
             new = ids[name, True].size(1) - prompt_tokens
-            cached, uncached = new / best[name, True], new / best[name, False]
-            first = first or cached
-            rows.append(dict(
-                model=name, dtype=str(dtype)[6:], cached_tokens_per_s=cached,
-                uncached_tokens_per_s=uncached, speedup=cached / uncached, ratio=cached / first,
+            group.append(dict(
+                model=name, dtype=str(dtype)[6:], cached_tokens_per_s=new / best[name, True],
+                uncached_tokens_per_s=new / best[name, False], ratio=None,
+                speedup=best[name, False] / best[name, True],
                 same_tokens=torch.equal(ids[name, True], ids[name, False]),
                 kv_measured=measured_kv_bytes_per_token(model, ids[name, True], prompt_tokens,
                                                         dtype),
                 kv_counted=model.kv_cache_bytes_per_token(dtype.itemsize)))
+        rows += add_ratios(group, "cached_tokens_per_s")
     return rows
 
 
 def generation(model, prompt, new, dtype, ids, key):
-    """A runner: the seconds of one greedy model.generate (an untimed one first, in the first
-    round), with the cache if key[1]; its tokens go in ids[key]."""
+    """A runner: the seconds of a greedy model.generate, with the cache if key[1]; its tokens go in
+    ids[key]."""
+    context = autocast(prompt.device.type, dtype)
+
     def runner(first):
         for _ in range(1 + first):
             start = time.perf_counter()
-            with autocast(prompt.device.type, dtype):
+            with context:
                 ids[key] = model.generate(prompt, new, temperature=0, use_cache=key[1])
             ids[key].tolist()  # waits for the device
         return time.perf_counter() - start
@@ -200,8 +199,8 @@ def generation_table(rows):
 
 
 def config_shapes(paths, vocab_size=0):
-    """{file name: (model_type, model_args)} of train.py config files, built as train.py builds
-    them, and the first file's batch size."""
+    """({file name: (model_type, model_args)} as train.py builds them, the first file's batch
+    size) of train.py config files."""
     shapes, defaults = {}, train_defaults()
     for path in paths:
         settings = parse_overrides([path], defaults)
@@ -212,9 +211,9 @@ def config_shapes(paths, vocab_size=0):
     return shapes, parse_overrides([paths[0]], defaults)["batch_size"]
 
 
-def settings_and_shapes(argv):
-    """The options and shapes of a command line: config files' shapes, or every shape matched to
-    a preset's plain GPT; every option checked."""
+def settings(argv):
+    """The options, shapes, device and dtypes of a command line, every option checked."""
+    argv = ["--generate=True" if a == "--generate" else a for a in argv]
     files = [a for a in argv if not a.startswith("--")]
     if files:
         args = parse_overrides([a for a in argv if a.startswith("--")], dict(OPTIONS, batch_size=0))
@@ -233,26 +232,27 @@ def settings_and_shapes(argv):
          == "auto", f"dtypes={args['dtypes']!r}: auto, or a list of float32, bfloat16, float16")
     for key, least in dict(steps=1, rounds=1, prompt_tokens=1, batch_size=1, threads=0).items():
         need(args[key] >= least, f"{key}={args[key]}: it must be {least} or more")
+    for name, (model_type, model_args) in shapes.items() if args["generate"] else ():
+        need(args["prompt_tokens"] + max(args["new_tokens"], 1) <= model_args["block_size"],
+             f"{name}: prompt_tokens={args['prompt_tokens']} + new_tokens={args['new_tokens']} "
+             f"must fit in block_size={model_args['block_size']}")
     check_device(args["device"])
-    return args, shapes
+    device = pick_device(args["device"])
+    dtypes = args["dtypes"].split(",")
+    if dtypes == ["auto"]:  # what train.py's dtype=auto picks, and fp32
+        dtypes = dict.fromkeys([auto_dtype(device.split(":")[0]), "float32"])
+    return args, shapes, device, [getattr(torch, name) for name in dtypes]
 
 
 def main(argv):
-    argv = ["--generate=True" if a == "--generate" else a for a in argv]
     try:
-        args, shapes = settings_and_shapes(argv)
-        torch.set_num_threads(args["threads"] or torch.get_num_threads())
-        device = pick_device(args["device"])
-        names = args["dtypes"].split(",")
-        if names == ["auto"]:  # what train.py's dtype=auto picks, and fp32
-            names = list(dict.fromkeys([auto_dtype(device.split(":")[0]), "float32"]))
-        dtypes = [getattr(torch, name) for name in names]
-        if args["generate"]:
-            rows = benchmark_generation(shapes, device, dtypes, args["prompt_tokens"],
-                                        args["new_tokens"], args["rounds"])
+        args, shapes, device, dtypes = settings(argv)
     except ConfigError as e:
         usage_error(e)
+    torch.set_num_threads(args["threads"] or torch.get_num_threads())
     if args["generate"]:
+        rows = benchmark_generation(shapes, device, dtypes, args["prompt_tokens"],
+                                    args["new_tokens"], args["rounds"])
         print(f"\ngreedy generation, batch 1, a {args['prompt_tokens']}-token prompt:\n\n"
               + generation_table(rows))
         write_json(args["json"], rows=rows)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from shapelab.checkpoint import EXPORT_INFO, CheckpointError, load_checkpoint, to_transformers
+from shapelab.checkpoint import EXPORT_INFO, load_checkpoint, to_transformers
 from shapelab.configurator import usage_error
 from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR, Tokenizer, gpt2_ranks_path
 from shapes import model_from_checkpoint
@@ -99,8 +99,7 @@ def export_safetensors(model, folder):
 
 
 def export_tokenizer(meta, block_size, folder):
-    """The run's tokenizer as transformers' tokenizer.json, checked against ours on a sample.
-    Returns None, or a note why none was written."""
+    """The run's tokenizer as transformers' tokenizer.json, written where it encodes as ours."""
     from tokenizers import Tokenizer as Backend, decoders, models
     from transformers import PreTrainedTokenizerFast
     special = {}
@@ -109,8 +108,8 @@ def export_tokenizer(meta, block_size, folder):
         backend = Backend(models.BPE(vocab={c: i for i, c in enumerate(meta["chars"])}, merges=[]))
         backend.decoder = decoders.Fuse()  # characters join without spaces
     elif not gpt2_ranks_path().exists():
-        return (f"no tokenizer written: GPT-2's ranks are not in {gpt2_ranks_path()}; run "
-                f"python data/shakespeare/prepare.py (it saves them), then export again")
+        return print(f"note: no tokenizer written: GPT-2's ranks are not in {gpt2_ranks_path()}; "
+                     f"run python data/shakespeare/prepare.py (it saves them), then export again")
     else:
         from transformers.convert_slow_tokenizer import TikTokenConverter
         ours, special = Tokenizer.gpt2(), dict(bos_token=EOT, eos_token=EOT)
@@ -120,20 +119,15 @@ def export_tokenizer(meta, block_size, folder):
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
                                         **special)
     if tokenizer.encode(sample, verbose=False) != ours.encode(sample):
-        return "no tokenizer written: transformers' version of it encodes differently"
+        return print("note: no tokenizer written: transformers' version of it encodes differently")
     tokenizer.save_pretrained(folder)
-    settings = json.loads((folder / "tokenizer_config.json").read_text())
-    settings["tokenizer_class"] = "PreTrainedTokenizerFast"  # a class transformers 4 knows too
-    (folder / "tokenizer_config.json").write_text(json.dumps(settings, indent=2))
 
 
 def write_export(model, checkpoint, folder):
-    """Every file of the export in folder. Returns (the transformers class or None, why none, the
-    largest logit difference, the tokenizer's note or None)."""
+    """Every file of the export in folder, checked; says what it wrote."""
     class_name, why_not = transformers_class(checkpoint["model_type"], model.config)
     info = {"weights": "transformers" if class_name else "shape_lab", "tied": {},
             "checkpoint": {k: checkpoint[k] for k in KEPT}}
-    diff = None
     if class_name:
         export_transformers(model, class_name, checkpoint["meta"], folder)
         diff = check_transformers(model, folder)
@@ -141,11 +135,13 @@ def write_export(model, checkpoint, folder):
             raise SystemExit(f"error: transformers' {class_name} computes other logits from the "
                              f"exported weights (largest difference {diff:.3g}) than this repo's "
                              f"GPT; nothing was exported")
+        print(f"as {class_name}: transformers' logits are ours (largest difference {diff:.1e}); "
+              f"load it with AutoModelForCausalLM.from_pretrained, score it with lm_eval")
     else:
         info["tied"] = export_safetensors(model, folder)
-    note = export_tokenizer(checkpoint["meta"], model.config.block_size, folder)
+        print(f"no transformers class: {why_not}; the weights keep this repo's names")
+    export_tokenizer(checkpoint["meta"], model.config.block_size, folder)
     (folder / EXPORT_INFO).write_text(json.dumps(info, indent=1))
-    return class_name, why_not, diff, note
 
 
 def install(staging, folder):
@@ -163,24 +159,16 @@ def install(staging, folder):
 
 def main(argv):
     if argv in (["-h"], ["--help"]):
-        print(__doc__.strip())
-        return
+        return print(__doc__.strip())
     if len(argv) != 2 or any(a.startswith("-") for a in argv):
         usage_error(USAGE)
     source, folder = Path(argv[0]), Path(argv[1])
-    if source.is_dir():
-        source = source / "ckpt.pt"
     try:
-        checkpoint = load_checkpoint(source)
-        if not all(k in checkpoint for k in (*KEPT, "model")):
-            raise SystemExit(f"error: {source} is not a checkpoint of this repo's train.py")
-        model = model_from_checkpoint(checkpoint).eval()
-    except FileNotFoundError:
-        usage_error(f"no checkpoint at {source}: give export.py a ckpt.pt that train.py wrote (or "
-                    f"its folder), e.g. python export.py out/ckpt.pt out-hf")
-    except CheckpointError as e:
-        raise SystemExit(f"error: {e.code.replace('point --out_dir at', 'give export.py')}") \
-            from None
+        checkpoint = load_checkpoint(source / "ckpt.pt" if source.is_dir() else source)
+    except FileNotFoundError as e:
+        usage_error(e)
+    if not set(KEPT) <= checkpoint.keys():
+        usage_error(f"{source} is not a checkpoint of this repo's train.py")
     if folder.exists() and not folder.is_dir():
         usage_error(f"{folder} is a file: name a folder to export into")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / EXPORT_INFO).is_file():
@@ -190,7 +178,7 @@ def main(argv):
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as staging:
-            class_name, why_not, diff, note = write_export(model, checkpoint, Path(staging))
+            write_export(model_from_checkpoint(checkpoint).eval(), checkpoint, Path(staging))
             install(Path(staging), folder)
     except (OSError, SafetensorError) as e:
         usage_error(f"cannot write into {folder} ({getattr(e, 'strerror', None) or e}): give "
@@ -198,17 +186,8 @@ def main(argv):
     finally:
         if made and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()  # made for an export that failed
-    print(f"exported {checkpoint['model_type']} (step {checkpoint['iter_num']}, val loss "
-          f"{checkpoint['best_val_loss']:.4f}) to {folder}")
-    if note:
-        print(f"note: {note}")
-    print(f"sample from it: python sample.py --out_dir={folder}")
-    if not class_name:
-        print(f"(no transformers class: {why_not}; the weights keep this repo's names)")
-        return
-    print(f"as {class_name}: transformers' logits are ours (largest difference {diff:.1e})\n"
-          f"load it: AutoModelForCausalLM.from_pretrained({str(folder)!r}); score it: lm_eval "
-          f"--model hf --model_args pretrained={folder} --tasks <task>")
+    print(f"exported {checkpoint['model_type']} (step {checkpoint['iter_num']}) to {folder}; "
+          f"sample from it: python sample.py --out_dir={folder}")
 
 
 if __name__ == "__main__":

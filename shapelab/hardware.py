@@ -29,16 +29,15 @@ def pick_device(device):
 
 
 def auto_dtype(device_type):
-    """bf16 where the device runs it natively; a CUDA GPU without it (T4, V100) takes fp16."""
+    """bf16 where the device runs it natively (a CPU without AMX or AVX512-BF16 emulates it, far
+    slower than fp32); a CUDA GPU without it (T4, V100) takes fp16."""
     if device_type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
-    # without AMX or AVX512-BF16, torch emulates bf16 matmuls far slower than fp32
     native = device_type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     return "bfloat16" if native else "float32"
 
 
-def compiles_by_default(device_type):
-    # a GPU compiles through Triton; on a CPU compiling costs more than it saves
+def compiles_by_default(device_type):  # a GPU compiles through Triton; a CPU gains too little
     return device_type == "cuda" and importlib.util.find_spec("triton") is not None
 
 
@@ -47,13 +46,13 @@ def autocast(device_type, dtype):
     return nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
 
 
-def set_fp32_matmul_precision(device_type):
-    torch.set_float32_matmul_precision("high" if device_type == "cuda" else "highest")  # TF32
+def set_fp32_matmul_precision(device_type):  # TF32 tensor cores for fp32 matmuls on CUDA
+    torch.set_float32_matmul_precision("high" if device_type == "cuda" else "highest")
 
 
 def measure_cpu_peak_flops(size=1024, seconds=0.1):
-    """(torch's best matmul FLOP/s here, the share of the wall time this process's threads got),
-    timed in the CPU time it got too: programs that take the cores cannot make it read low."""
+    """(torch's matmul FLOP/s here, the share of the wall time this process's threads got), timed
+    in the CPU time it got too: programs that take the cores cannot make the peak read low."""
     key = (size, torch.get_num_threads())
     if key not in _cpu_peak_cache:
         a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
@@ -71,9 +70,9 @@ def peak_flops(device_type):
     """(peak FLOP/s, what it is) for MFU on this device, or (None, why there is none)."""
     if device_type == "cpu":
         flops, share = measure_cpu_peak_flops()
-        busy = f" (a busy machine: {100 * share:.0f}% of its threads' time)" if share < 0.5 else ""
-        return flops, (f"CPU {auto_dtype('cpu')} matmul peak measured now: "
-                       f"{flops / 1e12:.2f} TFLOP/s{busy}")
+        busy = f" (a busy machine: {100 * share:.0f}% of its time)" if share < 0.5 else ""
+        return flops, f"CPU {auto_dtype('cpu')} matmul peak measured now: {flops / 1e12:.2f} " \
+                      f"TFLOP/s{busy}"
     if device_type != "cuda":
         return None, f"no peak FLOP/s known for {device_type}"
     name = torch.cuda.get_device_name()
@@ -81,7 +80,7 @@ def peak_flops(device_type):
     keys = [key for key in GPU_BF16_PEAK if set(key.split()) <= words]  # whole words: L4 != L40
     if not keys:
         return None, f"{name}: peak unknown, add it to GPU_BF16_PEAK in hardware.py"
-    key = max(keys, key=len)  # the most specific: 'H200 NVL' over 'H200'
+    key = max(keys, key=len)  # the most specific: H200 NVL over H200
     return GPU_BF16_PEAK[key], f"{name} ({key}) bf16 peak {GPU_BF16_PEAK[key] / 1e12:.0f} TFLOP/s"
 
 
@@ -97,16 +96,14 @@ def machine_name():
 
 
 def time_training_passes(model, x, y, autocast_ctx, device_type, speak=True):
-    """Seconds of a forward-backward pass on (x, y), the best of two after one untimed; nothing
-    is trained and the RNG is put back, so a run trains the same steps with and without it."""
-    seconds = []
+    """Seconds of a forward-backward pass on (x, y), the second of two (the first allocates);
+    nothing trained, the RNG put back: a run trains the same steps with or without it."""
     with torch.random.fork_rng(devices=[x.device] if device_type == "cuda" else []):
-        for _ in range(3):
+        for _ in range(2):
             start = time.perf_counter()
             with autocast_ctx:
                 loss = model(x, y)[1]
             loss.backward()
             loss.item()  # waits for the device
-            seconds.append(time.perf_counter() - start)
     model.zero_grad(set_to_none=True)
-    return min(seconds[1:])
+    return time.perf_counter() - start
