@@ -1,5 +1,5 @@
-"""bench.py's arithmetic on tiny runs (it measures speed; no test asserts one): the shapes of
-config files, ratios to the first shape that ran, MFU, OOM cells, the KV cache check."""
+"""bench.py's arithmetic on tiny runs (no test asserts a speed): config files' shapes, ratios to
+the first shape that ran, MFU, OOM cells, the KV cache check."""
 
 import pytest
 import torch
@@ -23,9 +23,10 @@ def test_config_files_give_the_shape_train_py_trains():
 def test_ratios_mfu_and_an_out_of_memory_shape(monkeypatch):
     """The shape out of memory gets OOM cells and is not tried again; the ratios are to the first
     shape that ran; MFU is the model's training FLOPs/s over the peak."""
-    real = bench.training_step
+    real, tried = bench.training_step, []
 
     def out_of_memory(first):
+        tried.append(first)
         raise torch.OutOfMemoryError("CUDA out of memory")
     monkeypatch.setattr(bench, "training_step", lambda model, *args: out_of_memory
                         if model.config.n_layer == 2 else real(model, *args))
@@ -33,16 +34,14 @@ def test_ratios_mfu_and_an_out_of_memory_shape(monkeypatch):
     shapes = {"big": ("gpt", dict(TINY, n_layer=2)), "gpt": ("gpt", TINY),
               "hourglass": ("hourglass", dict(TINY, n_sub_blocks=2, bottleneck_dim=8))}
     rows, note = bench.benchmark_shapes(shapes, 2, "cpu", [torch.float32], ["eager"], 1, 2)
-    assert note == "test peak" and rows[0]["oom"] and rows[0]["tokens_per_s"] is None
-    assert rows[1]["ratio"] == 1.0
+    assert note == "test peak" and tried == [True] and rows[0]["tokens_per_s"] is None
+    assert rows[0]["oom"] and rows[1]["ratio"] == 1.0
     for r, (model_type, args) in zip(rows[1:], list(shapes.values())[1:]):
         assert r["tokens_per_s"] == pytest.approx(2 * 16 * 1000 / r["ms_per_iter"])
         assert r["ratio"] == pytest.approx(r["tokens_per_s"] / rows[1]["tokens_per_s"])
         assert r["mfu"] == pytest.approx(build_model(model_type, **args).estimate_mfu(
             r["tokens_per_s"], 1e9, 16))
-    assert bench.ratio_table(rows).splitlines()[2:4] == [
-        "| big | OOM |", f"| gpt | 1.00x ({rows[1]['tokens_per_s']:,.0f} tok/s, MFU "
-                        f"{100 * rows[1]['mfu']:.1f}%) |"]
+    assert bench.ratio_table(rows).splitlines()[2] == "| big | OOM |"
 
 
 def test_generation_measures_the_kv_cache_the_accounting_counts(capsys, monkeypatch):
@@ -59,10 +58,8 @@ def test_generation_measures_the_kv_cache_the_accounting_counts(capsys, monkeypa
     assert "| 1 (!) |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("native, columns", [("bfloat16", "eager bfloat16 | eager float32"),
-                                             ("float32", "eager float32")])
-def test_a_cpu_is_timed_in_what_it_runs_natively_and_fp32(native, columns, capsys, monkeypatch):
-    monkeypatch.setattr(bench, "auto_dtype", lambda device_type: native)
+def test_an_emulated_bf16_is_timed_only_when_named(capsys, monkeypatch):
+    monkeypatch.setattr(bench, "auto_dtype", lambda device_type: "float32")  # no AMX, AVX512-BF16
     bench.main(["--models=GPT", "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=16",
                 "--batch_size=2", "--modes=eager", "--steps=1", "--rounds=1", "--device=cpu"])
-    assert f"| model | {columns} |" in capsys.readouterr().out
+    assert "| model | eager float32 |" in capsys.readouterr().out

