@@ -49,8 +49,7 @@ def transformers_class(model_type, config):
 
 
 def export_transformers(model, class_name, meta, folder):
-    """The plain GPT as transformers' class_name in folder: every choice model.py makes, in
-    transformers' words."""
+    """The plain GPT as transformers' class_name in folder: model.py's choices in its words."""
     import transformers
     transformers.utils.logging.disable_progress_bar()  # bars for a one-file model: noise
     config, spec = model.config, model.config.layers[0]
@@ -87,8 +86,8 @@ def check_transformers(model, folder):
 
 
 def export_safetensors(model, folder):
-    """model's tensors in folder/model.safetensors under this repo's names, a tensor shared by two
-    names (a tied LM head) stored once; returns {alias: name stored}."""
+    """model's tensors in folder/model.safetensors under this repo's names, a tied LM head stored
+    once; returns {alias: name stored}."""
     from safetensors.torch import save_file
     state, first = model.state_dict(), {}
     tied = {name: first.setdefault((t.data_ptr(), t.shape), name) for name, t in state.items()}
@@ -145,9 +144,8 @@ def write_export(model, checkpoint, folder):
 
 
 def install(staging, folder):
-    """The export's files from staging into folder, shape_lab.json last (the folder is taken for
-    an export once it is whole). It deletes nothing: a file of an earlier export that this one
-    does not write again stops it, before anything is moved."""
+    """The export's files from staging into folder, shape_lab.json last; a file of an earlier
+    export that this one does not write stops it, before anything is moved."""
     written = [name for name in EXPORT_FILES if (staging / name).exists()]
     if stale := [name for name in EXPORT_FILES if name not in written and (folder / name).exists()]:
         usage_error(f"{folder / stale[0]} is not part of this export, which writes no such file: "

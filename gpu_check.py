@@ -54,8 +54,8 @@ def error_line(output):
 
 
 def run(c, part, args, **env):
-    """The output of `python args` in the repo root, also kept in out_dir/<part>.log; a command
-    that fails or runs past 10 minutes is a PartFailed with its error line."""
+    """The output of `python args` in the repo root, kept in out_dir/<part>.log too; a command
+    that fails or runs past 10 minutes is a PartFailed."""
     try:
         proc = subprocess.run([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=600,
@@ -87,7 +87,7 @@ def loss_falls(output):
 
 def recompiles_after(output, step):
     """The recompiles TORCH_LOGS=recompiles reports after train.py's log line of `step` (before
-    it: compiling for training and evaluation), a recompile limit hit counted as one."""
+    it: the first compiles), a recompile limit hit counted as one."""
     warm = re.search(rf"^iter {step}/", output, re.M)
     if warm is None:
         raise PartFailed(f"no log line for step {step}: {error_line(output)}")

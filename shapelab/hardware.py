@@ -52,7 +52,7 @@ def set_fp32_matmul_precision(device_type):  # TF32 tensor cores for fp32 matmul
 
 def measure_cpu_peak_flops(size=1024, seconds=0.1):
     """(torch's matmul FLOP/s here, the share of the wall time this process's threads got), timed
-    in the CPU time it got too: programs that take the cores cannot make the peak read low."""
+    in the CPU time it got too, so that other programs cannot make the peak read low."""
     key = (size, torch.get_num_threads())
     if key not in _cpu_peak_cache:
         a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
