@@ -54,18 +54,14 @@ def export_transformers(model, class_name, meta, folder):
     transformers.utils.logging.disable_progress_bar()  # bars for a one-file model: noise
     config, spec = model.config, model.config.layers[0]
     eot = GPT2_EOT if meta["tokenizer"] == "gpt2" else None
-    settings = dict(
+    hf_config = getattr(transformers, class_name.replace("ForCausalLM", "Config"))(
         vocab_size=config.vocab_size, hidden_size=config.n_embd, num_hidden_layers=config.n_layer,
         intermediate_size=spec.ffn_hidden, num_attention_heads=spec.n_head,
-        num_key_value_heads=spec.n_kv_head, head_dim=spec.head_dim, hidden_act="silu",
+        num_key_value_heads=spec.n_kv_head, head_dim=spec.head_dim,
         max_position_embeddings=config.block_size, rms_norm_eps=config.norm_eps,
         rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
-        tie_word_embeddings=config.tie_embeddings, attention_bias=False, bos_token_id=eot,
-        eos_token_id=eot, dtype="float32")
-    if class_name == "LlamaForCausalLM":
-        hf_config = transformers.LlamaConfig(**settings, mlp_bias=False)
-    else:
-        hf_config = transformers.Qwen3Config(**settings, use_sliding_window=False)
+        tie_word_embeddings=config.tie_embeddings, bos_token_id=eot, eos_token_id=eot,
+        dtype="float32")  # SwiGLU, no biases: transformers' defaults
     hf_model = getattr(transformers, class_name)(hf_config)
     hf_model.load_state_dict(to_transformers(model.state_dict(), spec.n_head * spec.head_dim,
                                              spec.n_kv_head * spec.head_dim))

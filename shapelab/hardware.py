@@ -2,6 +2,7 @@
 MFU: a GPU's datasheet dense bf16 figure by its name, a CPU's torch matmul speed measured now."""
 
 import importlib.util
+import platform
 import re
 import time
 from contextlib import nullcontext
@@ -89,7 +90,7 @@ def machine_name():
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = re.findall(r"^model name\s*:\s*(.+)$", info, re.M) or ["CPU"]
+    model = re.findall(r"^model name\s*:\s*(.+)$", info, re.M) or [platform.machine()]
     units = [unit for flag, unit in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"))
              if flag in info] or ["AVX2 only" if "avx2" in info else "?"]
     return f"{model[0].strip()} ({', '.join(units)})"
