@@ -141,8 +141,8 @@ def write_export(model, checkpoint, folder):
 
 def install(staging, folder):
     """The export's files from staging into folder, shape_lab.json last; a file of an earlier
-    export that this one does not write stops it, before anything is moved."""
-    written = [name for name in EXPORT_FILES if (staging / name).exists()]
+    export (EXPORT_FILES) that this one does not write stops it, before anything is moved."""
+    written = os.listdir(staging)
     if stale := [name for name in EXPORT_FILES if name not in written and (folder / name).exists()]:
         usage_error(f"{folder / stale[0]} is not part of this export, which writes no such file: "
                     f"remove it, or export into a new folder")
