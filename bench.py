@@ -57,7 +57,7 @@ def best_of_rounds(runners, rounds):
     return best
 
 
-def training_step(model, batch_size, args, device, dtype, steps):
+def time_training_steps(model, batch_size, args, device, dtype, steps):
     """A runner: the median seconds of an optimizer step on random tokens, after untimed ones."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x, y = torch.randint(args["vocab_size"], (2, batch_size, args["block_size"]), device=device)
@@ -101,8 +101,8 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=
                 torch.manual_seed(0)
                 model = build_model(model_type, **args).to(device)
                 flops[name] = 3 * model.flops_per_token(args["block_size"])  # forward + backward
-                runners[name] = training_step(torch.compile(model) if mode == "compiled" else model,
-                                              batch_size, args, device, dtype, steps)
+                runner = torch.compile(model) if mode == "compiled" else model
+                runners[name] = time_training_steps(runner, batch_size, args, device, dtype, steps)
             best, group = best_of_rounds(runners, rounds), []
             for name, (model_type, args) in shapes.items():
                 seconds = best.get(name)  # None: out of memory, and so every figure

@@ -96,10 +96,9 @@ def recompiles_after(output, step):
 
 
 def check_data(c):
-    folder = Path(c["data_dir"] or ROOT / "data" / "shakespeare_char")
-    if not (folder / "meta.json").exists():
+    if not (c["data_dir"] / "meta.json").exists():
         run(c, "data", ["data/shakespeare_char/prepare.py"])
-    return f"vocabulary {json.loads((folder / 'meta.json').read_text())['vocab_size']}"
+    return f"vocabulary {json.loads((c['data_dir'] / 'meta.json').read_text())['vocab_size']}"
 
 
 def check_bench(c):
@@ -200,7 +199,7 @@ def main(argv):
         start = time.time()
         try:
             result, figure = "PASS", globals()[f"check_{part}"](c)
-        except Exception as e:  # a bug in a check is a FAIL too: the rest goes on
+        except (Exception, SystemExit) as e:  # a bug in a check is a FAIL too: the rest goes on
             result, figure = "FAIL", str(e) if isinstance(e, PartFailed) else repr(e)
         print(f"[{part}] {result}: {figure}", flush=True)
         table.append(f"| {part} | {result} | {figure.replace('|', '/')} | "

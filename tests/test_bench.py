@@ -23,12 +23,12 @@ def test_config_files_give_the_shape_train_py_trains():
 def test_ratios_mfu_and_an_out_of_memory_shape(monkeypatch):
     """The shape out of memory gets OOM cells and is not tried again; the ratios are to the first
     shape that ran; MFU is the model's training FLOPs/s over the peak."""
-    real, tried = bench.training_step, []
+    real, tried = bench.time_training_steps, []
 
     def out_of_memory(first):
         tried.append(first)
         raise torch.OutOfMemoryError("CUDA out of memory")
-    monkeypatch.setattr(bench, "training_step", lambda model, *args: out_of_memory
+    monkeypatch.setattr(bench, "time_training_steps", lambda model, *args: out_of_memory
                         if model.config.n_layer == 2 else real(model, *args))
     monkeypatch.setattr(bench, "peak_flops", lambda device_type: (1e9, "test peak"))
     shapes = {"big": ("gpt", dict(TINY, n_layer=2)), "gpt": ("gpt", TINY),
