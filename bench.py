@@ -8,11 +8,11 @@ the KV cache, each shape as a ratio to the first one (the plain GPT) in the same
     python bench.py config/cea_shakespeare_char_wider.py config/cea_shakespeare_char_cea.py
     python bench.py --generate --dtypes=float32       # decoding, cached and uncached
 
-Options: OPTIONS below, and --batch_size; --dtypes=auto is the device's native bf16 or fp16, and
-fp32. The models take turns for `rounds` rounds, so a machine that gets busier slows all alike,
-and each keeps its best round. MFU = 3 x forward FLOPs per token x tokens/s / the peak: a GPU's
-datasheet bf16 figure, a CPU's matmul speed measured in this run. Generation exits 1 where the KV
-cache holds other bytes per token than model.kv_cache_bytes_per_token() counts.
+Options: OPTIONS below, --batch_size and a preset's keys; --dtypes=auto is the device's native
+bf16 or fp16, and fp32. The models take turns for `rounds` rounds, so a machine that gets busier
+slows all alike, and each keeps its best round. MFU = 3 x forward FLOPs per token x tokens/s / the
+peak: a GPU's datasheet bf16 figure, a CPU's matmul speed measured in this run. Generation exits 1
+where the KV cache holds other bytes per token than model.kv_cache_bytes_per_token() counts.
 """
 
 import json
@@ -31,8 +31,8 @@ from shapelab.hardware import (auto_dtype, autocast, machine_name, peak_flops, p
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, build_model, dataset_vocab_size,
                     matched_shapes, model_keys, preset_settings, select_models, train_defaults)
 
-# vocab_size 0: the dataset's; threads 0: torch's; new_tokens 0: fill the context; json: a path
-OPTIONS = dict(vocab_size=0, steps=5, rounds=2, device="auto", dtypes="auto",
+# threads 0: torch's; new_tokens 0: fill the context; json: a path
+OPTIONS = dict(steps=5, rounds=2, device="auto", dtypes="auto",
                modes="eager,compiled", threads=0, generate=False, prompt_tokens=16, new_tokens=0,
                json="")
 
@@ -198,14 +198,14 @@ def generation_table(rows):
     return "\n".join(lines)
 
 
-def config_shapes(paths, vocab_size=0):
+def config_shapes(paths):
     """({file name: (model_type, model_args)} as train.py builds them, the first file's batch
     size) of train.py config files."""
     shapes, defaults = {}, train_defaults()
     for path in paths:
         settings = parse_overrides([path], defaults)
-        vocab = vocab_size or dataset_vocab_size(settings["dataset"], settings["data_dir"])
-        args = dict(vocab_size=vocab, **{k: settings[k] for k in model_keys(settings)},
+        vocab_size = dataset_vocab_size(settings["dataset"], settings["data_dir"])
+        args = dict(vocab_size=vocab_size, **{k: settings[k] for k in model_keys(settings)},
                     **settings["model_args"])
         shapes[Path(path).stem] = settings["model_type"], args
     return shapes, parse_overrides([paths[0]], defaults)["batch_size"]
@@ -217,14 +217,12 @@ def settings(argv):
     files = [a for a in argv if not a.startswith("--")]
     if files:
         args = parse_overrides([a for a in argv if a.startswith("--")], dict(OPTIONS, batch_size=0))
-        shapes, batch_size = config_shapes(files, args["vocab_size"])
+        shapes, batch_size = config_shapes(files)
         args["batch_size"] = args["batch_size"] or batch_size
     else:
         args = preset_settings(argv, keys=("dataset", "data_dir", "block_size", "batch_size",
                                            "models") + BASELINE_KEYS + MATCHING_KEYS, extra=OPTIONS)
-        baseline = baseline_of(args)
-        baseline["vocab_size"] = args["vocab_size"] or baseline["vocab_size"]
-        shapes = matched_shapes(baseline, **{k: args[k] for k in MATCHING_KEYS},
+        shapes = matched_shapes(baseline_of(args), **{k: args[k] for k in MATCHING_KEYS},
                                 models=select_models(args["models"]))
     need(set(args["modes"].split(",")) <= {"eager", "compiled"},
          f"modes={args['modes']!r}: a comma-separated list of eager, compiled")

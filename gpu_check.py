@@ -36,7 +36,7 @@ from shapelab.hardware import auto_dtype, pick_device
 ROOT = Path(__file__).resolve().parent
 PARTS = ("data", "bench", "train", "resume", "torchrun", "fp16", "sample")
 OPTIONS = dict(device="cuda", tiny=False, parts=",".join(PARTS), out_dir="out-gpu-check",
-               data_dir="", train_iters=300, bench_batch_size=8)
+               data_dir="")
 TINY_MODEL = ("--n_layer=2 --n_head=2 --n_embd=32 --block_size=32 --batch_size=8 --dropout=0.0 "
               "--learning_rate=1e-2 --eval_iters=2 --dtype=float32 --compile=False "
               "--warmup_iters=2 --log_interval=5").split()
@@ -108,7 +108,7 @@ def check_bench(c):
                   "--modes=eager", "--dtypes=float32", "--batch_size=2", "--steps=1"]
     else:
         shapes = ["--preset=gpu", "--modes=compiled", f"--dtypes={auto_dtype('cuda')}",
-                  f"--batch_size={c['bench_batch_size']}", "--steps=3"]
+                  "--batch_size=8", "--steps=3"]
     run(c, "bench", ["bench.py", *shapes, f"--device={c['device']}", "--rounds=1",
                      f"--json={record}"])
     rows = json.loads(record.read_text())["rows"]
@@ -120,7 +120,7 @@ def check_bench(c):
 
 
 def check_train(c):
-    iters, step = (30, 5) if c["tiny"] else (c["train_iters"], 10)
+    iters, step = (30, 5) if c["tiny"] else (300, 10)
     output = run(c, "train", train_args(c, "train", iters), TORCH_LOGS="recompiles")
     if after := recompiles_after(output, step):
         raise PartFailed(f"{after} recompile(s) after step {step}")
