@@ -56,10 +56,3 @@ def test_generation_measures_the_kv_cache_the_accounting_counts(capsys, monkeypa
         bench.main([str(ROOT / "config/train_shakespeare_char.py"), "--generate",
                     "--prompt_tokens=4", "--new_tokens=2", "--dtypes=float32", "--rounds=1"])
     assert "| 1 (!) |" in capsys.readouterr().out
-
-
-def test_an_emulated_bf16_is_timed_only_when_named(capsys, monkeypatch):
-    monkeypatch.setattr(bench, "auto_dtype", lambda device_type: "float32")  # no AMX, AVX512-BF16
-    bench.main(["--models=GPT", "--n_layer=1", "--n_embd=32", "--n_head=2", "--block_size=16",
-                "--batch_size=2", "--modes=eager", "--steps=1", "--rounds=1", "--device=cpu"])
-    assert "| model | eager float32 |" in capsys.readouterr().out
