@@ -131,8 +131,8 @@ def ratio_table(rows):
 
 @torch.no_grad()
 def measured_kv_bytes_per_token(model, ids, prompt_tokens, dtype):
-    """The bytes per position of a model.KVCache fed the generated ids (1, S) as generation feeds
-    them: the prompt at once, then one token at a time."""
+    """The bytes per position of a model.KVCache fed the generated ids (1, S) as generate feeds
+    them: the prompt at once, then a token at a time."""
     cache = KVCache(model)
     with autocast(ids.device.type, dtype):
         model(ids[:, :prompt_tokens], cache=cache)

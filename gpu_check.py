@@ -4,7 +4,7 @@ how fast it is (about 11 minutes on one H100, most of it compiling).
 
     python gpu_check.py                          # every part, on the first CUDA GPU
     python gpu_check.py --parts=train,sample     # some of the parts
-    python gpu_check.py --device=cpu --tiny      # every part on the CPU, tiny shapes (~1 min)
+    python gpu_check.py --device=cpu --tiny      # every part on the CPU, with tiny shapes
 
 Each part runs the repo's commands as a user types them and ends PASS or FAIL (with the error
 line), and the rest goes on; then a table of the parts, and exit status 1 if one failed. The
@@ -43,7 +43,7 @@ TINY_MODEL = ("--n_layer=2 --n_head=2 --n_embd=32 --block_size=32 --batch_size=8
 
 
 class PartFailed(Exception):
-    """A part's check failed: the message is the table's figure."""
+    """A part's check failed; the message is its figure."""
 
 
 def error_line(output):

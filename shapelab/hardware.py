@@ -13,10 +13,10 @@ import torch
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # dense bf16 FLOP/s of one GPU (datasheets print twice this, with 2:4 sparsity); V100 / T4: fp16
 GPU_BF16_PEAK = {
-    "H100": 989e12, "H100 PCIE": 756e12, "H100 NVL": 835e12, "H200": 989e12, "H200 NVL": 835e12,
+    "H100": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H200": 989e12, "H200 NVL": 835e12,
     "GH200": 989e12, "B200": 2250e12, "GB200": 2500e12, "A100": 312e12, "A800": 312e12,
     "A30": 165e12, "A40": 149.7e12, "A10": 125e12, "A10G": 70e12, "L40S": 362e12, "L40": 181e12,
-    "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "V100 PCIE": 112e12,
+    "L4": 121e12, "RTX 4090": 165e12, "RTX 3090": 71e12, "V100": 125e12, "V100 PCIe": 112e12,
     "V100S": 130e12, "T4": 65e12}
 _cpu_peak_cache = {}
 
@@ -53,7 +53,7 @@ def set_fp32_matmul_precision(device_type):  # TF32 tensor cores for fp32 matmul
 
 def measure_cpu_peak_flops(size=1024, seconds=0.1):
     """(torch's matmul FLOP/s here, the share of the wall time this process's threads got), timed
-    in the CPU time it got too, so that other programs cannot make the peak read low."""
+    in the CPU time it got too: other programs cannot make the peak read low."""
     key = (size, torch.get_num_threads())
     if key not in _cpu_peak_cache:
         a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
@@ -78,7 +78,7 @@ def peak_flops(device_type):
         return None, f"no peak FLOP/s known for {device_type}"
     name = torch.cuda.get_device_name()
     words = set(name.upper().replace("-", " ").split())
-    keys = [key for key in GPU_BF16_PEAK if set(key.split()) <= words]  # whole words: L4 != L40
+    keys = [key for key in GPU_BF16_PEAK if set(key.upper().split()) <= words]  # L4 is not L40
     if not keys:
         return None, f"{name}: peak unknown, add it to GPU_BF16_PEAK in hardware.py"
     key = max(keys, key=len)  # the most specific: H200 NVL over H200
