@@ -26,7 +26,7 @@ import torch
 from model import KVCache
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
-from shapelab.hardware import (auto_dtype, autocast, machine_name, peak_flops, pick_device,
+from shapelab.hardware import (DTYPES, auto_dtype, autocast, machine_name, peak_flops, pick_device,
                                set_fp32_matmul_precision)
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, build_model, dataset_vocab_size,
                     matched_shapes, model_keys, preset_settings, select_models, train_defaults)
@@ -226,20 +226,20 @@ def settings(argv):
                                 models=select_models(args["models"]))
     need(set(args["modes"].split(",")) <= {"eager", "compiled"},
          f"modes={args['modes']!r}: a comma-separated list of eager, compiled")
-    need(set(args["dtypes"].split(",")) <= {"float32", "bfloat16", "float16"} or args["dtypes"]
-         == "auto", f"dtypes={args['dtypes']!r}: auto, or a list of float32, bfloat16, float16")
     for key, least in dict(steps=1, rounds=1, prompt_tokens=1, batch_size=1, threads=0).items():
         need(args[key] >= least, f"{key}={args[key]}: it must be {least} or more")
-    for name, (model_type, model_args) in shapes.items() if args["generate"] else ():
-        need(args["prompt_tokens"] + max(args["new_tokens"], 1) <= model_args["block_size"],
-             f"{name}: prompt_tokens={args['prompt_tokens']} + new_tokens={args['new_tokens']} "
-             f"must fit in block_size={model_args['block_size']}")
+    block_size = min(model_args["block_size"] for _, model_args in shapes.values())
+    need(not args["generate"] or args["prompt_tokens"] + max(args["new_tokens"], 1) <= block_size,
+         f"prompt_tokens={args['prompt_tokens']} + new_tokens={args['new_tokens']} must fit in "
+         f"block_size={block_size}")
     check_device(args["device"])
     device = pick_device(args["device"])
     dtypes = args["dtypes"].split(",")
     if dtypes == ["auto"]:  # what train.py's dtype=auto picks, and fp32
-        dtypes = dict.fromkeys([auto_dtype(device.split(":")[0]), "float32"])
-    return args, shapes, device, [getattr(torch, name) for name in dtypes]
+        dtypes = list(dict.fromkeys([auto_dtype(device.split(":")[0]), "float32"]))
+    need(set(dtypes) <= DTYPES.keys(), f"dtypes={args['dtypes']!r}: auto, or a comma-separated "
+                                       f"list of {', '.join(DTYPES)}")
+    return args, shapes, device, [DTYPES[name] for name in dtypes]
 
 
 def main(argv):
