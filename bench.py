@@ -264,9 +264,9 @@ def main(argv):
                                        args["modes"].split(","), args["steps"], args["rounds"])
     print(f"\nMFU against: {peak_note}\n\ntokens/s as a ratio to {next(iter(shapes))} in the "
           f"same column (tokens/s, MFU):\n\n{ratio_table(rows)}")
-    write_json(args["json"], rows=rows, peak=peak_note, machine=machine_name(),
+    write_json(args["json"], rows=rows, peak=peak_note,
                device=torch.cuda.get_device_name(device) if "cuda" in device else f"CPU ({device})",
-               threads=torch.get_num_threads(), batch_size=args["batch_size"],
+               machine=machine_name(), threads=torch.get_num_threads(), batch_size=args["batch_size"],
                steps=args["steps"], rounds=args["rounds"])
 
 
