@@ -266,8 +266,8 @@ def main(argv):
           f"same column (tokens/s, MFU):\n\n{ratio_table(rows)}")
     write_json(args["json"], rows=rows, peak=peak_note,
                device=torch.cuda.get_device_name(device) if "cuda" in device else f"CPU ({device})",
-               machine=machine_name(), threads=torch.get_num_threads(), batch_size=args["batch_size"],
-               steps=args["steps"], rounds=args["rounds"])
+               machine=machine_name(), threads=torch.get_num_threads(),
+               batch_size=args["batch_size"], steps=args["steps"], rounds=args["rounds"])
 
 
 def write_json(path, **record):
