@@ -245,7 +245,7 @@ def settings(argv):
 def main(argv):
     try:
         args, shapes, device, dtypes = settings(argv)
-    except ConfigError as e:
+    except (ConfigError, ValueError) as e:  # a setting, or a shape that cannot be matched
         usage_error(e)
     torch.set_num_threads(args["threads"] or torch.get_num_threads())
     if args["generate"]:
