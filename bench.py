@@ -42,13 +42,13 @@ def best_of_rounds(runners, rounds):
     memory is dropped and the others go on."""
     best = {}
     for round_ in range(rounds):
-        for name, runner in list(runners.items()):
+        for name in list(runners):
             try:
-                seconds = runner(round_ == 0)
+                seconds = runners[name](round_ == 0)
                 best[name] = min(best.get(name, seconds), seconds)
                 what = f"{1000 * seconds:.0f} ms"
             except torch.OutOfMemoryError:
-                del runners[name], runner
+                del runners[name]  # and with it the model
                 best.pop(name, None)
                 what = "out of memory"
             if name not in runners:  # here, once the traceback's tensors are gone
