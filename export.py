@@ -159,8 +159,9 @@ def main(argv):
     source, folder = Path(argv[0]), Path(argv[1])
     try:
         checkpoint = load_checkpoint(source / "ckpt.pt" if source.is_dir() else source)
-    except FileNotFoundError as e:
-        usage_error(e)
+    except FileNotFoundError:
+        usage_error(f"no checkpoint at {source}: give export.py a ckpt.pt that train.py wrote, or "
+                    f"its folder")
     if not set(KEPT) <= checkpoint.keys():
         usage_error(f"{source} is not a checkpoint of this repo's train.py")
     if folder.exists() and not folder.is_dir():
