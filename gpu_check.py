@@ -78,11 +78,14 @@ def train_args(c, name, iters, *extra):
 
 
 def loss_falls(output):
-    """'val loss first -> last' of train.py's evaluations, the last 10% below the first."""
+    """'val loss first -> last' of train.py's evaluations (the last 10% below the first), and the
+    speed of its last log line."""
     losses = re.findall(r"^step \d+: train loss \S+, val loss (\S+)$", output, re.M)
     if len(losses) < 2 or not float(losses[-1]) <= 0.9 * float(losses[0]):
         raise PartFailed(f"val loss {losses}: it did not fall by 10%; {error_line(output)}")
-    return f"val loss {losses[0]} -> {losses[-1]}"
+    last = (re.findall(r"^iter .*$", output, re.M) or [""])[-1]
+    speed = "".join(re.findall(r", \d+ ms/iter|, MFU [\d.]+%", last))
+    return f"val loss {losses[0]} -> {losses[-1]}{speed}"
 
 
 def recompiles_after(output, step):
@@ -98,7 +101,9 @@ def recompiles_after(output, step):
 def check_data(c):
     if not (c["data_dir"] / "meta.json").exists():
         run(c, "data", ["data/shakespeare_char/prepare.py"])
-    return f"vocabulary {json.loads((c['data_dir'] / 'meta.json').read_text())['vocab_size']}"
+    tokens = (c["data_dir"] / "train.bin").stat().st_size // 2
+    return f"{tokens:,} train tokens, vocabulary " \
+           f"{json.loads((c['data_dir'] / 'meta.json').read_text())['vocab_size']}"
 
 
 def check_bench(c):
@@ -148,7 +153,8 @@ def check_resume(c):
     if not (resumed and int(resumed[1]) == saved and float(resumed[2]) < float(fresh)):
         raise PartFailed(f"killed at step {saved}, a fresh loss {fresh}, resumed: "
                          f"{resumed and resumed[0]}")
-    return f"killed after the step-{saved} checkpoint; resumed at step {saved}, loss {resumed[2]}"
+    return (f"killed after the step-{saved} checkpoint; resumed at step {saved} with loss "
+            f"{resumed[2]} (fresh: {fresh}), ran to {saved + every}")
 
 
 def check_torchrun(c):
