@@ -48,10 +48,10 @@ def best_of_rounds(runners, rounds):
                 best[name] = min(best.get(name, seconds), seconds)
                 what = f"{1000 * seconds:.0f} ms"
             except torch.OutOfMemoryError:
-                del runners[name]  # and with it the model
+                del runners[name]
                 best.pop(name, None)
                 what = "out of memory"
-            if name not in runners:  # here, once the traceback's tensors are gone
+            if name not in runners:  # once the traceback's tensors are gone
                 torch.cuda.empty_cache()
             print(f"  round {round_ + 1}/{rounds} {name}: {what}", flush=True)
     return best
@@ -105,7 +105,7 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=
                 runners[name] = time_training_steps(runner, batch_size, args, device, dtype, steps)
             best, group = best_of_rounds(runners, rounds), []
             for name, (model_type, args) in shapes.items():
-                seconds = best.get(name)  # None: out of memory, and so every figure
+                seconds = best.get(name)  # None: out of memory
                 tokens_per_s = seconds and batch_size * args["block_size"] / seconds
                 group.append(dict(
                     model=name, mode=mode, dtype=str(dtype)[6:], oom=seconds is None,
@@ -245,7 +245,7 @@ def settings(argv):
 def main(argv):
     try:
         args, shapes, device, dtypes = settings(argv)
-    except (ConfigError, ValueError) as e:  # a setting, or a shape that cannot be matched
+    except (ConfigError, ValueError) as e:  # ValueError: a shape that cannot be matched
         usage_error(e)
     torch.set_num_threads(args["threads"] or torch.get_num_threads())
     if args["generate"]:

@@ -78,8 +78,7 @@ def train_args(c, name, iters, *extra):
 
 
 def loss_falls(output):
-    """'val loss first -> last' of train.py's evaluations (the last 10% below the first), and the
-    speed of its last log line."""
+    """'val loss first -> last' of train.py's evaluations (10% down at least), and its speed."""
     losses = re.findall(r"^step \d+: train loss \S+, val loss (\S+)$", output, re.M)
     if len(losses) < 2 or not float(losses[-1]) <= 0.9 * float(losses[0]):
         raise PartFailed(f"val loss {losses}: it did not fall by 10%; {error_line(output)}")
@@ -108,7 +107,7 @@ def check_data(c):
 
 def check_bench(c):
     record = Path(c["out_dir"]) / "bench.json"
-    if c["tiny"]:  # two config files: matching the preset's shapes takes longer than this check
+    if c["tiny"]:  # two config files: matching the preset's shapes takes too long
         shapes = ["config/train_shakespeare_char.py", "config/cea_shakespeare_char_cea.py",
                   "--modes=eager", "--dtypes=float32", "--batch_size=2", "--steps=1"]
     else:
@@ -205,7 +204,7 @@ def main(argv):
         start = time.time()
         try:
             result, figure = "PASS", globals()[f"check_{part}"](c)
-        except (Exception, SystemExit) as e:  # a bug in a check is a FAIL too: the rest goes on
+        except (Exception, SystemExit) as e:  # a bug in a check is a FAIL too
             result, figure = "FAIL", str(e) if isinstance(e, PartFailed) else repr(e)
         print(f"[{part}] {result}: {figure}", flush=True)
         table.append(f"| {part} | {result} | {figure.replace('|', '/')} | "
