@@ -103,8 +103,9 @@ def export_tokenizer(meta, block_size, folder):
         backend = Backend(models.BPE(vocab={c: i for i, c in enumerate(meta["chars"])}, merges=[]))
         backend.decoder = decoders.Fuse()  # characters join without spaces
     elif not gpt2_ranks_path().exists():
-        return print(f"note: no tokenizer written: GPT-2's ranks are not in {gpt2_ranks_path()}; "
-                     f"run python data/shakespeare/prepare.py (it saves them), then export again")
+        print(f"note: no tokenizer written: GPT-2's ranks are not in {gpt2_ranks_path()}; run "
+              f"python data/shakespeare/prepare.py (it saves them), then export again")
+        return
     else:
         from transformers.convert_slow_tokenizer import TikTokenConverter
         ours, special = Tokenizer.gpt2(), dict(bos_token=EOT, eos_token=EOT)
@@ -114,7 +115,8 @@ def export_tokenizer(meta, block_size, folder):
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
                                         **special)
     if tokenizer.encode(sample, verbose=False) != ours.encode(sample):
-        return print("note: no tokenizer written: transformers' version of it encodes differently")
+        print("note: no tokenizer written: transformers' version of it encodes differently")
+        return
     tokenizer.save_pretrained(folder)
 
 
@@ -153,7 +155,8 @@ def install(staging, folder):
 
 def main(argv):
     if argv in (["-h"], ["--help"]):
-        return print(__doc__.strip())
+        print(__doc__.strip())
+        return
     if len(argv) != 2 or any(a.startswith("-") for a in argv):
         usage_error(USAGE)
     source, folder = Path(argv[0]), Path(argv[1])
