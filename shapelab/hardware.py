@@ -30,10 +30,10 @@ def pick_device(device):
 
 
 def auto_dtype(device_type):
-    """bf16 where the device runs it natively (a CPU without AMX or AVX512-BF16 emulates it, far
-    slower than fp32); a CUDA GPU without it (T4, V100) takes fp16."""
+    """bf16 where the device runs it natively; a CUDA GPU without it (T4, V100) takes fp16."""
     if device_type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
+    # a CPU without AMX or AVX512-BF16 emulates bf16 matmuls, far slower than fp32
     native = device_type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     return "bfloat16" if native else "float32"
 
