@@ -73,9 +73,11 @@ def test_another_shape_comes_back_and_a_forged_manifest_deletes_nothing(tmp_path
     folder = tmp_path / "theirs"
     folder.mkdir()
     (folder / "precious.txt").write_text("mine")
-    (folder / "shape_lab.json").write_text(json.dumps({
-        "export_format": 1, "weights": "shape_lab", "tied": {}, "checkpoint": {},
-        "files": ["precious.txt", "shape_lab.json"]}))
+    assert "holds other files" in refused(capsys, tmp_path / "o", folder)
+    assert "is a file" in refused(capsys, tmp_path / "o", folder / "precious.txt")
+    (folder / "shape_lab.json").write_text(json.dumps(dict(  # a manifest as export.py wrote one
+        export_format=1, weights="shape_lab", tied={}, checkpoint={},
+        files=["precious.txt", "shape_lab.json"])))
     export.main([str(tmp_path / "o"), str(folder)])
     assert "no transformers class: model_type='hourglass'" in capsys.readouterr().out
     assert (folder / "precious.txt").read_text() == "mine"
@@ -93,10 +95,6 @@ def test_a_folder_it_may_not_write_into_is_one_line_and_a_failed_export_changes_
         tmp_path, capsys, monkeypatch):
     checkpoint_of(tmp_path / "gpt")
     checkpoint_of(tmp_path / "full", qk_norm="full")  # no transformers class: no config.json
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "notes.txt").write_text("mine")
-    assert "holds other files" in refused(capsys, tmp_path / "gpt", tmp_path / "mine")
-    assert "is a file" in refused(capsys, tmp_path / "gpt", tmp_path / "mine" / "notes.txt")
     assert "no checkpoint at" in refused(capsys, tmp_path / "none", tmp_path / "ex")
     export.main([str(tmp_path / "gpt"), str(tmp_path / "ex")])
     (tmp_path / "ex" / "README.md").write_text("my model card")
