@@ -100,9 +100,9 @@ def recompiles_after(output, step):
 def check_data(c):
     if not (c["data_dir"] / "meta.json").exists():
         run(c, "data", ["data/shakespeare_char/prepare.py"])
-    tokens = (c["data_dir"] / "train.bin").stat().st_size // 2
-    return f"{tokens:,} train tokens, vocabulary " \
-           f"{json.loads((c['data_dir'] / 'meta.json').read_text())['vocab_size']}"
+    tokens = (c["data_dir"] / "train.bin").stat().st_size // 2  # uint16
+    vocab_size = json.loads((c["data_dir"] / "meta.json").read_text())["vocab_size"]
+    return f"{tokens:,} train tokens, vocabulary {vocab_size}"
 
 
 def check_bench(c):
@@ -111,8 +111,8 @@ def check_bench(c):
         shapes = ["config/train_shakespeare_char.py", "config/cea_shakespeare_char_cea.py",
                   "--modes=eager", "--dtypes=float32", "--batch_size=2", "--steps=1"]
     else:
-        shapes = ["--preset=gpu", "--modes=compiled", f"--dtypes={auto_dtype('cuda')}",
-                  "--batch_size=8", "--steps=3"]
+        shapes = ["--preset=gpu", "--modes=compiled", "--batch_size=8", "--steps=3",
+                  f"--dtypes={auto_dtype(c['device'].split(':')[0])}"]
     run(c, "bench", ["bench.py", *shapes, f"--device={c['device']}", "--rounds=1",
                      f"--json={record}"])
     rows = json.loads(record.read_text())["rows"]
