@@ -5,10 +5,8 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
     python train.py config/train_shakespeare_char_gpu.py --max_iters=2000   # config, overrides
     torchrun --standalone --nproc_per_node=4 train.py config/train_gpt2_tinystories.py   # DDP
 
-Every setting below can be set by a config file or by --key=value (--help lists them). model_type
-picks the file that builds the model; a bare --model_type=X builds X at the budget of the GPT the
-other settings describe, as compare.py matches it. max_iters = 0 fits the run to max_minutes.
-What keeps a run safe (a locked out_dir, exact resume, Ctrl-C in one line) is shapelab/run.py's.
+Every setting below can be set by a config file or by --key=value (--help lists them). A bare
+--model_type=X builds X at the budget of the GPT the other settings describe, as compare.py does.
 """
 
 import gc
@@ -27,8 +25,7 @@ from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
 from shapelab.dataset import find_dataset, ood_windows, open_dataset
 from shapelab.hardware import auto_dtype, autocast, compiles_by_default, peak_flops, pick_device
-from shapelab.run import (RunDir, TimePlan, all_finite, all_rng_states, restore_rng,
-                          resume_settings)
+from shapelab.run import TimePlan, all_finite, all_rng_states, restore_rng, start_run
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
 
@@ -96,12 +93,8 @@ except ConfigError as e:
     usage_error(e)
 MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes from here
 sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
-run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)  # rank 0 holds the lock
-run.catch_signals()
-checkpoint = None
-if config["init_from"] == "resume":  # the run goes on as it was saved: its model, its settings
-    checkpoint, config = resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
-run.refuse_to_replace(config["init_from"], config["overwrite"])
+# out_dir locked, Ctrl-C in one line, a resume's checkpoint and settings: shapelab/run.py
+run, checkpoint, config = start_run(config, given_keys, MODEL_KEYS)
 globals().update(config)
 # -----------------------------------------------------------------------------------------------
 
@@ -156,18 +149,9 @@ def get_batch(split, generator):
 
 # The batch sampler has its own RNG; a checkpoint saves the state the next batch was drawn from.
 train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
-pending_batch_state = None
-
-
-def fetch_train_batch():
-    global pending_batch_state
-    pending_batch_state = train_sampler.get_state()
-    return get_batch("train", train_sampler)
-
-
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
-iter_num, best_val_loss, val_loss, time_plan_state = 0, float("inf"), float("nan"), None
+iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = 0, math.inf, math.nan, 0.0, 0
 if init_from == "scratch":
     # GPT-2's 50257 ids get 50304 rows (tensor-core friendly); the padding ids are never sampled
     baseline = {"vocab_size": padded_vocab_size(vocab_size, multiple=64),
@@ -185,9 +169,9 @@ else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint, run.ckpt)
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
-    val_loss, time_plan_state = checkpoint["val_loss"], checkpoint["time_plan"]
-    run.last_good_step = iter_num
-    restore_rng(checkpoint, ddp_rank, train_sampler, seed, device_type)
+    val_loss, elapsed_before = checkpoint["val_loss"], checkpoint["elapsed_s"]
+    tokens_before = checkpoint["tokens"]
+    restore_rng(checkpoint, ddp_rank, train_sampler, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
         run.drop_repeated_metrics(iter_num)
@@ -203,11 +187,7 @@ optimizer = torch.optim.AdamW(
 scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
 if checkpoint is not None:
     optimizer.load_state_dict(checkpoint["optimizer"])
-    if checkpoint["scaler"]:
-        scaler.load_state_dict(checkpoint["scaler"])
-elapsed_before = checkpoint["elapsed_s"] if checkpoint else 0.0
-tokens_before = checkpoint["tokens"] if checkpoint else 0
-checkpoint = None  # free memory
+    scaler.load_state_dict(checkpoint["scaler"])
 
 raw_model = model  # the plain module: what we save, sample from and count FLOPs of
 if ddp:  # the only buffers are constant RoPE tables: nothing to sync before each forward
@@ -260,10 +240,10 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-time_plan = None
-if max_iters == 0:  # the length that fits in max_minutes, planned again as the run goes
-    time_plan = TimePlan(max_minutes, script_start, eval_interval, ddp, master_process, device)
-    time_plan.load(time_plan_state)
+# max_iters = 0: the length that fits in max_minutes, planned again as the run goes
+time_plan = (TimePlan(max_minutes, script_start, eval_interval, checkpoint, ddp, master_process,
+                      device) if max_iters == 0 else None)
+checkpoint = None  # free memory
 if ood_sha256:  # which texts the OOD losses are of
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))
 
@@ -278,7 +258,8 @@ start_iter = iter_num
 run_start = script_start - elapsed_before  # wall-clock time counts across resumes
 eval_s = 0.0  # the last evaluation's seconds (with its save)
 t0, steps_timed = time.monotonic(), 0
-x, y = fetch_train_batch()
+sampler_state = train_sampler.get_state()
+x, y = get_batch("train", train_sampler)
 while True:
     if time_plan:
         max_iters = time_plan.length(iter_num)
@@ -293,7 +274,7 @@ while True:
         init_from == "resume" and iter_num == start_iter)
     reached_target, diverged = False, ""
     if eval_step:  # every process's RNG states, for the checkpoint
-        rank_states = all_rng_states(pending_batch_state, device_type, ddp)
+        rank_states = all_rng_states(sampler_state, device_type, ddp)
     if master_process and eval_step:
         eval_start = time.monotonic()
         losses = estimate_loss()
@@ -316,17 +297,14 @@ while True:
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
                 rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.monotonic() - run_start,
-                tokens=tokens, reached_target=reached_target, val_loss=val_loss,
+                tokens=tokens, val_loss=val_loss,
                 time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.monotonic() - eval_start
         if time_plan:
             time_plan.evaluated(eval_s)
         if reached_target:
-            print(f"step {iter_num}: val loss {val_loss:.4f} reached stop_val_loss="
-                  f"{stop_val_loss}: stopping")
-            run.log(dict(iter=iter_num, tokens=tokens, stopped_at_val_loss=val_loss,
-                         stop_val_loss=stop_val_loss))
+            print(f"step {iter_num}: val loss {val_loss:.4f} reached stop_val_loss: stopping")
     if eval_step:  # the step time leaves the evaluation out
         t0, steps_timed = time.monotonic(), 0
     if ddp and eval_step:  # every process stops together
@@ -347,7 +325,8 @@ while True:
         with autocast_ctx:
             _, loss = model(x, y)
             loss = loss / gradient_accumulation_steps
-        x, y = fetch_train_batch()
+        sampler_state = train_sampler.get_state()
+        x, y = get_batch("train", train_sampler)  # the next batch, while the device computes
         scaler.scale(loss).backward()
     if grad_clip > 0:
         scaler.unscale_(optimizer)
@@ -378,12 +357,10 @@ while True:
               + f", lr {lr:.2e}, {dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s"
               + (f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else "")
               + to_go)
-        record = dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
-                      tokens_per_s=round(tokens_per_s), mfu=mfu,
-                      elapsed_s=round(time.monotonic() - run_start, 2))
-        if aux is not None:
-            record["aux_loss"] = aux.item()  # `loss` includes it
-        run.log(record)
+        run.log(dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
+                     tokens_per_s=round(tokens_per_s), mfu=mfu,
+                     elapsed_s=round(time.monotonic() - run_start, 2),
+                     **({} if aux is None else {"aux_loss": aux.item()})))
     iter_num += 1
 
 if master_process:
@@ -403,9 +380,7 @@ if master_process:
         print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its evaluation and sample first
-    # The process group goes now, not at the interpreter's exit (where gloo's threads met
-    # std::terminate); nothing may hold it then: DDP is deleted, torch.distributed.nn imported
-    # before init_process_group.
+    # the process group goes now, not at exit (where gloo's threads meet std::terminate)
     del model, ddp_model
     gc.collect()
     destroy_process_group()

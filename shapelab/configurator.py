@@ -21,7 +21,6 @@ from pathlib import Path
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
              ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
              ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}
-SEQUENCES = {ast.List: list, ast.Tuple: tuple, ast.Set: set}
 
 
 class ConfigError(ValueError):
@@ -50,16 +49,9 @@ def shown(value):
 
 
 def _value(node, where):
-    """A config file's expression: a literal, or arithmetic on numbers."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, tuple(SEQUENCES)):
-        items = [_value(item, where) for item in node.elts]
-        return SEQUENCES[type(node)](items)
-    if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_value(k, where): _value(v, where) for k, v in zip(node.keys, node.values)}
+    """A config file's expression: a literal (ast.literal_eval), or arithmetic on numbers."""
     if isinstance(node, (ast.BinOp, ast.UnaryOp)) and type(node.op) in OPERATORS:
-        operands = ([node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand])
+        operands = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
         values = [_value(n, where) for n in operands]
         need(all(type(v) in (int, float, complex) for v in values),
              f"{where}: arithmetic is on numbers only")
@@ -70,7 +62,11 @@ def _value(node, where):
             return OPERATORS[type(node.op)](*values)
         except (ArithmeticError, ValueError) as e:
             raise ConfigError(f"{where}: {e}") from None
-    raise ConfigError(f"{where}: only literals are allowed, found {ast.unparse(node)[:60]!r}")
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+        raise ConfigError(f"{where}: only literals are allowed, found "
+                          f"{ast.unparse(node)[:60]!r}") from None
 
 
 def read_config_file(path, name=None):
@@ -92,8 +88,8 @@ def read_config_file(path, name=None):
              f"{where}: only `name = literal` lines are allowed")
         try:
             settings[node.targets[0].id] = _value(node.value, where)
-        except (TypeError, RecursionError) as e:  # an unhashable key; a value nested too deep
-            raise ConfigError(f"{where}: {type(e).__name__}") from None
+        except RecursionError:
+            raise ConfigError(f"{where}: a value nested too deeply") from None
     base = settings.pop("base", None)
     if base is None:
         return settings

@@ -61,8 +61,6 @@ def held_by(path):
             return None
     except Timeout:
         return Path(path).read_text().strip() or "unknown"
-    except OSError:
-        return None
 
 
 class Diverged(SystemExit):
@@ -160,15 +158,11 @@ def all_finite(model):
 
 def read_jsonl(path):
     """The rows of metrics.jsonl; a torn last line (a write cut short) is dropped."""
-    lines = Path(path).read_text().splitlines() if Path(path).exists() else []
-    rows = []
-    for i, line in enumerate(lines):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i < len(lines) - 1:
-                raise SystemExit(f"error: {path}, line {i + 1}, is not JSON") from None
-    return rows
+    text = Path(path).read_text() if Path(path).exists() else ""
+    lines = text.splitlines()
+    if not text.endswith("\n"):  # (also when empty)
+        lines = lines[:-1]
+    return [json.loads(line) for line in lines]
 
 
 class TimePlan:
@@ -178,11 +172,16 @@ class TimePlan:
 
     EVERY = 10
 
-    def __init__(self, minutes, start, eval_interval, ddp=False, master=True, device="cpu"):
+    def __init__(self, minutes, start, eval_interval, checkpoint=None, ddp=False, master=True,
+                 device="cpu"):
         self.minutes, self.start, self.eval_interval = minutes, start, eval_interval
         self.ddp, self.master, self.device = ddp, master, device
         self.max_iters, self.elapsed_before, self.eval_s = 0, 0.0, 0.0
         self.mark, self.eval_since = None, 0.0  # (step, clock) the timing runs from
+        state = checkpoint and checkpoint["time_plan"]
+        if state:  # a resume goes on with its plan and its clock
+            self.elapsed_before, self.eval_s = state["elapsed_s"], state["eval_s"]
+            self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
 
     def elapsed(self):
         return self.elapsed_before + time.monotonic() - self.start
@@ -190,11 +189,6 @@ class TimePlan:
     def state_dict(self):
         return dict(minutes=self.minutes, max_iters=self.max_iters, eval_s=self.eval_s,
                     elapsed_s=self.elapsed())
-
-    def load(self, state):
-        if state:
-            self.elapsed_before, self.eval_s = state["elapsed_s"], state["eval_s"]
-            self.max_iters = state["max_iters"] if state["minutes"] == self.minutes else 0
 
     def evaluated(self, seconds):
         self.eval_s, self.eval_since = seconds, self.eval_since + seconds
@@ -223,15 +217,14 @@ class TimePlan:
         return self.max_iters
 
 
-def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, refused=(),
-                  speak=True):
+def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, speak=True):
     """The settings a resumed run goes on with: the checkpoint's (`saved`), but `not_resumed`
     are this invocation's; a `shape_keys` setting given with another value is refused in one
     line; any other given setting is taken, with a note."""
     differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
               and config[k] != saved[k]]
     clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
-               if k in shape_keys] + list(refused)
+               if k in shape_keys]
     if clashes:
         raise SystemExit(f"error: resuming {path} with a different model or data: "
                          f"{'; '.join(clashes)}. Drop these settings, or train into another "
@@ -242,50 +235,40 @@ def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUME
                          if k in config and k not in not_resumed and k not in given}}
 
 
-def resume_settings(path, config, given, model_keys):
-    """(checkpoint, config) for --init_from=resume: the run's own settings and shape (another
-    shape refused in one line); a run with nothing left to train says so and exits."""
-    rank0 = int(os.environ.get("RANK", 0)) == 0
-    try:
-        checkpoint = load_checkpoint(path)
-    except FileNotFoundError as e:
-        raise SystemExit(f"error: {e}") from None
-    if not {"model_type", "model_args", "config", "iter_num"} <= set(checkpoint):
-        raise SystemExit(f"error: {path} is not a checkpoint of train.py: train into another "
-                         f"--out_dir")
-    saved_args = checkpoint["model_args"]
-    shape = {"model_type": checkpoint["model_type"],
-             **{k: saved_args[k] for k in model_keys if k in saved_args}}
-    args = config["model_args"] if "model_args" in given else {}
-    refused = [f"model_args[{k!r}]={v!r} (the checkpoint has {saved_args.get(k)!r})"
-               for k, v in args.items() if saved_args.get(k) != v]
-    config = resume_policy(path, {**checkpoint["config"], **shape}, config,
-                           set(given) - set(args) - {"model_args"}, set(shape), refused=refused,
-                           speak=rank0)
-    plan = checkpoint.get("time_plan") or {}
-    length = config["max_iters"] or (plan.get("minutes") == config["max_minutes"]
-                                     and plan.get("max_iters"))
-    done = checkpoint.get("reached_target") and checkpoint["best_val_loss"] <= config[
-        "stop_val_loss"]
-    if done or (length and checkpoint["iter_num"] >= length):
-        if rank0:
-            print(f"this run finished at step {checkpoint['iter_num']}: nothing to train (give "
-                  f"it a larger --max_iters or --max_minutes, or a lower --stop_val_loss)")
-        raise SystemExit(0)
-    return checkpoint, config
+def start_run(config, given, model_keys):
+    """(the locked RunDir, the checkpoint or None, the settings) of train.py's run: a resume goes
+    on with its checkpoint's settings and shape; a scratch run never replaces another."""
+    run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)  # rank 0 holds it
+    run.catch_signals()
+    checkpoint = None
+    if config["init_from"] == "resume":
+        try:
+            checkpoint = load_checkpoint(run.ckpt)
+        except FileNotFoundError as e:
+            raise SystemExit(f"error: {e}") from None
+        if not {"model_type", "model_args", "config", "iter_num"} <= set(checkpoint):
+            raise SystemExit(f"error: {run.ckpt} is not a checkpoint of train.py: train into "
+                             f"another --out_dir")
+        args = checkpoint["model_args"]
+        shape = {"model_type": checkpoint["model_type"],
+                 **{k: args[k] for k in model_keys if k in args}}
+        config = resume_policy(run.ckpt, {**checkpoint["config"], **shape}, config, given,
+                               {*shape, "model_args"}, speak=run._lock is not None)
+        run.last_good_step = checkpoint["iter_num"]
+    run.refuse_to_replace(config["init_from"], config["overwrite"])
+    return run, checkpoint, config
 
 
-def restore_rng(checkpoint, rank, sampler, seed, device_type):
+def restore_rng(checkpoint, rank, sampler, device_type):
     """This process's batch sampler and torch RNG states as saved, so the steps after a resume
-    draw what the uninterrupted run drew (a process that was not saved gets a fresh stream)."""
+    draw what the uninterrupted run drew."""
     states = checkpoint["rng"]["ranks"]
     if rank >= len(states):
-        sampler.manual_seed(seed + rank + 7919 * checkpoint["iter_num"])
-        torch.manual_seed(seed + rank + 7919 * checkpoint["iter_num"])
-        return
+        raise SystemExit(f"error: the checkpoint holds the RNG states of {len(states)} "
+                         f"process(es): resume it with as many")
     sampler.set_state(states[rank]["sampler"])
     torch.set_rng_state(states[rank]["torch"])
-    if device_type == "cuda" and "cuda" in states[rank]:
+    if device_type == "cuda":
         torch.cuda.set_rng_state(states[rank]["cuda"])
 
 
