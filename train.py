@@ -241,8 +241,8 @@ def get_lr(it):
 
 
 # max_iters = 0: the length that fits in max_minutes, planned again as the run goes
-time_plan = (TimePlan(max_minutes, script_start, eval_interval, checkpoint, ddp, master_process,
-                      device) if max_iters == 0 else None)
+time_plan = (TimePlan(max_minutes, script_start, checkpoint, ddp, master_process, device)
+             if max_iters == 0 else None)
 checkpoint = None  # free memory
 if ood_sha256:  # which texts the OOD losses are of
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))
@@ -262,7 +262,7 @@ sampler_state = train_sampler.get_state()
 x, y = get_batch("train", train_sampler)
 while True:
     if time_plan:
-        max_iters = time_plan.length(iter_num)
+        max_iters = time_plan.max_iters
         warmup_iters = min(config["warmup_iters"], max_iters // 5 or config["warmup_iters"])
     tokens = tokens_before + (iter_num - start_iter) * tokens_per_iter
     lr = get_lr(iter_num)
@@ -301,8 +301,6 @@ while True:
                 time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.monotonic() - eval_start
-        if time_plan:
-            time_plan.evaluated(eval_s)
         if reached_target:
             print(f"step {iter_num}: val loss {val_loss:.4f} reached stop_val_loss: stopping")
     if eval_step:  # the step time leaves the evaluation out
@@ -342,6 +340,8 @@ while True:
             raise run.diverged(iter_num, f"the loss is {lossf}", to_try)
         t1 = time.monotonic()
         dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
+        if time_plan:
+            time_plan.plan(iter_num, dt, eval_s, eval_interval)
     if master_process and iter_num % log_interval == 0:
         aux = getattr(raw_model, "aux_loss", None)  # the weighted auxiliary term in `loss` (MoE)
         tokens_per_s = tokens_per_iter / dt

@@ -208,10 +208,16 @@ def check_device(device):
          "device='mps', but MPS is not available here: use --device=cpu or auto")
 
 
-AT_LEAST = {">0": ("batch_size", "block_size", "eval_interval", "log_interval", "eval_iters",
-                   "gradient_accumulation_steps", "learning_rate"),
-            ">=0": ("max_iters", "max_minutes", "warmup_iters", "lr_decay_iters", "min_lr",
-                    "weight_decay", "grad_clip", "stop_val_loss", "sample_tokens", "seed")}
+RULES = [  # train.py's settings: (keys, what each must be, the one line's words)
+    ("batch_size block_size eval_interval log_interval eval_iters gradient_accumulation_steps "
+     "learning_rate", lambda v: v > 0, "it must be more than 0"),
+    ("max_iters max_minutes warmup_iters lr_decay_iters min_lr weight_decay grad_clip "
+     "stop_val_loss sample_tokens seed", lambda v: v >= 0, "it must be 0 or more"),
+    ("beta1 beta2 dropout", lambda v: 0 <= v < 1, "it must be in [0, 1)"),
+    ("init_from", lambda v: v in ("scratch", "resume"), "use 'scratch' or 'resume'"),
+    ("dtype", lambda v: v in ("auto", "float32", "bfloat16", "float16"),
+     "use auto, float32, bfloat16 or float16"),
+    ("out_dir", bool, "name a folder for the run")]
 
 
 def check_train_settings(config, here=True):
@@ -221,24 +227,15 @@ def check_train_settings(config, here=True):
 
     for key, value in config.items():
         need(type(value) is not int or abs(value) < 2 ** 63, f"{key}: it must be below 2**63")
-        need(type(value) is not float or abs(value) < math.inf, f"{key}={value}: not finite")
-    for key in AT_LEAST[">0"]:
-        need(config[key] > 0, f"{key}={config[key]}: it must be more than 0")
-    for key in AT_LEAST[">=0"]:
-        need(config[key] >= 0, f"{key}={config[key]}: it must be 0 or more")
-    for key in ("beta1", "beta2", "dropout"):
-        need(0 <= config[key] < 1, f"{key}={config[key]}: it must be in [0, 1)")
-    need(config["init_from"] in ("scratch", "resume"),
-         f"init_from={shown(config['init_from'])}: use 'scratch' or 'resume'")
-    need(config["out_dir"] != "", "out_dir='': name a folder for the run")
+        need(type(value) is not float or math.isfinite(value), f"{key}={value}: not finite")
+    for keys, ok, what in RULES:
+        for key in keys.split():
+            need(ok(config[key]), f"{key}={shown(config[key])}: {what}")
     world = int(os.environ.get("WORLD_SIZE", 1))
-    accumulation = config["gradient_accumulation_steps"]
-    need(accumulation % world == 0, f"gradient_accumulation_steps={accumulation}: it must be a "
-         f"multiple of the number of processes ({world})")
+    need(config["gradient_accumulation_steps"] % world == 0, f"gradient_accumulation_steps: it "
+         f"must be a multiple of the number of processes ({world})")
     need(config["max_iters"] > 0 or config["max_minutes"] > 0,
          "max_iters=0 and max_minutes=0: give the run a length or a time limit")
-    need(config["dtype"] in ("auto", "float32", "bfloat16", "float16"),
-         f"dtype={shown(config['dtype'])}: use auto, float32, bfloat16 or float16")
     if here:
         check_device(config["device"])
         need(config["dtype"] != "float16" or config["device"].startswith("cuda")

@@ -166,55 +166,36 @@ def read_jsonl(path):
 
 
 class TimePlan:
-    """max_iters = 0: the steps that fit in `minutes` on this machine as it is, planned again
-    every EVERY steps from how long they took (evaluations apart). Its state is saved in each
-    checkpoint, so a resume goes on with the same plan and the same clock."""
+    """max_iters = 0: the steps that fit in `minutes` on this machine as it is, planned again at
+    every log step from the step time measured there. Saved in each checkpoint, so a resume goes
+    on with the same plan and the same clock."""
 
-    EVERY = 10
-
-    def __init__(self, minutes, start, eval_interval, checkpoint=None, ddp=False, master=True,
-                 device="cpu"):
-        self.minutes, self.start, self.eval_interval = minutes, start, eval_interval
-        self.ddp, self.master, self.device = ddp, master, device
-        self.max_iters, self.elapsed_before, self.eval_s = 0, 0.0, 0.0
-        self.mark, self.eval_since = None, 0.0  # (step, clock) the timing runs from
+    def __init__(self, minutes, start, checkpoint=None, ddp=False, master=True, device="cpu"):
+        self.minutes, self.start, self.ddp, self.master = minutes, start, ddp, master
+        self.device, self.max_iters, self.elapsed_before = device, 0, 0.0
         state = checkpoint and checkpoint["time_plan"]
-        if state:  # a resume goes on with its plan and its clock
-            self.elapsed_before, self.eval_s = state["elapsed_s"], state["eval_s"]
+        if state:
+            self.elapsed_before = state["elapsed_s"]
             self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
 
     def elapsed(self):
         return self.elapsed_before + time.monotonic() - self.start
 
     def state_dict(self):
-        return dict(minutes=self.minutes, max_iters=self.max_iters, eval_s=self.eval_s,
-                    elapsed_s=self.elapsed())
+        return dict(minutes=self.minutes, max_iters=self.max_iters, elapsed_s=self.elapsed())
 
-    def evaluated(self, seconds):
-        self.eval_s, self.eval_since = seconds, self.eval_since + seconds
-
-    def length(self, step):
-        """max_iters at the top of `step` (the same on every process under torchrun)."""
-        now = time.monotonic()
-        if self.mark is None:
-            self.mark = (step, now)
-        steps = step - self.mark[0]
-        if steps < (self.EVERY if self.max_iters else 1):
-            return self.max_iters
-        step_s = max(now - self.mark[1] - self.eval_since, 0.0) / steps
-        self.mark, self.eval_since = (step, now), 0.0
-        left = 60 * self.minutes - self.elapsed() - self.eval_s  # (and one last evaluation)
-        per_step = max(step_s + self.eval_s / self.eval_interval, 1e-9)
-        planned = step + int(min(max(left, 0.0) / per_step, 1e15))
-        if self.ddp:  # one length for every process: rank 0's
-            planned = torch.tensor([planned], device=self.device)
+    def plan(self, step, step_s, eval_s, eval_interval):
+        """After `step`: the steps that fit in the time left at step_s seconds a step and eval_s
+        an evaluation every eval_interval steps and at the end (rank 0's under torchrun)."""
+        left = max(60 * self.minutes - self.elapsed() - eval_s, 0.0)
+        steps = left / (step_s + eval_s / eval_interval + 1e-9)
+        planned = torch.tensor(step + 1 + int(min(steps, 1e15)), device=self.device)
+        if self.ddp:
             torch.distributed.broadcast(planned, src=0)
-            planned = int(planned.item())
-        old, self.max_iters = self.max_iters, max(planned, 1)
+        old, self.max_iters = self.max_iters, int(planned)
         if self.master and abs(self.max_iters - old) > 0.05 * old:
             print(f"time limit {self.minutes:g} min: max_iters={self.max_iters} "
-                  f"({1000 * step_s:.0f} ms a step, {max(left, 0) / 60:.1f} min left)")
-        return self.max_iters
+                  f"({1000 * step_s:.0f} ms a step, {left / 60:.1f} min left)")
 
 
 def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, speak=True):
