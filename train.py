@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import torch
-import torch.distributed.nn  # noqa: F401 (imported before init_process_group: see the end)
+import torch.distributed.nn  # noqa: F401 (imported before init_process_group, see the end)
 from torch.distributed import destroy_process_group, init_process_group
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -30,59 +30,59 @@ from shapes import (build_model, check_model_settings, matched_model_args, model
                     model_keys, print_model_types)
 
 # -----------------------------------------------------------------------------------------------
-# default config: a 4-layer, 128-wide character-level GPT on Shakespeare (a few minutes of CPU)
+# default config: a 4-layer, 128-wide character-level GPT on Shakespeare (minutes on a CPU)
 # I/O
-out_dir = "out"  # the run's folder: ckpt.pt, metrics.jsonl and the lock (one run at a time)
+out_dir = "out"  # the run's folder: ckpt.pt, metrics.jsonl, the lock
 eval_interval = 100  # evaluate and checkpoint every this many steps (and at the end)
-eval_iters = 20  # batches per split in an evaluation (always the same batches)
+eval_iters = 20  # batches per split in an evaluation (the same ones each time)
 log_interval = 50  # print and log the training loss every this many steps
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
-sample_tokens = 300  # print a sample of this many tokens at the end (0: no sample)
-stop_val_loss = 0.0  # > 0: stop (and save) at the first evaluation whose val loss is <= this
-eval_ood = ""  # '' (off), or texts scored at each evaluation: data/<name> (fortunes) or a folder
+sample_tokens = 300  # tokens of the sample printed at the end (0: none)
+stop_val_loss = 0.0  # > 0: stop at the first evaluation whose val loss is <= this
+eval_ood = ""  # '' (off), or other texts scored at each evaluation: data/<name> or a folder
 # data
 dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
-data_dir = ""  # '' means data/<dataset>; or any folder holding train.bin, val.bin and meta.json
+data_dir = ""  # '' means data/<dataset>; or a folder with train.bin, val.bin, meta.json
 batch_size = 32  # sequences per micro-batch
 block_size = 128  # context length
-gradient_accumulation_steps = 1  # micro-batches per optimizer step (torchrun: shared out)
+gradient_accumulation_steps = 1  # micro-batches per optimizer step (shared by torchrun's)
 # model
-model_type = "gpt"  # what builds the model: gpt (model.py) or a mechanism (--help lists them)
+model_type = "gpt"  # gpt (model.py) or a mechanism (--help lists them)
 n_layer = 4  # transformer layers
-n_head = 4  # attention (query) heads per layer
+n_head = 4  # query heads per layer
 n_kv_head = None  # key/value heads (GQA when < n_head); None: n_head
-n_embd = 128  # width of the residual stream (d_model)
+n_embd = 128  # width of the residual stream
 head_dim = None  # width of one attention head; None: n_embd // n_head
 ffn_hidden = None  # hidden width of the SwiGLU FFN; None: 4 * n_embd
 qk_norm = ""  # RMSNorm on queries and keys: '' (off), 'head' (per head) or 'full'
-tie_embeddings = True  # the LM head shares the token embedding's weights
-dropout = 0.0  # dropout probability in training (0: off)
-model_args = {}  # the mechanism's own, e.g. {'n_sub_blocks': 4}; {}: matched to this GPT's budget
+tie_embeddings = True  # the LM head is the token embedding
+dropout = 0.0
+model_args = {}  # the mechanism's own, e.g. {'n_sub_blocks': 4}; {}: matched to this GPT
 # optimizer: AdamW, weight decay on matrices only
 learning_rate = 2e-3  # the peak learning rate, reached at the end of the warm-up
-max_iters = 0  # training steps; 0: as many steps as fit in max_minutes (measured on this machine)
-max_minutes = 5.0  # the time limit (wall-clock minutes) of a run whose max_iters is 0
-weight_decay = 0.1  # AdamW's decoupled weight decay
-beta1 = 0.9  # AdamW's decay rate of the gradient's running mean
-beta2 = 0.99  # AdamW's decay rate of the squared gradient's running mean
-grad_clip = 1.0  # clip the gradient's norm to this (0: no clipping)
+max_iters = 0  # training steps; 0: as many as fit in max_minutes on this machine
+max_minutes = 5.0  # the time limit of a run whose max_iters is 0
+weight_decay = 0.1
+beta1 = 0.9
+beta2 = 0.99
+grad_clip = 1.0  # clip gradients at this norm (0: no clipping)
 # learning rate schedule: linear warm-up, then cosine decay to min_lr at lr_decay_iters
 decay_lr = True  # False: learning_rate throughout (no warm-up, no decay)
-warmup_iters = 50  # steps of linear warm-up to learning_rate
+warmup_iters = 50  # steps of linear warm-up
 lr_decay_iters = 0  # the step where the decay reaches min_lr (0: max_iters)
-min_lr = 2e-4  # the learning rate at the end of the cosine decay (and after it)
+min_lr = 2e-4  # the learning rate at the end of the decay
 # system
 device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
 dtype = "auto"  # auto, bfloat16, float16 (CUDA, with a GradScaler) or float32
 compile = None  # None: on for CUDA with Triton, off for CPU and MPS
-seed = 1337  # the model's init, the batches (+ rank under torchrun) and dropout
+seed = 1337  # the init, the batches (+ rank) and dropout
 # -----------------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_")
                and isinstance(v, (int, float, bool, str, dict, type(None)))]
 script_start = time.monotonic()  # a time limit counts from here
-given_keys = set()  # the keys the config files and --key=value set
-try:  # every setting is checked (one line, exit status 2) before anything is built or removed
+given_keys = set()  # the keys the command line sets
+try:  # every setting checked (one line, exit status 2) before anything is built or removed
     defaults = {k: globals()[k] for k in config_keys}
     config = parse_overrides(sys.argv[1:], defaults, given=given_keys,
                              types=dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool),
@@ -91,9 +91,9 @@ try:  # every setting is checked (one line, exit status 2) before anything is bu
     check_model_settings(config)
 except ConfigError as e:
     usage_error(e)
-MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes from here
-sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
-# out_dir locked, Ctrl-C in one line, a resume's checkpoint and settings: shapelab/run.py
+MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes
+sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even piped
+# what keeps the run safe: shapelab/run.py
 run, checkpoint, config = start_run(config, given_keys, MODEL_KEYS)
 globals().update(config)
 # -----------------------------------------------------------------------------------------------
@@ -141,19 +141,19 @@ def get_batch(split, generator):
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     x = torch.from_numpy(np.stack([data[i:i + block_size] for i in ix]).astype(np.int64))
     y = torch.from_numpy(np.stack([data[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
-    token_files.check_unchanged(split)  # a file written over in place stops the run, one line
+    token_files.check_unchanged(split)  # a file written over in place stops the run
     if device_type == "cuda":  # pinned memory: the copy to the GPU runs while it computes
         x, y = x.pin_memory(), y.pin_memory()
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
-# The batch sampler has its own RNG; a checkpoint saves the state the next batch was drawn from.
+# the batch sampler's own RNG: a checkpoint saves the state the next batch was drawn from
 train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = 0, math.inf, math.nan, 0.0, 0
 if init_from == "scratch":
-    # GPT-2's 50257 ids get 50304 rows (tensor-core friendly); the padding ids are never sampled
+    # GPT-2's 50257 ids get 50304 rows (tensor-core friendly), the padding never sampled
     baseline = {"vocab_size": padded_vocab_size(vocab_size, multiple=64),
                 **{k: config[k] for k in MODEL_KEYS}}
     if model_args:
@@ -163,7 +163,7 @@ if init_from == "scratch":
     model = build_model(model_type, **model_args)
     if master_process and model_type != "gpt":
         print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
-    if master_process and overwrite:  # every setting, the data and the model are checked now
+    if master_process and overwrite:  # every setting, the data and the model checked
         run.remove_previous_run()
 else:
     model_args = checkpoint["model_args"]
@@ -189,11 +189,11 @@ if checkpoint is not None:
     optimizer.load_state_dict(checkpoint["optimizer"])
     scaler.load_state_dict(checkpoint["scaler"])
 
-raw_model = model  # the plain module: what we save, sample from and count FLOPs of
-if ddp:  # the only buffers are constant RoPE tables: nothing to sync before each forward
+raw_model = model  # the plain module: what we save and sample from
+if ddp:  # the only buffers are constant RoPE tables: nothing to sync
     model = ddp_model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None,
                             forward_sync_buffers=False)
-if compile:  # after DDP: the compiler then overlaps each gradient bucket's all-reduce
+if compile:  # after DDP, so the compiler overlaps each gradient bucket's all-reduce
     model = torch.compile(model)
 # evaluation runs on rank 0 alone, so it must not go through DDP
 eval_model = (torch.compile(raw_model) if compile else raw_model) if ddp else model
@@ -213,7 +213,7 @@ def estimate_loss():
                 _, loss = eval_model(x, y)
             losses[k] = loss.item()
         out[split] = losses.mean().item()
-    out["ood"] = {}  # fixed windows of other texts: training's RNG untouched
+    out["ood"] = {}  # fixed windows of other texts
     for name, ids in ood_batches.items():
         total = 0.0
         for chunk in ids.split(batch_size):
@@ -240,7 +240,6 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-# max_iters = 0: the length that fits in max_minutes, planned again as the run goes
 time_plan = (TimePlan(max_minutes, script_start, checkpoint, ddp, master_process, device)
              if max_iters == 0 else None)
 checkpoint = None  # free memory
@@ -269,7 +268,7 @@ while True:
     for group in optimizer.param_groups:
         group["lr"] = lr
 
-    # evaluate and save (not again right after a resume: that state was just saved)
+    # evaluate and save (not right after a resume: that state was just saved)
     eval_step = (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
         init_from == "resume" and iter_num == start_iter)
     reached_target, diverged = False, ""
@@ -315,8 +314,8 @@ while True:
     if (max_iters and iter_num >= max_iters) or reached_target:
         break
 
-    # one optimizer step, accumulating gradients over micro-batches; nothing here waits for the
-    # device: the host queues the work and fetches the next batch meanwhile
+    # one optimizer step, gradients accumulated over micro-batches; nothing here waits for the
+    # device
     for micro_step in range(gradient_accumulation_steps):
         if ddp:  # average gradients across processes only on the last micro-step
             ddp_model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
@@ -334,7 +333,7 @@ while True:
     optimizer.zero_grad(set_to_none=True)
     steps_timed += 1
 
-    if iter_num % log_interval == 0:  # every process: the loss comes to the host, is checked
+    if iter_num % log_interval == 0:  # every process: the loss comes to the host
         lossf = loss.item() * gradient_accumulation_steps
         if not math.isfinite(lossf):
             raise run.diverged(iter_num, f"the loss is {lossf}", to_try)
@@ -343,11 +342,11 @@ while True:
         if time_plan:
             time_plan.plan(iter_num, dt, eval_s, eval_interval)
     if master_process and iter_num % log_interval == 0:
-        aux = getattr(raw_model, "aux_loss", None)  # the weighted auxiliary term in `loss` (MoE)
+        aux = getattr(raw_model, "aux_loss", None)  # an auxiliary term in `loss` (MoE)
         tokens_per_s = tokens_per_iter / dt
-        # MFU per card: one process's share of the tokens against one card's peak
+        # MFU per card; above 1 the peak was measured at a worse moment
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)
-        mfu = mfu if mfu and mfu <= 1 else None  # above 1: the peak measured at a worse moment
+        mfu = mfu if mfu and mfu <= 1 else None
         steps_left = max_iters - iter_num
         seconds_left = steps_left * dt + steps_left // eval_interval * eval_s
         to_go = (f", ~{seconds_left / 60:.1f} min to go" if seconds_left >= 60
@@ -370,7 +369,6 @@ if master_process:
     if sample_tokens > 0:
         from shapelab.tokenizer import Tokenizer
 
-        # the vocabulary of the data this run read
         tok = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
         raw_model.eval()
         start = torch.tensor([tok.encode("\n")], device=device)

@@ -45,33 +45,33 @@ dataset = ""  # '' = the task's: mnist (offline: the real 5k subset) | mnist5k |
 data_dir = ""  # raw IDX / official npz files to prepare from ('' = the usual sources)
 prepared_dir = ""  # '' = data/mnist/, data/mnist/<dataset>/ or data/imagenet32/
 max_train_images = 0  # 0 = every training image
-noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1) (the noise tasks only)
-flips = None  # 1, 2 or 4: the set enlarged by flips, the reference's: x2 {none, both}, x4 all four
-clamp_sr_input = False  # ours: clamp the bicubic low-res input to [0, 1] (the reference does not)
+noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1)
+flips = None  # 1, 2 or 4: the set enlarged by flips (x2: none and both, x4: all four)
+clamp_sr_input = False  # ours: clamp the bicubic low-res input to [0, 1]
 # model: eq. (2)-(4) of the paper
 shape = "hourglass"  # hourglass (d_h < d_z) | conventional (d_h > d_z)
-input_proj = ""  # '' = the shape's own (hourglass frozen_random, conventional direct) | learned ...
+input_proj = ""  # '' = the shape's own (hourglass: frozen_random, conventional: direct)
 latent_dim = None  # d_z, the width of the skip path
 hidden_dim = None  # d_h, the width of each block's branch
 n_blocks = None  # L
 # training: AdamW, linear decay to 0 without warm-up
 epochs = None
-max_iters = 0  # > 0: stop after this many iterations (quick runs)
+max_iters = 0  # > 0: stop after this many steps
 batch_size = None
 learning_rate = None
-weight_decay = 0.01  # torch's AdamW default, as the reference code
+weight_decay = 0.01  # torch's AdamW default, as the reference code's
 eval_interval = None  # steps between validations; 0 = once per epoch
 log_interval = 50
 seed = 0  # draws W_in, the init, the data order and the noise
 # I/O
-out_dir = ""  # '' = out/mlp_<task>: ckpt.pt (best model + training state), results, the lock
-init_from = "scratch"  # 'scratch' or 'resume' (go on exactly from out_dir/ckpt.pt)
+out_dir = ""  # '' = out/mlp_<task>
+init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
 eval_only = False  # True: score out_dir/ckpt.pt on the test split and stop
-allow_other_data = False  # True: eval_only scores a checkpoint on another data source than its own
+allow_other_data = False  # True: eval_only scores a checkpoint on data not its own
 # system
 device = "auto"  # auto (cuda > mps > cpu) | cpu | cuda | cuda:<index> | mps
-dtype = None  # float32 | auto (hardware's: bf16 where native) | bfloat16 | float16 (GradScaler)
+dtype = None  # float32 | auto (bf16 where native) | bfloat16 | float16
 compile = False
 num_threads = 0  # 0 = torch's default
 # -----------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_")
 PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float, batch_size=int,
                      learning_rate=float, flips=int, eval_interval=int, noise_sigma=float,
                      dtype=str)
-EVAL_BATCH_SIZE = 128  # the reference code's eval / test loaders; psnr_batchmse depends on it
+EVAL_BATCH_SIZE = 128  # the reference code's: psnr_batchmse depends on it
 # a resume: where and how it runs is this invocation's; the model and the data it sees are the run's
 NOT_RESUMED = ("out_dir", "init_from", "overwrite", "eval_only", "allow_other_data", "compile",
                "num_threads", "log_interval", "data_dir", "prepared_dir")
@@ -92,7 +92,7 @@ SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_di
 
 def task_protocol(task_name):
     """The settings of config/mlp_<task>.py, the task's training protocol."""
-    get_task(task_name)  # an unknown task: one line naming the known ones
+    get_task(task_name)  # an unknown task: one line
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config",
                         f"mlp_{task_name}.py")
     return parse_overrides([path], DEFAULTS, types=PROTOCOL_KEYS)
@@ -200,7 +200,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     nothing written); given: the keys the command line set; results=False: no result files."""
     c = resolve(config)
     checkpoint = None
-    if c.init_from == "resume":  # the run goes on as it was saved: its settings, its state
+    if c.init_from == "resume":
         checkpoint, c = resumed_run(run, config, given)
     if run is not None:
         run.refuse_to_replace(c.init_from, c.overwrite)
@@ -223,7 +223,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     prototypes = (choose_prototypes(data.train, data.train_labels) if t.target == "prototype"
                   else None)
 
-    torch.manual_seed(c.seed)  # fixes W_in (frozen or not) and the block init
+    torch.manual_seed(c.seed)  # W_in and the init
     model = make_model(c).to(c.device)
     c.input_proj = model.input_proj  # the W_in the module holds, whatever the settings say
     params = count_params(model)
@@ -231,7 +231,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         f"W_in={c.input_proj} | params total {params['total']:,} trainable {params['trainable']:,}")
     optimizer = make_optimizer(model, c)
     scaler = torch.amp.GradScaler(c.device.split(":")[0], enabled=c.dtype == "float16")
-    amp = autocast(c.device.split(":")[0], c.dtype)  # the forward passes' precision
+    amp = autocast(c.device.split(":")[0], c.dtype)
     forward = torch.compile(model) if c.compile else model
 
     n_train = len(data.train)
@@ -245,29 +245,29 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
     protos = prototypes.to(c.device) if prototypes is not None else None
-    train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once, not every step
+    train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once
     train_labels = data.train_labels.to(c.device)
 
     start, history, elapsed_before = 0, [], 0.0
     best = {"val_loss": math.inf, "iter": 0, "state": None}
-    if checkpoint is not None:  # exactly where the run stopped: weights, AdamW, data order, noise
+    if checkpoint is not None:  # where the run stopped: weights, AdamW, data order, noise
         state = checkpoint["train_state"]
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        if state["scaler"]:  # float16's loss scale ({} without a scaler)
+        if state["scaler"]:  # float16's loss scale
             scaler.load_state_dict(state["scaler"])
         noise_rng.set_state(state["noise_rng"])
         epoch_order_rng = state["epoch_order_rng"]
         order_rng.set_state(epoch_order_rng)  # this epoch's order, drawn again
         order = torch.randperm(n_train * c.flips, generator=order_rng)
         start, history = checkpoint["iter_num"], state["history"]
-        elapsed_before = state["elapsed_s"]  # wall-clock time keeps counting across resumes
+        elapsed_before = state["elapsed_s"]
         best = {"val_loss": checkpoint["best_val_loss"], "iter": checkpoint["best_iter"],
                 "state": checkpoint["model"]}
         run.last_good_step = start
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
             if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
-    elif run is not None and c.overwrite:  # every setting, the data and the model are checked
+    elif run is not None and c.overwrite:  # every setting, the data and the model checked
         run.remove_previous_run()
         for name in ("result.json", "history.csv", "samples.png", "data.json"):
             (run.dir / name).unlink(missing_ok=True)
@@ -275,12 +275,12 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
 
     val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan
     loss_sum, n_loss = 0.0, 0
-    t0 = t_last = time.time()
+    t0 = time.time()
     model.train()
     for iter_num in range(start, total_steps):
         pos = iter_num % steps_per_epoch
         if pos == 0:  # a new epoch: shuffle the (image, flip) pairs of the enlarged set
-            epoch_order_rng = order_rng.get_state()  # (saved: a resume draws this order again)
+            epoch_order_rng = order_rng.get_state()  # saved: a resume draws it again
             order = torch.randperm(n_train * c.flips, generator=order_rng)
         idx = order[pos * c.batch_size:(pos + 1) * c.batch_size]
         rows = (idx % n_train).to(c.device)
@@ -294,10 +294,10 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
             pred = forward(x)  # (B, d_out)
         loss = F.mse_loss(pred.float(), target)
         optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()  # (float16: loss scaling; otherwise plain backward, step)
+        scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-        loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # read at evaluations: no sync
+        loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # no sync until an evaluation
 
         last = iter_num + 1 == total_steps
         if (iter_num + 1) % eval_interval == 0 or last:
@@ -316,13 +316,13 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
             if val["loss"] < best["val_loss"]:
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 best = {"val_loss": val["loss"], "iter": iter_num + 1, "state": state}
-            if run is not None:  # the best model so far, and where the run is (for a resume)
+            if run is not None:  # the best model so far, and the state a resume goes on from
                 run.save({"model": best["state"], "best_iter": best["iter"],
                           "best_val_loss": best["val_loss"], "config": config_record(c),
                           "prototypes": prototypes, "data": data_record, "iter_num": iter_num + 1,
                           "train_state": {
                               "model": best["state"] if best["iter"] == iter_num + 1
-                              else model.state_dict(),  # (the same tensors are stored once)
+                              else model.state_dict(),
                               "optimizer": optimizer.state_dict(),
                               "scaler": scaler.state_dict(), "noise_rng": noise_rng.get_state(),
                               "epoch_order_rng": epoch_order_rng, "history": history,
@@ -332,11 +332,8 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
             loss_value = loss.item()
             if not math.isfinite(loss_value):
                 raise ends.diverged(iter_num + 1, f"the loss is {loss_value}", to_try)
-            now = time.time()
-            its = ((iter_num + 1 - start) / (now - t0) if last
-                   else min(c.log_interval, iter_num + 1 - start) / (now - t_last))
-            t_last = now
-            left = (total_steps - iter_num - 1) * (now - t0) / (iter_num + 1 - start) / 60
+            its = (iter_num + 1 - start) / (time.time() - t0)  # since this session's start
+            left = (total_steps - iter_num - 1) / its / 60
             val_text = "--" if math.isnan(val_psnr) else f"{val_psnr:.2f} dB"
             say(f"step {iter_num + 1}/{total_steps} | loss {loss_value:.5f} | val psnr "
                 f"{val_text} | lr {lr:.2e} | {its:.1f} it/s | ~{left:.1f} min to go")
@@ -365,12 +362,10 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
 
 
 def config_record(c):
-    """The settings as saved with a run: everything a checkpoint needs to rebuild its model."""
     return {k: getattr(c, k) for k in DEFAULTS}
 
 
 def write_csv(path, rows):
-    """rows (dicts, at least one) as a CSV, whole or not at all."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
     writer.writeheader()
@@ -426,7 +421,7 @@ def evaluate_checkpoint(config):
 
 def main(argv, catch_signals=False):
     try:
-        given = set()  # the keys the command line sets (a resume refuses other values)
+        given = set()  # the keys the command line sets
         config = parse_overrides(argv, DEFAULTS, types=PROTOCOL_KEYS, given=given)
         if config["eval_only"]:
             return evaluate_checkpoint(config)
