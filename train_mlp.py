@@ -5,13 +5,10 @@ MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), read top to bottom like tra
     python train_mlp.py                                    # denoising MNIST, the default hourglass
     python train_mlp.py config/mlp_mnist_sr.py --dataset=fashion_mnist --epochs=5
     python train_mlp.py --eval_only=True --out_dir=out/mlp_mnist_denoise   # score its ckpt.pt
-    python train_mlp.py <the same settings> --init_from=resume   # go on where a run stopped
 
-A setting left at None takes its value from config/mlp_<task>.py, the one place a task's protocol
-is written. AdamW at a linearly decaying learning rate (no warm-up); an evaluation every
-eval_interval steps (0: once per epoch) keeps the best model by validation loss, whose test
-metrics are reported beside the trivial baseline. out_dir is a RunDir, as train.py's; its ckpt.pt
-holds the best model and the training state --init_from=resume goes on from exactly.
+A setting left at None takes its value from config/mlp_<task>.py, the task's protocol. AdamW at a
+linearly decaying learning rate; the best model by validation loss is tested beside the trivial
+baseline. out_dir is a RunDir, as train.py's.
 """
 
 import csv
@@ -38,11 +35,11 @@ from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_pr
 from shapelab.run import RunDir, all_finite, resume_policy
 
 # -----------------------------------------------------------------------------------------------
-# default config: denoising MNIST; a None takes config/mlp_<task>.py's value (the task's protocol)
+# default config: denoising MNIST; a None takes config/mlp_<task>.py's value
 # task and data
 task = "mnist_denoise"  # mnist_denoise | mnist_sr | mnist_classify | imagenet32_denoise | ..._sr
-dataset = ""  # '' = the task's: mnist (offline: the real 5k subset) | mnist5k | fashion_mnist
-data_dir = ""  # raw IDX / official npz files to prepare from ('' = the usual sources)
+dataset = ""  # '' = the task's: mnist | mnist5k | fashion_mnist
+data_dir = ""  # raw IDX / npz files to prepare from ('' = the usual sources)
 prepared_dir = ""  # '' = data/mnist/, data/mnist/<dataset>/ or data/imagenet32/
 max_train_images = 0  # 0 = every training image
 noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1)

@@ -1,15 +1,12 @@
 """
-Checkpoint files: written whole or not at all, read without running pickled code.
-
-save_checkpoint writes `<path>.tmp.<pid>` and renames it over `path` (atomic within a folder), so
-a run killed mid-save keeps its previous checkpoint. load_checkpoint uses
-torch.load(weights_only=True): only tensors and plain containers are unpickled, so a checkpoint
-from someone else cannot run code. It reads to the CPU, where the RNG states inside must stay.
-load_export reads a folder export.py wrote (safetensors and JSON) as a checkpoint.
+Checkpoint files: written whole or not at all (a temporary file renamed over the old one), read
+with torch.load(weights_only=True), so a checkpoint from someone else cannot run code. They load
+to the CPU, where the RNG states inside must stay. load_export reads a folder export.py wrote.
 """
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -51,7 +48,9 @@ def load_checkpoint(path, map_location="cpu", trainer="train.py"):
         raise FileNotFoundError(f"no checkpoint at {path}: train one first (python {trainer}) "
                                 f"or point --out_dir at the folder that holds ckpt.pt")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # another program's pickle: one line, not torch's warning
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # truncated, empty, another program's pickle, ...
         state = e
     if not isinstance(state, dict):

@@ -1,11 +1,10 @@
 """
 What keeps a training run safe (train.py, train_mlp.py); a learner can skip this file.
 
-RunDir: out_dir locked for one run (filelock: the OS drops the lock when the process dies); a
-scratch run never replaces another without --overwrite=True; Ctrl-C and SIGTERM end in one line
-naming the last checkpoint and the command that goes on; a diverged run ends in one line (Diverged)
-and never saves. TimePlan: max_iters = 0 fits the run to max_minutes. resume_settings,
-restore_rng, all_rng_states: --init_from=resume goes on exactly as the run was saved.
+RunDir: out_dir locked for one run (filelock: the OS drops the lock when the process dies), never
+replaced without --overwrite=True, Ctrl-C and SIGTERM in one line naming the command that goes on.
+TimePlan fits max_iters = 0 to max_minutes. start_run, restore_rng, all_rng_states: a resume goes
+on exactly as the run was saved.
 """
 
 import json
@@ -87,7 +86,6 @@ class RunDir:
                 usage_error(e)
 
     def refuse_to_replace(self, init_from, overwrite):
-        """A scratch run never replaces a run in out_dir without --overwrite=True (exit 2)."""
         previous = [p.name for p in (self.ckpt, self.metrics) if p.exists()]
         if init_from == "scratch" and previous and not overwrite:
             usage_error(f"{self.dir} already holds a run ({', '.join(previous)}): continue it "
@@ -95,7 +93,6 @@ class RunDir:
                         f"--overwrite=True to delete it")
 
     def remove_previous_run(self):
-        """--overwrite=True, called once every setting is checked: the old run is deleted."""
         for path in (self.ckpt, self.metrics):
             path.unlink(missing_ok=True)
 
@@ -121,8 +118,7 @@ class RunDir:
         return Diverged(f"step {step}: {what}. Training diverged; try {to_try}. {good}", step)
 
     def catch_signals(self):
-        """Ctrl-C and SIGTERM end in one line (`interrupted`); under torchrun only rank 0
-        speaks, the other ranks stop with torchrun."""
+        """Ctrl-C and SIGTERM end in one line; under torchrun only rank 0 speaks."""
         if self._lock is None and os.environ.get("RANK", "0") != "0":
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             return
@@ -152,7 +148,6 @@ class RunDir:
 
 
 def all_finite(model):
-    """Whether every weight of `model` is finite: a diverged model is never saved."""
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
@@ -199,9 +194,8 @@ class TimePlan:
 
 
 def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, speak=True):
-    """The settings a resumed run goes on with: the checkpoint's (`saved`), but `not_resumed`
-    are this invocation's; a `shape_keys` setting given with another value is refused in one
-    line; any other given setting is taken, with a note."""
+    """The checkpoint's settings (`saved`), but `not_resumed` are this invocation's; a `shape_keys`
+    setting given with another value is refused in one line, any other is taken with a note."""
     differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
               and config[k] != saved[k]]
     clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
@@ -241,8 +235,7 @@ def start_run(config, given, model_keys):
 
 
 def restore_rng(checkpoint, rank, sampler, device_type):
-    """This process's batch sampler and torch RNG states as saved, so the steps after a resume
-    draw what the uninterrupted run drew."""
+    """This process's RNG states as saved: a resume draws what the uninterrupted run drew."""
     states = checkpoint["rng"]["ranks"]
     if rank >= len(states):
         raise SystemExit(f"error: the checkpoint holds the RNG states of {len(states)} "
