@@ -65,8 +65,8 @@ def _value(node, where):
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError):
-        raise ConfigError(f"{where}: only literals are allowed, found "
-                          f"{ast.unparse(node)[:60]!r}") from None
+        raise ConfigError(f"{where}: only assignments of literals are allowed (found "
+                          f"{ast.unparse(node)[:60]!r})") from None
 
 
 def read_config_file(path, name=None):
@@ -75,8 +75,9 @@ def read_config_file(path, name=None):
     name = name or str(path)
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=name)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError,
-            MemoryError) as e:
+    except SyntaxError as e:
+        raise ConfigError(f"{name}, line {e.lineno}: not valid Python ({e.msg})") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as e:
         raise ConfigError(f"{name}: not a readable config file ({type(e).__name__})") from None
     settings = {}
     for node in tree.body:
@@ -85,7 +86,8 @@ def read_config_file(path, name=None):
             continue  # a docstring
         need(isinstance(node, ast.Assign) and len(node.targets) == 1
              and isinstance(node.targets[0], ast.Name),
-             f"{where}: only `name = literal` lines are allowed")
+             f"{where}: only assignments of literals are allowed (found "
+             f"{ast.unparse(node)[:60]!r})")
         try:
             settings[node.targets[0].id] = _value(node.value, where)
         except RecursionError:
@@ -140,15 +142,17 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None, more_
             default = defaults.get(key)
             kind = type(default) if default is not None else (types or {}).get(key)
             pairs, where = [(key, _parse(text, default, kind))], f"override {shown(arg)}"
+            unknown = "unknown config key"
         else:
             need(arg.endswith(".py") and Path(arg).is_file(),
                  f"argument {arg!r}: expected a config file (config/<name>.py) or --key=value")
             pairs, where = read_config_file(arg).items(), f"config file {arg}"
+            unknown = "unknown key"
         for key, value in pairs:
             if key not in defaults:
                 close = difflib.get_close_matches(key, defaults, n=3)
-                raise ConfigError(f"{where}: unknown setting {shown(key)}"
-                                  + (f"; did you mean {', '.join(close)}?" if close else ""))
+                raise ConfigError(f"{where}: {unknown} {shown(key)}"
+                                  + (f". Did you mean {', '.join(close)}?" if close else ""))
             config[key] = _checked(key, value, defaults[key], where, types)
             if given is not None:
                 given.add(key)

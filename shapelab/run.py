@@ -36,11 +36,14 @@ def lock_folder(folder, name="run.lock", what="training run", subject=None, opti
         lock.acquire()
     except Timeout:
         raise ConfigError(f"{subject or folder} is in use by another {what} (PID "
-                          f"{held_by(folder / name)}): wait for it, or use another --{option}"
-                          ) from None
+                          f"{held_by(folder / name)}): wait for it to finish, or use another "
+                          f"--{option}") from None
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"{option}={folder} is a file, not a folder: name a folder with "
+                          f"--{option}") from None
     except OSError as e:
-        raise ConfigError(f"{option}={folder} cannot hold a run ({e.strerror or e}): name a "
-                          f"folder you can write with --{option}") from None
+        raise ConfigError(f"{option}={folder} is not writable ({e.strerror or e}): name a "
+                          f"folder you can write to with --{option}") from None
     if removed_at_close:  # a lock among committed results leaves no file behind
         release = lock.release
 

@@ -50,10 +50,10 @@ def test_overrides_are_literals_checked_against_the_defaults_type():
                             "--sigma=0.5"], defaults, types=types) == dict(
         n_layer=6, lr=1.0, compile=False, out_dir="2024", seeds=(1, 2), sigma=0.5)
     assert parse_overrides(["--seeds=", "--sigma=None"], defaults, types=types)["seeds"] == ()
-    for bad, says in (("--n_layr=6", "did you mean n_layer?"), ("--compile=1", "must be a bool"),
+    for bad, says in (("--n_layr=6", "Did you mean n_layer?"), ("--compile=1", "must be a bool"),
                       ("--n_layer=True", "must be a int"), ("--n_layer", "--n_layer=value"),
                       ("--sigma=x", "must be a float or None"),
-                      ("--x" * 10**5 + "=1", "unknown setting"), ("--lr=" + "[" * 10**5, "float")):
+                      ("--x" * 10**5 + "=1", "unknown config key"), ("--lr=" + "[" * 10**5, "float")):
         with pytest.raises(ConfigError, match=says) as error:
             parse_overrides([bad], defaults, types=types)
         assert len(str(error.value)) < 200

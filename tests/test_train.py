@@ -186,7 +186,7 @@ def test_ddp_resume_continues_exactly(char_dataset, tmp_path):
 
 
 BAD = {  # arguments -> (exit status, words of its one line)
-    ("--n_layr=2",): (2, "did you mean n_layer"),
+    ("--n_layr=2",): (2, "Did you mean n_layer"),
     ("--n_kv_head=two",): (2, "n_kv_head='two' is a str, but n_kv_head must be a int or None"),
     ("--beta2=1.5",): (2, "beta2=1.5: it must be in [0, 1)"),
     ("--dtype=fp32",): (2, "dtype='fp32'"),
