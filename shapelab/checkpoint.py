@@ -56,7 +56,8 @@ def load_checkpoint(path, map_location="cpu", trainer="train.py"):
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is damaged or not a checkpoint ({type(state).__name__}; "
                               f"only tensors and plain containers are ever loaded): delete it "
-                              f"and train again (python {trainer})")
+                              f"and train again (python {trainer}), or point --out_dir at a "
+                              f"folder with a good ckpt.pt")
     return state
 
 

@@ -205,11 +205,13 @@ def check_device(device):
     indexed = not colon or (kind == "cuda" and index.isdigit())
     need(kind in ("auto", "cpu", "cuda", "mps") and indexed,
          f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps")
-    count = torch.cuda.device_count() if kind == "cuda" else 0
-    need(kind != "cuda" or int(index or 0) < count,
-         f"device={device!r}, but this machine has {count} CUDA GPU(s): use --device=cpu or auto")
+    need(kind != "cuda" or torch.cuda.is_available(), f"device={device!r}, but this machine has "
+         f"no CUDA GPU (torch {torch.__version__} sees none): use --device=cpu or --device=auto")
+    count = torch.cuda.device_count() if index else 0
+    need(not index or int(index) < count,
+         f"device={device!r}, but this machine has {count} CUDA GPU(s): cuda:0 to cuda:{count - 1}")
     need(kind != "mps" or torch.backends.mps.is_available(),
-         "device='mps', but MPS is not available here: use --device=cpu or auto")
+         "device='mps', but MPS is not available here: use --device=cpu or --device=auto")
 
 
 RULES = [  # train.py's settings: (keys, what each must be, the one line's words)
