@@ -61,9 +61,6 @@ try:  # read to the CPU; then only the model moves
                   else load_checkpoint(source, map_location="cpu"))
 except FileNotFoundError as e:
     raise SystemExit(f"error: {e}") from None
-if not all(k in checkpoint for k in ("model_type", "model_args", "meta", "config")):
-    raise SystemExit(f"error: {out_dir}/ckpt.pt is not a checkpoint of this repo's train.py (it "
-                     f"has {', '.join(sorted(checkpoint)[:8])})")
 checkpoint.pop("optimizer", None)  # never copied to the GPU
 model = model_from_checkpoint(checkpoint, source).to(device).eval()
 meta = checkpoint["meta"]  # the vocabulary the model was trained with, whatever is on disk now

@@ -53,7 +53,8 @@ def test_overrides_are_literals_checked_against_the_defaults_type():
     for bad, says in (("--n_layr=6", "Did you mean n_layer?"), ("--compile=1", "must be a bool"),
                       ("--n_layer=True", "must be a int"), ("--n_layer", "--n_layer=value"),
                       ("--sigma=x", "must be a float or None"),
-                      ("--x" * 10**5 + "=1", "unknown config key"), ("--lr=" + "[" * 10**5, "float")):
+                      ("--x" * 10**5 + "=1", "unknown config key"),
+                      ("--lr=" + "[" * 10**5, "float")):
         with pytest.raises(ConfigError, match=says) as error:
             parse_overrides([bad], defaults, types=types)
         assert len(str(error.value)) < 200
