@@ -3,7 +3,9 @@
 import pytest
 
 from conftest import ROOT
-from shapelab.configurator import ConfigError, parse_overrides, read_config_file
+from shapelab.configurator import (ConfigError, check_train_settings, parse_overrides,
+                                   read_config_file)
+from shapes import check_model_settings, train_defaults
 
 
 def executed(path):
@@ -19,6 +21,14 @@ def test_every_config_file_reads_to_the_values_running_it_gives():
     for path in sorted((ROOT / "config").glob("*.py")):
         read, ran = read_config_file(path), executed(path)
         assert read == ran and [type(v) for v in read.values()] == [type(ran[k]) for k in read]
+
+
+@pytest.mark.parametrize("path", [p.name for p in sorted((ROOT / "config").glob("*.py"))
+                                  if not p.name.startswith(("mlp_", "compare_"))])
+def test_every_train_config_passes_the_checks_a_run_starts_with(path):
+    config = parse_overrides([str(ROOT / "config" / path)], train_defaults())
+    check_train_settings(config, here=False)
+    check_model_settings(config)  # its model, built on the meta device
 
 
 def test_literals_arithmetic_on_numbers_and_a_base_are_read(tmp_path):
