@@ -107,10 +107,10 @@ def resolve(config):
     for key in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
         need(getattr(c, key) >= 1, f"--{key}={getattr(c, key)}: it must be 1 or more")
     for key in ("max_iters", "max_train_images", "num_threads", "eval_interval", "weight_decay",
-                "noise_sigma"):
-        need((getattr(c, key) or 0) >= 0, f"--{key}={getattr(c, key)}: it must be 0 or more")
-    for key in ("epochs", "learning_rate", "weight_decay", "noise_sigma"):
-        need(math.isfinite(getattr(c, key) or 0), f"--{key}={getattr(c, key)}: not finite")
+                "noise_sigma", "epochs", "learning_rate"):
+        value = getattr(c, key)
+        need(value is None or 0 <= value < math.inf, f"--{key}={value}: it must be 0 or more, "
+             f"a finite number")
     need(c.epochs > 0 and c.learning_rate > 0, "--epochs and --learning_rate must be more than 0")
     need(c.init_from in ("scratch", "resume"), f"--init_from={c.init_from}: use scratch or resume")
     need(c.flips in (1, 2, 4), f"--flips={c.flips}: it must be 1, 2 or 4")
