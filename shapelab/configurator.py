@@ -97,7 +97,10 @@ def read_config_file(path, name=None):
         return settings
     base_path = Path(path).parent / str(base)
     need(isinstance(base, str) and base_path.is_file(), f"{name}: base {shown(base)} not found")
-    return {**read_config_file(base_path, str(Path(name).parent / base)), **settings}
+    try:
+        return {**read_config_file(base_path, str(Path(name).parent / base)), **settings}
+    except RecursionError:
+        raise ConfigError(f"{name}: base {base!r} leads back to itself") from None
 
 
 def _checked(key, value, default, where, types):

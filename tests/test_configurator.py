@@ -45,7 +45,7 @@ def test_literals_arithmetic_on_numbers_and_a_base_are_read(tmp_path):
 @pytest.mark.parametrize("source", [
     "n = 2\nimport os\n", "n = float('inf')\n", "n = 2\nm = n\n", "n = 1\nn += 1\n",
     "if True:\n    n = 2\n", "n = 1 // 0\n", "n = 2 ** 10 ** 10\n", "n = [0] * 9\n",
-    "n = 'a' + 'b'\n", "n = (64\n", "n = {[1]: 2}\n", 'base = "gone.py"\n'])
+    "n = 'a' + 'b'\n", "n = (64\n", "n = {[1]: 2}\n", 'base = "gone.py"\n', 'base = "bad.py"\n'])
 def test_anything_but_literals_and_arithmetic_on_numbers_is_one_line(source, tmp_path):
     (tmp_path / "bad.py").write_text(source)
     with pytest.raises(ConfigError) as error:
