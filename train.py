@@ -333,7 +333,8 @@ while True:
     optimizer.zero_grad(set_to_none=True)
     steps_timed += 1
 
-    if iter_num % log_interval == 0:  # every process: the loss comes to the host
+    log_step = iter_num % log_interval == 0 or not max_iters  # (a time limit not planned yet)
+    if log_step:  # every process: the loss comes to the host
         lossf = loss.item() * gradient_accumulation_steps
         if not math.isfinite(lossf):
             raise run.diverged(iter_num, f"the loss is {lossf}", to_try)
@@ -341,7 +342,7 @@ while True:
         dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
         if time_plan:
             time_plan.plan(iter_num, dt, eval_s, eval_interval)
-    if master_process and iter_num % log_interval == 0:
+    if master_process and log_step:
         aux = getattr(raw_model, "aux_loss", None)  # an auxiliary term in `loss` (MoE)
         tokens_per_s = tokens_per_iter / dt
         # MFU per card; above 1 the peak was measured at a worse moment
