@@ -1,27 +1,13 @@
 """
-Generate text from a trained checkpoint.
+Generate text from a trained checkpoint (any model_type), or from a folder export.py wrote.
 
     python sample.py                                   # from out/ckpt.pt, 3 samples
     python sample.py --out_dir=out-hourglass --start="ROMEO:" --num_samples=5 --max_new_tokens=200
     python sample.py --start=FILE:prompt.txt --temperature=0.6 --top_k=50 --seed=7
     python sample.py --temperature=0                   # greedy: the same text every time
-    python sample.py --out_dir=out-hf                  # a folder export.py wrote
 
-Works for every model_type: the checkpoint names the file that builds its model, and holds the
-dataset's meta.json from training time, which names the tokenizer (characters or GPT-2 BPE) used to
-encode and decode - so re-preparing the data later cannot garble the text. Only ids of that
-vocabulary are ever sampled: a GPT-2
-model's embedding is padded to 50304 rows for the GPU, and the padding ids are never drawn.
-
---top_k=K keeps the K most likely tokens at each step; --top_k=0 keeps every token (no top-k).
---temperature=0 is greedy. A temperature below float32's smallest normal number (~1.2e-38; the
-logits are float32) is greedy too: the limit every small temperature approaches, and what it
-samples already. A negative, infinite or nan temperature, or a negative top_k, is refused.
-
-Ctrl-C stops it in one line (exit status 130), after the samples printed so far.
-
-The checkpoint is read into CPU memory and only the model moves to the device (the optimizer
-state it also holds is dropped unread).
+The tokenizer is the one the checkpoint was trained with (its meta.json, saved inside), and only
+ids of that vocabulary are sampled (never a padded embedding's extra rows).
 """
 
 import math
@@ -36,18 +22,6 @@ from shapelab.hardware import DTYPES, auto_dtype, autocast, pick_device
 from shapelab.tokenizer import Tokenizer
 from shapes import model_from_checkpoint
 
-
-def read_prompt(path):
-    """--start=FILE:path: the prompt from a UTF-8 text file, or one line saying what is wrong."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"--start=FILE:{path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"--start=FILE:{path} is a folder: name a text file") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"--start=FILE:{path} is not UTF-8 text ({e.reason} at byte {e.start})") \
-            from None
 
 # -----------------------------------------------------------------------------------------
 out_dir = "out"  # the folder with ckpt.pt
@@ -71,36 +45,26 @@ try:  # every setting it cannot use is one line, exit status 2
     need(dtype in ("auto", *DTYPES), f"dtype={dtype!r}: use one of auto, {', '.join(DTYPES)}")
     check_device(device)
     if start.startswith("FILE:"):
-        start = read_prompt(start[5:])
-except ConfigError as e:
+        start = Path(start[5:]).read_text(encoding="utf-8")
+except (ConfigError, OSError, UnicodeDecodeError) as e:
     usage_error(e)
 
 device = pick_device(device)  # auto: cuda > mps > cpu
 device_type = device.split(":")[0]
-if dtype == "auto":  # native bf16 only: T4 / V100 emulate it slowly and sample in float16
-    dtype = auto_dtype(device_type)
-autocast_ctx = autocast(device_type, dtype)  # generation runs in it (float32: no context)
+dtype = auto_dtype(device_type) if dtype == "auto" else dtype
+autocast_ctx = autocast(device_type, dtype)
 torch.manual_seed(seed)
 
-try:
-    # read to the CPU; then only the model moves. A folder export.py wrote is read alike
+try:  # read to the CPU; then only the model moves
     source = Path(out_dir) if is_export(out_dir) else Path(out_dir) / "ckpt.pt"
     checkpoint = (load_export(source) if source.is_dir()
                   else load_checkpoint(source, map_location="cpu"))
 except FileNotFoundError as e:
     raise SystemExit(f"error: {e}") from None
-if not all(k in checkpoint for k in ("model_type", "model_args", "meta", "config")):
-    raise SystemExit(f"error: {out_dir}/ckpt.pt is not a checkpoint of this repo's train.py (it "
-                     f"has {', '.join(sorted(checkpoint)[:8])})")
-checkpoint.pop("optimizer", None)  # not needed to sample: never copied to the GPU
+checkpoint.pop("optimizer", None)  # never copied to the GPU
 model = model_from_checkpoint(checkpoint, source).to(device).eval()
 meta = checkpoint["meta"]  # the vocabulary the model was trained with, whatever is on disk now
-try:
-    tokenizer = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
-except (KeyError, TypeError, ValueError) as e:
-    raise SystemExit(f"error: {source}: its tokenizer's meta (the data's meta.json at "
-                     f"training time) is incomplete or damaged ({type(e).__name__}: {e}): train "
-                     f"it again") from None
+tokenizer = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
 print(f"{checkpoint['model_type']} from {source} (step {checkpoint['iter_num']}, "
       f"val loss {checkpoint['best_val_loss']:.4f}), {checkpoint['config']['dataset']}")
 
@@ -113,13 +77,12 @@ if not start_ids:
 x = torch.tensor([start_ids], dtype=torch.long, device=device)
 generator = torch.Generator(device=device).manual_seed(seed)
 
-# (a temperature float32 rounds to 0 would divide the logits by 0: greedy, its limit, instead)
+# a temperature float32 rounds to 0 would divide the logits by 0: greedy, its limit, instead
 sampling_temperature = temperature if temperature >= torch.finfo(torch.float32).tiny else 0
 printed = 0
 try:
     with torch.no_grad(), autocast_ctx:
         for _ in range(num_samples):
-            # vocab_size: the tokenizer's real one: a padded embedding's extra ids are never drawn
             y = model.generate(x, max_new_tokens, temperature=sampling_temperature,
                                top_k=top_k or None, generator=generator,
                                vocab_size=tokenizer.vocab_size)

@@ -5,25 +5,11 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
     python train.py config/train_shakespeare_char_gpu.py --max_iters=2000   # config, overrides
     torchrun --standalone --nproc_per_node=4 train.py config/train_gpt2_tinystories.py   # DDP
 
-Every setting below can be set by a config file (assignments of literals) or by --key=value; a
-typo or a value of the wrong type stops with one line naming it. `model_type` picks the file that
-builds the model; `model_args` holds that mechanism's own (--help lists every type with its keys).
-A bare --model_type=X builds X at the budget of the GPT the other settings describe, matched as
-compare.py matches it, and prints its shape.
-
-Top to bottom: settings (a resume takes the checkpoint's); devices, precision, DDP; the data; the
-model and AdamW; the learning rate (get_lr: warm-up, then cosine decay over max_iters); a few
-passes timed on this machine (a CPU's threads; a time limit's first plan); the loop: evaluate and
-checkpoint every eval_interval steps, one optimizer step (gradient accumulation, clipping), a log
-line every log_interval steps (also in out_dir/metrics.jsonl). max_iters = 0 fits the run's length
-to max_minutes, timed on its training steps and planned again as it runs. What keeps a run safe
-(locked out_dir, exact resume, a diverged model never saved, Ctrl-C and SIGTERM in one line)
-lives in shapelab/run.py; atomic checkpoints in shapelab/checkpoint.py; data checked without
-reading it in shapelab/dataset.py.
+Every setting below can be set by a config file or by --key=value (--help lists them). A bare
+--model_type=X builds X at the budget of the GPT the other settings describe, as compare.py does.
 """
 
 import gc
-import inspect
 import math
 import os
 import sys
@@ -38,92 +24,82 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
 from shapelab.dataset import find_dataset, ood_windows, open_dataset
-from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, peak_flops,
-                               pick_device, set_fp32_matmul_precision, time_training_passes)
-from shapelab.run import (RunDir, TimePlan, all_finite, all_rng_states, restore_rng,
-                          resume_settings)
+from shapelab.hardware import auto_dtype, autocast, compiles_by_default, peak_flops, pick_device
+from shapelab.run import TimePlan, all_finite, all_rng_states, restore_rng, start_run
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
 
 # -----------------------------------------------------------------------------------------------
-# default config: a 4-layer, 128-wide character-level GPT on Shakespeare, the shape that reached
-# the lowest validation loss in ~6 minutes of a 2-core CPU (see README). Config files in config/
-# and --key=value override these.
+# default config: a 4-layer, 128-wide character-level GPT on Shakespeare (minutes on a CPU)
 # I/O
-out_dir = "out"  # the run's folder: ckpt.pt, metrics.jsonl and the lock (one run at a time)
+out_dir = "out"  # the run's folder: ckpt.pt, metrics.jsonl, the lock
 eval_interval = 100  # evaluate and checkpoint every this many steps (and at the end)
-eval_iters = 20  # batches per split in an evaluation (always the same batches)
+eval_iters = 20  # batches per split in an evaluation (the same ones each time)
 log_interval = 50  # print and log the training loss every this many steps
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
-overwrite = False  # True: a scratch run may replace the run already in out_dir
-sample_tokens = 300  # print a sample of this many tokens at the end (0: no sample)
-stop_val_loss = 0.0  # > 0: stop (and save) at the first evaluation whose val loss is <= this
-eval_ood = ""  # '' (off), or texts scored at each evaluation: data/<name> (fortunes) or a folder
+overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
+sample_tokens = 300  # tokens of the sample printed at the end (0: none)
+stop_val_loss = 0.0  # > 0: stop at the first evaluation whose val loss is <= this
+eval_ood = ""  # '' (off), or other texts scored at each evaluation: data/<name> or a folder
 # data
 dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
-data_dir = ""  # '' means data/<dataset>; or any folder holding train.bin, val.bin and meta.json
+data_dir = ""  # '' means data/<dataset>; or a folder with train.bin, val.bin, meta.json
 batch_size = 32  # sequences per micro-batch
 block_size = 128  # context length
-gradient_accumulation_steps = 1  # micro-batches per optimizer step (torchrun: shared out)
+gradient_accumulation_steps = 1  # micro-batches per optimizer step (shared by torchrun's)
 # model
-model_type = "gpt"  # what builds the model: gpt (model.py) or a mechanism (--help lists them)
+model_type = "gpt"  # gpt (model.py) or a mechanism (--help lists them)
 n_layer = 4  # transformer layers
-n_head = 4  # attention (query) heads per layer
-n_kv_head = None  # key/value heads (GQA when < n_head); None: n_head (multi-head attention)
-n_embd = 128  # width of the residual stream (d_model)
+n_head = 4  # query heads per layer
+n_kv_head = None  # key/value heads (GQA when < n_head); None: n_head
+n_embd = 128  # width of the residual stream
 head_dim = None  # width of one attention head; None: n_embd // n_head
 ffn_hidden = None  # hidden width of the SwiGLU FFN; None: 4 * n_embd
 qk_norm = ""  # RMSNorm on queries and keys: '' (off), 'head' (per head) or 'full'
-tie_embeddings = True  # the LM head shares the token embedding's weights
-dropout = 0.0  # dropout probability in training (0: off)
-model_args = {}  # the mechanism's own, e.g. {'n_sub_blocks': 4}; {}: matched to this GPT's budget
+tie_embeddings = True  # the LM head is the token embedding
+dropout = 0.0
+model_args = {}  # the mechanism's own, e.g. {'n_sub_blocks': 4}; {}: matched to this GPT
 # optimizer: AdamW, weight decay on matrices only
 learning_rate = 2e-3  # the peak learning rate, reached at the end of the warm-up
-max_iters = 0  # training steps; 0: as many steps as fit in max_minutes (measured on this machine)
-max_minutes = 5.0  # the time limit (wall-clock minutes) of a run whose max_iters is 0
-weight_decay = 0.1  # AdamW's decoupled weight decay
-beta1 = 0.9  # AdamW's decay rate of the gradient's running mean
-beta2 = 0.99  # AdamW's decay rate of the squared gradient's running mean
-grad_clip = 1.0  # clip the gradient's norm to this (0: no clipping)
+max_iters = 0  # training steps; 0: as many as fit in max_minutes on this machine
+max_minutes = 5.0  # the time limit of a run whose max_iters is 0
+weight_decay = 0.1
+beta1 = 0.9
+beta2 = 0.99
+grad_clip = 1.0  # clip gradients at this norm (0: no clipping)
 # learning rate schedule: linear warm-up, then cosine decay to min_lr at lr_decay_iters
 decay_lr = True  # False: learning_rate throughout (no warm-up, no decay)
-warmup_iters = 50  # steps of linear warm-up to learning_rate
+warmup_iters = 50  # steps of linear warm-up
 lr_decay_iters = 0  # the step where the decay reaches min_lr (0: max_iters)
-min_lr = 2e-4  # the learning rate at the end of the cosine decay (and after it)
+min_lr = 2e-4  # the learning rate at the end of the decay
 # system
 device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
 dtype = "auto"  # auto, bfloat16, float16 (CUDA, with a GradScaler) or float32
-compile = None  # None: on for CUDA with Triton (not in Windows' torch), off for CPU and MPS
-seed = 1337  # the model's init, the batches (+ rank under torchrun) and dropout
+compile = None  # None: on for CUDA with Triton, off for CPU and MPS
+seed = 1337  # the init, the batches (+ rank) and dropout
 # -----------------------------------------------------------------------------------------------
 config_keys = [k for k, v in globals().items() if not k.startswith("_")
                and isinstance(v, (int, float, bool, str, dict, type(None)))]
-script_start = time.monotonic()  # a time limit counts from here (a clock never set back)
-config_types = dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool)  # None defaults
-given_keys = set()  # the keys the config files and --key=value set
-try:  # a setting no run can use is one line (exit status 2) before anything is built
+script_start = time.monotonic()  # a time limit counts from here
+given_keys = set()  # the keys the command line sets
+try:  # every setting checked (one line, exit status 2) before anything is built or removed
     defaults = {k: globals()[k] for k in config_keys}
-    config = parse_overrides(sys.argv[1:], defaults, types=config_types, given=given_keys,
+    config = parse_overrides(sys.argv[1:], defaults, given=given_keys,
+                             types=dict(n_kv_head=int, head_dim=int, ffn_hidden=int, compile=bool),
                              more_help=lambda: print_model_types(defaults))
     check_train_settings(config)
     check_model_settings(config)
 except ConfigError as e:
     usage_error(e)
-MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes from here
-sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even through a pipe
-# out_dir is this run's alone (a lock; rank 0 holds it); a scratch run never replaces another
-run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)
-run.catch_signals()  # Ctrl-C, SIGTERM, out of memory: one line, the last checkpoint, how to go on
-checkpoint = None
-if config["init_from"] == "resume":  # the run goes on as it was saved: its model, its settings
-    checkpoint, config = resume_settings(run.ckpt, config, given_keys, MODEL_KEYS)
-run.refuse_to_replace(config["init_from"], config["overwrite"])
-globals().update(config)  # what this run uses (config is saved in the checkpoint)
+MODEL_KEYS = model_keys(config)  # block_size, n_layer, ...: what every model takes
+sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even piped
+# what keeps the run safe: shapelab/run.py
+run, checkpoint, config = start_run(config, given_keys, MODEL_KEYS)
+globals().update(config)
 # -----------------------------------------------------------------------------------------------
 
-# DDP: torchrun sets RANK / LOCAL_RANK / WORLD_SIZE; otherwise this is a single process.
-ddp = int(os.environ.get("RANK", -1)) != -1
-device = pick_device(device)  # auto: cuda > mps > cpu
+ddp = int(os.environ.get("RANK", -1)) != -1  # is this a torchrun run?
+device = pick_device(device)
 if ddp:
     init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     ddp_rank, ddp_local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
@@ -131,123 +107,93 @@ if ddp:
     if device.startswith("cuda"):
         device = f"cuda:{ddp_local_rank}"
         torch.cuda.set_device(device)
-    gradient_accumulation_steps //= ddp_world_size  # (a multiple of it: checked with the settings)
+    gradient_accumulation_steps //= ddp_world_size
 else:
     ddp_rank, ddp_world_size = 0, 1
 master_process = ddp_rank == 0
 device_type = device.split(":")[0]
-
-if dtype == "auto":  # native bf16 only: T4 / V100 take float16 with a GradScaler (hardware.py)
-    dtype = auto_dtype(device_type)
-if compile is None:
-    compile = compiles_by_default(device_type)
-autocast_ctx = autocast(device_type, dtype)  # every forward pass runs in it (float32: none)
+dtype = auto_dtype(device_type) if dtype == "auto" else dtype
+compile = compiles_by_default(device_type) if compile is None else compile
+autocast_ctx = autocast(device_type, dtype)
 torch.manual_seed(seed + ddp_rank)
-set_fp32_matmul_precision(device_type)  # TF32 tensor cores for fp32 matmuls on CUDA
+if device_type == "cuda":
+    torch.set_float32_matmul_precision("high")  # TF32 tensor cores for fp32 matmuls
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
 if master_process:
     print(f"device {device}, {dtype}, compile={compile}, {ddp_world_size} process(es), "
           f"{tokens_per_iter:,} tokens per iteration")
 
 # -----------------------------------------------------------------------------------------------
-# data: uint16 token ids in data/<dataset>/{train,val}.bin, read through a memmap
+# data: uint16 token ids in data/<dataset>/{train,val}.bin, opened once for the whole run
 data_dir = find_dataset(dataset, data_dir, may_prepare=master_process)
 if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
-# opened once: the run reads these files to its end, whatever a prepare script writes meanwhile
 token_files = open_dataset(data_dir, block_size,
                            resumed=checkpoint and (checkpoint["meta"], run.ckpt))
-meta = token_files.meta  # (what the checkpoints save: the data this run reads)
+meta = token_files.meta
 vocab_size = meta["vocab_size"]
-# eval_ood: fixed windows of out-of-distribution texts, scored at each evaluation (by rank 0)
 ood_batches, ood_sha256 = (ood_windows(eval_ood, meta, block_size) if eval_ood and master_process
                            else ({}, {}))
 
 
 def get_batch(split, generator):
-    """batch_size random windows of block_size + 1 tokens: inputs and next-token targets."""
-    data = token_files.tokens(split)  # a memmap of the file opened at the start
+    data = token_files.tokens(split)
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     x = torch.from_numpy(np.stack([data[i:i + block_size] for i in ix]).astype(np.int64))
     y = torch.from_numpy(np.stack([data[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
-    token_files.check_unchanged(split)  # a file written over in place stops the run, one line
+    token_files.check_unchanged(split)  # a file written over in place stops the run
     if device_type == "cuda":  # pinned memory: the copy to the GPU runs while it computes
         x, y = x.pin_memory(), y.pin_memory()
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
-# The batch sampler has its own RNG so that its state can be saved and restored exactly.
+# the batch sampler's own RNG: a checkpoint saves the state the next batch was drawn from
 train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
-pending_batch_state = None  # the sampler state the batch fetched ahead was drawn from
-
-
-def fetch_train_batch():
-    """The next training batch, fetched ahead while the device still computes (nanoGPT's order).
-    The sampler state it was drawn from is kept: a checkpoint saves that one, so a resume draws
-    this same batch again."""
-    global pending_batch_state
-    pending_batch_state = train_sampler.get_state()
-    return get_batch("train", train_sampler)
-
-
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
-iter_num, best_val_loss, elapsed_before, tokens_before = 0, float("inf"), 0.0, 0
-val_loss, time_plan_state = float("nan"), None  # the last evaluation's val loss; a time plan
+iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = 0, math.inf, math.nan, 0.0, 0
 if init_from == "scratch":
-    # GPT-2's 50257 ids get an embedding and head of 50304 rows (tensor-core friendly); the padding
-    # ids are never targets and never sampled. A character vocabulary stays as it is.
+    # GPT-2's 50257 ids get 50304 rows (tensor-core friendly), the padding never sampled
     baseline = {"vocab_size": padded_vocab_size(vocab_size, multiple=64),
-                **{k: config[k] for k in MODEL_KEYS}}  # the plain GPT these settings describe
-    if model_args:  # the mechanism's own settings, by hand: the last word
+                **{k: config[k] for k in MODEL_KEYS}}
+    if model_args:
         model_args = {**baseline, **model_args}
-    else:  # a bare --model_type=X: X's own shape at this GPT's budget (as compare.py builds it)
+    else:  # a bare --model_type=X: X's own shape at this GPT's budget
         model_args = matched_model_args(model_type, baseline)
-    model = build_model(model_type, **model_args)  # (the settings were checked on the meta device)
+    model = build_model(model_type, **model_args)
     if master_process and model_type != "gpt":
         print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
-    if master_process:  # overwrite=True: only now, with settings, data and model checked
-        run.set_aside_previous_run()
+    if master_process and overwrite:  # every setting, the data and the model checked
+        run.remove_previous_run()
 else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint, run.ckpt)
     iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
-    run.last_good_step, tokens_before = iter_num, checkpoint["tokens"]
-    elapsed_before = checkpoint["elapsed_s"]  # wall-clock time keeps counting across resumes
-    val_loss = checkpoint.get("val_loss", best_val_loss)
-    time_plan_state = checkpoint.get("time_plan")  # its plan and clock at this step
-    note = restore_rng(checkpoint, ddp_rank, ddp_world_size, train_sampler, seed, device_type)
+    val_loss, elapsed_before = checkpoint["val_loss"], checkpoint["elapsed_s"]
+    tokens_before = checkpoint["tokens"]
+    restore_rng(checkpoint, ddp_rank, train_sampler, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
-        if note:
-            print(note)
         run.drop_repeated_metrics(iter_num)
 model.to(device)
 if master_process:
     print(f"{model_type}: {format_counts(model.param_counts())}")
 
-decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]  # matrices, embeddings
+decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]  # matrices
 no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]  # norm gains
 optimizer = torch.optim.AdamW(
     [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
     lr=learning_rate, betas=(beta1, beta2), fused=device_type == "cuda")
 scaler = torch.amp.GradScaler(device_type, enabled=dtype == "float16")
 if checkpoint is not None:
-    optimizer.load_state_dict(checkpoint["optimizer"])  # (moves its state to the params' device)
-    if checkpoint["scaler"]:  # float16's loss scale goes on ({} when saved without a scaler)
-        scaler.load_state_dict(checkpoint["scaler"])
-checkpoint = None  # free memory
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scaler.load_state_dict(checkpoint["scaler"])
 
-raw_model = model  # the plain module: what we save, sample from and count FLOPs of
-if ddp:  # the only buffers are constant RoPE tables: nothing to sync before each forward
-    # (torch 2.13 renamed broadcast_buffers to forward_sync_buffers; older ones know only the first)
-    no_sync = ("forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(DDP).parameters
-               else "broadcast_buffers")
+raw_model = model  # the plain module: what we save and sample from
+if ddp:  # the only buffers are constant RoPE tables: nothing to sync
     model = ddp_model = DDP(model, device_ids=[ddp_local_rank] if device_type == "cuda" else None,
-                            **{no_sync: False})
-# Compile after wrapping in DDP (PyTorch's DDP notes): the compiler then splits the graph at DDP's
-# gradient buckets, so each bucket's all-reduce overlaps the rest of the backward pass.
-if compile:  # (the first steps then take a minute: the compiling)
+                            forward_sync_buffers=False)
+if compile:  # after DDP, so the compiler overlaps each gradient bucket's all-reduce
     model = torch.compile(model)
 # evaluation runs on rank 0 alone, so it must not go through DDP
 eval_model = (torch.compile(raw_model) if compile else raw_model) if ddp else model
@@ -267,13 +213,12 @@ def estimate_loss():
                 _, loss = eval_model(x, y)
             losses[k] = loss.item()
         out[split] = losses.mean().item()
-    out["ood"] = {}  # the same windows every time, drawn by no generator: training's RNG untouched
+    out["ood"] = {}  # fixed windows of other texts
     for name, ids in ood_batches.items():
         total = 0.0
         for chunk in ids.split(batch_size):
-            x, y = chunk[:, :-1].to(device), chunk[:, 1:].to(device)
             with autocast_ctx:
-                _, loss = eval_model(x, y)
+                _, loss = eval_model(chunk[:, :-1].to(device), chunk[:, 1:].to(device))
             total += loss.item() * len(chunk)
         out["ood"][name] = total / len(ids)
     eval_model.train()
@@ -281,8 +226,8 @@ def estimate_loss():
 
 
 def get_lr(it):
-    """nanoGPT's schedule: linear warm-up for warmup_iters steps, then cosine decay to min_lr at
-    lr_decay_iters (0: at max_iters, the planned length under a time limit), min_lr after it."""
+    """Linear warm-up for warmup_iters steps, then cosine decay to min_lr at lr_decay_iters (0:
+    at max_iters), min_lr after it."""
     if not decay_lr:
         return learning_rate
     if it < warmup_iters:
@@ -295,148 +240,127 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-# A few forward and backward passes timed on this machine as it is (nothing trained, no RNG
-# drawn): a CPU trains on the number of threads that is fastest now (other programs may hold
-# cores), and max_iters = 0 plans the run's length to end at max_minutes (shapelab/run.py's
-# TimePlan, timed again on the training steps as they run). A resume goes on with its saved plan.
-time_plan = (TimePlan(max_minutes, script_start, eval_interval, ddp, master_process, device)
+time_plan = (TimePlan(max_minutes, script_start, checkpoint, ddp, master_process, device)
              if max_iters == 0 else None)
-if time_plan:
-    time_plan.load(time_plan_state, iter_num)
-if device_type == "cpu" or time_plan:
-    pass_s = time_training_passes(model, *get_batch("train", torch.Generator().manual_seed(seed)),
-                                  autocast_ctx, device_type, speak=master_process)
-    if time_plan:
-        time_plan.first_plan(iter_num, pass_s * gradient_accumulation_steps)
-
-if ood_sha256:  # which texts the OOD losses are of (shapelab/sweep.py keeps this in result.json)
+checkpoint = None  # free memory
+if ood_sha256:  # which texts the OOD losses are of
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))
 
 # -----------------------------------------------------------------------------------------------
 # training loop
 to_try = (f"a lower learning_rate (now {learning_rate}), more warmup_iters (now {warmup_iters}), "
-          f"grad_clip=1.0, or dtype='bfloat16' instead of float16")  # what a diverged run says
+          f"grad_clip=1.0, or dtype='bfloat16' instead of float16")
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")
-    print(f"training from step {iter_num}: evaluating on {eval_iters} batches per split every "
-          f"{eval_interval} steps (and at the start and the end), a log line every {log_interval}")
 start_iter = iter_num
-run_start = script_start - elapsed_before  # (a monotonic clock: never set back)
+run_start = script_start - elapsed_before  # wall-clock time counts across resumes
 eval_s = 0.0  # the last evaluation's seconds (with its save)
-t0, steps_timed = time.monotonic(), 0  # the last time the host waited for the device, steps since
-x, y = fetch_train_batch()
+t0, steps_timed = time.monotonic(), 0
+sampler_state = train_sampler.get_state()
+x, y = get_batch("train", train_sampler)
 while True:
-    if time_plan:  # a time limit plans the length the schedule spans, and plans it again as it runs
-        max_iters = time_plan.length(iter_num)
-        warmup_iters = min(config["warmup_iters"], max_iters // 5)  # (a short run decays too)
-    tokens = tokens_before + (iter_num - start_iter) * tokens_per_iter  # seen before this step
+    if time_plan:
+        max_iters = time_plan.max_iters
+        warmup_iters = min(config["warmup_iters"], max_iters // 5 or config["warmup_iters"])
+    tokens = tokens_before + (iter_num - start_iter) * tokens_per_iter
     lr = get_lr(iter_num)
     for group in optimizer.param_groups:
         group["lr"] = lr
 
-    # evaluate and save (not again right after a resume: that state was just saved)
+    # evaluate and save (not right after a resume: that state was just saved)
     eval_step = (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
         init_from == "resume" and iter_num == start_iter)
-    reached_target, diverged = False, ""  # stop_val_loss reached; why the evaluation diverged
-    if eval_step:  # every process's RNG states, for the checkpoint (evaluation draws none of them)
-        rank_states = all_rng_states(pending_batch_state, device_type, ddp)
+    reached_target, diverged = False, ""
+    if eval_step:  # every process's RNG states, for the checkpoint
+        rank_states = all_rng_states(sampler_state, device_type, ddp)
     if master_process and eval_step:
         eval_start = time.monotonic()
         losses = estimate_loss()
-        val_loss = losses["val"]
-        ood = losses["ood"]  # {text: loss}; ood_loss, their mean
+        val_loss, ood = losses["val"], losses["ood"]
         ood_loss = ood and sum(ood.values()) / len(ood)
-        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
+        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {val_loss:.4f}"
               + (f", OOD loss {ood_loss:.4f}" if ood else ""))
-        run.log(dict(
-            iter=iter_num, tokens=tokens, train_loss=losses["train"],
-            val_loss=losses["val"], elapsed_s=round(time.monotonic() - run_start, 2),
-            **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
-        finite = (math.isfinite(losses["train"]) and math.isfinite(losses["val"])
-                  and all_finite(raw_model))
+        run.log(dict(iter=iter_num, tokens=tokens, train_loss=losses["train"], val_loss=val_loss,
+                     elapsed_s=round(time.monotonic() - run_start, 2),
+                     **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
+        finite = math.isfinite(losses["train"] + val_loss) and all_finite(raw_model)
         if not finite:  # never save a diverged model over the last good checkpoint
-            diverged = f"the evaluation's losses are {losses['train']}, {losses['val']} (val)"
+            diverged = f"the evaluation's losses are {losses['train']}, {val_loss} (val)"
         else:
-            best_val_loss = min(best_val_loss, losses["val"])
-            reached_target = stop_val_loss > 0 and losses["val"] <= stop_val_loss
+            best_val_loss = min(best_val_loss, val_loss)
+            reached_target = stop_val_loss > 0 and val_loss <= stop_val_loss
         if finite and (iter_num > 0 or reached_target):
             run.save(dict(
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
                 rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.monotonic() - run_start,
-                tokens=tokens, reached_target=reached_target, val_loss=val_loss,
+                tokens=tokens, val_loss=val_loss,
                 time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.monotonic() - eval_start
-        if time_plan:
-            time_plan.evaluated(eval_s)  # (the plan times the training steps without it)
         if reached_target:
-            print(f"step {iter_num}: val loss {losses['val']:.4f} reached stop_val_loss="
-                  f"{stop_val_loss}: stopping (this step's checkpoint is {run.ckpt})")
-            run.log(dict(iter=iter_num, tokens=tokens, stopped_at_val_loss=losses["val"],
-                         stop_val_loss=stop_val_loss))
-    if eval_step:  # do not count the evaluation in the step time
+            print(f"step {iter_num}: val loss {val_loss:.4f} reached stop_val_loss: stopping")
+    if eval_step:  # the step time leaves the evaluation out
         t0, steps_timed = time.monotonic(), 0
     if ddp and eval_step:  # every process stops together
         flag = torch.tensor([float(reached_target), float(bool(diverged))], device=device)
         torch.distributed.broadcast(flag, src=0)
         reached_target = bool(flag[0].item())
         diverged = diverged or ("the evaluation on rank 0 was not finite" if flag[1].item() else "")
-    if diverged:  # the run ends, naming the last good checkpoint
+    if diverged:
         raise run.diverged(iter_num, diverged, to_try)
     if (max_iters and iter_num >= max_iters) or reached_target:
         break
 
-    # one optimizer step, accumulating gradients over micro-batches. Nothing here waits for the
-    # device: the host queues the work and fetches the next batch meanwhile.
+    # one optimizer step, gradients accumulated over micro-batches; nothing here waits for the
+    # device
     for micro_step in range(gradient_accumulation_steps):
         if ddp:  # average gradients across processes only on the last micro-step
             ddp_model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
         with autocast_ctx:
             _, loss = model(x, y)
             loss = loss / gradient_accumulation_steps
-        x, y = fetch_train_batch()  # the next micro-batch, while the device runs this forward pass
+        sampler_state = train_sampler.get_state()
+        x, y = get_batch("train", train_sampler)  # the next batch, while the device computes
         scaler.scale(loss).backward()
     if grad_clip > 0:
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    scaler.step(optimizer)  # (with float16 the scaler checks for inf gradients: one sync per step)
+    scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
     steps_timed += 1
 
-    # log steps only (every process): the loss comes to the host, is checked, and timed over the
-    # steps since the last sync. A non-finite loss in between is caught here or by the next
-    # evaluation, which never saves it.
-    if iter_num % log_interval == 0:
-        lossf = loss.item() * gradient_accumulation_steps  # the last micro-batch's loss
+    log_step = iter_num % log_interval == 0 or not max_iters  # (a time limit not planned yet)
+    if log_step:  # every process: the loss comes to the host
+        lossf = loss.item() * gradient_accumulation_steps
         if not math.isfinite(lossf):
             raise run.diverged(iter_num, f"the loss is {lossf}", to_try)
         t1 = time.monotonic()
         dt, t0, steps_timed = (t1 - t0) / steps_timed, t1, 0  # seconds per iteration
-    if master_process and iter_num % log_interval == 0:
-        aux = getattr(raw_model, "aux_loss", None)  # the weighted auxiliary term in `loss` (MoE)
-        tokens_per_s = tokens_per_iter / dt  # all processes together
-        # MFU per card: one process's share of the tokens (fwd + bwd FLOPs) against one card's peak
+        if time_plan:
+            time_plan.plan(iter_num, dt, eval_s, eval_interval)
+    if master_process and log_step:
+        aux = getattr(raw_model, "aux_loss", None)  # an auxiliary term in `loss` (MoE)
+        tokens_per_s = tokens_per_iter / dt
+        # MFU per card; above 1 the peak was measured at a worse moment
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)
-        mfu_text = f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else ""
-        if mfu and mfu > 1:  # faster than the peak: the peak was measured at a worse moment
-            mfu, mfu_text = None, ", MFU unknown (the peak measured at the start is unreliable)"
-        aux_text = f" (aux {aux.item():.4f})" if aux is not None else ""
-        steps_left = max_iters - iter_num  # (and the evaluations among them)
+        mfu = mfu if mfu and mfu <= 1 else None
+        steps_left = max_iters - iter_num
         seconds_left = steps_left * dt + steps_left // eval_interval * eval_s
         to_go = (f", ~{seconds_left / 60:.1f} min to go" if seconds_left >= 60
                  else f", ~{seconds_left:.0f} s to go") if max_iters else ""
-        print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}{aux_text}, lr {lr:.2e}, "
-              f"{dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s{mfu_text}{to_go}")
-        record = dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
-                      tokens_per_s=round(tokens_per_s), mfu=mfu,
-                      elapsed_s=round(time.monotonic() - run_start, 2))
-        if aux is not None:
-            record["aux_loss"] = aux.item()  # `loss` includes it; loss - aux_loss is the LM loss
-        run.log(record)
+        print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}"
+              + (f" (aux {aux.item():.4f})" if aux is not None else "")
+              + f", lr {lr:.2e}, {dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s"
+              + (f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else "")
+              + to_go)
+        run.log(dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
+                     tokens_per_s=round(tokens_per_s), mfu=mfu,
+                     elapsed_s=round(time.monotonic() - run_start, 2),
+                     **({} if aux is None else {"aux_loss": aux.item()})))
     iter_num += 1
 
 if master_process:
@@ -446,7 +370,6 @@ if master_process:
     if sample_tokens > 0:
         from shapelab.tokenizer import Tokenizer
 
-        # the vocabulary of the data this run read (data_dir may hold a newer preparation)
         tok = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
         raw_model.eval()
         start = torch.tensor([tok.encode("\n")], device=device)
@@ -456,10 +379,7 @@ if master_process:
         print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its evaluation and sample first
-    # The process group goes now, its threads joined, not during the interpreter's exit (where
-    # gloo's threads met std::terminate: "terminate called without an active exception"). Nothing
-    # may hold it then: not DDP (deleted here), not torch.distributed.nn's functions (their default
-    # arguments would, had DDP imported them after init_process_group: imported at the top).
+    # the process group goes now, not at exit (where gloo's threads meet std::terminate)
     del model, ddp_model
     gc.collect()
     destroy_process_group()

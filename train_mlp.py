@@ -4,28 +4,11 @@ MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), read top to bottom like tra
 
     python train_mlp.py                                    # denoising MNIST, the default hourglass
     python train_mlp.py config/mlp_mnist_sr.py --dataset=fashion_mnist --epochs=5
-    python train_mlp.py config/mlp_mnist_classify.py       # generative classification + accuracy
     python train_mlp.py --eval_only=True --out_dir=out/mlp_mnist_denoise   # score its ckpt.pt
-    python train_mlp.py <the same settings> --init_from=resume   # go on where a run stopped
 
-Every setting below can be set by a config file or by --key=value; a typo or a value of the wrong
-type stops with one line naming it. A setting left at None takes its value from
-config/mlp_<task>.py, the one place a task's protocol is written (the paper's epochs, batch, flips,
-sigma and fp32; our default shape and learning rate). On a shared machine add --num_threads=1 (two
-OpenMP threads fighting other jobs for 2 cores were ~15x slower than one, measured).
-
-Top to bottom: settings and their checks; the data (prepared on first use by data/<name>/
-prepare.py; its source is printed, and saved with every result without machine paths); the model (by
-default a conventional MLP takes the image itself, a hourglass the frozen random lift) and AdamW
-over the trainable parameters (a frozen W_in is a buffer); the loop: degraded images, a step at the
-linearly decaying learning rate (no warm-up), an evaluation every eval_interval steps (0 = once per
-epoch) keeping the best model by validation loss; then the test metrics of that model beside the
-trivial baseline. out_dir is a RunDir (shapelab/run.py), as train.py's (locked, replaced only with
---overwrite=True, Ctrl-C / SIGTERM one line saying how to go on); its ckpt.pt, rewritten atomically
-at each evaluation, holds the best model (what --eval_only reads; only a better one replaces it) and
-the training state from which --init_from=resume goes on exactly. Then come data.json, result.json,
-history.csv, samples.png. The sweep and W_in comparison (experiments/) call `train`. Each training
-choice's source (paper / reference / ours): docs/mlp_hourglass.md.
+A setting left at None takes its value from config/mlp_<task>.py, the task's protocol. AdamW at a
+linearly decaying learning rate; the best model by validation loss is tested beside the trivial
+baseline. out_dir is a RunDir, as train.py's.
 """
 
 import csv
@@ -52,56 +35,51 @@ from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_pr
 from shapelab.run import RunDir, all_finite, resume_policy
 
 # -----------------------------------------------------------------------------------------------
-# default config: denoising MNIST; a None takes config/mlp_<task>.py's value (the task's protocol)
+# default config: denoising MNIST; a None takes config/mlp_<task>.py's value
 # task and data
 task = "mnist_denoise"  # mnist_denoise | mnist_sr | mnist_classify | imagenet32_denoise | ..._sr
-dataset = ""  # '' = the task's: mnist (offline: the real 5k subset) | mnist5k | fashion_mnist
-data_dir = ""  # raw IDX / official npz files to prepare from ('' = the usual sources)
+dataset = ""  # '' = the task's: mnist | mnist5k | fashion_mnist
+data_dir = ""  # raw IDX / npz files to prepare from ('' = the usual sources)
 prepared_dir = ""  # '' = data/mnist/, data/mnist/<dataset>/ or data/imagenet32/
 max_train_images = 0  # 0 = every training image
-noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1) (the noise tasks only)
-flips = None  # 1, 2 or 4: the set enlarged by flips, the reference's: x2 {none, both}, x4 all four
-clamp_sr_input = False  # ours: clamp the bicubic low-res input to [0, 1] (the reference does not)
+noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1)
+flips = None  # 1, 2 or 4: the set enlarged by flips (x2: none and both, x4: all four)
+clamp_sr_input = False  # ours: clamp the bicubic low-res input to [0, 1]
 # model: eq. (2)-(4) of the paper
 shape = "hourglass"  # hourglass (d_h < d_z) | conventional (d_h > d_z)
-input_proj = ""  # '' = the shape's own (hourglass frozen_random, conventional direct) | learned ...
+input_proj = ""  # '' = the shape's own (hourglass: frozen_random, conventional: direct)
 latent_dim = None  # d_z, the width of the skip path
 hidden_dim = None  # d_h, the width of each block's branch
 n_blocks = None  # L
 # training: AdamW, linear decay to 0 without warm-up
 epochs = None
-max_iters = 0  # > 0: stop after this many iterations (quick runs)
+max_iters = 0  # > 0: stop after this many steps
 batch_size = None
 learning_rate = None
-weight_decay = 0.01  # torch's AdamW default, as the reference code
+weight_decay = 0.01  # torch's AdamW default, as the reference code's
 eval_interval = None  # steps between validations; 0 = once per epoch
 log_interval = 50
 seed = 0  # draws W_in, the init, the data order and the noise
 # I/O
-out_dir = ""  # '' = out/mlp_<task>: ckpt.pt (best model + training state), results, the lock
-init_from = "scratch"  # 'scratch' or 'resume' (go on exactly from out_dir/ckpt.pt)
-overwrite = False  # True: a scratch run may replace the run already in out_dir
+out_dir = ""  # '' = out/mlp_<task>
+init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
+overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
 eval_only = False  # True: score out_dir/ckpt.pt on the test split and stop
-allow_other_data = False  # True: eval_only scores a checkpoint on another data source than its own
+allow_other_data = False  # True: eval_only scores a checkpoint on data not its own
 # system
 device = "auto"  # auto (cuda > mps > cpu) | cpu | cuda | cuda:<index> | mps
-dtype = None  # float32 | auto (hardware's: bf16 where native) | bfloat16 | float16 (GradScaler)
+dtype = None  # float32 | auto (bf16 where native) | bfloat16 | float16
 compile = False
 num_threads = 0  # 0 = torch's default
 # -----------------------------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_")
             and isinstance(v, (int, float, bool, str, type(None)))}
-# the keys whose default is None (= config/mlp_<task>.py's value), with their types
+# the keys whose default is None (config/mlp_<task>.py's value), with their types
 PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float, batch_size=int,
                      learning_rate=float, flips=int, eval_interval=int, noise_sigma=float,
                      dtype=str)
-# a results file the disk had no room for: the same command again is refused (the run is there)
-AGAIN = "run the same command with --init_from=resume (it writes a finished run's results)"
-EVAL_BATCH_SIZE = 128  # the reference code's eval / test loaders; psnr_batchmse depends on it
-# a resume (run.resume_policy): where and how it runs is this invocation's; what defines the model
-# and the data it sees is the run's (another value refused: the init and W_in drawn by the seed,
-# the data order by the batch size, a noise RNG's state only on its own kind of device); any other
-# setting given with another value (learning_rate, epochs, ...) is taken with a note
+EVAL_BATCH_SIZE = 128  # the reference code's: psnr_batchmse depends on it
+# a resume: where and how it runs is this invocation's; the model and the data it sees are the run's
 NOT_RESUMED = ("out_dir", "init_from", "overwrite", "eval_only", "allow_other_data", "compile",
                "num_threads", "log_interval", "data_dir", "prepared_dir")
 SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_dim", "n_blocks",
@@ -110,17 +88,16 @@ SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_di
 
 
 def task_protocol(task_name):
-    """The settings of config/mlp_<task>.py: the one place a task's training protocol is written
-    (the paper's epochs, batch, flips and sigma; our default shape and learning rate)."""
-    get_task(task_name)  # an unknown task: one line naming the known ones
+    """The settings of config/mlp_<task>.py, the task's training protocol."""
+    get_task(task_name)  # an unknown task: one line
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config",
                         f"mlp_{task_name}.py")
     return parse_overrides([path], DEFAULTS, types=PROTOCOL_KEYS)
 
 
 def resolve(config):
-    """The settings a run uses: config/mlp_<task>.py's values filled into the Nones, each checked
-    (one line naming the key). Returns a namespace: c.learning_rate, c.latent_dim, ..."""
+    """The settings a run uses, the task's protocol filled into the Nones, each checked in one
+    line. Returns a namespace: c.learning_rate, c.latent_dim, ..."""
     c = SimpleNamespace(**{**DEFAULTS, **config})
     t = get_task(c.task)
     protocol = task_protocol(c.task)
@@ -128,42 +105,32 @@ def resolve(config):
         if getattr(c, key) is None:
             setattr(c, key, protocol[key])
     for key in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
-        # (never replaced by a default, never recorded as something else)
         need(getattr(c, key) >= 1, f"--{key}={getattr(c, key)}: it must be 1 or more")
-    for key in ("max_iters", "max_train_images", "num_threads", "eval_interval"):
-        need(getattr(c, key) >= 0, f"--{key}={getattr(c, key)}: it must be 0 (off) or more")
-    for key in ("epochs", "learning_rate", "weight_decay", "noise_sigma"):
-        need(getattr(c, key) is None or math.isfinite(getattr(c, key)),
-             f"--{key}={getattr(c, key)}: it must be a finite number")
-    need(c.epochs > 0, f"--epochs={c.epochs}: it must be more than 0 (a fraction is fine)")
-    need(c.learning_rate > 0 and c.weight_decay >= 0, f"--learning_rate={c.learning_rate}, "
-         f"--weight_decay={c.weight_decay}: learning_rate must be > 0, weight_decay 0 or more")
-    need(c.noise_sigma is None or c.noise_sigma >= 0,
-         f"--noise_sigma={c.noise_sigma}: it must be 0 or more")
+    for key in ("max_iters", "max_train_images", "num_threads", "eval_interval", "weight_decay",
+                "noise_sigma", "epochs", "learning_rate"):
+        value = getattr(c, key)
+        need(value is None or 0 <= value < math.inf, f"--{key}={value}: it must be 0 or more, "
+             f"a finite number")
+    need(c.epochs > 0 and c.learning_rate > 0, "--epochs and --learning_rate must be more than 0")
     need(c.init_from in ("scratch", "resume"), f"--init_from={c.init_from}: use scratch or resume")
     need(c.flips in (1, 2, 4), f"--flips={c.flips}: it must be 1, 2 or 4")
-    need(c.flips == 1 or t.target != "prototype", "flip augmentation is not defined for "
-         "generative classification (the target prototype would not flip with the input); use "
-         "--flips=1")
+    need(c.flips == 1 or t.target != "prototype", "flips are not defined for generative "
+         "classification (the target prototype would not flip): use --flips=1")
     check_device(c.device)
-    need(not c.data_dir or os.path.isdir(c.data_dir), f"--data_dir={c.data_dir}: no such folder "
-         f"(the raw files to prepare from); leave it out to use the prepared data")
-    c.device = pick_device(c.device)  # auto: cuda > mps > cpu
-    if c.dtype == "auto":  # bf16 where the hardware has it, fp16 on T4 / V100, else fp32
-        c.dtype = auto_dtype(c.device.split(":")[0])
+    need(not c.data_dir or os.path.isdir(c.data_dir), f"--data_dir={c.data_dir}: no such folder")
+    c.device = pick_device(c.device)
+    c.dtype = auto_dtype(c.device.split(":")[0]) if c.dtype == "auto" else c.dtype
     need(c.dtype in ("bfloat16", "float16", "float32"),
          f"--dtype={c.dtype!r}: use float32, auto, bfloat16 or float16")
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
-    # what feeds the blocks, by name: '' = the shape's own (mlp_hourglass.INPUT_PROJECTIONS)
     c.input_proj = input_projection(c.input_proj, c.shape, c.latent_dim, t.input_dim)
     return c
 
 
 def portable_source(source):
-    """A data source as results record it, the same in every checkout (a record that holds an
-    absolute path is matched by this form of it): a path in it becomes its part from the repo's
-    data/<name>/ on, or else its last name (.../<name>)."""
+    """A data source as results record it, the same in every checkout: a path in it becomes its
+    part from data/<name>/ on, or else its last name (.../<name>)."""
     def short(match):
         path = match.group(0)
         inside = re.search(r"^.*/(data/\w+/.*)$", path)
@@ -171,38 +138,23 @@ def portable_source(source):
     return re.sub(r"(?<![^\s(])/[^\s,()]+", short, source)
 
 
-def saved_settings(config, path, resuming=False):
-    """The settings the checkpoint at `path` saved, as this trainer reads them: the one place a
-    checkpoint that lacks a setting is read. One that records no clamp_sr_input clamped an SR
-    run's input, and drew its x2 flips from {none, horizontal}, not the {none, both} of flips=2:
-    it is scored as it is, but a resume could not draw the steps it would have drawn."""
-    config = dict(config)
-    if "clamp_sr_input" not in config:
-        if resuming and config.get("flips") == 2:
-            raise ConfigError(f"{path} was trained with x2 flips of none and horizontal, not the "
-                              f"none and both of --flips=2: a resume cannot go on; train again")
-        config["clamp_sr_input"] = get_task(config["task"]).degradation == "bicubic2x"
-    return config
-
-
 def make_model(c):
-    """The ImageMLP of these settings; a frozen W_in is regenerated from the seed, not stored."""
+    """The ImageMLP of these settings; a frozen W_in is drawn again from the seed, not stored."""
     return image_mlp(get_task(c.task), c.latent_dim, c.hidden_dim, c.n_blocks, shape=c.shape,
                      input_proj=c.input_proj, w_in_seed=c.seed)
 
 
 def make_optimizer(model, c):
-    """AdamW over the trainable parameters only: a frozen W_in is not in the optimizer, so neither
-    the update nor the decoupled weight decay can touch it."""
+    """AdamW over the trainable parameters only: neither the update nor the weight decay can
+    touch a frozen W_in."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(trainable, lr=c.learning_rate, weight_decay=c.weight_decay)
 
 
 @torch.no_grad()
 def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, baseline=False):
-    """Metrics on a split, its degraded inputs drawn from `seed` (the same every time).
-    baseline=True scores the trivial restorer instead of the model: the noisy input (denoise),
-    bicubic upsampling (SR), the input image itself (classification)."""
+    """Metrics on a split, its degraded inputs drawn from `seed` (the same every time);
+    baseline=True scores the trivial restorer (the noisy input, bicubic upsampling, the input)."""
     t = get_task(c.task)
     was_training = model.training
     model.eval()
@@ -228,38 +180,28 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
 
 
 def resumed_run(run, config, given):
-    """init_from='resume': (the checkpoint in run.ckpt, the settings it goes on with), by
-    run.resume_policy (NOT_RESUMED, SHAPE_KEYS). A checkpoint it cannot go on from exactly is
-    refused in one line. `given`: the keys the command line set (None: every key)."""
-    checkpoint = load_checkpoint(run.ckpt, trainer="train_mlp.py")  # (damaged: one line)
-    if "model_type" in checkpoint:  # train.py's: a language model's run, never to be replaced here
-        raise ConfigError(f"{run.ckpt} is a language model's run (train.py's, model_type "
-                          f"{checkpoint['model_type']!r}), not an image MLP's: train the image MLP "
-                          f"into a new --out_dir")
-    if "train_state" not in checkpoint or not isinstance(checkpoint.get("config"), dict):
-        raise ConfigError(f"{run.ckpt} holds no training state to resume (a model saved for "
-                          f"scoring only, or not a train_mlp.py checkpoint): score it with "
-                          f"--eval_only=True, or train again with --overwrite=True")
-    saved = saved_settings(checkpoint["config"], run.ckpt, resuming=True)
-    settings = resume_policy(run.ckpt, saved, vars(resolve(config)),
+    """(the checkpoint in run.ckpt, the settings it goes on with) for --init_from=resume."""
+    checkpoint = load_checkpoint(run.ckpt, trainer="train_mlp.py")
+    need("model_type" not in checkpoint, f"{run.ckpt} is a language model's run (train.py's): "
+         f"train the image MLP into a new --out_dir")
+    need("train_state" in checkpoint, f"{run.ckpt} holds no training state to resume: score it "
+         f"with --eval_only=True, or train into a new --out_dir")
+    settings = resume_policy(run.ckpt, checkpoint["config"], vars(resolve(config)),
                              DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED)
     return checkpoint, resolve(settings)
 
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
-    """Train one model. config: settings (a dict; missing keys take the defaults above). data:
-    ImageSplits (loaded here when None). run: the RunDir of out_dir, locked, where the
-    checkpoint goes; None writes nothing. given: the keys the command line set (resumed_run;
-    None: every key). results=False leaves out result.json, history.csv and samples.png (the
-    sweep keeps a row instead). Returns the results, with the best model (by validation loss)
-    under "model"."""
+    """Train one model: the results, with the best model (by validation loss) under "model".
+    config: a dict of settings; data: ImageSplits (None: loaded); run: out_dir's RunDir (None:
+    nothing written); given: the keys the command line set; results=False: no result files."""
     c = resolve(config)
     checkpoint = None
-    if c.init_from == "resume":  # the run goes on as it was saved: its settings, its state
+    if c.init_from == "resume":
         checkpoint, c = resumed_run(run, config, given)
     if run is not None:
-        run.refuse_to_replace(c.init_from, c.overwrite)  # a scratch run never replaces one silently
-    ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends (run=None: nothing saved)
+        run.refuse_to_replace(c.init_from, c.overwrite)
+    ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends
     to_try = f"a lower --learning_rate (now {c.learning_rate})"
     t = get_task(c.task)
     say = (lambda *a: None) if quiet else print
@@ -268,24 +210,25 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     if data is None:
         data = load_images(t, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
     data_record = {"dataset": data.dataset, "source": portable_source(data.source),
-                   "n_train": len(data.train)}  # (the source without this machine's paths)
+                   "n_train": len(data.train)}
     if checkpoint is not None and {**checkpoint["data"], "source": portable_source(
             checkpoint["data"]["source"])} != data_record:
         raise ConfigError(f"{run.ckpt} was trained on {checkpoint['data']}, but the data now is "
                           f"{data_record}: resume it on its own data (--prepared_dir=<the folder "
                           f"holding it>)")
-    prototypes = choose_prototypes(data.train, data.train_labels) if t.target == "prototype" \
-        else None  # generative classification: one training image per class is the target
+    # generative classification: one training image per class is the target
+    prototypes = (choose_prototypes(data.train, data.train_labels) if t.target == "prototype"
+                  else None)
 
-    torch.manual_seed(c.seed)  # fixes W_in (frozen or not) and the block init
+    torch.manual_seed(c.seed)  # W_in and the init
     model = make_model(c).to(c.device)
-    c.input_proj = model.input_proj  # the W_in the module holds: what every record below says
+    c.input_proj = model.input_proj  # the W_in the module holds, whatever the settings say
     params = count_params(model)
     say(f"model: {c.shape} d_z={c.latent_dim} d_h={c.hidden_dim} L={c.n_blocks} "
         f"W_in={c.input_proj} | params total {params['total']:,} trainable {params['trainable']:,}")
     optimizer = make_optimizer(model, c)
     scaler = torch.amp.GradScaler(c.device.split(":")[0], enabled=c.dtype == "float16")
-    amp = autocast(c.device.split(":")[0], c.dtype)  # the forward passes' precision
+    amp = autocast(c.device.split(":")[0], c.dtype)
     forward = torch.compile(model) if c.compile else model
 
     n_train = len(data.train)
@@ -299,40 +242,42 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
     protos = prototypes.to(c.device) if prototypes is not None else None
-    train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once, not every step
+    train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once
     train_labels = data.train_labels.to(c.device)
 
     start, history, elapsed_before = 0, [], 0.0
     best = {"val_loss": math.inf, "iter": 0, "state": None}
-    if checkpoint is not None:  # exactly where the run stopped: weights, AdamW, data order, noise
+    if checkpoint is not None:  # where the run stopped: weights, AdamW, data order, noise
         state = checkpoint["train_state"]
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        if state["scaler"]:  # float16's loss scale ({} without a scaler)
+        if state["scaler"]:  # float16's loss scale
             scaler.load_state_dict(state["scaler"])
         noise_rng.set_state(state["noise_rng"])
         epoch_order_rng = state["epoch_order_rng"]
         order_rng.set_state(epoch_order_rng)  # this epoch's order, drawn again
         order = torch.randperm(n_train * c.flips, generator=order_rng)
         start, history = checkpoint["iter_num"], state["history"]
-        elapsed_before = state["elapsed_s"]  # wall-clock time keeps counting across resumes
+        elapsed_before = state["elapsed_s"]
         best = {"val_loss": checkpoint["best_val_loss"], "iter": checkpoint["best_iter"],
                 "state": checkpoint["model"]}
         run.last_good_step = start
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
             if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
-    elif run is not None:  # overwrite=True: only now, with settings, data and model checked
-        run.set_aside_previous_run()
+    elif run is not None and c.overwrite:  # every setting, the data and the model checked
+        run.remove_previous_run()
+        for name in ("result.json", "history.csv", "samples.png", "data.json"):
+            (run.dir / name).unlink(missing_ok=True)
     checkpoint = None  # free memory
 
     val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan
     loss_sum, n_loss = 0.0, 0
-    t0 = t_last = time.time()
+    t0 = time.time()
     model.train()
     for iter_num in range(start, total_steps):
         pos = iter_num % steps_per_epoch
         if pos == 0:  # a new epoch: shuffle the (image, flip) pairs of the enlarged set
-            epoch_order_rng = order_rng.get_state()  # (saved: a resume draws this order again)
+            epoch_order_rng = order_rng.get_state()  # saved: a resume draws it again
             order = torch.randperm(n_train * c.flips, generator=order_rng)
         idx = order[pos * c.batch_size:(pos + 1) * c.batch_size]
         rows = (idx % n_train).to(c.device)
@@ -346,10 +291,10 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
             pred = forward(x)  # (B, d_out)
         loss = F.mse_loss(pred.float(), target)
         optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()  # (float16: loss scaling; otherwise plain backward, step)
+        scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-        loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # read at evaluations: no sync
+        loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # no sync until an evaluation
 
         last = iter_num + 1 == total_steps
         if (iter_num + 1) % eval_interval == 0 or last:
@@ -368,31 +313,24 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
             if val["loss"] < best["val_loss"]:
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 best = {"val_loss": val["loss"], "iter": iter_num + 1, "state": state}
-            if run is not None:  # the best model so far, and where the run is (for a resume)
-                first = run.last_good_step is None
+            if run is not None:  # the best model so far, and the state a resume goes on from
                 run.save({"model": best["state"], "best_iter": best["iter"],
                           "best_val_loss": best["val_loss"], "config": config_record(c),
                           "prototypes": prototypes, "data": data_record, "iter_num": iter_num + 1,
                           "train_state": {
                               "model": best["state"] if best["iter"] == iter_num + 1
-                              else model.state_dict(),  # (the same tensors are stored once)
+                              else model.state_dict(),
                               "optimizer": optimizer.state_dict(),
                               "scaler": scaler.state_dict(), "noise_rng": noise_rng.get_state(),
                               "epoch_order_rng": epoch_order_rng, "history": history,
                               "elapsed_s": elapsed_before + time.time() - t0}})
-                if first:  # the folder is this run's now: the previous run's results go
-                    for name in ("result.json", "history.csv", "samples.png"):
-                        (run.dir / name).unlink(missing_ok=True)
-                    write_atomic(run.dir / "data.json", json.dumps(data_record, indent=2), AGAIN)
+                write_atomic(run.dir / "data.json", json.dumps(data_record, indent=2))
         if (iter_num + 1) % c.log_interval == 0 or last:
             loss_value = loss.item()
             if not math.isfinite(loss_value):
                 raise ends.diverged(iter_num + 1, f"the loss is {loss_value}", to_try)
-            now = time.time()
-            its = ((iter_num + 1 - start) / (now - t0) if last
-                   else min(c.log_interval, iter_num + 1 - start) / (now - t_last))
-            t_last = now
-            left = (total_steps - iter_num - 1) * (now - t0) / (iter_num + 1 - start) / 60
+            its = (iter_num + 1 - start) / (time.time() - t0)  # since this session's start
+            left = (total_steps - iter_num - 1) / its / 60
             val_text = "--" if math.isnan(val_psnr) else f"{val_psnr:.2f} dB"
             say(f"step {iter_num + 1}/{total_steps} | loss {loss_value:.5f} | val psnr "
                 f"{val_text} | lr {lr:.2e} | {its:.1f} it/s | ~{left:.1f} min to go")
@@ -414,24 +352,22 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         f"{result['baseline_name']}: {baseline['psnr_batchmse']:.2f} dB, ssim "
         f"{baseline['ssim']:.4f} | {train_time:.0f}s")
     if run is not None and results:
-        write_atomic(run.dir / "result.json", json.dumps(result, indent=2), AGAIN)
+        write_atomic(run.dir / "result.json", json.dumps(result, indent=2))
         write_csv(run.dir / "history.csv", history)
         save_samples(model, c, data, protos, test, run.dir / "samples.png")
     return {**result, "history": history, "model": model}
 
 
 def config_record(c):
-    """The settings as saved with a run: everything a checkpoint needs to rebuild its model."""
     return {k: getattr(c, k) for k in DEFAULTS}
 
 
 def write_csv(path, rows):
-    """rows (dicts, at least one) as a CSV, whole or not at all."""
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
     writer.writeheader()
     writer.writerows(rows)
-    write_atomic(path, text.getvalue(), AGAIN)
+    write_atomic(path, text.getvalue())
 
 
 @torch.no_grad()
@@ -446,41 +382,32 @@ def save_samples(model, c, data, protos, test, path, n=8):
         pred = model(x)
     title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
              f"{test['psnr_batchmse']:.2f} dB")
-    write_atomic(path, samples_png(t, x, pred, target, title), AGAIN)
-
-
-def load_trained_mlp(path, device="cpu"):
-    """A train_mlp.py checkpoint -> (model, settings, checkpoint dict), read by load_checkpoint
-    (weights_only=True; a damaged file: one line)."""
-    try:
-        ckpt = load_checkpoint(path, map_location=device, trainer="train_mlp.py")
-    except FileNotFoundError as e:
-        raise ConfigError(e) from None
-    if not isinstance(ckpt.get("config"), dict) or not set(ckpt["config"]) <= set(DEFAULTS):
-        raise ConfigError(f"{path} is not a checkpoint of train_mlp.py (an LM checkpoint of "
-                          f"train.py? sample it with sample.py)")
-    c = resolve({**saved_settings(ckpt["config"], path), "device": device, "data_dir": ""})
-    model = make_model(c)
-    model.load_state_dict(ckpt["model"])
-    return model.to(device), c, ckpt
+    write_atomic(path, samples_png(t, x, pred, target, title))
 
 
 def evaluate_checkpoint(config):
     """--eval_only=True: the test metrics of out_dir/ckpt.pt, printed as JSON; only on the data
-    source it was trained on (a dataset's folder can change: full MNIST online, 5k offline)."""
+    source it was trained on, unless --allow_other_data=True."""
     given = resolve(config)
     path = os.path.join(given.out_dir, "ckpt.pt")
-    model, c, ckpt = load_trained_mlp(path, given.device)
-    c.data_dir = config["data_dir"]  # scored on the prepared data, unless given raw files
-    c.prepared_dir = config["prepared_dir"] or c.prepared_dir
+    try:
+        ckpt = load_checkpoint(path, map_location=given.device, trainer="train_mlp.py")
+    except FileNotFoundError as e:
+        raise ConfigError(e) from None
+    need(isinstance(ckpt.get("config"), dict) and set(ckpt["config"]) <= set(DEFAULTS),
+         f"{path} is not a checkpoint of "
+         f"train_mlp.py (an LM checkpoint of train.py? sample it with sample.py)")
+    c = resolve({**ckpt["config"], "device": given.device, "data_dir": config["data_dir"],
+                 "prepared_dir": config["prepared_dir"] or ckpt["config"]["prepared_dir"]})
+    model = make_model(c)
+    model.load_state_dict(ckpt["model"])
+    model.to(c.device)
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    trained = (ckpt.get("data") or {}).get("source")
-    if portable_source(trained or "") != portable_source(data.source):
+    trained = ckpt["data"]["source"]
+    if portable_source(trained) != portable_source(data.source):
         message = f"{path} was trained on {trained!r}, but the prepared data now is {data.source!r}"
-        if not given.allow_other_data:
-            raise ConfigError(f"{message}. Prepare the training source again (python "
-                              f"data/mnist/prepare.py ...) or pass --prepared_dir=<the folder "
-                              f"holding it>; --allow_other_data=True scores it on this data anyway")
+        need(given.allow_other_data, f"{message}: pass --prepared_dir=<the folder holding it>, or "
+             f"--allow_other_data=True to score it on this data anyway")
         print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
     test = evaluate(model, c, data.test, data.test_labels, ckpt.get("prototypes"),
                     with_ssim=True, seed=c.seed + 2000)
@@ -491,16 +418,15 @@ def evaluate_checkpoint(config):
 
 def main(argv, catch_signals=False):
     try:
-        given = set()  # the keys the command line sets (a resume refuses other values)
+        given = set()  # the keys the command line sets
         config = parse_overrides(argv, DEFAULTS, types=PROTOCOL_KEYS, given=given)
         if config["eval_only"]:
             return evaluate_checkpoint(config)
         c = resolve(config)  # every setting checked before anything is loaded or written
-        if c.init_from == "resume" and not os.path.isfile(os.path.join(c.out_dir, "ckpt.pt")):
-            raise ConfigError(f"--init_from=resume: there is no {c.out_dir}/ckpt.pt to resume; "
-                              f"start the run without --init_from=resume")
-        run = RunDir(c.out_dir)  # out_dir is this run's alone (a lock the OS drops at exit)
-        if catch_signals:  # Ctrl-C, SIGTERM: one line, the last checkpoint, how to go on
+        need(c.init_from == "scratch" or os.path.isfile(os.path.join(c.out_dir, "ckpt.pt")),
+             f"--init_from=resume: there is no {c.out_dir}/ckpt.pt to resume")
+        run = RunDir(c.out_dir)
+        if catch_signals:
             run.catch_signals()
         return train(config, run=run, given=given)
     except ConfigError as e:
@@ -508,5 +434,5 @@ def main(argv, catch_signals=False):
 
 
 if __name__ == "__main__":
-    sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, even piped
+    sys.stdout.reconfigure(line_buffering=True)
     main(sys.argv[1:], catch_signals=True)

@@ -34,7 +34,6 @@ The slings and arrows of outrageous fortune? [Exit.]
 """
 
 
-
 @pytest.fixture(scope="session")
 def gpt2_file():
     """The cached gpt2.tiktoken, fetched through PyPI if needed; skip only if the download fails."""
@@ -46,16 +45,10 @@ def gpt2_file():
 
 
 def run_here(script, *args, cwd=ROOT):
-    """`python <script> <args>` (a script of the repository, top-level code) in this process, from
-    the folder `cwd`: its exit status, stdout and stderr as subprocess.run gives them, for a test
-    that checks what the script does, not the interpreter's start (2-9 s of imports each; that
-    every script starts from its own folder is tests/test_layout.py's fresh-interpreter test).
-    What the process's exit would do, happens here: a SystemExit's message goes to stderr, an
-    uncaught exception through the sys.excepthook the script installed, the atexit functions the
-    script registered run, and the run folder's lock is let go; the signal handlers, the
-    excepthooks, sys.argv, sys.modules["__main__"] (the script's own module while it runs), the
-    working folder and the fp32 matmul precision are restored."""
-    import atexit
+    """`python <script> <args>` run in this process (no interpreter start): its exit status,
+    stdout and stderr, as subprocess.run gives them. The run folder's lock is let go at its end,
+    and the signal handlers, sys.argv, __main__, the working folder and the fp32 matmul precision
+    are restored."""
     import contextlib
     import io
     import signal
@@ -69,27 +62,14 @@ def run_here(script, *args, cwd=ROOT):
     path = ROOT / script
     main = types.ModuleType("__main__", None)  # (its --help reads sys.modules["__main__"])
     main.__file__ = str(path)
-    namespace = main.__dict__
-    at_exit = []  # what the script registers with atexit, run at its end as an exit would
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    saved_main = sys.modules["__main__"]
-    saved = (sys.argv, sys.excepthook, sys.unraisablehook, os.getcwd(),
-             torch.get_float32_matmul_precision(), atexit.register, atexit.unregister)
-    sys.argv = [str(path), *map(str, args)]
-
-    def register(f, *a, **k):
-        at_exit.append((f, a, k))
-        return f
-
-    def unregister(f):
-        at_exit[:] = [e for e in at_exit if e[0] != f]
-    atexit.register, atexit.unregister = register, unregister
+    saved = sys.argv, sys.modules["__main__"], os.getcwd(), torch.get_float32_matmul_precision()
+    sys.argv, sys.modules["__main__"] = [str(path), *map(str, args)], main
     code = 0
     os.chdir(cwd)
-    sys.modules["__main__"] = main
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
+            exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), main.__dict__)
         except SystemExit as e:  # (Python's exit: a message goes to stderr with status 1)
             code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
             if not isinstance(e.code, (int, type(None))):
@@ -98,19 +78,15 @@ def run_here(script, *args, cwd=ROOT):
             code = 1
             sys.excepthook(type(e), e, e.__traceback__)
         finally:
-            for f, a, k in reversed(at_exit):
-                f(*a, **k)
-            for value in namespace.values():
+            for value in main.__dict__.values():
                 if isinstance(value, RunDir) and value._lock is not None:
-                    value._lock.close()  # (the OS frees it when a process ends)
-            (sys.argv, sys.excepthook, sys.unraisablehook, cwd, precision, atexit.register,
-             atexit.unregister) = saved
-            os.chdir(cwd)
+                    value._lock.release()  # (the OS frees it when a process ends)
+            sys.argv, sys.modules["__main__"], folder, precision = saved
+            os.chdir(folder)
             torch.set_float32_matmul_precision(precision)
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
-            sys.modules["__main__"] = saved_main
-            namespace.clear()
+            main.__dict__.clear()
     return subprocess.CompletedProcess([script, *args], code, out.buffer.getvalue().decode(),
                                        err.buffer.getvalue().decode())
 
