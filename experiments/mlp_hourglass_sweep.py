@@ -38,7 +38,7 @@ from shapelab.configurator import ConfigError, parse_overrides, usage_error  # n
 from shapelab.dataset import load_images  # noqa: E402
 from shapelab.image_tasks import get_task  # noqa: E402
 from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.lock import lock_folder  # noqa: E402
+from shapelab.run import lock_folder  # noqa: E402
 from shapelab.run import Diverged, RunDir  # noqa: E402
 import train_mlp  # noqa: E402
 
@@ -125,7 +125,7 @@ def train_in_folder(settings, data, run_dir, quiet=True, results=False):
             tmp.unlink()
         saved = (f"its last checkpoint is {folder.ckpt} (step {folder.last_good_step})"
                  if folder.last_good_step is not None
-                 else f"it had no checkpoint yet{folder.put_back_previous_run()}")
+                 else "it had no checkpoint yet")
         again = [a for a in sys.argv if not a.startswith("--overwrite=")]  # would start over
         raise SystemExit(f"interrupted in {run_dir}: {saved}; the same command goes on from "
                          f"there: {shlex.join(['python', *again])}") from None

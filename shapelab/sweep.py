@@ -22,7 +22,7 @@ from pathlib import Path
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, read_config_file, usage_error
 from shapelab.hardware import machine_name
-from shapelab.lock import held_by, lock_folder
+from shapelab.run import held_by, lock_folder
 from shapelab.plot import read_evals
 from shapelab.run import read_jsonl
 
