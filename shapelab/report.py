@@ -10,7 +10,7 @@ from pathlib import Path
 from shapelab.controls import control_rows, controls_footer, controls_reading, controls_table
 from shapelab.cost import SPEED_BENCH, cost_footer, cost_table, from_bench
 from shapelab.sweep import read_result
-from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, rate_label, rates_flag,
+from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, rate_label,
                               seeds_in_verdict, shape_rows, spread_check)
 
 
@@ -178,7 +178,7 @@ def verdict_table(rows, baseline):
 def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
     edges = [row["edge"] for row in rows.values()]
     at_end = "lowest" in edges or "highest" in edges
-    flag = f"`{rates_flag(extended_rates(rates, edges))}`"
+    flag = f"`--learning_rates={','.join(map(rate_label, extended_rates(rates, edges)))}`"
     if len(rates) == 1:
         lr = f"one rate for every shape, not chosen per shape; compare rates with {flag}."
     else:

@@ -48,7 +48,7 @@ def choose_rate(losses):
     best = min(good, key=losses.get)
     if len(rates) == 1:
         return best, "only"
-    return best, "lowest" if best == rates[0] else "highest" if best == rates[-1] else ""
+    return best, {rates[0]: "lowest", rates[-1]: "highest"}.get(best, "")
 
 
 def round_rate(lr):
@@ -61,10 +61,9 @@ def extended_rates(rates, edges):
     rates = sorted(rates)
     if len(rates) == 1:
         return [rates[0] / 2, rates[0], rates[0] * 2]
-    low, high = max(rates[1] / rates[0], 1.5), max(rates[-1] / rates[-2], 1.5)
-    lower = [round_rate(rates[0] / low)] if "lowest" in edges else []
-    higher = [round_rate(rates[-1] * high)] if "highest" in edges else []
-    return lower + rates + higher
+    lower = round_rate(rates[0] / max(rates[1] / rates[0], 1.5))
+    higher = round_rate(rates[-1] * max(rates[-1] / rates[-2], 1.5))
+    return [lower] * ("lowest" in edges) + rates + [higher] * ("highest" in edges)
 
 
 def next_rate(rates, losses, listed, extend):
@@ -84,22 +83,14 @@ def refine_rates(grid, losses, gain):
     best, edge = choose_rate({r: losses[r] for r in grid})
     if gain <= 0 or best is None or edge:
         return []
-    i = grid.index(best)
-    three = grid[i - 1:i + 2]
+    three = grid[grid.index(best) - 1:grid.index(best) + 2]
     if not all(finite(losses[r]) for r in three):
         return []
-    x = np.log(three)
-    a, b, c = np.polyfit(x, [losses[r] for r in three], 2)
-    if a <= 0:
-        return []
-    x_min = min(max(-b / (2 * a), x[0]), x[2])
-    if losses[best] - np.polyval([a, b, c], x_min) <= gain:
+    a, b, c = np.polyfit(np.log(three), [losses[r] for r in three], 2)
+    # the lowest of three points is the middle one: the parabola's vertex lies between them
+    if a <= 0 or losses[best] - (c - b * b / (4 * a)) <= gain:
         return []
     return [round_rate(best / 2 ** 0.5), round_rate(best * 2 ** 0.5)]
-
-
-def rates_flag(rates):
-    return "--learning_rates=" + ",".join(rate_label(r) for r in rates)
 
 
 def common_seeds(losses):
@@ -125,6 +116,14 @@ def holm(p_values, alpha=ALPHA):
     return rejected, levels
 
 
+def with_holm(diffs):
+    """`diffs` ({name: test}), each with Holm's decision over them all and the level of its step."""
+    rejected, levels = holm({m: d["p"] for m, d in diffs.items()})
+    for m, d in diffs.items():
+        d.update(holm=rejected[m], holm_level=levels[m])
+    return diffs
+
+
 def t_test(mean, se, df):
     """The two-sided t test of a mean: p, 95% interval, and the difference one test detects."""
     t_ci, t_power = float(stats.t.ppf(1 - ALPHA / 2, df)), float(stats.t.ppf(POWER, df))
@@ -142,12 +141,16 @@ def paired_t(diffs):
 
 def pooled_differences(losses, baseline):
     """{name: diff} from {name: {seed: loss}}: model (2)'s difference from the baseline, its
-    interval, the detectable differences and Holm's decision, or why there is none."""
-    seeds, n = common_seeds(losses), len(common_seeds(losses))
-    complete = {m: v for m, v in losses.items() if v and all(finite(v[s]) for s in seeds)}
-    out = {m: dict(verdict="no verdict (no verdict seed finished yet)" if not v else
-                   f"no verdict (diverged at seed {next(s for s in seeds if not finite(v[s]))})")
-           for m, v in losses.items() if m not in complete}
+    interval, the detectable differences and Holm's decision, or the verdict saying why none."""
+    seeds = common_seeds(losses)
+    n = len(seeds)
+    out = {}
+    for m, v in losses.items():
+        bad = [s for s in seeds if not finite(v.get(s))]
+        if bad or not v:
+            out[m] = dict(verdict=f"no verdict (diverged at seed {bad[0]})" if v else
+                          "no verdict (no verdict seed finished yet)")
+    complete = {m: v for m, v in losses.items() if m not in out}
     tests = [m for m in complete if m != baseline]
     base = complete.get(baseline)
     means = {m: statistics.fmean(complete[m][s] - base[s] for s in seeds)
@@ -155,30 +158,16 @@ def pooled_differences(losses, baseline):
     if base is None or n < MIN_VERDICT_SEEDS or not tests:
         why = (f"{n} verdict seed{'' if n == 1 else 's'}; {MIN_VERDICT_SEEDS} needed"
                if n < MIN_VERDICT_SEEDS else f"{baseline} has no verdict seeds")
-        return {**out, **{m: dict(verdict=f"no verdict ({why})", **(
-            dict(mean=means[m]) if m in means else {})) for m in tests}}
+        for m in tests:
+            out[m] = dict(verdict=f"no verdict ({why})", **({"mean": means[m]} if means else {}))
+        return out
     res, df = residuals(complete, seeds)
     sigma2 = float((res ** 2).sum()) / df
     se = math.sqrt(2 * sigma2 / n)
     strict = stats.t.ppf(1 - ALPHA / (2 * len(tests)), df) + stats.t.ppf(POWER, df)
-    for m in tests:
-        out[m] = dict(n=n, df=df, mean=means[m], se=se, sigma=math.sqrt(sigma2),
-                      **t_test(means[m], se, df), detectable_family=float(strict * se))
-    rejected, levels = holm({m: out[m]["p"] for m in tests})
-    for m in tests:
-        out[m].update(holm=rejected[m], holm_level=levels[m])
-        out[m]["verdict"] = verdict(out[m])
-    return out
-
-
-def paired_differences(losses, baseline, seeds):
-    """{name: paired_t of its differences from the baseline over `seeds`, with Holm's decision}."""
-    out = {m: paired_t([v[s] - losses[baseline][s] for s in seeds])
-           for m, v in losses.items() if m != baseline}
-    rejected, levels = holm({m: d["p"] for m, d in out.items()})
-    for m in out:
-        out[m].update(holm=rejected[m], holm_level=levels[m])
-    return out
+    return {**out, **with_holm({m: dict(n=n, df=df, mean=means[m], se=se, sigma=math.sqrt(sigma2),
+                                        **t_test(means[m], se, df),
+                                        detectable_family=float(strict * se)) for m in tests})}
 
 
 def spread_check(losses, seeds):
@@ -186,28 +175,32 @@ def spread_check(losses, seeds):
     Bartlett's and Levene's tests of equal spreads (approximate: one model's residuals)."""
     res, df = residuals(losses, seeds)
     share = df / len(losses)
-    own = {m: math.sqrt(float((r ** 2).sum()) / share) for m, r in zip(losses, res)}
-    tests = dict(bartlett_p=None, levene_p=None)
-    if all(r.var() > 0 for r in res):
-        with np.errstate(divide="ignore", invalid="ignore"):  # Levene's on 2 seeds: 0 / 0
-            found = (stats.bartlett(*res).pvalue, stats.levene(*res, center="median").pvalue)
-        tests = {k: float(p) if math.isfinite(p) else None for k, p in zip(tests, found)}
-    return dict(own_sd=own, df_each=share, **tests)
+    with np.errstate(divide="ignore", invalid="ignore"):  # Levene's on 2 seeds: 0 / 0
+        found = (stats.bartlett(*res).pvalue, stats.levene(*res, center="median").pvalue)
+    return dict(own_sd={m: math.sqrt(float((r ** 2).sum()) / share) for m, r in zip(losses, res)},
+                df_each=share, **{k: float(p) if math.isfinite(p) else None
+                                  for k, p in zip(("bartlett_p", "levene_p"), found)})
+
+
+def disagreement(diff):
+    """The test that rejects alone ('the pooled' or 'its own'), or None where both agree."""
+    paired = diff.get("paired")
+    if paired is None or paired["holm"] == diff["holm"]:
+        return None
+    return "the pooled" if diff["holm"] else "its own"
 
 
 def verdict(diff):
     """'better by m [lo, hi]' / 'worse by ...' where Holm rejects under the pooled spread and the
     shape's own; where one alone does, which; else the difference these runs could detect."""
-    if diff["se"] == 0:
-        return "no verdict (the runs show no spread: an interval cannot be computed)"
     word = "better" if diff["mean"] < 0 else "worse"
-    paired = diff.get("paired")
-    if paired is not None and paired["holm"] != diff["holm"]:
-        alone, other = (("the pooled spread", paired) if diff["holm"] else
-                        ("its own spread (paired by seed)", diff))
-        tested = "its own spread" if diff["holm"] else "the pooled spread"
-        return (f"{word} under {alone} only ({tested}: p = {other['p']:.4f} against Holm's "
-                f"{other['holm_level']:.4f})")
+    alone = disagreement(diff)
+    if alone:
+        other, tested = ((diff["paired"], "its own spread") if diff["holm"] else
+                         (diff, "the pooled spread"))
+        spread = "spread" if diff["holm"] else "spread (paired by seed)"
+        return (f"{word} under {alone} {spread} only ({tested}: p = {other['p']:.4f} against "
+                f"Holm's {other['holm_level']:.4f})")
     if diff["holm"]:
         low, high = sorted((abs(diff["lo"]), abs(diff["hi"])))
         return f"{word} by {abs(diff['mean']):.4f} [{low:.4f}, {high:.4f}]"
@@ -220,12 +213,11 @@ def short_verdict(row):
     d = row.get("diff")
     if d is None:
         return "baseline"
-    if "lo" not in d or d["se"] == 0:
+    if "lo" not in d:
         return row["verdict"]
     word = "better" if d["mean"] < 0 else "worse"
-    paired = d.get("paired")
-    if paired is not None and paired["holm"] != d["holm"]:
-        return f"{word} under {'the pooled' if d['holm'] else 'its own'} spread only"
+    if disagreement(d):
+        return f"{word} under {disagreement(d)} spread only"
     if not d["holm"]:
         return f"no difference > {d['detectable_family']:.3f}"
     low, high = sorted((abs(d["lo"]), abs(d["hi"])))
@@ -237,8 +229,7 @@ def chosen_row(losses, name, rates, seeds):
     """A shape's phase 1 {rate: loss}, its rate and edge, and {seed: loss} there."""
     phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates if (name, lr, seeds[0]) in losses}
     lr, edge = choose_rate(phase1)
-    at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in seeds[1:] or seeds
-                                   if (name, lr, s) in losses}
+    at_lr = {s: losses[(name, lr, s)] for s in seeds[1:] or seeds if (name, lr, s) in losses}
     return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
 
 
@@ -261,11 +252,12 @@ def shape_rows(losses, names, rates, seeds, baseline):
     tested = [n for n, d in diffs.items() if "lo" in d]
     if tested:
         model = {n: {s: chosen[n][s] for s in common} for n in [baseline, *tested]}
-        paired = paired_differences(model, baseline, common)
+        paired = with_holm({n: paired_t([model[n][s] - model[baseline][s] for s in common])
+                            for n in tested})
         own = spread_check(model, common)["own_sd"]
         rows[baseline]["own_sd"] = own[baseline]
         for name in tested:
-            diffs[name].update(paired=paired[name], own_sd=own[name])
+            diffs[name].update(verdict=None, paired=paired[name], own_sd=own[name])
             diffs[name]["verdict"] = verdict(diffs[name])
     for name, row in rows.items():
         if name != baseline:
