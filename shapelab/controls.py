@@ -14,7 +14,7 @@ import statistics
 
 from scipy import stats
 
-from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, paired_t, rate_label,
+from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, lr_cell, paired_t,
                               seeds_in_verdict)
 
 
@@ -101,9 +101,7 @@ def controls_table(controls, baseline, reference):
              f"interval] | vs {reference} [95% interval] | share of the {reference}'s difference "
              f"[95% interval] |", "|---|---|---:|---:|---:|---:|---:|"]
     for name, row in controls.items():
-        lr = "-" if row["lr"] is None else rate_label(row["lr"])
-        lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
-        lr += " (so far)" if row.get("open") else ""
+        lr = lr_cell(row)
         r, n = row.get("reading"), len(row["seeds_used"])
         if r is None:
             chosen = row["lr"] is not None and not row.get("open")

@@ -233,6 +233,13 @@ def chosen_row(losses, name, rates, seeds):
     return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
 
 
+def lr_cell(row):
+    """A row's rate, flagged where it is an end or phase 1 has rates left."""
+    lr = "-" if row["lr"] is None else rate_label(row["lr"])
+    lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
+    return lr + (" (so far)" if row.get("open") else "")
+
+
 def seeds_in_verdict(rows):
     return common_seeds({n: row["losses"] for n, row in rows.items() if row["lr"] is not None})
 
