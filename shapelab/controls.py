@@ -14,8 +14,8 @@ import statistics
 
 from scipy import stats
 
-from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, lr_cell, paired_t,
-                              seeds_in_verdict)
+from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, add_mean, chosen_row, finite, lr_cell,
+                              paired_t, seeds_in_verdict)
 
 
 # what each control changes of the hourglass: (in short, how)
@@ -50,9 +50,8 @@ def control_rows(losses, names, rates, seeds, rows, baseline, reference):
     for name in names:
         row = chosen_row(losses, name, rates, seeds)
         have = [s for s in used if s in row["losses"]]
-        good = [row["losses"][s] for s in have if finite(row["losses"][s])]
-        row.update(seeds_used=used, so_far=len(have), mean=statistics.fmean(good) if good
-                   else None, std=statistics.stdev(good) if len(good) > 1 else None)
+        row.update(seeds_used=used, so_far=len(have))
+        add_mean(row, used)
         ready = (row["lr"] is not None and len(have) == len(used) >= MIN_VERDICT_SEEDS
                  and all(finite(v.get(s)) for v in (row["losses"], base, ref) for s in used))
         if ready:

@@ -140,34 +140,19 @@ def paired_t(diffs):
 
 
 def pooled_differences(losses, baseline):
-    """{name: diff} from {name: {seed: loss}}: model (2)'s difference from the baseline, its
-    interval, the detectable differences and Holm's decision, or the verdict saying why none."""
-    seeds = common_seeds(losses)
+    """{name: diff} of model (2) from complete {name: {seed: loss}}: the difference from the
+    baseline, its interval, the detectable differences and Holm's decision."""
+    seeds = sorted(losses[baseline])
     n = len(seeds)
-    out = {}
-    for m, v in losses.items():
-        bad = [s for s in seeds if not finite(v.get(s))]
-        if bad or not v:
-            out[m] = dict(verdict=f"no verdict (diverged at seed {bad[0]})" if v else
-                          "no verdict (no verdict seed finished yet)")
-    complete = {m: v for m, v in losses.items() if m not in out}
-    tests = [m for m in complete if m != baseline]
-    base = complete.get(baseline)
-    means = {m: statistics.fmean(complete[m][s] - base[s] for s in seeds)
-             for m in tests if base and seeds}
-    if base is None or n < MIN_VERDICT_SEEDS or not tests:
-        why = (f"{n} verdict seed{'' if n == 1 else 's'}; {MIN_VERDICT_SEEDS} needed"
-               if n < MIN_VERDICT_SEEDS else f"{baseline} has no verdict seeds")
-        for m in tests:
-            out[m] = dict(verdict=f"no verdict ({why})", **({"mean": means[m]} if means else {}))
-        return out
-    res, df = residuals(complete, seeds)
+    res, df = residuals(losses, seeds)
     sigma2 = float((res ** 2).sum()) / df
     se = math.sqrt(2 * sigma2 / n)
+    tests = [m for m in losses if m != baseline]
     strict = stats.t.ppf(1 - ALPHA / (2 * len(tests)), df) + stats.t.ppf(POWER, df)
-    return {**out, **with_holm({m: dict(n=n, df=df, mean=means[m], se=se, sigma=math.sqrt(sigma2),
-                                        **t_test(means[m], se, df),
-                                        detectable_family=float(strict * se)) for m in tests})}
+    means = {m: statistics.fmean(losses[m][s] - losses[baseline][s] for s in seeds) for m in tests}
+    return with_holm({m: dict(n=n, df=df, mean=means[m], se=se, sigma=math.sqrt(sigma2),
+                              **t_test(means[m], se, df), detectable_family=float(strict * se))
+                      for m in tests})
 
 
 def spread_check(losses, seeds):
@@ -233,6 +218,13 @@ def chosen_row(losses, name, rates, seeds):
     return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
 
 
+def add_mean(row, seeds):
+    """The row with the mean and std of its finite losses at `seeds`."""
+    good = [v for s, v in row["losses"].items() if s in seeds and finite(v)]
+    row.update(mean=statistics.fmean(good) if good else None,
+               std=statistics.stdev(good) if len(good) > 1 else None)
+
+
 def lr_cell(row):
     """A row's rate, flagged where it is an end or phase 1 has rates left."""
     lr = "-" if row["lr"] is None else rate_label(row["lr"])
@@ -244,31 +236,50 @@ def seeds_in_verdict(rows):
     return common_seeds({n: row["losses"] for n, row in rows.items() if row["lr"] is not None})
 
 
+def why_not(row, common, baseline):
+    """Why a shape's row has no verdict."""
+    bad = [s for s in common if not finite(row["losses"].get(s))]
+    if row["lr"] is None:
+        return "diverged at every rate" if row["phase1"] else "no run finished yet"
+    if not row["losses"]:
+        return "no verdict seed finished yet"
+    if bad:
+        return f"diverged at seed {bad[0]}"
+    if len(common) < MIN_VERDICT_SEEDS:
+        plural = "" if len(common) == 1 else "s"
+        return f"{len(common)} verdict seed{plural}; {MIN_VERDICT_SEEDS} needed"
+    return f"{baseline} has no verdict seeds"
+
+
 def shape_rows(losses, names, rates, seeds, baseline):
     """{name: row} from {(name, rate, seed): final val loss or None}: chosen_row's, the mean and
     std over the verdict's seeds, the pooled difference with the paired test, and the verdict."""
     rows = {name: chosen_row(losses, name, rates, seeds) for name in names}
-    chosen = {n: r["losses"] for n, r in rows.items() if r["lr"] is not None}
-    common = common_seeds(chosen)
+    common = seeds_in_verdict(rows)
     for row in rows.values():
-        good = [v for s, v in row["losses"].items() if s in common and finite(v)]
-        row.update(mean=statistics.fmean(good) if good else None,
-                   std=statistics.stdev(good) if len(good) > 1 else None,
-                   beyond=sorted(set(row["losses"]) - set(common)))
-    diffs = pooled_differences(chosen, baseline)
-    tested = [n for n, d in diffs.items() if "lo" in d]
-    if tested:
-        model = {n: {s: chosen[n][s] for s in common} for n in [baseline, *tested]}
-        paired = with_holm({n: paired_t([model[n][s] - model[baseline][s] for s in common])
+        add_mean(row, common)
+        row["beyond"] = sorted(set(row["losses"]) - set(common))
+    complete = {n: {s: r["losses"][s] for s in common} for n, r in rows.items()
+                if r["lr"] is not None and r["losses"]
+                and all(finite(r["losses"].get(s)) for s in common)}
+    tested = [n for n in complete if n != baseline]
+    diffs = {}
+    if baseline in complete and len(common) >= MIN_VERDICT_SEEDS and tested:
+        diffs = pooled_differences(complete, baseline)
+        base = complete[baseline]
+        paired = with_holm({n: paired_t([complete[n][s] - base[s] for s in common])
                             for n in tested})
-        own = spread_check(model, common)["own_sd"]
+        own = spread_check(complete, common)["own_sd"]
         rows[baseline]["own_sd"] = own[baseline]
         for name in tested:
             diffs[name].update(verdict=None, paired=paired[name], own_sd=own[name])
             diffs[name]["verdict"] = verdict(diffs[name])
     for name, row in rows.items():
         if name != baseline:
-            none = "diverged at every rate" if row["phase1"] else "no run finished yet"
-            row["diff"] = diffs.get(name, dict(verdict=f"no verdict ({none})"))
+            # one seed: no verdict, but its difference
+            one = len(common) == 1 and name in complete and baseline in complete
+            mean = {"mean": row["mean"] - rows[baseline]["mean"]} if one else {}
+            row["diff"] = diffs.get(name) or dict(
+                verdict=f"no verdict ({why_not(row, common, baseline)})", **mean)
             row["verdict"] = row["diff"]["verdict"]
     return rows

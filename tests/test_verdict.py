@@ -56,7 +56,8 @@ def test_the_pooled_model_holm_and_the_detectable_difference():
     assert verdict.holm({"a": 0.001, "b": 0.03, "c": 0.04}) == (
         {"a": True, "b": False, "c": False}, {"a": 0.05 / 3, "b": 0.025, "c": 0.05})
     assert verdict.holm({"a": 0.02, "b": 0.01})[0] == {"b": True, "a": True}
-    one = verdict.pooled_differences({"GPT": {1: 1.6}, "a": {1: 1.5}}, "GPT")
+    one = verdict.shape_rows({("GPT", 1, 0): 1.7, ("GPT", 1, 1): 1.6, ("a", 1, 0): 1.6,
+                              ("a", 1, 1): 1.5}, ["GPT", "a"], [1], [0, 1], "GPT")
     assert one["a"]["verdict"] == "no verdict (1 verdict seed; 2 needed)"
 
 
