@@ -25,13 +25,11 @@ def loss_at(curve, tokens):
     past its end."""
     points = [(c["tokens"], c["val_loss"]) for c in curve if finite(c.get("val_loss"))]
     for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= tokens <= t1 and t0 > 0:
+            return v0 + (v1 - v0) * math.log(tokens / t0) / math.log(t1 / t0)
         if t0 <= tokens <= t1:
-            if t1 == t0:
-                return v1
-            if t0 > 0:
-                return v0 + (v1 - v0) * math.log(tokens / t0) / math.log(t1 / t0)
             return v0 + (v1 - v0) * (tokens - t0) / (t1 - t0)
-    return points[-1][1] if points and points[-1][0] == tokens else None
+    return None
 
 
 def machine_label(machine):
@@ -41,9 +39,10 @@ def machine_label(machine):
 
 def speed_ratio(shape_runs, base_runs, seeds):
     """(median tokens/s ratio, {machine: seeds}) over the seeds both ran on one machine."""
-    paired = [s for s in seeds if shape_runs[s].get("machine") and shape_runs[s].get(
-        "tokens_per_s") and base_runs[s].get("tokens_per_s")
-        and shape_runs[s]["machine"] == base_runs[s].get("machine")]
+    def timed_on(run):
+        return run.get("machine") if run.get("tokens_per_s") else None
+    paired = [s for s in seeds if timed_on(shape_runs[s]) and
+              timed_on(shape_runs[s]) == timed_on(base_runs[s])]
     if not paired:
         return None, {}
     ratio = (statistics.median(shape_runs[s]["tokens_per_s"] for s in paired)

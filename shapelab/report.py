@@ -104,15 +104,15 @@ def page_blocks(record_dir):
     return {f"{prefix}.{part}": text for part, text in sections.items()}
 
 
-def row_json(name, row):
+def row_json(name, row, **more):
     return dict(shape=name, lr=row["lr"], lr_edge=row["edge"],
-                seeds=sorted(set(row["losses"]) - set(row.get("beyond", ()))),
+                seeds=sorted(set(row["losses"]) - set(row.get("beyond", ()))), **more,
                 val_loss_mean=row["mean"], val_loss_std=row["std"],
                 phase1={rate_label(lr): v for lr, v in row["phase1"].items()})
 
 
 def verdicts_json(rows):
-    return [dict(row_json(n, row), seeds_not_in_verdict_yet=row["beyond"], diff=row.get("diff"),
+    return [dict(row_json(n, row, seeds_not_in_verdict_yet=row["beyond"]), diff=row.get("diff"),
                  verdict=row.get("verdict", "baseline")) for n, row in rows.items()]
 
 
