@@ -53,16 +53,15 @@ def combined(diffs):
 
 
 def two_looks(looks):
-    """{shape: each look's diff and Holm levels, alone and over every look's tests, and their
+    """{shape: each look's diff and Holm's decision over every look's tests, and their
     combination} of the shapes every look tested."""
     shapes = [s for s in looks[0][1] if all("p" in (v.get(s, {}).get("diff") or {})
                                              for _, v in looks)]
     diffs = {(i, s): v[s]["diff"] for i, (_, v) in enumerate(looks) for s in shapes}
-    own = [holm({s: v[s]["diff"]["p"] for s in shapes})[1] for _, v in looks]
     passed, levels = holm({key: d["p"] for key, d in diffs.items()})
     each = range(len(looks))
-    return {s: dict(looks=[dict(diff=diffs[i, s], own_level=own[i][s], all_level=levels[i, s],
-                                all_holm=passed[i, s]) for i in each],
+    return {s: dict(looks=[dict(diff=diffs[i, s], all_level=levels[i, s], all_holm=passed[i, s])
+                           for i in each],
                     combined=combined([diffs[i, s] for i in each])) for s in shapes}
 
 
@@ -74,7 +73,7 @@ def two_looks_table(looks):
              "|---|" + "---:|" * len(labels) + "---|---:|"]
     for shape, row in rows.items():
         cells = [f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], {p_text(d['p'])} / "
-                 f"{look['own_level']:.4f} ({'passes' if d['holm'] else 'fails'})"
+                 f"{d['holm_level']:.4f} ({'passes' if d['holm'] else 'fails'})"
                  for look in row["looks"] for d in [look["diff"]]]
         over = "; ".join(
             f"{label.split(',')[0]} {'passes' if look['all_holm'] else 'fails'} "
