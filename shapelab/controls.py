@@ -33,11 +33,10 @@ def fieller_ratio(a, b):
     # (mean_a - R mean_b)^2 <= t^2 (var_a - 2 R cov + R^2 var_b): a R^2 + b R + c <= 0
     qa, qc = mean_b ** 2 - t2 * var_b, mean_a ** 2 - t2 * var_a
     qb = -2 * (mean_a * mean_b - t2 * cov)
-    ratio = mean_a / mean_b if mean_b else math.nan
     if qa <= 0:
-        return ratio, None, None
+        return mean_a / mean_b, None, None
     root = math.sqrt(max(qb ** 2 - 4 * qa * qc, 0.0))
-    return ratio, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+    return mean_a / mean_b, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
 
 
 def control_rows(losses, names, rates, seeds, rows, baseline, reference):
@@ -48,20 +47,17 @@ def control_rows(losses, names, rates, seeds, rows, baseline, reference):
     base, ref = rows[baseline]["losses"], rows.get(reference, {}).get("losses", {})
     out = {}
     for name in names:
-        row = chosen_row(losses, name, rates, seeds)
-        have = [s for s in used if s in row["losses"]]
-        row.update(seeds_used=used, so_far=len(have))
+        row = out[name] = chosen_row(losses, name, rates, seeds)
+        row.update(seeds_used=used, so_far=len(set(used) & set(row["losses"])))
         add_mean(row, used)
-        ready = (row["lr"] is not None and len(have) == len(used) >= MIN_VERDICT_SEEDS
-                 and all(finite(v.get(s)) for v in (row["losses"], base, ref) for s in used))
-        if ready:
+        if len(used) >= MIN_VERDICT_SEEDS and all(
+                finite(v.get(s)) for v in (row["losses"], base, ref) for s in used):
             vs_base = [row["losses"][s] - base[s] for s in used]
-            ref_diff = [ref[s] - base[s] for s in used]
             row["reading"] = dict(
                 vs_baseline=paired_t(vs_base),
                 vs_reference=paired_t([row["losses"][s] - ref[s] for s in used]),
-                share=dict(zip(("ratio", "lo", "hi"), fieller_ratio(vs_base, ref_diff))))
-        out[name] = row
+                share=dict(zip(("ratio", "lo", "hi"),
+                               fieller_ratio(vs_base, [ref[s] - base[s] for s in used]))))
     return out
 
 
