@@ -260,8 +260,7 @@ def shape_rows(losses, names, rates, seeds, baseline):
         add_mean(row, common)
         row["beyond"] = sorted(set(row["losses"]) - set(common))
     complete = {n: {s: r["losses"][s] for s in common} for n, r in rows.items()
-                if r["lr"] is not None and r["losses"]
-                and all(finite(r["losses"].get(s)) for s in common)}
+                if r["losses"] and all(finite(r["losses"].get(s)) for s in common)}
     tested = [n for n in complete if n != baseline]
     diffs = {}
     if baseline in complete and len(common) >= MIN_VERDICT_SEEDS and tested:
