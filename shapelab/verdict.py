@@ -167,47 +167,35 @@ def spread_check(losses, seeds):
                                   for k, p in zip(("bartlett_p", "levene_p"), found)})
 
 
-def disagreement(diff):
-    """The test that rejects alone ('the pooled' or 'its own'), or None where both agree."""
-    paired = diff.get("paired")
-    if paired is None or paired["holm"] == diff["holm"]:
-        return None
-    return "the pooled" if diff["holm"] else "its own"
-
-
-def verdict(diff):
+def verdict(diff, short=False):
     """'better by m [lo, hi]' / 'worse by ...' where Holm rejects under the pooled spread and the
-    shape's own; where one alone does, which; else the difference these runs could detect."""
+    shape's own; where one alone does, which; else the difference these runs could detect.
+    short: in a few words, ', narrow' below what one test detects (README's table)."""
     word = "better" if diff["mean"] < 0 else "worse"
-    alone = disagreement(diff)
-    if alone:
-        other, tested = ((diff["paired"], "its own spread") if diff["holm"] else
-                         (diff, "the pooled spread"))
-        spread = "spread" if diff["holm"] else "spread (paired by seed)"
-        return (f"{word} under {alone} {spread} only ({tested}: p = {other['p']:.4f} against "
-                f"Holm's {other['holm_level']:.4f})")
-    if diff["holm"]:
-        low, high = sorted((abs(diff["lo"]), abs(diff["hi"])))
-        return f"{word} by {abs(diff['mean']):.4f} [{low:.4f}, {high:.4f}]"
-    return f"no difference larger than {diff['detectable_family']:.4f} detected at this scale"
+    paired, pooled = diff.get("paired"), diff["holm"]
+    if paired is not None and paired["holm"] != pooled:
+        alone = "the pooled spread" if pooled else "its own spread"
+        other, tested = (paired, "its own spread") if pooled else (diff, "the pooled spread")
+        if short:
+            return f"{word} under {alone} only"
+        return (f"{word} under {alone}{'' if pooled else ' (paired by seed)'} only ({tested}: p = "
+                f"{other['p']:.4f} against Holm's {other['holm_level']:.4f})")
+    digits = 3 if short else 4
+    if not pooled:
+        return (f"no difference > {diff['detectable_family']:.3f}" if short else
+                f"no difference larger than {diff['detectable_family']:.4f} detected at this scale")
+    low, high = sorted((abs(diff["lo"]), abs(diff["hi"])))
+    narrow = ", narrow" if short and abs(diff["mean"]) < diff["detectable"] else ""
+    return f"{word} by {abs(diff['mean']):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]{narrow}"
 
 
 def short_verdict(row):
-    """A row's verdict in a few words ('better by 0.017 [0.008, 0.027]', ', narrow' below what one
-    test detects, 'no difference > 0.019', 'baseline')."""
+    """A row's verdict in a few words ('better by 0.017 [0.008, 0.027]', 'no difference > 0.019',
+    'baseline')."""
     d = row.get("diff")
     if d is None:
         return "baseline"
-    if "lo" not in d:
-        return row["verdict"]
-    word = "better" if d["mean"] < 0 else "worse"
-    if disagreement(d):
-        return f"{word} under {disagreement(d)} spread only"
-    if not d["holm"]:
-        return f"no difference > {d['detectable_family']:.3f}"
-    low, high = sorted((abs(d["lo"]), abs(d["hi"])))
-    narrow = ", narrow" if abs(d["mean"]) < d["detectable"] else ""
-    return f"{word} by {abs(d['mean']):.3f} [{low:.3f}, {high:.3f}]{narrow}"
+    return verdict(d, short=True) if "lo" in d else row["verdict"]
 
 
 def chosen_row(losses, name, rates, seeds):
