@@ -45,11 +45,9 @@ def verdict_rows(settings, names, losses, unchosen, controls, controlled):
     compared = [n for n in names if n not in controls]
     watched = [n for n in names if n in controls]
     baseline = "GPT" if "GPT" in compared else compared[0]
-
-    def tried(group):
-        return sorted({lr for (n, lr, seed) in losses if seed == seeds[0] and n in group})
-    rows = shape_rows(losses, compared, tried(compared), seeds, baseline)
-    control = control_rows(losses, watched, tried(watched), seeds, rows, baseline, controlled)
+    rates = sorted({lr for (_, lr, seed) in losses if seed == seeds[0]})
+    rows = shape_rows(losses, compared, rates, seeds, baseline)
+    control = control_rows(losses, watched, rates, seeds, rows, baseline, controlled)
     for name in unchosen:
         not_yet = "no verdict yet (phase 1 has rates left to try)"
         if name in rows:
