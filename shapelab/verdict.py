@@ -93,12 +93,6 @@ def refine_rates(grid, losses, gain):
     return [round_rate(best / 2 ** 0.5), round_rate(best * 2 ** 0.5)]
 
 
-def common_seeds(losses):
-    """The seeds every shape of {name: {seed: loss}} with any seed has finished."""
-    started = [set(v) for v in losses.values() if v]
-    return sorted(set.intersection(*started)) if started else []
-
-
 def residuals(losses, seeds):
     """(residuals [shape, seed] of model (1), their degrees of freedom) for {name: {seed: loss}}."""
     x = np.array([[v[s] for s in seeds] for v in losses.values()])
@@ -221,7 +215,9 @@ def lr_cell(row):
 
 
 def seeds_in_verdict(rows):
-    return common_seeds({n: row["losses"] for n, row in rows.items() if row["lr"] is not None})
+    """The seeds every row with any verdict seed has finished."""
+    started = [set(row["losses"]) for row in rows.values() if row["losses"]]
+    return sorted(set.intersection(*started)) if started else []
 
 
 def why_not(row, common, baseline):
