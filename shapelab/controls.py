@@ -14,8 +14,8 @@ import statistics
 
 from scipy import stats
 
-from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, add_mean, chosen_row, finite, lr_cell,
-                              paired_t, seeds_in_verdict)
+from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, add_mean, chosen_row, finite, interval,
+                              lr_cell, paired_t, seeds_in_verdict)
 
 
 # what each control changes of the hourglass: (in short, how)
@@ -104,10 +104,9 @@ def controls_table(controls, baseline, reference):
                       else "phase 1 under way: no rate chosen yet")
             lines.append(f"| {name} | {lr} | {so_far} | - | - | - | - |")
             continue
-        a, b = r["vs_baseline"], r["vs_reference"]
         lines.append(f"| {name} | {lr} | {n} | {row['mean']:.4f} +- {row['std']:.4f} | "
-                     f"{a['mean']:+.4f} [{a['lo']:+.4f}, {a['hi']:+.4f}] | {b['mean']:+.4f} "
-                     f"[{b['lo']:+.4f}, {b['hi']:+.4f}] | {share_text(r['share'])} |")
+                     f"{interval(r['vs_baseline'])} | {interval(r['vs_reference'])} | "
+                     f"{share_text(r['share'])} |")
     return "\n".join(lines)
 
 

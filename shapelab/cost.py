@@ -17,7 +17,7 @@ import math
 import statistics
 from collections import Counter
 
-from shapelab.verdict import MIN_VERDICT_SEEDS, finite, paired_t
+from shapelab.verdict import MIN_VERDICT_SEEDS, finite, interval, paired_t
 
 
 def loss_at(curve, tokens):
@@ -113,7 +113,7 @@ def reading_cells(reading, baseline, cheaper):
     if reading is None:
         return ["-", "-"]
     d = reading["diff"]
-    diff = f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+    diff = interval(d)
     if reading["read"] == "baseline":
         return [f"- ({cheaper}: not extrapolated)", f"{diff} ({baseline} read part-way)"]
     return ["-" if reading["shape"] is None else f"{reading['shape']:.4f}", diff]

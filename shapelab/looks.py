@@ -21,7 +21,7 @@ from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
 from shapelab.report import p_text, regime_line, tokens_per_run
 from shapelab.sweep import ROOT
-from shapelab.verdict import ALPHA, holm, short_verdict
+from shapelab.verdict import ALPHA, holm, interval, short_verdict
 
 FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
 
@@ -72,7 +72,7 @@ def two_looks_table(looks):
     lines = [f"| model | {head} | Holm over all {tests} tests | combined [95% interval] |",
              "|---|" + "---:|" * len(labels) + "---|---:|"]
     for shape, row in rows.items():
-        cells = [f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}], {p_text(d['p'])} / "
+        cells = [f"{interval(d)}, {p_text(d['p'])} / "
                  f"{d['holm_level']:.4f} ({'passes' if d['holm'] else 'fails'})"
                  for look in row["looks"] for d in [look["diff"]]]
         over = "; ".join(

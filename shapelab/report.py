@@ -10,7 +10,8 @@ from pathlib import Path
 from shapelab.controls import control_rows, controls_footer, controls_reading, controls_table
 from shapelab.cost import SPEED_BENCH, cost_footer, cost_table, from_bench
 from shapelab.sweep import read_result
-from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, lr_cell, rate_label,
+from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, interval, lr_cell,
+                              rate_label,
                               seeds_in_verdict, shape_rows, spread_check)
 
 
@@ -150,7 +151,7 @@ def verdict_table(rows, baseline):
         if row["lr"] is None:
             loss = "diverged at every rate" if row["phase1"] else "no run finished yet"
         d = row.get("diff", {})
-        diff = (f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if "lo" in d
+        diff = (interval(d) if "lo" in d
                 else f"{d['mean']:+.4f}" if "mean" in d else "-")
         detect = f"{d['detectable']:.4f} / {d['detectable_family']:.4f}" if "lo" in d else "-"
         cells = ["(the baseline)", "", ""] if name == baseline else [diff, detect, row["verdict"]]
@@ -262,8 +263,8 @@ def spread_table(rows, baseline):
                     else "neither rejects")
         else:
             says = f"{'pooled' if d['holm'] else 'paired'} alone rejects"
-        lines.append(f"| {name} | {d['own_sd']:.4f} | {q['sd']:.4f} | {q['mean']:+.4f} "
-                     f"[{q['lo']:+.4f}, {q['hi']:+.4f}] | {p_text(d['p'])} / "
+        lines.append(f"| {name} | {d['own_sd']:.4f} | {q['sd']:.4f} | {interval(q)} | "
+                     f"{p_text(d['p'])} / "
                      f"{d['holm_level']:.4f} | {p_text(q['p'])} / {q['holm_level']:.4f} | {says} |")
     return "\n".join(lines)
 

@@ -207,6 +207,11 @@ def add_mean(row, seeds):
                std=statistics.stdev(good) if len(good) > 1 else None)
 
 
+def interval(d):
+    """'+0.0123 [+0.0045, +0.0201]': a difference and its 95% interval."""
+    return f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+
+
 def lr_cell(row):
     """A row's rate, flagged where it is an end or phase 1 has rates left."""
     lr = "-" if row["lr"] is None else rate_label(row["lr"])
