@@ -140,7 +140,7 @@ def cost_table(cost, baseline, final_loss):
     return "\n".join(lines)
 
 
-def cost_footer(baseline, seeds, interval, bench_file=None):
+def cost_footer(baseline, seeds, interval, bench_file):
     bench = ([f"- '{BENCH_SOURCE}': the shape's tokens/s over {baseline}'s, both measured in "
               f"one run of bench.py on that machine ({bench_file}; the models alternate, so a "
               f"machine that gets busier slows them alike). For shapes trained in a later "

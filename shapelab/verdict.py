@@ -100,11 +100,11 @@ def residuals(losses, seeds):
     return res, (len(losses) - 1) * (len(seeds) - 1)
 
 
-def holm(p_values, alpha=ALPHA):
+def holm(p_values):
     """({name: rejected}, {name: the level of its step}) of Holm's step-down rule over {name: p}."""
     rejected, levels, still = {}, {}, True
     for i, name in enumerate(sorted(p_values, key=p_values.get)):
-        levels[name] = alpha / (len(p_values) - i)
+        levels[name] = ALPHA / (len(p_values) - i)
         still = still and p_values[name] <= levels[name]
         rejected[name] = still
     return rejected, levels
