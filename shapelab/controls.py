@@ -14,8 +14,8 @@ import statistics
 
 from scipy import stats
 
-from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, chosen_row, finite, paired_t, rate_label,
-                              seeds_in_verdict)
+from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, add_mean, chosen_row, finite, interval,
+                              lr_cell, paired_t, seeds_in_verdict)
 
 
 # what each control changes of the hourglass: (in short, how)
@@ -33,11 +33,10 @@ def fieller_ratio(a, b):
     # (mean_a - R mean_b)^2 <= t^2 (var_a - 2 R cov + R^2 var_b): a R^2 + b R + c <= 0
     qa, qc = mean_b ** 2 - t2 * var_b, mean_a ** 2 - t2 * var_a
     qb = -2 * (mean_a * mean_b - t2 * cov)
-    ratio = mean_a / mean_b if mean_b else math.nan
     if qa <= 0:
-        return ratio, None, None
+        return mean_a / mean_b, None, None
     root = math.sqrt(max(qb ** 2 - 4 * qa * qc, 0.0))
-    return ratio, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+    return mean_a / mean_b, (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
 
 
 def control_rows(losses, names, rates, seeds, rows, baseline, reference):
@@ -48,21 +47,17 @@ def control_rows(losses, names, rates, seeds, rows, baseline, reference):
     base, ref = rows[baseline]["losses"], rows.get(reference, {}).get("losses", {})
     out = {}
     for name in names:
-        row = chosen_row(losses, name, rates, seeds)
-        have = [s for s in used if s in row["losses"]]
-        good = [row["losses"][s] for s in have if finite(row["losses"][s])]
-        row.update(seeds_used=used, so_far=len(have), mean=statistics.fmean(good) if good
-                   else None, std=statistics.stdev(good) if len(good) > 1 else None)
-        ready = (row["lr"] is not None and len(have) == len(used) >= MIN_VERDICT_SEEDS
-                 and all(finite(v.get(s)) for v in (row["losses"], base, ref) for s in used))
-        if ready:
+        row = out[name] = chosen_row(losses, name, rates, seeds)
+        row.update(seeds_used=used, so_far=len(set(used) & set(row["losses"])))
+        add_mean(row, used)
+        if len(used) >= MIN_VERDICT_SEEDS and all(
+                finite(v.get(s)) for v in (row["losses"], base, ref) for s in used):
             vs_base = [row["losses"][s] - base[s] for s in used]
-            ref_diff = [ref[s] - base[s] for s in used]
             row["reading"] = dict(
                 vs_baseline=paired_t(vs_base),
                 vs_reference=paired_t([row["losses"][s] - ref[s] for s in used]),
-                share=dict(zip(("ratio", "lo", "hi"), fieller_ratio(vs_base, ref_diff))))
-        out[name] = row
+                share=dict(zip(("ratio", "lo", "hi"),
+                               fieller_ratio(vs_base, [ref[s] - base[s] for s in used]))))
     return out
 
 
@@ -101,9 +96,7 @@ def controls_table(controls, baseline, reference):
              f"interval] | vs {reference} [95% interval] | share of the {reference}'s difference "
              f"[95% interval] |", "|---|---|---:|---:|---:|---:|---:|"]
     for name, row in controls.items():
-        lr = "-" if row["lr"] is None else rate_label(row["lr"])
-        lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
-        lr += " (so far)" if row.get("open") else ""
+        lr = lr_cell(row)
         r, n = row.get("reading"), len(row["seeds_used"])
         if r is None:
             chosen = row["lr"] is not None and not row.get("open")
@@ -111,10 +104,9 @@ def controls_table(controls, baseline, reference):
                       else "phase 1 under way: no rate chosen yet")
             lines.append(f"| {name} | {lr} | {so_far} | - | - | - | - |")
             continue
-        a, b = r["vs_baseline"], r["vs_reference"]
         lines.append(f"| {name} | {lr} | {n} | {row['mean']:.4f} +- {row['std']:.4f} | "
-                     f"{a['mean']:+.4f} [{a['lo']:+.4f}, {a['hi']:+.4f}] | {b['mean']:+.4f} "
-                     f"[{b['lo']:+.4f}, {b['hi']:+.4f}] | {share_text(r['share'])} |")
+                     f"{interval(r['vs_baseline'])} | {interval(r['vs_reference'])} | "
+                     f"{share_text(r['share'])} |")
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ import math
 import statistics
 from collections import Counter
 
-from shapelab.verdict import MIN_VERDICT_SEEDS, finite, paired_t
+from shapelab.verdict import MIN_VERDICT_SEEDS, finite, interval, paired_t
 
 
 def loss_at(curve, tokens):
@@ -25,13 +25,11 @@ def loss_at(curve, tokens):
     past its end."""
     points = [(c["tokens"], c["val_loss"]) for c in curve if finite(c.get("val_loss"))]
     for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= tokens <= t1 and t0 > 0:
+            return v0 + (v1 - v0) * math.log(tokens / t0) / math.log(t1 / t0)
         if t0 <= tokens <= t1:
-            if t1 == t0:
-                return v1
-            if t0 > 0:
-                return v0 + (v1 - v0) * math.log(tokens / t0) / math.log(t1 / t0)
             return v0 + (v1 - v0) * (tokens - t0) / (t1 - t0)
-    return points[-1][1] if points and points[-1][0] == tokens else None
+    return None
 
 
 def machine_label(machine):
@@ -41,9 +39,10 @@ def machine_label(machine):
 
 def speed_ratio(shape_runs, base_runs, seeds):
     """(median tokens/s ratio, {machine: seeds}) over the seeds both ran on one machine."""
-    paired = [s for s in seeds if shape_runs[s].get("machine") and shape_runs[s].get(
-        "tokens_per_s") and base_runs[s].get("tokens_per_s")
-        and shape_runs[s]["machine"] == base_runs[s].get("machine")]
+    def timed_on(run):
+        return run.get("machine") if run.get("tokens_per_s") else None
+    paired = [s for s in seeds if timed_on(shape_runs[s]) and
+              timed_on(shape_runs[s]) == timed_on(base_runs[s])]
     if not paired:
         return None, {}
     ratio = (statistics.median(shape_runs[s]["tokens_per_s"] for s in paired)
@@ -114,7 +113,7 @@ def reading_cells(reading, baseline, cheaper):
     if reading is None:
         return ["-", "-"]
     d = reading["diff"]
-    diff = f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+    diff = interval(d)
     if reading["read"] == "baseline":
         return [f"- ({cheaper}: not extrapolated)", f"{diff} ({baseline} read part-way)"]
     return ["-" if reading["shape"] is None else f"{reading['shape']:.4f}", diff]
@@ -141,7 +140,7 @@ def cost_table(cost, baseline, final_loss):
     return "\n".join(lines)
 
 
-def cost_footer(baseline, seeds, interval, bench_file=None):
+def cost_footer(baseline, seeds, interval, bench_file):
     bench = ([f"- '{BENCH_SOURCE}': the shape's tokens/s over {baseline}'s, both measured in "
               f"one run of bench.py on that machine ({bench_file}; the models alternate, so a "
               f"machine that gets busier slows them alike). For shapes trained in a later "

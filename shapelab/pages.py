@@ -18,22 +18,14 @@ BLOCK = re.compile(
     r"(?P<tail><!-- end generated: (?P=name) -->)", re.S)
 
 
-class PageError(ValueError):
-    pass
-
-
 def blocks_in(text):
-    """{name: (command, body)} of a page's generated blocks."""
-    found = {}
-    for match in BLOCK.finditer(text):
-        name = match["name"]
-        if name in found:
-            raise PageError(f"the block {name!r} stands twice on one page")
-        found[name] = (match["command"], match["body"])
-    opened = len(re.findall(r"<!-- generated: ", text))
+    """{name: (command, body)} of a page's generated blocks; an unclosed or doubled one is an
+    error."""
+    found = {match["name"]: (match["command"], match["body"]) for match in BLOCK.finditer(text)}
+    opened = text.count("<!-- generated: ")
     if opened != len(found):
-        raise PageError(f"{opened - len(found)} generated block(s) without a matching "
-                        f"'<!-- end generated: NAME -->' line")
+        raise ValueError(f"{opened - len(found)} generated block(s) without a matching "
+                         f"'<!-- end generated: NAME -->' line, or standing twice on the page")
     return found
 
 
@@ -43,8 +35,7 @@ def replace_blocks(text, blocks):
         new = blocks.get(match["name"])
         if new is None:
             return match[0]
-        new = new if new.endswith("\n") else new + "\n"
-        return match["head"] + new + match["tail"]
+        return match["head"] + new + "\n" * (not new.endswith("\n")) + match["tail"]
     blocks_in(text)  # a malformed page is an error, never silently rewritten
     return BLOCK.sub(body, text)
 

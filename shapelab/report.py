@@ -10,7 +10,8 @@ from pathlib import Path
 from shapelab.controls import control_rows, controls_footer, controls_reading, controls_table
 from shapelab.cost import SPEED_BENCH, cost_footer, cost_table, from_bench
 from shapelab.sweep import read_result
-from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, rate_label, rates_flag,
+from shapelab.verdict import (MIN_VERDICT_SEEDS, extended_rates, finite, interval, lr_cell,
+                              rate_label,
                               seeds_in_verdict, shape_rows, spread_check)
 
 
@@ -43,19 +44,18 @@ def verdict_rows(settings, names, losses, unchosen, controls, controlled):
     has rates left) has no verdict yet."""
     seeds = settings["seeds"]
     compared = [n for n in names if n not in controls]
-    baseline = "GPT" if "GPT" in compared else compared[0]
-    tried = lambda group: sorted({lr for (n, lr, seed) in losses  # noqa: E731
-                                  if seed == seeds[0] and n in group})
-    rows = shape_rows(losses, compared, tried(compared), seeds, baseline)
-    for name in set(compared) & set(unchosen):
-        rows[name]["open"] = True
-        rows[name]["diff"] = dict(verdict="no verdict yet (phase 1 has rates left to try)")
-        rows[name]["verdict"] = rows[name]["diff"]["verdict"]
     watched = [n for n in names if n in controls]
-    control = control_rows(losses, watched, tried(watched), seeds, rows, baseline, controlled)
-    for name in set(watched) & set(unchosen):
-        control[name]["open"] = True
-        control[name].pop("reading", None)
+    baseline = "GPT" if "GPT" in compared else compared[0]
+    rates = sorted({lr for (_, lr, seed) in losses if seed == seeds[0]})
+    rows = shape_rows(losses, compared, rates, seeds, baseline)
+    control = control_rows(losses, watched, rates, seeds, rows, baseline, controlled)
+    for name in unchosen:
+        not_yet = "no verdict yet (phase 1 has rates left to try)"
+        if name in rows:
+            rows[name].update(open=True, diff=dict(verdict=not_yet), verdict=not_yet)
+        if name in control:
+            control[name]["open"] = True
+            control[name].pop("reading", None)
     return rows, control, baseline
 
 
@@ -63,71 +63,60 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
     """{part: markdown} from the final losses and the cost readings (cost.cost_rows')."""
     rows, control, baseline = verdict_rows(settings, names, losses, unchosen, controls,
                                            controlled)
-    seeds, rates = settings["seeds"], settings["learning_rates"]
-    extend, refine = settings["extend_rates"], settings["refine_gain"]
-    tried = sorted({lr for row in rows.values() for lr in row["phase1"]})
+    seeds = settings["seeds"]
     used = seeds_in_verdict(rows)
     model = {n: {s: row["losses"][s] for s in used} for n, row in rows.items()
              if n == baseline or "paired" in row.get("diff", {})}
     spread = spread_check(model, used) if len(model) > 1 else {}
-    sections = dict(
-        table=f"{verdict_table(rows, baseline)}\n\n"
-              f"{verdict_footer(rows, rates, seeds, baseline, extend, refine)}",
-        rates=rates_table(rows, tried),
-        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}")
-    if not control:
-        sections["controls"] = (
-            f"No control run recorded yet ({', '.join(controls)}): a control is trained when "
-            f"--models names it, through the same protocol as every shape: `python compare.py "
-            f"<this comparison's config> --models='{','.join([baseline, *controls])}'`.")
-    else:
-        rated = sorted({lr for row in control.values() for lr in row["phase1"]})
-        reading = controls_reading(control, controlled)
-        sections["controls"] = (
-            f"{controls_table(control, baseline, controlled)}\n\n"
-            + (f"What each explains:\n\n{reading}\n\n" if reading else "") +
-            f"{rates_table(control, rated)}\n\n{controls_footer(baseline, controlled, seeds)}")
+    reading = controls_reading(control, controlled)
     final = {n: row["mean"] for n, row in {**rows, **control}.items() if row["mean"] is not None}
     bench = (f"{settings['record_dir']}/{SPEED_BENCH}"
              if any(from_bench(m) for row in cost.values() for m in row["machines"]) else None)
     footer = cost_footer(baseline, seeds_text(used), settings["eval_interval"], bench)
-    sections["cost"] = (f"{cost_table(cost, baseline, final)}\n\n{footer}"
-                        if cost else f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every "
-                        f"shape has finished: no cost to read yet.")
-    return sections
+    return dict(
+        table=f"{verdict_table(rows, baseline)}\n\n{verdict_footer(rows, settings, baseline)}",
+        rates=rates_table(rows),
+        spreads=f"{spread_table(rows, baseline)}\n\n{spread_footer(rows, spread, baseline)}",
+        controls=f"{controls_table(control, baseline, controlled)}\n\n"
+                 + (f"What each explains:\n\n{reading}\n\n" if reading else "")
+                 + f"{rates_table(control)}\n\n{controls_footer(baseline, controlled, seeds)}"
+        if control else
+        f"No control run recorded yet ({', '.join(controls)}): a control is trained when "
+        f"--models names it, through the same protocol as every shape: `python compare.py "
+        f"<this comparison's config> --models='{','.join([baseline, *controls])}'`.",
+        cost=f"{cost_table(cost, baseline, final)}\n\n{footer}" if cost else
+        f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every shape has finished: no cost to "
+        f"read yet.")
 
 
 def page_blocks(record_dir):
     """{<folder name less 'compare_'>.<part>: markdown} of a records folder's results.json."""
     folder = Path(record_dir)
     held = json.loads((folder / "results.json").read_text())
-    settings, names = held["settings"], list(held["shapes"])
+    settings = held["settings"]
     losses = {(r["shape"], r["lr"], r["seed"]): r["val_loss"] for r in held["runs"]}
-    sections = report_sections(settings, names, losses, held["cost"], held["rates_not_chosen"],
-                               held["control_names"], held["controlled"])
+    sections = report_sections(settings, list(held["shapes"]), losses, held["cost"],
+                               held["rates_not_chosen"], held["control_names"], held["controlled"])
     baseline = next(v["shape"] for v in held["verdicts"] if v["diff"] is None)
     sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
     prefix = folder.name.removeprefix("compare_")
-    return {f"{prefix}.{part}": sections[part]
-            for part in ("regime", "table", "rates", "spreads", "controls", "cost")}
+    return {f"{prefix}.{part}": text for part, text in sections.items()}
+
+
+def row_json(name, row, **more):
+    return dict(shape=name, lr=row["lr"], lr_edge=row["edge"],
+                seeds=sorted(set(row["losses"]) - set(row.get("beyond", ()))), **more,
+                val_loss_mean=row["mean"], val_loss_std=row["std"],
+                phase1={rate_label(lr): v for lr, v in row["phase1"].items()})
 
 
 def verdicts_json(rows):
-    return [dict(shape=n, lr=row["lr"], lr_edge=row["edge"],
-                 seeds=sorted(set(row["losses"]) - set(row["beyond"])),
-                 seeds_not_in_verdict_yet=row["beyond"],
-                 val_loss_mean=row["mean"], val_loss_std=row["std"],
-                 phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
-                 diff=row.get("diff"), verdict=row.get("verdict", "baseline"))
-            for n, row in rows.items()]
+    return [dict(row_json(n, row, seeds_not_in_verdict_yet=row["beyond"]), diff=row.get("diff"),
+                 verdict=row.get("verdict", "baseline")) for n, row in rows.items()]
 
 
 def controls_json(controls):
-    return [dict(shape=n, lr=row["lr"], lr_edge=row["edge"], seeds=sorted(row["losses"]),
-                 val_loss_mean=row["mean"], val_loss_std=row["std"],
-                 phase1={rate_label(lr): v for lr, v in row["phase1"].items()},
-                 reading=row.get("reading"))
-            for n, row in controls.items()]
+    return [dict(row_json(n, row), reading=row.get("reading")) for n, row in controls.items()]
 
 
 def report_of_the_records(record_dir, settings, results, runs):
@@ -153,32 +142,28 @@ def verdict_table(rows, baseline):
              f"interval] | detectable: one test / the family | verdict |",
              "|---|---|---:|---:|---:|---:|---|"]
     for name, row in rows.items():
-        lr = "-" if row["lr"] is None else rate_label(row["lr"])
-        lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
-        lr += " (so far)" if row.get("open") else ""
+        beyond = len(row["beyond"])
         bad = sum(not finite(v) for s, v in row["losses"].items() if s not in row["beyond"])
-        seeds = f"{len(row['losses']) - len(row['beyond']) - bad}" + (
-            f" (+{bad} diverged)" if bad else "") + (
-            f" (+{len(row['beyond'])} not in the verdict yet)" if row["beyond"] else "")
+        seeds = (f"{len(row['losses']) - beyond - bad}" + (f" (+{bad} diverged)" * bool(bad))
+                 + (f" (+{beyond} not in the verdict yet)" * bool(beyond)))
         loss = "-" if row["mean"] is None else f"{row['mean']:.4f}" + (
             f" +- {row['std']:.4f}" if row["std"] is not None else "")
         if row["lr"] is None:
             loss = "diverged at every rate" if row["phase1"] else "no run finished yet"
-        diff, detect, says = "(the baseline)", "", ""
-        if name != baseline:
-            d = row["diff"]
-            diff = (f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if "lo" in d
-                    else f"{d['mean']:+.4f}" if "mean" in d else "-")
-            detect = f"{d['detectable']:.4f} / {d['detectable_family']:.4f}" if "lo" in d else "-"
-            says = row["verdict"]
-        lines.append(f"| {name} | {lr} | {seeds} | {loss} | {diff} | {detect} | {says} |")
+        d = row.get("diff", {})
+        diff = (interval(d) if "lo" in d
+                else f"{d['mean']:+.4f}" if "mean" in d else "-")
+        detect = f"{d['detectable']:.4f} / {d['detectable_family']:.4f}" if "lo" in d else "-"
+        cells = ["(the baseline)", "", ""] if name == baseline else [diff, detect, row["verdict"]]
+        lines.append(f"| {name} | {lr_cell(row)} | {seeds} | {loss} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
-def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
+def verdict_footer(rows, settings, baseline):
+    rates, seeds = settings["learning_rates"], settings["seeds"]
+    extend, refine = settings["extend_rates"], settings["refine_gain"]
     edges = [row["edge"] for row in rows.values()]
-    at_end = "lowest" in edges or "highest" in edges
-    flag = f"`{rates_flag(extended_rates(rates, edges))}`"
+    flag = f"`--learning_rates={','.join(map(rate_label, extended_rates(rates, edges)))}`"
     if len(rates) == 1:
         lr = f"one rate for every shape, not chosen per shape; compare rates with {flag}."
     else:
@@ -192,7 +177,7 @@ def verdict_footer(rows, rates, seeds, baseline, extend=0, refine=0.0):
                    f"log rate) dips more than {refine:g} below it, one step of x sqrt(2) on each "
                    f"side too")
         lr += " (-: not tried). "
-        if at_end:
+        if "lowest" in edges or "highest" in edges:
             lr += ("**A choice at an end** (lowest / highest) may have a better rate beyond it: "
                    + (f"allow more with `--extend_rates={extend + 1}`" if extend else
                       f"extend the list with {flag}, or let each shape look past the end it "
@@ -243,7 +228,8 @@ def seeds_text(seeds):
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def rates_table(rows, rates):
+def rates_table(rows):
+    rates = sorted({lr for row in rows.values() for lr in row["phase1"]})
     lines = ["| model | " + " | ".join(f"lr {rate_label(r)}" for r in rates) + " |",
              "|---|" + "---:|" * len(rates)]
     for name, row in rows.items():
@@ -277,8 +263,8 @@ def spread_table(rows, baseline):
                     else "neither rejects")
         else:
             says = f"{'pooled' if d['holm'] else 'paired'} alone rejects"
-        lines.append(f"| {name} | {d['own_sd']:.4f} | {q['sd']:.4f} | {q['mean']:+.4f} "
-                     f"[{q['lo']:+.4f}, {q['hi']:+.4f}] | {p_text(d['p'])} / "
+        lines.append(f"| {name} | {d['own_sd']:.4f} | {q['sd']:.4f} | {interval(q)} | "
+                     f"{p_text(d['p'])} / "
                      f"{d['holm_level']:.4f} | {p_text(q['p'])} / {q['holm_level']:.4f} | {says} |")
     return "\n".join(lines)
 

@@ -48,7 +48,7 @@ def choose_rate(losses):
     best = min(good, key=losses.get)
     if len(rates) == 1:
         return best, "only"
-    return best, "lowest" if best == rates[0] else "highest" if best == rates[-1] else ""
+    return best, {rates[0]: "lowest", rates[-1]: "highest"}.get(best, "")
 
 
 def round_rate(lr):
@@ -61,10 +61,9 @@ def extended_rates(rates, edges):
     rates = sorted(rates)
     if len(rates) == 1:
         return [rates[0] / 2, rates[0], rates[0] * 2]
-    low, high = max(rates[1] / rates[0], 1.5), max(rates[-1] / rates[-2], 1.5)
-    lower = [round_rate(rates[0] / low)] if "lowest" in edges else []
-    higher = [round_rate(rates[-1] * high)] if "highest" in edges else []
-    return lower + rates + higher
+    lower = round_rate(rates[0] / max(rates[1] / rates[0], 1.5))
+    higher = round_rate(rates[-1] * max(rates[-1] / rates[-2], 1.5))
+    return [lower] * ("lowest" in edges) + rates + [higher] * ("highest" in edges)
 
 
 def next_rate(rates, losses, listed, extend):
@@ -84,28 +83,14 @@ def refine_rates(grid, losses, gain):
     best, edge = choose_rate({r: losses[r] for r in grid})
     if gain <= 0 or best is None or edge:
         return []
-    i = grid.index(best)
-    three = grid[i - 1:i + 2]
+    three = grid[grid.index(best) - 1:grid.index(best) + 2]
     if not all(finite(losses[r]) for r in three):
         return []
-    x = np.log(three)
-    a, b, c = np.polyfit(x, [losses[r] for r in three], 2)
-    if a <= 0:
-        return []
-    x_min = min(max(-b / (2 * a), x[0]), x[2])
-    if losses[best] - np.polyval([a, b, c], x_min) <= gain:
+    a, b, c = np.polyfit(np.log(three), [losses[r] for r in three], 2)
+    # the lowest of three points is the middle one: the parabola's vertex lies between them
+    if a <= 0 or losses[best] - (c - b * b / (4 * a)) <= gain:
         return []
     return [round_rate(best / 2 ** 0.5), round_rate(best * 2 ** 0.5)]
-
-
-def rates_flag(rates):
-    return "--learning_rates=" + ",".join(rate_label(r) for r in rates)
-
-
-def common_seeds(losses):
-    """The seeds every shape of {name: {seed: loss}} with any seed has finished."""
-    started = [set(v) for v in losses.values() if v]
-    return sorted(set.intersection(*started)) if started else []
 
 
 def residuals(losses, seeds):
@@ -115,14 +100,22 @@ def residuals(losses, seeds):
     return res, (len(losses) - 1) * (len(seeds) - 1)
 
 
-def holm(p_values, alpha=ALPHA):
+def holm(p_values):
     """({name: rejected}, {name: the level of its step}) of Holm's step-down rule over {name: p}."""
     rejected, levels, still = {}, {}, True
     for i, name in enumerate(sorted(p_values, key=p_values.get)):
-        levels[name] = alpha / (len(p_values) - i)
+        levels[name] = ALPHA / (len(p_values) - i)
         still = still and p_values[name] <= levels[name]
         rejected[name] = still
     return rejected, levels
+
+
+def with_holm(diffs):
+    """`diffs` ({name: test}), each with Holm's decision over them all and the level of its step."""
+    rejected, levels = holm({m: d["p"] for m, d in diffs.items()})
+    for m, d in diffs.items():
+        d.update(holm=rejected[m], holm_level=levels[m])
+    return diffs
 
 
 def t_test(mean, se, df):
@@ -141,44 +134,19 @@ def paired_t(diffs):
 
 
 def pooled_differences(losses, baseline):
-    """{name: diff} from {name: {seed: loss}}: model (2)'s difference from the baseline, its
-    interval, the detectable differences and Holm's decision, or why there is none."""
-    seeds, n = common_seeds(losses), len(common_seeds(losses))
-    complete = {m: v for m, v in losses.items() if v and all(finite(v[s]) for s in seeds)}
-    out = {m: dict(verdict="no verdict (no verdict seed finished yet)" if not v else
-                   f"no verdict (diverged at seed {next(s for s in seeds if not finite(v[s]))})")
-           for m, v in losses.items() if m not in complete}
-    tests = [m for m in complete if m != baseline]
-    base = complete.get(baseline)
-    means = {m: statistics.fmean(complete[m][s] - base[s] for s in seeds)
-             for m in tests if base and seeds}
-    if base is None or n < MIN_VERDICT_SEEDS or not tests:
-        why = (f"{n} verdict seed{'' if n == 1 else 's'}; {MIN_VERDICT_SEEDS} needed"
-               if n < MIN_VERDICT_SEEDS else f"{baseline} has no verdict seeds")
-        return {**out, **{m: dict(verdict=f"no verdict ({why})", **(
-            dict(mean=means[m]) if m in means else {})) for m in tests}}
-    res, df = residuals(complete, seeds)
+    """{name: diff} of model (2) from complete {name: {seed: loss}}: the difference from the
+    baseline, its interval, the detectable differences and Holm's decision."""
+    seeds = sorted(losses[baseline])
+    n = len(seeds)
+    res, df = residuals(losses, seeds)
     sigma2 = float((res ** 2).sum()) / df
     se = math.sqrt(2 * sigma2 / n)
+    tests = [m for m in losses if m != baseline]
     strict = stats.t.ppf(1 - ALPHA / (2 * len(tests)), df) + stats.t.ppf(POWER, df)
-    for m in tests:
-        out[m] = dict(n=n, df=df, mean=means[m], se=se, sigma=math.sqrt(sigma2),
-                      **t_test(means[m], se, df), detectable_family=float(strict * se))
-    rejected, levels = holm({m: out[m]["p"] for m in tests})
-    for m in tests:
-        out[m].update(holm=rejected[m], holm_level=levels[m])
-        out[m]["verdict"] = verdict(out[m])
-    return out
-
-
-def paired_differences(losses, baseline, seeds):
-    """{name: paired_t of its differences from the baseline over `seeds`, with Holm's decision}."""
-    out = {m: paired_t([v[s] - losses[baseline][s] for s in seeds])
-           for m, v in losses.items() if m != baseline}
-    rejected, levels = holm({m: d["p"] for m, d in out.items()})
-    for m in out:
-        out[m].update(holm=rejected[m], holm_level=levels[m])
-    return out
+    means = {m: statistics.fmean(losses[m][s] - losses[baseline][s] for s in seeds) for m in tests}
+    return with_holm({m: dict(n=n, df=df, mean=means[m], se=se, sigma=math.sqrt(sigma2),
+                              **t_test(means[m], se, df), detectable_family=float(strict * se))
+                      for m in tests})
 
 
 def spread_check(losses, seeds):
@@ -186,90 +154,120 @@ def spread_check(losses, seeds):
     Bartlett's and Levene's tests of equal spreads (approximate: one model's residuals)."""
     res, df = residuals(losses, seeds)
     share = df / len(losses)
-    own = {m: math.sqrt(float((r ** 2).sum()) / share) for m, r in zip(losses, res)}
-    tests = dict(bartlett_p=None, levene_p=None)
-    if all(r.var() > 0 for r in res):
-        with np.errstate(divide="ignore", invalid="ignore"):  # Levene's on 2 seeds: 0 / 0
-            found = (stats.bartlett(*res).pvalue, stats.levene(*res, center="median").pvalue)
-        tests = {k: float(p) if math.isfinite(p) else None for k, p in zip(tests, found)}
-    return dict(own_sd=own, df_each=share, **tests)
+    with np.errstate(divide="ignore", invalid="ignore"):  # Levene's on 2 seeds: 0 / 0
+        found = (stats.bartlett(*res).pvalue, stats.levene(*res, center="median").pvalue)
+    return dict(own_sd={m: math.sqrt(float((r ** 2).sum()) / share) for m, r in zip(losses, res)},
+                df_each=share, **{k: float(p) if math.isfinite(p) else None
+                                  for k, p in zip(("bartlett_p", "levene_p"), found)})
 
 
-def verdict(diff):
+def verdict(diff, short=False):
     """'better by m [lo, hi]' / 'worse by ...' where Holm rejects under the pooled spread and the
-    shape's own; where one alone does, which; else the difference these runs could detect."""
-    if diff["se"] == 0:
-        return "no verdict (the runs show no spread: an interval cannot be computed)"
+    shape's own; where one alone does, which; else the difference these runs could detect.
+    short: in a few words, ', narrow' below what one test detects (README's table)."""
     word = "better" if diff["mean"] < 0 else "worse"
-    paired = diff.get("paired")
-    if paired is not None and paired["holm"] != diff["holm"]:
-        alone, other = (("the pooled spread", paired) if diff["holm"] else
-                        ("its own spread (paired by seed)", diff))
-        tested = "its own spread" if diff["holm"] else "the pooled spread"
-        return (f"{word} under {alone} only ({tested}: p = {other['p']:.4f} against Holm's "
-                f"{other['holm_level']:.4f})")
-    if diff["holm"]:
-        low, high = sorted((abs(diff["lo"]), abs(diff["hi"])))
-        return f"{word} by {abs(diff['mean']):.4f} [{low:.4f}, {high:.4f}]"
-    return f"no difference larger than {diff['detectable_family']:.4f} detected at this scale"
+    paired, pooled = diff.get("paired"), diff["holm"]
+    if paired is not None and paired["holm"] != pooled:
+        alone = "the pooled spread" if pooled else "its own spread"
+        other, tested = (paired, "its own spread") if pooled else (diff, "the pooled spread")
+        if short:
+            return f"{word} under {alone} only"
+        return (f"{word} under {alone}{'' if pooled else ' (paired by seed)'} only ({tested}: p = "
+                f"{other['p']:.4f} against Holm's {other['holm_level']:.4f})")
+    digits = 3 if short else 4
+    if not pooled:
+        return (f"no difference > {diff['detectable_family']:.3f}" if short else
+                f"no difference larger than {diff['detectable_family']:.4f} detected at this scale")
+    low, high = sorted((abs(diff["lo"]), abs(diff["hi"])))
+    narrow = ", narrow" if short and abs(diff["mean"]) < diff["detectable"] else ""
+    return f"{word} by {abs(diff['mean']):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]{narrow}"
 
 
 def short_verdict(row):
-    """A row's verdict in a few words ('better by 0.017 [0.008, 0.027]', ', narrow' below what one
-    test detects, 'no difference > 0.019', 'baseline')."""
+    """A row's verdict in a few words ('better by 0.017 [0.008, 0.027]', 'no difference > 0.019',
+    'baseline')."""
     d = row.get("diff")
     if d is None:
         return "baseline"
-    if "lo" not in d or d["se"] == 0:
-        return row["verdict"]
-    word = "better" if d["mean"] < 0 else "worse"
-    paired = d.get("paired")
-    if paired is not None and paired["holm"] != d["holm"]:
-        return f"{word} under {'the pooled' if d['holm'] else 'its own'} spread only"
-    if not d["holm"]:
-        return f"no difference > {d['detectable_family']:.3f}"
-    low, high = sorted((abs(d["lo"]), abs(d["hi"])))
-    narrow = ", narrow" if abs(d["mean"]) < d["detectable"] else ""
-    return f"{word} by {abs(d['mean']):.3f} [{low:.3f}, {high:.3f}]{narrow}"
+    return verdict(d, short=True) if "lo" in d else row["verdict"]
 
 
 def chosen_row(losses, name, rates, seeds):
     """A shape's phase 1 {rate: loss}, its rate and edge, and {seed: loss} there."""
     phase1 = {lr: losses[(name, lr, seeds[0])] for lr in rates if (name, lr, seeds[0]) in losses}
     lr, edge = choose_rate(phase1)
-    at_lr = {} if lr is None else {s: losses[(name, lr, s)] for s in seeds[1:] or seeds
-                                   if (name, lr, s) in losses}
+    at_lr = {s: losses[(name, lr, s)] for s in seeds[1:] or seeds if (name, lr, s) in losses}
     return dict(name=name, lr=lr, edge=edge, phase1=phase1, losses=at_lr)
 
 
+def add_mean(row, seeds):
+    """The row with the mean and std of its finite losses at `seeds`."""
+    good = [v for s, v in row["losses"].items() if s in seeds and finite(v)]
+    row.update(mean=statistics.fmean(good) if good else None,
+               std=statistics.stdev(good) if len(good) > 1 else None)
+
+
+def interval(d):
+    """'+0.0123 [+0.0045, +0.0201]': a difference and its 95% interval."""
+    return f"{d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]"
+
+
+def lr_cell(row):
+    """A row's rate, flagged where it is an end or phase 1 has rates left."""
+    lr = "-" if row["lr"] is None else rate_label(row["lr"])
+    lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
+    return lr + (" (so far)" if row.get("open") else "")
+
+
 def seeds_in_verdict(rows):
-    return common_seeds({n: row["losses"] for n, row in rows.items() if row["lr"] is not None})
+    """The seeds every row with any verdict seed has finished."""
+    started = [set(row["losses"]) for row in rows.values() if row["losses"]]
+    return sorted(set.intersection(*started)) if started else []
+
+
+def why_not(row, common, baseline):
+    """Why a shape's row has no verdict."""
+    bad = [s for s in common if not finite(row["losses"].get(s))]
+    if row["lr"] is None:
+        return "diverged at every rate" if row["phase1"] else "no run finished yet"
+    if not row["losses"]:
+        return "no verdict seed finished yet"
+    if bad:
+        return f"diverged at seed {bad[0]}"
+    if len(common) < MIN_VERDICT_SEEDS:
+        plural = "" if len(common) == 1 else "s"
+        return f"{len(common)} verdict seed{plural}; {MIN_VERDICT_SEEDS} needed"
+    return f"{baseline} has no verdict seeds"
 
 
 def shape_rows(losses, names, rates, seeds, baseline):
     """{name: row} from {(name, rate, seed): final val loss or None}: chosen_row's, the mean and
     std over the verdict's seeds, the pooled difference with the paired test, and the verdict."""
     rows = {name: chosen_row(losses, name, rates, seeds) for name in names}
-    chosen = {n: r["losses"] for n, r in rows.items() if r["lr"] is not None}
-    common = common_seeds(chosen)
+    common = seeds_in_verdict(rows)
     for row in rows.values():
-        good = [v for s, v in row["losses"].items() if s in common and finite(v)]
-        row.update(mean=statistics.fmean(good) if good else None,
-                   std=statistics.stdev(good) if len(good) > 1 else None,
-                   beyond=sorted(set(row["losses"]) - set(common)))
-    diffs = pooled_differences(chosen, baseline)
-    tested = [n for n, d in diffs.items() if "lo" in d]
-    if tested:
-        model = {n: {s: chosen[n][s] for s in common} for n in [baseline, *tested]}
-        paired = paired_differences(model, baseline, common)
-        own = spread_check(model, common)["own_sd"]
+        add_mean(row, common)
+        row["beyond"] = sorted(set(row["losses"]) - set(common))
+    complete = {n: {s: r["losses"][s] for s in common} for n, r in rows.items()
+                if r["losses"] and all(finite(r["losses"].get(s)) for s in common)}
+    tested = [n for n in complete if n != baseline]
+    diffs = {}
+    if baseline in complete and len(common) >= MIN_VERDICT_SEEDS and tested:
+        diffs = pooled_differences(complete, baseline)
+        base = complete[baseline]
+        paired = with_holm({n: paired_t([complete[n][s] - base[s] for s in common])
+                            for n in tested})
+        own = spread_check(complete, common)["own_sd"]
         rows[baseline]["own_sd"] = own[baseline]
         for name in tested:
-            diffs[name].update(paired=paired[name], own_sd=own[name])
+            diffs[name].update(verdict=None, paired=paired[name], own_sd=own[name])
             diffs[name]["verdict"] = verdict(diffs[name])
     for name, row in rows.items():
         if name != baseline:
-            none = "diverged at every rate" if row["phase1"] else "no run finished yet"
-            row["diff"] = diffs.get(name, dict(verdict=f"no verdict ({none})"))
+            # one seed: no verdict, but its difference
+            one = len(common) == 1 and name in complete and baseline in complete
+            mean = {"mean": row["mean"] - rows[baseline]["mean"]} if one else {}
+            row["diff"] = diffs.get(name) or dict(
+                verdict=f"no verdict ({why_not(row, common, baseline)})", **mean)
             row["verdict"] = row["diff"]["verdict"]
     return rows

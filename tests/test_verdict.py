@@ -50,13 +50,14 @@ def test_the_pooled_model_holm_and_the_detectable_difference():
         assert d["p"] == pytest.approx(2 * stats.t.sf(abs(coef[k]) / se, df))
         assert d["detectable_family"] == pytest.approx(
             (stats.t.ppf(1 - 0.05 / 4, df) + stats.t.ppf(0.8, df)) * se)
-    assert diffs["a"]["holm"] and diffs["a"]["verdict"].startswith("better by 0.0275 [")
-    assert not diffs["b"]["holm"] and diffs["b"]["verdict"] == (
+    assert diffs["a"]["holm"] and verdict.verdict(diffs["a"]).startswith("better by 0.0275 [")
+    assert not diffs["b"]["holm"] and verdict.verdict(diffs["b"]) == (
         f"no difference larger than {diffs['b']['detectable_family']:.4f} detected at this scale")
     assert verdict.holm({"a": 0.001, "b": 0.03, "c": 0.04}) == (
         {"a": True, "b": False, "c": False}, {"a": 0.05 / 3, "b": 0.025, "c": 0.05})
     assert verdict.holm({"a": 0.02, "b": 0.01})[0] == {"b": True, "a": True}
-    one = verdict.pooled_differences({"GPT": {1: 1.6}, "a": {1: 1.5}}, "GPT")
+    one = verdict.shape_rows({("GPT", 1, 0): 1.7, ("GPT", 1, 1): 1.6, ("a", 1, 0): 1.6,
+                              ("a", 1, 1): 1.5}, ["GPT", "a"], [1], [0, 1], "GPT")
     assert one["a"]["verdict"] == "no verdict (1 verdict seed; 2 needed)"
 
 
