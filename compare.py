@@ -398,7 +398,7 @@ def report(settings, shapes, results, tokens):
     write_atomic(out_dir / "results.csv", table.getvalue())
     plot_curves({n: [r["curve"] for r in chosen[n]] for n in compared}, out_dir / "val_loss.png",
                 title)
-    plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
+    plot_verdict(rows, baseline, out_dir / "verdict.png", title)
     record_dir = settings["record_dir"]
     if record_dir and not report_of_the_records(record_dir, settings, results, runs):
         print(f"note: {portable(record_dir, ROOT)} keeps its report: this one holds runs that are "
