@@ -42,13 +42,16 @@ def save_figure(fig, path, **savefig):
 
 AXES = {"iter": ("step", 1), "tokens": ("tokens trained on (millions)", 1e6),
         "elapsed_s": ("wall-clock minutes (this machine, evaluation included)", 60)}
+STYLE = {"figure.dpi": 110, "figure.constrained_layout.use": True, "axes.grid": True,
+         "grid.alpha": 0.3, "legend.fontsize": 8, "legend.title_fontsize": 8, "lines.markersize": 4}
 
 
+@matplotlib.rc_context(STYLE)
 def plot_curves(curves, path, title, keys=("tokens", "elapsed_s")):
     """{name: [a curve per seed]}: val loss against each of AXES' keys, the mean over seeds, the
     min-max band shaded."""
-    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.8), dpi=110, sharey=True,
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.8), sharey=True,
+                             squeeze=False)
     finals, earlies = [], []
     for i, (name, runs) in enumerate(curves.items()):
         runs = [c for c in runs if c]  # a diverged run has no curve
@@ -62,46 +65,43 @@ def plot_curves(curves, path, title, keys=("tokens", "elapsed_s")):
         earlies.append(mean[2] if n > 5 else mean.max())  # after the first drop
         for ax, key in zip(axes[0], keys):
             xs = points[key].mean(0) / AXES[key][1]
-            ax.plot(xs, mean, "-" if i < 10 else "--", marker="o", markersize=2.5,
-                    color=f"C{i % 10}", label=f"{name}: {mean[-1]:.4f}")
+            ax.plot(xs, mean, "-o" if i < 10 else "--o", ms=2.5, color=f"C{i % 10}",
+                    label=f"{name}: {mean[-1]:.4f}")
             ax.fill_between(xs, losses.min(0), losses.max(0), color=f"C{i % 10}", alpha=0.15)
             ax.set(xlabel=AXES[key][0])
-            ax.grid(alpha=0.3)
     span = (max(earlies) - min(finals)) or 0.1
     axes[0, 0].set(ylim=(min(finals) - 0.05 * span, max(earlies) + 0.03 * span),
                    ylabel="validation loss", title=title)
-    axes[0, -1].legend(fontsize=8, ncol=2, title="final val loss", title_fontsize=8)
+    axes[0, -1].legend(ncol=2, title="final val loss")
     save_figure(fig, path)
 
 
+@matplotlib.rc_context(STYLE)
 def plot_verdict(rows, baseline, path, title):
     """Left: each shape's difference from the baseline (verdict.shape_rows' rows) with its 95%
     interval, each seed's own a dot, the detectable difference shaded; right: phase 1's loss
     against the rate, the chosen one ringed."""
     names = list(rows)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(15, max(4.5, 2.2 + 0.42 * len(names))),
-                                      dpi=110, layout="constrained")
-    fig.suptitle(title, fontsize=11)
-    left.axvline(0, color="0.4", lw=1, ls="--", label=f"{baseline} (no difference)")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 2.2 + 0.42 * max(len(names), 5.5)))
+    fig.suptitle(title)
+    left.axvline(0, color="0.4", ls="--", label=f"{baseline} (no difference)")
     detect = [row["diff"]["detectable_family"] for row in rows.values()
               if "detectable_family" in row.get("diff", {})]
     if detect:
-        left.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15, lw=0,
+        left.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15,
                      label=f"smaller than these runs detect (+-{detect[0]:.4f})")
     base = rows[baseline]["losses"]
-    rates = sorted({r for row in rows.values() for r in row["phase1"]})
     for i, (name, row) in enumerate(rows.items()):
         color, diff = f"C{i % 10}", row.get("diff", {})
         if "lo" in diff:
             dots = [loss - base[s] for s, loss in row["losses"].items() if s not in row["beyond"]]
-            left.plot(dots, [i] * len(dots), "o", ms=4, mfc="none", mec=color)
-            left.errorbar(diff["mean"], i, xerr=[[diff["mean"] - diff["lo"]],
-                                                 [diff["hi"] - diff["mean"]]],
-                          fmt="D", ms=6, color=color, capsize=4)
+            left.plot(dots, [i] * len(dots), "o", mfc="none", mec=color)
+            left.plot([diff["lo"], diff["hi"]], [i, i], "|-", ms=12, color=color)
+            left.plot(diff["mean"], i, "D", ms=7, color=color)
         xs = sorted(row["phase1"])  # a diverged run's None is a gap
-        ys = np.array([row["phase1"][r] for r in xs], dtype=float)
-        right.plot(xs, ys, "-o", ms=4, color=color, label=name)
-        if row["lr"] is not None:
+        right.plot(xs, np.array([row["phase1"][r] for r in xs], dtype=float), "-o", color=color,
+                   label=name)
+        if row["lr"]:
             right.plot(row["lr"], row["phase1"][row["lr"]], "o", ms=11, mfc="none", mec=color)
     left.set_yticks(range(len(names)), [f"{n}  (lr {rate_label(rows[n]['lr'])})"
                                         if rows[n]["lr"] else n for n in names])
@@ -109,15 +109,14 @@ def plot_verdict(rows, baseline, path, title):
     left.secondary_yaxis("right").set_yticks(
         range(len(names)), [rows[n].get("verdict", "(the baseline)") for n in names], fontsize=8)
     left.set(xlabel=f"final validation loss minus the {baseline}'s, same seed (lower is better)")
-    left.legend(fontsize=8)
+    left.legend()
+    rates = sorted({r for row in rows.values() for r in row["phase1"]})
     right.set_xscale("log")
-    right.set_xticks(rates, [rate_label(r) for r in rates], rotation=45, ha="right", fontsize=8)
+    right.set_xticks(rates, [rate_label(r) for r in rates], rotation=45, fontsize=8)
     right.minorticks_off()
     right.set(xlabel="learning rate (log scale)", ylabel="final validation loss, first seed",
               title="phase 1: loss against the rate (ringed: chosen)")
-    right.legend(fontsize=8)
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
+    right.legend()
     save_figure(fig, path)
 
 
