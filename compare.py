@@ -99,21 +99,18 @@ def next_runs(settings, shape, name, results):
             if lr is not None and (name, lr, s) not in results]
 
 
-def finished(run):
-    return (run.dir / "result.json").exists() and same_settings(run.dir / "config.py", run.config)
-
-
-def finished_results(settings, shape, name):
-    """({run.key: result} of the shape's runs finished in out_dir, walked as next_runs plans
-    them, whether every one it plans finished)."""
+def finished_results(settings, shapes):
+    """{run.key: result} of the shapes' runs finished in out_dir, walked as next_runs plans them."""
     results = {}
-    while runs := next_runs(settings, shape, name, results):
-        done = [run for run in runs if finished(run)]
-        results.update((run.key, read_result(run.dir / "result.json", settings["data"]))
-                       for run in done)
-        if len(done) < len(runs):
-            return results, False
-    return results, True
+    for name, shape in shapes.items():
+        while runs := next_runs(settings, shape, name, results):
+            done = [run for run in runs if (run.dir / "result.json").exists()
+                    and same_settings(run.dir / "config.py", run.config)]
+            results.update((run.key, read_result(run.dir / "result.json", settings["data"]))
+                           for run in done)
+            if len(done) < len(runs):
+                break
+    return results
 
 
 def check_lists(settings):
@@ -186,21 +183,19 @@ def main(argv):
                   f"{other} of other runs left alone, neither read nor rewritten")
         if not settings["report_only"]:
             state = SimpleNamespace(total=len(names) * (len(rates) + len(seeds) - 1), started=0,
-                                    running=[], finished=[])
+                                    running={}, finished=[])
             try:
                 run_comparison(settings, {n: shapes[n] for n in names}, state)
             except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's
                 resume = "".join(f"; {run.tag} resumes from its last checkpoint"
                                  if (run.dir / "ckpt.pt").exists() else f"; {run.tag} starts again"
-                                 for run in state.running)
+                                 for run in state.running.values())
                 print(f"interrupted: {len(state.finished)} of {state.total} runs finished{resume}; "
                       f"continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
                 raise SystemExit(143 if TERMINATED else 130) from None
         # the report: every shape finished in out_dir with these settings, not only this command's
-        results = {}
-        for name, shape in shapes.items():
-            results.update(finished_results(settings, shape, name)[0])
-        found = {n: shapes[n] for n in shapes if any(key[0] == n for key in results)}
+        results = finished_results(settings, shapes)
+        found = {n: shapes[n] for n in shapes if n in {name for name, lr, seed in results}}
         if "GPT" not in found:
             usage_error(f"no finished GPT run in {out_dir} with these settings (the baseline of "
                         f"every verdict): train them first")
@@ -276,12 +271,11 @@ def report(settings, shapes, results):
         settings, shapes[n], n, results))]
     rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
                                             CONTROLLED)
-    # the verdict seeds at each shape's rate that finished (else the selection seed)
-    every = {**rows, **controls}
-    chosen = {n: [results[(n, every[n]["lr"], s)] for s in seeds[1:]
-                  if (n, every[n]["lr"], s) in results]
-              or [results[(n, every[n]["lr"], seeds[0])]] if every[n]["lr"] else []
-              for n in names}
+    every, chosen = {**rows, **controls}, {}
+    for n in names:  # the verdict seeds at its rate that finished, else the selection seed
+        lr = every[n]["lr"]
+        chosen[n] = [results[(n, lr, s)] for s in seeds[1:] if (n, lr, s) in results] or [
+            results[(n, lr, seeds[0])]] if lr else []
     info = describe_shapes(shapes, settings["block_size"])
     speed = {n: statistics.fmean([r["tokens_per_s"] for r in chosen[n] if r["tokens_per_s"]]
                                  or [math.nan]) for n in names}

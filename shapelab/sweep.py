@@ -243,13 +243,19 @@ def record_run(run_dir, record_dir, root):
                   f"({run_dir} is kept in {run_dir.parent} only, and so are others like it)",
                   flush=True)
         return
-    if (folder / "result.json").exists():
-        return
+    copy_run(run_dir, folder, {**config, "out_dir": portable(config["out_dir"], root)})
+
+
+def copy_run(source, folder, config):
+    """source's result.json, with config as its config.py, into folder unless that holds a result
+    or other settings: whether it copied."""
+    if (folder / "result.json").exists() or (folder / "config.py").exists() and not (
+            same_settings(folder / "config.py", config)):
+        return False
     folder.mkdir(parents=True, exist_ok=True)
-    config["out_dir"] = portable(config["out_dir"], root)
-    if not (folder / "config.py").exists():
-        write_atomic(folder / "config.py", config_text(config))
-    write_atomic(folder / "result.json", (run_dir / "result.json").read_text())
+    write_atomic(folder / "config.py", config_text(config))
+    write_atomic(folder / "result.json", (source / "result.json").read_text())
+    return True
 
 
 def portable(path, root):
@@ -266,20 +272,13 @@ def sync_records(out_dir, record_dir, root, wanted, data=None):
             record_run(run_dir, record_dir, root)
     copied, other = 0, 0
     for record in sorted(p.parent for p in Path(record_dir).glob("runs/*/result.json")):
-        run_dir = out_dir / record.name
-        config = {**read_settings(record / "config.py"), "out_dir": str(run_dir)}
-        if not wanted(record.name, config):
+        config = {**read_settings(record / "config.py"), "out_dir": str(out_dir / record.name)}
+        if wanted(record.name, config):
+            read_result(record / "result.json", data)
+            copied += copy_run(record, out_dir / record.name, config)
+        else:
             other += 1
             LEFT_ALONE.add(str(record_dir))
-            continue
-        read_result(record / "result.json", data)
-        if (run_dir / "result.json").exists() or (run_dir / "config.py").exists() and not (
-                same_settings(run_dir / "config.py", config)):
-            continue
-        run_dir.mkdir(exist_ok=True)
-        write_atomic(run_dir / "config.py", config_text(config))
-        write_atomic(run_dir / "result.json", (record / "result.json").read_text())
-        copied += 1
     return copied, other
 
 
@@ -289,7 +288,7 @@ def run_all(first, after, train, jobs, state, deadline=None):
     state.left holds them."""
     results, queue, running = {}, list(first), {}
     STOP.clear()
-    state.left = []
+    state.left, state.running = [], running  # {future: run}
     with ThreadPoolExecutor(jobs) as pool:
         try:
             while queue or running:
@@ -300,14 +299,12 @@ def run_all(first, after, train, jobs, state, deadline=None):
                     run = queue.pop(0)
                     state.started += 1
                     running[pool.submit(train, run, state.started)] = run
-                    state.running = list(running.values())
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     run = running.pop(future)
                     results[run.key] = future.result()
                     state.finished.append(run)
                     queue = sorted(queue + after(run, results), key=lambda r: r.order)
-                state.running = list(running.values())
         except BaseException as error:  # Ctrl-C, SIGTERM, a failed run: the others stop too
             stop_children(gentle=isinstance(error, KeyboardInterrupt) and not TERMINATED)
             raise
