@@ -96,8 +96,8 @@ def plot_verdict(rows, baseline, path, title):
         if "lo" in diff:
             dots = [loss - base[s] for s, loss in row["losses"].items() if s not in row["beyond"]]
             left.plot(dots, [i] * len(dots), "o", mfc="none", mec=color)
-            left.plot([diff["lo"], diff["hi"]], [i, i], "|-", ms=12, color=color)
-            left.plot(diff["mean"], i, "D", ms=7, color=color)
+            left.plot([diff["lo"], diff["mean"], diff["hi"]], [i] * 3, "-D", ms=7, markevery=[1],
+                      color=color)
         xs = sorted(row["phase1"])  # a diverged run's None is a gap
         right.plot(xs, np.array([row["phase1"][r] for r in xs], dtype=float), "-o", color=color,
                    label=name)
