@@ -176,7 +176,7 @@ def main(argv):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
         if settings["record_dir"]:
-            copied, other = sync_records(out_dir, settings["record_dir"], ROOT,
+            copied, other = sync_records(out_dir, settings["record_dir"],
                                          planned_here(settings, shapes), settings["data"])
             print(f"records: {portable(settings['record_dir'], ROOT)}/runs/ keeps every finished "
                   f"run of these settings; {copied} copied from there into {out_dir}; "
@@ -233,7 +233,7 @@ def run_comparison(settings, shapes, state):
         result = train_one(run.dir, run.config, settings["max_iters"], tag, threads,
                            settings["data"])
         if settings["record_dir"]:
-            record_run(run.dir, settings["record_dir"], ROOT)
+            record_run(run.dir, settings["record_dir"])
         if not before:
             loss = "diverged" if result["val_loss"] is None else f"{result['val_loss']:.4f}"
             print(f"{tag} val loss {loss}; {(time.time() - start) / 60:.1f} min so far",

@@ -231,7 +231,7 @@ def read_settings(path):
 LEFT_ALONE = set()  # the record_dirs whose records of other settings were named once
 
 
-def record_run(run_dir, record_dir, root):
+def record_run(run_dir, record_dir):
     """Keep a finished run's config.py and result.json in record_dir/runs/<its folder>/; a record
     is never rewritten, and one of other settings is left alone (said once)."""
     folder = Path(record_dir) / "runs" / run_dir.name
@@ -243,7 +243,7 @@ def record_run(run_dir, record_dir, root):
                   f"({run_dir} is kept in {run_dir.parent} only, and so are others like it)",
                   flush=True)
         return
-    copy_run(run_dir, folder, {**config, "out_dir": portable(config["out_dir"], root)})
+    copy_run(run_dir, folder, {**config, "out_dir": portable(config["out_dir"], ROOT)})
 
 
 def copy_run(source, folder, config):
@@ -264,12 +264,12 @@ def portable(path, root):
     return str(path.relative_to(root) if path.is_relative_to(root) else Path(*path.parts[-2:]))
 
 
-def sync_records(out_dir, record_dir, root, wanted, data=None):
+def sync_records(out_dir, record_dir, wanted, data=None):
     """The runs this command may train (wanted(folder, settings)) recorded, and the records out_dir
     lacks copied in: (how many, how many other records were left alone)."""
     for run_dir in sorted(d for d in out_dir.iterdir() if (d / "result.json").exists()):
         if wanted(run_dir.name, read_settings(run_dir / "config.py")):
-            record_run(run_dir, record_dir, root)
+            record_run(run_dir, record_dir)
     copied, other = 0, 0
     for record in sorted(p.parent for p in Path(record_dir).glob("runs/*/result.json")):
         config = {**read_settings(record / "config.py"), "out_dir": str(out_dir / record.name)}

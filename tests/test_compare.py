@@ -195,7 +195,7 @@ def test_a_busy_out_dir_and_a_damaged_record_are_one_line(tmp_path, char_dataset
     (record / "config.py").write_text("seed = 1\n")
     (record / "result.json").write_text(json.dumps({"val_loss": "2.1"}))
     with pytest.raises(SystemExit, match=r"^error: .*gpt-s1/result.json is damaged \(no "):
-        sweep.sync_records(out, tmp_path / "rec", ROOT, wanted=lambda folder, config: True)
+        sweep.sync_records(out, tmp_path / "rec", wanted=lambda folder, config: True)
 
 
 def test_sigterm_stops_both_train_py_like_ctrl_c(tmp_path, char_dataset):
