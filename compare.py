@@ -116,13 +116,12 @@ def finished_results(settings, shapes):
 def check_lists(settings):
     """The comparison's own settings checked (a ConfigError names the key), the rates sorted."""
     seeds, rates, extend = settings["seeds"], settings["learning_rates"], settings["extend_rates"]
-    labels = [rate_label(float(r)) for r in rates if type(r) in (int, float)]
     problems = [
         (not seeds or any(type(s) is not int or not 0 <= s < 2 ** 63 for s in seeds)
          or len(set(seeds)) < len(seeds),
          f"seeds={seeds!r}: give distinct integers in [0, 2**63), e.g. --seeds=1337,1338,1339"),
-        (not rates or len(set(labels)) < len(rates) or not all(
-            type(r) in (int, float) and math.isfinite(r) and r > 0 for r in rates),
+        (not rates or not all(type(r) in (int, float) and math.isfinite(r) and r > 0
+                              for r in rates) or len(set(map(rate_label, rates))) < len(rates),
          f"learning_rates={rates!r}: give distinct finite rates > 0 (distinct in their first 6 "
          f"digits), e.g. --learning_rates=1e-3,2e-3,4e-3"),
         (not 0 <= settings["min_lr_ratio"] <= 1,
