@@ -228,22 +228,12 @@ def read_settings(path):
                          f"checkout), or delete its folder to train that run again") from None
 
 
-LEFT_ALONE = set()  # the record_dirs whose records of other settings were named once
-
-
 def record_run(run_dir, record_dir):
-    """Keep a finished run's config.py and result.json in record_dir/runs/<its folder>/; a record
-    is never rewritten, and one of other settings is left alone (said once)."""
-    folder = Path(record_dir) / "runs" / run_dir.name
+    """Keep a finished run's config.py and result.json in record_dir/runs/<its folder>/, unless a
+    record is there: a record is never rewritten."""
     config = read_settings(run_dir / "config.py")
-    if (folder / "config.py").exists() and not same_settings(folder / "config.py", config):
-        if str(record_dir) not in LEFT_ALONE:
-            LEFT_ALONE.add(str(record_dir))
-            print(f"note: {folder} is the record of a run of other settings: left alone "
-                  f"({run_dir} is kept in {run_dir.parent} only, and so are others like it)",
-                  flush=True)
-        return
-    copy_run(run_dir, folder, {**config, "out_dir": portable(config["out_dir"], ROOT)})
+    copy_run(run_dir, Path(record_dir) / "runs" / run_dir.name,
+             {**config, "out_dir": portable(config["out_dir"], ROOT)})
 
 
 def copy_run(source, folder, config):
@@ -278,7 +268,6 @@ def sync_records(out_dir, record_dir, wanted, data=None):
             copied += copy_run(record, out_dir / record.name, config)
         else:
             other += 1
-            LEFT_ALONE.add(str(record_dir))
     return copied, other
 
 
