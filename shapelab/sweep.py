@@ -46,7 +46,7 @@ def run_identity(config):
     identity = {**config, **dict.fromkeys(NOT_IDENTITY)}
     if config.get("model_type") in RECORDED_MODEL_ARGS:
         identity["model_args"] = {**RECORDED_MODEL_ARGS[config["model_type"]],
-                                  **config["model_args"]}
+                                  **config.get("model_args", {})}
     return identity
 
 
