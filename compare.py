@@ -181,17 +181,7 @@ def main(argv):
                   f"run of these settings; {copied} copied from there into {out_dir}; "
                   f"{other} of other runs left alone, neither read nor rewritten")
         if not settings["report_only"]:
-            state = SimpleNamespace(total=len(names) * (len(rates) + len(seeds) - 1), started=0,
-                                    running={}, finished=[])
-            try:
-                run_comparison(settings, {n: shapes[n] for n in names}, state)
-            except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's
-                resume = "".join(f"; {run.tag} resumes from its last checkpoint"
-                                 if (run.dir / "ckpt.pt").exists() else f"; {run.tag} starts again"
-                                 for run in state.running.values())
-                print(f"interrupted: {len(state.finished)} of {state.total} runs finished{resume}; "
-                      f"continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
-                raise SystemExit(143 if TERMINATED else 130) from None
+            run_comparison(settings, {n: shapes[n] for n in names})
         # the report: every shape finished in out_dir with these settings, not only this command's
         results = finished_results(settings, shapes)
         found = {n: shapes[n] for n in shapes if n in {name for name, lr, seed in results}}
@@ -213,9 +203,12 @@ def planned_here(settings, shapes):
     return wanted
 
 
-def run_comparison(settings, shapes, state):
-    """Train (or skip, or resume) both phases' runs, noting them in `state`."""
+def run_comparison(settings, shapes):
+    """Train (or skip, or resume) both phases' runs; on Ctrl-C or SIGTERM, one line saying what
+    finished and the command that goes on."""
     rates, seeds, jobs = settings["learning_rates"], settings["seeds"], settings["jobs"]
+    state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
+                            finished=[])
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     # the cores shared out between the runs side by side
     threads = max(1, int(os.environ.get("OMP_NUM_THREADS") or cores) // jobs) if jobs > 1 else None
@@ -253,7 +246,15 @@ def run_comparison(settings, shapes, state):
         return new
 
     deadline = settings["stop_starting_after"] and start + 60 * settings["stop_starting_after"]
-    run_all(first, after, train, jobs, state, deadline)
+    try:
+        run_all(first, after, train, jobs, state, deadline)
+    except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's
+        resume = "".join(f"; {run.tag} resumes from its last checkpoint"
+                         if (run.dir / "ckpt.pt").exists() else f"; {run.tag} starts again"
+                         for run in state.running.values())
+        print(f"interrupted: {len(state.finished)} of {state.total} runs finished{resume}; "
+              f"continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
+        raise SystemExit(143 if TERMINATED else 130) from None
     if state.left:
         print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
               f"planned run(s) not started; the report holds the runs finished so far; the same "

@@ -93,9 +93,9 @@ def terminated(signum, frame):
     raise KeyboardInterrupt
 
 
-def stop_children(gentle):
-    """Every running train.py stops as on Ctrl-C, and none starts: a terminal's Ctrl-C reached them
-    too (gentle: 2 s to stop by themselves), else a SIGINT; a kill after a minute, or at a second
+def stop_children():
+    """Every running train.py stops as on Ctrl-C, and none starts: 2 s to stop by themselves (a
+    terminal's Ctrl-C reached them too), then a SIGINT; a kill after a minute, or at a second
     Ctrl-C."""
     with CHILDREN_LOCK:
         STOP.set()
@@ -103,8 +103,7 @@ def stop_children(gentle):
     # Windows sends another process no signal but a kill
     interrupt = signal.SIGTERM if os.name == "nt" else signal.SIGINT
     try:
-        for stop, seconds in ((lambda p: p.send_signal(interrupt), 2 if gentle else 0),
-                              (lambda p: p.kill(), 60)):
+        for stop, seconds in ((lambda p: p.send_signal(interrupt), 2), (lambda p: p.kill(), 60)):
             end = time.time() + seconds
             for process in children:
                 try:
@@ -294,7 +293,7 @@ def run_all(first, after, train, jobs, state, deadline=None):
                     results[run.key] = future.result()
                     state.finished.append(run)
                     queue = sorted(queue + after(run, results), key=lambda r: r.order)
-        except BaseException as error:  # Ctrl-C, SIGTERM, a failed run: the others stop too
-            stop_children(gentle=isinstance(error, KeyboardInterrupt) and not TERMINATED)
+        except BaseException:  # Ctrl-C, SIGTERM, a failed run: the others stop too
+            stop_children()
             raise
     return results
