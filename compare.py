@@ -175,8 +175,12 @@ def main(argv):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
         if settings["record_dir"]:
-            copied, other = sync_records(out_dir, settings["record_dir"],
-                                         planned_here(settings, shapes), settings["data"])
+            try:
+                copied, other = sync_records(out_dir, settings["record_dir"],
+                                             planned_here(settings, shapes), settings["data"])
+            except ConfigError as e:
+                usage_error(f"a run's settings are damaged: {e}. Restore them (git checkout), or "
+                            f"delete its folder to train that run again")
             print(f"records: {portable(settings['record_dir'], ROOT)}/runs/ keeps every finished "
                   f"run of these settings; {copied} copied from there into {out_dir}; "
                   f"{other} of other runs left alone, neither read nor rewritten")

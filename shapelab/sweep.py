@@ -219,18 +219,10 @@ def read_result(path, data=None):
     return result
 
 
-def read_settings(path):
-    try:
-        return read_config_file(path)
-    except ConfigError as e:
-        raise SystemExit(f"error: a run's settings are damaged: {e}. Restore {path} (git "
-                         f"checkout), or delete its folder to train that run again") from None
-
-
 def record_run(run_dir, record_dir):
     """Keep a finished run's config.py and result.json in record_dir/runs/<its folder>/, unless a
     record is there: a record is never rewritten."""
-    config = read_settings(run_dir / "config.py")
+    config = read_config_file(run_dir / "config.py")
     copy_run(run_dir, Path(record_dir) / "runs" / run_dir.name,
              {**config, "out_dir": portable(config["out_dir"], ROOT)})
 
@@ -257,11 +249,11 @@ def sync_records(out_dir, record_dir, wanted, data=None):
     """The runs this command may train (wanted(folder, settings)) recorded, and the records out_dir
     lacks copied in: (how many, how many other records were left alone)."""
     for run_dir in sorted(d for d in out_dir.iterdir() if (d / "result.json").exists()):
-        if wanted(run_dir.name, read_settings(run_dir / "config.py")):
+        if wanted(run_dir.name, read_config_file(run_dir / "config.py")):
             record_run(run_dir, record_dir)
     copied, other = 0, 0
     for record in sorted(p.parent for p in Path(record_dir).glob("runs/*/result.json")):
-        config = {**read_settings(record / "config.py"), "out_dir": str(out_dir / record.name)}
+        config = {**read_config_file(record / "config.py"), "out_dir": str(out_dir / record.name)}
         if wanted(record.name, config):
             read_result(record / "result.json", data)
             copied += copy_run(record, out_dir / record.name, config)
