@@ -27,7 +27,6 @@ import signal
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -68,36 +67,15 @@ def run_config(settings, model_type, model_args, lr, seed, run_dir):
     return config
 
 
-@dataclass(eq=False)
-class Run:
-    name: str
-    lr: float
-    seed: int
-    dir: Path
-    config: dict
-    tag: str  # "GPT lr2e-3 s1337" ("GPT s1337" with one rate)
-    order: tuple  # (phase, seed's index, shape's index, rate): the queue's order
-
-    @property
-    def key(self):
-        return self.name, self.lr, self.seed
-
-
-def run_dirs(out_dir, name, lr, seed):
-    return [out_dir / f"{slug(name)}-lr{rate_label(lr)}-s{seed}", out_dir / f"{slug(name)}-s{seed}"]
-
-
 def plan_run(settings, shape, name, lr, seed, phase):
-    """One run, in the folder this comparison names it, unless the other name holds a run of
-    exactly these settings (from a comparison of more, or of one, rates)."""
-    rates, seeds = settings["learning_rates"], settings["seeds"]
-    named = run_dirs(Path(settings["out_dir"]), name, lr, seed)[::-1 if len(rates) == 1 else 1]
-    folder = next((d for d in named
-                   if same_settings(d / "config.py", run_config(settings, *shape, lr, seed, d))),
-                  named[0])
-    tag = f"{name}{'' if len(rates) == 1 else f' lr{rate_label(lr)}'} s{seed}"
-    order = (phase, seeds.index(seed), ALL_NAMES.index(name), lr)
-    return Run(name, lr, seed, folder, run_config(settings, *shape, lr, seed, folder), tag, order)
+    """One run: its folder, train.py settings, tag ("GPT lr2e-3 s1337"; "GPT s1337" with one
+    rate) and place in the queue (phase, seed's index, shape's index, rate)."""
+    rate = [f"lr{rate_label(lr)}"] if len(settings["learning_rates"]) > 1 else []
+    run_dir = Path(settings["out_dir"]) / "-".join([slug(name), *rate, f"s{seed}"])
+    return SimpleNamespace(name=name, lr=lr, seed=seed, key=(name, lr, seed), dir=run_dir,
+                           config=run_config(settings, *shape, lr, seed, run_dir),
+                           tag=" ".join([name, *rate, f"s{seed}"]),
+                           order=(phase, settings["seeds"].index(seed), ALL_NAMES.index(name), lr))
 
 
 def next_runs(settings, shape, name, results):
@@ -121,53 +99,46 @@ def next_runs(settings, shape, name, results):
             if lr is not None and (name, lr, s) not in results]
 
 
-def finished(run):
-    return (run.dir / "result.json").exists() and same_settings(run.dir / "config.py", run.config)
-
-
-def finished_results(settings, shape, name):
-    """({run.key: result} of the shape's runs finished in out_dir, walked as next_runs plans
-    them, whether every one it plans finished)."""
+def finished_results(settings, shapes):
+    """{run.key: result} of the shapes' runs finished in out_dir, walked as next_runs plans them."""
     results = {}
-    while runs := next_runs(settings, shape, name, results):
-        done = [run for run in runs if finished(run)]
-        results.update((run.key, read_result(run.dir / "result.json", settings["data"]))
-                       for run in done)
-        if len(done) < len(runs):
-            return results, False
-    return results, True
+    for name, shape in shapes.items():
+        while runs := next_runs(settings, shape, name, results):
+            done = [run for run in runs if (run.dir / "result.json").exists()
+                    and same_settings(run.dir / "config.py", run.config)]
+            results.update((run.key, read_result(run.dir / "result.json", settings["data"]))
+                           for run in done)
+            if len(done) < len(runs):
+                break
+    return results
 
 
 def check_lists(settings):
     """The comparison's own settings checked (a ConfigError names the key), the rates sorted."""
-    seeds, rates = settings["seeds"], settings["learning_rates"]
-    extend = settings["extend_rates"]
-    labels = [rate_label(float(r)) for r in rates if type(r) in (int, float)]
+    seeds, rates, extend = settings["seeds"], settings["learning_rates"], settings["extend_rates"]
     problems = [
         (not seeds or any(type(s) is not int or not 0 <= s < 2 ** 63 for s in seeds)
          or len(set(seeds)) < len(seeds),
          f"seeds={seeds!r}: give distinct integers in [0, 2**63), e.g. --seeds=1337,1338,1339"),
-        (not rates or len(set(labels)) < len(rates) or not all(
-            type(r) in (int, float) and math.isfinite(r) and r > 0 for r in rates),
+        (not rates or not all(type(r) in (int, float) and math.isfinite(r) and r > 0
+                              for r in rates) or len(set(map(rate_label, rates))) < len(rates),
          f"learning_rates={rates!r}: give distinct finite rates > 0 (distinct in their first 6 "
          f"digits), e.g. --learning_rates=1e-3,2e-3,4e-3"),
         (not 0 <= settings["min_lr_ratio"] <= 1,
          f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]"),
         (settings["jobs"] < 1, f"jobs={settings['jobs']}: it must be 1 or more"),
-        (settings["max_iters"] < 1,
-         f"max_iters={settings['max_iters']}: a comparison trains every shape for the same "
-         f"number of steps: give it 1 or more"),
         (extend < 0 or extend and len(rates) < 2,
          f"extend_rates={extend!r}: give a whole number, 0 or more, of rates to try past the "
-         f"list's ends (the list needs two rates or more, e.g. --learning_rates=1e-3,2e-3,4e-3)")]
+         f"list's ends (the list needs two rates or more, e.g. --learning_rates=1e-3,2e-3,4e-3)"),
+        (not 0 <= settings["stop_starting_after"] < math.inf,
+         f"stop_starting_after={settings['stop_starting_after']!r}: give minutes >= 0 (0: no "
+         f"deadline), e.g. --stop_starting_after=7"),
+        (not 0 <= settings["refine_gain"] < math.inf,
+         f"refine_gain={settings['refine_gain']!r}: give a loss difference >= 0 (0: never "
+         f"refine), e.g. --refine_gain=0.002")]
     for bad, message in problems:
         if bad:
             raise ConfigError(message)
-    for key, hint in (
-            ("stop_starting_after", "minutes >= 0 (0: no deadline), e.g. --stop_starting_after=7"),
-            ("refine_gain", "a loss difference >= 0 (0: never refine), e.g. --refine_gain=0.002")):
-        if not 0 <= settings[key] < math.inf:  # (the configurator checked it is a number)
-            raise ConfigError(f"{key}={settings[key]!r}: give {hint}")
     settings["learning_rates"] = tuple(sorted(float(r) for r in rates))
 
 
@@ -176,8 +147,6 @@ def main(argv):
         settings = preset_settings(argv)
         check_lists(settings)
         names = select_models(settings["models"])
-        if settings["report_only"] and not settings["models"]:  # the controls too, if recorded
-            names = ALL_NAMES
     except ConfigError as e:
         usage_error(e)
     if not settings["out_dir"]:
@@ -190,13 +159,13 @@ def main(argv):
     settings["data"] = {split: meta["splits"][split].get("sha256") for split in ("train", "val")}
     if settings["eval_ood"]:  # its texts prepared once here, not by each train.py
         ood_windows(settings["eval_ood"], meta, settings["block_size"])
-    matching = {k: settings[k] for k in MATCHING_KEYS}
     out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
-    try:
-        shapes = matched_shapes(baseline_of(settings), **matching, models=names)
-        for shape in shapes.values():  # as train.py checks them
+    try:  # every shape, for the report of all that finished; those to train checked as train.py
+        shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
+                                models=ALL_NAMES)
+        for name in names:
             run_settings = {**train_defaults(),
-                            **run_config(settings, *shape, rates[-1], seeds[0], out_dir)}
+                            **run_config(settings, *shapes[name], rates[-1], seeds[0], out_dir)}
             check_train_settings(run_settings, here=not settings["report_only"])
             check_model_settings(run_settings)
     except (ConfigError, ValueError) as e:
@@ -206,61 +175,50 @@ def main(argv):
             if pid := training_in(run_dir):
                 usage_error(busy(run_dir, pid))
         if settings["record_dir"]:
-            copied, other = sync_records(out_dir, settings["record_dir"], ROOT,
-                                         planned_here(settings, shapes), settings["data"])
+            try:
+                copied, other = sync_records(out_dir, settings["record_dir"],
+                                             planned_here(settings, shapes), settings["data"])
+            except ConfigError as e:
+                usage_error(f"a run's settings are damaged: {e}. Restore them (git checkout), or "
+                            f"delete its folder to train that run again")
             print(f"records: {portable(settings['record_dir'], ROOT)}/runs/ keeps every finished "
                   f"run of these settings; {copied} copied from there into {out_dir}; "
-                  f"{len(other)} of other runs left alone, neither read nor rewritten")
-        if settings["report_only"]:
-            results = {}
-            for name, shape in shapes.items():
-                results.update(finished_results(settings, shape, name)[0])
-            found = {n: shapes[n] for n in shapes if any(key[0] == n for key in results)}
-            if "GPT" not in found:
-                usage_error(f"report_only: no finished GPT run in {out_dir} with these settings "
-                            f"(the baseline of every verdict): train them first")
-            return report(settings, found, results, tokens_per_run(settings))
-        state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
-                                running=[], finished=[])
-        try:
-            run_comparison(settings, shapes, matching, state)
-        except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's
-            resume = "".join(f"; {run.tag} resumes from its last checkpoint"
-                             if (run.dir / "ckpt.pt").exists() else f"; {run.tag} starts again"
-                             for run in state.running)
-            print(f"interrupted: {len(state.finished)} of {state.total} runs finished{resume}; "
-                  f"continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
-            raise SystemExit(143 if TERMINATED else 130) from None
+                  f"{other} of other runs left alone, neither read nor rewritten")
+        if not settings["report_only"]:
+            run_comparison(settings, {n: shapes[n] for n in names})
+        # the report: every shape finished in out_dir with these settings, not only this command's
+        results = finished_results(settings, shapes)
+        found = {n: shapes[n] for n in shapes if n in {name for name, lr, seed in results}}
+        if "GPT" not in found:
+            usage_error(f"no finished GPT run in {out_dir} with these settings (the baseline of "
+                        f"every verdict): train them first")
+        report(settings, found, results)
 
 
 def planned_here(settings, shapes):
-    """wanted(folder, config) for sync_records: a run this command may plan in that folder (one
-    of its shapes and seeds, at a rate of its list or, where rates are added, any)."""
-    out_dir = Path(settings["out_dir"])
-    any_rate = settings["extend_rates"] or settings["refine_gain"]
-
+    """wanted(folder, config) for sync_records: a run this command may plan in that folder."""
     def wanted(folder, config):
         lr, seed = config.get("learning_rate"), config.get("seed")
-        if seed not in settings["seeds"] or type(lr) is not float or not (
-                any_rate or lr in settings["learning_rates"]):
+        if type(lr) is not float or seed not in settings["seeds"]:
             return False
-        return any(folder in [d.name for d in run_dirs(out_dir, name, lr, seed)]
-                   and run_identity(config) == run_identity(
-                       run_config(settings, *shape, lr, seed, out_dir / folder))
-                   for name, shape in shapes.items())
+        runs = [plan_run(settings, shape, name, lr, seed, 0) for name, shape in shapes.items()]
+        return any(run.dir.name == folder and run_identity(run.config) == run_identity(config)
+                   for run in runs)
     return wanted
 
 
-def run_comparison(settings, shapes, matching, state):
-    """Train (or skip, or resume) both phases' runs, noting them in `state`; then the report."""
+def run_comparison(settings, shapes):
+    """Train (or skip, or resume) both phases' runs; on Ctrl-C or SIGTERM, one line saying what
+    finished and the command that goes on."""
     rates, seeds, jobs = settings["learning_rates"], settings["seeds"], settings["jobs"]
-    tokens = tokens_per_run(settings)
+    state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
+                            finished=[])
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = os.environ.get("OMP_NUM_THREADS", "")
-    threads = max(1, (int(threads) if threads.isdigit() else cores) // jobs) if jobs > 1 else None
+    # the cores shared out between the runs side by side
+    threads = max(1, int(os.environ.get("OMP_NUM_THREADS") or cores) // jobs) if jobs > 1 else None
     print(f"{len(shapes)} shapes: {len(rates)} rate(s) with seed {seeds[0]}, then "
           f"{len(seeds) - 1} more seed(s) at each shape's chosen rate = {state.total} runs of "
-          f"{tokens / 1e6:.2f}M tokens, {jobs} at a time"
+          f"{tokens_per_run(settings) / 1e6:.2f}M tokens, {jobs} at a time"
           f"{f' ({threads} thread(s) each)' if threads else ''} into {settings['out_dir']}/")
     print(shapes_table(describe_shapes(shapes, settings["block_size"])) + "\n")
     start = time.time()
@@ -271,7 +229,7 @@ def run_comparison(settings, shapes, matching, state):
         result = train_one(run.dir, run.config, settings["max_iters"], tag, threads,
                            settings["data"])
         if settings["record_dir"]:
-            record_run(run.dir, settings["record_dir"], ROOT)
+            record_run(run.dir, settings["record_dir"])
         if not before:
             loss = "diverged" if result["val_loss"] is None else f"{result['val_loss']:.4f}"
             print(f"{tag} val loss {loss}; {(time.time() - start) / 60:.1f} min so far",
@@ -292,46 +250,36 @@ def run_comparison(settings, shapes, matching, state):
         return new
 
     deadline = settings["stop_starting_after"] and start + 60 * settings["stop_starting_after"]
-    results = run_all(first, after, train, jobs, state, deadline)
+    try:
+        run_all(first, after, train, jobs, state, deadline)
+    except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's
+        resume = "".join(f"; {run.tag} resumes from its last checkpoint"
+                         if (run.dir / "ckpt.pt").exists() else f"; {run.tag} starts again"
+                         for run in state.running.values())
+        print(f"interrupted: {len(state.finished)} of {state.total} runs finished{resume}; "
+              f"continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
+        raise SystemExit(143 if TERMINATED else 130) from None
     if state.left:
-        for name, shape in shapes.items():
-            results.update(finished_results(settings, shape, name)[0])
         print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
-              f"planned run(s) not started; "
-              f"{'the report holds the runs finished so far' if results else 'no run finished'}"
-              f"; the same command goes on from them", flush=True)
-    # the table: every shape finished in out_dir with these settings, not only this command's
-    others = [n for n in ALL_NAMES if n not in shapes and any(
-        (d / "result.json").exists()
-        for d in run_dirs(Path(settings["out_dir"]), n, rates[0], seeds[0]))]
-    for name, shape in (matched_shapes(baseline_of(settings), **matching, models=others)
-                        if others else {}).items():
-        found, complete = finished_results(settings, shape, name)
-        if complete:
-            shapes[name] = shape
-            results.update(found)
-    if results:
-        report(settings, {name: shapes[name] for name in ALL_NAMES if name in shapes}, results,
-               tokens)
+              f"planned run(s) not started; the report holds the runs finished so far; the same "
+              f"command goes on from them", flush=True)
 
 
-def report(settings, shapes, results, tokens):
+def report(settings, shapes, results):
     """results.md, .json, .csv, val_loss.png and verdict.png of the finished runs; where it
     replaces the report of a records folder of this repository, the pages' blocks that quote it."""
     out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
-    names = list(shapes)
+    tokens, names = tokens_per_run(settings), list(shapes)
     losses = {key: r["val_loss"] for key, r in results.items()}
     unchosen = [n for n in names if any(run.order[0] == 1 for run in next_runs(
         settings, shapes[n], n, results))]
     rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
                                             CONTROLLED)
-    compared = list(rows)
-    # the verdict seeds at each shape's rate that finished (else the selection seed)
-    every = {**rows, **controls}
-    chosen = {n: [results[(n, every[n]["lr"], s)] for s in seeds[1:]
-                  if (n, every[n]["lr"], s) in results]
-              or [results[(n, every[n]["lr"], seeds[0])]] if every[n]["lr"] else []
-              for n in names}
+    every, chosen = {**rows, **controls}, {}
+    for n in names:  # the verdict seeds at its rate that finished, else the selection seed
+        lr = every[n]["lr"]
+        chosen[n] = [results[(n, lr, s)] for s in seeds[1:] if (n, lr, s) in results] or [
+            results[(n, lr, seeds[0])]] if lr else []
     info = describe_shapes(shapes, settings["block_size"])
     speed = {n: statistics.fmean([r["tokens_per_s"] for r in chosen[n] if r["tokens_per_s"]]
                                  or [math.nan]) for n in names}
@@ -396,9 +344,9 @@ def report(settings, shapes, results, tokens):
     writer.writerows({**run, "val_loss": math.nan if run["val_loss"] is None else run["val_loss"]}
                      for run in runs)
     write_atomic(out_dir / "results.csv", table.getvalue())
-    plot_curves({n: [r["curve"] for r in chosen[n]] for n in compared}, out_dir / "val_loss.png",
+    plot_curves({n: [r["curve"] for r in chosen[n]] for n in rows}, out_dir / "val_loss.png",
                 title)
-    plot_verdict(rows, baseline, out_dir / "verdict.png", title, rate_label)
+    plot_verdict(rows, baseline, out_dir / "verdict.png", title)
     record_dir = settings["record_dir"]
     if record_dir and not report_of_the_records(record_dir, settings, results, runs):
         print(f"note: {portable(record_dir, ROOT)} keeps its report: this one holds runs that are "

@@ -27,6 +27,12 @@ from shapelab.plot import read_evals
 from shapelab.run import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULT_KEYS = ("val_loss", "train_loss", "tokens", "elapsed_s", "tokens_per_s", "ms_per_iter",
+               "mfu")
+# not part of a run's identity: out_dir (one folder by two paths) and eval_ood (it only measures)
+NOT_IDENTITY = ("out_dir", "eval_ood")
+# model_args a record may leave out: the committed CEA records ran these without naming them
+RECORDED_MODEL_ARGS = {"cea": {"attention_impl": "causal"}}
 
 
 def config_text(config):
@@ -34,19 +40,13 @@ def config_text(config):
     return header + "".join(f"{k} = {v!r}\n" for k, v in config.items())
 
 
-# not part of a run's identity: out_dir (one folder by two paths) and eval_ood (it only measures)
-NOT_IDENTITY = ("out_dir", "eval_ood")
-# model_args a record may leave out: the committed CEA records ran these without naming them
-RECORDED_MODEL_ARGS = {"cea": {"attention_impl": "causal"}}
-
-
 def run_identity(config):
     """A run's settings less NOT_IDENTITY, with RECORDED_MODEL_ARGS filled in: two runs are the
     same run when theirs are equal."""
     identity = {**config, **dict.fromkeys(NOT_IDENTITY)}
-    recorded = RECORDED_MODEL_ARGS.get(config.get("model_type"))
-    if recorded and isinstance(config.get("model_args"), dict):
-        identity["model_args"] = {**recorded, **config["model_args"]}
+    if config.get("model_type") in RECORDED_MODEL_ARGS:
+        identity["model_args"] = {**RECORDED_MODEL_ARGS[config["model_type"]],
+                                  **config.get("model_args", {})}
     return identity
 
 
@@ -93,14 +93,17 @@ def terminated(signum, frame):
     raise KeyboardInterrupt
 
 
-def stop_children(gentle):
-    """Every running train.py stops as on Ctrl-C, and none starts: a terminal's Ctrl-C reached them
-    too (gentle: 2 s to stop by themselves), else a SIGINT; a kill after a minute."""
+def stop_children():
+    """Every running train.py stops as on Ctrl-C, and none starts: 2 s to stop by themselves (a
+    terminal's Ctrl-C reached them too), then a SIGINT; a kill after a minute, or at a second
+    Ctrl-C."""
     with CHILDREN_LOCK:
         STOP.set()
         children = list(CHILDREN.values())
+    # Windows sends another process no signal but a kill
+    interrupt = signal.SIGTERM if os.name == "nt" else signal.SIGINT
     try:
-        for stop, seconds in ((interrupt, 2 if gentle else 0), (kill, 60)):
+        for stop, seconds in ((lambda p: p.send_signal(interrupt), 2), (lambda p: p.kill(), 60)):
             end = time.time() + seconds
             for process in children:
                 try:
@@ -114,58 +117,35 @@ def stop_children(gentle):
         process.wait()
 
 
-def kill(process):
-    process.kill()
-
-
-def interrupt(process):
-    # Windows sends no signal to another process but a kill
-    if os.name == "nt":
-        process.kill()
-    else:
-        process.send_signal(signal.SIGINT)
-
-
-RESULT_KEYS = ("val_loss", "train_loss", "tokens", "elapsed_s", "tokens_per_s", "ms_per_iter",
-               "mfu")
-
-
 def source_commit():
     """git's HEAD, '+changes' where a tracked Python or config file differs; None without git."""
-    def git(*args):
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                              timeout=30)
     try:
-        head = git("rev-parse", "--short=12", "HEAD")
-        changed = git("status", "--porcelain", "--untracked-files=no", "--", "*.py", "config")
-    except (OSError, subprocess.TimeoutExpired):
+        head, changed = (subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
+                                        text=True, timeout=30, check=True).stdout.strip()
+                         for args in (["rev-parse", "--short=12", "HEAD"],
+                                      ["status", "--porcelain", "--untracked-files=no", "--",
+                                       "*.py", "config"]))
+    except (OSError, subprocess.SubprocessError):
         return None
-    if head.returncode or changed.returncode:
-        return None
-    return head.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
+    return head + ("+changes" if changed else "")
 
 
 def summarize_run(run_dir, max_iters):
     """result.json's content from a finished run's metrics.jsonl."""
-    evals = {r["iter"]: r for r in read_evals(run_dir)}
-    records = read_jsonl(run_dir / "metrics.jsonl")
+    evals, records = read_evals(run_dir), read_jsonl(run_dir / "metrics.jsonl")
+    last = evals[-1]
+    if last["iter"] != max_iters:
+        raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
     steps = [r for r in records if "tokens_per_s" in r]
     steps = [r for r in steps if r["iter"] > 0] or steps  # step 0 includes warm-up
-    if max_iters not in evals:
-        raise RuntimeError(f"{run_dir}: no evaluation at step {max_iters} in metrics.jsonl")
-    median = lambda key: statistics.median(r[key] for r in steps) if steps else None  # noqa: E731
-    mfus = [r["mfu"] for r in steps if r.get("mfu") is not None]
+    timed = {k: [r[k] for r in steps if r.get(k) is not None]
+             for k in ("tokens_per_s", "ms_per_iter", "mfu")}
     texts = [r["ood_texts"] for r in records if "ood_texts" in r]
-    last = evals[max_iters]
     return dict(machine=machine_name(), commit=source_commit(),
-                val_loss=last["val_loss"], train_loss=last["train_loss"], tokens=last["tokens"],
-                elapsed_s=last["elapsed_s"], tokens_per_s=median("tokens_per_s"),
-                ms_per_iter=median("ms_per_iter"), mfu=statistics.median(mfus) if mfus else None,
-                curve=[dict(iter=k, tokens=evals[k]["tokens"], val_loss=evals[k]["val_loss"],
-                            elapsed_s=evals[k]["elapsed_s"],
-                            **{key: evals[k][key] for key in ("ood_loss", "ood")
-                               if key in evals[k]})
-                       for k in sorted(evals)],
+                **{k: last[k] for k in ("val_loss", "train_loss", "tokens", "elapsed_s")},
+                **{k: statistics.median(v) if v else None for k, v in timed.items()},
+                curve=[{k: e[k] for k in ("iter", "tokens", "val_loss", "elapsed_s", "ood_loss",
+                                          "ood") if k in e} for e in evals],
                 **(dict(ood_texts=texts[-1]) if texts else {}))
 
 
@@ -185,8 +165,8 @@ def train_one(run_dir, config, max_iters, tag, threads=None, data=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(config_path, config_text(config))
     resume = (run_dir / "ckpt.pt").exists()
-    if not resume and (run_dir / "metrics.jsonl").exists():
-        (run_dir / "metrics.jsonl").unlink()  # killed before its first checkpoint: start clean
+    if not resume:  # killed before its first checkpoint: start clean
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
     print(f"{tag}: {'resuming from ' + str(run_dir / 'ckpt.pt') if resume else 'training'} "
           f"(log: {run_dir / 'train.log'})", flush=True)
     command = [sys.executable, str(ROOT / "train.py"), str(config_path),
@@ -222,16 +202,16 @@ def train_one(run_dir, config, max_iters, tag, threads=None, data=None):
 
 
 def read_result(path, data=None):
-    """A finished run's result.json, checked; a damaged one, or one trained on other data than
-    `data` (a record without a data field is accepted), is one line naming it."""
+    """A finished run's result.json; a damaged one, or one trained on other data than `data` (a
+    record without a data field is accepted), is one line naming it."""
     try:
         result = json.loads(Path(path).read_text())
-        why = damage(result)
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        why = f"not JSON: {e}"
+        why = [f"no {k}" for k in (*RESULT_KEYS, "curve") if k not in result]
+    except (OSError, ValueError, TypeError) as e:
+        why = [f"not JSON: {e}"]
     if why:
-        raise SystemExit(f"error: {path} is damaged ({why}): restore it (git checkout), or delete "
-                         f"it to train that run again")
+        raise SystemExit(f"error: {path} is damaged ({why[0]}): restore it (git checkout), or "
+                         f"delete it to train that run again")
     if data and result.get("data", data) != data:
         raise SystemExit(f"error: {path} was trained on other data (its splits' sha256 differ "
                          f"from the prepared data's now): prepare the data it was trained on, or "
@@ -239,50 +219,24 @@ def read_result(path, data=None):
     return result
 
 
-def damage(result):
-    """What makes a result unusable, or None."""
-    if not isinstance(result, dict):
-        return "not a dict of a run's results"
-    missing = [k for k in (*RESULT_KEYS, "curve") if k not in result]
-    if missing:
-        return f"no {missing[0]}"
-    bad = [k for k in RESULT_KEYS if result[k] is not None and type(result[k]) not in (int, float)]
-    if bad:
-        return f"{bad[0]}={result[bad[0]]!r:.40} is not a number"
-    return None if isinstance(result["curve"], list) else "its curve is not a list"
+def record_run(run_dir, record_dir):
+    """Keep a finished run's config.py and result.json in record_dir/runs/<its folder>/, unless a
+    record is there: a record is never rewritten."""
+    config = read_config_file(run_dir / "config.py")
+    copy_run(run_dir, Path(record_dir) / "runs" / run_dir.name,
+             {**config, "out_dir": portable(config["out_dir"], ROOT)})
 
 
-def read_settings(path):
-    try:
-        return read_config_file(path)
-    except ConfigError as e:
-        raise SystemExit(f"error: a run's settings are damaged: {e}. Restore {path} (git "
-                         f"checkout), or delete its folder to train that run again") from None
-
-
-LEFT_ALONE = set()  # the record_dirs whose records of other settings were named once
-
-
-def record_run(run_dir, record_dir, root):
-    """Keep a finished run's config.py and result.json in record_dir/runs/<its folder>/; a record
-    is never rewritten, and one of other settings is left alone (said once)."""
-    folder = Path(record_dir) / "runs" / run_dir.name
-    config = read_settings(run_dir / "config.py")
-    if (folder / "config.py").exists() or (folder / "result.json").exists():
-        if not same_settings(folder / "config.py", config):
-            if str(record_dir) not in LEFT_ALONE:
-                LEFT_ALONE.add(str(record_dir))
-                print(f"note: {folder} is the record of a run of other settings: left alone "
-                      f"({run_dir} is kept in {run_dir.parent} only, and so are others like it)",
-                      flush=True)
-            return
-        if (folder / "result.json").exists():
-            return
+def copy_run(source, folder, config):
+    """source's result.json, with config as its config.py, into folder unless that holds a result
+    or other settings: whether it copied."""
+    if (folder / "result.json").exists() or (folder / "config.py").exists() and not (
+            same_settings(folder / "config.py", config)):
+        return False
     folder.mkdir(parents=True, exist_ok=True)
-    config["out_dir"] = portable(config["out_dir"], root)
-    if not (folder / "config.py").exists():
-        write_atomic(folder / "config.py", config_text(config))
-    write_atomic(folder / "result.json", (run_dir / "result.json").read_text())
+    write_atomic(folder / "config.py", config_text(config))
+    write_atomic(folder / "result.json", (source / "result.json").read_text())
+    return True
 
 
 def portable(path, root):
@@ -291,30 +245,20 @@ def portable(path, root):
     return str(path.relative_to(root) if path.is_relative_to(root) else Path(*path.parts[-2:]))
 
 
-def sync_records(out_dir, record_dir, root, wanted, data=None):
+def sync_records(out_dir, record_dir, wanted, data=None):
     """The runs this command may train (wanted(folder, settings)) recorded, and the records out_dir
-    lacks copied in: (how many, [(folder, settings)] of the other records, left alone)."""
+    lacks copied in: (how many, how many other records were left alone)."""
     for run_dir in sorted(d for d in out_dir.iterdir() if (d / "result.json").exists()):
-        if wanted(run_dir.name, read_settings(run_dir / "config.py")):
-            record_run(run_dir, record_dir, root)
-    copied, other = 0, []
-    for record in sorted(d for d in (Path(record_dir) / "runs").glob("*")
-                         if (d / "result.json").exists()):
-        run_dir = out_dir / record.name
-        config = {**read_settings(record / "config.py"), "out_dir": str(run_dir)}
-        if not wanted(record.name, config):
-            other.append((record.name, config))
-            continue
-        read_result(record / "result.json", data)
-        ours = not (run_dir / "config.py").exists() or same_settings(run_dir / "config.py", config)
-        if (run_dir / "result.json").exists() or not ours:
-            continue
-        run_dir.mkdir(exist_ok=True)
-        write_atomic(run_dir / "config.py", config_text(config))
-        write_atomic(run_dir / "result.json", (record / "result.json").read_text())
-        copied += 1
-    if other:
-        LEFT_ALONE.add(str(record_dir))
+        if wanted(run_dir.name, read_config_file(run_dir / "config.py")):
+            record_run(run_dir, record_dir)
+    copied, other = 0, 0
+    for record in sorted(p.parent for p in Path(record_dir).glob("runs/*/result.json")):
+        config = {**read_config_file(record / "config.py"), "out_dir": str(out_dir / record.name)}
+        if wanted(record.name, config):
+            read_result(record / "result.json", data)
+            copied += copy_run(record, out_dir / record.name, config)
+        else:
+            other += 1
     return copied, other
 
 
@@ -324,28 +268,24 @@ def run_all(first, after, train, jobs, state, deadline=None):
     state.left holds them."""
     results, queue, running = {}, list(first), {}
     STOP.clear()
-    pool = ThreadPoolExecutor(jobs)
-    state.left = []
-    try:
-        while queue or running:
-            if deadline and time.time() > deadline:
-                state.left += [r for r in queue if not (r.dir / "result.json").exists()]
-                queue = [r for r in queue if (r.dir / "result.json").exists()]
-            while queue and len(running) < jobs:
-                run = queue.pop(0)
-                state.started += 1
-                running[pool.submit(train, run, state.started)] = run
-                state.running = list(running.values())
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                run = running.pop(future)
-                results[run.key] = future.result()
-                state.finished.append(run)
-                queue = sorted(queue + after(run, results), key=lambda r: r.order)
-            state.running = list(running.values())
-    except BaseException as error:  # Ctrl-C, SIGTERM, a failed run: the others stop too
-        stop_children(gentle=isinstance(error, KeyboardInterrupt) and not TERMINATED)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    state.left, state.running = [], running  # {future: run}
+    with ThreadPoolExecutor(jobs) as pool:
+        try:
+            while queue or running:
+                if deadline and time.time() > deadline:
+                    state.left += [r for r in queue if not (r.dir / "result.json").exists()]
+                    queue = [r for r in queue if (r.dir / "result.json").exists()]
+                while queue and len(running) < jobs:
+                    run = queue.pop(0)
+                    state.started += 1
+                    running[pool.submit(train, run, state.started)] = run
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    run = running.pop(future)
+                    results[run.key] = future.result()
+                    state.finished.append(run)
+                    queue = sorted(queue + after(run, results), key=lambda r: r.order)
+        except BaseException:  # Ctrl-C, SIGTERM, a failed run: the others stop too
+            stop_children()
+            raise
     return results

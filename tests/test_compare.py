@@ -172,6 +172,24 @@ def test_each_shape_walks_phase_one_then_its_verdict_seeds(tmp_path):
     assert one.dir.name == "gpt-s2" and one.tag == "GPT s2"
 
 
+def test_report_only_writes_the_committed_report_again(tmp_path, monkeypatch):
+    """From a copy of the committed records (no dataset here: it stands in for the prepared one),
+    --report_only=True writes the committed results.md and results.csv byte for byte."""
+    name = "compare_verdict_cpu_scale_gpu"
+    records = tmp_path / name
+    shutil.copytree(ROOT / "results" / name, records, ignore=shutil.ignore_patterns("*.png"))
+    monkeypatch.setattr(compare, "find_dataset", lambda *a: None)
+    monkeypatch.setattr(compare, "check_dataset", lambda *a: {"splits": {"train": {}, "val": {}}})
+    monkeypatch.setattr(compare, "ood_windows", lambda *a: None)
+    monkeypatch.setattr(compare, "baseline_of", lambda s, of=compare.baseline_of: {**of(s),
+                                                                                  "vocab_size": 84})
+    compare.main([str(ROOT / "config" / f"{name}.py"), "--report_only=True",
+                  f"--out_dir={tmp_path / 'out'}", f"--record_dir={records}"])
+    for report in ("results.md", "results.csv"):
+        assert (tmp_path / "out" / report).read_text() == (ROOT / "results" / name / report
+                                                            ).read_text(), report
+
+
 @pytest.mark.parametrize("setting, words", [
     ("--seeds=1,1", "seeds=(1, 1): give distinct integers"),
     ("--learning_rates=1e-3,1.0000001e-3", "distinct in their first 6 digits"),
@@ -195,7 +213,7 @@ def test_a_busy_out_dir_and_a_damaged_record_are_one_line(tmp_path, char_dataset
     (record / "config.py").write_text("seed = 1\n")
     (record / "result.json").write_text(json.dumps({"val_loss": "2.1"}))
     with pytest.raises(SystemExit, match=r"^error: .*gpt-s1/result.json is damaged \(no "):
-        sweep.sync_records(out, tmp_path / "rec", ROOT, wanted=lambda folder, config: True)
+        sweep.sync_records(out, tmp_path / "rec", wanted=lambda folder, config: True)
 
 
 def test_sigterm_stops_both_train_py_like_ctrl_c(tmp_path, char_dataset):
