@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mlp_hourglass import input_projection  # noqa: E402
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.image_tasks import TASKS  # noqa: E402
-from shapelab.pages import pages, write_blocks  # noqa: E402
+from mlp_hourglass import input_projection
+from shapelab.checkpoint import write_atomic
+from shapelab.image_tasks import TASKS
+from shapelab.pages import pages, write_blocks
 
 # a sweep row: the setting, the run (shape, input, lr, seed), then what it measured
 SWEEP_FIELDS = [

@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
 sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_sweep.py
 
-import train_mlp  # noqa: E402
-from mlp_hourglass_sweep import train_in_folder  # noqa: E402
-from mlp_hourglass import check_shape, input_projection  # noqa: E402
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from shapelab.dataset import load_images  # noqa: E402
-from shapelab.image_tasks import get_task  # noqa: E402
+import train_mlp
+from mlp_hourglass_sweep import train_in_folder
+from mlp_hourglass import check_shape, input_projection
+from shapelab.checkpoint import write_atomic
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapelab.dataset import load_images
+from shapelab.image_tasks import get_task
 
 SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
 OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=(), runs_dir="")

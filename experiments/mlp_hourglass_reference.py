@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.pages import pages, write_blocks  # noqa: E402
+from shapelab.checkpoint import write_atomic
+from shapelab.pages import pages, write_blocks
 
 EXTRACT = ROOT / "results" / "mlp_reference_points.csv"
 RESULTS = "hourglass_mlp/rebuttal/2/{}/all.json"  # inside the reference checkout

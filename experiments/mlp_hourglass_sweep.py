@@ -32,15 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
 sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_fronts.py
 
-import mlp_hourglass_fronts as fronts  # noqa: E402
-from mlp_hourglass import check_shape, count_params, input_projection  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from shapelab.dataset import load_images  # noqa: E402
-from shapelab.image_tasks import get_task  # noqa: E402
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.lock import lock_folder  # noqa: E402
-from shapelab.run import Diverged, RunDir  # noqa: E402
-import train_mlp  # noqa: E402
+import mlp_hourglass_fronts as fronts
+from mlp_hourglass import check_shape, count_params, input_projection
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapelab.dataset import load_images
+from shapelab.image_tasks import get_task
+from shapelab.checkpoint import write_atomic
+from shapelab.lock import lock_folder
+from shapelab.run import Diverged, RunDir
+import train_mlp
 
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
             conv_latent=(), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),

@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-import torch  # noqa: E402
+import torch
 
-import train_mlp  # noqa: E402
-from mlp_hourglass import ImageMLP, InputProjection, count_params, image_mlp  # noqa: E402
-from shapelab.configurator import (ConfigError, parse_overrides, read_config_file,  # noqa: E402
+import train_mlp
+from mlp_hourglass import ImageMLP, InputProjection, count_params, image_mlp
+from shapelab.configurator import (ConfigError, parse_overrides, read_config_file,
                                    usage_error)
-from shapelab.image_tasks import TASKS, get_task  # noqa: E402
+from shapelab.image_tasks import TASKS, get_task
 
 # rows of the paper's Tables 1 / 2 and section 4.3:
 # (name, d_x, d_out, d_z, d_h, L, params M, trainable M)

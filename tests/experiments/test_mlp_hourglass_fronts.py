@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import mlp_hourglass_fronts as fronts  # noqa: E402
+import mlp_hourglass_fronts as fronts
 
 
 def row(shape, d_z, d_h, L, lr, seed, params, val_loss, psnr, ssim, proj=""):

@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import mlp_hourglass_reference as reference  # noqa: E402
+import mlp_hourglass_reference as reference
 
 
 def run(value, metric="eval_psnr"):

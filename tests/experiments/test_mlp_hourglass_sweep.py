@@ -18,8 +18,8 @@ from shapelab.image_tasks import get_task
 import train_mlp
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import mlp_hourglass_input_proj as input_proj  # noqa: E402
-import mlp_hourglass_sweep as sweep  # noqa: E402
+import mlp_hourglass_input_proj as input_proj
+import mlp_hourglass_sweep as sweep
 
 
 def prepared(tmp_path, **kw):
