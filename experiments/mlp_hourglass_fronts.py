@@ -36,9 +36,7 @@ SWEEP_FIELDS = [
     "test_psnr_batchmse", "test_psnr_per_image", "test_ssim", "test_accuracy",
     "baseline_psnr_batchmse", "steps", "train_time_s", "clamp_sr_input",
     "baseline_psnr_per_image", "baseline_ssim"]
-RESULTS = ("params_total", "params_trainable", "val_loss", "test_psnr_batchmse",
-           "test_psnr_per_image", "test_ssim", "test_accuracy", "baseline_psnr_batchmse",
-           "baseline_psnr_per_image", "baseline_ssim", "steps", "train_time_s")
+KEY_FIELDS = SWEEP_FIELDS[:18] + ["clamp_sr_input"]  # what names a run: the rest it measured
 NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed", "params_total",
            "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim",
            "baseline_psnr_batchmse", "baseline_ssim", "train_time_s")
@@ -63,7 +61,7 @@ def canonical(value):
 
 def run_key(row):
     """A run's identity: every field of its row but what it measured."""
-    return tuple(canonical(row.get(k)) for k in SWEEP_FIELDS if k not in RESULTS)
+    return tuple(canonical(row.get(k)) for k in KEY_FIELDS)
 
 
 def sweep_lines(path):
@@ -164,6 +162,7 @@ def shape_results(rows):
         own = input_projection("", family, d_z, TASKS[runs[0]["task"]].input_dim)
         results.append(dict(
             family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
+            dims=f"{d_z}/{d_h}/L{L}",
             input_proj=input_proj, learning_rate=lr, seeds=len(runs), seeds_at=seeds_at,
             label=f"{family} d_z={d_z} d_h={d_h} L={L}"
                   + ("" if input_proj in ("", own) else f" W_in={input_proj}"),
@@ -399,11 +398,10 @@ def pairs(entries):
 def side(found, metric):
     """'ahead' where every gap, seed-paired gap and gap at a runner-up rate is above zero,
     'behind' where all are below: a gap a seed or the next rate turns around is no side."""
-    def sign_of(e, best, gap, paired):
-        values = [gap, *(paired or ()), *(gap + m for m in runner_up_moves(e, best, metric))]
-        return 1 if all(v > 0 for v in values) else -1 if all(v < 0 for v in values) else 0
-    signs = {sign_of(*row) for row in found}
-    return "ahead" if signs == {1} else "behind" if signs == {-1} else "no clear side"
+    values = [v for e, best, gap, paired in found for v in (
+        gap, *(paired or ()), *(gap + m for m in runner_up_moves(e, best, metric)))]
+    return ("ahead" if all(v > 0 for v in values) else "behind" if all(v < 0 for v in values)
+            else "no clear side")
 
 
 def brief_lines(entries):
@@ -478,7 +476,7 @@ def gap_bullet(entries, params_key, metric, hourglass, conventional):
 def front_bullets(entries):
     metric = "test_psnr_batchmse"
     lines = [f"- {form} front: " + " -> ".join(
-        f"{e['d_z']}/{e['d_h']}/L{e['L']} ({e['params_total'] / 1e6:.2f}M, {e[metric][0]:.2f} dB)"
+        f"{e['dims']} ({e['params_total'] / 1e6:.2f}M, {e[metric][0]:.2f} dB)"
         for e in pareto_front(of_form(entries, form), "params_total", metric))
         for form in forms(entries)]
     flags = edge_lrs(entries)
@@ -495,17 +493,12 @@ def front_bullets(entries):
 
 def lift_bullet(entries):
     """Each hourglass shape's test PSNR frozen -> learned ('' where none ran with both)."""
-    lifts = {proj: {(e["d_z"], e["d_h"], e["L"]): e for e in entries
-                    if e["family"] == "hourglass" and e["input_proj"] == proj}
-             for proj in ("frozen_random", "learned")}
-    frozen, learned = lifts["frozen_random"], lifts["learned"]
-    both = sorted(frozen.keys() & learned.keys(), key=lambda k: frozen[k]["params_total"])
-    if not both:
-        return ""
+    frozen = {e["dims"]: e for e in of_form(entries, "hourglass (frozen W_in)")}
+    both = [(frozen[e["dims"]], e) for e in of_form(entries, "hourglass (learned W_in)")
+            if e["dims"] in frozen]
     return "- hourglass test PSNR, frozen -> learned W_in (each at its own lr): " + "; ".join(
-        f"{z}/{h}/L{L} ({frozen[z, h, L]['params_total'] / 1e6:.2f}M) "
-        f"{frozen[z, h, L]['test_psnr_batchmse'][0]:.2f} -> "
-        f"{learned[z, h, L]['test_psnr_batchmse'][0]:.2f} dB" for z, h, L in both) + "."
+        f"{f['dims']} ({f['params_total'] / 1e6:.2f}M) {f['test_psnr_batchmse'][0]:.2f} -> "
+        f"{e['test_psnr_batchmse'][0]:.2f} dB" for f, e in both) + "." if both else ""
 
 
 def page_blocks(paths, name, rows=None):
@@ -541,45 +534,41 @@ def report(paths, rows):
 
 
 def plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    from shapelab.plot import save_figure
+    from shapelab.plot import plt, save_figure
 
     entries = shape_results(rows)
     baseline = mean(r["baseline_psnr_batchmse"] for r in rows)
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     styles = {  # the hourglass warm, the conventional cool; a learned W_in square
-        ("hourglass", "frozen_random"): ("tab:orange", "o"),
-        ("hourglass", "learned"): ("tab:red", "s"),
-        ("conventional", "direct"): ("tab:blue", "o"),
-        ("conventional", "learned"): ("tab:green", "s")}
-    kinds = {form_of(*k): k for k in {(e["family"], e["input_proj"]) for e in entries}}
+        "hourglass (frozen W_in)": ("tab:orange", "o"),
+        "hourglass (learned W_in)": ("tab:red", "s"),
+        "conventional (direct)": ("tab:blue", "o"),
+        "conventional (learned W_in)": ("tab:green", "s")}
     for col, params_key in enumerate(("params_total", "params_trainable")):
         right = max(e[params_key] for e in entries) / 1e6
         for row, (metric, name) in enumerate(METRICS.items()):
             ax = axes[row, col]
             for i, form in enumerate(forms(entries)):
-                color, marker = styles.get(kinds[form], (f"C{i + 4}", "^"))
+                color, marker = styles.get(form, (f"C{i + 4}", "^"))
                 ours = of_form(entries, form)
                 ax.errorbar([e[params_key] / 1e6 for e in ours], [e[metric][0] for e in ours],
                             yerr=[[e[metric][0] - e[metric][1] for e in ours],
                                   [e[metric][2] - e[metric][0] for e in ours]],
                             fmt=marker, color=color, alpha=0.45, capsize=3)
                 front = pareto_front(ours, params_key, metric)
-                x = [e[params_key] / 1e6 for e in front]
                 y = [e[metric][0] for e in front]
-                ax.step(x + [max(right, x[-1])], y + [y[-1]], where="post", color=color, lw=2,
-                        label=f"{form} front")
+                ax.step([e[params_key] / 1e6 for e in front] + [right], y + [y[-1]], where="post",
+                        color=color, lw=2, label=f"{form} front")
             values = [v for e in entries for v in e[metric][1:]]
             low, high = min(values), max(values)  # a baseline far below would flatten the fronts
-            ax.set_ylim(low - 0.08 * (high - low or 1), high + 0.08 * (high - low or 1))
+            pad = 0.08 * (high - low or 1)
+            ax.set_ylim(low - pad, high + pad)
             if metric == "test_psnr_batchmse":
-                shown = baseline >= ax.get_ylim()[0]
-                ax.axhline(baseline if shown else ax.get_ylim()[0], color="0.5", ls=":",
-                           label=f"noisy input: {baseline:.2f} dB" + ("" if shown else " (below)"))
+                ax.axhline(max(baseline, low - pad), color="0.5", ls=":",
+                           label=f"noisy input: {baseline:.2f} dB"
+                           + ("" if baseline >= low - pad else " (below)"))
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}M"))
             ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}M" if str(v)[0] in
