@@ -592,8 +592,8 @@ def main(argv):
     prefix = Path(out[0]) if out else paths[0].parent / "fronts"
     rows = sweep_rows(paths)
     text = report(paths, rows)
-    write_atomic(prefix.with_name(prefix.name + ".md"), text)
-    plot(rows, prefix.with_name(prefix.name + ".png"))
+    write_atomic(f"{prefix}.md", text)
+    plot(rows, f"{prefix}.png")
     print(text)
     print(f"wrote {prefix}.md and {prefix}.png")
     if prefix.resolve().parent == ROOT / "results":  # the pages quote only committed outputs
