@@ -23,7 +23,8 @@ import shutil
 import signal
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import suppress
+from itertools import product
 from pathlib import Path
 
 import torch
@@ -103,11 +104,9 @@ def append_row(path, row):
         os.fsync(f.fileno())
 
 
-@contextmanager
 def sweep_lock(csv_path):
     csv_path = Path(csv_path)
-    with lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path):
-        yield
+    return lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path)
 
 
 def train_in_folder(settings, data, run_dir, quiet=True, results=False):
@@ -141,19 +140,11 @@ def diverged_result(settings, step):
 
 
 def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_blocks):
-    grid = []
-    for shape, latents, hiddens, blocks in (("hourglass", hg_latent, hg_hidden, hg_blocks),
-                                            ("conventional", conv_latent, conv_hidden,
-                                             conv_blocks)):
-        for d_z in latents:
-            for d_h in hiddens:
-                for L in blocks:
-                    try:
-                        check_shape(shape, d_z, d_h)
-                    except ValueError:
-                        continue
-                    grid.append((shape, d_z, d_h, L))
-    return grid
+    """Each family's shapes: a hourglass's d_h below its d_z, a conventional's above."""
+    return ([("hourglass", *dims) for dims in product(hg_latent, hg_hidden, hg_blocks)
+             if dims[1] < dims[0]]
+            + [("conventional", *dims) for dims in product(conv_latent, conv_hidden, conv_blocks)
+               if dims[1] > dims[0]])
 
 
 def explicit_grid(shapes):
@@ -228,8 +219,7 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
                   f"seed={run['seed']} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
                   f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
                   f"{row['train_time_s']:.0f}s, ~{left:.0f} min to go", flush=True)
-        if os.path.isdir(os.path.join(out_dir, "runs")) and not os.listdir(
-                os.path.join(out_dir, "runs")):
+        with suppress(OSError):  # the runs' folder, once empty
             os.rmdir(os.path.join(out_dir, "runs"))
         try:
             fronts.main([csv_path])  # fronts.md and fronts.png beside the CSV
@@ -249,8 +239,7 @@ def main(argv):
             get_task(config["task"]).input_dim,)  # d_x: the image itself
         shapes, verbose = config.pop("shapes"), config.pop("verbose")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
-        family_grid = [grid_args[k] for k in list(GRID)[:6]]  # hg_* and conv_* values
-        grid = explicit_grid(shapes) if shapes else sweep_grid(*family_grid)
+        grid = explicit_grid(shapes) if shapes else sweep_grid(*list(grid_args.values())[:6])
         if not grid or not grid_args["learning_rates"] or not grid_args["seeds"]:
             raise ConfigError("the grid is empty: give each family's d_z, d_h and L values "
                               "(hourglass d_h < d_z, conventional d_h > d_z), --learning_rates "

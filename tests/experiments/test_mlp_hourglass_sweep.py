@@ -170,5 +170,5 @@ def test_frozen_vs_learned_w_in_over_d_z_goes_on_where_it_stopped(tmp_path, caps
     again = input_proj.main(common)["grid"]  # no training again
     assert [g["test_ssim"] for g in again] == [g["test_ssim"] for g in first["grid"]]
     assert "nothing to train" in capsys.readouterr().out
-    assert input_proj.runs_folder(str(ROOT / "results" / "mlp_x"), "") == os.path.join(
+    assert input_proj.runs_folder(str(ROOT / "results" / "mlp_x")) == os.path.join(
         "out", "mlp_x")  # committed results never hold a checkpoint
