@@ -49,11 +49,9 @@ FIELDS = ("data_set", "setting", "form", "d_z", "d_h", "L", "params", "lr", "met
 
 def parse_shape(latent_hidden):
     """'latent785_hidden4_4_4_4_4' -> (785, 4, 5): d_z, d_h and L (one d_h per block)."""
-    match = re.fullmatch(r"latent(\d+)_hidden(\d+(?:_\d+)*)", latent_hidden)
-    assert match, f"not a shape: {latent_hidden!r}"
-    widths = match[2].split("_")
+    d_z, *widths = map(int, re.findall(r"\d+", latent_hidden))
     assert len(set(widths)) == 1, f"blocks of different widths: {latent_hidden!r}"
-    return int(match[1]), int(widths[0]), len(widths)
+    return d_z, widths[0], len(widths)
 
 
 def extract_rows(results, data_set, setting):
@@ -99,6 +97,7 @@ def extract(reference, out=EXTRACT):
     writer.writerows(rows)
     write_atomic(out, text.getvalue())
     print(f"wrote {len(rows)} rows to {out}")
+
 
 def read_points(path):
     with open(path) as f:
