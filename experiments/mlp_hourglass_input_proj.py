@@ -27,14 +27,13 @@ sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
 sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_sweep.py
 
 import train_mlp
-from mlp_hourglass_sweep import train_in_folder
+from mlp_hourglass_sweep import SCORES, train_in_folder
 from mlp_hourglass import check_shape, input_projection
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, parse_overrides, usage_error
 from shapelab.dataset import load_images
 from shapelab.image_tasks import get_task
 
-SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
 OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=())
 # settings that say where a run lives, not what it is: left out of the committed results
 WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_only",

@@ -50,6 +50,7 @@ GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_iters", "batch_size", "flips",
                   "noise_sigma", "dtype", "weight_decay", "eval_interval", "clamp_sr_input"]
 SWEEP_FIELDS = fronts.SWEEP_FIELDS
+SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
 canonical = fronts.canonical
 
 
@@ -64,10 +65,11 @@ def sweep_setting(c, data):
 
 def check_one_setting(rows, csv_path, setting, inputs):
     """One line where the CSV's rows are of another setting or took another input."""
-    settings = {tuple(canonical(r[k]) for k in SETTING_FIELDS) for r in rows}
-    settings.add(tuple(setting[k] for k in SETTING_FIELDS))
-    diffs = [f"{k}: " + " vs ".join(sorted({s[i] or "-" for s in settings}))
-             for i, k in enumerate(SETTING_FIELDS) if len({s[i] for s in settings}) > 1]
+    diffs = []
+    for k in SETTING_FIELDS:
+        values = {canonical(r[k]) or "-" for r in rows} | {setting[k] or "-"}
+        if len(values) > 1:
+            diffs.append(f"{k}: " + " vs ".join(sorted(values)))
     for r in rows:
         given = inputs(r["shape"], int(r["latent_dim"]))
         if r["input_proj"] != given:
@@ -134,7 +136,7 @@ def diverged_result(settings, step):
     """A diverged run's results: its parameter count (a model on the meta device), NaN metrics."""
     with torch.device("meta"):
         model = train_mlp.make_model(train_mlp.resolve(settings))
-    nan = dict.fromkeys(("psnr_batchmse", "psnr_per_image", "ssim"), math.nan)
+    nan = dict.fromkeys(SCORES, math.nan)
     return {"model": model, "params": count_params(model), "best_val_loss": math.nan,
             "test": nan, "baseline": nan, "steps": step, "train_time_s": math.nan}
 
@@ -170,7 +172,7 @@ def run_name(run):
             f"lr{run['learning_rate']:g}_seed{run['seed']}")
 
 
-def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
+def run_sweep(config, grid, learning_rates, seeds, out_dir):
     base = train_mlp.resolve(config)  # every setting checked, the task's protocol filled in
     d_x = get_task(base.task).input_dim
 
@@ -199,16 +201,15 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
         for i, run in enumerate(todo):
             run_dir = os.path.join(out_dir, "runs", run_name(run))
             try:
-                res = train_in_folder({**config, **run}, data, run_dir, quiet=not verbose)
+                res = train_in_folder({**config, **run}, data, run_dir)
             except Diverged as e:  # a row of NaN, and the sweep goes on
                 print(f"{run_name(run)}: {e}; its row is NaN")
                 res = diverged_result({**config, **run}, e.step)
-            scores = ("psnr_batchmse", "psnr_per_image", "ssim")
             row = {**setting, **run, "input_proj": res["model"].input_proj,  # the module's W_in
                    "params_total": res["params"]["total"],
                    "params_trainable": res["params"]["trainable"], "val_loss": res["best_val_loss"],
-                   **{f"test_{k}": res["test"][k] for k in scores},
-                   **{f"baseline_{k}": res["baseline"][k] for k in scores},
+                   **{f"test_{k}": res["test"][k] for k in SCORES},
+                   **{f"baseline_{k}": res["baseline"][k] for k in SCORES},
                    "test_accuracy": res["test"].get("accuracy", ""), "steps": res["steps"],
                    "train_time_s": round(res["train_time_s"], 1)}
             append_row(csv_path, row)
@@ -232,20 +233,19 @@ def main(argv):
     try:
         defaults = {**{k: v for k, v in train_mlp.DEFAULTS.items()
                        if k not in ("init_from", "overwrite", "eval_only")},  # (per run: ours)
-                    **GRID, "shapes": (), "verbose": False}
+                    **GRID, "shapes": ()}
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
         grid_args = {k: config.pop(k) for k in GRID}
         grid_args["conv_latent"] = grid_args["conv_latent"] or (
             get_task(config["task"]).input_dim,)  # d_x: the image itself
-        shapes, verbose = config.pop("shapes"), config.pop("verbose")
+        shapes = config.pop("shapes")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
         grid = explicit_grid(shapes) if shapes else sweep_grid(*list(grid_args.values())[:6])
         if not grid or not grid_args["learning_rates"] or not grid_args["seeds"]:
             raise ConfigError("the grid is empty: give each family's d_z, d_h and L values "
                               "(hourglass d_h < d_z, conventional d_h > d_z), --learning_rates "
                               "and --seeds")
-        return run_sweep(config, grid, grid_args["learning_rates"], grid_args["seeds"], out_dir,
-                         verbose)
+        return run_sweep(config, grid, grid_args["learning_rates"], grid_args["seeds"], out_dir)
     except ConfigError as e:
         usage_error(e)
     except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)

@@ -136,7 +136,7 @@ def test_the_grid_keeps_each_familys_shapes_and_a_bad_one_is_one_line(tmp_path, 
 @pytest.mark.parametrize("config_file", sorted((ROOT / "config").glob("mlp_sweep_*.py")),
                          ids=lambda p: p.name)
 def test_every_sweep_config_spans_one_range_for_both_families(config_file):
-    defaults = {**train_mlp.DEFAULTS, **sweep.GRID, "shapes": (), "verbose": False}
+    defaults = {**train_mlp.DEFAULTS, **sweep.GRID, "shapes": ()}
     config = parse_overrides([str(config_file)], defaults, types=train_mlp.PROTOCOL_KEYS)
     grid = sweep.explicit_grid(config["shapes"])
     task = get_task(config["task"])
