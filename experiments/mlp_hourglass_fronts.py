@@ -41,7 +41,6 @@ NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed", "par
            "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim",
            "baseline_psnr_batchmse", "baseline_ssim", "train_time_s")
 METRICS = {"test_psnr_batchmse": "test PSNR (dB)", "test_ssim": "test SSIM"}
-DIGITS = {"test_psnr_batchmse": 2, "test_ssim": 4}  # as the table shows them; gaps: one more
 # A neighbouring rate whose mean validation loss is over 1.25x the chosen one's (about 1 dB on a
 # denoising loss) is where training breaks down: it bounds the grid but moves no gap.
 BREAKS_DOWN = 1.25
@@ -162,7 +161,7 @@ def shape_results(rows):
         own = input_projection("", family, d_z, TASKS[runs[0]["task"]].input_dim)
         results.append(dict(
             family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
-            dims=f"{d_z}/{d_h}/L{L}",
+            dims=f"{d_z}/{d_h}/L{L}", spec=f"{family}:{d_z}:{d_h}:{L}",
             input_proj=input_proj, learning_rate=lr, seeds=len(runs), seeds_at=seeds_at,
             label=f"{family} d_z={d_z} d_h={d_h} L={L}"
                   + ("" if input_proj in ("", own) else f" W_in={input_proj}"),
@@ -268,16 +267,15 @@ def all_seeds(entries):
 
 
 def grid_cells(entries):
-    """[(form, (family, d_z, d_h, L), {rate: its seeds})] for every form at every shape its
-    family ran."""
+    """[(form, a shape's entry of its family, {rate: its seeds})] for every form at every shape
+    its family ran."""
     cells = []
     for family in FAMILIES:
-        shapes = {(e["d_z"], e["d_h"], e["L"]): e["params_total"] for e in entries
-                  if e["family"] == family}
+        shapes = {e["dims"]: e for e in entries if e["family"] == family}
         for form in forms(entries, family):
-            ran = {(e["d_z"], e["d_h"], e["L"]): e["seeds_at"] for e in of_form(entries, form)}
-            cells += [(form, (family, *shape), ran.get(shape, {}))
-                      for shape in sorted(shapes, key=shapes.get)]
+            ran = {e["dims"]: e["seeds_at"] for e in of_form(entries, form)}
+            cells += [(form, shape, ran.get(shape["dims"], {}))
+                      for shape in sorted(shapes.values(), key=lambda e: e["params_total"])]
     return cells
 
 
@@ -293,8 +291,8 @@ def grid_holes(entries):
                  + [f"{r:g} with seed {', '.join(map(str, sorted(seeds_at[r])))} only"
                     for r in partial])
         if lacks:
-            holes.append(dict(form=form, shape=shape, lacks=", ".join(lacks),
-                              rates=[0] * too_few + partial))
+            holes.append(dict(form=form, dims=shape["dims"], spec=shape["spec"],
+                              lacks=", ".join(lacks), rates=[0] * too_few + partial))
     return holes
 
 
@@ -315,9 +313,9 @@ def asks(entries):
     wanted = defaultdict(lambda: defaultdict(dict))  # form -> rate (0: the config's) -> shapes
     for hole in grid_holes(entries):
         for rate in hole["rates"]:
-            wanted[hole["form"]][rate][":".join(map(str, hole["shape"]))] = True
+            wanted[hole["form"]][rate][hole["spec"]] = True
     for e, _, rate in edge_lrs(entries):
-        wanted[e["form"]][rate][f"{e['family']}:{e['d_z']}:{e['d_h']}:{e['L']}"] = True
+        wanted[e["form"]][rate][e["spec"]] = True
     return [f"{form}: " + "; then ".join(
         f"--shapes={','.join(shapes)}" + (f" --learning_rates={rate:g}" if rate else "")
         for rate, shapes in sorted(by_rate.items())) for form, by_rate in wanted.items()]
@@ -446,8 +444,8 @@ def gap_bullets(entries):
 
 
 def gap_bullet(entries, params_key, metric, hourglass, conventional):
-    d, axis = DIGITS[metric] + 1, params_key.split("_")[1]
-    unit = " dB" if "psnr" in metric else ""
+    axis = params_key.split("_")[1]
+    d, unit = (3, " dB") if "psnr" in metric else (5, "")  # a digit more than the table shows
     found = gaps(entries, params_key, metric, hourglass, conventional)
     head = (f"- **{hourglass} minus {conventional}, {METRICS[metric]} against {axis} "
             f"parameters:** ")
@@ -486,7 +484,7 @@ def front_bullets(entries):
                                 for e, edge, _ in flags)))
     holes = grid_holes(entries)
     lines.append(f"- the grid {grid_line(entries)}" + ("" if not holes else "; short: " + "; ".join(
-        f"{h['form']} {h['shape'][1]}/{h['shape'][2]}/L{h['shape'][3]} ({h['lacks']})"
+        f"{h['form']} {h['dims']} ({h['lacks']})"
         for h in holes)))
     return lines
 

@@ -20,6 +20,7 @@ import io
 import json
 import math
 import re
+import statistics
 import subprocess
 import sys
 from collections import defaultdict
@@ -146,8 +147,8 @@ def reference_gaps(rows, data_set, metric):
     hourglass = front(points(rows, data_set, HOURGLASS, metric))
     out = []
     for c in front(points(rows, data_set, CONVENTIONAL, metric)):
-        within = [r for r in hourglass if r["params"] <= c["params"]]
-        h = max(within, key=lambda r: r["mean"]) if within else None
+        h = max((r for r in hourglass if r["params"] <= c["params"]), key=lambda r: r["mean"],
+                default=None)
         out.append((c, h, None if h is None else h["mean"] - c["mean"]))
     return out
 
@@ -161,7 +162,7 @@ def runs_text(found):
     counts = sorted(r["runs"] for r in found)
     if counts[0] == counts[-1]:
         return f"{counts[0]} run{'s' * (counts[0] > 1)} per rate"
-    most = max(set(counts), key=counts.count)
+    most = statistics.mode(counts)
     return (f"{counts[0]}-{counts[-1]} runs per rate, {most} at {counts.count(most)} of "
             f"{len(counts)} shape-rates")
 

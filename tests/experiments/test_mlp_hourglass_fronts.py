@@ -108,11 +108,11 @@ def grid_rows(seeds_of_conventional_3e3=(0, 1)):
 
 def test_the_grid_is_whole_only_with_every_form_at_every_shape_and_rate():
     entries = fronts.shape_results(grid_rows(seeds_of_conventional_3e3=(0,)))
-    holes = {(h["form"], h["shape"][2]): h["lacks"] for h in fronts.grid_holes(entries)}
-    assert holes == {("hourglass (frozen W_in)", 32): "2 rates with every seed",
-                     ("hourglass (learned W_in)", 32): "not run",
-                     ("conventional (direct)", 64): "2 rates with every seed, 0.003 with seed 0 "
-                                                    "only"}
+    holes = {(h["form"], h["dims"]): h["lacks"] for h in fronts.grid_holes(entries)}
+    assert holes == {("hourglass (frozen W_in)", "64/32/L2"): "2 rates with every seed",
+                     ("hourglass (learned W_in)", "64/32/L2"): "not run",
+                     ("conventional (direct)", "32/64/L1"): "2 rates with every seed, 0.003 "
+                                                            "with seed 0 only"}
     assert "conventional (direct): --shapes=conventional:32:64:1; then --shapes=conventional:" \
            "32:64:1 --learning_rates=0.003" in fronts.asks(entries)
     assert "2 of 5 form-shapes whole" in fronts.grid_line(entries)
