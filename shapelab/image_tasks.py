@@ -151,8 +151,7 @@ def samples_png(task, x, pred, target, title):
     ax.set_yticks([r * (h + gap) + h / 2 for r in range(3)], ["input", "output", "target"],
                   fontsize=8)
     ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+    ax.spines[:].set_visible(False)
     fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     png = io.BytesIO()

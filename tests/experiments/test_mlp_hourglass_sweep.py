@@ -32,7 +32,7 @@ def tiny_sweep(tmp_path, folder, *extra, out="sweep"):
             "--conv_blocks=1", f"--out_dir={tmp_path / out}", *extra]
 
 
-def test_a_sweep_resumes_only_its_setting_and_goes_on_inside_a_stopped_run(
+def test_a_sweep_resumes_only_its_setting_never_rewrites_a_row_and_goes_on_inside_a_run(
         tmp_path, monkeypatch, capsys):
     folder = prepared(tmp_path)
     whole = sweep.main(tiny_sweep(tmp_path, folder, out="whole"))
@@ -42,6 +42,15 @@ def test_a_sweep_resumes_only_its_setting_and_goes_on_inside_a_stopped_run(
     capsys.readouterr()
     sweep.main(tiny_sweep(tmp_path, folder, out="whole"))
     assert "(2 already in" in capsys.readouterr().out
+    path = tmp_path / "whole" / "sweep.csv"
+    header, first, second = path.read_text().splitlines(keepends=True)
+    path.write_text(header + first.rstrip("\r\n") + second + second + second + "conventional,1")
+    sweep.main(tiny_sweep(tmp_path, folder, out="whole"))  # rows glued, one twice, one cut short
+    captured = capsys.readouterr()
+    assert "2 row(s) not written whole" in captured.err and "(1 already in" in captured.out
+    assert "1 run(s) written twice" in captured.err
+    lines = path.read_text().splitlines(keepends=True)
+    assert lines[:2] == [header, second] and len(lines) == 3  # a whole row as it was written
     for other in (["--max_iters=6"], ["--input_proj=learned"], ["--flips=2"]):
         with pytest.raises(SystemExit):
             sweep.main(tiny_sweep(tmp_path, folder, *other, out="whole"))
@@ -63,21 +72,6 @@ def test_a_sweep_resumes_only_its_setting_and_goes_on_inside_a_stopped_run(
     measured = ("val_loss", "test_psnr_batchmse", "test_ssim", "params_total", "steps")
     assert [[r[k] for k in measured] for r in rows] == [[r[k] for k in measured] for r in whole]
     assert not (tmp_path / "sweep" / "runs").exists()  # each run's folder goes with its row
-
-
-def test_torn_rows_run_again_and_whole_rows_are_never_rewritten(tmp_path, capsys):
-    folder = prepared(tmp_path)
-    args = tiny_sweep(tmp_path, folder, "--hg_hidden=16,32")
-    sweep.main(args)
-    path = tmp_path / "sweep" / "sweep.csv"
-    header, first, second, third = path.read_text().splitlines(keepends=True)
-    path.write_text(header + first.rstrip("\r\n") + second + third + third + "conventional,19")
-    sweep.main(args)  # rows 1 and 2 glued, the last cut short, row 3 twice
-    captured = capsys.readouterr()
-    assert "2 row(s) not written whole" in captured.err and "(1 already in" in captured.out
-    assert "1 run(s) written twice" in captured.err
-    lines = path.read_text().splitlines(keepends=True)
-    assert lines[:2] == [header, third] and len(lines) == 4  # the whole row as it was written
 
 
 @pytest.mark.parametrize("text", [
@@ -108,19 +102,15 @@ def test_a_diverged_run_writes_a_nan_row_and_the_sweep_goes_on(tmp_path, monkeyp
     assert captured.out.count("Training diverged") == 2 and "non-finite results" in captured.err
 
 
-def test_two_sweeps_on_one_csv_the_second_refuses_in_one_line(tmp_path, capsys):
-    folder = prepared(tmp_path)
+def test_a_busy_csv_or_a_bad_grid_is_one_line(tmp_path, capsys):
     path = tmp_path / "sweep" / "sweep.csv"
     path.parent.mkdir()
-    with sweep.sweep_lock(str(path)):  # a sweep in progress
+    with sweep.sweep_lock(path):  # a sweep in progress
         with pytest.raises(SystemExit):
-            sweep.main(tiny_sweep(tmp_path, folder))
+            sweep.main(tiny_sweep(tmp_path, prepared(tmp_path)))
     assert capsys.readouterr().err == (
         f"error: {path} is in use by another sweep (PID {os.getpid()}): wait for it to finish, "
         f"or use another --out_dir\n")
-
-
-def test_the_grid_keeps_each_familys_shapes_and_a_bad_one_is_one_line(tmp_path, capsys):
     assert sweep.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
         ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
     assert sweep.explicit_grid(("hourglass:256:16:1", ("conventional", 196, 256, 2))) == [
