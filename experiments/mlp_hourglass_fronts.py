@@ -190,9 +190,9 @@ def gaps(entries, params_key, metric, hourglass_form, conventional_form):
     hourglass = pareto_front(of_form(entries, hourglass_form), params_key, metric)
     out = []
     for e in pareto_front(of_form(entries, conventional_form), params_key, metric):
-        within = [h for h in hourglass if h[params_key] <= e[params_key]]
-        if within:
-            best = max(within, key=lambda h: h[metric][0])
+        best = max((h for h in hourglass if h[params_key] <= e[params_key]),
+                   key=lambda h: h[metric][0], default=None)
+        if best:
             ours, theirs = best["per_seed"][metric], e["per_seed"][metric]
             paired = [ours[s] - theirs[s] for s in sorted(ours.keys() & theirs.keys())]
             out.append((e, best, best[metric][0] - e[metric][0],
@@ -248,10 +248,8 @@ def flips_text(flipped, points):
 def edge_lrs(entries):
     """[(entry, 'top' or 'bottom', the lr to add)] for each Pareto-optimal shape whose lr is the
     highest or lowest it ran at."""
-    optimal = {id(e) for form in forms(entries) for params_key in ("params_total",
-                                                                   "params_trainable")
-               for metric in METRICS for e in pareto_front(of_form(entries, form), params_key,
-                                                           metric)}
+    optimal = {id(e) for form in forms(entries) for key in ("params_total", "params_trainable")
+               for metric in METRICS for e in pareto_front(of_form(entries, form), key, metric)}
     flags = []
     for e in entries:
         lr, tried = e["learning_rate"], rates_run(e)
