@@ -20,6 +20,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -549,10 +551,10 @@ def plot(rows, path):
             for i, form in enumerate(forms(entries)):
                 color, marker = styles.get(form, (f"C{i + 4}", "^"))
                 ours = of_form(entries, form)
-                ax.errorbar([e[params_key] / 1e6 for e in ours], [e[metric][0] for e in ours],
-                            yerr=[[e[metric][0] - e[metric][1] for e in ours],
-                                  [e[metric][2] - e[metric][0] for e in ours]],
-                            fmt=marker, color=color, alpha=0.45, capsize=3)
+                means, lows, highs = np.array([e[metric] for e in ours]).T
+                ax.errorbar([e[params_key] / 1e6 for e in ours], means,
+                            yerr=[means - lows, highs - means], fmt=marker, color=color,
+                            alpha=0.45, capsize=3)
                 front = pareto_front(ours, params_key, metric)
                 y = [e[metric][0] for e in front]
                 ax.step([e[params_key] / 1e6 for e in front] + [right], y + [y[-1]], where="post",
