@@ -228,8 +228,8 @@ def range_lines(rows):
 
 def point_text(rows, r):
     edge = rates_tried(rows, r)
-    at_edge = (", its top rate" if r["lr"] == edge[-1] and len(edge) > 1 else
-               ", its bottom rate" if r["lr"] == edge[0] and len(edge) > 1 else "")
+    at_edge = ("" if len(edge) == 1 else ", its top rate" if r["lr"] == edge[-1] else
+               ", its bottom rate" if r["lr"] == edge[0] else "")
     runs = "one run" if r["runs"] == 1 else f"the mean of {r['runs']} runs"
     return (f"{name(r)} ({r['params'] / 1e6:.2f}M, {r['mean']:.3f} dB at {r['lr']:g}{at_edge}, "
             f"{runs})")

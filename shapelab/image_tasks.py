@@ -94,10 +94,9 @@ def flips_of_copies(copies, flips):
 
 def flip_images(images, codes):
     out = images.clone()
-    h = (codes == 1) | (codes == 3)
-    v = (codes == 2) | (codes == 3)
-    out[h] = out[h].flip(-1)
-    out[v] = out[v].flip(-2)
+    horizontal, vertical = codes % 2 == 1, codes >= 2
+    out[horizontal] = out[horizontal].flip(-1)
+    out[vertical] = out[vertical].flip(-2)
     return out
 
 
