@@ -20,13 +20,15 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mlp_hourglass import input_projection  # noqa: E402
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.image_tasks import TASKS  # noqa: E402
-from shapelab.pages import pages, write_blocks  # noqa: E402
+from mlp_hourglass import input_projection
+from shapelab.checkpoint import write_atomic
+from shapelab.image_tasks import TASKS
+from shapelab.pages import pages, write_blocks
 
 # a sweep row: the setting, the run (shape, input, lr, seed), then what it measured
 SWEEP_FIELDS = [
@@ -36,14 +38,11 @@ SWEEP_FIELDS = [
     "test_psnr_batchmse", "test_psnr_per_image", "test_ssim", "test_accuracy",
     "baseline_psnr_batchmse", "steps", "train_time_s", "clamp_sr_input",
     "baseline_psnr_per_image", "baseline_ssim"]
-RESULTS = ("params_total", "params_trainable", "val_loss", "test_psnr_batchmse",
-           "test_psnr_per_image", "test_ssim", "test_accuracy", "baseline_psnr_batchmse",
-           "baseline_psnr_per_image", "baseline_ssim", "steps", "train_time_s")
+KEY_FIELDS = SWEEP_FIELDS[:18] + ["clamp_sr_input"]  # what names a run: the rest it measured
 NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed", "params_total",
            "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim",
            "baseline_psnr_batchmse", "baseline_ssim", "train_time_s")
 METRICS = {"test_psnr_batchmse": "test PSNR (dB)", "test_ssim": "test SSIM"}
-DIGITS = {"test_psnr_batchmse": 2, "test_ssim": 4}  # as the table shows them; gaps: one more
 # A neighbouring rate whose mean validation loss is over 1.25x the chosen one's (about 1 dB on a
 # denoising loss) is where training breaks down: it bounds the grid but moves no gap.
 BREAKS_DOWN = 1.25
@@ -63,15 +62,7 @@ def canonical(value):
 
 def run_key(row):
     """A run's identity: every field of its row but what it measured."""
-    return tuple(canonical(row.get(k)) for k in SWEEP_FIELDS if k not in RESULTS)
-
-
-def is_number(text):
-    try:
-        float(text or "nan")
-        return True
-    except ValueError:
-        return False
+    return tuple(canonical(row.get(k)) for k in KEY_FIELDS)
 
 
 def sweep_lines(path):
@@ -79,49 +70,47 @@ def sweep_lines(path):
     whose header is not the sweep's stops in one line, untouched."""
     with open(path, newline="") as f:
         lines = f.readlines()
-    if not lines:  # created, then killed before its first row
-        return "", []
-    if next(csv.reader(lines[:1])) != SWEEP_FIELDS:
+    if lines and next(csv.reader(lines[:1])) != SWEEP_FIELDS:
         raise SystemExit(f"error: {path} is not a sweep CSV (its first line is not the sweep's "
                          f"header): left as it is; give the sweep another --out_dir")
-    whole, torn, twice, seen = [], 0, 0, set()
+    whole, torn, twice = {}, 0, 0
     for line in lines[1:]:
         fields = next(csv.reader([line]), [])
         row = dict(zip(SWEEP_FIELDS, fields))
-        if not (line.endswith("\n") and len(fields) == len(SWEEP_FIELDS)
-                and row["shape"] in FAMILIES and all(is_number(row[k]) for k in NUMBERS)):
+        if not line.endswith("\n") or len(fields) != len(SWEEP_FIELDS):
             torn += bool(fields)
-        elif run_key(row) in seen:
+        elif run_key(row) in whole:
             twice += 1
         else:
-            seen.add(run_key(row))
-            whole.append((line, row))
-    if torn:
-        print(f"warning: {path}: {torn} row(s) not written whole: left out (the sweep runs them "
-              f"again)", file=sys.stderr)
-    if twice:
-        print(f"warning: {path}: {twice} run(s) written twice: each counts once", file=sys.stderr)
-    return lines[0], whole
+            whole[run_key(row)] = (line, row)
+    for count, what in ((torn, "row(s) not written whole: left out (the sweep runs them again)"),
+                        (twice, "run(s) written twice: each counts once")):
+        if count:
+            print(f"warning: {path}: {count} {what}", file=sys.stderr)
+    return (lines or [""])[0], list(whole.values())
+
+
+def shown(path):
+    """path as the pages name it, from the repo root: the same text from any working folder."""
+    try:
+        return Path(path).resolve().relative_to(ROOT)
+    except ValueError:
+        return Path(path)
 
 
 def sweep_rows(paths):
     """The finite rows of the CSVs `paths`, numbers as numbers, each run once, of one setting."""
-    rows, seen, left_out, twice = [], set(), [], 0
+    rows, left_out = {}, []
     for path in paths:
         for _, row in sweep_lines(path)[1]:
-            row = {**row, **{k: float(row[k] or "nan") for k in NUMBERS}, "csv": str(path)}
-            if not all(math.isfinite(row[k]) for k in ("val_loss", *METRICS)):
-                left_out.append(f"{label_row(row)} at lr {row['learning_rate']:g}, seed "
-                                f"{row['seed']:g}")
-            elif run_key(row) in seen:
-                twice += 1
+            row = {**row, **{k: float(row[k] or "nan") for k in NUMBERS}, "csv": str(shown(path))}
+            if all(math.isfinite(row[k]) for k in ("val_loss", *METRICS)):
+                rows.setdefault(run_key(row), row)
             else:
-                seen.add(run_key(row))
-                rows.append(row)
-    where = ", ".join(map(str, paths))
-    if twice:
-        print(f"warning: {where}: {twice} row(s) repeat a run of another CSV: each counts once",
-              file=sys.stderr)
+                left_out.append(f"{form_of(row['shape'], row['input_proj'])} "
+                                f"{row['latent_dim']:g}/{row['hidden_dim']:g}/L{row['n_blocks']:g}"
+                                f" at lr {row['learning_rate']:g}, seed {row['seed']:g}")
+    where, rows = ", ".join(map(str, paths)), list(rows.values())
     if left_out:
         print(f"warning: {where}: non-finite results left out: {'; '.join(left_out)}",
               file=sys.stderr)
@@ -136,11 +125,6 @@ def sweep_rows(paths):
     return rows
 
 
-def label_row(row):
-    return (f"{form_of(row['shape'], row['input_proj'])} {row['latent_dim']:g}/"
-            f"{row['hidden_dim']:g}/L{row['n_blocks']:g}")
-
-
 def form_of(family, input_proj):
     return f"{family} ({INPUT_WORDS.get(input_proj, input_proj or 'input not recorded')})"
 
@@ -148,10 +132,9 @@ def form_of(family, input_proj):
 def forms(entries, family=None):
     """The forms among entries, hourglass first, each family's in INPUT_WORDS' order."""
     order = list(INPUT_WORDS)
-    found = {(e["family"], e["input_proj"]) for e in entries
-             if family is None or e["family"] == family}
+    found = {(e["family"], e["input_proj"]) for e in entries if family in (None, e["family"])}
     return [form_of(*f) for f in sorted(found, key=lambda f: (
-        FAMILIES.index(f[0]), order.index(f[1]) if f[1] in order else len(order), f[1]))]
+        FAMILIES.index(f[0]), (order + [f[1]]).index(f[1]), f[1]))]
 
 
 def of_form(entries, form):
@@ -169,30 +152,27 @@ def shape_results(rows):
     by_shape = defaultdict(lambda: defaultdict(list))  # shape -> lr -> rows
     for r in rows:
         key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]),
-               r.get("input_proj", ""))
+               r["input_proj"])
         by_shape[key][r["learning_rate"]].append(r)
     results = []
     for (family, d_z, d_h, L, input_proj), by_lr in by_shape.items():
         lr, runs = min(by_lr.items(), key=lambda item: (
             -len(item[1]), mean(r["val_loss"] for r in item[1])))
-        task = TASKS.get(runs[0].get("task"))
-        seeds = {int(r["seed"]) for r in runs}
-        entry = dict(family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
-                     input_proj=input_proj, learning_rate=lr,
-                     d_x=task.input_dim if task else None, seeds=len(runs),
-                     learning_rates_tried=sorted(by_lr),
-                     seeds_at={rate: frozenset(int(r["seed"]) for r in at)
-                               for rate, at in by_lr.items()},
-                     params_total=runs[0]["params_total"],
-                     params_trainable=runs[0]["params_trainable"], per_seed={},
-                     mean_at={rate: {m: mean(r[m] for r in at) for m in (*METRICS, "val_loss")}
-                              for rate, at in by_lr.items()
-                              if seeds <= {int(r["seed"]) for r in at}})
-        for metric in METRICS:
-            values = [r[metric] for r in runs]
-            entry[metric] = (mean(values), min(values), max(values))
-            entry["per_seed"][metric] = {int(r["seed"]): r[metric] for r in runs}
-        results.append(entry)
+        seeds_at = {rate: {int(r["seed"]) for r in at} for rate, at in by_lr.items()}
+        per_seed = {m: {int(r["seed"]): r[m] for r in runs} for m in METRICS}
+        own = input_projection("", family, d_z, TASKS[runs[0]["task"]].input_dim)
+        results.append(dict(
+            family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
+            dims=f"{d_z}/{d_h}/L{L}", spec=f"{family}:{d_z}:{d_h}:{L}",
+            input_proj=input_proj, learning_rate=lr, seeds=len(runs), seeds_at=seeds_at,
+            label=f"{family} d_z={d_z} d_h={d_h} L={L}"
+                  + ("" if input_proj in ("", own) else f" W_in={input_proj}"),
+            params_total=runs[0]["params_total"], params_trainable=runs[0]["params_trainable"],
+            per_seed=per_seed,
+            **{m: (mean(v.values()), min(v.values()), max(v.values()))
+               for m, v in per_seed.items()},
+            mean_at={rate: {m: mean(r[m] for r in at) for m in (*METRICS, "val_loss")}
+                     for rate, at in by_lr.items() if seeds_at[lr] <= seeds_at[rate]}))
     return sorted(results, key=lambda e: (FAMILIES.index(e["family"]), e["input_proj"],
                                           e["params_total"]))
 
@@ -207,20 +187,18 @@ def pareto_front(entries, params_key, metric):
 
 
 def gaps(entries, params_key, metric, hourglass_form, conventional_form):
-    """[(conventional front point, the hourglass staircase's entry there or None, the gap of the
-    means, the seed-paired gaps' (min, max))]."""
+    """[(conventional front point, the hourglass staircase's entry there, the gap of the means,
+    the seed-paired gaps' (min, max))] where the staircase has a point."""
     hourglass = pareto_front(of_form(entries, hourglass_form), params_key, metric)
     out = []
     for e in pareto_front(of_form(entries, conventional_form), params_key, metric):
-        within = [h for h in hourglass if h[params_key] <= e[params_key]]
-        if not within:
-            out.append((e, None, None, None))
-            continue
-        best = max(within, key=lambda h: h[metric][0])
-        ours, theirs = best["per_seed"][metric], e["per_seed"][metric]
-        paired = [ours[s] - theirs[s] for s in sorted(set(ours) & set(theirs))]
-        out.append((e, best, best[metric][0] - e[metric][0],
-                    (min(paired), max(paired)) if paired else None))
+        best = max((h for h in hourglass if h[params_key] <= e[params_key]),
+                   key=lambda h: h[metric][0], default=None)
+        if best:
+            ours, theirs = best["per_seed"][metric], e["per_seed"][metric]
+            paired = [ours[s] - theirs[s] for s in sorted(ours.keys() & theirs.keys())]
+            out.append((e, best, best[metric][0] - e[metric][0],
+                        (min(paired), max(paired)) if paired else None))
     return out
 
 
@@ -240,72 +218,64 @@ def breaks_down(entry, rate):
 
 
 def rate_moves(conventional, hourglass, metric):
-    """[(family, rate, that side's mean there, the gap's move, whether it breaks down there)] for
-    each neighbouring rate of either side."""
-    moves = []
-    for entry, sign in ((hourglass, 1), (conventional, -1)):
-        for rate in neighbouring_rates(entry):
-            there = entry["mean_at"][rate][metric]
-            moves.append((entry["family"], rate, there, sign * (there - entry[metric][0]),
-                          breaks_down(entry, rate)))
-    return moves
+    """[(family, rate, that side's validation loss there, the gap's move, whether it breaks down
+    there)] for each neighbouring rate of either side."""
+    return [(entry["family"], rate, entry["mean_at"][rate]["val_loss"],
+             sign * (entry["mean_at"][rate][metric] - entry[metric][0]), breaks_down(entry, rate))
+            for entry, sign in ((hourglass, 1), (conventional, -1))
+            for rate in neighbouring_rates(entry)]
 
 
 def runner_up_moves(conventional, hourglass, metric):
     """The gap's moves with either side at its runner-up rate (its better neighbour by validation
     loss, where training held: what another draw could have chosen)."""
-    moves = []
-    for entry, sign in ((hourglass, 1), (conventional, -1)):
-        near = [r for r in neighbouring_rates(entry) if not breaks_down(entry, r)]
-        if near:
-            rate = min(near, key=lambda r: entry["mean_at"][r]["val_loss"])
-            moves.append(sign * (entry["mean_at"][rate][metric] - entry[metric][0]))
-    return moves
+    best = {}
+    for family, _, loss, move, broke in rate_moves(conventional, hourglass, metric):
+        if not broke and loss < best.get(family, (math.inf,))[0]:
+            best[family] = (loss, move)
+    return [move for _, move in best.values()]
 
 
-def matched_gaps(entries, params_key, metric, hourglass, conventional):
-    """gaps() where the hourglass has a point, and at how many a runner-up rate flips the sign."""
-    found = [g for g in gaps(entries, params_key, metric, hourglass, conventional)
-             if g[1] is not None]
-    return found, sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
-                      for e, best, gap, _ in found)
+def flips(found, metric):
+    """At how many gaps a runner-up rate flips the sign."""
+    return sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
+               for e, best, gap, _ in found)
+
+
+def flips_text(flipped, points):
+    return ("no side's runner-up rate flips a sign" if not flipped else
+            f"a side's runner-up rate flips the sign at {flipped} of {points} points")
 
 
 def edge_lrs(entries):
     """[(entry, 'top' or 'bottom', the lr to add)] for each Pareto-optimal shape whose lr is the
     highest or lowest it ran at."""
-    optimal = {}
-    for form in forms(entries):
-        for params_key in ("params_total", "params_trainable"):
-            for metric in METRICS:
-                for e in pareto_front(of_form(entries, form), params_key, metric):
-                    optimal[id(e)] = e
+    optimal = {id(e) for form in forms(entries) for key in ("params_total", "params_trainable")
+               for metric in METRICS for e in pareto_front(of_form(entries, form), key, metric)}
     flags = []
-    for e in sorted(optimal.values(), key=lambda e: (FAMILIES.index(e["family"]),
-                                                     e["input_proj"], e["params_total"])):
+    for e in entries:
         lr, tried = e["learning_rate"], rates_run(e)
-        if lr == max(tried):
+        if id(e) in optimal and lr == tried[-1]:
             flags.append((e, "top", float(f"{lr * 1.5:.3g}")))
-        if lr == min(tried):
+        if id(e) in optimal and lr == tried[0]:
             flags.append((e, "bottom", float(f"{lr / 2:.3g}")))
     return flags
 
 
 def all_seeds(entries):
-    return frozenset().union(*(s for e in entries for s in e["seeds_at"].values()))
+    return set().union(*(s for e in entries for s in e["seeds_at"].values()))
 
 
 def grid_cells(entries):
-    """[(form, (family, d_z, d_h, L), {rate: its seeds})] for every form at every shape its
-    family ran."""
+    """[(form, a shape's entry of its family, {rate: its seeds})] for every form at every shape
+    its family ran."""
     cells = []
     for family in FAMILIES:
-        shapes = {(e["d_z"], e["d_h"], e["L"]): e["params_total"] for e in entries
-                  if e["family"] == family}
+        shapes = {e["dims"]: e for e in entries if e["family"] == family}
         for form in forms(entries, family):
-            ran = {(e["d_z"], e["d_h"], e["L"]): e["seeds_at"] for e in of_form(entries, form)}
-            cells += [(form, (family, *shape), ran.get(shape, {}))
-                      for shape in sorted(shapes, key=shapes.get)]
+            ran = {e["dims"]: e["seeds_at"] for e in of_form(entries, form)}
+            cells += [(form, shape, ran.get(shape["dims"], {}))
+                      for shape in sorted(shapes.values(), key=lambda e: e["params_total"])]
     return cells
 
 
@@ -321,8 +291,8 @@ def grid_holes(entries):
                  + [f"{r:g} with seed {', '.join(map(str, sorted(seeds_at[r])))} only"
                     for r in partial])
         if lacks:
-            holes.append(dict(form=form, shape=shape, lacks=", ".join(lacks),
-                              rates=[0] * too_few + partial))
+            holes.append(dict(form=form, dims=shape["dims"], spec=shape["spec"],
+                              lacks=", ".join(lacks), rates=[0] * too_few + partial))
     return holes
 
 
@@ -343,18 +313,12 @@ def asks(entries):
     wanted = defaultdict(lambda: defaultdict(dict))  # form -> rate (0: the config's) -> shapes
     for hole in grid_holes(entries):
         for rate in hole["rates"]:
-            wanted[hole["form"]][rate][":".join(map(str, hole["shape"]))] = True
+            wanted[hole["form"]][rate][hole["spec"]] = True
     for e, _, rate in edge_lrs(entries):
-        wanted[e["form"]][rate][f"{e['family']}:{e['d_z']}:{e['d_h']}:{e['L']}"] = True
+        wanted[e["form"]][rate][e["spec"]] = True
     return [f"{form}: " + "; then ".join(
         f"--shapes={','.join(shapes)}" + (f" --learning_rates={rate:g}" if rate else "")
         for rate, shapes in sorted(by_rate.items())) for form, by_rate in wanted.items()]
-
-
-def label(e):
-    own = input_projection("", e["family"], e["d_z"], e["d_x"]) if e["d_x"] else e["input_proj"]
-    shown = "" if e["input_proj"] in ("", own) else f" W_in={e['input_proj']}"
-    return f"{e['family']} d_z={e['d_z']} d_h={e['d_h']} L={e['L']}{shown}"
 
 
 def h_min(seconds):
@@ -364,25 +328,21 @@ def h_min(seconds):
 def summary(rows, entries, paths):
     lrs = sorted({r["learning_rate"] for r in rows})
     seeds = sorted({int(r["seed"]) for r in rows})
-    steps = sorted({int(float(r["steps"])) for r in rows if r.get("steps") not in (None, "")})
-
-    def seconds(path=None):
-        return sum(r["train_time_s"] for r in rows if path in (None, r["csv"]))
-
-    def where(p):  # its folder and name, or the path where two CSVs share those
-        names = [f"{q.parent.name}/{q.name}" for q in paths]
-        return names[paths.index(p)] if names.count(names[paths.index(p)]) == 1 else str(p)
-    per_shape = sorted({len(e["learning_rates_tried"]) for e in entries})
+    steps = sorted({int(float(r["steps"])) for r in rows if r.get("steps")})
+    total = sum(r["train_time_s"] for r in rows)
+    per_shape = sorted({len(e["seeds_at"]) for e in entries})
     each = (f"x {len(lrs)} lrs" if per_shape == [len(lrs)] else
             f"at {per_shape[0]}-{per_shape[-1]} of {len(lrs)} lrs")
     text = (f"{len(rows)} runs: {len(entries)} shapes {each} "
             f"({', '.join(f'{lr:g}' for lr in lrs)}) x {len(seeds)} seeds "
             f"({', '.join(map(str, seeds))}); "
             + (f"{'/'.join(map(str, steps))} steps a run; " if steps else "")
-            + f"training time {seconds():,.0f} s in all = {h_min(seconds())}")
+            + f"training time {total:,.0f} s in all = {h_min(total)}")
     if len(paths) > 1:  # side by side: each process's runs one after the other
-        text += " (" + "; ".join(f"{where(p)}: {seconds(str(p)):,.0f} s = {h_min(seconds(str(p)))}"
-                                 for p in paths) + ")"
+        names = [f"{p.parent.name}/{p.name}" for p in paths]  # or the path where two share it
+        seconds = {p: sum(r["train_time_s"] for r in rows if r["csv"] == str(p)) for p in paths}
+        text += " (" + "; ".join(f"{name if names.count(name) == 1 else p}: {seconds[p]:,.0f} s "
+                                 f"= {h_min(seconds[p])}" for p, name in zip(paths, names)) + ")"
     lines = [text + "."]
     for form in forms(entries):
         totals = [e["params_total"] for e in of_form(entries, form)]
@@ -422,7 +382,7 @@ def shape_table(entries):
              "test SSIM mean (min-max) |", "|---|---:|---:|---:|---:|---:|"]
     for e in entries:
         p, s = e["test_psnr_batchmse"], e["test_ssim"]
-        lines.append(f"| {label(e)} | {e['learning_rate']:g} | {e['seeds']} | "
+        lines.append(f"| {e['label']} | {e['learning_rate']:g} | {e['seeds']} | "
                      f"{e['params_total'] / 1e6:.2f}M / "
                      f"{e['params_trainable'] / 1e6:.2f}M | {p[0]:.2f} ({p[1]:.2f}-{p[2]:.2f}) | "
                      f"{s[0]:.4f} ({s[1]:.4f}-{s[2]:.4f}) |")
@@ -436,11 +396,10 @@ def pairs(entries):
 def side(found, metric):
     """'ahead' where every gap, seed-paired gap and gap at a runner-up rate is above zero,
     'behind' where all are below: a gap a seed or the next rate turns around is no side."""
-    def sign_of(e, best, gap, paired):
-        values = [gap, *(paired or ()), *(gap + m for m in runner_up_moves(e, best, metric))]
-        return 1 if all(v > 0 for v in values) else -1 if all(v < 0 for v in values) else 0
-    signs = {sign_of(*row) for row in found}
-    return "ahead" if signs == {1} else "behind" if signs == {-1} else "no clear side"
+    values = [v for e, best, gap, paired in found for v in (
+        gap, *(paired or ()), *(gap + m for m in runner_up_moves(e, best, metric)))]
+    return ("ahead" if all(v > 0 for v in values) else "behind" if all(v < 0 for v in values)
+            else "no clear side")
 
 
 def brief_lines(entries):
@@ -449,10 +408,10 @@ def brief_lines(entries):
     metric, lines = "test_psnr_batchmse", []
     holes, flags = grid_holes(entries), edge_lrs(entries)
     for hourglass, conventional in pairs(entries):
-        found, flips = matched_gaps(entries, "params_total", metric, hourglass, conventional)
+        found = gaps(entries, "params_total", metric, hourglass, conventional)
         if not found:
             continue
-        low, high = min(g for _, _, g, _ in found), max(g for _, _, g, _ in found)
+        values = [g for _, _, g, _ in found]
         sizes = [e["params_total"] / 1e6 for e, *_ in found]
         held = [abs(m) for e, best, *_ in found
                 for *_, m, broke in rate_moves(e, best, metric) if not broke]
@@ -463,15 +422,12 @@ def brief_lines(entries):
                * bool(edged))
         reading = (f"**no verdict yet** ({', '.join(why)}); so far {side(found, metric)}"
                    if why else f"**{side(found, metric)}**")
-        lines.append(f"- {hourglass} minus {conventional}: {reading}; "
-                     f"{low:+.3f} to {high:+.3f} dB test PSNR at the {len(found)} points of the "
+        moved = (f"a neighbouring rate moves a gap by up to {max(held):.3f} dB where training "
+                 f"held" if held else "no neighbouring rate held")
+        lines.append(f"- {hourglass} minus {conventional}: {reading}; {min(values):+.3f} to "
+                     f"{max(values):+.3f} dB test PSNR at the {len(found)} points of the "
                      f"conventional front from {min(sizes):.2f}M to {max(sizes):.2f}M total "
-                     f"parameters; " + (
-                         f"a neighbouring rate moves a gap by up to {max(held):.3f} dB "
-                         "where training held" if held else "no neighbouring rate held")
-                     + (", and no side's runner-up rate flips a sign" if not flips else
-                        f", and a side's runner-up rate flips the sign at {flips} of "
-                        f"{len(found)} points"))
+                     f"parameters; {moved}, and {flips_text(flips(found, metric), len(found))}")
     return lines
 
 
@@ -488,9 +444,9 @@ def gap_bullets(entries):
 
 
 def gap_bullet(entries, params_key, metric, hourglass, conventional):
-    d, axis = DIGITS[metric] + 1, params_key.split("_")[1]
-    unit = " dB" if "psnr" in metric else ""
-    found, flips = matched_gaps(entries, params_key, metric, hourglass, conventional)
+    axis = params_key.split("_")[1]
+    d, unit = (3, " dB") if "psnr" in metric else (5, "")  # a digit more than the table shows
+    found = gaps(entries, params_key, metric, hourglass, conventional)
     head = (f"- **{hourglass} minus {conventional}, {METRICS[metric]} against {axis} "
             f"parameters:** ")
     if not found:
@@ -511,56 +467,44 @@ def gap_bullet(entries, params_key, metric, hourglass, conventional):
         points.append(f"{e[params_key] / 1e6:.2f}M {gap:+.{d}f}{unit} ({'; '.join(detail)})")
     sure = ("every seed-paired range on the side of its mean" if not across else
             f"{across} seed-paired range{'s' * (across > 1)} across zero")
-    rates = ("no side's runner-up rate flips a sign" if not flips else
-             f"a side's runner-up rate flips the sign at {flips} of {len(found)} points")
+    rates = flips_text(flips(found, metric), len(found))
     return head + f"{where}; {sure}; {rates}. " + "; ".join(points) + "."
 
 
 def front_bullets(entries):
     metric = "test_psnr_batchmse"
     lines = [f"- {form} front: " + " -> ".join(
-        f"{e['d_z']}/{e['d_h']}/L{e['L']} ({e['params_total'] / 1e6:.2f}M, {e[metric][0]:.2f} dB)"
+        f"{e['dims']} ({e['params_total'] / 1e6:.2f}M, {e[metric][0]:.2f} dB)"
         for e in pareto_front(of_form(entries, form), "params_total", metric))
         for form in forms(entries)]
     flags = edge_lrs(entries)
     lines.append("- rates at an edge (Pareto-optimal shapes, any front): " + ("none" if not flags
-                 else "; ".join(f"{label(e)} at {e['learning_rate']:g}, the {edge} of "
+                 else "; ".join(f"{e['label']} at {e['learning_rate']:g}, the {edge} of "
                                 f"{', '.join(f'{x:g}' for x in rates_run(e))}"
                                 for e, edge, _ in flags)))
     holes = grid_holes(entries)
     lines.append(f"- the grid {grid_line(entries)}" + ("" if not holes else "; short: " + "; ".join(
-        f"{h['form']} {h['shape'][1]}/{h['shape'][2]}/L{h['shape'][3]} ({h['lacks']})"
+        f"{h['form']} {h['dims']} ({h['lacks']})"
         for h in holes)))
     return lines
 
 
 def lift_bullet(entries):
     """Each hourglass shape's test PSNR frozen -> learned ('' where none ran with both)."""
-    lifts = {proj: {(e["d_z"], e["d_h"], e["L"]): e for e in entries
-                    if e["family"] == "hourglass" and e["input_proj"] == proj}
-             for proj in ("frozen_random", "learned")}
-    frozen, learned = lifts["frozen_random"], lifts["learned"]
-    both = sorted(frozen.keys() & learned.keys(), key=lambda k: frozen[k]["params_total"])
-    if not both:
-        return ""
+    frozen = {e["dims"]: e for e in of_form(entries, "hourglass (frozen W_in)")}
+    both = [(frozen[e["dims"]], e) for e in of_form(entries, "hourglass (learned W_in)")
+            if e["dims"] in frozen]
     return "- hourglass test PSNR, frozen -> learned W_in (each at its own lr): " + "; ".join(
-        f"{z}/{h}/L{L} ({frozen[z, h, L]['params_total'] / 1e6:.2f}M) "
-        f"{frozen[z, h, L]['test_psnr_batchmse'][0]:.2f} -> "
-        f"{learned[z, h, L]['test_psnr_batchmse'][0]:.2f} dB" for z, h, L in both) + "."
+        f"{f['dims']} ({f['params_total'] / 1e6:.2f}M) {f['test_psnr_batchmse'][0]:.2f} -> "
+        f"{e['test_psnr_batchmse'][0]:.2f} dB" for f, e in both) + "." if both else ""
 
 
 def page_blocks(paths, name, rows=None):
     """The pages' blocks NAME.runs, .shapes, .gaps, .fronts, .brief, .grid (and .lift)."""
-    shown = []  # the same text from any working folder
-    for p in paths:
-        try:
-            shown.append(Path(p).resolve().relative_to(ROOT))
-        except ValueError:
-            shown.append(Path(p))
-    rows = [dict(r, csv=str(shown[list(map(str, paths)).index(r["csv"])]))
-            for r in rows or sweep_rows(paths)]
+    rows = rows or sweep_rows(paths)
     entries = shape_results(rows)
-    blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(rows, entries, shown)),
+    paths = [shown(p) for p in paths]
+    blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(rows, entries, paths)),
               f"{name}.shapes": "\n".join(shape_table(entries)),
               f"{name}.gaps": "\n".join(gap_bullets(entries)),
               f"{name}.fronts": "\n".join(front_bullets(entries)),
@@ -588,45 +532,41 @@ def report(paths, rows):
 
 
 def plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    from shapelab.plot import save_figure
+    from shapelab.plot import plt, save_figure
 
     entries = shape_results(rows)
     baseline = mean(r["baseline_psnr_batchmse"] for r in rows)
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     styles = {  # the hourglass warm, the conventional cool; a learned W_in square
-        ("hourglass", "frozen_random"): ("tab:orange", "o"),
-        ("hourglass", "learned"): ("tab:red", "s"),
-        ("conventional", "direct"): ("tab:blue", "o"),
-        ("conventional", "learned"): ("tab:green", "s")}
-    kinds = {form_of(*k): k for k in {(e["family"], e["input_proj"]) for e in entries}}
+        "hourglass (frozen W_in)": ("tab:orange", "o"),
+        "hourglass (learned W_in)": ("tab:red", "s"),
+        "conventional (direct)": ("tab:blue", "o"),
+        "conventional (learned W_in)": ("tab:green", "s")}
     for col, params_key in enumerate(("params_total", "params_trainable")):
         right = max(e[params_key] for e in entries) / 1e6
         for row, (metric, name) in enumerate(METRICS.items()):
             ax = axes[row, col]
             for i, form in enumerate(forms(entries)):
-                color, marker = styles.get(kinds[form], (f"C{i + 4}", "^"))
+                color, marker = styles.get(form, (f"C{i + 4}", "^"))
                 ours = of_form(entries, form)
-                ax.errorbar([e[params_key] / 1e6 for e in ours], [e[metric][0] for e in ours],
-                            yerr=[[e[metric][0] - e[metric][1] for e in ours],
-                                  [e[metric][2] - e[metric][0] for e in ours]],
-                            fmt=marker, color=color, alpha=0.45, capsize=3)
+                means, lows, highs = np.array([e[metric] for e in ours]).T
+                ax.errorbar([e[params_key] / 1e6 for e in ours], means,
+                            yerr=[means - lows, highs - means], fmt=marker, color=color,
+                            alpha=0.45, capsize=3)
                 front = pareto_front(ours, params_key, metric)
-                x = [e[params_key] / 1e6 for e in front]
                 y = [e[metric][0] for e in front]
-                ax.step(x + [max(right, x[-1])], y + [y[-1]], where="post", color=color, lw=2,
-                        label=f"{form} front")
+                ax.step([e[params_key] / 1e6 for e in front] + [right], y + [y[-1]], where="post",
+                        color=color, lw=2, label=f"{form} front")
             values = [v for e in entries for v in e[metric][1:]]
             low, high = min(values), max(values)  # a baseline far below would flatten the fronts
-            ax.set_ylim(low - 0.08 * (high - low or 1), high + 0.08 * (high - low or 1))
+            pad = 0.08 * (high - low or 1)
+            ax.set_ylim(low - pad, high + pad)
             if metric == "test_psnr_batchmse":
-                shown = baseline >= ax.get_ylim()[0]
-                ax.axhline(baseline if shown else ax.get_ylim()[0], color="0.5", ls=":",
-                           label=f"noisy input: {baseline:.2f} dB" + ("" if shown else " (below)"))
+                ax.axhline(max(baseline, low - pad), color="0.5", ls=":",
+                           label=f"noisy input: {baseline:.2f} dB"
+                           + ("" if baseline >= low - pad else " (below)"))
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}M"))
             ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}M" if str(v)[0] in
@@ -650,8 +590,8 @@ def main(argv):
     prefix = Path(out[0]) if out else paths[0].parent / "fronts"
     rows = sweep_rows(paths)
     text = report(paths, rows)
-    write_atomic(prefix.with_name(prefix.name + ".md"), text)
-    plot(rows, prefix.with_name(prefix.name + ".png"))
+    write_atomic(f"{prefix}.md", text)
+    plot(rows, f"{prefix}.png")
     print(text)
     print(f"wrote {prefix}.md and {prefix}.png")
     if prefix.resolve().parent == ROOT / "results":  # the pages quote only committed outputs

@@ -9,7 +9,7 @@ frozen at its random init and learned, from the same seed, at one or several d_z
 
 Every train_mlp.py setting works here, plus --variants (mlp_hourglass.INPUT_PROJECTIONS),
 --latent_dims and --seeds. Writes compare.csv, compare.json (with the validation curves) and
-compare_input_proj.png to out_dir; each run trains in its own folder under --runs_dir (out/<name>
+compare_input_proj.png to out_dir; each run trains in its own folder under out_dir (out/<name>
 for an out_dir in results/: committed results hold no checkpoint), and the same command again
 goes on where it stopped.
 """
@@ -26,31 +26,28 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
 sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_sweep.py
 
-import train_mlp  # noqa: E402
-from mlp_hourglass_sweep import train_in_folder  # noqa: E402
-from mlp_hourglass import check_shape, input_projection  # noqa: E402
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from shapelab.dataset import load_images  # noqa: E402
-from shapelab.image_tasks import get_task  # noqa: E402
+import train_mlp
+from mlp_hourglass_sweep import SCORES, train_in_folder
+from mlp_hourglass import check_shape, input_projection
+from shapelab.checkpoint import write_atomic
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapelab.dataset import load_images
+from shapelab.image_tasks import get_task
 
-SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
-OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=(), runs_dir="")
+OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=())
 # settings that say where a run lives, not what it is: left out of the committed results
 WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_only",
          "allow_other_data", "num_threads", "log_interval", "device", "compile")
 
 
-def runs_folder(out_dir, runs_dir):
-    if runs_dir:
-        return runs_dir
+def runs_folder(out_dir):
     results = ROOT / "results"
     if Path(out_dir).resolve() == results or results in Path(out_dir).resolve().parents:
         return os.path.join("out", Path(out_dir).name)
     return out_dir
 
 
-def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
+def compare(config, variants, latent_dims, out_dir, seeds):
     base = train_mlp.resolve(config)
     latent_dims, seeds = latent_dims or (base.latent_dim,), seeds or (base.seed,)
     task = get_task(base.task)
@@ -60,7 +57,7 @@ def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
     data = load_images(task, base.dataset, base.data_dir, base.max_train_images,
                        base.prepared_dir)
     source = train_mlp.portable_source(data.source)  # (no machine path in committed results)
-    runs_dir = runs_folder(out_dir, runs_dir)
+    runs_dir = runs_folder(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     results, grid = {}, []
     for seed in seeds:
@@ -109,12 +106,7 @@ def compare(config, variants, latent_dims, out_dir, seeds=(), runs_dir=""):
 
 
 def plot(results, grid, variants, latent_dims, c, source, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from shapelab.plot import save_figure
+    from shapelab.plot import plt, save_figure
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     if len(latent_dims) == 1:  # the variants' validation curves
@@ -149,13 +141,13 @@ def main(argv):
                        if k not in ("init_from", "eval_only")}, **OPTIONS}  # (per run: ours)
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
         variants, latent_dims = config.pop("variants"), config.pop("latent_dims")
-        seeds, runs_dir = config.pop("seeds"), config.pop("runs_dir")
+        seeds = config.pop("seeds")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_compare_input_proj_"
                                                            f"{config['task']}")
         if not variants:
             raise ConfigError("--variants= is empty: name one or more of "
                               "frozen_random, learned, zero_pad, direct")
-        return compare(config, variants, latent_dims, out_dir, seeds, runs_dir)
+        return compare(config, variants, latent_dims, out_dir, seeds)
     except ConfigError as e:
         usage_error(e)
     except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)

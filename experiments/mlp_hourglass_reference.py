@@ -20,6 +20,7 @@ import io
 import json
 import math
 import re
+import statistics
 import subprocess
 import sys
 from collections import defaultdict
@@ -28,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.pages import pages, write_blocks  # noqa: E402
+from shapelab.checkpoint import write_atomic
+from shapelab.pages import pages, write_blocks
 
 EXTRACT = ROOT / "results" / "mlp_reference_points.csv"
 RESULTS = "hourglass_mlp/rebuttal/2/{}/all.json"  # inside the reference checkout
@@ -49,11 +50,9 @@ FIELDS = ("data_set", "setting", "form", "d_z", "d_h", "L", "params", "lr", "met
 
 def parse_shape(latent_hidden):
     """'latent785_hidden4_4_4_4_4' -> (785, 4, 5): d_z, d_h and L (one d_h per block)."""
-    match = re.fullmatch(r"latent(\d+)_hidden(\d+(?:_\d+)*)", latent_hidden)
-    assert match, f"not a shape: {latent_hidden!r}"
-    widths = match[2].split("_")
+    d_z, *widths = map(int, re.findall(r"\d+", latent_hidden))
     assert len(set(widths)) == 1, f"blocks of different widths: {latent_hidden!r}"
-    return int(match[1]), int(widths[0]), len(widths)
+    return d_z, widths[0], len(widths)
 
 
 def extract_rows(results, data_set, setting):
@@ -99,6 +98,7 @@ def extract(reference, out=EXTRACT):
     writer.writerows(rows)
     write_atomic(out, text.getvalue())
     print(f"wrote {len(rows)} rows to {out}")
+
 
 def read_points(path):
     with open(path) as f:
@@ -147,8 +147,8 @@ def reference_gaps(rows, data_set, metric):
     hourglass = front(points(rows, data_set, HOURGLASS, metric))
     out = []
     for c in front(points(rows, data_set, CONVENTIONAL, metric)):
-        within = [r for r in hourglass if r["params"] <= c["params"]]
-        h = max(within, key=lambda r: r["mean"]) if within else None
+        h = max((r for r in hourglass if r["params"] <= c["params"]), key=lambda r: r["mean"],
+                default=None)
         out.append((c, h, None if h is None else h["mean"] - c["mean"]))
     return out
 
@@ -162,7 +162,7 @@ def runs_text(found):
     counts = sorted(r["runs"] for r in found)
     if counts[0] == counts[-1]:
         return f"{counts[0]} run{'s' * (counts[0] > 1)} per rate"
-    most = max(set(counts), key=counts.count)
+    most = statistics.mode(counts)
     return (f"{counts[0]}-{counts[-1]} runs per rate, {most} at {counts.count(most)} of "
             f"{len(counts)} shape-rates")
 
@@ -228,8 +228,8 @@ def range_lines(rows):
 
 def point_text(rows, r):
     edge = rates_tried(rows, r)
-    at_edge = (", its top rate" if r["lr"] == edge[-1] and len(edge) > 1 else
-               ", its bottom rate" if r["lr"] == edge[0] and len(edge) > 1 else "")
+    at_edge = ("" if len(edge) == 1 else ", its top rate" if r["lr"] == edge[-1] else
+               ", its bottom rate" if r["lr"] == edge[0] else "")
     runs = "one run" if r["runs"] == 1 else f"the mean of {r['runs']} runs"
     return (f"{name(r)} ({r['params'] / 1e6:.2f}M, {r['mean']:.3f} dB at {r['lr']:g}{at_edge}, "
             f"{runs})")

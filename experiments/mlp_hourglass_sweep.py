@@ -23,7 +23,8 @@ import shutil
 import signal
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import suppress
+from itertools import product
 from pathlib import Path
 
 import torch
@@ -32,15 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
 sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_fronts.py
 
-import mlp_hourglass_fronts as fronts  # noqa: E402
-from mlp_hourglass import check_shape, count_params, input_projection  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from shapelab.dataset import load_images  # noqa: E402
-from shapelab.image_tasks import get_task  # noqa: E402
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.run import lock_folder  # noqa: E402
-from shapelab.run import Diverged, RunDir  # noqa: E402
-import train_mlp  # noqa: E402
+import mlp_hourglass_fronts as fronts
+from mlp_hourglass import check_shape, count_params, input_projection
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapelab.dataset import load_images
+from shapelab.image_tasks import get_task
+from shapelab.checkpoint import write_atomic
+from shapelab.run import lock_folder
+from shapelab.run import Diverged, RunDir
+import train_mlp
 
 GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
             conv_latent=(), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
@@ -49,6 +50,7 @@ GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_iters", "batch_size", "flips",
                   "noise_sigma", "dtype", "weight_decay", "eval_interval", "clamp_sr_input"]
 SWEEP_FIELDS = fronts.SWEEP_FIELDS
+SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
 canonical = fronts.canonical
 
 
@@ -63,10 +65,11 @@ def sweep_setting(c, data):
 
 def check_one_setting(rows, csv_path, setting, inputs):
     """One line where the CSV's rows are of another setting or took another input."""
-    settings = {tuple(canonical(r[k]) for k in SETTING_FIELDS) for r in rows}
-    settings.add(tuple(setting[k] for k in SETTING_FIELDS))
-    diffs = [f"{k}: " + " vs ".join(sorted({s[i] or "-" for s in settings}))
-             for i, k in enumerate(SETTING_FIELDS) if len({s[i] for s in settings}) > 1]
+    diffs = []
+    for k in SETTING_FIELDS:
+        values = {canonical(r[k]) or "-" for r in rows} | {setting[k] or "-"}
+        if len(values) > 1:
+            diffs.append(f"{k}: " + " vs ".join(sorted(values)))
     for r in rows:
         given = inputs(r["shape"], int(r["latent_dim"]))
         if r["input_proj"] != given:
@@ -103,11 +106,9 @@ def append_row(path, row):
         os.fsync(f.fileno())
 
 
-@contextmanager
 def sweep_lock(csv_path):
     csv_path = Path(csv_path)
-    with lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path):
-        yield
+    return lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path)
 
 
 def train_in_folder(settings, data, run_dir, quiet=True, results=False):
@@ -135,25 +136,17 @@ def diverged_result(settings, step):
     """A diverged run's results: its parameter count (a model on the meta device), NaN metrics."""
     with torch.device("meta"):
         model = train_mlp.make_model(train_mlp.resolve(settings))
-    nan = dict.fromkeys(("psnr_batchmse", "psnr_per_image", "ssim"), math.nan)
+    nan = dict.fromkeys(SCORES, math.nan)
     return {"model": model, "params": count_params(model), "best_val_loss": math.nan,
             "test": nan, "baseline": nan, "steps": step, "train_time_s": math.nan}
 
 
 def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_blocks):
-    grid = []
-    for shape, latents, hiddens, blocks in (("hourglass", hg_latent, hg_hidden, hg_blocks),
-                                            ("conventional", conv_latent, conv_hidden,
-                                             conv_blocks)):
-        for d_z in latents:
-            for d_h in hiddens:
-                for L in blocks:
-                    try:
-                        check_shape(shape, d_z, d_h)
-                    except ValueError:
-                        continue
-                    grid.append((shape, d_z, d_h, L))
-    return grid
+    """Each family's shapes: a hourglass's d_h below its d_z, a conventional's above."""
+    return ([("hourglass", *dims) for dims in product(hg_latent, hg_hidden, hg_blocks)
+             if dims[1] < dims[0]]
+            + [("conventional", *dims) for dims in product(conv_latent, conv_hidden, conv_blocks)
+               if dims[1] > dims[0]])
 
 
 def explicit_grid(shapes):
@@ -179,7 +172,7 @@ def run_name(run):
             f"lr{run['learning_rate']:g}_seed{run['seed']}")
 
 
-def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
+def run_sweep(config, grid, learning_rates, seeds, out_dir):
     base = train_mlp.resolve(config)  # every setting checked, the task's protocol filled in
     d_x = get_task(base.task).input_dim
 
@@ -208,16 +201,15 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
         for i, run in enumerate(todo):
             run_dir = os.path.join(out_dir, "runs", run_name(run))
             try:
-                res = train_in_folder({**config, **run}, data, run_dir, quiet=not verbose)
+                res = train_in_folder({**config, **run}, data, run_dir)
             except Diverged as e:  # a row of NaN, and the sweep goes on
                 print(f"{run_name(run)}: {e}; its row is NaN")
                 res = diverged_result({**config, **run}, e.step)
-            scores = ("psnr_batchmse", "psnr_per_image", "ssim")
             row = {**setting, **run, "input_proj": res["model"].input_proj,  # the module's W_in
                    "params_total": res["params"]["total"],
                    "params_trainable": res["params"]["trainable"], "val_loss": res["best_val_loss"],
-                   **{f"test_{k}": res["test"][k] for k in scores},
-                   **{f"baseline_{k}": res["baseline"][k] for k in scores},
+                   **{f"test_{k}": res["test"][k] for k in SCORES},
+                   **{f"baseline_{k}": res["baseline"][k] for k in SCORES},
                    "test_accuracy": res["test"].get("accuracy", ""), "steps": res["steps"],
                    "train_time_s": round(res["train_time_s"], 1)}
             append_row(csv_path, row)
@@ -228,8 +220,7 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir, verbose=False):
                   f"seed={run['seed']} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
                   f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
                   f"{row['train_time_s']:.0f}s, ~{left:.0f} min to go", flush=True)
-        if os.path.isdir(os.path.join(out_dir, "runs")) and not os.listdir(
-                os.path.join(out_dir, "runs")):
+        with suppress(OSError):  # the runs' folder, once empty
             os.rmdir(os.path.join(out_dir, "runs"))
         try:
             fronts.main([csv_path])  # fronts.md and fronts.png beside the CSV
@@ -242,21 +233,19 @@ def main(argv):
     try:
         defaults = {**{k: v for k, v in train_mlp.DEFAULTS.items()
                        if k not in ("init_from", "overwrite", "eval_only")},  # (per run: ours)
-                    **GRID, "shapes": (), "verbose": False}
+                    **GRID, "shapes": ()}
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
         grid_args = {k: config.pop(k) for k in GRID}
         grid_args["conv_latent"] = grid_args["conv_latent"] or (
             get_task(config["task"]).input_dim,)  # d_x: the image itself
-        shapes, verbose = config.pop("shapes"), config.pop("verbose")
+        shapes = config.pop("shapes")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
-        family_grid = [grid_args[k] for k in list(GRID)[:6]]  # hg_* and conv_* values
-        grid = explicit_grid(shapes) if shapes else sweep_grid(*family_grid)
+        grid = explicit_grid(shapes) if shapes else sweep_grid(*list(grid_args.values())[:6])
         if not grid or not grid_args["learning_rates"] or not grid_args["seeds"]:
             raise ConfigError("the grid is empty: give each family's d_z, d_h and L values "
                               "(hourglass d_h < d_z, conventional d_h > d_z), --learning_rates "
                               "and --seeds")
-        return run_sweep(config, grid, grid_args["learning_rates"], grid_args["seeds"], out_dir,
-                         verbose)
+        return run_sweep(config, grid, grid_args["learning_rates"], grid_args["seeds"], out_dir)
     except ConfigError as e:
         usage_error(e)
     except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)

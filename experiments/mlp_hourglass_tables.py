@@ -18,13 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-import torch  # noqa: E402
+import torch
 
-import train_mlp  # noqa: E402
-from mlp_hourglass import ImageMLP, InputProjection, count_params, image_mlp  # noqa: E402
-from shapelab.configurator import (ConfigError, parse_overrides, read_config_file,  # noqa: E402
+import train_mlp
+from mlp_hourglass import ImageMLP, InputProjection, count_params, image_mlp
+from shapelab.configurator import (ConfigError, parse_overrides, read_config_file,
                                    usage_error)
-from shapelab.image_tasks import TASKS, get_task  # noqa: E402
+from shapelab.image_tasks import TASKS, get_task
 
 # rows of the paper's Tables 1 / 2 and section 4.3:
 # (name, d_x, d_out, d_z, d_h, L, params M, trainable M)
@@ -50,14 +50,14 @@ def param_checks():
     return "\n".join(lines)
 
 
-def lift_conditioning(shapes=((784, 784), (784, 1024), (784, 2048)), seeds=(0, 1)):
+def lift_conditioning():
     """The frozen random W_in's condition number and small singular values, as each seed draws
     it: a square lift is ill-conditioned, a wide one (the hourglass's) is not."""
     lines = ["Conditioning of the frozen random W_in (its seed = the run's seed):"]
-    for d_x, d_z in shapes:
-        for seed in seeds:
-            s = torch.linalg.svdvals(InputProjection(d_x, d_z, seed=seed).weight.double())
-            lines.append(f"  {d_z}x{d_x} seed {seed}: condition number {s[0] / s[-1]:.3g}, "
+    for d_z in 784, 1024, 2048:
+        for seed in 0, 1:
+            s = torch.linalg.svdvals(InputProjection(784, d_z, seed=seed).weight.double())
+            lines.append(f"  {d_z}x784 seed {seed}: condition number {s[0] / s[-1]:.3g}, "
                          f"{int((s < 0.05 * s[0]).sum())} of {len(s)} singular values below 5% "
                          f"of the largest, the smallest {s[-1]:.2g} (largest {s[0]:.3g})")
     return "\n".join(lines)
@@ -101,41 +101,40 @@ def train_step_flops(model, batch_size):
     return batch_size * (forward + weight_grads + input_grads), forward
 
 
-def sweep_cost(path, input_proj=None, tflops=40.0, splits=IMAGENET32_SPLITS):
+def sweep_cost(path, input_proj, tflops):
     """The FLOPs and the time of a sweep config's runs at an assumed tflops plus STEP_OVERHEAD_S a
-    step, per shape: (rows, total FLOPs, total hours, the table as text)."""
+    step, per shape, as a table."""
     s = read_config_file(path)
     task = get_task(s["task"])
     protocol = train_mlp.task_protocol(s["task"])
     epochs, batch, flips, eval_interval = (s.get(k, protocol[k]) for k in (
         "epochs", "batch_size", "flips", "eval_interval"))
     input_proj = s.get("input_proj", "") if input_proj is None else input_proj
+    splits = IMAGENET32_SPLITS
     n_train = s.get("max_train_images") or splits["train"]
     steps = max(1, round(epochs * (n_train * flips // batch)))
     evals = math.ceil(steps / (eval_interval or n_train * flips // batch))
     runs = len(s["learning_rates"]) * len(s["seeds"])
-    rows, total_flops, total_s = [], 0, 0.0
+    lines = [f"{path}: {len(s['shapes'])} shapes x {len(s['learning_rates'])} lr x "
+             f"{len(s['seeds'])} seeds = {len(s['shapes']) * runs} runs; each {steps:,} steps of "
+             f"{batch} ({n_train:,} images x {flips} flips x {epochs:g} epochs), {evals} "
+             f"evaluations of {splits['val']:,} images, one test of {splits['test']:,}; time at "
+             f"{tflops:g} TFLOP/s (assumed) + {STEP_OVERHEAD_S * 1e3:g} ms per step",
+             "| shape | d_z | d_h | L | W_in | params | PFLOP per run | min per run |",
+             "|---|---:|---:|---:|---|---:|---:|---:|"]
+    total_flops, total_s = 0, 0.0
     for shape, d_z, d_h, L in s["shapes"]:
         with torch.device("meta"):
             model = image_mlp(task, d_z, d_h, L, shape=shape, input_proj=input_proj or None)
         step, forward = train_step_flops(model, batch)
         flops = steps * step + (evals * splits["val"] + splits["test"]) * forward
         seconds = flops / (tflops * 1e12) + steps * STEP_OVERHEAD_S
-        rows.append(dict(shape=shape, d_z=d_z, d_h=d_h, L=L, input_proj=model.input_proj,
-                         params=count_params(model)["total"], run_flops=flops, run_s=seconds))
+        lines.append(f"| {shape} | {d_z} | {d_h} | {L} | {model.input_proj} | "
+                     f"{count_params(model)['total'] / 1e6:.2f}M | {flops / 1e15:.3f} | "
+                     f"{seconds / 60:.1f} |")
         total_flops, total_s = total_flops + runs * flops, total_s + runs * seconds
-    lines = [f"{path}: {len(rows)} shapes x {len(s['learning_rates'])} lr x {len(s['seeds'])} "
-             f"seeds = {len(rows) * runs} runs; each {steps:,} steps of {batch} ({n_train:,} "
-             f"images x {flips} flips x {epochs:g} epochs), {evals} evaluations of "
-             f"{splits['val']:,} images, one test of {splits['test']:,}; time at {tflops:g} "
-             f"TFLOP/s (assumed) + {STEP_OVERHEAD_S * 1e3:g} ms per step",
-             "| shape | d_z | d_h | L | W_in | params | PFLOP per run | min per run |",
-             "|---|---:|---:|---:|---|---:|---:|---:|"]
-    lines += [f"| {r['shape']} | {r['d_z']} | {r['d_h']} | {r['L']} | {r['input_proj']} | "
-              f"{r['params'] / 1e6:.2f}M | {r['run_flops'] / 1e15:.3f} | {r['run_s'] / 60:.1f} |"
-              for r in rows]
     lines.append(f"total: {total_flops / 1e18:.2f} EFLOP, {total_s / 3600:.1f} hours")
-    return rows, total_flops, total_s / 3600, "\n".join(lines)
+    return "\n".join(lines)
 
 
 def main(argv):
@@ -144,7 +143,7 @@ def main(argv):
                                           input_proj="",  # '' = the shape's own
                                           sweep="", tflops=40.0))
         if args["sweep"]:  # a sweep config's cost: its input_proj unless one is given here
-            print(sweep_cost(args["sweep"], args["input_proj"] or None, args["tflops"])[3])
+            print(sweep_cost(args["sweep"], args["input_proj"] or None, args["tflops"]))
         elif args["task"]:  # one shape: the task's default with the given overrides
             default = train_mlp.task_protocol(args["task"])
             print(shape_table([(args["task"], args["latent_dim"] or default["latent_dim"],

@@ -11,6 +11,8 @@ SSIM torchmetrics' default (Gaussian 11x11, sigma 1.5, reflect padding).
 """
 
 
+import io
+from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
@@ -63,18 +65,12 @@ def add_gaussian_noise(clean, sigma, generator=None):
     return (clean + sigma * noise).clamp(0.0, 1.0)
 
 
-def bicubic_downsample(clean, factor=2, clamp=False):
-    """(B, C, H, W) -> (B, C, H/f, W/f), bicubic: it overshoots [0, 1] near edges unless clamp."""
-    b, c, h, w = clean.shape
-    if h % factor or w % factor:
-        raise ConfigError(f"image size {h}x{w} is not divisible by the SR factor {factor}")
-    low = F.interpolate(clean, size=(h // factor, w // factor), mode="bicubic",
-                        antialias=False, align_corners=False)
+def bicubic_downsample(clean, clamp=False):
+    """(B, C, H, W) -> (B, C, H/2, W/2), bicubic: it overshoots [0, 1] near edges unless clamp."""
+    h, w = clean.shape[-2:]
+    low = F.interpolate(clean, size=(h // 2, w // 2), mode="bicubic", antialias=False,
+                        align_corners=False)
     return low.clamp(0.0, 1.0) if clamp else low
-
-
-def bicubic_upsample(low, size):
-    return F.interpolate(low, size=size, mode="bicubic", align_corners=False).clamp(0.0, 1.0)
 
 
 def baseline_prediction(task, x):
@@ -82,7 +78,9 @@ def baseline_prediction(task, x):
     if task.degradation != "bicubic2x":
         return x
     c, h, w = task.image_shape
-    return bicubic_upsample(x.view(-1, c, h // 2, w // 2), (h, w)).flatten(1)
+    up = F.interpolate(x.view(-1, c, h // 2, w // 2), size=(h, w), mode="bicubic",
+                       align_corners=False)
+    return up.clamp(0.0, 1.0).flatten(1)
 
 
 # flip augmentation as the reference code's: the training set enlarged n times, copy k flipped by
@@ -96,20 +94,10 @@ def flips_of_copies(copies, flips):
 
 def flip_images(images, codes):
     out = images.clone()
-    h = (codes == 1) | (codes == 3)
-    v = (codes == 2) | (codes == 3)
-    out[h] = out[h].flip(-1)
-    out[v] = out[v].flip(-2)
+    horizontal, vertical = codes % 2 == 1, codes >= 2
+    out[horizontal] = out[horizontal].flip(-1)
+    out[vertical] = out[vertical].flip(-2)
     return out
-
-
-def degrade(task, clean, generator, noise_sigma, clamp_sr_input=False):
-    """The network input for a clean image batch (B, C, H, W)."""
-    if task.degradation == "noise":
-        return add_gaussian_noise(clean, noise_sigma, generator)
-    if task.degradation == "bicubic2x":
-        return bicubic_downsample(clean, 2, clamp=clamp_sr_input)
-    return clean
 
 
 def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip_codes=None,
@@ -118,17 +106,22 @@ def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip
     clean = images_u8.float() / 255.0                          # (B, C, H, W)
     if flip_codes is not None:
         clean = flip_images(clean, flip_codes)
-    x = degrade(task, clean, generator, noise_sigma, clamp_sr_input).flatten(1)  # (B, d_x)
+    if task.degradation == "noise":
+        degraded = add_gaussian_noise(clean, noise_sigma, generator)
+    elif task.degradation == "bicubic2x":
+        degraded = bicubic_downsample(clean, clamp_sr_input)
+    else:
+        degraded = clean
+    x = degraded.flatten(1)  # (B, d_x)
     target = prototypes[labels] if task.target == "prototype" else clean.flatten(1)  # (B, d_out)
     return x, target
 
 
-def choose_prototypes(images, labels, n_classes=None, seed=42):
+def choose_prototypes(images, labels, seed=42):
     """One seeded random training image per class (K, D): the classification targets."""
-    n_classes = n_classes or int(labels.max()) + 1
     g = torch.Generator().manual_seed(seed)
     protos = []
-    for c in range(n_classes):
+    for c in range(int(labels.max()) + 1):
         idx = torch.nonzero(labels == c).flatten()
         if len(idx) == 0:
             raise ConfigError(f"class {c} has no training image to serve as its prototype")
@@ -139,34 +132,25 @@ def choose_prototypes(images, labels, n_classes=None, seed=42):
 
 def samples_png(task, x, pred, target, title):
     """A PNG (bytes) of a batch: a row of inputs, outputs and targets."""
-    import io
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from shapelab.plot import plt
 
     ch, h, w = task.image_shape
-    n = x.shape[0]
+    n, gap = x.shape[0], 2  # one picture, not 3n axes: each axes costs ~15 ms
     shown = x.float().cpu()
     if task.degradation == "bicubic2x":
         shown = F.interpolate(shown.view(n, ch, h // 2, w // 2), size=(h, w)).flatten(1)
-    rows = [("input", shown), ("output", pred.float().cpu()), ("target", target.float().cpu())]
-    gap = 2  # one picture, not 3n axes: each axes costs ~15 ms
-    mosaic = torch.ones(3 * (h + gap) - gap, n * (w + gap) - gap, ch)
-    for r, (_, images) in enumerate(rows):
-        for j in range(n):
-            mosaic[r * (h + gap):r * (h + gap) + h, j * (w + gap):j * (w + gap) + w] = (
-                images[j].view(ch, h, w).permute(1, 2, 0).clamp(0, 1))
-    mosaic = mosaic.numpy()
+    rows = torch.stack([shown, pred.float().cpu(), target.float().cpu()]).view(3, n, ch, h, w)
+    padded = F.pad(rows.clamp(0, 1), (0, gap, 0, gap), value=1.0)  # a white gap after each
+    mosaic = padded.permute(0, 3, 1, 4, 2).reshape(3 * (h + gap), n * (w + gap), ch)
+    mosaic = mosaic[:-gap, :-gap].numpy()
     fig, ax = plt.subplots(figsize=(n * 0.9, 3 * 0.95))
     ax.imshow(mosaic[..., 0] if ch == 1 else mosaic, cmap="gray" if ch == 1 else None,
               vmin=0, vmax=1, interpolation="nearest")
     ax.set_xticks([])
-    ax.set_yticks([r * (h + gap) + h / 2 for r in range(3)], [name for name, _ in rows],
+    ax.set_yticks([r * (h + gap) + h / 2 for r in range(3)], ["input", "output", "target"],
                   fontsize=8)
     ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+    ax.spines[:].set_visible(False)
     fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     png = io.BytesIO()
@@ -187,26 +171,21 @@ def gaussian_taps(size=11, sigma=1.5):
     return g / g.sum()                                             # (size,), sums to 1
 
 
-def ssim(x, y, data_range=None, window_size=11, sigma=1.5, k1=0.01, k2=0.03, valid=False):
+def ssim(x, y, data_range=None, valid=False):
     """Mean SSIM per image (B,) of x, y (B, C, H, W), as torchmetrics' defaults; valid=True (ours):
     only the windows inside the image (~0.25-0.3 higher on digits in a black border)."""
     x, y = x.double(), y.double()
-    if min(x.shape[-2:]) < window_size:
-        raise ConfigError(f"SSIM window {window_size} is larger than the image "
-                          f"{tuple(x.shape[-2:])}")
     if data_range is None:
         data_range = max((x.max() - x.min()).item(), (y.max() - y.min()).item())
     if not valid:
-        pad = (window_size // 2,) * 4
-        x, y = F.pad(x, pad, mode="reflect"), F.pad(y, pad, mode="reflect")
+        x, y = F.pad(x, (5, 5, 5, 5), mode="reflect"), F.pad(y, (5, 5, 5, 5), mode="reflect")
     # the local means of x, y, x^2, y^2, xy: a separable window, a column pass then a row pass
     maps = torch.cat([x, y, x * x, y * y, x * y], dim=1)
-    taps = gaussian_taps(window_size, sigma).to(x)
-    n = maps.size(1)
+    taps, n = gaussian_taps().to(x), maps.size(1)
     maps = F.conv2d(maps, taps.view(1, 1, -1, 1).expand(n, 1, -1, 1), groups=n)
     maps = F.conv2d(maps, taps.view(1, 1, 1, -1).expand(n, 1, 1, -1), groups=n)
     mu_x, mu_y, mean_xx, mean_yy, mean_xy = maps.chunk(5, dim=1)
-    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
+    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
     var_x, var_y = (mean_xx - mu_x ** 2).clamp_min(0), (mean_yy - mu_y ** 2).clamp_min(0)
     cov = mean_xy - mu_x * mu_y
     ssim_map = ((2 * mu_x * mu_y + c1) * (2 * cov + c2)) / (
@@ -218,29 +197,22 @@ class MetricAccumulator:
     """Per-batch results summed: loss (the MSE over all pixels), both PSNRs, SSIM, accuracy."""
 
     def __init__(self):
-        self.n, self.sq_err, self.psnr_batch_sum, self.psnr_image_sum = 0, 0.0, 0.0, 0.0
-        self.ssim_sum, self.n_ssim, self.correct, self.n_acc = 0.0, 0, 0, 0
+        self.sums, self.counts = defaultdict(float), defaultdict(int)
 
     def add(self, pred, target, image_shape=None, with_ssim=False, correct=None):
         pred, target = pred.float(), target.float()                 # (B, D)
         b = pred.shape[0]
         per_image_mse = ((pred - target) ** 2).mean(1).double()    # (B,)
-        self.n += b
-        self.sq_err += per_image_mse.sum().item()
-        self.psnr_batch_sum += psnr_from_mse(per_image_mse.mean()).item() * b
-        self.psnr_image_sum += psnr_from_mse(per_image_mse).sum().item()
+        found = {"loss": per_image_mse.sum(), "psnr_batchmse": psnr_from_mse(
+            per_image_mse.mean()) * b, "psnr_per_image": psnr_from_mse(per_image_mse).sum()}
         if with_ssim:
-            pred_images, target_images = pred.view(b, *image_shape), target.view(b, *image_shape)
-            self.ssim_sum += ssim(pred_images, target_images).sum().item()
-            self.n_ssim += b
+            found["ssim"] = ssim(pred.view(b, *image_shape), target.view(b, *image_shape)).sum()
         if correct is not None:
-            self.correct += int(correct.sum().item())
-            self.n_acc += b
+            found["accuracy"] = correct.sum()
+        for name, total in found.items():
+            self.sums[name] += total.item()
+            self.counts[name] += b
 
     def result(self):
-        n = max(self.n, 1)
-        out = {"n_images": self.n, "loss": self.sq_err / n,
-               "psnr_batchmse": self.psnr_batch_sum / n, "psnr_per_image": self.psnr_image_sum / n}
-        out.update({"ssim": self.ssim_sum / self.n_ssim} if self.n_ssim else {})
-        out.update({"accuracy": self.correct / self.n_acc} if self.n_acc else {})
-        return out
+        return {"n_images": self.counts["loss"],
+                **{name: total / self.counts[name] for name, total in self.sums.items()}}

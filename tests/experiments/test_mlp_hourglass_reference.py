@@ -1,6 +1,5 @@
-"""experiments/mlp_hourglass_reference.py: the reference's result files read as its plotting script
-reads them (runs averaged, a curve by its last value, the rate picked on the metric itself, the
-upper envelope) and its own gaps at the points of its conventional front."""
+"""experiments/mlp_hourglass_reference.py: the reference's results read as its plotting script reads
+them (runs averaged, a curve's last value, the rate picked on the metric itself, the envelope)."""
 
 import json
 import sys
@@ -10,7 +9,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import mlp_hourglass_reference as reference  # noqa: E402
+import mlp_hourglass_reference as reference
 
 
 def run(value, metric="eval_psnr"):
@@ -39,30 +38,18 @@ ALL_JSON = {  # the reference's layout: setting -> form_params -> shape -> lr ->
 }
 
 
-@pytest.fixture
-def extract_csv(tmp_path, monkeypatch):
+def test_the_extract_the_reference_rule_and_its_gaps(tmp_path, monkeypatch):
     folder = tmp_path / "Hourglass_LM" / "hourglass_mlp" / "rebuttal" / "2" / "mnist_denoising"
     folder.mkdir(parents=True)
     (folder / "all.json").write_text(json.dumps(ALL_JSON))
     monkeypatch.setattr(reference, "DATA_SETS", reference.DATA_SETS[:1])
-    out = tmp_path / "points.csv"
-    reference.extract(tmp_path / "Hourglass_LM", out)
-    return out
-
-
-def test_the_extract_keeps_every_run_of_the_plotted_setting_and_forms(extract_csv, tmp_path):
-    rows = reference.read_points(extract_csv)
+    reference.extract(tmp_path / "Hourglass_LM", tmp_path / "points.csv")
+    rows = reference.read_points(tmp_path / "points.csv")
     assert {(r["form"], r["setting"]) for r in rows} == {("hourglass", "bs128_ep30"),
                                                           ("conventional_w_Win", "bs128_ep30")}
     conventional = [r for r in rows if r["form"] == "conventional_w_Win" and r["d_h"] == 785]
     eval_, test = sorted(conventional, key=lambda r: r["metric"])
     assert (eval_["runs"], eval_["mean"], test["runs"]) == (3, pytest.approx(22.7), 1)
-    with pytest.raises(SystemExit, match="a checkout of github.com/mtkresearch/Hourglass_LM"):
-        reference.extract(tmp_path / "nothing", tmp_path / "points.csv")
-
-
-def test_the_reference_rule_and_its_gaps(extract_csv):
-    rows = reference.read_points(extract_csv)
     hourglass = reference.front(reference.points(rows, "MNIST", "hourglass", "eval_psnr"))
     assert [(r["params"], r["lr"], r["mean"]) for r in hourglass] == [
         (1000, 1e-3, 23.0), (3000, 1e-3, 23.5)]  # 2000 params at 22.0 is below the staircase
@@ -72,6 +59,7 @@ def test_the_reference_rule_and_its_gaps(extract_csv):
     text = "\n".join(reference.gap_lines(rows))
     assert "ahead at 1 of 2 points, -0.100 to +0.300 dB" in text
     assert "785/4/L2 (0.00M, 23.000 dB at 0.001, its top rate, one run)" in text
-    table = reference.table_lines(rows)
     assert ("| 2 | eval PSNR and test PSNR (at 1 of them) | 1-3 runs per rate, 1 at 1 of 2 "
-            "shape-rates (eval PSNR) |") in table[3]
+            "shape-rates (eval PSNR) |") in reference.table_lines(rows)[3]
+    with pytest.raises(SystemExit, match="a checkout of github.com/mtkresearch/Hourglass_LM"):
+        reference.extract(tmp_path / "nothing", tmp_path / "points.csv")
