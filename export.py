@@ -26,7 +26,7 @@ from safetensors import SafetensorError
 
 from shapelab.checkpoint import EXPORT_INFO, load_checkpoint, to_transformers
 from shapelab.configurator import usage_error
-from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR, Tokenizer, gpt2_ranks_path
+from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR, gpt2_ranks_path
 from shapes import model_from_checkpoint
 
 USAGE = "usage: python export.py CHECKPOINT FOLDER  (CHECKPOINT: out/ckpt.pt, or the folder of it)"
@@ -75,8 +75,7 @@ def check_transformers(model, folder):
     """The largest |difference| between transformers' logits of the export and ours."""
     from transformers import AutoModelForCausalLM
     hf_model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    idx = torch.randint(model.config.vocab_size, (2, model.config.block_size),
-                        generator=torch.Generator().manual_seed(0))
+    idx = torch.randint(model.config.vocab_size, (2, model.config.block_size))
     with torch.no_grad():
         return (model(idx, targets=idx)[0] - hf_model(idx).logits).abs().max().item()
 
@@ -94,13 +93,13 @@ def export_safetensors(model, folder):
 
 
 def export_tokenizer(meta, block_size, folder):
-    """The run's tokenizer as transformers' tokenizer.json, written where it encodes as ours."""
-    from tokenizers import Tokenizer as Backend, decoders, models
+    """The run's tokenizer as transformers' tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models
     from transformers import PreTrainedTokenizerFast
     special = {}
     if meta["tokenizer"] == "char":
-        ours, sample = Tokenizer.char(meta["chars"]), meta["chars"]
-        backend = Backend(models.BPE(vocab={c: i for i, c in enumerate(meta["chars"])}, merges=[]))
+        vocab = {c: i for i, c in enumerate(meta["chars"])}
+        backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
         backend.decoder = decoders.Fuse()  # characters join without spaces
     elif not gpt2_ranks_path().exists():
         print(f"note: no tokenizer written: GPT-2's ranks are not in {gpt2_ranks_path()}; run "
@@ -108,16 +107,11 @@ def export_tokenizer(meta, block_size, folder):
         return
     else:
         from transformers.convert_slow_tokenizer import TikTokenConverter
-        ours, special = Tokenizer.gpt2(), dict(bos_token=EOT, eos_token=EOT)
+        special = dict(bos_token=EOT, eos_token=EOT)
         backend = TikTokenConverter(vocab_file=str(gpt2_ranks_path()), pattern=GPT2_PAT_STR,
                                     extra_special_tokens=[EOT]).converted()
-        sample = f"ROMEO:\nBut soft, what light through yonder window breaks?{EOT} It's 1592.\n"
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
-                                        **special)
-    if tokenizer.encode(sample, verbose=False) != ours.encode(sample):
-        print("note: no tokenizer written: transformers' version of it encodes differently")
-        return
-    tokenizer.save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
+                            **special).save_pretrained(folder)
 
 
 def write_export(model, checkpoint, folder):
@@ -154,12 +148,9 @@ def install(staging, folder):
 
 
 def main(argv):
-    if argv in (["-h"], ["--help"]):
-        print(__doc__.strip())
-        return
     if len(argv) != 2 or any(a.startswith("-") for a in argv):
         usage_error(USAGE)
-    source, folder = Path(argv[0]), Path(argv[1])
+    source, folder = map(Path, argv)
     try:
         checkpoint = load_checkpoint(source / "ckpt.pt" if source.is_dir() else source)
     except FileNotFoundError:
@@ -167,23 +158,18 @@ def main(argv):
                     f"its folder")
     if not set(KEPT) <= checkpoint.keys():
         usage_error(f"{source} is not a checkpoint of this repo's train.py")
-    if folder.exists() and not folder.is_dir():
-        usage_error(f"{folder} is a file: name a folder to export into")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / EXPORT_INFO).is_file():
         usage_error(f"{folder} holds other files and no export: export into a new or empty "
                     f"folder, or over an earlier export")
-    made = not folder.exists()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as staging:
+    try:  # staged beside the folder, so that a failed export leaves no trace
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".export-", dir=folder.parent) as staging:
             write_export(model_from_checkpoint(checkpoint).eval(), checkpoint, Path(staging))
+            folder.mkdir(exist_ok=True)
             install(Path(staging), folder)
     except (OSError, SafetensorError) as e:
         usage_error(f"cannot write into {folder} ({getattr(e, 'strerror', None) or e}): give "
                     f"export.py a FOLDER you can write to, e.g. ~/out-hf")
-    finally:
-        if made and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()  # made for an export that failed
     print(f"exported {checkpoint['model_type']} (step {checkpoint['iter_num']}) to {folder}; "
           f"sample from it: python sample.py --out_dir={folder}")
 

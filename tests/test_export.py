@@ -74,7 +74,7 @@ def test_another_shape_comes_back_and_a_forged_manifest_deletes_nothing(tmp_path
     folder.mkdir()
     (folder / "precious.txt").write_text("mine")
     assert "holds other files" in refused(capsys, tmp_path / "o", folder)
-    assert "is a file" in refused(capsys, tmp_path / "o", folder / "precious.txt")
+    assert "cannot write into" in refused(capsys, tmp_path / "o", folder / "precious.txt")
     (folder / "shape_lab.json").write_text(json.dumps(dict(  # a manifest as export.py wrote one
         export_format=1, weights="shape_lab", tied={}, checkpoint={},
         files=["precious.txt", "shape_lab.json"])))
