@@ -36,33 +36,27 @@ OPTIONS = dict(steps=5, rounds=2, device="auto", dtypes="auto", modes="eager,com
                generate=False, prompt_tokens=16, new_tokens=0, json="")
 
 
-def timed(step, steps):
-    """A runner: the median seconds of `steps` calls of step()."""
-    def runner():
-        seconds = []
-        for _ in range(steps):
-            start = time.perf_counter()
-            step()
-            seconds.append(time.perf_counter() - start)
-        return statistics.median(seconds)
-    return runner
+def seconds(step):
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
 
 
-def best_of_rounds(runners, rounds):
-    """{name: the least seconds a runner took, or None: out of GPU memory, tried no more}, the
-    runners taking turns, after a round of warm-up."""
-    best = {}
+def best_of_rounds(steps, rounds, repeat=1):
+    """{name: the least median seconds of `repeat` calls of its step, or None: out of GPU memory,
+    tried no more}, the steps taking turns, after a round of warm-up."""
+    best = dict.fromkeys(steps, float("inf"))
     for round_ in range(rounds + 1):
-        for name, runner in runners.items():
-            if name in best and best[name] is None:
+        for name, step in steps.items():
+            if best[name] is None:
                 continue
             try:
-                seconds = runner()
-                best[name] = min(best.get(name, seconds), seconds) if round_ else float("inf")
-                what = f"{1000 * seconds:.0f} ms"
+                took = statistics.median(seconds(step) for _ in range(repeat))
             except torch.OutOfMemoryError:
-                best[name], what = None, "out of memory"
-            print(f"  round {round_}/{rounds} {name}: {what}", flush=True)
+                took = None
+            best[name] = took and min(best[name], took if round_ else float("inf"))
+            print(f"  round {round_}/{rounds} {name}: "
+                  + (f"{1000 * took:.0f} ms" if took else "out of memory"), flush=True)
     return best
 
 
@@ -108,17 +102,16 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=
     rows = []
     for mode, dtype in itertools.product(modes, dtypes):
         models = built(shapes, device)
-        best = best_of_rounds({name: timed(training_step(
-            torch.compile(model) if mode == "compiled" else model, batch_size, device, dtype),
-            steps) for name, model in models.items()}, rounds)
+        best = best_of_rounds({name: training_step(
+            torch.compile(model) if mode == "compiled" else model, batch_size, device, dtype)
+            for name, model in models.items()}, rounds, steps)
         group = []
         for name, model in models.items():
-            seconds = best[name]  # None: out of memory
-            tokens_per_s = seconds and batch_size * model.config.block_size / seconds
+            tokens_per_s = best[name] and batch_size * model.config.block_size / best[name]
             group.append(dict(
-                model=name, mode=mode, dtype=dtype, oom=seconds is None,
-                ms_per_iter=seconds and 1000 * seconds, tokens_per_s=tokens_per_s, ratio=None,
-                mfu=seconds and peak and model.estimate_mfu(tokens_per_s, peak)))
+                model=name, mode=mode, dtype=dtype, oom=best[name] is None,
+                ms_per_iter=best[name] and 1000 * best[name], tokens_per_s=tokens_per_s,
+                ratio=None, mfu=best[name] and peak and model.estimate_mfu(tokens_per_s, peak)))
         rows += add_ratios(group, "tokens_per_s")
         del models, model
         torch._dynamo.reset()
@@ -139,21 +132,19 @@ def ratio_table(rows):
 
 @torch.no_grad()
 def measured_kv_bytes_per_token(model, prompt, new, dtype):
-    """The bytes per position of a model.KVCache fed as generate feeds it: the prompt at once,
-    then a token at a time."""
+    """The bytes per position of a model.KVCache fed as generate feeds it `new` tokens: the prompt
+    at once, then a token at a time."""
     cache = KVCache(model)
     with autocast(prompt.device.type, dtype):
-        model(prompt, cache=cache)
-        for _ in range(new - 1):
-            model(prompt[:, :1], cache=cache)
+        for ids in [prompt] + [prompt[:, :1]] * (new - 1):
+            model(ids, cache=cache)
     return cache.nbytes / cache.length
 
 
-def greedy(model, prompt, new, dtype, tokens, cached):
-    """Greedy decoding of `new` tokens, with the KV cache if `cached`; the tokens in
-    tokens[cached]."""
+def greedy(model, prompt, new, dtype, tokens, key):
+    """Greedy decoding of `new` tokens, with the KV cache if key[1]; the tokens in tokens[key]."""
     with autocast(prompt.device.type, dtype):
-        tokens[cached] = model.generate(prompt, new, temperature=0, use_cache=cached).tolist()
+        tokens[key] = model.generate(prompt, new, temperature=0, use_cache=key[1]).tolist()
 
 
 def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0, rounds=2):
@@ -161,23 +152,22 @@ def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0,
     cache, whether both chose the same tokens, the cache's bytes per token measured and counted."""
     rows = []
     for dtype in dtypes:
-        models, runners, tokens = built(shapes, device), {}, {name: {} for name in shapes}
+        models, steps, tokens, prompts = built(shapes, device), {}, {}, {}
         for name, model in models.items():
-            prompt = torch.randint(model.config.vocab_size, (1, prompt_tokens), device=device)
+            prompts[name] = prompt = torch.randint(model.config.vocab_size, (1, prompt_tokens), device=device)
             new = new_tokens or model.config.block_size - prompt_tokens
             for cached in (True, False):
-                runners[name, cached] = timed(functools.partial(
-                    greedy, model.eval(), prompt, new, dtype, tokens[name], cached), 1)
-        best, group = best_of_rounds(runners, rounds), []
+                steps[name, cached] = functools.partial(greedy, model.eval(), prompt, new, dtype,
+                                                        tokens, (name, cached))
+        best, group = best_of_rounds(steps, rounds), []
         for name, model in models.items():
-            new = new_tokens or model.config.block_size - prompt_tokens
+            new = len(tokens[name, True][0]) - prompt_tokens
+            cached, uncached = best[name, True], best[name, False]
             group.append(dict(
-                model=name, dtype=dtype, cached_tokens_per_s=new / best[name, True],
-                uncached_tokens_per_s=new / best[name, False], ratio=None,
-                speedup=best[name, False] / best[name, True],
-                same_tokens=tokens[name][True] == tokens[name][False],
-                kv_measured=measured_kv_bytes_per_token(model, torch.zeros_like(prompt), new,
-                                                        dtype),
+                model=name, dtype=dtype, cached_tokens_per_s=new / cached,
+                uncached_tokens_per_s=new / uncached, ratio=None, speedup=uncached / cached,
+                same_tokens=tokens[name, True] == tokens[name, False],
+                kv_measured=measured_kv_bytes_per_token(model, prompts[name], new, dtype),
                 kv_counted=model.kv_cache_bytes_per_token(DTYPES[dtype].itemsize)))
         rows += add_ratios(group, "cached_tokens_per_s")
     return rows
@@ -260,9 +250,9 @@ def main(argv):
         record = dict(rows=rows, peak=peak_note, device=on, machine=machine_name(),
                       threads=torch.get_num_threads(), batch_size=args["batch_size"],
                       steps=args["steps"], rounds=args["rounds"])
-    if args["json"]:
-        Path(args["json"]).parent.mkdir(parents=True, exist_ok=True)
-        Path(args["json"]).write_text(json.dumps(record, indent=1))
+    if path := args["json"]:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(record, indent=1))
     if any(r.get("kv_measured") != r.get("kv_counted") for r in rows):
         raise SystemExit("error: the measured KV cache differs from "
                          "model.kv_cache_bytes_per_token() (!)")
