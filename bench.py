@@ -154,7 +154,8 @@ def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0,
     for dtype in dtypes:
         models, steps, tokens, prompts = built(shapes, device), {}, {}, {}
         for name, model in models.items():
-            prompts[name] = prompt = torch.randint(model.config.vocab_size, (1, prompt_tokens), device=device)
+            prompt = torch.randint(model.config.vocab_size, (1, prompt_tokens), device=device)
+            prompts[name] = prompt
             new = new_tokens or model.config.block_size - prompt_tokens
             for cached in (True, False):
                 steps[name, cached] = functools.partial(greedy, model.eval(), prompt, new, dtype,
