@@ -11,7 +11,7 @@ and shape_lab.json, what sample.py needs beside the weights; `python sample.py -
 reads either. Tensors and JSON only: nothing in the folder runs code when it is loaded.
 
 The folder is new, empty or an earlier export. The export writes the files named in EXPORT_FILES
-beside the folder's files, then moves them in, replacing those of the same names: a failed export
+in a folder beside it, then moves them in, replacing those of the same names: a failed export
 changes nothing, and no other file is ever replaced or deleted.
 """
 
@@ -51,7 +51,7 @@ def transformers_class(model_type, config):
 def export_transformers(model, class_name, meta, folder):
     """The plain GPT as transformers' class_name in folder: model.py's choices in its words."""
     import transformers
-    transformers.utils.logging.disable_progress_bar()  # bars for a one-file model: noise
+    transformers.utils.logging.disable_progress_bar()  # on stderr, where errors are one line
     config, spec = model.config, model.config.layers[0]
     eot = GPT2_EOT if meta["tokenizer"] == "gpt2" else None
     hf_config = getattr(transformers, class_name.replace("ForCausalLM", "Config"))(
@@ -62,13 +62,11 @@ def export_transformers(model, class_name, meta, folder):
         rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
         tie_word_embeddings=config.tie_embeddings, bos_token_id=eot, eos_token_id=eot,
         dtype="float32")  # SwiGLU, no biases: transformers' defaults
+    hf_config.rope_theta = config.rope_theta  # where transformers 4 reads it
     hf_model = getattr(transformers, class_name)(hf_config)
     hf_model.load_state_dict(to_transformers(model.state_dict(), spec.n_head * spec.head_dim,
                                              spec.n_kv_head * spec.head_dim))
     hf_model.save_pretrained(folder)
-    written = json.loads((folder / "config.json").read_text())  # + where transformers 4 reads it
-    written["rope_theta"] = config.rope_theta
-    (folder / "config.json").write_text(json.dumps(written, indent=2))
 
 
 def check_transformers(model, folder):
@@ -82,13 +80,11 @@ def check_transformers(model, folder):
 
 def export_safetensors(model, folder):
     """model's tensors in folder/model.safetensors under this repo's names, a tied LM head stored
-    once; returns {alias: name stored}."""
+    once (safetensors refuses shared tensors); returns {alias: name stored}."""
     from safetensors.torch import save_file
-    state, first = model.state_dict(), {}
-    tied = {name: first.setdefault((t.data_ptr(), t.shape), name) for name, t in state.items()}
-    tied = {alias: name for alias, name in tied.items() if alias != name}
-    save_file({name: t.contiguous() for name, t in state.items() if name not in tied},
-              folder / "model.safetensors", metadata={"format": "pt"})
+    tied = {"lm_head.weight": "tok_emb.weight"} if model.config.tie_embeddings else {}
+    save_file({name: t.contiguous() for name, t in model.state_dict().items() if name not in tied},
+              folder / "model.safetensors")
     return tied
 
 
