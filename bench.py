@@ -36,7 +36,7 @@ OPTIONS = dict(steps=5, rounds=2, device="auto", dtypes="auto", modes="eager,com
                generate=False, prompt_tokens=16, new_tokens=0, json="")
 
 
-def seconds(step):
+def time_of(step):
     start = time.perf_counter()
     step()
     return time.perf_counter() - start
@@ -51,7 +51,7 @@ def best_of_rounds(steps, rounds, repeat=1):
             if best[name] is None:
                 continue
             try:
-                took = statistics.median(seconds(step) for _ in range(repeat))
+                took = statistics.median(time_of(step) for _ in range(repeat))
             except torch.OutOfMemoryError:
                 took = None
             best[name] = took and min(best[name], took if round_ else float("inf"))
@@ -107,11 +107,12 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=
             for name, model in models.items()}, rounds, steps)
         group = []
         for name, model in models.items():
-            tokens_per_s = best[name] and batch_size * model.config.block_size / best[name]
+            seconds = best[name]  # None: out of memory
+            tokens_per_s = seconds and batch_size * model.config.block_size / seconds
             group.append(dict(
-                model=name, mode=mode, dtype=dtype, oom=best[name] is None,
-                ms_per_iter=best[name] and 1000 * best[name], tokens_per_s=tokens_per_s,
-                ratio=None, mfu=best[name] and peak and model.estimate_mfu(tokens_per_s, peak)))
+                model=name, mode=mode, dtype=dtype, oom=seconds is None,
+                ms_per_iter=seconds and 1000 * seconds, tokens_per_s=tokens_per_s, ratio=None,
+                mfu=seconds and peak and model.estimate_mfu(tokens_per_s, peak)))
         rows += add_ratios(group, "tokens_per_s")
         del models, model
         torch._dynamo.reset()
@@ -120,14 +121,13 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=
 
 def ratio_table(rows):
     """A row per model, a column per (mode, dtype)."""
-    columns, cells = list(dict.fromkeys((r["mode"], r["dtype"]) for r in rows)), {}
+    cells = {"model": [f"{r['mode']} {r['dtype']}" for r in rows if r["model"] == rows[0]["model"]]}
     for r in rows:
         mfu = f", MFU {100 * r['mfu']:.1f}%" if r["mfu"] else ""
         cells.setdefault(r["model"], []).append(
             "OOM" if r["oom"] else f"{r['ratio']:.2f}x ({r['tokens_per_s']:,.0f} tok/s{mfu})")
-    return "\n".join(["| model | " + " | ".join(f"{m} {d}" for m, d in columns) + " |",
-                      "|---|" + "---:|" * len(columns)]
-                     + [f"| {name} | " + " | ".join(row) + " |" for name, row in cells.items()])
+    lines = [f"| {name} | " + " | ".join(row) + " |" for name, row in cells.items()]
+    return "\n".join([lines[0], "|---|" + "---:|" * len(cells["model"]), *lines[1:]])
 
 
 @torch.no_grad()
