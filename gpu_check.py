@@ -108,7 +108,9 @@ def check_bench(c):
     if any(r["oom"] for r in rows):
         raise PartFailed(f"out of memory: {[r['model'] for r in rows if r['oom']]}")
     mfu = f"MFU {100 * rows[0]['mfu']:.1f}%" if rows[0]["mfu"] else "MFU n/a (peak unknown)"
-    return f"{len(rows)} shapes, {rows[0]['model']} {rows[0]['tokens_per_s']:,.0f} tok/s, {mfu}"
+    ratios = sorted(r["ratio"] for r in rows)
+    return (f"{rows[0]['model']} {rows[0]['tokens_per_s']:,.0f} tok/s, {mfu}; {len(rows)} shapes "
+            f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x")
 
 
 def check_train(c):
