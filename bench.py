@@ -9,10 +9,11 @@ the KV cache, each shape as a ratio to the first one (the plain GPT) in the same
     python bench.py --generate --dtypes=float32       # decoding, cached and uncached
 
 Options: OPTIONS below, --batch_size and a preset's keys; --dtypes=auto is the device's native
-bf16 or fp16, and fp32. The models take turns for `rounds` rounds, so a machine that gets busier
-slows all alike, and each keeps its best round. MFU = 3 x forward FLOPs per token x tokens/s / the
-peak: a GPU's datasheet bf16 figure, a CPU's matmul speed measured in this run. Generation exits 1
-where the KV cache holds other bytes per token than model.kv_cache_bytes_per_token() counts.
+bf16 or fp16, and fp32. The models take turns for a warm-up round and `rounds` rounds, so a
+machine that gets busier slows all alike, and each keeps its best round. MFU = 3 x forward FLOPs
+per token x tokens/s / the peak: a GPU's datasheet bf16 figure, a CPU's matmul speed measured in
+this run. Generation exits 1 where the KV cache holds other bytes per token than
+model.kv_cache_bytes_per_token() counts.
 """
 
 import functools
