@@ -39,6 +39,7 @@ OPTIONS = dict(device="cuda", tiny=False, parts=",".join(PARTS), out_dir="out-gp
 TINY_MODEL = ("--n_layer=2 --n_head=2 --n_embd=32 --block_size=32 --batch_size=8 --dropout=0.0 "
               "--learning_rate=1e-2 --eval_iters=2 --dtype=float32 --compile=False "
               "--warmup_iters=2 --log_interval=5").split()
+PIPED = dict(cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 class PartFailed(Exception):
@@ -52,8 +53,7 @@ def error_line(output):  # a traceback or an error message ends with its line
 def run(c, part, args, **env):
     """The output of `python args` in the repo root, kept in out_dir/<part>.log too; a command
     that fails is a PartFailed."""
-    proc = subprocess.run([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=600,
+    proc = subprocess.run([sys.executable, *args], **PIPED, timeout=600,
                           env=dict(os.environ, PYTHONUNBUFFERED="1", **env))
     with open(c["out_dir"] / f"{part}.log", "a") as log:
         log.write(f"$ python {' '.join(args)}\n{proc.stdout}\n")
@@ -125,8 +125,7 @@ def check_resume(c):
     every = 10 if c["tiny"] else 50
     args = train_args(c, "resume", 10 * every)
     first_run = ""
-    with subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True) as proc:
+    with subprocess.Popen([sys.executable, *args], **PIPED) as proc:
         while "saved checkpoint" not in first_run and (line := proc.stdout.readline()):
             first_run += line
         proc.kill()  # SIGKILL: no clean-up
