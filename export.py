@@ -49,7 +49,8 @@ def transformers_class(model_type, config):
 
 
 def export_transformers(model, class_name, meta, folder):
-    """The plain GPT as transformers' class_name in folder: model.py's choices in its words."""
+    """The plain GPT as transformers' class_name in folder: model.py's choices in its words; returns
+    the largest |difference| between the logits transformers computes from it and ours."""
     import transformers
     transformers.utils.logging.disable_progress_bar()  # on stderr, where errors are one line
     config, spec = model.config, model.config.layers[0]
@@ -67,12 +68,7 @@ def export_transformers(model, class_name, meta, folder):
     hf_model.load_state_dict(to_transformers(model.state_dict(), spec.n_head * spec.head_dim,
                                              spec.n_kv_head * spec.head_dim))
     hf_model.save_pretrained(folder)
-
-
-def check_transformers(model, folder):
-    """The largest |difference| between transformers' logits of the export and ours."""
-    from transformers import AutoModelForCausalLM
-    hf_model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     idx = torch.randint(model.config.vocab_size, (2, model.config.block_size))
     with torch.no_grad():
         return (model(idx, targets=idx)[0] - hf_model(idx).logits).abs().max().item()
@@ -116,8 +112,7 @@ def write_export(model, checkpoint, folder):
     info = {"weights": "transformers" if class_name else "shape_lab", "tied": {},
             "checkpoint": {k: checkpoint[k] for k in KEPT}}
     if class_name:
-        export_transformers(model, class_name, checkpoint["meta"], folder)
-        diff = check_transformers(model, folder)
+        diff = export_transformers(model, class_name, checkpoint["meta"], folder)
         if not diff < 1e-4:
             raise SystemExit(f"error: transformers' {class_name} computes other logits from the "
                              f"exported weights (largest difference {diff:.3g}) than this repo's "

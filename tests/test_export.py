@@ -1,5 +1,4 @@
-"""export.py: a plain GPT loads in transformers (Llama, Qwen3) with our logits and tokens, another
-shape through load_export; only its own files are written; a folder it cannot use is one line."""
+"""export.py: our logits and tokens in transformers and load_export, only its own files written."""
 
 import json
 
@@ -92,7 +91,8 @@ def test_an_unusable_folder_is_one_line_and_a_failed_export_changes_nothing(tmp_
     (ex / "README.md").write_text("my model card")
     before = {p.name: p.read_bytes() for p in ex.iterdir()}
     assert "config.json is not part of this export" in refused(capsys, tmp_path / "full", ex)
-    monkeypatch.setattr(export, "check_transformers", lambda model, folder: 0.5)
+    monkeypatch.setattr(export, "to_transformers", lambda *args, real=export.to_transformers: {
+        name: t + 0.1 for name, t in real(*args).items()})  # other weights: other logits
     for folder in (ex, new):
         with pytest.raises(SystemExit, match="nothing was exported"):
             export.main([str(tmp_path / "gpt"), str(folder)])
