@@ -9,12 +9,15 @@ the KV cache, each shape as a ratio to the first one (the plain GPT) in the same
     python bench.py --generate --dtypes=float32       # decoding, cached and uncached
 
 Options: OPTIONS below, --batch_size and a preset's keys; --dtypes=auto is the device's native
-bf16 or fp16, and fp32. The models take turns for `rounds` rounds, so a machine that gets busier
-slows all alike, and each keeps its best round. MFU = 3 x forward FLOPs per token x tokens/s / the
-peak: a GPU's datasheet bf16 figure, a CPU's matmul speed measured in this run. Generation exits 1
-where the KV cache holds other bytes per token than model.kv_cache_bytes_per_token() counts.
+bf16 or fp16, and fp32. The models take turns for a warm-up round and `rounds` rounds, so a
+machine that gets busier slows all alike, and each keeps its best round. MFU = 3 x forward FLOPs
+per token x tokens/s / the peak: a GPU's datasheet bf16 figure, a CPU's matmul speed measured in
+this run. Generation exits 1 where the KV cache holds other bytes per token than
+model.kv_cache_bytes_per_token() counts.
 """
 
+import functools
+import itertools
 import json
 import statistics
 import sys
@@ -24,58 +27,63 @@ from pathlib import Path
 import torch
 
 from model import KVCache
-from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
-from shapelab.hardware import (DTYPES, auto_dtype, autocast, machine_name, peak_flops, pick_device,
-                               set_fp32_matmul_precision)
+from shapelab.hardware import DTYPES, auto_dtype, autocast, machine_name, peak_flops, pick_device
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, build_model, dataset_vocab_size,
                     matched_shapes, model_keys, preset_settings, select_models, train_defaults)
 
 # threads 0: torch's; new_tokens 0: fill the context; json: a path
-OPTIONS = dict(steps=5, rounds=2, device="auto", dtypes="auto",
-               modes="eager,compiled", threads=0, generate=False, prompt_tokens=16, new_tokens=0,
-               json="")
+OPTIONS = dict(steps=5, rounds=2, device="auto", dtypes="auto", modes="eager,compiled", threads=0,
+               generate=False, prompt_tokens=16, new_tokens=0, json="")
 
 
-def best_of_rounds(runners, rounds):
-    """{name: the least seconds runner(first_round) took}, the runners taking turns; one out of GPU
-    memory is dropped and the others go on."""
-    best = {}
-    for round_ in range(rounds):
-        for name in list(runners):
+def time_of(step):
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def best_of_rounds(steps, rounds, repeat=1):
+    """{name: the least median seconds of `repeat` calls of its step, or None: out of GPU memory,
+    tried no more}, the steps taking turns, after a round of warm-up."""
+    best = dict.fromkeys(steps, float("inf"))
+    for round_ in range(rounds + 1):
+        for name, step in steps.items():
+            if best[name] is None:
+                continue
             try:
-                seconds = runners[name](round_ == 0)
-                best[name] = min(best.get(name, seconds), seconds)
-                what = f"{1000 * seconds:.0f} ms"
+                took = statistics.median(time_of(step) for _ in range(repeat))
             except torch.OutOfMemoryError:
-                del runners[name]
-                best.pop(name, None)
-                what = "out of memory"
-            if name not in runners:  # once the traceback's tensors are gone
-                torch.cuda.empty_cache()
-            print(f"  round {round_ + 1}/{rounds} {name}: {what}", flush=True)
+                took = None
+            best[name] = took and min(best[name], took if round_ else float("inf"))
+            print(f"  round {round_}/{rounds} {name}: "
+                  + (f"{1000 * took:.0f} ms" if took else "out of memory"), flush=True)
     return best
 
 
-def time_training_steps(model, batch_size, args, device, dtype, steps):
-    """A runner: the median seconds of an optimizer step on random tokens, after untimed ones."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x, y = torch.randint(args["vocab_size"], (2, batch_size, args["block_size"]), device=device)
-    context = autocast(device.split(":")[0], dtype)
+def built(shapes, device):
+    """{name: model}, each from seed 0."""
+    models = {}
+    for name, (model_type, args) in shapes.items():
+        torch.manual_seed(0)
+        models[name] = build_model(model_type, **args).to(device)
+    return models
 
-    def runner(first):
-        seconds = []
-        for _ in range((3 if first else 1) + steps):
-            start = time.perf_counter()
-            with context:
-                loss = model(x, y)[1]
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            loss.item()  # waits for the device
-            seconds.append(time.perf_counter() - start)
-        return statistics.median(seconds[-steps:])
-    return runner
+
+def training_step(model, batch_size, device, dtype):
+    """An optimizer step on random tokens."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x, y = torch.randint(model.config.vocab_size, (2, batch_size, model.config.block_size),
+                         device=device)
+
+    def step():
+        with autocast(device.split(":")[0], dtype):
+            loss = model(x, y)[1]
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss.item()  # waits for the device
+    return step
 
 
 def add_ratios(rows, key):
@@ -89,100 +97,82 @@ def add_ratios(rows, key):
 def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=2):
     """(rows, what MFU is against): a row per (shape, mode, dtype) with ms_per_iter, tokens_per_s,
     ratio and mfu; one out of memory has oom=True and None for its figures."""
-    set_fp32_matmul_precision(device.split(":")[0])
     peak, peak_note = peak_flops(device.split(":")[0])
     # one compiled graph per model and dtype, all sharing GPT.forward
     torch._dynamo.config.recompile_limit = max(8, 4 * len(shapes) * len(dtypes))
     rows = []
-    for mode in modes:
-        for dtype in dtypes:
-            flops, runners = {}, {}
-            for name, (model_type, args) in shapes.items():
-                torch.manual_seed(0)
-                model = build_model(model_type, **args).to(device)
-                flops[name] = 3 * model.flops_per_token(args["block_size"])  # forward + backward
-                runner = torch.compile(model) if mode == "compiled" else model
-                runners[name] = time_training_steps(runner, batch_size, args, device, dtype, steps)
-            best, group = best_of_rounds(runners, rounds), []
-            for name, (model_type, args) in shapes.items():
-                seconds = best.get(name)  # None: out of memory
-                tokens_per_s = seconds and batch_size * args["block_size"] / seconds
-                group.append(dict(
-                    model=name, mode=mode, dtype=str(dtype)[6:], oom=seconds is None,
-                    ms_per_iter=seconds and 1000 * seconds, tokens_per_s=tokens_per_s, ratio=None,
-                    mfu=seconds and peak and flops[name] * tokens_per_s / peak))
-            rows += add_ratios(group, "tokens_per_s")
-            del model, runners
-            torch._dynamo.reset()
+    for mode, dtype in itertools.product(modes, dtypes):
+        models = built(shapes, device)
+        best = best_of_rounds({name: training_step(
+            torch.compile(model) if mode == "compiled" else model, batch_size, device, dtype)
+            for name, model in models.items()}, rounds, steps)
+        group = []
+        for name, model in models.items():
+            seconds = best[name]  # None: out of memory
+            tokens_per_s = seconds and batch_size * model.config.block_size / seconds
+            group.append(dict(
+                model=name, mode=mode, dtype=dtype, oom=seconds is None,
+                ms_per_iter=seconds and 1000 * seconds, tokens_per_s=tokens_per_s, ratio=None,
+                mfu=seconds and peak and model.estimate_mfu(tokens_per_s, peak)))
+        rows += add_ratios(group, "tokens_per_s")
+        del models, model
+        torch._dynamo.reset()
     return rows, peak_note
 
 
 def ratio_table(rows):
     """A row per model, a column per (mode, dtype)."""
-    columns, cells = list(dict.fromkeys((r["mode"], r["dtype"]) for r in rows)), {}
+    cells = {"model": [f"{r['mode']} {r['dtype']}" for r in rows if r["model"] == rows[0]["model"]]}
     for r in rows:
         mfu = f", MFU {100 * r['mfu']:.1f}%" if r["mfu"] else ""
         cells.setdefault(r["model"], []).append(
             "OOM" if r["oom"] else f"{r['ratio']:.2f}x ({r['tokens_per_s']:,.0f} tok/s{mfu})")
-    return "\n".join(["| model | " + " | ".join(f"{m} {d}" for m, d in columns) + " |",
-                      "|---|" + "---:|" * len(columns)]
-                     + [f"| {name} | " + " | ".join(row) + " |" for name, row in cells.items()])
+    lines = [f"| {name} | " + " | ".join(row) + " |" for name, row in cells.items()]
+    return "\n".join([lines[0], "|---|" + "---:|" * len(cells["model"]), *lines[1:]])
 
 
 @torch.no_grad()
-def measured_kv_bytes_per_token(model, ids, prompt_tokens, dtype):
-    """The bytes per position of a model.KVCache fed the generated ids (1, S) as generate feeds
-    them: the prompt at once, then a token at a time."""
+def measured_kv_bytes_per_token(model, prompt, new, dtype):
+    """The bytes per position of a model.KVCache fed as generate feeds it `new` tokens: the prompt
+    at once, then a token at a time."""
     cache = KVCache(model)
-    with autocast(ids.device.type, dtype):
-        model(ids[:, :prompt_tokens], cache=cache)
-        for t in range(prompt_tokens, ids.size(1) - 1):
-            model(ids[:, t:t + 1], cache=cache)
+    with autocast(prompt.device.type, dtype):
+        for ids in [prompt] + [prompt[:, :1]] * (new - 1):
+            model(ids, cache=cache)
     return cache.nbytes / cache.length
+
+
+def greedy(model, prompt, new, dtype, tokens, key):
+    """Greedy decoding of `new` tokens, with the KV cache if key[1]; the tokens in tokens[key]."""
+    with autocast(prompt.device.type, dtype):
+        tokens[key] = model.generate(prompt, new, temperature=0, use_cache=key[1]).tolist()
 
 
 def benchmark_generation(shapes, device, dtypes, prompt_tokens=16, new_tokens=0, rounds=2):
     """A row per (shape, dtype): greedy decode tokens/s (prefill included) with and without the
     cache, whether both chose the same tokens, the cache's bytes per token measured and counted."""
-    set_fp32_matmul_precision(device.split(":")[0])
     rows = []
     for dtype in dtypes:
-        models, runners, ids = {}, {}, {}
-        for name, (model_type, args) in shapes.items():
-            torch.manual_seed(0)
-            models[name] = model = build_model(model_type, **args).to(device).eval()
-            prompt = torch.randint(args["vocab_size"], (1, prompt_tokens), device=device)
-            new = new_tokens or args["block_size"] - prompt_tokens
-            for cached in (True, False):
-                runners[name, cached] = generation(model, prompt, new, dtype, ids, (name, cached))
-        best, group = best_of_rounds(runners, rounds), []
+        models, steps, tokens, prompts = built(shapes, device), {}, {}, {}
         for name, model in models.items():
-            new = ids[name, True].size(1) - prompt_tokens
+            prompt = torch.randint(model.config.vocab_size, (1, prompt_tokens), device=device)
+            prompts[name] = prompt
+            new = new_tokens or model.config.block_size - prompt_tokens
+            for cached in (True, False):
+                steps[name, cached] = functools.partial(greedy, model.eval(), prompt, new, dtype,
+                                                        tokens, (name, cached))
+        best, group = best_of_rounds(steps, rounds), []
+        for name, model in models.items():
+            new = len(tokens[name, True][0]) - prompt_tokens
+            cached, uncached = best[name, True], best[name, False]
             group.append(dict(
-                model=name, dtype=str(dtype)[6:], cached_tokens_per_s=new / best[name, True],
-                uncached_tokens_per_s=new / best[name, False], ratio=None,
-                speedup=best[name, False] / best[name, True],
-                same_tokens=torch.equal(ids[name, True], ids[name, False]),
-                kv_measured=measured_kv_bytes_per_token(model, ids[name, True], prompt_tokens,
-                                                        dtype),
-                kv_counted=model.kv_cache_bytes_per_token(dtype.itemsize)))
+                model=name, dtype=dtype, cached_tokens_per_s=new / cached,
+                uncached_tokens_per_s=new / uncached, ratio=None, speedup=uncached / cached,
+                same_tokens=tokens[name, True] == tokens[name, False],
+                kv_measured=measured_kv_bytes_per_token(model, prompts[name], new, dtype),
+                kv_counted=model.kv_cache_bytes_per_token(DTYPES[dtype].itemsize)))
         rows += add_ratios(group, "cached_tokens_per_s")
     return rows
-
-
-def generation(model, prompt, new, dtype, ids, key):
-    """A runner: the seconds of a greedy model.generate, with the cache if key[1]; its tokens go in
-    ids[key]."""
-    context = autocast(prompt.device.type, dtype)
-
-    def runner(first):
-        for _ in range(1 + first):
-            start = time.perf_counter()
-            with context:
-                ids[key] = model.generate(prompt, new, temperature=0, use_cache=key[1])
-            ids[key].tolist()  # waits for the device
-        return time.perf_counter() - start
-    return runner
 
 
 def generation_table(rows):
@@ -198,17 +188,11 @@ def generation_table(rows):
     return "\n".join(lines)
 
 
-def config_shapes(paths):
-    """({file name: (model_type, model_args)} as train.py builds them, the first file's batch
-    size) of train.py config files."""
-    shapes, defaults = {}, train_defaults()
-    for path in paths:
-        settings = parse_overrides([path], defaults)
-        vocab_size = dataset_vocab_size(settings["dataset"], settings["data_dir"])
-        args = dict(vocab_size=vocab_size, **{k: settings[k] for k in model_keys(settings)},
-                    **settings["model_args"])
-        shapes[Path(path).stem] = settings["model_type"], args
-    return shapes, parse_overrides([paths[0]], defaults)["batch_size"]
+def config_shape(settings):
+    """(model_type, model_args) of a train.py config file's settings, as train.py builds it."""
+    vocab_size = dataset_vocab_size(settings["dataset"], settings["data_dir"])
+    return settings["model_type"], dict(vocab_size=vocab_size, **settings["model_args"],
+                                        **{k: settings[k] for k in model_keys(settings)})
 
 
 def settings(argv):
@@ -217,8 +201,9 @@ def settings(argv):
     files = [a for a in argv if not a.startswith("--")]
     if files:
         args = parse_overrides([a for a in argv if a.startswith("--")], dict(OPTIONS, batch_size=0))
-        shapes, batch_size = config_shapes(files)
-        args["batch_size"] = args["batch_size"] or batch_size
+        runs = {Path(path).stem: parse_overrides([path], train_defaults()) for path in files}
+        shapes = {name: config_shape(run) for name, run in runs.items()}
+        args["batch_size"] = args["batch_size"] or next(iter(runs.values()))["batch_size"]
     else:
         args = preset_settings(argv, keys=("dataset", "data_dir", "block_size", "batch_size",
                                            "models") + BASELINE_KEYS + MATCHING_KEYS, extra=OPTIONS)
@@ -239,7 +224,7 @@ def settings(argv):
         dtypes = list(dict.fromkeys([auto_dtype(device.split(":")[0]), "float32"]))
     need(set(dtypes) <= DTYPES.keys(), f"dtypes={args['dtypes']!r}: auto, or a comma-separated "
                                        f"list of {', '.join(DTYPES)}")
-    return args, shapes, device, [DTYPES[name] for name in dtypes]
+    return args, shapes, device, dtypes
 
 
 def main(argv):
@@ -248,32 +233,31 @@ def main(argv):
     except (ConfigError, ValueError) as e:  # ValueError: a shape that cannot be matched
         usage_error(e)
     torch.set_num_threads(args["threads"] or torch.get_num_threads())
+    torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for fp32 matmuls
     if args["generate"]:
         rows = benchmark_generation(shapes, device, dtypes, args["prompt_tokens"],
                                     args["new_tokens"], args["rounds"])
         print(f"\ngreedy generation, batch 1, a {args['prompt_tokens']}-token prompt:\n\n"
               + generation_table(rows))
-        write_json(args["json"], rows=rows)
-        if any(r["kv_measured"] != r["kv_counted"] for r in rows):
-            raise SystemExit("error: the measured KV cache differs from "
-                             "model.kv_cache_bytes_per_token() (!)")
-        return
-    print(f"benchmarking {len(shapes)} shapes, batch {args['batch_size']} on {device} "
-          f"({torch.get_num_threads()} threads), {args['rounds']} rounds of {args['steps']} steps")
-    rows, peak_note = benchmark_shapes(shapes, args["batch_size"], device, dtypes,
-                                       args["modes"].split(","), args["steps"], args["rounds"])
-    print(f"\nMFU against: {peak_note}\n\ntokens/s as a ratio to {next(iter(shapes))} in the "
-          f"same column (tokens/s, MFU):\n\n{ratio_table(rows)}")
-    write_json(args["json"], rows=rows, peak=peak_note,
-               device=torch.cuda.get_device_name(device) if "cuda" in device else f"CPU ({device})",
-               machine=machine_name(), threads=torch.get_num_threads(),
-               batch_size=args["batch_size"], steps=args["steps"], rounds=args["rounds"])
-
-
-def write_json(path, **record):
-    if path:
+        record = dict(rows=rows)
+    else:
+        print(f"benchmarking {len(shapes)} shapes, batch {args['batch_size']} on {device} "
+              f"({torch.get_num_threads()} threads), {args['rounds']} rounds of {args['steps']} "
+              f"steps")
+        rows, peak_note = benchmark_shapes(shapes, args["batch_size"], device, dtypes,
+                                           args["modes"].split(","), args["steps"], args["rounds"])
+        print(f"\nMFU against: {peak_note}\n\ntokens/s as a ratio to {next(iter(shapes))} in the "
+              f"same column (tokens/s, MFU):\n\n{ratio_table(rows)}")
+        on = torch.cuda.get_device_name(device) if "cuda" in device else f"CPU ({device})"
+        record = dict(rows=rows, peak=peak_note, device=on, machine=machine_name(),
+                      threads=torch.get_num_threads(), batch_size=args["batch_size"],
+                      steps=args["steps"], rounds=args["rounds"])
+    if path := args["json"]:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps(record, indent=1))
+        Path(path).write_text(json.dumps(record, indent=1))
+    if any(r.get("kv_measured") != r.get("kv_counted") for r in rows):
+        raise SystemExit("error: the measured KV cache differs from "
+                         "model.kv_cache_bytes_per_token() (!)")
 
 
 if __name__ == "__main__":

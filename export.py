@@ -11,7 +11,7 @@ and shape_lab.json, what sample.py needs beside the weights; `python sample.py -
 reads either. Tensors and JSON only: nothing in the folder runs code when it is loaded.
 
 The folder is new, empty or an earlier export. The export writes the files named in EXPORT_FILES
-beside the folder's files, then moves them in, replacing those of the same names: a failed export
+in a folder beside it, then moves them in, replacing those of the same names: a failed export
 changes nothing, and no other file is ever replaced or deleted.
 """
 
@@ -26,7 +26,7 @@ from safetensors import SafetensorError
 
 from shapelab.checkpoint import EXPORT_INFO, load_checkpoint, to_transformers
 from shapelab.configurator import usage_error
-from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR, Tokenizer, gpt2_ranks_path
+from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR, gpt2_ranks_path
 from shapes import model_from_checkpoint
 
 USAGE = "usage: python export.py CHECKPOINT FOLDER  (CHECKPOINT: out/ckpt.pt, or the folder of it)"
@@ -49,9 +49,10 @@ def transformers_class(model_type, config):
 
 
 def export_transformers(model, class_name, meta, folder):
-    """The plain GPT as transformers' class_name in folder: model.py's choices in its words."""
+    """The plain GPT as transformers' class_name in folder: model.py's choices in its words; returns
+    the largest |difference| between the logits transformers computes from it and ours."""
     import transformers
-    transformers.utils.logging.disable_progress_bar()  # bars for a one-file model: noise
+    transformers.utils.logging.disable_progress_bar()  # on stderr, where errors are one line
     config, spec = model.config, model.config.layers[0]
     eot = GPT2_EOT if meta["tokenizer"] == "gpt2" else None
     hf_config = getattr(transformers, class_name.replace("ForCausalLM", "Config"))(
@@ -62,45 +63,35 @@ def export_transformers(model, class_name, meta, folder):
         rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
         tie_word_embeddings=config.tie_embeddings, bos_token_id=eot, eos_token_id=eot,
         dtype="float32")  # SwiGLU, no biases: transformers' defaults
+    hf_config.rope_theta = config.rope_theta  # where transformers 4 reads it
     hf_model = getattr(transformers, class_name)(hf_config)
     hf_model.load_state_dict(to_transformers(model.state_dict(), spec.n_head * spec.head_dim,
                                              spec.n_kv_head * spec.head_dim))
     hf_model.save_pretrained(folder)
-    written = json.loads((folder / "config.json").read_text())  # + where transformers 4 reads it
-    written["rope_theta"] = config.rope_theta
-    (folder / "config.json").write_text(json.dumps(written, indent=2))
-
-
-def check_transformers(model, folder):
-    """The largest |difference| between transformers' logits of the export and ours."""
-    from transformers import AutoModelForCausalLM
-    hf_model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    idx = torch.randint(model.config.vocab_size, (2, model.config.block_size),
-                        generator=torch.Generator().manual_seed(0))
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    idx = torch.randint(model.config.vocab_size, (2, model.config.block_size))
     with torch.no_grad():
         return (model(idx, targets=idx)[0] - hf_model(idx).logits).abs().max().item()
 
 
 def export_safetensors(model, folder):
     """model's tensors in folder/model.safetensors under this repo's names, a tied LM head stored
-    once; returns {alias: name stored}."""
+    once (safetensors refuses shared tensors); returns {alias: name stored}."""
     from safetensors.torch import save_file
-    state, first = model.state_dict(), {}
-    tied = {name: first.setdefault((t.data_ptr(), t.shape), name) for name, t in state.items()}
-    tied = {alias: name for alias, name in tied.items() if alias != name}
-    save_file({name: t.contiguous() for name, t in state.items() if name not in tied},
-              folder / "model.safetensors", metadata={"format": "pt"})
+    tied = {"lm_head.weight": "tok_emb.weight"} if model.config.tie_embeddings else {}
+    save_file({name: t.contiguous() for name, t in model.state_dict().items() if name not in tied},
+              folder / "model.safetensors")
     return tied
 
 
 def export_tokenizer(meta, block_size, folder):
-    """The run's tokenizer as transformers' tokenizer.json, written where it encodes as ours."""
-    from tokenizers import Tokenizer as Backend, decoders, models
+    """The run's tokenizer as transformers' tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models
     from transformers import PreTrainedTokenizerFast
     special = {}
     if meta["tokenizer"] == "char":
-        ours, sample = Tokenizer.char(meta["chars"]), meta["chars"]
-        backend = Backend(models.BPE(vocab={c: i for i, c in enumerate(meta["chars"])}, merges=[]))
+        vocab = {c: i for i, c in enumerate(meta["chars"])}
+        backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
         backend.decoder = decoders.Fuse()  # characters join without spaces
     elif not gpt2_ranks_path().exists():
         print(f"note: no tokenizer written: GPT-2's ranks are not in {gpt2_ranks_path()}; run "
@@ -108,16 +99,11 @@ def export_tokenizer(meta, block_size, folder):
         return
     else:
         from transformers.convert_slow_tokenizer import TikTokenConverter
-        ours, special = Tokenizer.gpt2(), dict(bos_token=EOT, eos_token=EOT)
+        special = dict(bos_token=EOT, eos_token=EOT)
         backend = TikTokenConverter(vocab_file=str(gpt2_ranks_path()), pattern=GPT2_PAT_STR,
                                     extra_special_tokens=[EOT]).converted()
-        sample = f"ROMEO:\nBut soft, what light through yonder window breaks?{EOT} It's 1592.\n"
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
-                                        **special)
-    if tokenizer.encode(sample, verbose=False) != ours.encode(sample):
-        print("note: no tokenizer written: transformers' version of it encodes differently")
-        return
-    tokenizer.save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
+                            **special).save_pretrained(folder)
 
 
 def write_export(model, checkpoint, folder):
@@ -126,8 +112,7 @@ def write_export(model, checkpoint, folder):
     info = {"weights": "transformers" if class_name else "shape_lab", "tied": {},
             "checkpoint": {k: checkpoint[k] for k in KEPT}}
     if class_name:
-        export_transformers(model, class_name, checkpoint["meta"], folder)
-        diff = check_transformers(model, folder)
+        diff = export_transformers(model, class_name, checkpoint["meta"], folder)
         if not diff < 1e-4:
             raise SystemExit(f"error: transformers' {class_name} computes other logits from the "
                              f"exported weights (largest difference {diff:.3g}) than this repo's "
@@ -154,12 +139,9 @@ def install(staging, folder):
 
 
 def main(argv):
-    if argv in (["-h"], ["--help"]):
-        print(__doc__.strip())
-        return
     if len(argv) != 2 or any(a.startswith("-") for a in argv):
         usage_error(USAGE)
-    source, folder = Path(argv[0]), Path(argv[1])
+    source, folder = map(Path, argv)
     try:
         checkpoint = load_checkpoint(source / "ckpt.pt" if source.is_dir() else source)
     except FileNotFoundError:
@@ -167,23 +149,18 @@ def main(argv):
                     f"its folder")
     if not set(KEPT) <= checkpoint.keys():
         usage_error(f"{source} is not a checkpoint of this repo's train.py")
-    if folder.exists() and not folder.is_dir():
-        usage_error(f"{folder} is a file: name a folder to export into")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / EXPORT_INFO).is_file():
         usage_error(f"{folder} holds other files and no export: export into a new or empty "
                     f"folder, or over an earlier export")
-    made = not folder.exists()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as staging:
+    try:  # staged beside the folder, so that a failed export leaves no trace
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".export-", dir=folder.parent) as staging:
             write_export(model_from_checkpoint(checkpoint).eval(), checkpoint, Path(staging))
+            folder.mkdir(exist_ok=True)
             install(Path(staging), folder)
     except (OSError, SafetensorError) as e:
         usage_error(f"cannot write into {folder} ({getattr(e, 'strerror', None) or e}): give "
                     f"export.py a FOLDER you can write to, e.g. ~/out-hf")
-    finally:
-        if made and folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()  # made for an export that failed
     print(f"exported {checkpoint['model_type']} (step {checkpoint['iter_num']}) to {folder}; "
           f"sample from it: python sample.py --out_dir={folder}")
 

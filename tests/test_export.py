@@ -1,9 +1,6 @@
-"""export.py: a plain GPT loads in transformers (Llama; Qwen3 with QK-norm) with our logits and
-tokens; any other shape comes back through load_export (sample.py's way) with the same logits; the
-export writes only its own files, never deletes one, and a folder it cannot use is one line."""
+"""export.py: our logits and tokens in transformers and load_export, only its own files written."""
 
 import json
-import stat
 
 import pytest
 import torch
@@ -55,15 +52,14 @@ def test_a_plain_gpt_loads_in_transformers_with_our_logits_and_tokens(shape, exp
     ours = checkpoint_of(tmp_path / "o", **shape)
     export.main([str(tmp_path / "o"), str(tmp_path / "hf")])
     theirs = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()
-    with torch.no_grad():
-        assert type(theirs).__name__ == expected
-        assert (all_logits(ours, X) - theirs(X).logits).abs().max() < 1e-5
-        assert torch.equal(all_logits(model_from_checkpoint(load_export(tmp_path / "hf")), X),
-                           all_logits(ours, X))
+    assert type(theirs).__name__ == expected
+    assert (all_logits(ours, X) - theirs(X).logits).abs().max() < 1e-5
+    assert torch.equal(all_logits(model_from_checkpoint(load_export(tmp_path / "hf")), X),
+                       all_logits(ours, X))
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
     text = TEXT + "<|endoftext|> naïve café, 東京 🤖  spaces\t\ttabs 12345 we'll\n\n" * gpt2
-    assert tokenizer.encode(text) == (Tokenizer.gpt2() if gpt2 else Tokenizer.char(CHARS)).encode(
-        text)
+    ours = Tokenizer.gpt2() if gpt2 else Tokenizer.char(CHARS)
+    assert tokenizer.encode(text) == ours.encode(text)
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
@@ -74,37 +70,32 @@ def test_another_shape_comes_back_and_a_forged_manifest_deletes_nothing(tmp_path
     folder.mkdir()
     (folder / "precious.txt").write_text("mine")
     assert "holds other files" in refused(capsys, tmp_path / "o", folder)
-    assert "is a file" in refused(capsys, tmp_path / "o", folder / "precious.txt")
-    (folder / "shape_lab.json").write_text(json.dumps(dict(  # a manifest as export.py wrote one
-        export_format=1, weights="shape_lab", tied={}, checkpoint={},
-        files=["precious.txt", "shape_lab.json"])))
+    assert "cannot write into" in refused(capsys, tmp_path / "o", folder / "precious.txt")
+    forged = dict(weights="shape_lab", tied={}, checkpoint={}, files=["precious.txt"])
+    (folder / "shape_lab.json").write_text(json.dumps(forged))  # naming the user's file
     export.main([str(tmp_path / "o"), str(folder)])
     assert "no transformers class: model_type='hourglass'" in capsys.readouterr().out
     assert (folder / "precious.txt").read_text() == "mine"
-    assert stat.S_IMODE((folder / "model.safetensors").stat().st_mode) == 0o644
-    with torch.no_grad():
-        assert torch.equal(all_logits(model_from_checkpoint(load_export(folder)), X),
-                           all_logits(ours, X))
+    assert (folder / "model.safetensors").stat().st_mode & 0o777 == 0o644
+    assert torch.equal(all_logits(model_from_checkpoint(load_export(folder)), X),
+                       all_logits(ours, X))
 
 
-def contents(folder):
-    return {p.name: p.read_bytes() for p in folder.iterdir()}
-
-
-def test_a_folder_it_may_not_write_into_is_one_line_and_a_failed_export_changes_nothing(
-        tmp_path, capsys, monkeypatch):
+def test_an_unusable_folder_is_one_line_and_a_failed_export_changes_nothing(tmp_path, capsys,
+                                                                             monkeypatch):
+    ex, new = tmp_path / "ex", tmp_path / "new"
     checkpoint_of(tmp_path / "gpt")
     checkpoint_of(tmp_path / "full", qk_norm="full")  # no transformers class: no config.json
-    assert "no checkpoint at" in refused(capsys, tmp_path / "none", tmp_path / "ex")
-    export.main([str(tmp_path / "gpt"), str(tmp_path / "ex")])
-    (tmp_path / "ex" / "README.md").write_text("my model card")
-    before = contents(tmp_path / "ex")
-    assert "config.json is not part of this export" in refused(capsys, tmp_path / "full",
-                                                               tmp_path / "ex")
-    monkeypatch.setattr(export, "check_transformers", lambda model, folder: 0.5)
-    for folder in ("ex", "new"):
+    assert "no checkpoint at" in refused(capsys, tmp_path / "none", ex)
+    export.main([str(tmp_path / "gpt"), str(ex)])
+    (ex / "README.md").write_text("my model card")
+    before = {p.name: p.read_bytes() for p in ex.iterdir()}
+    assert "config.json is not part of this export" in refused(capsys, tmp_path / "full", ex)
+    monkeypatch.setattr(export, "to_transformers", lambda *args, real=export.to_transformers: {
+        name: t + 0.1 for name, t in real(*args).items()})  # other weights: other logits
+    for folder in (ex, new):
         with pytest.raises(SystemExit, match="nothing was exported"):
-            export.main([str(tmp_path / "gpt"), str(tmp_path / folder)])
+            export.main([str(tmp_path / "gpt"), str(folder)])
     monkeypatch.setattr("os.mkdir", lambda *args: open("/proc/no-such/file", "w"))  # read-only
-    assert "cannot write into" in refused(capsys, tmp_path / "gpt", tmp_path / "ex")
-    assert contents(tmp_path / "ex") == before and not (tmp_path / "new").exists()
+    assert "cannot write into" in refused(capsys, tmp_path / "gpt", ex)
+    assert {p.name: p.read_bytes() for p in ex.iterdir()} == before and not new.exists()

@@ -1,5 +1,4 @@
-"""gpu_check.py: its CPU form runs every part and prints the table; a failing part is FAIL with
-its error line and the rest goes on; no CUDA is one line; recompiles after warm-up are counted."""
+"""gpu_check.py: every part on the CPU, a FAIL and its line, no CUDA, the recompile count."""
 
 import re
 import subprocess
@@ -24,8 +23,7 @@ def test_every_part_runs_on_the_cpu_with_tiny_shapes(char_dataset, tmp_path):
     assert all((tmp_path / f"{part}.log").stat().st_size for part in gpu_check.PARTS[1:])
 
 
-def test_a_failing_part_is_fail_with_its_error_line_and_the_rest_goes_on(char_dataset, tmp_path,
-                                                                        capsys):
+def test_a_failing_part_is_fail_with_its_error_line(char_dataset, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:  # no checkpoint to sample from
         gpu_check.main(["--device=cpu", "--tiny", "--parts=sample,data",
                         f"--data_dir={char_dataset}", f"--out_dir={tmp_path}"])
