@@ -44,7 +44,7 @@ def autocast(device_type, dtype):
 
 def measure_cpu_peak_flops():
     """torch's matmul FLOP/s here, timed in our CPU time too: other programs cannot lower it."""
-    a = torch.randn(1024, 1024).to(DTYPES[auto_dtype("cpu")])
+    a = torch.randn(1024, 1024, generator=torch.Generator()).to(DTYPES[auto_dtype("cpu")])
     runs, wall, cpu = 0, time.perf_counter(), time.process_time()
     while runs < 5 or time.perf_counter() - wall < 0.1:
         a @ a
