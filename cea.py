@@ -101,17 +101,13 @@ class CEAAttentionSublayer(CausalSelfAttention):
                              f"masked kernels: use attention_impl='causal' (the same numbers, no "
                              f"mask)")
 
-    def flops_per_token(self, seq_len):
-        moe = isinstance(self.inner_ffn, TopOneMoE)
-        inner = self.inner_ffn.flops_per_token() if moe else linear_flops(self.inner_ffn)
-        projections = linear_flops(self.qkv_proj) + linear_flops(self.out_proj)
-        scores = 4 * seq_len * self.n_head * self.head_dim  # q.k and p.v over T keys
-        if self.current_position == "direct":
-            projections += 2 * self.qkv_proj.in_features * 2 * self.kv_dim  # W_k, W_v on a and t
-            reference = self.attention_impl == "reference"  # 2T keys; else hd + 1 padded to 8s
-            width = 2 * self.head_dim if reference else self.head_dim // 8 * 8 + 8
-            scores = 4 * seq_len * self.n_head * width
-        return inner + projections + scores
+    def extra_flops(self, seq_len):
+        if self.current_position != "direct":
+            return super().extra_flops(seq_len)
+        # W_k, W_v on a too; the scores over 2T keys, or hd + 1 padded to 8s on mask-free kernels
+        reference = self.attention_impl == "reference"
+        width = 2 * self.head_dim if reference else self.head_dim // 8 * 8 + 8
+        return 4 * self.qkv_proj.in_features * self.kv_dim + 4 * seq_len * self.n_head * width
 
 
 def in_forward_order(module, *first):
@@ -182,8 +178,8 @@ class TopOneMoE(nn.Module):
             out = torch.where(routed_here, (expert(flat) * gate[:, None]).to(out.dtype), out)
         return out.view_as(x)
 
-    def flops_per_token(self):
-        return linear_flops(self.router) + linear_flops(self.experts[0])
+    def extra_flops(self, seq_len):  # a token's FLOPs are its one expert's, not every expert's
+        return -(self.n_experts - 1) * linear_flops(self.experts[0])
 
 
 class MoESublayer(nn.Module):
@@ -197,17 +193,6 @@ class MoESublayer(nn.Module):
 
     def forward(self, x):
         return x + self.dropout(self.moe(self.norm(x)))
-
-    def flops_per_token(self, seq_len):
-        return self.moe.flops_per_token()
-
-
-class FFNSlot(nn.Sequential):
-    def __init__(self, sublayers):
-        super().__init__(*sublayers)
-
-    def flops_per_token(self, seq_len):
-        return sum(s.flops_per_token(seq_len) for s in self)
 
 
 # ----------------------------------------------------------------------------------------
@@ -276,7 +261,7 @@ class CEAGPT(GPT):
             sublayers.append(FFNSublayer(c.n_embd, spec.ffn_hidden, c))
         if len(sublayers) == 1 and isinstance(sublayers[0], FFNSublayer):
             return sublayers[0]  # FFN-Wider is model.GPT
-        return FFNSlot(sublayers)
+        return nn.Sequential(*sublayers)
 
     def balancing_loss(self):
         losses = [m.balancing_loss for m in self.modules()

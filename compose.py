@@ -15,6 +15,8 @@ The two schedules do not compose. At their settings the logits are each single m
 
 from dataclasses import dataclass, field, replace
 
+import torch.nn as nn
+
 import cea
 import hourglass
 import lws
@@ -37,7 +39,7 @@ class ComposedGPT(variable_width.VariableWidthGPT):
         c = self.config
         width, K, outer = c.layer_widths[layer_idx], c.n_sub_blocks, spec.ffn_hidden  # rho W_l
         if outer == 0:
-            return cea.FFNSlot([])  # the whole FFN inside attention
+            return nn.Sequential()  # the whole FFN inside attention
         if K == 1:
             return FFNSublayer(width, outer, self.config)
         return hourglass.HourglassFFN(width, outer, K, self.config)

@@ -40,9 +40,6 @@ class HourglassFFN(nn.Module):
             x = sub_block(x)  # eq. (3)
         return x
 
-    def flops_per_token(self, seq_len):
-        return sum(sub_block.flops_per_token(seq_len) for sub_block in self.sub_blocks)
-
 
 @dataclass
 class HourglassConfig(GPTConfig):

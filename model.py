@@ -14,6 +14,7 @@ baselines.
     python model.py --n_layer=4 --n_embd=128 --n_head=4      # a shape's parameters and FLOPs/token
 """
 
+import bisect
 import contextlib
 import functools
 import math
@@ -51,13 +52,10 @@ class GPTConfig:
 
     def __post_init__(self):
         for key in ("n_layer", "n_embd", "n_head", "n_kv_head", "head_dim", "ffn_hidden"):
-            value = getattr(self, key)
-            assert value is None or value >= 1, f"{key}={value} must be >= 1"
+            assert (getattr(self, key) or 1) >= 1, f"{key}={getattr(self, key)} must be >= 1"
         assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', head or full"
         # layers may arrive as dicts, from a checkpoint or a config file
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
-        assert all(isinstance(s, LayerSpec) for s in self.layers), (
-            f"layers={self.layers!r:.60}: give each layer as a dict of LayerSpec's fields")
         self.layers = self.layers or [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
         for s in self.layers:
@@ -165,9 +163,9 @@ class CausalSelfAttention(nn.Module):
             return x
         return apply_rope(x, self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T])
 
-    def flops_per_token(self, seq_len):
+    def extra_flops(self, seq_len):
         # q.k^T and attn@v over the full T x T score matrix, as torch.utils.flop_counter counts
-        return linear_flops(self) + 4 * seq_len * self.n_head * self.head_dim
+        return 4 * seq_len * self.n_head * self.head_dim
 
 
 class SwiGLU(nn.Module):
@@ -195,9 +193,6 @@ class AttentionSublayer(nn.Module):
     def forward(self, x, cache=None):
         return x + self.dropout(self.attn(self.norm(x), cache))
 
-    def flops_per_token(self, seq_len):
-        return self.attn.flops_per_token(seq_len)
-
 
 class FFNSublayer(nn.Module):
     """x -> x + SwiGLU(n(x))"""
@@ -211,9 +206,6 @@ class FFNSublayer(nn.Module):
     def forward(self, x):
         return x + self.dropout(self.mlp(self.norm(x)))
 
-    def flops_per_token(self, seq_len):
-        return linear_flops(self)
-
 
 class Block(nn.Module):
     """One layer: the attention sublayer, then the FFN sublayer."""
@@ -225,9 +217,6 @@ class Block(nn.Module):
     def forward(self, x, cache=None):
         return self.ffn(self.attn(x) if cache is None else self.attn(x, cache=cache))
 
-    def flops_per_token(self, seq_len):
-        return self.attn.flops_per_token(seq_len) + self.ffn.flops_per_token(seq_len)
-
 
 # ----------------------------------------------------------------------------------------
 # The GPT
@@ -237,8 +226,8 @@ class GPT(nn.Module):
     """Token embedding, one block per LayerSpec, final RMSNorm, LM head.
 
     A mechanism overrides a seam: make_attention or make_ffn (a sublayer), make_block (the
-    layer's wiring). A block is a module with forward(x, cache=None) and flops_per_token(seq_len);
-    its `attn` and `ffn` parts count as attention and FFN."""
+    layer's wiring). A block is a module with forward(x, cache=None); its `attn` and `ffn` parts
+    count as attention and FFN parameters."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -298,14 +287,12 @@ class GPT(nn.Module):
         cache is rebuilt from the last block_size // 2 tokens."""
         block_size, cache = self.config.block_size, None
         for _ in range(max_new_tokens):
-            if not use_cache:
-                logits, _ = self(idx[:, -block_size:])
-            elif cache is None or cache.length == block_size:
-                keep = block_size if cache is None else max(1, block_size // 2)
-                cache = KVCache(self)
-                logits, _ = self(idx[:, -keep:], cache=cache)
-            else:
+            if cache is not None and cache.length < block_size:
                 logits, _ = self(idx[:, -1:], cache=cache)
+            else:
+                keep = block_size if cache is None else max(1, block_size // 2)
+                cache = KVCache(self) if use_cache else None
+                logits, _ = self(idx[:, -keep:], cache=cache)
             logits = logits[:, -1, :].float()
             if vocab_size is not None and vocab_size < logits.size(-1):
                 logits[:, vocab_size:] = float("-inf")
@@ -353,10 +340,11 @@ class GPT(nn.Module):
         return sum(2 * s.n_kv_head * s.head_dim * bytes_per_element for s in self.config.layers)
 
     def flops_per_token(self, seq_len=None):
-        """Forward FLOPs per token at context seq_len (default block_size), 2 per multiply-add."""
+        """Forward FLOPs per token at context seq_len (default block_size), 2 per multiply-add:
+        every nn.Linear's, plus each module's extra_flops (attention's scores)."""
         seq_len = seq_len or self.config.block_size
-        blocks = sum(block.flops_per_token(seq_len) for block in self.blocks)
-        return blocks + linear_flops(self.lm_head)
+        extra = sum(m.extra_flops(seq_len) for m in self.modules() if hasattr(m, "extra_flops"))
+        return linear_flops(self) + extra
 
     def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
         """Achieved training FLOPs/s (3x forward) over the peak."""
@@ -374,17 +362,13 @@ class LayerKVCache:
         self.length = 0
 
     def append(self, k, v):
-        T = k.size(2)
-        if self.length + T > self.max_len:
-            raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} "
-                             f"(block_size)")
         if self.keys is None:
-            B, H, _, hd = k.shape
-            self.keys = k.new_empty(B, H, self.max_len, hd)
-            self.values = v.new_empty(B, v.size(1), self.max_len, v.size(3))
-        self.keys[:, :, self.length:self.length + T] = k
-        self.values[:, :, self.length:self.length + T] = v
-        self.length += T
+            self.keys = k.new_empty(*k.shape[:2], self.max_len, k.size(3))
+            self.values = v.new_empty(*v.shape[:2], self.max_len, v.size(3))
+        end = self.length + k.size(2)
+        self.keys[:, :, self.length:end] = k
+        self.values[:, :, self.length:end] = v
+        self.length = end
         return self.keys[:, :, :self.length], self.values[:, :, :self.length]
 
     @property
@@ -421,19 +405,10 @@ def padded_vocab_size(vocab_size, multiple=64):
 
 
 def closest_size(count, target):
-    """The n >= 1 whose count(n), growing with n, comes closest to target: steps from a linear
-    guess, doubling, then bisects."""
+    """The n >= 1 whose count(n), growing with n, comes closest to target."""
     count = functools.cache(count)
-    low = high = max(1, 1 + round((target - count(1)) / max(count(2) - count(1), 1)))
-    step = 1
-    while count(high) < target:
-        low, high, step = high, high + step, 2 * step
-    while low > 1 and count(low) >= target:
-        low, high, step = max(1, low - step), low, 2 * step
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if count(mid) < target else (low, mid)
-    return min((low, high), key=lambda n: abs(count(n) - target))
+    n = 1 + bisect.bisect_left(range(1, 2**20), target, key=count)  # the first count(n) >= target
+    return min((max(1, n - 1), n), key=lambda n: abs(count(n) - target))
 
 
 def linear_flops(module):
@@ -489,17 +464,13 @@ def shape_report(model, model_args, gpt_args, matched=True):
     with meta_device():
         gpt_budget = GPT(GPTConfig(**gpt_args)).budget()
     own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}
-    how = "matched to the GPT of these settings" if matched else "as --model_args sets it"
-    rows = [f"{type(model).__name__} {how}: {own}"]
-    if matched:
-        rows[0] += " (--model_args sets a shape by hand)"
+    how = ("matched to the GPT of these settings (--model_args sets a shape by hand)" if matched
+           else "as --model_args sets it")
     widths = getattr(model.config, "layer_widths", None)
-    if widths:
-        rows.append(f"layer widths: {widths}")
-    rows.append(describe(model))
-    rows.append(f"budget (non-embedding parameters): {model.budget():,}, the GPT's {gpt_budget:,} "
-                f"({model.budget() / gpt_budget - 1:+.1%})")
-    return "\n".join(rows)
+    return (f"{type(model).__name__} {how}: {own}\n"
+            + (f"layer widths: {widths}\n" if widths else "") + describe(model)
+            + f"\nbudget (non-embedding parameters): {model.budget():,}, the GPT's {gpt_budget:,} "
+            f"({model.budget() / gpt_budget - 1:+.1%})")
 
 
 def default_args(cls=GPTConfig):

@@ -32,8 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import (GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, linear_flops,
-                   meta_device)
+from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, meta_device
 
 
 class VariableWidthGPT(GPT):
@@ -114,9 +113,6 @@ class VariableWidthGPT(GPT):
         for l in range(len(self.blocks)):
             streams.append(self.layer_step(l, streams[-1]))
         return streams
-
-    def flops_per_token(self, seq_len=None):
-        return super().flops_per_token(seq_len) + linear_flops(self.expansions)
 
     def endpoint_params(self):
         """Appendix A's W_end: first-layer QKV columns on the zero padding, last W_2 rows past d."""

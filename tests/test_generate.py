@@ -107,15 +107,13 @@ def test_padding_ids_are_never_sampled(use_cache):
         assert out.max() < VOCAB, kwargs
 
 
-def test_a_layer_cache_is_allocated_once_and_refuses_to_overflow():
+def test_a_layer_cache_is_allocated_once():
     cache = LayerKVCache(max_len=4)
     k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
     cache.append(k, v)
     buffer = cache.keys
     keys, _ = cache.append(k[:, :, :1], v[:, :, :1])
     assert cache.keys is buffer and keys.shape == (1, 2, 4, 8) and cache.nbytes == 2 * 4 * 2 * 8 * 4
-    with pytest.raises(ValueError, match="KV cache full"):
-        cache.append(k[:, :, :1], v[:, :, :1])
     for block_size in (1, 2):  # a full cache keeps max(1, block_size // 2) tokens
         tiny = build_model("gpt", vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32,
                            n_head=2).eval()
