@@ -37,15 +37,10 @@ class CEAAttentionSublayer(CausalSelfAttention):
     """x -> x + W_o Attn(a, t = a + InnerFFN(a)), a = n(x): a whole residual sublayer on
     model.CausalSelfAttention's projections, QK-norm and RoPE."""
 
-    def __init__(self, dim, spec: LayerSpec, config: "CEAConfig",
-                 inner_ffn: nn.Module | None = None):
+    def __init__(self, dim, spec: LayerSpec, config: "CEAConfig", inner_ffn: nn.Module):
         super().__init__(dim, spec, config)
         self.current_position, self.attention_impl = config.current_position, config.attention_impl
         self.norm = RMSNorm(dim, config.norm_eps)
-        if inner_ffn is None and config.n_experts and config.moe_place == "inner":
-            inner_ffn = TopOneMoE(dim, config.n_experts, config.expert_hidden)  # Inner-MoE (7)
-        elif inner_ffn is None:
-            inner_ffn = SwiGLU(dim, config.inner_hidden)  # width (1 - rho) W
         self.inner_ffn = inner_ffn
         self.dropout = nn.Dropout(config.dropout)
         in_forward_order(self, "norm", "inner_ffn")
@@ -249,9 +244,13 @@ class CEAGPT(GPT):
 
     def make_attention(self, layer_idx, spec):
         c = self.config
-        if c.inner_hidden or (c.n_experts and c.moe_place == "inner"):
-            return CEAAttentionSublayer(c.n_embd, spec, c)
-        return super().make_attention(layer_idx, spec)
+        if c.n_experts and c.moe_place == "inner":
+            inner_ffn = TopOneMoE(c.n_embd, c.n_experts, c.expert_hidden)  # Inner-MoE (7)
+        elif c.inner_hidden:
+            inner_ffn = SwiGLU(c.n_embd, c.inner_hidden)  # width (1 - rho) W
+        else:
+            return super().make_attention(layer_idx, spec)
+        return CEAAttentionSublayer(c.n_embd, spec, c, inner_ffn)
 
     def make_ffn(self, layer_idx, spec):
         c = self.config
@@ -264,17 +263,16 @@ class CEAGPT(GPT):
         return nn.Sequential(*sublayers)
 
     def balancing_loss(self):
-        losses = [m.balancing_loss for m in self.modules()
-                  if isinstance(m, TopOneMoE) and m.balancing_loss is not None]
+        losses = [m.balancing_loss for m in self.modules() if isinstance(m, TopOneMoE)]
         return sum(losses) if losses else None
 
     def forward(self, idx, targets=None, cache=None):
         logits, loss = super().forward(idx, targets, cache)
-        balancing = self.balancing_loss()
-        weighted = None if balancing is None else self.config.balance_coef * balancing
-        self.aux_loss = None if weighted is None else weighted.detach()
-        if loss is not None and weighted is not None and self.training:
-            loss = loss + weighted
+        if self.config.n_experts:
+            weighted = self.config.balance_coef * self.balancing_loss()
+            self.aux_loss = weighted.detach()
+            if loss is not None and self.training:
+                loss = loss + weighted
         return logits, loss
 
 
@@ -300,14 +298,11 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
         target = GPT(GPTConfig(**dict(baseline, block_size=2))).budget()
     step = head_dim_multiple * baseline["n_head"]
     shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
-    best = None
-    for d in range(step, baseline["n_embd"] + 1, step):
-        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d
-        width = match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
-        score = abs(width / d - ffn_width_ratio)
-        if best is None or score < best[0]:
-            best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
-    return best[1]
+    untied = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"]
+    candidates = [dict(shape, n_embd=d, ffn_hidden=match_ffn_hidden(
+        target + untied * d, multiple, **shape, n_embd=d), outer_ratio=1.0)
+        for d in range(step, baseline["n_embd"] + 1, step)]
+    return min(candidates, key=lambda c: abs(c["ffn_hidden"] / c["n_embd"] - ffn_width_ratio))
 
 
 def matched_args(baseline):

@@ -33,7 +33,7 @@ class ComposedGPT(variable_width.VariableWidthGPT):
         width, inner = c.layer_widths[layer_idx], c.layer_inner_hidden[layer_idx]
         if inner == 0:
             return AttentionSublayer(width, spec, self.config)
-        return cea.CEAAttentionSublayer(width, spec, self.config, inner_ffn=SwiGLU(width, inner))
+        return cea.CEAAttentionSublayer(width, spec, self.config, SwiGLU(width, inner))
 
     def make_ffn(self, layer_idx, spec):
         c = self.config

@@ -56,6 +56,8 @@ class GPTConfig:
         assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', head or full"
         # layers may arrive as dicts, from a checkpoint or a config file
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
+        assert all(isinstance(s, LayerSpec) for s in self.layers), (
+            f"layers={self.layers!r:.60}: give each layer as a dict of LayerSpec's fields")
         self.layers = self.layers or [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
         for s in self.layers:
@@ -263,14 +265,17 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, cache=None):
         """(logits, loss); without targets only the last position's logits, and loss None.
         cache: a KVCache, idx then the new tokens."""
-        pos = 0 if cache is None else cache.length
-        if pos + idx.size(1) > self.config.block_size:
-            raise ValueError(f"sequence of length {pos + idx.size(1)} is longer than block_size="
-                             f"{self.config.block_size}")
-        x = self.emb_dropout(self.tok_emb(idx))  # (B, T, C)
+        x = self.embed(idx, cache)  # (B, T, C)
         for l, block in enumerate(self.blocks):
             x = block(x, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.norm_f(x), targets)
+
+    def embed(self, idx, cache=None):
+        length = idx.size(1) + (0 if cache is None else cache.length)
+        if length > self.config.block_size:
+            raise ValueError(f"sequence of length {length} is longer than block_size="
+                             f"{self.config.block_size}")
+        return self.emb_dropout(self.tok_emb(idx))
 
     def logits_and_loss(self, x, targets=None):
         if targets is None:

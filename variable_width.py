@@ -72,10 +72,9 @@ class VariableWidthGPT(GPT):
                     if self.config.scale_init_by_width and p.dim() >= 2 and w != d:
                         p.mul_(math.sqrt(d / w))
 
-    def stream_input(self, idx):
+    def stream_input(self, idx, cache=None):
         """R_0 = [embedding, zeros], (B, T, D)."""
-        x = self.emb_dropout(self.tok_emb(idx))
-        return F.pad(x, (0, self.stream_width - x.size(-1)))
+        return F.pad(self.embed(idx, cache), (0, self.stream_width - self.config.n_embd))
 
     def layer_input(self, l, R):
         """f^l: layer l's w_l-wide input from R."""
@@ -98,11 +97,7 @@ class VariableWidthGPT(GPT):
         return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]
 
     def forward(self, idx, targets=None, cache=None):
-        length = (0 if cache is None else cache.length) + idx.size(1)
-        if length > self.config.block_size:
-            raise ValueError(f"sequence of length {length} is longer than block_size="
-                             f"{self.config.block_size}")
-        R = self.stream_input(idx)
+        R = self.stream_input(idx, cache)
         for l in range(len(self.blocks)):
             R = self.layer_step(l, R, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.head_input(R), targets)
