@@ -19,7 +19,7 @@ rho splits the FFN width W: the FFN keeps rho W, the Inner-FFN (1 - rho) W; CEA 
 (section 6), rho = 1 FFN-Wider, exactly model.GPT. With MoE (section 7, C.2) the MoE moves
 inside attention and the current position is masked (s < t only).
 
-    python cea.py --n_embd=256 --outer_ratio=0.125     # a CEA shape: parameters and FLOPs
+    python cea.py --n_embd=192 --outer_ratio=0.125     # a CEA shape: parameters and FLOPs
 """
 
 import math
@@ -311,14 +311,6 @@ def matched_args(baseline):
 
 
 if __name__ == "__main__":
-    import sys
+    from model import describe, model_from_command_line
 
-    from model import default_args, describe
-    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
-
-    try:  # CEA at rho = 0.125 by default
-        args = parse_overrides(sys.argv[1:], {**default_args(CEAConfig), "outer_ratio": 0.125})
-        with meta_device():
-            print(describe(build("cea", CEAGPT, CEAConfig, **args)))
-    except ConfigError as e:
-        usage_error(e)
+    print(describe(model_from_command_line("cea", CEAGPT, CEAConfig, outer_ratio=0.125)))

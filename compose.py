@@ -65,19 +65,11 @@ class ComposedGPT(variable_width.VariableWidthGPT):
 
 
 @dataclass
-class ComposedConfig(GPTConfig):
+class ComposedConfig(variable_width.VariableWidthConfig):
     """One choice per row of the table above, each named as in its own file; every default
     builds the plain GPT. ffn_hidden (or bottleneck_dim) is W at width n_embd."""
 
-    # the ><former schedule (variable_width.py)
-    layer_widths: list[int] = field(default_factory=list)
-    width_schedule: str = "constant"
-    bottleneck_layer_ratio: float = 0.75
-    bottleneck_width_ratio: float = 0.3
-    width_multiple: int = 32
-    expansion: str = "carry"
-    scale_init_by_width: bool = True
-    attention_multiplier: str = "sqrt"
+    width_schedule: str = "constant"  # the ><former's settings are its own
     # the LWS schedule (lws.py)
     ffn_scalars: list[float] | None = None
     qkv_scalars: list[float] | None = None
@@ -131,7 +123,7 @@ class ComposedConfig(GPTConfig):
             self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
                                      max(m, m * round(hidden * w / d / m)))
                            for w in self.layer_widths]
-        super().__post_init__()
+        GPTConfig.__post_init__(self)
         self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
         assert len(self.layer_widths) == self.n_layer, (
             f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")

@@ -484,13 +484,20 @@ def default_args(cls=GPTConfig):
             for f in fields(cls) if f.init}
 
 
-if __name__ == "__main__":
+def model_from_command_line(model_type, model_cls, config_cls, **defaults):
+    """The model of sys.argv's settings over defaults, on the meta device; a setting it refuses
+    ends the command with one line. Each file's __main__ prints one."""
     import sys
 
     from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
 
     try:
-        args = parse_overrides(sys.argv[1:], default_args())
-        print(describe(build("gpt", GPT, GPTConfig, **args)))
+        args = parse_overrides(sys.argv[1:], {**default_args(config_cls), **defaults})
+        with meta_device():
+            return build(model_type, model_cls, config_cls, **args)
     except ConfigError as e:
         usage_error(e)
+
+
+if __name__ == "__main__":
+    print(describe(model_from_command_line("gpt", GPT, GPTConfig)))

@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, meta_device
+from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm
 
 
 class VariableWidthGPT(GPT):
@@ -293,19 +293,11 @@ def matched_args(baseline_args):
 
 
 if __name__ == "__main__":
-    import sys
+    from model import describe, model_from_command_line
 
-    from model import default_args, describe
-    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
-
-    paper_200m = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
-                      tie_embeddings=False)  # Table 1
-    try:
-        args = parse_overrides(sys.argv[1:], {**default_args(VariableWidthConfig), **paper_200m})
-        with meta_device():
-            model = build("variable_width", VariableWidthGPT, VariableWidthConfig, **args)
-    except ConfigError as e:
-        usage_error(e)
+    model = model_from_command_line(  # Table 1's 200M
+        "variable_width", VariableWidthGPT, VariableWidthConfig, vocab_size=100277,
+        block_size=4096, n_layer=16, n_embd=640, n_head=16, tie_embeddings=False)
     widths, counts = model.config.layer_widths, param_summary(model)
     print(f"widths: {widths} (mean {sum(widths) / len(widths):.1f}, D = {model.stream_width})")
     print(describe(model))
