@@ -317,21 +317,14 @@ class GPT(nn.Module):
     def param_counts(self):
         """Parameters by component, as the papers report them; non_embedding includes an untied
         head. Frozen parameters count too."""
-        counts = dict(embedding=self.tok_emb.weight.numel(), lm_head=0, attention=0, ffn=0,
-                      norms=0, other=0)
-        if not self.config.tie_embeddings:
-            counts["lm_head"] = self.lm_head.weight.numel()
-        part = {}
-        for block in self.blocks:
-            for name, key in (("attn", "attention"), ("ffn", "ffn")):
-                if hasattr(block, name):
-                    part.update({m: key for m in getattr(block, name).modules()})
-        seen = {self.tok_emb.weight, self.lm_head.weight}
-        for m in self.modules():
-            for p in m.parameters(recurse=False):
-                if p not in seen:
-                    seen.add(p)
-                    counts["norms" if isinstance(m, RMSNorm) else part.get(m, "other")] += p.numel()
+        counts = dict(embedding=0, lm_head=0, attention=0, ffn=0, norms=0, other=0)
+        norms = {name for name, m in self.named_modules() if isinstance(m, RMSNorm)}
+        parts = {"tok_emb": "embedding", "lm_head": "lm_head", "attn": "attention", "ffn": "ffn"}
+        for name, p in self.named_parameters():  # a tied head is tok_emb's weight, counted once
+            path = name.split(".")
+            part = path[2] if path[0] == "blocks" else path[0]
+            counts["norms" if name.rpartition(".")[0] in norms else parts.get(part, "other")] += (
+                p.numel())
         counts["total"] = sum(counts.values())
         counts["non_embedding"] = counts["total"] - counts["embedding"]
         return counts
