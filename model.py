@@ -52,7 +52,8 @@ class GPTConfig:
 
     def __post_init__(self):
         for key in ("n_layer", "n_embd", "n_head", "n_kv_head", "head_dim", "ffn_hidden"):
-            assert (getattr(self, key) or 1) >= 1, f"{key}={getattr(self, key)} must be >= 1"
+            value = getattr(self, key)
+            assert value is None or value >= 1, f"{key}={value} must be >= 1"
         assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', head or full"
         # layers may arrive as dicts, from a checkpoint or a config file
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
