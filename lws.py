@@ -61,8 +61,6 @@ def interpolate(values, n_layer):
     values = [float(v) for v in values]
     if any(not v > 0 for v in values):
         raise ValueError(f"schedule {values}: every multiplier must be > 0")
-    if n_layer == 1 and len(values) != 1:
-        raise ValueError(f"a 1-layer model takes a schedule of one value, got {values}")
     if len(values) == 2:  # eq. (2), (4)
         return [float(round(v, 2)) for v in np.linspace(values[0], values[1], num=n_layer)]
     if len(values) == n_layer:

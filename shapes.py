@@ -35,9 +35,8 @@ ROOT = Path(__file__).resolve().parent
 # Every mechanism at one matched parameter budget
 
 
-LWS_SCHEDULES = dict(lws.VARIANTS)
 SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA",
-               *(f"LWS {name}" for name in LWS_SCHEDULES))
+               *(f"LWS {name}" for name in lws.VARIANTS))
 # Controls that split the hourglass's gain in two: "GPT wide" the reallocation alone (a GPT at the
 # hourglass's d, a narrow FFN), "hourglass same-d" the FFN swap alone (Table 1's form)
 CONTROL_NAMES = ("GPT wide", "hourglass same-d")
@@ -71,7 +70,7 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         "hourglass same-d": lambda: (
             "hourglass", hourglass.match_ffn_at_fixed_width(baseline, CONTROL_SUB_BLOCKS)),
     }
-    for name, schedule in LWS_SCHEDULES.items():
+    for name, schedule in lws.VARIANTS.items():
         variant = {**lws_base, **schedule, "ffn_multiple": ffn_multiple}
         shapes[f"LWS {name}"] = lambda v=variant: ("lws", lws.match_params(lws_base, v)[0])
     return {name: shapes[name]() for name in ALL_NAMES if name in models}
@@ -306,12 +305,11 @@ def describe_shapes(shapes, seq_len):
     for name, (model_type, model_args) in shapes.items():
         with meta_device():
             model = build_model(model_type, **model_args)
-        c = model.param_counts()
-        endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
+        c = variable_width.param_summary(model)
         out[name] = dict(model_type=model_type, shape=shape_label(model.config),
                          embedding=c["embedding"] + c["lm_head"], attention=c["attention"],
                          ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
-                         endpoint=endpoint, total=c["total"],
+                         endpoint=c["endpoint"], total=c["total"],
                          flops_per_token=model.flops_per_token(seq_len),
                          kv_bytes_per_token=model.kv_cache_bytes_per_token())
     return out
