@@ -44,24 +44,11 @@ class ComposedGPT(variable_width.VariableWidthGPT):
             return FFNSublayer(width, outer, self.config)
         return hourglass.HourglassFFN(width, outer, K, self.config)
 
-    def endpoint_params(self):
-        """Appendix A's W_end: first-layer columns reading only zero padding (with CEA: W_q, the
-        Inner-FFN's input), the last sublayer's rows past d."""
-        d, widths = self.config.n_embd, self.config.layer_widths
+    def padding_readers(self):  # with CEA: W_q and the Inner-FFN's input (W_k, W_v read t)
         attn = self.blocks[0].attn
         if isinstance(attn, cea.CEAAttentionSublayer):
-            cols = attn.q_dim + attn.inner_ffn.gate_up_proj.weight.size(0)
-        else:
-            cols = attn.attn.qkv_proj.weight.size(0)
-        ffn, last_attn = self.blocks[-1].ffn, self.blocks[-1].attn
-        if isinstance(ffn, hourglass.HourglassFFN):
-            out = ffn.sub_blocks[-1].mlp.out_proj
-        elif isinstance(ffn, FFNSublayer):
-            out = ffn.mlp.out_proj
-        else:  # rho = 0
-            cea_attention = isinstance(last_attn, cea.CEAAttentionSublayer)
-            out = last_attn.out_proj if cea_attention else last_attn.attn.out_proj
-        return cols * max(widths[0] - d, 0) + out.weight.size(1) * max(widths[-1] - d, 0)
+            return attn.q_dim + attn.inner_ffn.gate_up_proj.out_features
+        return super().padding_readers()
 
 
 @dataclass

@@ -110,11 +110,15 @@ class VariableWidthGPT(GPT):
         return streams
 
     def endpoint_params(self):
-        """Appendix A's W_end: first-layer QKV columns on the zero padding, last W_2 rows past d."""
+        """Appendix A's W_end: the first layer's columns on the zero padding, the rows past d of
+        the last out_proj (the last W_2)."""
         d, widths = self.config.n_embd, self.config.layer_widths
-        qkv = self.blocks[0].attn.attn.qkv_proj.weight
-        down = self.blocks[-1].ffn.mlp.out_proj.weight
-        return qkv.size(0) * max(widths[0] - d, 0) + down.size(1) * max(widths[-1] - d, 0)
+        last = [m for name, m in self.blocks[-1].named_modules() if name.endswith("out_proj")][-1]
+        return self.padding_readers() * max(widths[0] - d, 0) + last.in_features * max(
+            widths[-1] - d, 0)
+
+    def padding_readers(self):  # the first layer's W_q, W_k, W_v read R_0's zero padding
+        return self.blocks[0].attn.attn.qkv_proj.out_features
 
 
 def scale_queries(spec):
