@@ -368,19 +368,17 @@ def plot_shapes(shapes, path, title=""):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    plots = [a.split("=", 1)[1] if "=" in a else "" for a in args if a.split("=")[0] == "--plot"]
-    plot = plots[-1] if plots else None
+    plots = [a.partition("=")[2] for a in sys.argv[1:] if a.partition("=")[0] == "--plot"]
     try:
-        settings = preset_settings([a for a in args if a.split("=")[0] != "--plot"])
+        settings = preset_settings([a for a in sys.argv[1:] if a.partition("=")[0] != "--plot"])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
                                 models=select_models(settings["models"]))
         print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
         print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
-    if plot is not None:
-        path = plot or f"shapes_{settings['preset']}.png"
+    if plots:
+        path = plots[-1] or f"shapes_{settings['preset']}.png"
         title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
                  f"(L{settings['n_layer']}, d{settings['n_embd']})")
         plot_shapes(shapes, path, title)
