@@ -404,9 +404,17 @@ def padded_vocab_size(vocab_size, multiple=64):
 
 
 def closest_size(count, target):
-    """The n >= 1 whose count(n), growing with n, comes closest to target."""
+    """The n >= 1 whose count(n), growing with n, comes closest to target: a linear guess, a
+    bracket around it that doubles, then bisection."""
     count = functools.cache(count)
-    n = 1 + bisect.bisect_left(range(1, 2**20), target, key=count)  # the first count(n) >= target
+    low = high = max(1, 1 + round((target - count(1)) / max(count(2) - count(1), 1)))
+    step = 1
+    while count(high) < target:
+        low, high, step = high, high + step, 2 * step
+    step = 1
+    while low > 1 and count(low) >= target:
+        low, step = max(1, low - step), 2 * step
+    n = low + bisect.bisect_left(range(low, high + 1), target, key=count)  # count(n) >= target
     return min((max(1, n - 1), n), key=lambda n: abs(count(n) - target))
 
 
