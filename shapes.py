@@ -216,7 +216,8 @@ def print_model_types(defaults):
                               f"({others}) and its own:", 100))
     for name, (model_cls, config_cls, _) in MODELS.items():
         own = [k for k in default_args(config_cls) if k not in gpt_fields]
-        print_entry(f"  {name} ({model_cls.__module__}.py)", ", ".join(own) or "-", 36)
+        print_entry(f"  {name} ({model_cls.__module__}.py)",
+                    ", ".join(own) or "(none of its own: the plain GPT)", 36)
 
 
 # ----------------------------------------------------------------------------------------
