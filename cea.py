@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import (GPT, CausalSelfAttention, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
+from model import (GPT, CausalSelfAttention, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
                    causal_attention, linear_flops, meta_device)
 
 
@@ -254,13 +254,10 @@ class CEAGPT(GPT):
 
     def make_ffn(self, layer_idx, spec):
         c = self.config
-        moe_first = c.n_experts and c.moe_place == "before_ffn"
-        sublayers = [MoESublayer(c.n_embd, c)] if moe_first else []
-        if spec.ffn_hidden:
-            sublayers.append(FFNSublayer(c.n_embd, spec.ffn_hidden, c))
-        if len(sublayers) == 1 and isinstance(sublayers[0], FFNSublayer):
-            return sublayers[0]  # FFN-Wider is model.GPT
-        return nn.Sequential(*sublayers)
+        if c.n_experts and c.moe_place == "before_ffn":  # the MoE baseline
+            return nn.Sequential(MoESublayer(c.n_embd, c), super().make_ffn(layer_idx, spec))
+        # FFN-Wider is model.GPT; rho = 0 leaves no FFN outside attention
+        return super().make_ffn(layer_idx, spec) if spec.ffn_hidden else nn.Sequential()
 
     def balancing_loss(self):
         losses = [m.balancing_loss for m in self.modules() if isinstance(m, TopOneMoE)]
