@@ -19,7 +19,7 @@ rho splits the FFN width W: the FFN keeps rho W, the Inner-FFN (1 - rho) W; CEA 
 (section 6), rho = 1 FFN-Wider, exactly model.GPT. With MoE (section 7, C.2) the MoE moves
 inside attention and the current position is masked (s < t only).
 
-    python cea.py --n_embd=256 --outer_ratio=0.125     # a CEA shape: parameters and FLOPs
+    python cea.py --n_embd=192 --outer_ratio=0.125     # a CEA shape: parameters and FLOPs
 """
 
 import math
@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import (GPT, CausalSelfAttention, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
+from model import (GPT, CausalSelfAttention, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
                    causal_attention, linear_flops, meta_device)
 
 
@@ -37,15 +37,10 @@ class CEAAttentionSublayer(CausalSelfAttention):
     """x -> x + W_o Attn(a, t = a + InnerFFN(a)), a = n(x): a whole residual sublayer on
     model.CausalSelfAttention's projections, QK-norm and RoPE."""
 
-    def __init__(self, dim, spec: LayerSpec, config: "CEAConfig",
-                 inner_ffn: nn.Module | None = None):
+    def __init__(self, dim, spec: LayerSpec, config: "CEAConfig", inner_ffn: nn.Module):
         super().__init__(dim, spec, config)
         self.current_position, self.attention_impl = config.current_position, config.attention_impl
         self.norm = RMSNorm(dim, config.norm_eps)
-        if inner_ffn is None and config.n_experts and config.moe_place == "inner":
-            inner_ffn = TopOneMoE(dim, config.n_experts, config.expert_hidden)  # Inner-MoE (7)
-        elif inner_ffn is None:
-            inner_ffn = SwiGLU(dim, config.inner_hidden)  # width (1 - rho) W
         self.inner_ffn = inner_ffn
         self.dropout = nn.Dropout(config.dropout)
         in_forward_order(self, "norm", "inner_ffn")
@@ -101,17 +96,13 @@ class CEAAttentionSublayer(CausalSelfAttention):
                              f"masked kernels: use attention_impl='causal' (the same numbers, no "
                              f"mask)")
 
-    def flops_per_token(self, seq_len):
-        moe = isinstance(self.inner_ffn, TopOneMoE)
-        inner = self.inner_ffn.flops_per_token() if moe else linear_flops(self.inner_ffn)
-        projections = linear_flops(self.qkv_proj) + linear_flops(self.out_proj)
-        scores = 4 * seq_len * self.n_head * self.head_dim  # q.k and p.v over T keys
-        if self.current_position == "direct":
-            projections += 2 * self.qkv_proj.in_features * 2 * self.kv_dim  # W_k, W_v on a and t
-            reference = self.attention_impl == "reference"  # 2T keys; else hd + 1 padded to 8s
-            width = 2 * self.head_dim if reference else self.head_dim // 8 * 8 + 8
-            scores = 4 * seq_len * self.n_head * width
-        return inner + projections + scores
+    def extra_flops(self, seq_len):
+        if self.current_position != "direct":
+            return super().extra_flops(seq_len)
+        # W_k, W_v on a too; the scores over 2T keys, or hd + 1 padded to 8s on mask-free kernels
+        reference = self.attention_impl == "reference"
+        width = 2 * self.head_dim if reference else self.head_dim // 8 * 8 + 8
+        return 4 * self.qkv_proj.in_features * self.kv_dim + 4 * seq_len * self.n_head * width
 
 
 def in_forward_order(module, *first):
@@ -182,8 +173,8 @@ class TopOneMoE(nn.Module):
             out = torch.where(routed_here, (expert(flat) * gate[:, None]).to(out.dtype), out)
         return out.view_as(x)
 
-    def flops_per_token(self):
-        return linear_flops(self.router) + linear_flops(self.experts[0])
+    def extra_flops(self, seq_len):  # a token's FLOPs are its one expert's, not every expert's
+        return -(self.n_experts - 1) * linear_flops(self.experts[0])
 
 
 class MoESublayer(nn.Module):
@@ -197,17 +188,6 @@ class MoESublayer(nn.Module):
 
     def forward(self, x):
         return x + self.dropout(self.moe(self.norm(x)))
-
-    def flops_per_token(self, seq_len):
-        return self.moe.flops_per_token()
-
-
-class FFNSlot(nn.Sequential):
-    def __init__(self, sublayers):
-        super().__init__(*sublayers)
-
-    def flops_per_token(self, seq_len):
-        return sum(s.flops_per_token(seq_len) for s in self)
 
 
 # ----------------------------------------------------------------------------------------
@@ -264,32 +244,32 @@ class CEAGPT(GPT):
 
     def make_attention(self, layer_idx, spec):
         c = self.config
-        if c.inner_hidden or (c.n_experts and c.moe_place == "inner"):
-            return CEAAttentionSublayer(c.n_embd, spec, c)
-        return super().make_attention(layer_idx, spec)
+        if c.n_experts and c.moe_place == "inner":
+            inner_ffn = TopOneMoE(c.n_embd, c.n_experts, c.expert_hidden)  # Inner-MoE (7)
+        elif c.inner_hidden:
+            inner_ffn = SwiGLU(c.n_embd, c.inner_hidden)  # width (1 - rho) W
+        else:
+            return super().make_attention(layer_idx, spec)
+        return CEAAttentionSublayer(c.n_embd, spec, c, inner_ffn)
 
     def make_ffn(self, layer_idx, spec):
         c = self.config
-        moe_first = c.n_experts and c.moe_place == "before_ffn"
-        sublayers = [MoESublayer(c.n_embd, c)] if moe_first else []
-        if spec.ffn_hidden:
-            sublayers.append(FFNSublayer(c.n_embd, spec.ffn_hidden, c))
-        if len(sublayers) == 1 and isinstance(sublayers[0], FFNSublayer):
-            return sublayers[0]  # FFN-Wider is model.GPT
-        return FFNSlot(sublayers)
+        if c.n_experts and c.moe_place == "before_ffn":  # the MoE baseline
+            return nn.Sequential(MoESublayer(c.n_embd, c), super().make_ffn(layer_idx, spec))
+        # FFN-Wider is model.GPT; rho = 0 leaves no FFN outside attention
+        return super().make_ffn(layer_idx, spec) if spec.ffn_hidden else nn.Sequential()
 
     def balancing_loss(self):
-        losses = [m.balancing_loss for m in self.modules()
-                  if isinstance(m, TopOneMoE) and m.balancing_loss is not None]
+        losses = [m.balancing_loss for m in self.modules() if isinstance(m, TopOneMoE)]
         return sum(losses) if losses else None
 
     def forward(self, idx, targets=None, cache=None):
         logits, loss = super().forward(idx, targets, cache)
-        balancing = self.balancing_loss()
-        weighted = None if balancing is None else self.config.balance_coef * balancing
-        self.aux_loss = None if weighted is None else weighted.detach()
-        if loss is not None and weighted is not None and self.training:
-            loss = loss + weighted
+        if self.config.n_experts:
+            weighted = self.config.balance_coef * self.balancing_loss()
+            self.aux_loss = weighted.detach()
+            if loss is not None and self.training:
+                loss = loss + weighted
         return logits, loss
 
 
@@ -315,14 +295,11 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
         target = GPT(GPTConfig(**dict(baseline, block_size=2))).budget()
     step = head_dim_multiple * baseline["n_head"]
     shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
-    best = None
-    for d in range(step, baseline["n_embd"] + 1, step):
-        untied_head = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"] * d
-        width = match_ffn_hidden(target + untied_head, multiple, **shape, n_embd=d)
-        score = abs(width / d - ffn_width_ratio)
-        if best is None or score < best[0]:
-            best = (score, dict(shape, n_embd=d, ffn_hidden=width, outer_ratio=1.0))
-    return best[1]
+    untied = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"]
+    candidates = [dict(shape, n_embd=d, ffn_hidden=match_ffn_hidden(
+        target + untied * d, multiple, **shape, n_embd=d), outer_ratio=1.0)
+        for d in range(step, baseline["n_embd"] + 1, step)]
+    return min(candidates, key=lambda c: abs(c["ffn_hidden"] / c["n_embd"] - ffn_width_ratio))
 
 
 def matched_args(baseline):
@@ -331,14 +308,6 @@ def matched_args(baseline):
 
 
 if __name__ == "__main__":
-    import sys
+    from model import describe, model_from_command_line
 
-    from model import default_args, describe
-    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
-
-    try:  # CEA at rho = 0.125 by default
-        args = parse_overrides(sys.argv[1:], {**default_args(CEAConfig), "outer_ratio": 0.125})
-        with meta_device():
-            print(describe(build("cea", CEAGPT, CEAConfig, **args)))
-    except ConfigError as e:
-        usage_error(e)
+    print(describe(model_from_command_line("cea", CEAGPT, CEAConfig, outer_ratio=0.125)))

@@ -15,6 +15,8 @@ The two schedules do not compose. At their settings the logits are each single m
 
 from dataclasses import dataclass, field, replace
 
+import torch.nn as nn
+
 import cea
 import hourglass
 import lws
@@ -31,51 +33,30 @@ class ComposedGPT(variable_width.VariableWidthGPT):
         width, inner = c.layer_widths[layer_idx], c.layer_inner_hidden[layer_idx]
         if inner == 0:
             return AttentionSublayer(width, spec, self.config)
-        return cea.CEAAttentionSublayer(width, spec, self.config, inner_ffn=SwiGLU(width, inner))
+        return cea.CEAAttentionSublayer(width, spec, self.config, SwiGLU(width, inner))
 
     def make_ffn(self, layer_idx, spec):
         c = self.config
         width, K, outer = c.layer_widths[layer_idx], c.n_sub_blocks, spec.ffn_hidden  # rho W_l
         if outer == 0:
-            return cea.FFNSlot([])  # the whole FFN inside attention
+            return nn.Sequential()  # the whole FFN inside attention
         if K == 1:
             return FFNSublayer(width, outer, self.config)
         return hourglass.HourglassFFN(width, outer, K, self.config)
 
-    def endpoint_params(self):
-        """Appendix A's W_end: first-layer columns reading only zero padding (with CEA: W_q, the
-        Inner-FFN's input), the last sublayer's rows past d."""
-        d, widths = self.config.n_embd, self.config.layer_widths
+    def padding_readers(self):  # with CEA: W_q and the Inner-FFN's input (W_k, W_v read t)
         attn = self.blocks[0].attn
         if isinstance(attn, cea.CEAAttentionSublayer):
-            cols = attn.q_dim + attn.inner_ffn.gate_up_proj.weight.size(0)
-        else:
-            cols = attn.attn.qkv_proj.weight.size(0)
-        ffn, last_attn = self.blocks[-1].ffn, self.blocks[-1].attn
-        if isinstance(ffn, hourglass.HourglassFFN):
-            out = ffn.sub_blocks[-1].mlp.out_proj
-        elif isinstance(ffn, FFNSublayer):
-            out = ffn.mlp.out_proj
-        else:  # rho = 0
-            cea_attention = isinstance(last_attn, cea.CEAAttentionSublayer)
-            out = last_attn.out_proj if cea_attention else last_attn.attn.out_proj
-        return cols * max(widths[0] - d, 0) + out.weight.size(1) * max(widths[-1] - d, 0)
+            return attn.q_dim + attn.inner_ffn.gate_up_proj.out_features
+        return super().padding_readers()
 
 
 @dataclass
-class ComposedConfig(GPTConfig):
+class ComposedConfig(variable_width.VariableWidthConfig):
     """One choice per row of the table above, each named as in its own file; every default
     builds the plain GPT. ffn_hidden (or bottleneck_dim) is W at width n_embd."""
 
-    # the ><former schedule (variable_width.py)
-    layer_widths: list[int] = field(default_factory=list)
-    width_schedule: str = "constant"
-    bottleneck_layer_ratio: float = 0.75
-    bottleneck_width_ratio: float = 0.3
-    width_multiple: int = 32
-    expansion: str = "carry"
-    scale_init_by_width: bool = True
-    attention_multiplier: str = "sqrt"
+    width_schedule: str = "constant"  # the ><former's settings are its own
     # the LWS schedule (lws.py)
     ffn_scalars: list[float] | None = None
     qkv_scalars: list[float] | None = None
@@ -129,7 +110,7 @@ class ComposedConfig(GPTConfig):
             self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
                                      max(m, m * round(hidden * w / d / m)))
                            for w in self.layer_widths]
-        super().__post_init__()
+        GPTConfig.__post_init__(self)
         self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
         assert len(self.layer_widths) == self.n_layer, (
             f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")

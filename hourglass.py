@@ -20,7 +20,7 @@ Each MLP_i is a model.FFNSublayer(d, d_h); K = 1 with d_h = 4 d is the plain GPT
     python hourglass.py                              # 768/L12 baseline -> matched 1032/418/K4
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch.nn as nn
 
@@ -40,9 +40,6 @@ class HourglassFFN(nn.Module):
             x = sub_block(x)  # eq. (3)
         return x
 
-    def flops_per_token(self, seq_len):
-        return sum(sub_block.flops_per_token(seq_len) for sub_block in self.sub_blocks)
-
 
 @dataclass
 class HourglassConfig(GPTConfig):
@@ -59,15 +56,13 @@ class HourglassConfig(GPTConfig):
             f"{self.bottleneck_ratio}, not both")
         if self.bottleneck_ratio is not None:
             self.bottleneck_dim = max(1, round(self.bottleneck_ratio * self.n_embd))
-        d_h, per_layer = self.bottleneck_dim, bool(self.layers)
-        if d_h is not None:
-            assert self.ffn_hidden in (None, d_h), (
-                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={d_h} disagree: in an hourglass "
-                f"model each sub-block's hidden size is d_h, so leave ffn_hidden unset")
-            assert d_h >= 1, f"bottleneck_dim={d_h} must be >= 1"
+        if self.bottleneck_dim is not None:
+            assert self.ffn_hidden in (None, self.bottleneck_dim), (
+                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: "
+                f"in an hourglass model each sub-block's hidden size is d_h, so leave ffn_hidden "
+                f"unset")
+            self.ffn_hidden = self.bottleneck_dim
         super().__post_init__()
-        if d_h is not None and not per_layer:
-            self.layers = [replace(s, ffn_hidden=d_h) for s in self.layers]
 
 
 class HourglassGPT(GPT):

@@ -14,6 +14,7 @@ baselines.
     python model.py --n_layer=4 --n_embd=128 --n_head=4      # a shape's parameters and FLOPs/token
 """
 
+import bisect
 import contextlib
 import functools
 import math
@@ -165,9 +166,9 @@ class CausalSelfAttention(nn.Module):
             return x
         return apply_rope(x, self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T])
 
-    def flops_per_token(self, seq_len):
+    def extra_flops(self, seq_len):
         # q.k^T and attn@v over the full T x T score matrix, as torch.utils.flop_counter counts
-        return linear_flops(self) + 4 * seq_len * self.n_head * self.head_dim
+        return 4 * seq_len * self.n_head * self.head_dim
 
 
 class SwiGLU(nn.Module):
@@ -195,9 +196,6 @@ class AttentionSublayer(nn.Module):
     def forward(self, x, cache=None):
         return x + self.dropout(self.attn(self.norm(x), cache))
 
-    def flops_per_token(self, seq_len):
-        return self.attn.flops_per_token(seq_len)
-
 
 class FFNSublayer(nn.Module):
     """x -> x + SwiGLU(n(x))"""
@@ -211,9 +209,6 @@ class FFNSublayer(nn.Module):
     def forward(self, x):
         return x + self.dropout(self.mlp(self.norm(x)))
 
-    def flops_per_token(self, seq_len):
-        return linear_flops(self)
-
 
 class Block(nn.Module):
     """One layer: the attention sublayer, then the FFN sublayer."""
@@ -225,9 +220,6 @@ class Block(nn.Module):
     def forward(self, x, cache=None):
         return self.ffn(self.attn(x) if cache is None else self.attn(x, cache=cache))
 
-    def flops_per_token(self, seq_len):
-        return self.attn.flops_per_token(seq_len) + self.ffn.flops_per_token(seq_len)
-
 
 # ----------------------------------------------------------------------------------------
 # The GPT
@@ -237,8 +229,8 @@ class GPT(nn.Module):
     """Token embedding, one block per LayerSpec, final RMSNorm, LM head.
 
     A mechanism overrides a seam: make_attention or make_ffn (a sublayer), make_block (the
-    layer's wiring). A block is a module with forward(x, cache=None) and flops_per_token(seq_len);
-    its `attn` and `ffn` parts count as attention and FFN."""
+    layer's wiring). A block is a module with forward(x, cache=None); its `attn` and `ffn` parts
+    count as attention and FFN parameters."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -274,14 +266,17 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None, cache=None):
         """(logits, loss); without targets only the last position's logits, and loss None.
         cache: a KVCache, idx then the new tokens."""
-        pos = 0 if cache is None else cache.length
-        if pos + idx.size(1) > self.config.block_size:
-            raise ValueError(f"sequence of length {pos + idx.size(1)} is longer than block_size="
-                             f"{self.config.block_size}")
-        x = self.emb_dropout(self.tok_emb(idx))  # (B, T, C)
+        x = self.embed(idx, cache)  # (B, T, C)
         for l, block in enumerate(self.blocks):
             x = block(x, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.norm_f(x), targets)
+
+    def embed(self, idx, cache=None):
+        length = idx.size(1) + (0 if cache is None else cache.length)
+        if length > self.config.block_size:
+            raise ValueError(f"sequence of length {length} is longer than block_size="
+                             f"{self.config.block_size}")
+        return self.emb_dropout(self.tok_emb(idx))
 
     def logits_and_loss(self, x, targets=None):
         if targets is None:
@@ -298,14 +293,12 @@ class GPT(nn.Module):
         cache is rebuilt from the last block_size // 2 tokens."""
         block_size, cache = self.config.block_size, None
         for _ in range(max_new_tokens):
-            if not use_cache:
-                logits, _ = self(idx[:, -block_size:])
-            elif cache is None or cache.length == block_size:
-                keep = block_size if cache is None else max(1, block_size // 2)
-                cache = KVCache(self)
-                logits, _ = self(idx[:, -keep:], cache=cache)
-            else:
+            if cache is not None and cache.length < block_size:
                 logits, _ = self(idx[:, -1:], cache=cache)
+            else:
+                keep = block_size if cache is None else max(1, block_size // 2)
+                cache = KVCache(self) if use_cache else None
+                logits, _ = self(idx[:, -keep:], cache=cache)
             logits = logits[:, -1, :].float()
             if vocab_size is not None and vocab_size < logits.size(-1):
                 logits[:, vocab_size:] = float("-inf")
@@ -325,21 +318,14 @@ class GPT(nn.Module):
     def param_counts(self):
         """Parameters by component, as the papers report them; non_embedding includes an untied
         head. Frozen parameters count too."""
-        counts = dict(embedding=self.tok_emb.weight.numel(), lm_head=0, attention=0, ffn=0,
-                      norms=0, other=0)
-        if not self.config.tie_embeddings:
-            counts["lm_head"] = self.lm_head.weight.numel()
-        part = {}
-        for block in self.blocks:
-            for name, key in (("attn", "attention"), ("ffn", "ffn")):
-                if hasattr(block, name):
-                    part.update({m: key for m in getattr(block, name).modules()})
-        seen = {self.tok_emb.weight, self.lm_head.weight}
-        for m in self.modules():
-            for p in m.parameters(recurse=False):
-                if p not in seen:
-                    seen.add(p)
-                    counts["norms" if isinstance(m, RMSNorm) else part.get(m, "other")] += p.numel()
+        counts = dict(embedding=0, lm_head=0, attention=0, ffn=0, norms=0, other=0)
+        norms = {name for name, m in self.named_modules() if isinstance(m, RMSNorm)}
+        parts = {"tok_emb": "embedding", "lm_head": "lm_head", "attn": "attention", "ffn": "ffn"}
+        for name, p in self.named_parameters():  # a tied head is tok_emb's weight, counted once
+            path = name.split(".")
+            part = path[2] if path[0] == "blocks" else path[0]
+            counts["norms" if name.rpartition(".")[0] in norms else parts.get(part, "other")] += (
+                p.numel())
         counts["total"] = sum(counts.values())
         counts["non_embedding"] = counts["total"] - counts["embedding"]
         return counts
@@ -353,10 +339,11 @@ class GPT(nn.Module):
         return sum(2 * s.n_kv_head * s.head_dim * bytes_per_element for s in self.config.layers)
 
     def flops_per_token(self, seq_len=None):
-        """Forward FLOPs per token at context seq_len (default block_size), 2 per multiply-add."""
+        """Forward FLOPs per token at context seq_len (default block_size), 2 per multiply-add:
+        every nn.Linear's, plus each module's extra_flops (attention's scores)."""
         seq_len = seq_len or self.config.block_size
-        blocks = sum(block.flops_per_token(seq_len) for block in self.blocks)
-        return blocks + linear_flops(self.lm_head)
+        extra = sum(m.extra_flops(seq_len) for m in self.modules() if hasattr(m, "extra_flops"))
+        return linear_flops(self) + extra
 
     def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
         """Achieved training FLOPs/s (3x forward) over the peak."""
@@ -374,17 +361,13 @@ class LayerKVCache:
         self.length = 0
 
     def append(self, k, v):
-        T = k.size(2)
-        if self.length + T > self.max_len:
-            raise ValueError(f"KV cache full: {self.length} + {T} positions > {self.max_len} "
-                             f"(block_size)")
         if self.keys is None:
-            B, H, _, hd = k.shape
-            self.keys = k.new_empty(B, H, self.max_len, hd)
-            self.values = v.new_empty(B, v.size(1), self.max_len, v.size(3))
-        self.keys[:, :, self.length:self.length + T] = k
-        self.values[:, :, self.length:self.length + T] = v
-        self.length += T
+            self.keys = k.new_empty(*k.shape[:2], self.max_len, k.size(3))
+            self.values = v.new_empty(*v.shape[:2], self.max_len, v.size(3))
+        end = self.length + k.size(2)
+        self.keys[:, :, self.length:end] = k
+        self.values[:, :, self.length:end] = v
+        self.length = end
         return self.keys[:, :, :self.length], self.values[:, :, :self.length]
 
     @property
@@ -421,19 +404,18 @@ def padded_vocab_size(vocab_size, multiple=64):
 
 
 def closest_size(count, target):
-    """The n >= 1 whose count(n), growing with n, comes closest to target: steps from a linear
-    guess, doubling, then bisects."""
+    """The n >= 1 whose count(n), growing with n, comes closest to target: a linear guess, a
+    bracket around it that doubles, then bisection."""
     count = functools.cache(count)
     low = high = max(1, 1 + round((target - count(1)) / max(count(2) - count(1), 1)))
     step = 1
     while count(high) < target:
         low, high, step = high, high + step, 2 * step
+    step = 1
     while low > 1 and count(low) >= target:
-        low, high, step = max(1, low - step), low, 2 * step
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if count(mid) < target else (low, mid)
-    return min((low, high), key=lambda n: abs(count(n) - target))
+        low, step = max(1, low - step), 2 * step
+    n = low + bisect.bisect_left(range(low, high + 1), target, key=count)  # count(n) >= target
+    return min((max(1, n - 1), n), key=lambda n: abs(count(n) - target))
 
 
 def linear_flops(module):
@@ -489,17 +471,13 @@ def shape_report(model, model_args, gpt_args, matched=True):
     with meta_device():
         gpt_budget = GPT(GPTConfig(**gpt_args)).budget()
     own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}
-    how = "matched to the GPT of these settings" if matched else "as --model_args sets it"
-    rows = [f"{type(model).__name__} {how}: {own}"]
-    if matched:
-        rows[0] += " (--model_args sets a shape by hand)"
+    how = ("matched to the GPT of these settings (--model_args sets a shape by hand)" if matched
+           else "as --model_args sets it")
     widths = getattr(model.config, "layer_widths", None)
-    if widths:
-        rows.append(f"layer widths: {widths}")
-    rows.append(describe(model))
-    rows.append(f"budget (non-embedding parameters): {model.budget():,}, the GPT's {gpt_budget:,} "
-                f"({model.budget() / gpt_budget - 1:+.1%})")
-    return "\n".join(rows)
+    return (f"{type(model).__name__} {how}: {own}\n"
+            + (f"layer widths: {widths}\n" if widths else "") + describe(model)
+            + f"\nbudget (non-embedding parameters): {model.budget():,}, the GPT's {gpt_budget:,} "
+            f"({model.budget() / gpt_budget - 1:+.1%})")
 
 
 def default_args(cls=GPTConfig):
@@ -508,13 +486,20 @@ def default_args(cls=GPTConfig):
             for f in fields(cls) if f.init}
 
 
-if __name__ == "__main__":
+def model_from_command_line(model_type, model_cls, config_cls, **defaults):
+    """The model of sys.argv's settings over defaults, on the meta device; a setting it refuses
+    ends the command with one line. Each file's __main__ prints one."""
     import sys
 
     from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
 
     try:
-        args = parse_overrides(sys.argv[1:], default_args())
-        print(describe(build("gpt", GPT, GPTConfig, **args)))
+        args = parse_overrides(sys.argv[1:], {**default_args(config_cls), **defaults})
+        with meta_device():
+            return build(model_type, model_cls, config_cls, **args)
     except ConfigError as e:
         usage_error(e)
+
+
+if __name__ == "__main__":
+    print(describe(model_from_command_line("gpt", GPT, GPTConfig)))

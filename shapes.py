@@ -12,6 +12,7 @@ compare.py trains these shapes and bench.py times them, from the cpu or gpu pres
 
 import ast
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -23,7 +24,7 @@ import cea
 import compose
 import hourglass
 import lws
-from model import GPT, GPTConfig, SwiGLU, closest_size, meta_device, padded_vocab_size
+from model import GPT, GPTConfig, closest_size, default_args, meta_device, padded_vocab_size
 from shapelab.checkpoint import CheckpointError
 from shapelab.configurator import ConfigError, build, parse_overrides, print_entry, read_config_file
 import variable_width
@@ -34,9 +35,8 @@ ROOT = Path(__file__).resolve().parent
 # Every mechanism at one matched parameter budget
 
 
-LWS_SCHEDULES = dict(lws.VARIANTS)
 SHAPE_NAMES = ("GPT", "hourglass", "><former", "hourglass+><former", "FFN-Wider", "CEA",
-               *(f"LWS {name}" for name in LWS_SCHEDULES))
+               *(f"LWS {name}" for name in lws.VARIANTS))
 # Controls that split the hourglass's gain in two: "GPT wide" the reallocation alone (a GPT at the
 # hourglass's d, a narrow FFN), "hourglass same-d" the FFN swap alone (Table 1's form)
 CONTROL_NAMES = ("GPT wide", "hourglass same-d")
@@ -49,37 +49,31 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
                    ffn_multiple=256, head_dim_multiple=2, hidden_multiple=1, models=SHAPE_NAMES):
     """{name: (model_type, model_args)} of `models`, each at the plain GPT baseline's budget;
     head_dim_multiple and hidden_multiple round what no paper rounds."""
-    wanted = lambda *names: any(name in models for name in names)
-    shapes = {}
-    if wanted("GPT"):
-        shapes["GPT"] = ("gpt", dict(baseline))
-    if wanted("hourglass", "hourglass+><former", "GPT wide"):
-        hg = hourglass.match_baseline(baseline, n_sub_blocks, bottleneck_ratio)
-        shapes["hourglass"] = ("hourglass", hg)
+    hg = functools.cache(lambda: hourglass.match_baseline(baseline, n_sub_blocks, bottleneck_ratio))
     former = dict(width_schedule=width_schedule, width_multiple=width_multiple)
-    shapes["><former"] = ("variable_width", {**baseline, **former})
-    if wanted("hourglass+><former"):
-        # only when it rounds, so that the CPU preset's recorded runs resume
-        rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
-        shapes["hourglass+><former"] = ("composed", {**hg, **former, **rounding})
-    if wanted("FFN-Wider", "CEA"):
-        # W a multiple of 8, and of hidden_multiple / rho, so CEA's split rho W keeps that rounding
-        rho = Fraction(outer_ratio).limit_denominator(64)
-        multiple = math.lcm(8, rho.denominator * hidden_multiple)
-        wider = cea.match_ffn_wider(baseline, ffn_wider_width_ratio, multiple, head_dim_multiple)
-        shapes["FFN-Wider"] = ("cea", wider)
-        shapes["CEA"] = ("cea", {**wider, "outer_ratio": outer_ratio, "attention_impl": "causal"})
+    # only when it rounds, so that the CPU preset's recorded runs resume
+    rounding = dict(hidden_multiple=hidden_multiple) if hidden_multiple > 1 else {}
+    # W a multiple of 8, and of hidden_multiple / rho, so CEA's split rho W keeps that rounding
+    rho = Fraction(outer_ratio).limit_denominator(64)
+    multiple = math.lcm(8, rho.denominator * hidden_multiple)
+    wider = functools.cache(lambda: cea.match_ffn_wider(
+        baseline, ffn_wider_width_ratio, multiple, head_dim_multiple))
     lws_base = {k: v for k, v in baseline.items() if k != "ffn_hidden"}
-    for name, schedule in LWS_SCHEDULES.items():
-        if wanted(f"LWS {name}"):
-            variant = {**lws_base, **schedule, "ffn_multiple": ffn_multiple}
-            shapes[f"LWS {name}"] = ("lws", lws.match_params(lws_base, variant)[0])
-    if wanted("GPT wide"):
-        shapes["GPT wide"] = ("gpt", match_gpt_at_width(baseline, hg["n_embd"]))
-    if wanted("hourglass same-d"):
-        shapes["hourglass same-d"] = (
-            "hourglass", hourglass.match_ffn_at_fixed_width(baseline, CONTROL_SUB_BLOCKS))
-    return {name: shapes[name] for name in ALL_NAMES if name in models}
+    shapes = {
+        "GPT": lambda: ("gpt", dict(baseline)),
+        "hourglass": lambda: ("hourglass", hg()),
+        "><former": lambda: ("variable_width", {**baseline, **former}),
+        "hourglass+><former": lambda: ("composed", {**hg(), **former, **rounding}),
+        "FFN-Wider": lambda: ("cea", wider()),
+        "CEA": lambda: ("cea", {**wider(), "outer_ratio": outer_ratio, "attention_impl": "causal"}),
+        "GPT wide": lambda: ("gpt", match_gpt_at_width(baseline, hg()["n_embd"])),
+        "hourglass same-d": lambda: (
+            "hourglass", hourglass.match_ffn_at_fixed_width(baseline, CONTROL_SUB_BLOCKS)),
+    }
+    for name, schedule in lws.VARIANTS.items():
+        variant = {**lws_base, **schedule, "ffn_multiple": ffn_multiple}
+        shapes[f"LWS {name}"] = lambda v=variant: ("lws", lws.match_params(lws_base, v)[0])
+    return {name: shapes[name]() for name in ALL_NAMES if name in models}
 
 
 def match_gpt_at_width(baseline, n_embd):
@@ -98,20 +92,29 @@ def per_layer(values):
     return str(values[0]) if len(set(values)) == 1 else "/".join(map(str, values))
 
 
-def shape_label(model):
-    c = model.config
-    label = f"L{c.n_layer} d{c.n_embd}"
-    widths = getattr(c, "layer_widths", None)
-    if widths and len(set(widths)) > 1:
+def layer_widths(config):
+    """Each layer's residual width, attention width, FFN hidden (per sub-block) and Inner-FFN."""
+    c, L = config, config.n_layer
+    return {"residual width": getattr(c, "layer_widths", None) or [c.n_embd] * L,
+            "attention": [s.n_head * s.head_dim for s in c.layers],
+            "FFN hidden (per sub-block)": [s.ffn_hidden for s in c.layers],
+            "Inner-FFN (in attention)": (getattr(c, "layer_inner_hidden", None)
+                                         or [getattr(c, "inner_hidden", 0)] * L)}
+
+
+def shape_label(config):
+    widths, ffn, inner = (layer_widths(config)[k] for k in (
+        "residual width", "FFN hidden (per sub-block)", "Inner-FFN (in attention)"))
+    label = f"L{config.n_layer} d{config.n_embd}"
+    if len(set(widths)) > 1:
         label += " w" + per_layer(widths)
-    label += " h" + per_layer([s.n_head for s in c.layers])
-    k = getattr(c, "n_sub_blocks", 1)
-    label += f" ffn{'' if k == 1 else f' {k}x'}" + per_layer([s.ffn_hidden for s in c.layers])
-    inner = getattr(c, "layer_inner_hidden", None) or [getattr(c, "inner_hidden", 0)]
+    label += " h" + per_layer([s.n_head for s in config.layers])
+    k = getattr(config, "n_sub_blocks", 1)
+    label += f" ffn{'' if k == 1 else f' {k}x'}" + per_layer(ffn)
     if any(inner):
         label += " inner" + per_layer(inner)
-    if getattr(c, "outer_ratio", 1.0) < 1.0:
-        label += f" rho{c.outer_ratio:g}"
+    if getattr(config, "outer_ratio", 1.0) < 1.0:
+        label += f" rho{config.outer_ratio:g}"
     return label
 
 
@@ -173,7 +176,7 @@ def model_from_checkpoint(checkpoint, path="the checkpoint"):
         model = build_model(checkpoint["model_type"], **checkpoint["model_args"])
         model.load_state_dict(checkpoint["model"])
     except (ConfigError, KeyError, TypeError, RuntimeError) as e:
-        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        why = (str(e).strip() or type(e).__name__).splitlines()[0][:200]
         raise CheckpointError(f"{path} holds a model this repo cannot build ({why}): train it "
                               f"again, or point --out_dir at another checkpoint") from None
     return model
@@ -206,17 +209,15 @@ def check_hourglass_args(model_args, baseline):
 
 
 def print_model_types(defaults):
-    gpt_fields = [f.name for f in dataclasses.fields(GPTConfig) if f.init]
+    gpt_fields = default_args()
     others = ", ".join(k for k in gpt_fields if k not in defaults)
     print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
                               f"above, and in --model_args={{...}} GPTConfig's other fields "
                               f"({others}) and its own:", 100))
-    column = max(len(f"  {name} ({cls.__module__}.py)") for name, (cls, _, _) in MODELS.items()) + 2
     for name, (model_cls, config_cls, _) in MODELS.items():
-        own = [f.name for f in dataclasses.fields(config_cls)
-               if f.init and f.name not in gpt_fields]
+        own = [k for k in default_args(config_cls) if k not in gpt_fields]
         print_entry(f"  {name} ({model_cls.__module__}.py)",
-                    ", ".join(own) or "(none of its own: the plain GPT)", column)
+                    ", ".join(own) or "(none of its own: the plain GPT)", 36)
 
 
 # ----------------------------------------------------------------------------------------
@@ -305,91 +306,61 @@ def describe_shapes(shapes, seq_len):
     for name, (model_type, model_args) in shapes.items():
         with meta_device():
             model = build_model(model_type, **model_args)
-        c = model.param_counts()
-        endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
-        out[name] = dict(model_type=model_type, shape=shape_label(model),
+        c = variable_width.param_summary(model)
+        out[name] = dict(model_type=model_type, shape=shape_label(model.config),
                          embedding=c["embedding"] + c["lm_head"], attention=c["attention"],
                          ffn=c["ffn"], norms=c["norms"] + c["other"], budget=model.budget(),
-                         endpoint=endpoint, total=c["total"],
+                         endpoint=c["endpoint"], total=c["total"],
                          flops_per_token=model.flops_per_token(seq_len),
                          kv_bytes_per_token=model.kv_cache_bytes_per_token())
     return out
 
 
 def shapes_table(shapes_info, extra_columns=None):
-    names = list(shapes_info)
-    first, base_budget = names[0], shapes_info[names[0]]["budget"]
-    head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
-            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token"]
+    first = next(iter(shapes_info))
     extra_head, extra_cells = extra_columns or ([], {})
-    lines = ["| " + " | ".join(head + extra_head) + " |",
-             "|---|---|" + "---:|" * (len(head) - 2 + len(extra_head))]
-    for name in names:
-        r = shapes_info[name]
-        matched = r["budget"] - r["endpoint"]
-        vs_gpt = 100 * (r["budget"] / base_budget - 1)
-        cells = [name, r["shape"], f"{r['embedding'] / 1e6:.3f}M", f"{r['attention'] / 1e6:.3f}M",
-                 f"{r['ffn'] / 1e6:.3f}M", f"{r['budget'] / 1e6:.3f}M ({vs_gpt:+.1f}%)",
-                 f"{matched / 1e6:.3f}M ({100 * (matched / base_budget - 1):+.1f}%)",
-                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}"]
-        lines.append("| " + " | ".join(cells + list(extra_cells.get(name, []))) + " |")
+
+    def vs_first(n):
+        return f"{n / 1e6:.3f}M ({100 * (n / shapes_info[first]['budget'] - 1):+.1f}%)"
+
+    head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
+            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token", *extra_head]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
+    for name, r in shapes_info.items():
+        cells = [name, r["shape"],
+                 *(f"{r[k] / 1e6:.3f}M" for k in ("embedding", "attention", "ffn")),
+                 vs_first(r["budget"]), vs_first(r["budget"] - r["endpoint"]),
+                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}",
+                 *extra_cells.get(name, [])]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def layer_profile(model):
-    c = model.config
-    rows = []
-    for i, (block, spec) in enumerate(zip(model.blocks, c.layers)):
-        stream = c.layer_widths[i] if getattr(c, "layer_widths", None) else c.n_embd
-        inner = getattr(block.attn, "inner_ffn", None)
-        ffns = [m for m in block.ffn.modules() if isinstance(m, SwiGLU)]
-        rows.append(dict(stream=stream, attention=spec.n_head * spec.head_dim,
-                         ffn=[m.out_proj.in_features for m in ffns],
-                         inner=inner.out_proj.in_features if isinstance(inner, SwiGLU) else 0))
-    return rows
-
-
 def plot_shapes(shapes, path, title=""):
-    """One panel per shape: the widths of layer_profile per layer, on one log axis."""
+    """One panel per shape: each layer's widths (layer_widths), on one log axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = len(shapes)
-    cols = min(5, n)
-    rows_n = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.9 * rows_n), sharey=True,
+    cols = min(5, len(shapes))
+    rows = -(-len(shapes) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.9 * rows), sharey=True,
                              squeeze=False)
+    for ax in axes.flat[len(shapes):]:
+        ax.axis("off")
     for ax, (name, (model_type, model_args)) in zip(axes.flat, shapes.items()):
         with meta_device():
-            layers = layer_profile(build_model(model_type, **model_args))
-        x = range(1, len(layers) + 1)
-        ax.bar(x, [r["stream"] for r in layers], color="0.85", label="residual width")
-        ax.plot(x, [r["attention"] for r in layers], "o-", color="tab:blue", label="attention")
-        k = max(len(r["ffn"]) for r in layers)
-        ffn = [r["ffn"][0] if r["ffn"] else float("nan") for r in layers]
-        ax.plot(x, ffn, "s-", color="tab:orange", label="FFN hidden (per sub-block)")
-        if k > 1:
-            ax.text(0.03, 0.93, f"{k} FFN sub-blocks per layer", transform=ax.transAxes,
-                    fontsize=7, color="tab:orange", va="top")
-        if any(r["inner"] for r in layers):
-            ax.plot(x, [r["inner"] or float("nan") for r in layers], "^--", color="tab:green",
-                    label="Inner-FFN (in attention)")
-        ax.set_title(name, fontsize=9)
+            config = build_model(model_type, **model_args).config
+        for label, widths in layer_widths(config).items():
+            ax.plot(range(1, config.n_layer + 1), [w or math.nan for w in widths], "o-",
+                    label=label)
+        k = getattr(config, "n_sub_blocks", 1)
+        ax.set_title(name if k == 1 else f"{name} ({k} FFN sub-blocks)", fontsize=9)
         ax.set_yscale("log", base=2)
-        ax.set_xticks(list(x))
+        ax.set_xticks(range(1, config.n_layer + 1))
+        ax.set_xlabel("layer", fontsize=7)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("width")
-    for ax in axes[-1, :]:
-        ax.set_xlabel("layer")
-    handles = {}
-    for ax in axes.flat:
-        for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles),
+    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="lower center", ncol=4,
                fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
@@ -398,19 +369,17 @@ def plot_shapes(shapes, path, title=""):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    plots = [a.split("=", 1)[1] if "=" in a else "" for a in args if a.split("=")[0] == "--plot"]
-    plot = plots[-1] if plots else None
+    plots = [a.partition("=")[2] for a in sys.argv[1:] if a.partition("=")[0] == "--plot"]
     try:
-        settings = preset_settings([a for a in args if a.split("=")[0] != "--plot"])
+        settings = preset_settings([a for a in sys.argv[1:] if a.partition("=")[0] != "--plot"])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
                                 models=select_models(settings["models"]))
         print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
         print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
-    if plot is not None:
-        path = plot or f"shapes_{settings['preset']}.png"
+    if plots:
+        path = plots[-1] or f"shapes_{settings['preset']}.png"
         title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
                  f"(L{settings['n_layer']}, d{settings['n_embd']})")
         plot_shapes(shapes, path, title)

@@ -32,8 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import (GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm, linear_flops,
-                   meta_device)
+from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm
 
 
 class VariableWidthGPT(GPT):
@@ -73,10 +72,9 @@ class VariableWidthGPT(GPT):
                     if self.config.scale_init_by_width and p.dim() >= 2 and w != d:
                         p.mul_(math.sqrt(d / w))
 
-    def stream_input(self, idx):
+    def stream_input(self, idx, cache=None):
         """R_0 = [embedding, zeros], (B, T, D)."""
-        x = self.emb_dropout(self.tok_emb(idx))
-        return F.pad(x, (0, self.stream_width - x.size(-1)))
+        return F.pad(self.embed(idx, cache), (0, self.stream_width - self.config.n_embd))
 
     def layer_input(self, l, R):
         """f^l: layer l's w_l-wide input from R."""
@@ -99,11 +97,7 @@ class VariableWidthGPT(GPT):
         return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]
 
     def forward(self, idx, targets=None, cache=None):
-        length = (0 if cache is None else cache.length) + idx.size(1)
-        if length > self.config.block_size:
-            raise ValueError(f"sequence of length {length} is longer than block_size="
-                             f"{self.config.block_size}")
-        R = self.stream_input(idx)
+        R = self.stream_input(idx, cache)
         for l in range(len(self.blocks)):
             R = self.layer_step(l, R, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.head_input(R), targets)
@@ -115,15 +109,16 @@ class VariableWidthGPT(GPT):
             streams.append(self.layer_step(l, streams[-1]))
         return streams
 
-    def flops_per_token(self, seq_len=None):
-        return super().flops_per_token(seq_len) + linear_flops(self.expansions)
-
     def endpoint_params(self):
-        """Appendix A's W_end: first-layer QKV columns on the zero padding, last W_2 rows past d."""
+        """Appendix A's W_end: the first layer's columns on the zero padding, the rows past d of
+        the last out_proj (the last W_2)."""
         d, widths = self.config.n_embd, self.config.layer_widths
-        qkv = self.blocks[0].attn.attn.qkv_proj.weight
-        down = self.blocks[-1].ffn.mlp.out_proj.weight
-        return qkv.size(0) * max(widths[0] - d, 0) + down.size(1) * max(widths[-1] - d, 0)
+        last = [m for name, m in self.blocks[-1].named_modules() if name.endswith("out_proj")][-1]
+        return self.padding_readers() * max(widths[0] - d, 0) + last.in_features * max(
+            widths[-1] - d, 0)
+
+    def padding_readers(self):  # the first layer's W_q, W_k, W_v read R_0's zero padding
+        return self.blocks[0].attn.attn.qkv_proj.out_features
 
 
 def scale_queries(spec):
@@ -302,19 +297,11 @@ def matched_args(baseline_args):
 
 
 if __name__ == "__main__":
-    import sys
+    from model import describe, model_from_command_line
 
-    from model import default_args, describe
-    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
-
-    paper_200m = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
-                      tie_embeddings=False)  # Table 1
-    try:
-        args = parse_overrides(sys.argv[1:], {**default_args(VariableWidthConfig), **paper_200m})
-        with meta_device():
-            model = build("variable_width", VariableWidthGPT, VariableWidthConfig, **args)
-    except ConfigError as e:
-        usage_error(e)
+    model = model_from_command_line(  # Table 1's 200M
+        "variable_width", VariableWidthGPT, VariableWidthConfig, vocab_size=100277,
+        block_size=4096, n_layer=16, n_embd=640, n_head=16, tie_embeddings=False)
     widths, counts = model.config.layer_widths, param_summary(model)
     print(f"widths: {widths} (mean {sum(widths) / len(widths):.1f}, D = {model.stream_width})")
     print(describe(model))

@@ -114,15 +114,6 @@ def test_the_training_loss_adds_the_balancing_loss_and_every_expert_gets_a_gradi
     assert all(p.grad is not None for p in model.parameters())
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("moe_place", ["before_ffn", "inner"])
-def test_moe_models_trace_without_graph_breaks(moe_place):
-    model = tiny(**MOE, moe_place=moe_place).train()
-    torch._dynamo.reset()
-    explained = torch._dynamo.explain(model)(*[torch.randint(0, 50, (2, 16))] * 2)
-    assert explained.graph_break_count == 0, explained.break_reasons
-
-
 def test_the_papers_h768_shapes_and_the_moe_of_c2():
     h768 = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768)
     with torch.device("meta"):

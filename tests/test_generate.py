@@ -7,7 +7,7 @@ import torch
 from conftest import all_logits, run_here
 
 import model as model_file
-from model import KVCache, LayerKVCache
+from model import KVCache
 from shapelab.checkpoint import save_checkpoint
 from shapes import build_model
 
@@ -107,15 +107,7 @@ def test_padding_ids_are_never_sampled(use_cache):
         assert out.max() < VOCAB, kwargs
 
 
-def test_a_layer_cache_is_allocated_once_and_refuses_to_overflow():
-    cache = LayerKVCache(max_len=4)
-    k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
-    cache.append(k, v)
-    buffer = cache.keys
-    keys, _ = cache.append(k[:, :, :1], v[:, :, :1])
-    assert cache.keys is buffer and keys.shape == (1, 2, 4, 8) and cache.nbytes == 2 * 4 * 2 * 8 * 4
-    with pytest.raises(ValueError, match="KV cache full"):
-        cache.append(k[:, :, :1], v[:, :, :1])
+def test_a_full_cache_of_a_tiny_block_keeps_at_least_one_token():
     for block_size in (1, 2):  # a full cache keeps max(1, block_size // 2) tokens
         tiny = build_model("gpt", vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32,
                            n_head=2).eval()

@@ -13,8 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, run_here
-from model import (GPT, CausalSelfAttention, GPTConfig, KVCache, RMSNorm, SwiGLU, linear_flops,
-                   meta_device)
+from model import GPT, CausalSelfAttention, GPTConfig, KVCache, RMSNorm, SwiGLU, meta_device
 from shapelab.configurator import ConfigError
 from shapes import (MATCHING_KEYS, MODELS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, build_model,
                     check_model_settings, count_budget, describe_shapes, matched_model_args,
@@ -36,9 +35,6 @@ class ParallelBlock(nn.Module):
     def forward(self, x, cache=None):
         h = self.norm(x)
         return x + self.attn(h, cache) + self.ffn(h)
-
-    def flops_per_token(self, seq_len):
-        return self.attn.flops_per_token(seq_len) + linear_flops(self.ffn)
 
 
 class ParallelGPT(GPT):
