@@ -179,16 +179,26 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     return acc.result()
 
 
-def resumed_run(run, config, given):
-    """(the checkpoint in run.ckpt, the settings it goes on with) for --init_from=resume."""
-    checkpoint = load_checkpoint(run.ckpt, trainer="train_mlp.py")
-    need("model_type" not in checkpoint, f"{run.ckpt} is a language model's run (train.py's): "
-         f"train the image MLP into a new --out_dir")
-    need("train_state" in checkpoint, f"{run.ckpt} holds no training state to resume: score it "
-         f"with --eval_only=True, or train into a new --out_dir")
-    settings = resume_policy(run.ckpt, checkpoint["config"], vars(resolve(config)),
-                             DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED)
-    return checkpoint, resolve(settings)
+def load_run(path, device="cpu"):
+    """out_dir/ckpt.pt of a train_mlp.py run; a missing file or another kind is one line."""
+    try:
+        checkpoint = load_checkpoint(path, map_location=device, trainer="train_mlp.py")
+    except FileNotFoundError as e:
+        raise ConfigError(e) from None
+    need("train_state" in checkpoint, f"{path} is not a run of train_mlp.py (an LM checkpoint of "
+         f"train.py? sample it with sample.py): train into a new --out_dir")
+    return checkpoint
+
+
+def check_data(path, trained, data, allowed=False):
+    """A run trained on other data is refused in one line (allowed: a warning)."""
+    if portable_source(trained["source"]) == portable_source(data.source):
+        return
+    message = f"{path} was trained on {trained!r}, but the data now is {data.source!r}"
+    need(allowed, f"{message}: pass --prepared_dir=<the folder holding it>"
+         + (", or --allow_other_data=True to score it on this data anyway" if allowed is False
+            else ""))
+    print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
 
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
@@ -198,7 +208,9 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     c = resolve(config)
     checkpoint = None
     if c.init_from == "resume":
-        checkpoint, c = resumed_run(run, config, given)
+        checkpoint = load_run(run.ckpt)
+        c = resolve(resume_policy(run.ckpt, checkpoint["config"], vars(c),
+                                  DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED))
     if run is not None:
         run.refuse_to_replace(c.init_from, c.overwrite)
     ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends
@@ -211,11 +223,8 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         data = load_images(t, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
     data_record = {"dataset": data.dataset, "source": portable_source(data.source),
                    "n_train": len(data.train)}
-    if checkpoint is not None and {**checkpoint["data"], "source": portable_source(
-            checkpoint["data"]["source"])} != data_record:
-        raise ConfigError(f"{run.ckpt} was trained on {checkpoint['data']}, but the data now is "
-                          f"{data_record}: resume it on its own data (--prepared_dir=<the folder "
-                          f"holding it>)")
+    if checkpoint is not None:
+        check_data(run.ckpt, checkpoint["data"], data, allowed=None)
     # generative classification: one training image per class is the target
     prototypes = (choose_prototypes(data.train, data.train_labels) if t.target == "prototype"
                   else None)
@@ -390,25 +399,14 @@ def evaluate_checkpoint(config):
     source it was trained on, unless --allow_other_data=True."""
     given = resolve(config)
     path = os.path.join(given.out_dir, "ckpt.pt")
-    try:
-        ckpt = load_checkpoint(path, map_location=given.device, trainer="train_mlp.py")
-    except FileNotFoundError as e:
-        raise ConfigError(e) from None
-    need(isinstance(ckpt.get("config"), dict) and set(ckpt["config"]) <= set(DEFAULTS),
-         f"{path} is not a checkpoint of "
-         f"train_mlp.py (an LM checkpoint of train.py? sample it with sample.py)")
+    ckpt = load_run(path, given.device)
     c = resolve({**ckpt["config"], "device": given.device, "data_dir": config["data_dir"],
                  "prepared_dir": config["prepared_dir"] or ckpt["config"]["prepared_dir"]})
     model = make_model(c)
     model.load_state_dict(ckpt["model"])
     model.to(c.device)
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    trained = ckpt["data"]["source"]
-    if portable_source(trained) != portable_source(data.source):
-        message = f"{path} was trained on {trained!r}, but the prepared data now is {data.source!r}"
-        need(given.allow_other_data, f"{message}: pass --prepared_dir=<the folder holding it>, or "
-             f"--allow_other_data=True to score it on this data anyway")
-        print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
+    check_data(path, ckpt["data"], data, given.allow_other_data)
     test = evaluate(model, c, data.test, data.test_labels, ckpt.get("prototypes"),
                     with_ssim=True, seed=c.seed + 2000)
     print(json.dumps({"checkpoint": path, "best_iter": ckpt["best_iter"], "data": data.source,
