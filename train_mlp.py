@@ -363,7 +363,15 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     if run is not None and results:
         write_atomic(run.dir / "result.json", json.dumps(result, indent=2))
         write_csv(run.dir / "history.csv", history)
-        save_samples(model, c, data, protos, test, run.dir / "samples.png")
+        g = torch.Generator(device=c.device).manual_seed(c.seed + 2000)  # samples.png: 8 images
+        model.eval()
+        x, target = make_batch(t, data.test[:8].to(c.device), data.test_labels[:8].to(c.device),
+                               protos, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
+        with torch.no_grad(), amp:
+            pred = model(x)
+        title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
+                 f"{test['psnr_batchmse']:.2f} dB")
+        write_atomic(run.dir / "samples.png", samples_png(t, x, pred, target, title))
     return {**result, "history": history, "model": model}
 
 
@@ -377,21 +385,6 @@ def write_csv(path, rows):
     writer.writeheader()
     writer.writerows(rows)
     write_atomic(path, text.getvalue())
-
-
-@torch.no_grad()
-def save_samples(model, c, data, protos, test, path, n=8):
-    """samples.png: rows of inputs, outputs and targets of the first n test images."""
-    t = get_task(c.task)
-    g = torch.Generator(device=c.device).manual_seed(c.seed + 2000)
-    model.eval()
-    x, target = make_batch(t, data.test[:n].to(c.device), data.test_labels[:n].to(c.device),
-                           protos, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
-    with autocast(c.device.split(":")[0], c.dtype):
-        pred = model(x)
-    title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
-             f"{test['psnr_batchmse']:.2f} dB")
-    write_atomic(path, samples_png(t, x, pred, target, title))
 
 
 def evaluate_checkpoint(config):

@@ -1,10 +1,7 @@
 """
-What keeps a training run safe (train.py, train_mlp.py); a learner can skip this file.
-
-RunDir: out_dir locked for one run (filelock: the OS drops the lock when the process dies), never
-replaced without --overwrite=True, Ctrl-C and SIGTERM in one line naming the command that goes on.
-TimePlan fits max_iters = 0 to max_minutes. start_run, restore_rng, all_rng_states: a resume goes
-on exactly as the run was saved.
+What keeps a training run safe (train.py, train_mlp.py); a learner can skip this file: one run per
+out_dir (a lock), never replaced without --overwrite=True, Ctrl-C in one line, a resume that goes on
+exactly, and max_iters = 0 fitted to max_minutes.
 """
 
 import json
@@ -26,8 +23,7 @@ NOT_RESUMED = ("init_from", "overwrite", "out_dir")  # where and how this invoca
 
 def lock_folder(folder, name="run.lock", what="training run", subject=None, option="out_dir",
                 removed_at_close=False):
-    """folder/name locked by this process (the folder made), held until released or the process
-    ends; a folder in use or unusable is a ConfigError of one line."""
+    """folder/name locked until released or the process ends; a folder in use is one line."""
     folder, pid = Path(folder), str(os.getpid()).encode()
     lock = FileLock(folder / name, timeout=0,
                     on_acquired=lambda fd: (os.ftruncate(fd, 0), os.write(fd, pid)))
@@ -55,7 +51,7 @@ def lock_folder(folder, name="run.lock", what="training run", subject=None, opti
 
 
 def held_by(path):
-    """The PID written in the lock file `path` if a process holds it, else None."""
+    """The PID of the process holding the lock file `path`, or None."""
     if not Path(path).is_file():
         return None
     try:
@@ -81,12 +77,10 @@ class RunDir:
         self.ckpt, self.metrics = self.dir / "ckpt.pt", self.dir / "metrics.jsonl"
         self.last_good_step = None  # the step of ckpt.pt once saved or resumed from
         self.own_metrics = None  # whether this run began metrics.jsonl
-        self._lock = None
-        if lock:
-            try:
-                self._lock = lock_folder(self.dir)
-            except ConfigError as e:
-                usage_error(e)
+        try:
+            self._lock = lock_folder(self.dir) if lock else None
+        except ConfigError as e:
+            usage_error(e)
 
     def refuse_to_replace(self, init_from, overwrite):
         previous = [p.name for p in (self.ckpt, self.metrics) if p.exists()]
@@ -110,7 +104,7 @@ class RunDir:
             f.write(json.dumps(record) + "\n")
 
     def drop_repeated_metrics(self, step):
-        """A resume trains the steps after its checkpoint again: drop the rows logged for them."""
+        """The rows of the steps a resume trains again go."""
         rows = [r for r in read_jsonl(self.metrics)
                 if r["iter"] < step or (r["iter"] == step and "loss" not in r)]
         write_atomic(self.metrics, "".join(json.dumps(r) + "\n" for r in rows))
@@ -129,14 +123,12 @@ class RunDir:
         signal.signal(signal.SIGTERM, self.interrupted)
 
     def interrupted(self, signum=signal.SIGINT, frame=None):
-        """One line naming the last checkpoint and the command that goes on; exit 128 + signum."""
+        """One line naming the last checkpoint and the command that goes on."""
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second signal ends it at once
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
-        if "LOCAL_WORLD_SIZE" in os.environ:
-            launcher = f"torchrun --standalone --nproc_per_node={os.environ['LOCAL_WORLD_SIZE']}"
-        else:
-            launcher = "python"
+        processes = os.environ.get("LOCAL_WORLD_SIZE")
+        launcher = f"torchrun --standalone --nproc_per_node={processes}" if processes else "python"
         if self.last_good_step is not None:
             args = [a for a in sys.argv[1:] if not a.startswith(("--init_from=", "--overwrite="))]
             command = shlex.join([sys.argv[0], *args, "--init_from=resume"])
@@ -157,16 +149,12 @@ def all_finite(model):
 def read_jsonl(path):
     """The rows of metrics.jsonl; a torn last line (a write cut short) is dropped."""
     text = Path(path).read_text() if Path(path).exists() else ""
-    lines = text.splitlines()
-    if not text.endswith("\n"):  # (also when empty)
-        lines = lines[:-1]
-    return [json.loads(line) for line in lines]
+    return [json.loads(line) for line in text.split("\n")[:-1]]
 
 
 class TimePlan:
-    """max_iters = 0: the steps that fit in `minutes` on this machine as it is, planned again at
-    every log step from the step time measured there. Saved in each checkpoint, so a resume goes
-    on with the same plan and the same clock."""
+    """max_iters = 0: the steps that fit in `minutes`, planned again at every log step from the
+    step time measured there; saved in each checkpoint, so a resume keeps the plan and the clock."""
 
     def __init__(self, minutes, start, checkpoint=None, ddp=False, master=True, device="cpu"):
         self.minutes, self.start, self.ddp, self.master = minutes, start, ddp, master
@@ -183,8 +171,7 @@ class TimePlan:
         return dict(minutes=self.minutes, max_iters=self.max_iters, elapsed_s=self.elapsed())
 
     def plan(self, step, step_s, eval_s, eval_interval):
-        """After `step`: the steps that fit in the time left at step_s seconds a step and eval_s
-        an evaluation every eval_interval steps and at the end (rank 0's under torchrun)."""
+        """After `step`: the steps that fit in the time left (rank 0's plan under torchrun)."""
         left = max(60 * self.minutes - self.elapsed() - eval_s, 0.0)
         steps = left / (step_s + eval_s / eval_interval + 1e-9)
         planned = torch.tensor(step + 1 + int(min(steps, 1e15)), device=self.device)
@@ -197,8 +184,8 @@ class TimePlan:
 
 
 def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, speak=True):
-    """The checkpoint's settings (`saved`), but `not_resumed` are this invocation's; a `shape_keys`
-    setting given with another value is refused in one line, any other is taken with a note."""
+    """The `saved` settings, but `not_resumed` are this invocation's; another value given is
+    refused in one line for `shape_keys`, else taken with a note."""
     differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
               and config[k] != saved[k]]
     clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
@@ -214,8 +201,7 @@ def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUME
 
 
 def start_run(config, given, model_keys):
-    """(the locked RunDir, the checkpoint or None, the settings) of train.py's run: a resume goes
-    on with its checkpoint's settings and shape; a scratch run never replaces another."""
+    """(the locked RunDir, the checkpoint or None, the settings) of train.py's run."""
     run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)  # rank 0 holds it
     run.catch_signals()
     checkpoint = None
@@ -238,7 +224,6 @@ def start_run(config, given, model_keys):
 
 
 def restore_rng(checkpoint, rank, sampler, device_type):
-    """This process's RNG states as saved: a resume draws what the uninterrupted run drew."""
     states = checkpoint["rng"]["ranks"]
     if rank >= len(states):
         raise SystemExit(f"error: the checkpoint holds the RNG states of {len(states)} "
@@ -250,7 +235,7 @@ def restore_rng(checkpoint, rank, sampler, device_type):
 
 
 def all_rng_states(sampler_state, device_type, ddp):
-    """Every process's RNG states (its batch sampler's, torch's, CUDA's), a list by rank."""
+    """Every process's RNG states, a list by rank."""
     states = {"sampler": sampler_state, "torch": torch.get_rng_state()}
     if device_type == "cuda":
         states["cuda"] = torch.cuda.get_rng_state()
