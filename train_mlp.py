@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 from mlp_hourglass import check_shape, count_params, image_mlp, input_projection
 from shapelab.checkpoint import load_checkpoint, write_atomic
-from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
+from shapelab.configurator import (ConfigError, check_device, check_rules, need, parse_overrides,
+                                   usage_error)
 from shapelab.dataset import load_images
 from shapelab.hardware import auto_dtype, autocast, pick_device
 from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
@@ -87,6 +88,16 @@ SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_di
               "device")
 
 
+RULES = [  # (keys, what each must be, the one line's words)
+    ("latent_dim hidden_dim n_blocks batch_size log_interval", lambda v: v >= 1,
+     "it must be 1 or more"),
+    ("max_iters max_train_images num_threads eval_interval weight_decay noise_sigma",
+     lambda v: v is None or 0 <= v < math.inf, "it must be 0 or more, a finite number"),
+    ("epochs learning_rate", lambda v: 0 < v < math.inf, "it must be more than 0, a finite number"),
+    ("init_from", lambda v: v in ("scratch", "resume"), "use scratch or resume"),
+    ("flips", lambda v: v in (1, 2, 4), "it must be 1, 2 or 4")]
+
+
 def task_protocol(task_name):
     """The settings of config/mlp_<task>.py, the task's training protocol."""
     get_task(task_name)  # an unknown task: one line
@@ -104,16 +115,7 @@ def resolve(config):
     for key in PROTOCOL_KEYS:
         if getattr(c, key) is None:
             setattr(c, key, protocol[key])
-    for key in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
-        need(getattr(c, key) >= 1, f"--{key}={getattr(c, key)}: it must be 1 or more")
-    for key in ("max_iters", "max_train_images", "num_threads", "eval_interval", "weight_decay",
-                "noise_sigma", "epochs", "learning_rate"):
-        value = getattr(c, key)
-        need(value is None or 0 <= value < math.inf, f"--{key}={value}: it must be 0 or more, "
-             f"a finite number")
-    need(c.epochs > 0 and c.learning_rate > 0, "--epochs and --learning_rate must be more than 0")
-    need(c.init_from in ("scratch", "resume"), f"--init_from={c.init_from}: use scratch or resume")
-    need(c.flips in (1, 2, 4), f"--flips={c.flips}: it must be 1, 2 or 4")
+    check_rules(vars(c), RULES)
     need(c.flips == 1 or t.target != "prototype", "flips are not defined for generative "
          "classification (the target prototype would not flip): use --flips=1")
     check_device(c.device)
@@ -160,11 +162,10 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     model.eval()
     g = torch.Generator(device=c.device).manual_seed(seed)
     acc = MetricAccumulator()
-    protos = prototypes.to(c.device) if prototypes is not None else None
     for i in range(0, len(images), EVAL_BATCH_SIZE):
         imgs = images[i:i + EVAL_BATCH_SIZE].to(c.device)
         labs = labels[i:i + EVAL_BATCH_SIZE].to(c.device)
-        x, target = make_batch(t, imgs, labs, protos, g, c.noise_sigma,
+        x, target = make_batch(t, imgs, labs, prototypes, g, c.noise_sigma,
                                clamp_sr_input=c.clamp_sr_input)
         if baseline:
             pred = baseline_prediction(t, x)
@@ -173,7 +174,7 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
                 pred = model(x)
         correct = None
         if t.target == "prototype":
-            correct = torch.cdist(pred.float(), protos).argmin(1) == labs  # nearest prototype
+            correct = torch.cdist(pred.float(), prototypes).argmin(1) == labs  # nearest prototype
         acc.add(pred, target, t.image_shape, with_ssim, correct)
     model.train(was_training)
     return acc.result()
@@ -226,8 +227,8 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     if checkpoint is not None:
         check_data(run.ckpt, checkpoint["data"], data, allowed=None)
     # generative classification: one training image per class is the target
-    prototypes = (choose_prototypes(data.train, data.train_labels) if t.target == "prototype"
-                  else None)
+    prototypes = (choose_prototypes(data.train, data.train_labels).to(c.device)
+                  if t.target == "prototype" else None)
 
     torch.manual_seed(c.seed)  # W_in and the init
     model = make_model(c).to(c.device)
@@ -250,7 +251,6 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     eval_interval = c.eval_interval or steps_per_epoch
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
-    protos = prototypes.to(c.device) if prototypes is not None else None
     train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once
     train_labels = data.train_labels.to(c.device)
 
@@ -291,7 +291,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         idx = order[pos * c.batch_size:(pos + 1) * c.batch_size]
         rows = (idx % n_train).to(c.device)
         flips = flips_of_copies((idx // n_train).to(c.device), c.flips) if c.flips > 1 else None
-        x, target = make_batch(t, train_images[rows], train_labels[rows], protos, noise_rng,
+        x, target = make_batch(t, train_images[rows], train_labels[rows], prototypes, noise_rng,
                                c.noise_sigma, flips, c.clamp_sr_input)  # (B, d_x), (B, d_out)
         lr = c.learning_rate * (1.0 - iter_num / total_steps)  # linear decay to 0, no warm-up
         for group in optimizer.param_groups:
@@ -366,7 +366,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         g = torch.Generator(device=c.device).manual_seed(c.seed + 2000)  # samples.png: 8 images
         model.eval()
         x, target = make_batch(t, data.test[:8].to(c.device), data.test_labels[:8].to(c.device),
-                               protos, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
+                               prototypes, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
         with torch.no_grad(), amp:
             pred = model(x)
         title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
@@ -400,7 +400,7 @@ def evaluate_checkpoint(config):
     model.to(c.device)
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
     check_data(path, ckpt["data"], data, given.allow_other_data)
-    test = evaluate(model, c, data.test, data.test_labels, ckpt.get("prototypes"),
+    test = evaluate(model, c, data.test, data.test_labels, ckpt["prototypes"],
                     with_ssim=True, seed=c.seed + 2000)
     print(json.dumps({"checkpoint": path, "best_iter": ckpt["best_iter"], "data": data.source,
                       "test": test}, indent=2))

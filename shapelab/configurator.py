@@ -216,6 +216,13 @@ RULES = [  # train.py's settings: (keys, what each must be, the one line's words
     ("out_dir", bool, "name a folder for the run")]
 
 
+def check_rules(config, rules):
+    """Each rule (keys, ok, what) on its keys' values; the first that fails is one line."""
+    for keys, ok, what in rules:
+        for key in keys.split():
+            need(ok(config[key]), f"{key}={shown(config[key])}: {what}")
+
+
 def check_train_settings(config, here=True):
     """train.py's settings no run can use; here=False: the device need not be this machine's."""
     import torch
@@ -223,9 +230,7 @@ def check_train_settings(config, here=True):
     for key, value in config.items():
         need(type(value) is not int or abs(value) < 2 ** 63, f"{key}: it must be below 2**63")
         need(type(value) is not float or math.isfinite(value), f"{key}={value}: not finite")
-    for keys, ok, what in RULES:
-        for key in keys.split():
-            need(ok(config[key]), f"{key}={shown(config[key])}: {what}")
+    check_rules(config, RULES)
     world = int(os.environ.get("WORLD_SIZE", 1))
     need(config["gradient_accumulation_steps"] % world == 0, f"gradient_accumulation_steps: it "
          f"must be a multiple of the number of processes ({world})")
