@@ -237,8 +237,7 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-time_plan = (TimePlan(max_minutes, script_start, checkpoint, ddp, master_process, device)
-             if max_iters == 0 else None)
+time_plan = TimePlan(max_minutes, script_start, checkpoint, device) if max_iters == 0 else None
 checkpoint = None  # free memory
 if ood_sha256:  # which texts the OOD losses are of
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))

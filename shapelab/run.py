@@ -34,12 +34,9 @@ def lock_folder(folder, name="run.lock", what="training run", subject=None, opti
         raise ConfigError(f"{subject or folder} is in use by another {what} (PID "
                           f"{held_by(folder / name)}): wait for it to finish, or use another "
                           f"--{option}") from None
-    except (FileExistsError, NotADirectoryError):
-        raise ConfigError(f"{option}={folder} is a file, not a folder: name a folder with "
-                          f"--{option}") from None
-    except OSError as e:
-        raise ConfigError(f"{option}={folder} is not writable ({e.strerror or e}): name a "
-                          f"folder you can write to with --{option}") from None
+    except OSError as e:  # a file, or no permission
+        raise ConfigError(f"{option}={folder} is not a folder you can write to "
+                          f"({e.strerror or e}): name one with --{option}") from None
     if removed_at_close:  # a lock among committed results leaves no file behind
         release = lock.release
 
@@ -156,34 +153,29 @@ class TimePlan:
     """max_iters = 0: the steps that fit in `minutes`, planned again at every log step from the
     step time measured there; saved in each checkpoint, so a resume keeps the plan and the clock."""
 
-    def __init__(self, minutes, start, checkpoint=None, ddp=False, master=True, device="cpu"):
-        self.minutes, self.start, self.ddp, self.master = minutes, start, ddp, master
-        self.device, self.max_iters, self.elapsed_before = device, 0, 0.0
-        state = checkpoint and checkpoint["time_plan"]
-        if state:
-            self.elapsed_before = state["elapsed_s"]
-            self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
-
-    def elapsed(self):
-        return self.elapsed_before + time.monotonic() - self.start
+    def __init__(self, minutes, start, checkpoint=None, device="cpu"):
+        state = (checkpoint and checkpoint["time_plan"]) or dict(minutes=0, elapsed_s=0.0)
+        self.minutes, self.device, self.start = minutes, device, start - state["elapsed_s"]
+        self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
 
     def state_dict(self):
-        return dict(minutes=self.minutes, max_iters=self.max_iters, elapsed_s=self.elapsed())
+        return dict(minutes=self.minutes, max_iters=self.max_iters,
+                    elapsed_s=time.monotonic() - self.start)
 
     def plan(self, step, step_s, eval_s, eval_interval):
         """After `step`: the steps that fit in the time left (rank 0's plan under torchrun)."""
-        left = max(60 * self.minutes - self.elapsed() - eval_s, 0.0)
+        left = max(60 * self.minutes - (time.monotonic() - self.start) - eval_s, 0.0)
         steps = left / (step_s + eval_s / eval_interval + 1e-9)
         planned = torch.tensor(step + 1 + int(min(steps, 1e15)), device=self.device)
-        if self.ddp:
+        if torch.distributed.is_initialized():
             torch.distributed.broadcast(planned, src=0)
         old, self.max_iters = self.max_iters, int(planned)
-        if self.master and abs(self.max_iters - old) > 0.05 * old:
+        if os.environ.get("RANK", "0") == "0" and abs(self.max_iters - old) > 0.05 * old:
             print(f"time limit {self.minutes:g} min: max_iters={self.max_iters} "
                   f"({1000 * step_s:.0f} ms a step, {left / 60:.1f} min left)")
 
 
-def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, speak=True):
+def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED):
     """The `saved` settings, but `not_resumed` are this invocation's; another value given is
     refused in one line for `shape_keys`, else taken with a note."""
     differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
@@ -194,7 +186,7 @@ def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUME
         raise SystemExit(f"error: resuming {path} with a different model or data: "
                          f"{'; '.join(clashes)}. Drop these settings, or train into another "
                          f"--out_dir")
-    if differ and speak:
+    if differ and os.environ.get("RANK", "0") == "0":
         print("note: resuming with " + "; ".join(f"{k}={config[k]!r}" for k in differ))
     return {**config, **{k: v for k, v in saved.items()
                          if k in config and k not in not_resumed and k not in given}}
@@ -217,7 +209,7 @@ def start_run(config, given, model_keys):
         shape = {"model_type": checkpoint["model_type"],
                  **{k: args[k] for k in model_keys if k in args}}
         config = resume_policy(run.ckpt, {**checkpoint["config"], **shape}, config, given,
-                               {*shape, "model_args"}, speak=run._lock is not None)
+                               {*shape, "model_args"})
         run.last_good_step = checkpoint["iter_num"]
     run.refuse_to_replace(config["init_from"], config["overwrite"])
     return run, checkpoint, config
