@@ -75,7 +75,7 @@ def read_config_file(path, name=None):
         tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=name)
     except SyntaxError as e:
         raise ConfigError(f"{name}, line {e.lineno}: not valid Python ({e.msg})") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as e:
+    except (OSError, ValueError, RecursionError, MemoryError) as e:  # (a UnicodeDecodeError)
         raise ConfigError(f"{name}: not a readable config file ({type(e).__name__})") from None
     settings = {}
     for node in tree.body:
@@ -159,8 +159,8 @@ def parse_overrides(argv, defaults, types=None, given=None, more_help=None):
 def print_help(defaults, more_help=None):
     main = sys.modules["__main__"]
     source = Path(getattr(main, "__file__", ""))
-    lines = source.read_text(encoding="utf-8").splitlines() if source.is_file() else []
-    comments = dict(m.groups() for m in map(re.compile(r"(\w+) = .*?  # (.*)$").match, lines) if m)
+    text = source.read_text(encoding="utf-8") if source.is_file() else ""
+    comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", text, re.MULTILINE))
     print((main.__doc__ or "").strip() + "\n\nsettings (config file lines or --key=value):")
     for key, value in defaults.items():
         print_entry(f"  --{key}={shown(value)}", comments.get(key, ""), 32)

@@ -113,7 +113,7 @@ class RunDir:
 
     def catch_signals(self):
         """Ctrl-C and SIGTERM end in one line; under torchrun only rank 0 speaks."""
-        if self._lock is None and os.environ.get("RANK", "0") != "0":
+        if os.environ.get("RANK", "0") != "0":
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             return
         signal.signal(signal.SIGINT, self.interrupted)
@@ -129,13 +129,14 @@ class RunDir:
         if self.last_good_step is not None:
             args = [a for a in sys.argv[1:] if not a.startswith(("--init_from=", "--overwrite="))]
             command = shlex.join([sys.argv[0], *args, "--init_from=resume"])
-            print(f"{how}: the last checkpoint is {self.ckpt} (step {self.last_good_step}); "
-                  f"continue the run with: {launcher} {command}", file=sys.stderr, flush=True)
+            how += (f": the last checkpoint is {self.ckpt} (step {self.last_good_step}); continue "
+                    f"the run with: {launcher} {command}")
         else:
             if self.own_metrics:  # so that the same command starts again
                 self.metrics.unlink(missing_ok=True)
-            print(f"{how} before the first checkpoint: start again with: {launcher} "
-                  f"{shlex.join(sys.argv)}", file=sys.stderr, flush=True)
+            how += (f" before the first checkpoint: start again with: {launcher} "
+                    f"{shlex.join(sys.argv)}")
+        print(how, file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
 
