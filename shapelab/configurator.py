@@ -135,20 +135,18 @@ def parse_overrides(argv, defaults, types=None, given=None, more_help=None):
     for arg in argv:
         if arg.startswith("--"):
             key, sep, text = arg[2:].partition("=")
-            need(sep, f"argument {arg!r}: write it as --{key}=value")
+            need(sep, f"argument {shown(arg)}: write it as --{shown(key)[1:-1]}=value")
             default = defaults.get(key)
             kind = type(default) if default is not None else (types or {}).get(key)
             pairs, where = [(key, _parse(text, default, kind))], f"override {shown(arg)}"
-            unknown = "unknown config key"
         else:
-            need(arg.endswith(".py") and Path(arg).is_file(),
-                 f"argument {arg!r}: expected a config file (config/<name>.py) or --key=value")
+            need(arg.endswith(".py") and os.path.isfile(arg),
+                 f"argument {shown(arg)}: expected a config file (config/<name>.py) or --key=value")
             pairs, where = read_config_file(arg).items(), f"config file {arg}"
-            unknown = "unknown key"
         for key, value in pairs:
             if key not in defaults:
                 close = difflib.get_close_matches(key, defaults, n=3)
-                raise ConfigError(f"{where}: {unknown} {shown(key)}"
+                raise ConfigError(f"{where}: unknown config key {shown(key)}"
                                   + (f". Did you mean {', '.join(close)}?" if close else ""))
             config[key] = _checked(key, value, defaults[key], where, types)
             if given is not None:
