@@ -195,7 +195,7 @@ def check_device(device):
     kind, _, index = device.partition(":")
     need(device in ("auto", "cpu", "cuda", "mps") or (kind == "cuda" and index.isdigit()),
          f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps")
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = torch.cuda.device_count() if kind == "cuda" and torch.cuda.is_available() else 0
     need(kind != "cuda" or int(index or 0) < gpus, f"device={device!r}, but this machine has "
          f"{gpus or 'no'} CUDA GPU(s): use --device=cpu or --device=auto")
     need(kind != "mps" or torch.backends.mps.is_available(),
