@@ -35,8 +35,9 @@ device = "auto"  # auto (cuda > mps > cpu), or cpu, cuda, cuda:1, mps
 dtype = "auto"  # auto: bfloat16 where the device has it natively, else float16 (GPU), float32 (CPU)
 # -----------------------------------------------------------------------------------------
 try:  # every setting it cannot use is one line, exit status 2
-    parse_overrides(sys.argv[1:], {k: v for k, v in dict(globals()).items() if not k.startswith("_")
-                                   and isinstance(v, (int, float, str))}, apply_to=globals())
+    globals().update(parse_overrides(sys.argv[1:], {
+        k: v for k, v in dict(globals()).items()
+        if not k.startswith("_") and isinstance(v, (int, float, str))}))
     need(temperature >= 0 and temperature != math.inf,  # (nan, inf, < 0)
          f"temperature={temperature}: use 0 (greedy) or more, a finite number")
     need(top_k >= 0, f"top_k={top_k}: use 1 or more (0: all tokens)")

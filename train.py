@@ -5,8 +5,7 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
     python train.py config/train_shakespeare_char_gpu.py --max_iters=2000   # config, overrides
     torchrun --standalone --nproc_per_node=4 train.py config/train_gpt2_tinystories.py   # DDP
 
-Every setting below can be set by a config file or by --key=value (--help lists them). A bare
---model_type=X builds X at the budget of the GPT the other settings describe, as compare.py does.
+--help lists the settings; a bare --model_type=X is X at the budget of the GPT they describe.
 """
 
 import gc
@@ -168,9 +167,8 @@ if init_from == "scratch":
 else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint, run.ckpt)
-    iter_num, best_val_loss = checkpoint["iter_num"], checkpoint["best_val_loss"]
-    val_loss, elapsed_before = checkpoint["val_loss"], checkpoint["elapsed_s"]
-    tokens_before = checkpoint["tokens"]
+    iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = (checkpoint[k] for k in (
+        "iter_num", "best_val_loss", "val_loss", "elapsed_s", "tokens"))
     restore_rng(checkpoint, ddp_rank, train_sampler, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
@@ -226,8 +224,7 @@ def estimate_loss():
 
 
 def get_lr(it):
-    """Linear warm-up for warmup_iters steps, then cosine decay to min_lr at lr_decay_iters (0:
-    at max_iters), min_lr after it."""
+    """Linear warm-up, then cosine decay to min_lr at lr_decay_iters (0: max_iters)."""
     if not decay_lr:
         return learning_rate
     if it < warmup_iters:
@@ -240,8 +237,7 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-time_plan = (TimePlan(max_minutes, script_start, checkpoint, ddp, master_process, device)
-             if max_iters == 0 else None)
+time_plan = TimePlan(max_minutes, script_start, checkpoint, device) if max_iters == 0 else None
 checkpoint = None  # free memory
 if ood_sha256:  # which texts the OOD losses are of
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))
@@ -272,8 +268,7 @@ while True:
     eval_step = (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
         init_from == "resume" and iter_num == start_iter)
     reached_target, diverged = False, ""
-    if eval_step:  # every process's RNG states, for the checkpoint
-        rank_states = all_rng_states(sampler_state, device_type, ddp)
+    rank_states = eval_step and all_rng_states(sampler_state, device_type, ddp)  # (every process)
     if master_process and eval_step:
         eval_start = time.monotonic()
         losses = estimate_loss()
@@ -284,20 +279,18 @@ while True:
         run.log(dict(iter=iter_num, tokens=tokens, train_loss=losses["train"], val_loss=val_loss,
                      elapsed_s=round(time.monotonic() - run_start, 2),
                      **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
-        finite = math.isfinite(losses["train"] + val_loss) and all_finite(raw_model)
-        if not finite:  # never save a diverged model over the last good checkpoint
+        if not (math.isfinite(losses["train"] + val_loss) and all_finite(raw_model)):
             diverged = f"the evaluation's losses are {losses['train']}, {val_loss} (val)"
-        else:
+        else:  # a diverged model is never saved over the last good checkpoint
             best_val_loss = min(best_val_loss, val_loss)
             reached_target = stop_val_loss > 0 and val_loss <= stop_val_loss
-        if finite and (iter_num > 0 or reached_target):
+        if not diverged and (iter_num > 0 or reached_target):
             run.save(dict(
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
                 rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.monotonic() - run_start,
-                tokens=tokens, val_loss=val_loss,
-                time_plan=time_plan and time_plan.state_dict()))
+                tokens=tokens, val_loss=val_loss, time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.monotonic() - eval_start
         if reached_target:
@@ -314,8 +307,7 @@ while True:
     if (max_iters and iter_num >= max_iters) or reached_target:
         break
 
-    # one optimizer step, gradients accumulated over micro-batches; nothing here waits for the
-    # device
+    # one optimizer step, gradients accumulated over micro-batches; nothing here waits for the GPU
     for micro_step in range(gradient_accumulation_steps):
         if ddp:  # average gradients across processes only on the last micro-step
             ddp_model.require_backward_grad_sync = micro_step == gradient_accumulation_steps - 1
@@ -345,9 +337,8 @@ while True:
     if master_process and log_step:
         aux = getattr(raw_model, "aux_loss", None)  # an auxiliary term in `loss` (MoE)
         tokens_per_s = tokens_per_iter / dt
-        # MFU per card; above 1 the peak was measured at a worse moment
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)
-        mfu = mfu if mfu and mfu <= 1 else None
+        mfu = mfu if mfu and mfu <= 1 else None  # per card; > 1: the peak was measured badly
         steps_left = max_iters - iter_num
         seconds_left = steps_left * dt + steps_left // eval_interval * eval_s
         to_go = (f", ~{seconds_left / 60:.1f} min to go" if seconds_left >= 60
@@ -379,7 +370,6 @@ if master_process:
         print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its evaluation and sample first
-    # the process group goes now, not at exit (where gloo's threads meet std::terminate)
-    del model, ddp_model
+    del model, ddp_model  # the process group goes now: at exit gloo's threads meet terminate
     gc.collect()
     destroy_process_group()

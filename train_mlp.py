@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 from mlp_hourglass import check_shape, count_params, image_mlp, input_projection
 from shapelab.checkpoint import load_checkpoint, write_atomic
-from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
+from shapelab.configurator import (ConfigError, check_device, check_rules, need, parse_overrides,
+                                   usage_error)
 from shapelab.dataset import load_images
 from shapelab.hardware import auto_dtype, autocast, pick_device
 from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
@@ -87,6 +88,16 @@ SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_di
               "device")
 
 
+RULES = [  # (keys, what each must be, the one line's words)
+    ("latent_dim hidden_dim n_blocks batch_size log_interval", lambda v: v >= 1,
+     "it must be 1 or more"),
+    ("max_iters max_train_images num_threads eval_interval weight_decay noise_sigma",
+     lambda v: v is None or 0 <= v < math.inf, "it must be 0 or more, a finite number"),
+    ("epochs learning_rate", lambda v: 0 < v < math.inf, "it must be more than 0, a finite number"),
+    ("init_from", lambda v: v in ("scratch", "resume"), "use scratch or resume"),
+    ("flips", lambda v: v in (1, 2, 4), "it must be 1, 2 or 4")]
+
+
 def task_protocol(task_name):
     """The settings of config/mlp_<task>.py, the task's training protocol."""
     get_task(task_name)  # an unknown task: one line
@@ -104,16 +115,7 @@ def resolve(config):
     for key in PROTOCOL_KEYS:
         if getattr(c, key) is None:
             setattr(c, key, protocol[key])
-    for key in ("latent_dim", "hidden_dim", "n_blocks", "batch_size", "log_interval"):
-        need(getattr(c, key) >= 1, f"--{key}={getattr(c, key)}: it must be 1 or more")
-    for key in ("max_iters", "max_train_images", "num_threads", "eval_interval", "weight_decay",
-                "noise_sigma", "epochs", "learning_rate"):
-        value = getattr(c, key)
-        need(value is None or 0 <= value < math.inf, f"--{key}={value}: it must be 0 or more, "
-             f"a finite number")
-    need(c.epochs > 0 and c.learning_rate > 0, "--epochs and --learning_rate must be more than 0")
-    need(c.init_from in ("scratch", "resume"), f"--init_from={c.init_from}: use scratch or resume")
-    need(c.flips in (1, 2, 4), f"--flips={c.flips}: it must be 1, 2 or 4")
+    check_rules(vars(c), RULES)
     need(c.flips == 1 or t.target != "prototype", "flips are not defined for generative "
          "classification (the target prototype would not flip): use --flips=1")
     check_device(c.device)
@@ -160,11 +162,10 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     model.eval()
     g = torch.Generator(device=c.device).manual_seed(seed)
     acc = MetricAccumulator()
-    protos = prototypes.to(c.device) if prototypes is not None else None
     for i in range(0, len(images), EVAL_BATCH_SIZE):
         imgs = images[i:i + EVAL_BATCH_SIZE].to(c.device)
         labs = labels[i:i + EVAL_BATCH_SIZE].to(c.device)
-        x, target = make_batch(t, imgs, labs, protos, g, c.noise_sigma,
+        x, target = make_batch(t, imgs, labs, prototypes, g, c.noise_sigma,
                                clamp_sr_input=c.clamp_sr_input)
         if baseline:
             pred = baseline_prediction(t, x)
@@ -173,22 +174,38 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
                 pred = model(x)
         correct = None
         if t.target == "prototype":
-            correct = torch.cdist(pred.float(), protos).argmin(1) == labs  # nearest prototype
+            correct = torch.cdist(pred.float(), prototypes).argmin(1) == labs  # nearest prototype
         acc.add(pred, target, t.image_shape, with_ssim, correct)
     model.train(was_training)
     return acc.result()
 
 
-def resumed_run(run, config, given):
-    """(the checkpoint in run.ckpt, the settings it goes on with) for --init_from=resume."""
-    checkpoint = load_checkpoint(run.ckpt, trainer="train_mlp.py")
-    need("model_type" not in checkpoint, f"{run.ckpt} is a language model's run (train.py's): "
-         f"train the image MLP into a new --out_dir")
-    need("train_state" in checkpoint, f"{run.ckpt} holds no training state to resume: score it "
-         f"with --eval_only=True, or train into a new --out_dir")
-    settings = resume_policy(run.ckpt, checkpoint["config"], vars(resolve(config)),
-                             DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED)
-    return checkpoint, resolve(settings)
+def load_run(path, device="cpu"):
+    """out_dir/ckpt.pt of a train_mlp.py run; a missing file or another kind is one line."""
+    try:
+        checkpoint = load_checkpoint(path, map_location=device, trainer="train_mlp.py")
+    except FileNotFoundError as e:
+        raise ConfigError(e) from None
+    need("train_state" in checkpoint, f"{path} is not a run of train_mlp.py (an LM checkpoint of "
+         f"train.py? sample it with sample.py): train into a new --out_dir")
+    return checkpoint
+
+
+def record_of(data):
+    return {"dataset": data.dataset, "source": portable_source(data.source),
+            "n_train": len(data.train)}
+
+
+def check_data(path, trained, now, allowed=None):
+    """A run goes on, or is scored, on the data it was trained on: else one line (allowed=True: a
+    warning; None: a resume, never allowed)."""
+    if {**trained, "source": portable_source(trained["source"])} == now:
+        return
+    message = f"{path} was trained on {trained}, but the data now is {now}"
+    need(allowed, f"{message}: pass --prepared_dir=<the folder holding it>"
+         + (", or --allow_other_data=True to score it on this data anyway" if allowed is False
+            else ""))
+    print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
 
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
@@ -198,7 +215,9 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     c = resolve(config)
     checkpoint = None
     if c.init_from == "resume":
-        checkpoint, c = resumed_run(run, config, given)
+        checkpoint = load_run(run.ckpt)
+        c = resolve(resume_policy(run.ckpt, checkpoint["config"], vars(c),
+                                  DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED))
     if run is not None:
         run.refuse_to_replace(c.init_from, c.overwrite)
     ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends
@@ -209,16 +228,12 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         torch.set_num_threads(c.num_threads)
     if data is None:
         data = load_images(t, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    data_record = {"dataset": data.dataset, "source": portable_source(data.source),
-                   "n_train": len(data.train)}
-    if checkpoint is not None and {**checkpoint["data"], "source": portable_source(
-            checkpoint["data"]["source"])} != data_record:
-        raise ConfigError(f"{run.ckpt} was trained on {checkpoint['data']}, but the data now is "
-                          f"{data_record}: resume it on its own data (--prepared_dir=<the folder "
-                          f"holding it>)")
+    data_record = record_of(data)
+    if checkpoint is not None:
+        check_data(run.ckpt, checkpoint["data"], data_record)
     # generative classification: one training image per class is the target
-    prototypes = (choose_prototypes(data.train, data.train_labels) if t.target == "prototype"
-                  else None)
+    prototypes = (choose_prototypes(data.train, data.train_labels).to(c.device)
+                  if t.target == "prototype" else None)
 
     torch.manual_seed(c.seed)  # W_in and the init
     model = make_model(c).to(c.device)
@@ -241,7 +256,6 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     eval_interval = c.eval_interval or steps_per_epoch
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
-    protos = prototypes.to(c.device) if prototypes is not None else None
     train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once
     train_labels = data.train_labels.to(c.device)
 
@@ -282,7 +296,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         idx = order[pos * c.batch_size:(pos + 1) * c.batch_size]
         rows = (idx % n_train).to(c.device)
         flips = flips_of_copies((idx // n_train).to(c.device), c.flips) if c.flips > 1 else None
-        x, target = make_batch(t, train_images[rows], train_labels[rows], protos, noise_rng,
+        x, target = make_batch(t, train_images[rows], train_labels[rows], prototypes, noise_rng,
                                c.noise_sigma, flips, c.clamp_sr_input)  # (B, d_x), (B, d_out)
         lr = c.learning_rate * (1.0 - iter_num / total_steps)  # linear decay to 0, no warm-up
         for group in optimizer.param_groups:
@@ -354,7 +368,15 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     if run is not None and results:
         write_atomic(run.dir / "result.json", json.dumps(result, indent=2))
         write_csv(run.dir / "history.csv", history)
-        save_samples(model, c, data, protos, test, run.dir / "samples.png")
+        g = torch.Generator(device=c.device).manual_seed(c.seed + 2000)  # samples.png: 8 images
+        model.eval()
+        x, target = make_batch(t, data.test[:8].to(c.device), data.test_labels[:8].to(c.device),
+                               prototypes, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
+        with torch.no_grad(), amp:
+            pred = model(x)
+        title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
+                 f"{test['psnr_batchmse']:.2f} dB")
+        write_atomic(run.dir / "samples.png", samples_png(t, x, pred, target, title))
     return {**result, "history": history, "model": model}
 
 
@@ -370,46 +392,20 @@ def write_csv(path, rows):
     write_atomic(path, text.getvalue())
 
 
-@torch.no_grad()
-def save_samples(model, c, data, protos, test, path, n=8):
-    """samples.png: rows of inputs, outputs and targets of the first n test images."""
-    t = get_task(c.task)
-    g = torch.Generator(device=c.device).manual_seed(c.seed + 2000)
-    model.eval()
-    x, target = make_batch(t, data.test[:n].to(c.device), data.test_labels[:n].to(c.device),
-                           protos, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
-    with autocast(c.device.split(":")[0], c.dtype):
-        pred = model(x)
-    title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
-             f"{test['psnr_batchmse']:.2f} dB")
-    write_atomic(path, samples_png(t, x, pred, target, title))
-
-
 def evaluate_checkpoint(config):
     """--eval_only=True: the test metrics of out_dir/ckpt.pt, printed as JSON; only on the data
     source it was trained on, unless --allow_other_data=True."""
     given = resolve(config)
     path = os.path.join(given.out_dir, "ckpt.pt")
-    try:
-        ckpt = load_checkpoint(path, map_location=given.device, trainer="train_mlp.py")
-    except FileNotFoundError as e:
-        raise ConfigError(e) from None
-    need(isinstance(ckpt.get("config"), dict) and set(ckpt["config"]) <= set(DEFAULTS),
-         f"{path} is not a checkpoint of "
-         f"train_mlp.py (an LM checkpoint of train.py? sample it with sample.py)")
+    ckpt = load_run(path, given.device)
     c = resolve({**ckpt["config"], "device": given.device, "data_dir": config["data_dir"],
                  "prepared_dir": config["prepared_dir"] or ckpt["config"]["prepared_dir"]})
     model = make_model(c)
     model.load_state_dict(ckpt["model"])
     model.to(c.device)
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    trained = ckpt["data"]["source"]
-    if portable_source(trained) != portable_source(data.source):
-        message = f"{path} was trained on {trained!r}, but the prepared data now is {data.source!r}"
-        need(given.allow_other_data, f"{message}: pass --prepared_dir=<the folder holding it>, or "
-             f"--allow_other_data=True to score it on this data anyway")
-        print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
-    test = evaluate(model, c, data.test, data.test_labels, ckpt.get("prototypes"),
+    check_data(path, ckpt["data"], record_of(data), given.allow_other_data)
+    test = evaluate(model, c, data.test, data.test_labels, ckpt["prototypes"],
                     with_ssim=True, seed=c.seed + 2000)
     print(json.dumps({"checkpoint": path, "best_iter": ckpt["best_iter"], "data": data.source,
                       "test": test}, indent=2))

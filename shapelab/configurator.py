@@ -1,9 +1,7 @@
 """
-Settings for train.py, sample.py and every other command: config files and --key=value, left to
-right. A config file is data, read and never run: `name = value` lines of literals, or arithmetic
-on numbers (`batch_size = 8 * 4`); `base = "other.py"` reads that config first. A --key=value is
-a literal (`--compile=False`), else a string (`--device=cuda`), or for a tuple a comma-separated
-list (`--seeds=0,1`). An unknown key or a value of the wrong type is one line.
+Settings for every command: config files, then --key=value, left to right. A config file is data,
+never run: `name = value` lines of literals or arithmetic on numbers; `base = "other.py"` is read
+first. A --key=value is a literal, else a string, or for a tuple a comma-separated list.
 """
 
 import ast
@@ -28,19 +26,17 @@ class ConfigError(ValueError):
 
 
 def need(ok, message):
-    """A settings check: nothing if ok, else a ConfigError of one line."""
     if not ok:
         raise ConfigError(message)
 
 
 def usage_error(error):
-    """End a command on a setting it cannot use: one line on stderr, exit status 2."""
     print(f"error: {error}", file=sys.stderr)
     raise SystemExit(2)
 
 
 def shown(value):
-    """repr(value), at most 80 characters: a message never quotes a huge value whole."""
+    """repr(value) in at most 80 characters."""
     try:
         text = reprlib.repr(value)
     except ValueError:  # an int too long to print
@@ -48,8 +44,12 @@ def shown(value):
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def not_literal(where, node):
+    return ConfigError(f"{where}: only assignments of literals are allowed (found "
+                       f"{ast.unparse(node)[:60]!r})")
+
+
 def _value(node, where):
-    """A config file's expression: a literal (ast.literal_eval), or arithmetic on numbers."""
     if isinstance(node, (ast.BinOp, ast.UnaryOp)) and type(node.op) in OPERATORS:
         operands = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
         values = [_value(n, where) for n in operands]
@@ -65,29 +65,26 @@ def _value(node, where):
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError):
-        raise ConfigError(f"{where}: only assignments of literals are allowed (found "
-                          f"{ast.unparse(node)[:60]!r})") from None
+        raise not_literal(where, node) from None
 
 
 def read_config_file(path, name=None):
-    """{key: value} of a config file, read without running it; `base = "other.py"` (a path from
-    this file's folder) reads that one first. Anything else is a ConfigError of one line."""
+    """{key: value} of a config file, read without running it, its base's settings first."""
     name = name or str(path)
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=name)
     except SyntaxError as e:
         raise ConfigError(f"{name}, line {e.lineno}: not valid Python ({e.msg})") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as e:
+    except (OSError, ValueError, RecursionError, MemoryError) as e:  # (a UnicodeDecodeError)
         raise ConfigError(f"{name}: not a readable config file ({type(e).__name__})") from None
     settings = {}
     for node in tree.body:
         where = f"{name}, line {node.lineno}"
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # a docstring
-        need(isinstance(node, ast.Assign) and len(node.targets) == 1
-             and isinstance(node.targets[0], ast.Name),
-             f"{where}: only assignments of literals are allowed (found "
-             f"{ast.unparse(node)[:60]!r})")
+        if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                and len(node.targets) == 1):
+            raise not_literal(where, node)
         try:
             settings[node.targets[0].id] = _value(node.value, where)
         except RecursionError:
@@ -104,7 +101,6 @@ def read_config_file(path, name=None):
 
 
 def _checked(key, value, default, where, types):
-    """value, converted to the default's type (or types[key] for a None default)."""
     expected = type(default) if default is not None else (types or {}).get(key)
     if expected is None or (value is None and default is None):
         return value
@@ -117,7 +113,6 @@ def _checked(key, value, default, where, types):
 
 
 def _parse(text, default, kind):
-    """The value of --key=text: a literal, else the text; a tuple from a comma-separated list."""
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -130,10 +125,9 @@ def _parse(text, default, kind):
     return value
 
 
-def parse_overrides(argv, defaults, apply_to=None, types=None, given=None, more_help=None):
-    """A copy of `defaults` with argv's config files and --key=value applied (and into
-    `apply_to`); `types`: the type of each key whose default is None; the keys set are added to
-    `given`; `more_help()` prints what --help adds."""
+def parse_overrides(argv, defaults, types=None, given=None, more_help=None):
+    """`defaults` with argv applied; `types`: the types of the None defaults; `given` gets the keys
+    set; `more_help()` prints what --help adds."""
     if "-h" in argv or "--help" in argv:
         print_help(defaults, more_help)
         raise SystemExit(0)
@@ -141,35 +135,30 @@ def parse_overrides(argv, defaults, apply_to=None, types=None, given=None, more_
     for arg in argv:
         if arg.startswith("--"):
             key, sep, text = arg[2:].partition("=")
-            need(sep, f"argument {arg!r}: write it as --{key}=value")
+            need(sep, f"argument {shown(arg)}: write it as --{shown(key)[1:-1]}=value")
             default = defaults.get(key)
             kind = type(default) if default is not None else (types or {}).get(key)
             pairs, where = [(key, _parse(text, default, kind))], f"override {shown(arg)}"
-            unknown = "unknown config key"
         else:
-            need(arg.endswith(".py") and Path(arg).is_file(),
-                 f"argument {arg!r}: expected a config file (config/<name>.py) or --key=value")
+            need(arg.endswith(".py") and os.path.isfile(arg),
+                 f"argument {shown(arg)}: expected a config file (config/<name>.py) or --key=value")
             pairs, where = read_config_file(arg).items(), f"config file {arg}"
-            unknown = "unknown key"
         for key, value in pairs:
             if key not in defaults:
                 close = difflib.get_close_matches(key, defaults, n=3)
-                raise ConfigError(f"{where}: {unknown} {shown(key)}"
+                raise ConfigError(f"{where}: unknown config key {shown(key)}"
                                   + (f". Did you mean {', '.join(close)}?" if close else ""))
             config[key] = _checked(key, value, defaults[key], where, types)
             if given is not None:
                 given.add(key)
-    if apply_to is not None:
-        apply_to.update(config)
     return config
 
 
 def print_help(defaults, more_help=None):
-    """--help: the script's docstring, then every setting with its default and its comment."""
     main = sys.modules["__main__"]
     source = Path(getattr(main, "__file__", ""))
-    lines = source.read_text(encoding="utf-8").splitlines() if source.is_file() else []
-    comments = dict(m.groups() for m in map(re.compile(r"(\w+) = .*?  # (.*)$").match, lines) if m)
+    text = source.read_text(encoding="utf-8") if source.is_file() else ""
+    comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", text, re.MULTILINE))
     print((main.__doc__ or "").strip() + "\n\nsettings (config file lines or --key=value):")
     for key, value in defaults.items():
         print_entry(f"  --{key}={shown(value)}", comments.get(key, ""), 32)
@@ -178,7 +167,7 @@ def print_help(defaults, more_help=None):
 
 
 def print_entry(left, text, column, width=100):
-    """`left`, then `text` from `column` on, wrapped at `width` (below `left` if it is wider)."""
+    """`left`, then `text` wrapped from `column` on."""
     lines = textwrap.wrap(text, width - column)
     if len(left) >= column or not lines:
         print(left)
@@ -189,7 +178,6 @@ def print_entry(left, text, column, width=100):
 
 
 def build(model_type, model_cls, config_cls, **model_args):
-    """model_cls(config_cls(**model_args)); a setting it does not take is one line."""
     known = {f.name for f in dataclasses.fields(config_cls) if f.init}
     unknown = sorted(set(model_args) - known)
     need(not unknown, f"model_type={model_type!r} has no setting {', '.join(unknown)}; its "
@@ -201,18 +189,15 @@ def build(model_type, model_cls, config_cls, **model_args):
 
 
 def check_device(device):
-    """A ConfigError unless this machine has `device` (auto, cpu, cuda, cuda:<index>, mps)."""
+    """A ConfigError unless this machine has `device`."""
     import torch
 
-    kind, colon, index = device.partition(":")
-    indexed = not colon or (kind == "cuda" and index.isdigit())
-    need(kind in ("auto", "cpu", "cuda", "mps") and indexed,
+    kind, _, index = device.partition(":")
+    need(device in ("auto", "cpu", "cuda", "mps") or (kind == "cuda" and index.isdigit()),
          f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps")
-    need(kind != "cuda" or torch.cuda.is_available(), f"device={device!r}, but this machine has "
-         f"no CUDA GPU (torch {torch.__version__} sees none): use --device=cpu or --device=auto")
-    count = torch.cuda.device_count() if index else 0
-    need(not index or int(index) < count,
-         f"device={device!r}, but this machine has {count} CUDA GPU(s): cuda:0 to cuda:{count - 1}")
+    gpus = torch.cuda.device_count() if kind == "cuda" and torch.cuda.is_available() else 0
+    need(kind != "cuda" or int(index or 0) < gpus, f"device={device!r}, but this machine has "
+         f"{gpus or 'no'} CUDA GPU(s): use --device=cpu or --device=auto")
     need(kind != "mps" or torch.backends.mps.is_available(),
          "device='mps', but MPS is not available here: use --device=cpu or --device=auto")
 
@@ -229,17 +214,21 @@ RULES = [  # train.py's settings: (keys, what each must be, the one line's words
     ("out_dir", bool, "name a folder for the run")]
 
 
+def check_rules(config, rules):
+    """Each rule (keys, ok, what) on its keys' values; the first that fails is one line."""
+    for keys, ok, what in rules:
+        for key in keys.split():
+            need(ok(config[key]), f"{key}={shown(config[key])}: {what}")
+
+
 def check_train_settings(config, here=True):
-    """train.py's settings no run can use, each one line; here=False: runs trained elsewhere
-    (their device need not be this machine's)."""
+    """train.py's settings no run can use; here=False: the device need not be this machine's."""
     import torch
 
     for key, value in config.items():
         need(type(value) is not int or abs(value) < 2 ** 63, f"{key}: it must be below 2**63")
         need(type(value) is not float or math.isfinite(value), f"{key}={value}: not finite")
-    for keys, ok, what in RULES:
-        for key in keys.split():
-            need(ok(config[key]), f"{key}={shown(config[key])}: {what}")
+    check_rules(config, RULES)
     world = int(os.environ.get("WORLD_SIZE", 1))
     need(config["gradient_accumulation_steps"] % world == 0, f"gradient_accumulation_steps: it "
          f"must be a multiple of the number of processes ({world})")

@@ -1,10 +1,7 @@
 """
-What keeps a training run safe (train.py, train_mlp.py); a learner can skip this file.
-
-RunDir: out_dir locked for one run (filelock: the OS drops the lock when the process dies), never
-replaced without --overwrite=True, Ctrl-C and SIGTERM in one line naming the command that goes on.
-TimePlan fits max_iters = 0 to max_minutes. start_run, restore_rng, all_rng_states: a resume goes
-on exactly as the run was saved.
+What keeps a training run safe (train.py, train_mlp.py); a learner can skip this file: one run per
+out_dir (a lock), never replaced without --overwrite=True, Ctrl-C in one line, a resume that goes on
+exactly, and max_iters = 0 fitted to max_minutes.
 """
 
 import json
@@ -26,8 +23,7 @@ NOT_RESUMED = ("init_from", "overwrite", "out_dir")  # where and how this invoca
 
 def lock_folder(folder, name="run.lock", what="training run", subject=None, option="out_dir",
                 removed_at_close=False):
-    """folder/name locked by this process (the folder made), held until released or the process
-    ends; a folder in use or unusable is a ConfigError of one line."""
+    """folder/name locked until released or the process ends; a folder in use is one line."""
     folder, pid = Path(folder), str(os.getpid()).encode()
     lock = FileLock(folder / name, timeout=0,
                     on_acquired=lambda fd: (os.ftruncate(fd, 0), os.write(fd, pid)))
@@ -38,12 +34,9 @@ def lock_folder(folder, name="run.lock", what="training run", subject=None, opti
         raise ConfigError(f"{subject or folder} is in use by another {what} (PID "
                           f"{held_by(folder / name)}): wait for it to finish, or use another "
                           f"--{option}") from None
-    except (FileExistsError, NotADirectoryError):
-        raise ConfigError(f"{option}={folder} is a file, not a folder: name a folder with "
-                          f"--{option}") from None
-    except OSError as e:
-        raise ConfigError(f"{option}={folder} is not writable ({e.strerror or e}): name a "
-                          f"folder you can write to with --{option}") from None
+    except OSError as e:  # a file, or no permission
+        raise ConfigError(f"{option}={folder} is not a folder you can write to "
+                          f"({e.strerror or e}): name one with --{option}") from None
     if removed_at_close:  # a lock among committed results leaves no file behind
         release = lock.release
 
@@ -55,7 +48,7 @@ def lock_folder(folder, name="run.lock", what="training run", subject=None, opti
 
 
 def held_by(path):
-    """The PID written in the lock file `path` if a process holds it, else None."""
+    """The PID of the process holding the lock file `path`, or None."""
     if not Path(path).is_file():
         return None
     try:
@@ -81,12 +74,10 @@ class RunDir:
         self.ckpt, self.metrics = self.dir / "ckpt.pt", self.dir / "metrics.jsonl"
         self.last_good_step = None  # the step of ckpt.pt once saved or resumed from
         self.own_metrics = None  # whether this run began metrics.jsonl
-        self._lock = None
-        if lock:
-            try:
-                self._lock = lock_folder(self.dir)
-            except ConfigError as e:
-                usage_error(e)
+        try:
+            self._lock = lock_folder(self.dir) if lock else None
+        except ConfigError as e:
+            usage_error(e)
 
     def refuse_to_replace(self, init_from, overwrite):
         previous = [p.name for p in (self.ckpt, self.metrics) if p.exists()]
@@ -110,7 +101,7 @@ class RunDir:
             f.write(json.dumps(record) + "\n")
 
     def drop_repeated_metrics(self, step):
-        """A resume trains the steps after its checkpoint again: drop the rows logged for them."""
+        """The rows of the steps a resume trains again go."""
         rows = [r for r in read_jsonl(self.metrics)
                 if r["iter"] < step or (r["iter"] == step and "loss" not in r)]
         write_atomic(self.metrics, "".join(json.dumps(r) + "\n" for r in rows))
@@ -122,31 +113,30 @@ class RunDir:
 
     def catch_signals(self):
         """Ctrl-C and SIGTERM end in one line; under torchrun only rank 0 speaks."""
-        if self._lock is None and os.environ.get("RANK", "0") != "0":
+        if os.environ.get("RANK", "0") != "0":
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             return
         signal.signal(signal.SIGINT, self.interrupted)
         signal.signal(signal.SIGTERM, self.interrupted)
 
     def interrupted(self, signum=signal.SIGINT, frame=None):
-        """One line naming the last checkpoint and the command that goes on; exit 128 + signum."""
+        """One line naming the last checkpoint and the command that goes on."""
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second signal ends it at once
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
-        if "LOCAL_WORLD_SIZE" in os.environ:
-            launcher = f"torchrun --standalone --nproc_per_node={os.environ['LOCAL_WORLD_SIZE']}"
-        else:
-            launcher = "python"
+        processes = os.environ.get("LOCAL_WORLD_SIZE")
+        launcher = f"torchrun --standalone --nproc_per_node={processes}" if processes else "python"
         if self.last_good_step is not None:
             args = [a for a in sys.argv[1:] if not a.startswith(("--init_from=", "--overwrite="))]
             command = shlex.join([sys.argv[0], *args, "--init_from=resume"])
-            print(f"{how}: the last checkpoint is {self.ckpt} (step {self.last_good_step}); "
-                  f"continue the run with: {launcher} {command}", file=sys.stderr, flush=True)
+            how += (f": the last checkpoint is {self.ckpt} (step {self.last_good_step}); continue "
+                    f"the run with: {launcher} {command}")
         else:
             if self.own_metrics:  # so that the same command starts again
                 self.metrics.unlink(missing_ok=True)
-            print(f"{how} before the first checkpoint: start again with: {launcher} "
-                  f"{shlex.join(sys.argv)}", file=sys.stderr, flush=True)
+            how += (f" before the first checkpoint: start again with: {launcher} "
+                    f"{shlex.join(sys.argv)}")
+        print(how, file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
 
@@ -157,48 +147,38 @@ def all_finite(model):
 def read_jsonl(path):
     """The rows of metrics.jsonl; a torn last line (a write cut short) is dropped."""
     text = Path(path).read_text() if Path(path).exists() else ""
-    lines = text.splitlines()
-    if not text.endswith("\n"):  # (also when empty)
-        lines = lines[:-1]
-    return [json.loads(line) for line in lines]
+    return [json.loads(line) for line in text.split("\n")[:-1]]
 
 
 class TimePlan:
-    """max_iters = 0: the steps that fit in `minutes` on this machine as it is, planned again at
-    every log step from the step time measured there. Saved in each checkpoint, so a resume goes
-    on with the same plan and the same clock."""
+    """max_iters = 0: the steps that fit in `minutes`, planned again at every log step from the
+    step time measured there; saved in each checkpoint, so a resume keeps the plan and the clock."""
 
-    def __init__(self, minutes, start, checkpoint=None, ddp=False, master=True, device="cpu"):
-        self.minutes, self.start, self.ddp, self.master = minutes, start, ddp, master
-        self.device, self.max_iters, self.elapsed_before = device, 0, 0.0
-        state = checkpoint and checkpoint["time_plan"]
-        if state:
-            self.elapsed_before = state["elapsed_s"]
-            self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
-
-    def elapsed(self):
-        return self.elapsed_before + time.monotonic() - self.start
+    def __init__(self, minutes, start, checkpoint=None, device="cpu"):
+        state = (checkpoint and checkpoint["time_plan"]) or dict(minutes=0, elapsed_s=0.0)
+        self.minutes, self.device, self.start = minutes, device, start - state["elapsed_s"]
+        self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
 
     def state_dict(self):
-        return dict(minutes=self.minutes, max_iters=self.max_iters, elapsed_s=self.elapsed())
+        return dict(minutes=self.minutes, max_iters=self.max_iters,
+                    elapsed_s=time.monotonic() - self.start)
 
     def plan(self, step, step_s, eval_s, eval_interval):
-        """After `step`: the steps that fit in the time left at step_s seconds a step and eval_s
-        an evaluation every eval_interval steps and at the end (rank 0's under torchrun)."""
-        left = max(60 * self.minutes - self.elapsed() - eval_s, 0.0)
+        """After `step`: the steps that fit in the time left (rank 0's plan under torchrun)."""
+        left = max(60 * self.minutes - (time.monotonic() - self.start) - eval_s, 0.0)
         steps = left / (step_s + eval_s / eval_interval + 1e-9)
         planned = torch.tensor(step + 1 + int(min(steps, 1e15)), device=self.device)
-        if self.ddp:
+        if torch.distributed.is_initialized():
             torch.distributed.broadcast(planned, src=0)
         old, self.max_iters = self.max_iters, int(planned)
-        if self.master and abs(self.max_iters - old) > 0.05 * old:
+        if os.environ.get("RANK", "0") == "0" and abs(self.max_iters - old) > 0.05 * old:
             print(f"time limit {self.minutes:g} min: max_iters={self.max_iters} "
                   f"({1000 * step_s:.0f} ms a step, {left / 60:.1f} min left)")
 
 
-def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED, speak=True):
-    """The checkpoint's settings (`saved`), but `not_resumed` are this invocation's; a `shape_keys`
-    setting given with another value is refused in one line, any other is taken with a note."""
+def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED):
+    """The `saved` settings, but `not_resumed` are this invocation's; another value given is
+    refused in one line for `shape_keys`, else taken with a note."""
     differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
               and config[k] != saved[k]]
     clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
@@ -207,15 +187,14 @@ def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUME
         raise SystemExit(f"error: resuming {path} with a different model or data: "
                          f"{'; '.join(clashes)}. Drop these settings, or train into another "
                          f"--out_dir")
-    if differ and speak:
+    if differ and os.environ.get("RANK", "0") == "0":
         print("note: resuming with " + "; ".join(f"{k}={config[k]!r}" for k in differ))
     return {**config, **{k: v for k, v in saved.items()
                          if k in config and k not in not_resumed and k not in given}}
 
 
 def start_run(config, given, model_keys):
-    """(the locked RunDir, the checkpoint or None, the settings) of train.py's run: a resume goes
-    on with its checkpoint's settings and shape; a scratch run never replaces another."""
+    """(the locked RunDir, the checkpoint or None, the settings) of train.py's run."""
     run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)  # rank 0 holds it
     run.catch_signals()
     checkpoint = None
@@ -231,14 +210,13 @@ def start_run(config, given, model_keys):
         shape = {"model_type": checkpoint["model_type"],
                  **{k: args[k] for k in model_keys if k in args}}
         config = resume_policy(run.ckpt, {**checkpoint["config"], **shape}, config, given,
-                               {*shape, "model_args"}, speak=run._lock is not None)
+                               {*shape, "model_args"})
         run.last_good_step = checkpoint["iter_num"]
     run.refuse_to_replace(config["init_from"], config["overwrite"])
     return run, checkpoint, config
 
 
 def restore_rng(checkpoint, rank, sampler, device_type):
-    """This process's RNG states as saved: a resume draws what the uninterrupted run drew."""
     states = checkpoint["rng"]["ranks"]
     if rank >= len(states):
         raise SystemExit(f"error: the checkpoint holds the RNG states of {len(states)} "
@@ -250,7 +228,7 @@ def restore_rng(checkpoint, rank, sampler, device_type):
 
 
 def all_rng_states(sampler_state, device_type, ddp):
-    """Every process's RNG states (its batch sampler's, torch's, CUDA's), a list by rank."""
+    """Every process's RNG states, a list by rank."""
     states = {"sampler": sampler_state, "torch": torch.get_rng_state()}
     if device_type == "cuda":
         states["cuda"] = torch.cuda.get_rng_state()
