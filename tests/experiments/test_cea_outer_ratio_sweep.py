@@ -11,8 +11,8 @@ from conftest import ROOT
 from shapelab.checkpoint import load_checkpoint
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import cea_contribution  # noqa: E402
-import cea_outer_ratio_sweep as sweep  # noqa: E402
+import cea_contribution
+import cea_outer_ratio_sweep as sweep
 
 TINY_TRAIN = ("--dtype=float32 --n_layer=1 --n_embd=16 --n_head=2 --block_size=16 --batch_size=4 "
               "--eval_iters=2 --eval_interval=2 --log_interval=1 --warmup_iters=1 "
