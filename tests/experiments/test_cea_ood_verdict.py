@@ -13,7 +13,7 @@ from conftest import ROOT, run_here
 from shapelab.sweep import config_text
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import cea_ood_verdict  # noqa: E402
+import cea_ood_verdict
 
 VAL = (4.4, 2.4, 2.1, 1.9, 1.8, 1.75, 1.72)  # a run's val loss at its seven evaluations
 SEEDS = (1337, 1338, 1339, 1340, 1341)
