@@ -14,13 +14,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from shapelab.configurator import parse_overrides  # noqa: E402
-from hourglass_tables import paper_rows  # noqa: E402
+from hourglass_tables import paper_rows
+from shapelab.configurator import parse_overrides
 
 
 def rows_113m():
