@@ -53,22 +53,18 @@ def sublayer_representations(model, idx):
 def token_prediction_accuracies(reps, targets, min_count=50):
     """The accuracy of nearest-class-vector prediction for each representation (N, C) of `reps`,
     over the positions whose target token kept a class vector."""
-    counts = torch.bincount(targets)
-    kept = (counts >= min_count).nonzero(as_tuple=True)[0]  # (K,) token ids with a class vector
-    if kept.numel() == 0:
+    use = torch.bincount(targets)[targets] >= min_count  # (N,) positions whose target has a class
+    if not use.any():
         raise ValueError(f"no target token occurs {min_count} times: analyse more batches or lower "
                          "min_count")
-    lookup = torch.full((counts.numel(),), -1, dtype=torch.long)
-    lookup[kept] = torch.arange(kept.numel())
-    label = lookup[targets]  # (N,) class index or -1
-    use = label >= 0
+    kept, label = torch.unique(targets[use], return_inverse=True)  # (K,) token ids, (M,) classes
     accuracies = []
     for r in reps:
         r = F.normalize(r[use], dim=-1)  # (M, C)
-        sums = torch.zeros(kept.numel(), r.size(-1)).index_add_(0, label[use], r)  # (K, C)
+        sums = torch.zeros(len(kept), r.size(-1)).index_add_(0, label, r)  # (K, C)
         classes = F.normalize(sums, dim=-1)  # (K, C): the mean's direction
         predicted = (r @ classes.T).argmax(dim=-1)  # highest cosine similarity
-        accuracies.append((predicted == label[use]).float().mean().item())
+        accuracies.append((predicted == label).float().mean().item())
     return accuracies
 
 
@@ -123,8 +119,7 @@ def ood_texts():
     from pydoc_data.topics import topics
     texts = {"python_docs": "\n\n".join(topics[k] for k in sorted(topics))}
     docs = []
-    for name in DOCSTRING_MODULES:
-        module = importlib.import_module(name)
+    for module in map(importlib.import_module, DOCSTRING_MODULES):
         docs.append(inspect.getdoc(module))
         for attr in sorted(getattr(module, "__all__", None) or dir(module)):
             obj = getattr(module, attr, None)
