@@ -91,9 +91,9 @@ def analyze_checkpoint(out_dir, n_batches=16, batch_size=16, min_count=50, mi_cl
     and with mi_clusters > 0 the mutual-information one."""
     model, T, data_dir = load_run(out_dir)
     data = np.memmap(data_dir / "val.bin", dtype=np.uint16, mode="r")
-    g = torch.Generator().manual_seed(0)
-    ix = torch.randint(len(data) - T - 1, (n_batches * batch_size,), generator=g).tolist()
-    windows = torch.from_numpy(np.stack([data[i:i + T + 1] for i in ix]).astype(np.int64))
+    ix = torch.randint(len(data) - T - 1, (n_batches * batch_size,),
+                       generator=torch.Generator().manual_seed(0))
+    windows = torch.from_numpy(np.stack([data[i:i + T + 1] for i in ix.tolist()]).astype(np.int64))
     x, y = windows[:, :-1], windows[:, 1:].reshape(-1)
     per_batch = [sublayer_representations(model, b) for b in x.split(batch_size)]
     kinds = per_batch[0][1]
@@ -138,21 +138,19 @@ def ood_texts():
 
 
 @torch.no_grad()
-def char_text_loss(out_dir, text, n_windows=64, batch_size=16):
-    """The mean next-character loss of a checkpoint on `text`, over up to n_windows evenly spaced
-    windows of block_size + 1 characters all in its vocabulary."""
+def ood_losses(out_dir, texts, n_windows=64, batch_size=16):
+    """{name: the mean next-character loss of a checkpoint on texts[name]}, over up to n_windows
+    evenly spaced windows of block_size + 1 characters all in its vocabulary."""
     model, T, data_dir = load_run(out_dir)
     chars = json.loads((data_dir / "meta.json").read_text())["chars"]
     index = {c: i for i, c in enumerate(chars)}
-    ids = torch.tensor([[index[c] for c in text[s:s + T + 1]]
-                        for s in in_vocab_windows(text, chars, T + 1, n_windows)])
-    losses = [model(b[:, :-1], b[:, 1:])[1].item() * b[:, 1:].numel()
-              for b in ids.split(batch_size)]
-    return sum(losses) / ids[:, 1:].numel()
-
-
-def ood_losses(out_dir, texts, n_windows=64):
-    return {name: char_text_loss(out_dir, text, n_windows) for name, text in texts.items()}
+    losses = {}
+    for name, text in texts.items():
+        ids = torch.tensor([[index[c] for c in text[s:s + T + 1]]
+                            for s in in_vocab_windows(text, chars, T + 1, n_windows)])
+        losses[name] = sum(model(b[:, :-1], b[:, 1:])[1].item() * len(b)
+                           for b in ids.split(batch_size)) / len(ids)
+    return losses
 
 
 def minibatch_kmeans(x, k, batch=1024, steps=100):

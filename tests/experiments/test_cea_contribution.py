@@ -77,11 +77,12 @@ def test_ood_loss_on_clean_windows_and_the_command_line(char_dataset, tmp_path, 
         vocab = save_tiny_run(tmp_path / name, char_dataset)
     clean = "Speak, speak. All: First Citizen. " * 8
     dirty = "#S#p#e#a#k#,# #s#p#e#a#k#.# " * 20  # deleting '#' would make it look clean
-    loss = cea_contribution.char_text_loss(tmp_path / "run-a", clean + dirty, n_windows=8)
-    assert loss == cea_contribution.char_text_loss(tmp_path / "run-a", clean, n_windows=8)
-    assert loss == pytest.approx(math.log(vocab), abs=0.3)  # untrained: near uniform
+    losses = cea_contribution.ood_losses(tmp_path / "run-a", dict(mixed=clean + dirty, clean=clean),
+                                         n_windows=8)
+    assert losses["mixed"] == losses["clean"]
+    assert losses["clean"] == pytest.approx(math.log(vocab), abs=0.3)  # untrained: near uniform
     with pytest.raises(ValueError, match="entirely in the vocabulary"):
-        cea_contribution.char_text_loss(tmp_path / "run-a", dirty, n_windows=8)
+        cea_contribution.ood_losses(tmp_path / "run-a", dict(dirty=dirty), n_windows=8)
     shakespeare = ("\n !\"&'()*,-./0123456789:;?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]_"
                    "abcdefghijklmnopqrstuvwxyz{}")
     for name, text in cea_contribution.ood_texts().items():  # not Shakespeare, enough windows
