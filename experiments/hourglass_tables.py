@@ -71,17 +71,17 @@ def main(argv):
     try:
         args = parse_overrides(argv, dict(
             n_layer=12, n_head=12, n_embd=768, ffn_hidden=None, vocab_size=50304, block_size=2048,
-            n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0,  # 0: the baseline's n_layer
+            n_sub_blocks=4, bottleneck_ratio=0.4,
             match="budget"))  # budget: Tables 2-3 (d and d_h move); ffn: Table 1 (d, L fixed)
-        n_sub_blocks, ratio, hourglass_layers, mode = (args.pop(key) for key in (
-            "n_sub_blocks", "bottleneck_ratio", "hourglass_n_layer", "match"))
-        if mode not in ("budget", "ffn") or (mode == "ffn" and hourglass_layers):
-            raise ConfigError(f"--match={mode!r}: use budget (Tables 2-3) or ffn (Table 1: the "
-                              f"baseline's d_model and L, no --hourglass_n_layer)")
+        n_sub_blocks, ratio, mode = (args.pop(key) for key in (
+            "n_sub_blocks", "bottleneck_ratio", "match"))
+        if mode not in ("budget", "ffn"):
+            raise ConfigError(f"--match={mode!r}: use budget (Tables 2-3) or ffn (Table 1: fixed "
+                              f"d_model and L)")
         if mode == "ffn":
             matched = match_ffn_at_fixed_width(args, n_sub_blocks)
         else:
-            matched = match_baseline(args, n_sub_blocks, ratio, n_layer=hourglass_layers or None)
+            matched = match_baseline(args, n_sub_blocks, ratio)
     except (ConfigError, ValueError) as e:
         usage_error(e)
     if mode == "ffn":
