@@ -197,9 +197,7 @@ def rounded(value):
 
 def plot_contributions(results, path):
     """Figure 4's view: the FFN's and attention's cumulative share of the accuracy gain by layer."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from shapelab.plot import plt, save_figure
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for i, r in enumerate(results):
         gains = np.array(r["gains"]).reshape(-1, 2) / (sum(r["gains"]) or 1.0)  # (layer, 2)
@@ -215,8 +213,7 @@ def plot_contributions(results, path):
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16, batch_size=16,

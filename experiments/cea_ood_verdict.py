@@ -202,11 +202,7 @@ def write_csv(analysis, path):
 
 
 def plot(analysis, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from shapelab.plot import save_figure
+    from shapelab.plot import plt, save_figure
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     levels, seeds, paths = analysis["levels"], analysis["seeds"], analysis["paths"]
     top = levels[-1] + 0.3  # the end of training; the first evaluations are far above

@@ -85,9 +85,7 @@ def analyse(run_dir, args, texts):
 
 def plot_sweep(rows, vanilla, path):
     """Figure 6: the FFN contribution ratios and the mean OOD loss against rho."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from shapelab.plot import plt, save_figure
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.6, 3.8), dpi=100)
     rho = [100 * r["outer_ratio"] for r in rows]
     ax1.plot(rho, [r["ffn_ratio"] for r in rows], "-o", label="Token Prediction")
@@ -107,8 +105,7 @@ def plot_sweep(rows, vanilla, path):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv):

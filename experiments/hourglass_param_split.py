@@ -14,13 +14,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from hourglass_tables import paper_rows
 from shapelab.configurator import parse_overrides
+from shapelab.plot import plt, save_figure
 
 
 def rows_113m():
@@ -39,8 +35,7 @@ def plot_param_split(rows, path):
     ax.tick_params(axis="x", labelsize=8)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return ax
 
 

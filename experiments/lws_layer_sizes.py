@@ -11,16 +11,13 @@ for the shapes lws_tables.py prints (meta device).
 import sys
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 import lws_tables
 from shapelab.configurator import parse_overrides
+from shapelab.plot import plt, save_figure
 
 TITLES = {
     "paper": "LWS variants at the paper's 180M scale (d=768, Table 2 / Figure 3)",
@@ -53,8 +50,7 @@ def plot_layer_sizes(models, path, title):
     axes[-1].set_xlabel("layer (number on a bar: query heads)", fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path, dpi=90)
 
 
 if __name__ == "__main__":

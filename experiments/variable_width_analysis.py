@@ -132,9 +132,7 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8,
                         png_prefix="docs/variable_width", device="cpu"):
     """The numbers of every run's out_dir/ckpt.pt, drawn into <png_prefix>_entropy.png,
     _logit_lens.png and _mlp.png."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from shapelab.plot import plt, save_figure
     results, densities = {}, {}
     for out_dir in out_dirs:
         ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
@@ -154,13 +152,13 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8,
     layer_panels([ax], results, ["matrix_entropy"], ["normalized matrix entropy, eq. (2)"])
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(f"{png_prefix}_entropy.png", dpi=90)
+    save_figure(fig, f"{png_prefix}_entropy.png", dpi=90)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
     layer_panels(axes, results, ("target_logprob", "entropy", "sym_kl"),
                  ("target log-prob", "entropy (nats)", "sym. KL to previous layer"))
     axes[0].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(f"{png_prefix}_logit_lens.png", dpi=90)
+    save_figure(fig, f"{png_prefix}_logit_lens.png", dpi=90)
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.5))
     for label, values in densities.items():
         axes[0].plot(DENSITY_THRESHOLDS, values, marker="o", label=label)
@@ -171,7 +169,7 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8,
                 ylabel="MLP activation density (mean over layers)")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=7)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(f"{png_prefix}_mlp.png", dpi=90)
+    save_figure(fig, f"{png_prefix}_mlp.png", dpi=90)
     return results
 
 
