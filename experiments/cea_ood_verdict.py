@@ -155,13 +155,8 @@ def report(analysis, rates, selection_seed, verdict_seeds, texts, command):
              f"out). {texts}\n"]
     seeds, levels = analysis["seeds"], analysis["levels"]
     if len(seeds) < MIN_SEEDS:
-        paths = analysis["paths"]
-        have = "; ".join(
-            f"{shape}: {sum(key[0] == shape for key in paths)} run(s) recorded, "
-            f"{sum(key[0] == shape and bool(path) for key, path in paths.items())} with one"
-            for shape in SHAPES)
         lines += [f"**No OOD trajectory yet: {len(seeds)} verdict seed(s) have OOD loss along the "
-                  f"runs of both shapes ({MIN_SEEDS} needed; {have}).**\n",
+                  f"runs of both shapes ({MIN_SEEDS} needed).**\n",
                   f"A run trained with `eval_ood` set scores the OOD texts at each evaluation: "
                   f"`{TRAIN_MORE}` trains the verdict seeds not recorded yet. Then run this "
                   f"script again."]

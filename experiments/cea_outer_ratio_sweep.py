@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 from shapelab.checkpoint import load_checkpoint
 from shapelab.configurator import parse_overrides
+from shapelab.run import read_jsonl
 from shapes import train_defaults
 import cea_contribution
 
@@ -34,10 +35,8 @@ PRINTED = ("name", "outer_ratio", "iters", "tokens", "val_loss", "target", "reac
 
 
 def last_val_loss(run_dir):
-    path = Path(run_dir) / "metrics.jsonl"
-    lines = path.read_text().splitlines() if path.exists() else []
-    evals = [r for r in map(json.loads, lines) if "val_loss" in r]
-    return evals[-1]["val_loss"] if evals else None
+    evals = [r["val_loss"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl") if "val_loss" in r]
+    return evals[-1] if evals else None
 
 
 def train(run_dir, config, overrides, max_iters, target=0.0):

@@ -81,17 +81,17 @@ def logit_lens(model, batches):
 
 
 @torch.no_grad()
-def mlp_activation_stats(model, batches, threshold=0.1, thresholds=DENSITY_THRESHOLDS):
+def mlp_activation_stats(model, batches):
     """Per layer, from a hook on its SwiGLU's W_2 input: density by threshold, utilisation (each
-    dimension's share of active tokens, sorted), dead (active on < 1% of tokens), n_eff and
-    n_eff / dims."""
+    dimension's share of tokens where |a| > 0.1, sorted), dead (active on < 1% of tokens), n_eff
+    and n_eff / dims."""
     sums = [dict(active=0, energy=0, over=0, tokens=0) for _ in model.blocks]
 
     def record(r, a):
         a = a.reshape(-1, a.size(-1)).double()  # (tokens, the layer's dims)
-        r["active"] = r["active"] + (a.abs() > threshold).sum(0).double()
+        r["active"] = r["active"] + (a.abs() > 0.1).sum(0).double()
         r["energy"] = r["energy"] + (a ** 2).sum(0)
-        r["over"] = r["over"] + np.array([int((a.abs() > th).sum()) for th in thresholds])
+        r["over"] = r["over"] + np.array([int((a.abs() > th).sum()) for th in DENSITY_THRESHOLDS])
         r["tokens"] += a.size(0)
     handles = [block.ffn.mlp.out_proj.register_forward_pre_hook(
         lambda module, inputs, r=r: record(r, inputs[0])) for block, r in zip(model.blocks, sums)]
@@ -104,7 +104,7 @@ def mlp_activation_stats(model, batches, threshold=0.1, thresholds=DENSITY_THRES
         util = (r["active"] / r["tokens"]).sort().values
         e, dims = r["energy"], r["energy"].numel()
         n_eff = float(e.sum() ** 2 / (e ** 2).sum())
-        out.append(dict(density=dict(zip(thresholds, r["over"] / (r["tokens"] * dims))),
+        out.append(dict(density=dict(zip(DENSITY_THRESHOLDS, r["over"] / (r["tokens"] * dims))),
                         utilisation=util.tolist(), dead=float((util < 0.01).double().mean()),
                         n_eff=n_eff, n_eff_frac=n_eff / dims, dims=dims))
     return out

@@ -104,5 +104,5 @@ def test_without_trajectories_the_report_says_so_and_how_to_get_them(tmp_path):
     text = cea_ood_verdict.report(cea_ood_verdict.analyse(one, [*SEEDS[1:]]), rates, 1337,
                                   [*SEEDS[1:]], "texts", "cmd")
     assert ("**No OOD trajectory yet: 1 verdict seed(s) have OOD loss along the runs of both "
-            "shapes (2 needed; FFN-Wider: 2 run(s) recorded, 1 with one") in text
+            "shapes (2 needed).**") in text
     assert "`python compare.py config/compare_verdict_cpu.py`" in text

@@ -57,7 +57,7 @@ def test_mlp_activation_stats_match_a_hand_computation():
     captured = []  # batch by batch, layer by layer
     hooks = [b.ffn.mlp.out_proj.register_forward_pre_hook(lambda m, i: captured.append(i[0]))
              for b in model.blocks]
-    stats = analysis.mlp_activation_stats(model, batches, thresholds=(0.1, 0.5))
+    stats = analysis.mlp_activation_stats(model, batches)
     for h in hooks:
         h.remove()
     for l, r in enumerate(stats):
