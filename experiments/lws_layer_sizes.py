@@ -55,9 +55,7 @@ def plot_layer_sizes(models, path, title):
 
 if __name__ == "__main__":
     args = parse_overrides(sys.argv[1:], dict(scale="paper", out=""))
-    if args["scale"] not in TITLES:
-        raise SystemExit(f"--scale={args['scale']!r}: use paper or cpu")
-    shapes = lws_tables.paper_shapes() if args["scale"] == "paper" else lws_tables.cpu_shapes()
+    shapes = lws_tables.shapes_at(args["scale"])
     out = args["out"] or ROOT / "docs" / f"lws_layer_sizes{'_cpu' * (args['scale'] == 'cpu')}.png"
     plot_layer_sizes({name: lws_tables.build(kwargs) for name, kwargs in shapes.items()}, out,
                      TITLES[args["scale"]])

@@ -46,9 +46,9 @@ def build(model_args):
         return LWSGPT(LWSConfig(**model_args))
 
 
-def paper_shapes(block_size=1024):
+def paper_shapes():
     """The seven shapes of the paper's Table 2, {name: LWSConfig kwargs}."""
-    return {name: dict(PAPER_BASE, block_size=block_size, n_layer=n_layer, ffn_scalars=fnn,
+    return {name: dict(PAPER_BASE, block_size=1024, n_layer=n_layer, ffn_scalars=fnn,
                        qkv_scalars=qkv, framed=framed)
             for name, (n_layer, fnn, qkv, framed, _, _) in PAPER_TABLE2.items()}
 
@@ -60,6 +60,13 @@ def cpu_shapes():
     return {"baseline": baseline, **{
         name: match_params(baseline, {**CPU_BASE, "n_layer": baseline["n_layer"], **schedule})[0]
         for name, schedule in VARIANTS.items()}}
+
+
+def shapes_at(scale):
+    """{name: LWSConfig kwargs} of the paper's Table 2 rows or of our CPU shapes."""
+    if scale not in ("paper", "cpu"):
+        raise SystemExit(f"--scale={scale!r}: use paper or cpu")
+    return paper_shapes() if scale == "paper" else cpu_shapes()
 
 
 def shape_report(name, model, paper=None):
@@ -82,15 +89,10 @@ def shape_report(name, model, paper=None):
 
 
 if __name__ == "__main__":
-    args = parse_overrides(sys.argv[1:], dict(scale="paper"))
-    if args["scale"] == "paper":
-        for name, kwargs in paper_shapes().items():
-            print(shape_report(name, build(kwargs), PAPER_TABLE2[name][4:]))
-    elif args["scale"] == "cpu":
-        for name, kwargs in cpu_shapes().items():
-            print(shape_report(name, build(kwargs)))
-            print(f"  model_args = {{'ffn_scalars': {kwargs['ffn_scalars']}, 'qkv_scalars': "
-                  f"{kwargs['qkv_scalars']}, 'framed': {kwargs['framed']}, "
-                  f"'ffn_multiple': {kwargs['ffn_multiple']}}}")
-    else:
-        raise SystemExit(f"--scale={args['scale']!r}: use paper or cpu")
+    scale = parse_overrides(sys.argv[1:], dict(scale="paper"))["scale"]
+    for name, kwargs in shapes_at(scale).items():
+        paper = PAPER_TABLE2[name][4:] if scale == "paper" else None
+        print(shape_report(name, build(kwargs), paper))
+        if scale == "cpu":
+            print("  model_args = " + str({key: kwargs[key] for key in (
+                "ffn_scalars", "qkv_scalars", "framed", "ffn_multiple")}))
