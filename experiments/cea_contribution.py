@@ -188,11 +188,7 @@ def mutual_information(labels, targets):
 
 def rounded(value):
     """value with every float in it rounded to 4 digits, for the printed JSON lines."""
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rounded(v) for v in value]
-    return round(value, 4) if isinstance(value, float) else value
+    return json.loads(json.dumps(value), parse_float=lambda text: round(float(text), 4))
 
 
 def plot_contributions(results, path):
