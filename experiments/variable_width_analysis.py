@@ -80,31 +80,33 @@ def logit_lens(model, batches):
     return {key: m.tolist() for key, m in zip(("target_logprob", "entropy", "sym_kl"), means)}
 
 
+def activation_sums(a):
+    """(tokens active per dimension, energy per dimension, entries over each threshold, tokens)
+    of one batch's activations a; active: |a| > 0.1."""
+    a = a.reshape(-1, a.size(-1)).double()  # (tokens, the layer's dims)
+    return ((a.abs() > 0.1).sum(0).double(), (a ** 2).sum(0),
+            np.array([int((a.abs() > th).sum()) for th in DENSITY_THRESHOLDS]), a.size(0))
+
+
 @torch.no_grad()
 def mlp_activation_stats(model, batches):
     """Per layer, from a hook on its SwiGLU's W_2 input: density by threshold, utilisation (each
-    dimension's share of tokens where |a| > 0.1, sorted), dead (active on < 1% of tokens), n_eff
-    and n_eff / dims."""
-    sums = [dict(active=0, energy=0, over=0, tokens=0) for _ in model.blocks]
-
-    def record(r, a):
-        a = a.reshape(-1, a.size(-1)).double()  # (tokens, the layer's dims)
-        r["active"] = r["active"] + (a.abs() > 0.1).sum(0).double()
-        r["energy"] = r["energy"] + (a ** 2).sum(0)
-        r["over"] = r["over"] + np.array([int((a.abs() > th).sum()) for th in DENSITY_THRESHOLDS])
-        r["tokens"] += a.size(0)
+    dimension's share of active tokens, sorted), dead (active on < 1% of tokens), n_eff and
+    n_eff / dims."""
+    sums = [[] for _ in model.blocks]
     handles = [block.ffn.mlp.out_proj.register_forward_pre_hook(
-        lambda module, inputs, r=r: record(r, inputs[0])) for block, r in zip(model.blocks, sums)]
+        lambda module, inputs, r=r: r.append(activation_sums(inputs[0])))
+        for block, r in zip(model.blocks, sums)]
     for idx, _ in batches:
         model(idx)
     for h in handles:
         h.remove()
     out = []
     for r in sums:
-        util = (r["active"] / r["tokens"]).sort().values
-        e, dims = r["energy"], r["energy"].numel()
+        active, e, over, tokens = map(sum, zip(*r))
+        util, dims = (active / tokens).sort().values, e.numel()
         n_eff = float(e.sum() ** 2 / (e ** 2).sum())
-        out.append(dict(density=dict(zip(DENSITY_THRESHOLDS, r["over"] / (r["tokens"] * dims))),
+        out.append(dict(density=dict(zip(DENSITY_THRESHOLDS, over / (tokens * dims))),
                         utilisation=util.tolist(), dead=float((util < 0.01).double().mean()),
                         n_eff=n_eff, n_eff_frac=n_eff / dims, dims=dims))
     return out
