@@ -79,10 +79,8 @@ def report(args):
 def read_args(argv):
     """The settings of a command line: train.py's keys too, so that a training config file can be
     given (its model keys, model_args, and its data's vocabulary)."""
-    model_defaults = {k: v for k, v in default_args(VariableWidthConfig).items()
-                      if k not in ("layers", "rope_theta", "norm_eps")}
-    defaults = {**train_defaults(), **model_defaults, **PAPER_200M, "dataset": ""}
-    args = parse_overrides(argv, defaults)
+    args = parse_overrides(argv, {**train_defaults(), **default_args(VariableWidthConfig),
+                                  **PAPER_200M, "dataset": ""})
     args.update(args.pop("model_args") or {})
     meta = Path(args["data_dir"] or f"data/{args['dataset']}") / "meta.json"
     if args["dataset"] and not any(a.startswith("--vocab_size=") for a in argv) and meta.exists():
