@@ -19,10 +19,6 @@ from shapelab.configurator import parse_overrides
 from shapelab.plot import plt, save_figure
 
 
-def rows_113m():
-    return [r for r in paper_rows() if r["label"].startswith("113M")]
-
-
 def plot_param_split(rows, path):
     labels = [f"{r['d_model']}/{r['d_h']}\nK{r['K']} L{r['L']}" for r in rows]
     attention = [r["attention"] / 1e6 for r in rows]
@@ -41,7 +37,7 @@ def plot_param_split(rows, path):
 
 if __name__ == "__main__":
     args = parse_overrides(sys.argv[1:], dict(out=str(ROOT / "docs" / "hourglass_param_split.png")))
-    rows = rows_113m()
+    rows = paper_rows()[:5]  # the 113M ones
     for r in rows:
         print(f"d={r['d_model']:5d} d_h={r['d_h']:5d} K={r['K']} L={r['L']:2d}: attention "
               f"{r['attention'] / 1e6:5.1f}M (paper {r['paper_attention_M']}M), FFN "

@@ -59,11 +59,10 @@ def split_table(named_args):
         with meta_device():
             model = HourglassGPT(HourglassConfig(**args))
         c, cfg = model.param_counts(), model.config
-        flops = model.flops_per_token()
         lines.append(f"| {name} | {cfg.n_embd} | {cfg.layers[0].ffn_hidden} | {cfg.n_sub_blocks} | "
                      f"{cfg.n_layer} | {c['attention'] / 1e6:.2f}M | {c['ffn'] / 1e6:.2f}M | "
                      f"{c['norms'] / 1e6:.3f}M | {model.budget() / 1e6:.3f}M | "
-                     f"{flops / 1e6:.1f}M |")
+                     f"{model.flops_per_token() / 1e6:.1f}M |")
     return "\n".join(lines)
 
 

@@ -67,8 +67,8 @@ def test_command_line_prints_the_matched_shape_and_every_paper_row(monkeypatch, 
 
 
 def test_the_113m_bars_stack_hourglass_pys_ffn_on_its_attention(tmp_path):
-    rows = split.rows_113m()
-    assert [r["label"] for r in rows] == [r[0] for r in PAPER_ROWS[:5]]
+    rows = paper_rows()[:5]
+    assert all(r["label"].startswith("113M") for r in rows)
     attention, ffn = split.plot_param_split(rows, tmp_path / "split.png").containers
     assert [b.get_height() for b in attention] == pytest.approx([r["attention"] / 1e6
                                                                   for r in rows])
