@@ -85,16 +85,21 @@ def load_run(out_dir):
     return model_from_checkpoint(ckpt).eval(), cfg["block_size"], data_dir
 
 
+def val_windows(data_dir, n, block_size):
+    """(x, y), each (n, block_size): n fixed random windows of data_dir/val.bin."""
+    data = np.memmap(Path(data_dir) / "val.bin", dtype=np.uint16, mode="r")
+    ix = torch.randint(len(data) - block_size - 1, (n,), generator=torch.Generator().manual_seed(0))
+    windows = np.stack([data[i:i + block_size + 1] for i in ix.tolist()]).astype(np.int64)
+    return torch.from_numpy(windows[:, :-1]), torch.from_numpy(windows[:, 1:])
+
+
 @torch.no_grad()
 def analyze_checkpoint(out_dir, n_batches=16, batch_size=16, min_count=50, mi_clusters=0):
     """The Token Prediction contribution of a checkpoint on fixed random windows of its val data,
     and with mi_clusters > 0 the mutual-information one."""
     model, T, data_dir = load_run(out_dir)
-    data = np.memmap(data_dir / "val.bin", dtype=np.uint16, mode="r")
-    ix = torch.randint(len(data) - T - 1, (n_batches * batch_size,),
-                       generator=torch.Generator().manual_seed(0))
-    windows = torch.from_numpy(np.stack([data[i:i + T + 1] for i in ix.tolist()]).astype(np.int64))
-    x, y = windows[:, :-1], windows[:, 1:].reshape(-1)
+    x, y = val_windows(data_dir, n_batches * batch_size, T)
+    y = y.reshape(-1)
     per_batch = [sublayer_representations(model, b) for b in x.split(batch_size)]
     kinds = per_batch[0][1]
     reps = [torch.cat(r) for r in zip(*(reps for reps, _ in per_batch))]  # each (N, C)

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
+from cea_contribution import val_windows
 from shapelab.checkpoint import load_checkpoint
 from shapelab.configurator import ConfigError, parse_overrides, usage_error
 from shapes import model_from_checkpoint
@@ -112,16 +113,6 @@ def mlp_activation_stats(model, batches):
     return out
 
 
-def val_batches(data_dir, n_batches, batch_size, block_size):
-    """A few fixed (x, y) batches of (batch_size, block_size) from data_dir/val.bin."""
-    data = np.memmap(Path(data_dir) / "val.bin", dtype=np.uint16, mode="r")
-    starts = torch.randint(len(data) - block_size - 1, (n_batches * batch_size,),
-                           generator=torch.Generator().manual_seed(0))
-    windows = torch.from_numpy(np.stack([data[s:s + block_size + 1] for s in starts.tolist()])
-                               .astype(np.int64))
-    return list(zip(windows[:, :-1].split(batch_size), windows[:, 1:].split(batch_size)))
-
-
 def layer_panels(axes, results, keys, ylabels, first=0, xlabel="layer (0 = embedding)"):
     """Each run's per-layer values of each key as a line, a panel per key."""
     for ax, key, ylabel in zip(axes, keys, ylabels):
@@ -139,8 +130,8 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8,
     for out_dir in out_dirs:
         ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
         model = model_from_checkpoint(ckpt).float().to(device).eval()
-        batches = [(x.to(device), y.to(device)) for x, y in
-                   val_batches(data_dir, n_batches, batch_size, model.config.block_size)]
+        x, y = val_windows(data_dir, n_batches * batch_size, model.config.block_size)
+        batches = list(zip(x.to(device).split(batch_size), y.to(device).split(batch_size)))
         label = f"{out_dir} (widths {layer_widths_of(model)})"
         stats = mlp_activation_stats(model, batches)
         densities[label] = [np.mean([r["density"][th] for r in stats])
