@@ -16,8 +16,11 @@ characters are all in the checkpoint's vocabulary.
 """
 
 
+import importlib
+import inspect
 import json
 import sys
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +29,10 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from shapelab.checkpoint import load_checkpoint  # noqa: E402
-from shapelab.configurator import parse_overrides  # noqa: E402
-from shapelab.dataset import in_vocab_windows  # noqa: E402 (also train.py's eval_ood)
-from shapes import model_from_checkpoint  # noqa: E402
+from shapelab.checkpoint import load_checkpoint
+from shapelab.configurator import parse_overrides
+from shapelab.dataset import in_vocab_windows
+from shapes import model_from_checkpoint
 
 
 @torch.no_grad()
@@ -41,77 +44,69 @@ def sublayer_representations(model, idx):
     for block in model.blocks:
         x = block.attn(x)
         reps.append(x)
-        kinds.append("attention")
         x = block.ffn(x)  # the whole FFN slot: [FFN], [] or [MoE, FFN]
         reps.append(x)
-        kinds.append("ffn")
+        kinds += ["attention", "ffn"]
     return [r.reshape(-1, r.size(-1)).float() for r in reps], kinds
 
 
 def token_prediction_accuracies(reps, targets, min_count=50):
     """The accuracy of nearest-class-vector prediction for each representation (N, C) of `reps`,
     over the positions whose target token kept a class vector."""
-    counts = torch.bincount(targets)
-    kept = (counts >= min_count).nonzero(as_tuple=True)[0]  # (K,) token ids with a class vector
-    if kept.numel() == 0:
+    use = torch.bincount(targets)[targets] >= min_count  # (N,) positions whose target has a class
+    if not use.any():
         raise ValueError(f"no target token occurs {min_count} times: analyse more batches or lower "
                          "min_count")
-    lookup = torch.full((counts.numel(),), -1, dtype=torch.long)
-    lookup[kept] = torch.arange(kept.numel())
-    label = lookup[targets]  # (N,) class index or -1
-    use = label >= 0
+    kept, label = torch.unique(targets[use], return_inverse=True)  # (K,) token ids, (M,) classes
     accuracies = []
     for r in reps:
         r = F.normalize(r[use], dim=-1)  # (M, C)
-        sums = torch.zeros(kept.numel(), r.size(-1)).index_add_(0, label[use], r)  # (K, C)
+        sums = torch.zeros(len(kept), r.size(-1)).index_add_(0, label, r)  # (K, C)
         classes = F.normalize(sums, dim=-1)  # (K, C): the mean's direction
         predicted = (r @ classes.T).argmax(dim=-1)  # highest cosine similarity
-        accuracies.append((predicted == label[use]).float().mean().item())
+        accuracies.append((predicted == label).float().mean().item())
     return accuracies
 
 
 def contribution_ratio(accuracies, kinds):
     """Gains of each sublayer over the step before it, and the FFN share of all gains."""
-    gains = [accuracies[i] - accuracies[i - 1] for i in range(1, len(accuracies))]
+    gains = [b - a for a, b in zip(accuracies, accuracies[1:])]
     ffn_gain = sum(g for g, k in zip(gains, kinds[1:]) if k == "ffn")
-    total = sum(gains)
-    return dict(
-        accuracies=accuracies,
-        kinds=kinds,
-        gains=gains,
-        ffn_ratio=ffn_gain / total if total else float("nan"),
-        attention_ratio=(total - ffn_gain) / total if total else float("nan"),
-    )
+    total = sum(gains) or float("nan")
+    return dict(accuracies=accuracies, kinds=kinds, gains=gains, ffn_ratio=ffn_gain / total,
+                attention_ratio=(total - ffn_gain) / total)
 
 
 def load_run(out_dir):
     """The model of out_dir/ckpt.pt (eval mode, on the CPU), its block_size and its data folder."""
     ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt")
-    model = model_from_checkpoint(ckpt).eval()
     cfg = ckpt["config"]
     data_dir = Path(cfg["data_dir"]) if cfg["data_dir"] else ROOT / "data" / cfg["dataset"]
-    return model, cfg["block_size"], data_dir
+    return model_from_checkpoint(ckpt).eval(), cfg["block_size"], data_dir
+
+
+def val_windows(data_dir, n, block_size):
+    """(x, y), each (n, block_size): n fixed random windows of data_dir/val.bin."""
+    data = np.memmap(Path(data_dir) / "val.bin", dtype=np.uint16, mode="r")
+    ix = torch.randint(len(data) - block_size - 1, (n,), generator=torch.Generator().manual_seed(0))
+    windows = np.stack([data[i:i + block_size + 1] for i in ix.tolist()]).astype(np.int64)
+    return torch.from_numpy(windows[:, :-1]), torch.from_numpy(windows[:, 1:])
 
 
 @torch.no_grad()
-def analyze_checkpoint(out_dir, split="val", n_batches=16, batch_size=16, min_count=50, seed=0,
-                       mi_clusters=0):
-    """The Token Prediction contribution of a checkpoint on fixed random windows of its data, and
-    with mi_clusters > 0 the mutual-information one."""
+def analyze_checkpoint(out_dir, n_batches=16, batch_size=16, min_count=50, mi_clusters=0):
+    """The Token Prediction contribution of a checkpoint on fixed random windows of its val data,
+    and with mi_clusters > 0 the mutual-information one."""
     model, T, data_dir = load_run(out_dir)
-    data = np.memmap(data_dir / f"{split}.bin", dtype=np.uint16, mode="r")
-    g = torch.Generator().manual_seed(seed)
-    ix = torch.randint(len(data) - T - 1, (n_batches * batch_size,), generator=g).tolist()
-    windows = torch.from_numpy(np.stack([data[i:i + T + 1] for i in ix]).astype(np.int64))
-    x, y = windows[:, :-1], windows[:, 1:]  # (n_batches * batch_size, T)
-    per_batch, kinds = [], None
-    for b in range(n_batches):
-        reps, kinds = sublayer_representations(model, x[b * batch_size:(b + 1) * batch_size])
-        per_batch.append(reps)
-    reps = [torch.cat([r[i] for r in per_batch]) for i in range(len(kinds))]  # each (N, C)
-    result = contribution_ratio(token_prediction_accuracies(reps, y.reshape(-1), min_count), kinds)
+    x, y = val_windows(data_dir, n_batches * batch_size, T)
+    y = y.reshape(-1)
+    per_batch = [sublayer_representations(model, b) for b in x.split(batch_size)]
+    kinds = per_batch[0][1]
+    reps = [torch.cat(r) for r in zip(*(reps for reps, _ in per_batch))]  # each (N, C)
+    result = contribution_ratio(token_prediction_accuracies(reps, y, min_count), kinds)
     if mi_clusters:
-        result.update(mi_contribution(reps, y.reshape(-1), kinds, k=mi_clusters, seed=seed))
+        mi = [mutual_information(minibatch_kmeans(r, mi_clusters), y) for r in reps]
+        result.update(mi=mi, mi_ffn_ratio=contribution_ratio(mi, kinds)["ffn_ratio"])
     result["name"] = Path(out_dir).name
     return result
 
@@ -126,55 +121,47 @@ DOCSTRING_MODULES = ("argparse", "calendar", "collections", "csv", "difflib", "e
 def ood_texts():
     """{name: text} of the OOD texts shipped with CPython; the license and IDLE's change logs are
     left out where a distribution does not ship them."""
-    import importlib
-    import inspect
-    import sysconfig
     from pydoc_data.topics import topics
     texts = {"python_docs": "\n\n".join(topics[k] for k in sorted(topics))}
     docs = []
-    for name in DOCSTRING_MODULES:
-        module = importlib.import_module(name)
-        docs.append(inspect.getdoc(module) or "")
+    for module in map(importlib.import_module, DOCSTRING_MODULES):
+        docs.append(inspect.getdoc(module))
         for attr in sorted(getattr(module, "__all__", None) or dir(module)):
             obj = getattr(module, attr, None)
-            if (not attr.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj))
-                    and obj.__doc__):
-                docs.append(inspect.getdoc(obj))
+            if not attr.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj)):
+                docs.append(obj.__doc__ and inspect.getdoc(obj))
     texts["stdlib_docstrings"] = "\n\n".join(d for d in docs if d)
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = {"python_license": [stdlib / "LICENSE.txt"],
-             "idle_news": [stdlib / "idlelib" / "NEWS.txt", stdlib / "idlelib" / "NEWS2x.txt"]}
+    files = {"python_license": ["LICENSE.txt"],
+             "idle_news": ["idlelib/NEWS.txt", "idlelib/NEWS2x.txt"]}
     for name, paths in files.items():
-        found = [p.read_text(encoding="utf-8", errors="replace") for p in paths if p.exists()]
+        found = [(stdlib / p).read_text(encoding="utf-8", errors="replace") for p in paths
+                 if (stdlib / p).exists()]
         if found:
             texts[name] = "\n\n".join(found)
     return texts
 
 
 @torch.no_grad()
-def char_text_loss(out_dir, text, n_windows=64, batch_size=16):
-    """The mean next-character loss of a checkpoint on `text`, over up to n_windows evenly spaced
-    windows of block_size + 1 characters all in its vocabulary."""
+def ood_losses(out_dir, texts, n_windows=64, batch_size=16):
+    """{name: the mean next-character loss of a checkpoint on texts[name]}, over up to n_windows
+    evenly spaced windows of block_size + 1 characters all in its vocabulary."""
     model, T, data_dir = load_run(out_dir)
     chars = json.loads((data_dir / "meta.json").read_text())["chars"]
     index = {c: i for i, c in enumerate(chars)}
-    ids = torch.tensor([[index[c] for c in text[s:s + T + 1]]
-                        for s in in_vocab_windows(text, chars, T + 1, n_windows)])
-    x, y = ids[:, :-1], ids[:, 1:]
-    losses = [F.cross_entropy(model(x[i:i + batch_size], y[i:i + batch_size])[0].flatten(0, 1),
-                              y[i:i + batch_size].flatten(), reduction="sum").item()
-              for i in range(0, len(ids), batch_size)]
-    return sum(losses) / y.numel()
+    losses = {}
+    for name, text in texts.items():
+        ids = torch.tensor([[index[c] for c in text[s:s + T + 1]]
+                            for s in in_vocab_windows(text, chars, T + 1, n_windows)])
+        losses[name] = sum(model(b[:, :-1], b[:, 1:])[1].item() * len(b)
+                           for b in ids.split(batch_size)) / len(ids)
+    return losses
 
 
-def ood_losses(out_dir, texts, n_windows=64):
-    return {name: char_text_loss(out_dir, text, n_windows) for name, text in texts.items()}
-
-
-def minibatch_kmeans(x, k, batch=1024, steps=100, seed=0):
+def minibatch_kmeans(x, k, batch=1024, steps=100):
     """The cluster label of every row of x (N, C): mini-batch k-means (Sculley 2010) with
     k-means++ initialisation, as appendix F."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(0)
     # k-means++: each next center with prob ~ d^2
     centers = x[torch.randint(len(x), (1,), generator=g)]
     d2 = torch.cdist(x, centers).square().squeeze(1)
@@ -204,41 +191,30 @@ def mutual_information(labels, targets):
     return (p[nz] * (p[nz] / outer[nz]).log()).sum().item()
 
 
-def mi_contribution(reps, targets, kinds, k=100, seed=0):
-    """contribution_ratio with the MI of each representation's k-means labels in place of
-    accuracy."""
-    mi = [mutual_information(minibatch_kmeans(r, k, seed=seed), targets) for r in reps]
-    result = contribution_ratio(mi, kinds)
-    return dict(mi=mi, mi_gains=result["gains"], mi_ffn_ratio=result["ffn_ratio"])
+def rounded(value):
+    """value with every float in it rounded to 4 digits, for the printed JSON lines."""
+    return json.loads(json.dumps(value), parse_float=lambda text: round(float(text), 4))
 
 
 def plot_contributions(results, path):
     """Figure 4's view: the FFN's and attention's cumulative share of the accuracy gain by layer."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from shapelab.plot import plt, save_figure
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for i, r in enumerate(results):
-        total = sum(r["gains"]) or 1.0
-        ffn, attn, cum_ffn, cum_attn = 0.0, 0.0, [0.0], [0.0]
-        for g, k in zip(r["gains"], r["kinds"][1:]):
-            ffn, attn = (ffn + g, attn) if k == "ffn" else (ffn, attn + g)
-            if k == "ffn":  # one point per layer
-                cum_ffn.append(ffn / total)
-                cum_attn.append(attn / total)
+        gains = np.array(r["gains"]).reshape(-1, 2) / (sum(r["gains"]) or 1.0)  # (layer, 2)
+        cum_attn, cum_ffn = np.vstack([[0.0, 0.0], gains.cumsum(0)]).T
         layers = range(len(cum_ffn))
         ax.plot(layers, cum_ffn, "-o", color=f"C{i}",
                 label=f"{r['name']}: FFN ({100 * r['ffn_ratio']:.0f}%)")
         ax.plot(layers, cum_attn, "--", color=f"C{i}", label=f"{r['name']}: attention")
-    ax.set_xticks(range(len(cum_ffn)))
+    ax.set_xticks(layers)
     ax.set_xlabel("layer")
     ax.set_ylabel("cumulative share of the accuracy gain")
     ax.set_title("Token Prediction contribution (section 4.2.2)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16, batch_size=16,
@@ -248,30 +224,21 @@ DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16,
 def main(argv):
     args = parse_overrides(argv, DEFAULT_ARGS)
     out_dirs = [d for d in args["out_dirs"].split(",") if d]
-    if not out_dirs:
-        raise SystemExit("give the trained runs: "
-                         "--out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea "
-                         "(train them with python train.py config/cea_shakespeare_char_vanilla.py, "
-                         "_wider, _cea)")
     missing = [d for d in out_dirs if not (Path(d) / "ckpt.pt").exists()]
-    if missing:  # one line, before any work
-        raise SystemExit(f"error: no checkpoint in {', '.join(missing)}: train the run first "
-                         f"or fix --out_dirs (the folders that hold ckpt.pt, comma-separated)")
+    if not out_dirs or missing:  # one line, before any work
+        raise SystemExit(f"error: no checkpoint in {', '.join(missing) or '--out_dirs'}: give "
+                         "the trained runs, e.g. --out_dirs=out-cea-vanilla,out-cea-wider,"
+                         "out-cea-cea (python train.py config/cea_shakespeare_char_cea.py)")
     texts = ood_texts()
     results = []
     for d in out_dirs:
-        r = analyze_checkpoint(d, n_batches=args["n_batches"], batch_size=args["batch_size"],
-                               min_count=args["min_count"], mi_clusters=args["mi_clusters"])
+        r = analyze_checkpoint(d, args["n_batches"], args["batch_size"], args["min_count"],
+                               args["mi_clusters"])
         r["ood"] = ood_losses(d, texts, n_windows=args["ood_windows"])
         r["ood_loss"] = sum(r["ood"].values()) / len(r["ood"])  # the mean over the texts
-        line = dict(name=r["name"], ffn_ratio=round(r["ffn_ratio"], 4),
-                    attention_ratio=round(r["attention_ratio"], 4),
-                    ood_loss=round(r["ood_loss"], 4),
-                    ood={k: round(v, 4) for k, v in r["ood"].items()},
-                    accuracies=[round(a, 4) for a in r["accuracies"]])
-        if "mi_ffn_ratio" in r:
-            line.update(mi_ffn_ratio=round(r["mi_ffn_ratio"], 4), mi=[round(m, 4) for m in r["mi"]])
-        print(json.dumps(line))
+        keys = ("name", "ffn_ratio", "attention_ratio", "ood_loss", "ood", "accuracies",
+                "mi_ffn_ratio", "mi")
+        print(json.dumps(rounded({k: r[k] for k in keys if k in r})))
         results.append(r)
     plot_contributions(results, args["plot"])
     print(f"wrote {args['plot']}")

@@ -31,12 +31,13 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapelab.checkpoint import write_atomic  # noqa: E402
-from shapelab.configurator import read_config_file, usage_error  # noqa: E402
-from shapelab.pages import pages, write_blocks  # noqa: E402
-from shapelab.verdict import rate_label  # noqa: E402
+from shapelab.checkpoint import write_atomic
+from shapelab.configurator import read_config_file, usage_error
+from shapelab.pages import pages, write_blocks
+from shapelab.verdict import rate_label
 
 SHAPES = ("FFN-Wider", "CEA")
+COLORS = {"FFN-Wider": "tab:orange", "CEA": "tab:green"}
 FOLDER = re.compile(r"(ffn-wider|cea)-(lr.+-)?s\d+")  # compare.py's run folders
 SHAPE_OF = {"ffn-wider": "FFN-Wider", "cea": "CEA"}
 MIN_SEEDS = 2  # an interval needs two paired seeds
@@ -79,10 +80,8 @@ def runs_at(folder, rates, seeds):
 
 def trajectory(result):
     """[(val_loss, ood_loss)] at each evaluation of a run, or None if it scored no OOD texts."""
-    curve = result.get("curve") or []
-    if not curve or any(c.get("ood_loss") is None or c.get("val_loss") is None for c in curve):
-        return None
-    return [(c["val_loss"], c["ood_loss"]) for c in curve]
+    points = [(c.get("val_loss"), c.get("ood_loss")) for c in result.get("curve") or []]
+    return None if not points or None in sum(points, ()) else points
 
 
 def ood_at(points, level):
@@ -97,15 +96,13 @@ def choose_levels(trajectories, n_levels, span):
     """The lowest in-domain loss every run reaches, and n_levels - 1 more up to `span` above."""
     low = max(min(v for v, _ in t) for t in trajectories)
     high = min(low + span, min(max(v for v, _ in t) for t in trajectories))
-    return [float(x) for x in np.linspace(low, high, n_levels)] if n_levels > 1 else [low]
+    return np.linspace(low, high, n_levels).tolist()
 
 
 def summarize(diffs):
     """Mean, 95% t-interval and 80%-power detectable difference of the paired differences."""
-    n = len(diffs)
-    mean, df = float(np.mean(diffs)), n - 1
-    se = float(np.std(diffs, ddof=1) / math.sqrt(n))
-    t975, t80 = stats.t.ppf(0.975, df), stats.t.ppf(0.80, df)
+    n, mean, se = len(diffs), float(np.mean(diffs)), float(stats.sem(diffs))
+    t975, t80 = stats.t.ppf(0.975, n - 1), stats.t.ppf(0.80, n - 1)
     return dict(n=n, mean=mean, se=se, lo=mean - t975 * se, hi=mean + t975 * se,
                 detectable=(t975 + t80) * se)
 
@@ -119,7 +116,7 @@ def words(s, level):
     return f"no difference larger than {s['detectable']:.4f} detected {at}"
 
 
-def analyse(runs, verdict_seeds, n_levels=4, span=0.2):
+def analyse(runs, verdict_seeds):
     """The paired seeds' trajectories, the levels, each seed's aligned OOD losses and the summary
     at each level (no levels where fewer than MIN_SEEDS seeds have both trajectories)."""
     paths = {key: trajectory(result) for key, result in runs.items()}
@@ -127,15 +124,14 @@ def analyse(runs, verdict_seeds, n_levels=4, span=0.2):
     out = dict(paths=paths, seeds=seeds, levels=[], rows=[], summaries=[])
     if len(seeds) < MIN_SEEDS:
         return out
-    paired = [paths[shape, s] for s in seeds for shape in SHAPES]
-    out["levels"] = choose_levels(paired, n_levels, span)
+    out["levels"] = choose_levels([paths[shape, s] for s in seeds for shape in SHAPES], 4, 0.2)
     for level in out["levels"]:
-        rows = []
+        diffs = []
         for s in seeds:
             wider, cea = ood_at(paths["FFN-Wider", s], level), ood_at(paths["CEA", s], level)
-            rows.append(dict(level=level, seed=s, ffn_wider=wider, cea=cea, diff=cea - wider))
-        out["rows"] += rows
-        out["summaries"].append(summarize([r["diff"] for r in rows]))
+            diffs.append(cea - wider)
+            out["rows"].append(dict(level=level, seed=s, ffn_wider=wider, cea=cea, diff=diffs[-1]))
+        out["summaries"].append(summarize(diffs))
     return out
 
 
@@ -159,13 +155,8 @@ def report(analysis, rates, selection_seed, verdict_seeds, texts, command):
              f"out). {texts}\n"]
     seeds, levels = analysis["seeds"], analysis["levels"]
     if len(seeds) < MIN_SEEDS:
-        paths = analysis["paths"]
-        have = "; ".join(
-            f"{shape}: {sum(key[0] == shape for key in paths)} run(s) recorded, "
-            f"{sum(key[0] == shape and bool(path) for key, path in paths.items())} with one"
-            for shape in SHAPES)
         lines += [f"**No OOD trajectory yet: {len(seeds)} verdict seed(s) have OOD loss along the "
-                  f"runs of both shapes ({MIN_SEEDS} needed; {have}).**\n",
+                  f"runs of both shapes ({MIN_SEEDS} needed).**\n",
                   f"A run trained with `eval_ood` set scores the OOD texts at each evaluation: "
                   f"`{TRAIN_MORE}` trains the verdict seeds not recorded yet. Then run this "
                   f"script again."]
@@ -206,28 +197,21 @@ def write_csv(analysis, path):
 
 
 def plot(analysis, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from shapelab.plot import save_figure
+    from shapelab.plot import plt, save_figure
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    levels, colors = analysis["levels"], {"FFN-Wider": "tab:orange", "CEA": "tab:green"}
+    levels, seeds, paths = analysis["levels"], analysis["seeds"], analysis["paths"]
     top = levels[-1] + 0.3  # the end of training; the first evaluations are far above
-    shown = [(v, o) for s in analysis["seeds"] for shape in SHAPES
-             for v, o in analysis["paths"][shape, s] if v <= top]
-    for s in analysis["seeds"]:
+    shown = np.array([p for s in seeds for shape in SHAPES for p in paths[shape, s] if p[0] <= top])
+    for s in seeds:
         for shape in SHAPES:
-            v, o = zip(*analysis["paths"][shape, s])
-            left.plot(v, o, "o-", ms=3, lw=1, color=colors[shape], alpha=0.7,
-                      label=shape if s == analysis["seeds"][0] else None)
+            left.plot(*zip(*paths[shape, s]), "o-", ms=3, lw=1, color=COLORS[shape], alpha=0.7,
+                      label=shape if s == seeds[0] else None)
     for level in levels:
         left.axvline(level, color="grey", lw=0.6, ls=":")
-    left.set_xlim(min(v for v, _ in shown) - 0.02, top)
-    left.set_ylim(min(o for _, o in shown) - 0.02, max(o for _, o in shown) + 0.02)
+    left.set_xlim(shown[:, 0].min() - 0.02, top)
+    left.set_ylim(shown[:, 1].min() - 0.02, shown[:, 1].max() + 0.02)
     left.invert_xaxis()  # training goes left to right
-    left.set_xlabel("in-domain loss (val, nats)")
-    left.set_ylabel("OOD loss (mean over the texts, nats)")
+    left.set(xlabel="in-domain loss (val, nats)", ylabel="OOD loss (mean over the texts, nats)")
     left.set_title("each run's trajectory (dotted: the levels)", fontsize=9)
     left.legend()
     for i, (level, s) in enumerate(zip(levels, analysis["summaries"])):
@@ -237,8 +221,7 @@ def plot(analysis, path):
                        fmt="o", color="black", capsize=4)
     right.axhline(0, color="black", lw=0.6)
     right.set_xticks(range(len(levels)), [f"{level:.3f}" for level in levels])
-    right.set_xlabel("in-domain loss level")
-    right.set_ylabel("CEA minus FFN-Wider OOD loss (nats)")
+    right.set(xlabel="in-domain loss level", ylabel="CEA minus FFN-Wider OOD loss (nats)")
     right.set_title("paired by seed: each seed, mean and 95% interval", fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-from cea import CEAConfig, TopOneMoE  # noqa: E402
-from model import SwiGLU, default_args, describe, meta_device  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from shapes import build_model  # noqa: E402
+from cea import CEAConfig, TopOneMoE
+from model import default_args, describe, meta_device
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapes import build_model
 
 # The paper's H=768 GPT (section 6.1: 12 layers, 12 heads, BERT's vocabulary, context 128) as CEA
 PAPER_H768 = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_embd=768,
@@ -29,25 +29,18 @@ PAPER_H768 = dict(vocab_size=30522, block_size=128, n_layer=12, n_head=12, n_emb
 def param_split(model):
     """Parameters by role (attention, inner_ffn, outer_ffn, the baseline's moe, active_ffn: the
     FFN parameters one token uses), norm gains left out; and the total and non_embedding."""
-    split = dict(attention=0, inner_ffn=0, outer_ffn=0, moe=0, active_ffn=0)
+    split = dict(attention=0, inner_ffn=0, outer_ffn=0, moe=0)
     for block in model.blocks:
         for name, p in block.named_parameters():
-            if name.endswith("norm.weight"):
-                continue
-            role = ("inner_ffn" if ".inner_ffn." in name else "moe" if ".moe." in name
-                    else "attention" if name.startswith("attn.") else "outer_ffn")
-            split[role] += p.numel()
-        moes = [m for m in block.modules() if isinstance(m, TopOneMoE)]
-        in_moe = {id(e) for moe in moes for e in moe.experts}
-        for moe in moes:  # top-1: the router and one expert are active
-            split["active_ffn"] += moe.router.weight.numel()
-            split["active_ffn"] += sum(p.numel() for p in moe.experts[0].parameters())
-        for m in block.modules():  # dense FFNs (Outer and Inner) are always active
-            if isinstance(m, SwiGLU) and id(m) not in in_moe:
-                split["active_ffn"] += sum(p.numel() for p in m.parameters())
+            if not name.endswith("norm.weight"):
+                role = ("inner_ffn" if ".inner_ffn." in name else "moe" if ".moe." in name
+                        else "attention" if name.startswith("attn.") else "outer_ffn")
+                split[role] += p.numel()
+    idle = sum(p.numel() for m in model.modules() if isinstance(m, TopOneMoE)
+               for expert in m.experts[1:] for p in expert.parameters())  # top-1: one is active
     counts = model.param_counts()
-    split.update(total=counts["total"], non_embedding=counts["non_embedding"])
-    return split
+    return dict(split, active_ffn=split["inner_ffn"] + split["outer_ffn"] + split["moe"] - idle,
+                total=counts["total"], non_embedding=counts["non_embedding"])
 
 
 def main(argv):

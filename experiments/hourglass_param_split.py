@@ -14,17 +14,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from shapelab.configurator import parse_overrides  # noqa: E402
-from hourglass_tables import paper_rows  # noqa: E402
-
-
-def rows_113m():
-    return [r for r in paper_rows() if r["label"].startswith("113M")]
+from hourglass_tables import paper_rows
+from shapelab.configurator import parse_overrides
+from shapelab.plot import plt, save_figure
 
 
 def plot_param_split(rows, path):
@@ -39,14 +31,13 @@ def plot_param_split(rows, path):
     ax.tick_params(axis="x", labelsize=8)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return ax
 
 
 if __name__ == "__main__":
     args = parse_overrides(sys.argv[1:], dict(out=str(ROOT / "docs" / "hourglass_param_split.png")))
-    rows = rows_113m()
+    rows = paper_rows()[:5]  # the 113M ones
     for r in rows:
         print(f"d={r['d_model']:5d} d_h={r['d_h']:5d} K={r['K']} L={r['L']:2d}: attention "
               f"{r['attention'] / 1e6:5.1f}M (paper {r['paper_attention_M']}M), FFN "

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
-from hourglass import (HourglassConfig, HourglassGPT, match_baseline,  # noqa: E402
+from hourglass import (HourglassConfig, HourglassGPT, match_baseline,
                        match_ffn_at_fixed_width)
-from model import meta_device, shape_counts  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
+from model import meta_device, shape_counts
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
 
 # the paper's shapes (Tables 2 and 3) and its rounded sizes:
 # (label, d_model, d_h, K, L, n_head, paper attention M, paper FFN M)
@@ -51,7 +51,7 @@ def paper_rows():
     return rows
 
 
-def split_table(named_args, seq_len=None):
+def split_table(named_args):
     """Table 3-style rows (name, d, d_h, K, L, attention, FFN, norms, budget, FLOPs/token)."""
     lines = ["| model | d_model | d_h | K | L | attention | FFN | norms | non-embedding (body) | "
              "fwd FLOPs/token |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -59,11 +59,10 @@ def split_table(named_args, seq_len=None):
         with meta_device():
             model = HourglassGPT(HourglassConfig(**args))
         c, cfg = model.param_counts(), model.config
-        flops = model.flops_per_token(seq_len or cfg.block_size)
         lines.append(f"| {name} | {cfg.n_embd} | {cfg.layers[0].ffn_hidden} | {cfg.n_sub_blocks} | "
                      f"{cfg.n_layer} | {c['attention'] / 1e6:.2f}M | {c['ffn'] / 1e6:.2f}M | "
                      f"{c['norms'] / 1e6:.3f}M | {model.budget() / 1e6:.3f}M | "
-                     f"{flops / 1e6:.1f}M |")
+                     f"{model.flops_per_token() / 1e6:.1f}M |")
     return "\n".join(lines)
 
 
@@ -71,36 +70,31 @@ def main(argv):
     try:
         args = parse_overrides(argv, dict(
             n_layer=12, n_head=12, n_embd=768, ffn_hidden=None, vocab_size=50304, block_size=2048,
-            n_sub_blocks=4, bottleneck_ratio=0.4, hourglass_n_layer=0,  # 0: the baseline's n_layer
+            n_sub_blocks=4, bottleneck_ratio=0.4,
             match="budget"))  # budget: Tables 2-3 (d and d_h move); ffn: Table 1 (d, L fixed)
-        n_sub_blocks, ratio = args.pop("n_sub_blocks"), args.pop("bottleneck_ratio")
-        hourglass_layers, mode, baseline = args.pop("hourglass_n_layer"), args.pop("match"), args
+        n_sub_blocks, ratio, mode = (args.pop(key) for key in (
+            "n_sub_blocks", "bottleneck_ratio", "match"))
         if mode not in ("budget", "ffn"):
             raise ConfigError(f"--match={mode!r}: use budget (Tables 2-3) or ffn (Table 1: fixed "
                               f"d_model and L)")
-        if mode == "ffn" and hourglass_layers:
-            raise ConfigError("--match=ffn keeps the baseline's d_model and L: leave "
-                              "--hourglass_n_layer unset")
-        if mode == "ffn":  # Table 1: the fixed-width comparison
-            matched = match_ffn_at_fixed_width(baseline, n_sub_blocks)
+        if mode == "ffn":
+            matched = match_ffn_at_fixed_width(args, n_sub_blocks)
         else:
-            matched = match_baseline(baseline, n_sub_blocks, ratio,
-                                     n_layer=hourglass_layers or None)
+            matched = match_baseline(args, n_sub_blocks, ratio)
     except (ConfigError, ValueError) as e:
         usage_error(e)
     if mode == "ffn":
-        print(f"baseline {baseline}\nhourglass K={n_sub_blocks} at the baseline's "
+        print(f"baseline {args}\nhourglass K={n_sub_blocks} at the baseline's "
               f"d_model={matched['n_embd']} and L={matched['n_layer']} (Table 1 mode, FFN "
               f"matrices matched): d_h={matched['bottleneck_dim']}\n")
     else:
-        print(f"baseline {baseline}\nhourglass K={n_sub_blocks}, target d_h/d={ratio}: matched "
+        print(f"baseline {args}\nhourglass K={n_sub_blocks}, target d_h/d={ratio}: matched "
               f"d_model={matched['n_embd']}, d_h={matched['bottleneck_dim']} (d_h/d="
               f"{matched['bottleneck_dim'] / matched['n_embd']:.3f}), L={matched['n_layer']}\n")
-    print(split_table([("conventional", dict(baseline)), ("hourglass", matched)]))
+    print(split_table([("conventional", dict(args)), ("hourglass", matched)]))
     print("\nThe paper's shapes (Tables 2 and 3), counted by this code, vs the paper's rounded "
-          "sizes:")
-    print("| row | d_model | d_h | K | L | attention (ours / paper) | FFN (ours / paper) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "sizes:\n| row | d_model | d_h | K | L | attention (ours / paper) | FFN (ours / paper) |"
+          "\n|---|---:|---:|---:|---:|---:|---:|")
     for r in paper_rows():
         print(f"| {r['label']} | {r['d_model']} | {r['d_h']} | {r['K']} | {r['L']} | "
               f"{r['attention'] / 1e6:.1f}M / {r['paper_attention_M']}M | "

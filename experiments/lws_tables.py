@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
-from lws import VARIANTS, LWSConfig, LWSGPT, match_params  # noqa: E402
-from model import meta_device  # noqa: E402
-from shapelab.configurator import parse_overrides  # noqa: E402
+from lws import VARIANTS, LWSConfig, LWSGPT, match_params
+from model import meta_device
+from shapelab.configurator import parse_overrides
 
 # The paper's Table 2: (n_layer, fnn_scalar, qkv_scalar, framing, total M, non-embedding M), on
 # OLMo-2 190M: untied head, vocab padded to 50304, QK-norm over the full q and k.
@@ -46,9 +46,9 @@ def build(model_args):
         return LWSGPT(LWSConfig(**model_args))
 
 
-def paper_shapes(block_size=1024):
+def paper_shapes():
     """The seven shapes of the paper's Table 2, {name: LWSConfig kwargs}."""
-    return {name: dict(PAPER_BASE, block_size=block_size, n_layer=n_layer, ffn_scalars=fnn,
+    return {name: dict(PAPER_BASE, block_size=1024, n_layer=n_layer, ffn_scalars=fnn,
                        qkv_scalars=qkv, framed=framed)
             for name, (n_layer, fnn, qkv, framed, _, _) in PAPER_TABLE2.items()}
 
@@ -57,10 +57,16 @@ def cpu_shapes():
     """The five CPU shapes of our Shakespeare comparison, {name: LWSConfig kwargs}: the
     isotropic baseline, and the four variants matched to its non-embedding count."""
     baseline = {**CPU_BASE, **CPU_BASELINE}
-    n_layer = CPU_BASELINE["n_layer"]
-    matched = {name: match_params(baseline, {**CPU_BASE, "n_layer": n_layer, **schedule})[0]
-               for name, schedule in VARIANTS.items()}
-    return {"baseline": baseline, **matched}
+    return {"baseline": baseline, **{
+        name: match_params(baseline, {**CPU_BASE, "n_layer": baseline["n_layer"], **schedule})[0]
+        for name, schedule in VARIANTS.items()}}
+
+
+def shapes_at(scale):
+    """{name: LWSConfig kwargs} of the paper's Table 2 rows or of our CPU shapes."""
+    if scale not in ("paper", "cpu"):
+        raise SystemExit(f"--scale={scale!r}: use paper or cpu")
+    return paper_shapes() if scale == "paper" else cpu_shapes()
 
 
 def shape_report(name, model, paper=None):
@@ -70,9 +76,9 @@ def shape_report(name, model, paper=None):
     c = model.param_counts()
     digits = 1 if c["total"] > 1e7 else 4  # the paper's precision for its 180M rows
     lines = [f"{name}: {len(specs)} layers",
-             "  FFN widths: " + str([s.ffn_hidden for s in specs]),
-             "  query heads: " + str([s.n_head for s in specs])
-             + ", KV heads: " + str([s.n_kv_head for s in specs]),
+             f"  FFN widths: {[s.ffn_hidden for s in specs]}",
+             f"  query heads: {[s.n_head for s in specs]}, "
+             f"KV heads: {[s.n_kv_head for s in specs]}",
              f"  params: total {c['total'] / 1e6:.{digits}f}M, non-embedding "
              f"{c['non_embedding'] / 1e6:.{digits}f}M (attention {c['attention'] / 1e6:.2f}M, "
              f"FFN {c['ffn'] / 1e6:.2f}M), forward FLOPs/token at T={model.config.block_size}: "
@@ -83,15 +89,10 @@ def shape_report(name, model, paper=None):
 
 
 if __name__ == "__main__":
-    args = parse_overrides(sys.argv[1:], dict(scale="paper"))
-    if args["scale"] == "paper":
-        for name, kwargs in paper_shapes().items():
-            print(shape_report(name, build(kwargs), PAPER_TABLE2[name][4:]))
-    elif args["scale"] == "cpu":
-        for name, kwargs in cpu_shapes().items():
-            print(shape_report(name, build(kwargs)))
-            print(f"  model_args = {{'ffn_scalars': {kwargs['ffn_scalars']}, 'qkv_scalars': "
-                  f"{kwargs['qkv_scalars']}, 'framed': {kwargs['framed']}, "
-                  f"'ffn_multiple': {kwargs['ffn_multiple']}}}")
-    else:
-        raise SystemExit(f"--scale={args['scale']!r}: use paper or cpu")
+    scale = parse_overrides(sys.argv[1:], dict(scale="paper"))["scale"]
+    for name, kwargs in shapes_at(scale).items():
+        paper = PAPER_TABLE2[name][4:] if scale == "paper" else None
+        print(shape_report(name, build(kwargs), paper))
+        if scale == "cpu":
+            print("  model_args = " + str({key: kwargs[key] for key in (
+                "ffn_scalars", "qkv_scalars", "framed", "ffn_multiple")}))

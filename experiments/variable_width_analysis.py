@@ -26,11 +26,13 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
-from model import SwiGLU  # noqa: E402
-from shapelab.checkpoint import load_checkpoint  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides  # noqa: E402
-from shapes import model_from_checkpoint  # noqa: E402
-from variable_width import layer_widths_of  # noqa: E402
+from cea_contribution import val_windows
+from shapelab.checkpoint import load_checkpoint
+from shapelab.configurator import ConfigError, parse_overrides, usage_error
+from shapes import model_from_checkpoint
+from variable_width import layer_widths_of
+
+DENSITY_THRESHOLDS = (0.01, 0.03, 0.1, 0.3, 1.0)
 
 
 @torch.no_grad()
@@ -38,18 +40,10 @@ def hidden_states(model, idx):
     """[x_0, ..., x_L]: the residual stream after the embedding and each layer, (B, T, D)."""
     if hasattr(model, "residual_streams"):
         return model.residual_streams(idx)
-    x = model.tok_emb(idx)  # (B, T, d)
-    states = [x]
+    states = [model.tok_emb(idx)]
     for block in model.blocks:
-        x = block(x)
-        states.append(x)
+        states.append(block(states[-1]))
     return states
-
-
-def decode(model, R):
-    if hasattr(model, "head_input"):
-        return model.lm_head(model.head_input(R))  # final norm over R[:w_L], cut to d
-    return model.lm_head(model.norm_f(R))
 
 
 def normalized_matrix_entropy(X):
@@ -62,7 +56,6 @@ def normalized_matrix_entropy(X):
 @torch.no_grad()
 def matrix_entropy_per_layer(model, batches):
     """Eq. (2) of every x_l over all tokens of the batches."""
-    model.eval()
     per_batch = [[s.reshape(-1, s.size(-1)).float() for s in hidden_states(model, idx)]
                  for idx, _ in batches]
     return [normalized_matrix_entropy(torch.cat(X)) for X in zip(*per_batch)]
@@ -72,137 +65,104 @@ def matrix_entropy_per_layer(model, batches):
 def logit_lens(model, batches):
     """Per layer: the target's mean log-probability, the decoded entropy, the symmetric KL to
     the layer before; two layers' log-probs held at a time."""
-    model.eval()
+    decode = getattr(model, "head_input", model.norm_f)  # the ><former's cuts R to d
     per_batch = []
     for idx, targets in batches:
         rows, prev = [], None
         for state in hidden_states(model, idx):
-            lp = F.log_softmax(decode(model, state).float(), dim=-1)  # (B, T, V), this layer only
+            lp = F.log_softmax(model.lm_head(decode(state)).float(), dim=-1)  # (B, T, V)
             kl = 0.0 if prev is None else 0.5 * (
                 (lp.exp() * (lp - prev)).sum(-1) + (prev.exp() * (prev - lp)).sum(-1)).mean().item()
             rows.append((lp.gather(-1, targets.unsqueeze(-1)).mean().item(),
                          -(lp.exp() * lp).sum(-1).mean().item(), kl))
             prev = lp
         per_batch.append(rows)
-    means = [[sum(values) / len(batches) for values in zip(*layer)] for layer in zip(*per_batch)]
-    return dict(target_logprob=[m[0] for m in means], entropy=[m[1] for m in means],
-                sym_kl=[m[2] for m in means])
+    means = np.mean(per_batch, axis=0).T  # (3, layers)
+    return {key: m.tolist() for key, m in zip(("target_logprob", "entropy", "sym_kl"), means)}
 
 
-DENSITY_THRESHOLDS = (0.01, 0.03, 0.1, 0.3, 1.0)
+def activation_sums(a):
+    """(tokens active per dimension, energy per dimension, entries over each threshold, tokens)
+    of one batch's activations a; active: |a| > 0.1."""
+    a = a.reshape(-1, a.size(-1)).double()  # (tokens, the layer's dims)
+    return ((a.abs() > 0.1).sum(0).double(), (a ** 2).sum(0),
+            np.array([int((a.abs() > th).sum()) for th in DENSITY_THRESHOLDS]), a.size(0))
 
 
 @torch.no_grad()
-def mlp_activation_stats(model, batches, threshold=0.1, thresholds=DENSITY_THRESHOLDS):
-    """Per layer (None without an MLP), from hooks on each SwiGLU's W_2 input: density by
-    threshold, utilisation (each dimension's share of active tokens, sorted), dead (active on < 1%
-    of tokens), n_eff and n_eff / dims."""
-    model.eval()
-    acc = [dict(active=0, over={th: 0 for th in thresholds}, energy=0, tokens=0, parts=[])
-           for _ in model.blocks]
-    handles = [m.out_proj.register_forward_pre_hook(
-        lambda module, inputs, r=r: r["parts"].append(inputs[0].reshape(-1, inputs[0].size(-1))))
-        for block, r in zip(model.blocks, acc) for m in block.ffn.modules()
-        if isinstance(m, SwiGLU)]
-    try:
-        for idx, _ in batches:
-            model(idx)
-            for r in acc:
-                if not r["parts"]:
-                    continue
-                a = torch.cat(r["parts"], dim=-1).float()  # (tokens, the layer's dims)
-                r["parts"] = []
-                r["active"] = r["active"] + (a.abs() > threshold).sum(0).double()
-                r["energy"] = r["energy"] + (a.double() ** 2).sum(0)
-                for th in thresholds:
-                    r["over"][th] += int((a.abs() > th).sum())
-                r["tokens"] += a.size(0)
-    finally:
-        for h in handles:
-            h.remove()
+def mlp_activation_stats(model, batches):
+    """Per layer, from a hook on its SwiGLU's W_2 input: density by threshold, utilisation (each
+    dimension's share of active tokens, sorted), dead (active on < 1% of tokens), n_eff and
+    n_eff / dims."""
+    sums = [[] for _ in model.blocks]
+    handles = [block.ffn.mlp.out_proj.register_forward_pre_hook(
+        lambda module, inputs, r=r: r.append(activation_sums(inputs[0])))
+        for block, r in zip(model.blocks, sums)]
+    for idx, _ in batches:
+        model(idx)
+    for h in handles:
+        h.remove()
     out = []
-    for r in acc:
-        if not r["tokens"]:
-            out.append(None)
-            continue
-        util = (r["active"] / r["tokens"]).sort().values
-        e, dims = r["energy"], r["energy"].numel()
-        n_eff = float(e.sum() ** 2 / (e ** 2).sum()) if e.sum() > 0 else 0.0
-        out.append(dict(density={th: n / (r["tokens"] * dims) for th, n in r["over"].items()},
+    for r in sums:
+        active, e, over, tokens = map(sum, zip(*r))
+        util, dims = (active / tokens).sort().values, e.numel()
+        n_eff = float(e.sum() ** 2 / (e ** 2).sum())
+        out.append(dict(density=dict(zip(DENSITY_THRESHOLDS, over / (tokens * dims))),
                         utilisation=util.tolist(), dead=float((util < 0.01).double().mean()),
                         n_eff=n_eff, n_eff_frac=n_eff / dims, dims=dims))
     return out
 
 
-def val_batches(data_dir, n_batches, batch_size, block_size, seed=0):
-    """A few fixed (x, y) batches of (batch_size, block_size) from data_dir/val.bin."""
-    data = np.memmap(Path(data_dir) / "val.bin", dtype=np.uint16, mode="r")
-    generator = torch.Generator().manual_seed(seed)
-    batches = []
-    for _ in range(n_batches):
-        starts = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)
-        windows = np.stack([data[s:s + block_size + 1] for s in starts.tolist()]).astype(np.int64)
-        batches.append((torch.from_numpy(windows[:, :-1]), torch.from_numpy(windows[:, 1:])))
-    return batches
-
-
-def mlp_summary(stats, threshold=0.1):
-    """Per-layer lists of mlp_activation_stats (NaN for a layer without an MLP)."""
-    def get(key):
-        return [float("nan") if r is None else r[key] for r in stats]
-    return dict(mlp_density=[float("nan") if r is None else r["density"][threshold]
-                             for r in stats],
-                mlp_dead=get("dead"), mlp_n_eff=get("n_eff"), mlp_n_eff_frac=get("n_eff_frac"))
+def layer_panels(axes, results, keys, ylabels, first=0, xlabel="layer (0 = embedding)"):
+    """Each run's per-layer values of each key as a line, a panel per key."""
+    for ax, key, ylabel in zip(axes, keys, ylabels):
+        for label, r in results.items():
+            ax.plot(range(first, first + len(r[key])), r[key], marker="o", label=label)
+        ax.set(xlabel=xlabel, ylabel=ylabel)
 
 
 def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8,
                         png_prefix="docs/variable_width", device="cpu"):
     """The numbers of every run's out_dir/ckpt.pt, drawn into <png_prefix>_entropy.png,
     _logit_lens.png and _mlp.png."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from shapelab.plot import plt, save_figure
     results, densities = {}, {}
     for out_dir in out_dirs:
         ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
         model = model_from_checkpoint(ckpt).float().to(device).eval()
-        batches = val_batches(data_dir, n_batches, batch_size, model.config.block_size)
-        batches = [(x.to(device), y.to(device)) for x, y in batches]
+        x, y = val_windows(data_dir, n_batches * batch_size, model.config.block_size)
+        batches = list(zip(x.to(device).split(batch_size), y.to(device).split(batch_size)))
         label = f"{out_dir} (widths {layer_widths_of(model)})"
         stats = mlp_activation_stats(model, batches)
-        densities[label] = [sum(r["density"][th] for r in stats if r) / sum(1 for r in stats if r)
+        densities[label] = [np.mean([r["density"][th] for r in stats])
                             for th in DENSITY_THRESHOLDS]
         results[label] = dict(matrix_entropy=matrix_entropy_per_layer(model, batches),
-                              **logit_lens(model, batches), **mlp_summary(stats))
+                              **logit_lens(model, batches),
+                              mlp_density=[r["density"][0.1] for r in stats],
+                              **{f"mlp_{key}": [r[key] for r in stats]
+                                 for key in ("dead", "n_eff", "n_eff_frac")})
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for label, r in results.items():
-        ax.plot(range(len(r["matrix_entropy"])), r["matrix_entropy"], marker="o", label=label)
-    ax.set(xlabel="layer (0 = embedding)", ylabel="normalized matrix entropy, eq. (2)")
+    layer_panels([ax], results, ["matrix_entropy"], ["normalized matrix entropy, eq. (2)"])
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(f"{png_prefix}_entropy.png", dpi=90)
+    save_figure(fig, f"{png_prefix}_entropy.png", dpi=90)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-    for label, r in results.items():
-        for ax, key, name in zip(axes, ("target_logprob", "entropy", "sym_kl"), (
-                "target log-prob", "entropy (nats)", "sym. KL to previous layer")):
-            ax.plot(range(len(r[key])), r[key], marker="o", label=label)
-            ax.set(xlabel="layer (0 = embedding)", ylabel=name)
+    layer_panels(axes, results, ("target_logprob", "entropy", "sym_kl"),
+                 ("target log-prob", "entropy (nats)", "sym. KL to previous layer"))
     axes[0].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(f"{png_prefix}_logit_lens.png", dpi=90)
+    save_figure(fig, f"{png_prefix}_logit_lens.png", dpi=90)
     fig, axes = plt.subplots(1, 4, figsize=(15, 3.5))
-    for label, r in results.items():
-        axes[0].plot(DENSITY_THRESHOLDS, densities[label], marker="o", label=label)
-        for ax, key in zip(axes[1:], ("mlp_dead", "mlp_n_eff", "mlp_n_eff_frac")):
-            ax.plot(range(1, len(r[key]) + 1), r[key], marker="o", label=label)
+    for label, values in densities.items():
+        axes[0].plot(DENSITY_THRESHOLDS, values, marker="o", label=label)
+    layer_panels(axes[1:], results, ("mlp_dead", "mlp_n_eff", "mlp_n_eff_frac"),
+                 ("share of dims active on < 1% of tokens", "participation ratio N_eff",
+                  "N_eff / activation dims"), first=1, xlabel="layer")
     axes[0].set(xscale="log", xlabel="threshold on |activation|",
                 ylabel="MLP activation density (mean over layers)")
-    for ax, name in zip(axes[1:], ("share of dims active on < 1% of tokens",
-                                   "participation ratio N_eff", "N_eff / activation dims")):
-        ax.set(xlabel="layer", ylabel=name)
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=7)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(f"{png_prefix}_mlp.png", dpi=90)
+    save_figure(fig, f"{png_prefix}_mlp.png", dpi=90)
     return results
 
 
@@ -212,7 +172,7 @@ if __name__ == "__main__":
     try:
         args = parse_overrides(sys.argv[1:], defaults)
     except ConfigError as e:
-        raise SystemExit(f"error: {e}")
+        usage_error(e)
     results = analyze_checkpoints(args["out_dirs"].split(","), args["data_dir"], args["n_batches"],
                                   args["batch_size"], args["png_prefix"], args["device"])
     for label, r in results.items():

@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
-from model import GPT, GPTConfig, default_args, meta_device  # noqa: E402
-from shapelab.configurator import ConfigError, parse_overrides  # noqa: E402
-from shapes import build_model, train_defaults  # noqa: E402
-from variable_width import (VariableWidthConfig, layer_widths_of, param_summary,  # noqa: E402
+from model import GPT, GPTConfig, default_args, meta_device
+from shapelab.configurator import ConfigError, parse_overrides
+from shapes import build_model, train_defaults
+from variable_width import (VariableWidthConfig, layer_widths_of, param_summary,
                             solve_widths)
 
 PAPER_200M = dict(vocab_size=100277, block_size=4096, n_layer=16, n_embd=640, n_head=16,
@@ -31,32 +31,11 @@ FORMER_KEYS = ("width_schedule", "bottleneck_layer_ratio", "bottleneck_width_rat
                "attention_multiplier")
 
 
-def compare(model, baseline, seq_len=None):
-    """Rows (name, model value, baseline value) for the report."""
-    seq_len = seq_len or model.config.block_size
-    pm, pb = param_summary(model), param_summary(baseline)
-    wm, wb = layer_widths_of(model), layer_widths_of(baseline)
-    flops_m, flops_b = model.flops_per_token(seq_len), baseline.flops_per_token(seq_len)
-    return [
-        ("average layer width", sum(wm) / len(wm), sum(wb) / len(wb)),
-        ("residual stream width D", max(wm + [model.config.n_embd]),
-         max(wb + [baseline.config.n_embd])),
-        ("total params", pm["total"], pb["total"]),
-        ("non-embedding params", pm["non_embedding"], pb["non_embedding"]),
-        ("matched params (App. A)", pm["matched"], pb["matched"]),
-        (f"FLOPs/token fwd (T={seq_len})", flops_m, flops_b),
-        ("  same, less W_end's 2 FLOPs/param", flops_m - 2 * pm["endpoint"],
-         flops_b - 2 * pb["endpoint"]),
-        ("KV cache bytes/token (bf16)", model.kv_cache_bytes_per_token(),
-         baseline.kv_cache_bytes_per_token()),
-    ]
-
-
 def report(args):
     """The printable table: the solver's numbers, per-layer shapes, then the ratios."""
     common = {k: args[k] for k in GPT_KEYS}
-    former = {k: args[k] for k in FORMER_KEYS if k in args}
-    former["layer_widths"] = former.get("layer_widths") or []
+    former = {k: args[k] for k in FORMER_KEYS}
+    former["layer_widths"] = former["layer_widths"] or []
     with meta_device():  # any size, instantly
         model = build_model("variable_width", **common, **former)
         baseline = GPT(GPTConfig(**common))
@@ -78,7 +57,17 @@ def report(args):
                      f"{s.n_kv_head:8d}  {s.ffn_hidden:10d}  {n / 1e6:9.2f}M")
     lines += [f"widths: {layer_widths_of(model)}",
               f"\n{'':32s} {'><former':>14s} {'constant':>14s}  ratio"]
-    for name, a, b in compare(model, baseline):
+    columns = []
+    for m in (model, baseline):
+        p, w, flops = param_summary(m), layer_widths_of(m), m.flops_per_token()
+        columns.append([sum(w) / len(w), max(w + [m.config.n_embd]), p["total"],
+                        p["non_embedding"], p["matched"], flops, flops - 2 * p["endpoint"],
+                        m.kv_cache_bytes_per_token()])
+    names = ("average layer width", "residual stream width D", "total params",
+             "non-embedding params", "matched params (App. A)",
+             f"FLOPs/token fwd (T={model.config.block_size})",
+             "  same, less W_end's 2 FLOPs/param", "KV cache bytes/token (bf16)")
+    for name, a, b in zip(names, *columns):
         lines.append(f"{name:32s} {a:14,.1f} {b:14,.1f}  {a / b:.4f}")
     pm = param_summary(model)
     lines.append(f"\n><former params by component: embedding {pm['embedding']:,}, lm_head "
@@ -90,10 +79,8 @@ def report(args):
 def read_args(argv):
     """The settings of a command line: train.py's keys too, so that a training config file can be
     given (its model keys, model_args, and its data's vocabulary)."""
-    model_defaults = {k: v for k, v in default_args(VariableWidthConfig).items()
-                      if k not in ("layers", "rope_theta", "norm_eps")}
-    defaults = {**train_defaults(), **model_defaults, **PAPER_200M, "dataset": ""}
-    args = parse_overrides(argv, defaults)
+    args = parse_overrides(argv, {**train_defaults(), **default_args(VariableWidthConfig),
+                                  **PAPER_200M, "dataset": ""})
     args.update(args.pop("model_args") or {})
     meta = Path(args["data_dir"] or f"data/{args['dataset']}") / "meta.json"
     if args["dataset"] and not any(a.startswith("--vocab_size=") for a in argv) and meta.exists():

@@ -14,7 +14,7 @@ from shapelab.checkpoint import save_checkpoint
 from shapes import build_model
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import cea_contribution  # noqa: E402
+import cea_contribution
 
 TINY = dict(vocab_size=50, block_size=16, n_layer=2, n_embd=32, n_head=4, ffn_width_ratio=8)
 
@@ -60,41 +60,34 @@ def test_sublayer_representations_rebuild_the_logits_with_one_ffn_step_a_block(o
                                atol=1e-5)
 
 
-def test_mutual_information_of_kmeans_labels_and_its_contribution_ratio():
+def test_mutual_information_of_kmeans_labels():
     torch.manual_seed(0)
     blobs = torch.cat([torch.randn(300, 4) * 0.1 + 5 * i for i in range(3)])
     targets = torch.arange(3).repeat_interleave(300)
     noise = torch.randn(900, 4)
     half = torch.cat([torch.zeros(600, 4), blobs[600:]]) + 0.01 * noise  # blobs 0 and 1 merged
-    result = cea_contribution.mi_contribution([noise, half, blobs], targets,
-                                              ["embedding", "attention", "ffn"], k=3)
-    mi = result["mi"]
+    mi = [cea_contribution.mutual_information(cea_contribution.minibatch_kmeans(r, 3), targets)
+          for r in (noise, half, blobs)]
     assert mi[0] < 0.05 and mi[1] == pytest.approx(0.6365, abs=0.01)
     assert mi[2] == pytest.approx(math.log(3), abs=1e-6)  # three clusters found, one per target
-    assert result["mi_ffn_ratio"] == pytest.approx((mi[2] - mi[1]) / (mi[2] - mi[0]))
 
 
-def test_ood_loss_scores_only_windows_whose_characters_are_all_in_the_vocabulary(
-        char_dataset, tmp_path):
-    vocab = save_tiny_run(tmp_path, char_dataset)
+def test_ood_loss_on_clean_windows_and_the_command_line(char_dataset, tmp_path, capsys):
+    for name in ("run-a", "run-b"):
+        vocab = save_tiny_run(tmp_path / name, char_dataset)
     clean = "Speak, speak. All: First Citizen. " * 8
     dirty = "#S#p#e#a#k#,# #s#p#e#a#k#.# " * 20  # deleting '#' would make it look clean
-    loss = cea_contribution.char_text_loss(tmp_path, clean + dirty, n_windows=8)
-    assert loss == cea_contribution.char_text_loss(tmp_path, clean, n_windows=8)
-    assert loss == pytest.approx(math.log(vocab), abs=0.3)  # untrained: near uniform
+    losses = cea_contribution.ood_losses(tmp_path / "run-a", dict(mixed=clean + dirty, clean=clean),
+                                         n_windows=8)
+    assert losses["mixed"] == losses["clean"]
+    assert losses["clean"] == pytest.approx(math.log(vocab), abs=0.3)  # untrained: near uniform
     with pytest.raises(ValueError, match="entirely in the vocabulary"):
-        cea_contribution.char_text_loss(tmp_path, dirty, n_windows=8)
+        cea_contribution.ood_losses(tmp_path / "run-a", dict(dirty=dirty), n_windows=8)
     shakespeare = ("\n !\"&'()*,-./0123456789:;?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]_"
                    "abcdefghijklmnopqrstuvwxyz{}")
     for name, text in cea_contribution.ood_texts().items():  # not Shakespeare, enough windows
         assert "First Citizen" not in text
         assert len(cea_contribution.in_vocab_windows(text, shakespeare, 129, 64)) == 64, name
-
-
-def test_command_line_prints_one_json_line_per_run_and_writes_the_plot(
-        char_dataset, tmp_path, capsys):
-    for name in ("run-a", "run-b"):
-        save_tiny_run(tmp_path / name, char_dataset)
     plot = tmp_path / "contribution.png"
     cea_contribution.main([f"--out_dirs={tmp_path / 'run-a'},{tmp_path / 'run-b'}",
                            f"--plot={plot}", "--n_batches=2", "--batch_size=8", "--min_count=5",
@@ -102,10 +95,7 @@ def test_command_line_prints_one_json_line_per_run_and_writes_the_plot(
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
              if line.startswith("{")]
     assert [line["name"] for line in lines] == ["run-a", "run-b"]
-    for line in lines:
-        assert line["ffn_ratio"] + line["attention_ratio"] == pytest.approx(1.0, abs=1e-3)
-        assert line["ood_loss"] == pytest.approx(sum(line["ood"].values()) / len(line["ood"]),
-                                                 abs=1e-3)
+    assert lines[0]["ffn_ratio"] + lines[0]["attention_ratio"] == pytest.approx(1.0, abs=1e-3)
     assert plot.stat().st_size > 1000
     with pytest.raises(SystemExit, match="no checkpoint in"):
         cea_contribution.main([f"--out_dirs={tmp_path / 'nothing'}"])

@@ -13,21 +13,13 @@ from conftest import ROOT, run_here
 from shapelab.sweep import config_text
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import cea_ood_verdict  # noqa: E402
+import cea_ood_verdict
 
 VAL = (4.4, 2.4, 2.1, 1.9, 1.8, 1.75, 1.72)  # a run's val loss at its seven evaluations
 SEEDS = (1337, 1338, 1339, 1340, 1341)
 
 
-def curve(shift, ood_of_val):
-    """Seven evaluations, val losses VAL + shift, each with the OOD loss ood_of_val(val)."""
-    return [dict(iter=100 * i, tokens=0, val_loss=v + shift, elapsed_s=0.0,
-                 ood_loss=ood_of_val(v + shift), ood={"science": ood_of_val(v + shift)})
-            for i, v in enumerate(VAL)]
-
-
-def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, rates=(8e-3, 4e-3),
-            verdict_seeds=SEEDS[1:]):
+def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, verdict_seeds=SEEDS[1:]):
     """A record_dir choosing 8e-3 for both shapes: runs whose OOD loss is 1 + 0.5 val (+ c + the
     seed's noise for CEA) at in-domain losses that differ between shapes and seeds, so only an
     alignment at equal in-domain loss finds c; the selection seed's runs and those at another
@@ -38,7 +30,7 @@ def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, rates=(8e-3, 4e-3),
         settings=dict(seeds=list(SEEDS), eval_ood="fortunes"),
         verdicts=[dict(shape=shape, lr=lr, seeds=list(verdict_seeds)) for shape, lr in (
             ("GPT", 2e-3), ("FFN-Wider", 8e-3), ("CEA", 8e-3))])))
-    for lr in rates:
+    for lr in (8e-3, 4e-3):
         for i, seed in enumerate(SEEDS):
             for slug, shape_shift in (("ffn-wider", 0.0), ("cea", 0.03)):
                 off = 1.0 if lr != 8e-3 or seed == SEEDS[0] else c + noise[i]
@@ -46,12 +38,12 @@ def records(tmp_path, c, noise=(0.0,) * 5, with_ood=True, rates=(8e-3, 4e-3),
                 run = folder / "runs" / f"{slug}-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
                 run.mkdir()
                 (run / "config.py").write_text(config_text(dict(learning_rate=lr, seed=seed)))
-                points = curve(shape_shift + 0.01 * i, lambda v: 1.0 + 0.5 * v + extra)
-                if not with_ood:
-                    points = [{k: p[k] for k in ("iter", "tokens", "val_loss", "elapsed_s")}
-                              for p in points]
-                result = dict(val_loss=points[-1]["val_loss"], curve=points)
+                vals = [v + shape_shift + 0.01 * i for v in VAL]
+                points = [dict(iter=100 * j, val_loss=v) for j, v in enumerate(vals)]
+                result = dict(val_loss=vals[-1], curve=points)
                 if with_ood:
+                    for p, v in zip(points, vals):
+                        p["ood_loss"] = 1.0 + 0.5 * v + extra
                     result["ood_texts"] = {"science": "ab" * 32}
                 (run / "result.json").write_text(json.dumps(result))
     return folder
@@ -68,29 +60,22 @@ def test_ood_is_read_where_a_run_first_reaches_each_in_domain_loss():
 
 
 def test_paired_differences_at_equal_in_domain_loss_with_a_t_interval(tmp_path):
-    rates, first, verdict_seeds, _ = cea_ood_verdict.comparison(records(tmp_path, -0.05))
-    assert (rates, first, verdict_seeds) == ({"FFN-Wider": 8e-3, "CEA": 8e-3}, 1337, [*SEEDS[1:]])
     noise = (0.0, 0.004, -0.002, 0.001, -0.003)
-    folder = records(tmp_path / "noisy", -0.05, noise)
-    runs = cea_ood_verdict.runs_at(folder, rates, verdict_seeds)
-    assert sorted(runs) == sorted((shape, s) for shape in ("FFN-Wider", "CEA") for s in SEEDS[1:])
-    analysis = cea_ood_verdict.analyse(runs, verdict_seeds)
+    folder = records(tmp_path, -0.05, noise)
+    rates, first, verdict_seeds, _ = cea_ood_verdict.comparison(folder)
+    assert (rates, first, verdict_seeds) == ({"FFN-Wider": 8e-3, "CEA": 8e-3}, 1337, [*SEEDS[1:]])
+    analysis = cea_ood_verdict.analyse(cea_ood_verdict.runs_at(folder, rates, verdict_seeds),
+                                       verdict_seeds)
     assert analysis["seeds"] == [*SEEDS[1:]] and len(analysis["levels"]) == 4
     assert analysis["levels"][0] == pytest.approx(1.72 + 0.03 + 0.01 * 4)  # every run reaches it
     diffs = [-0.05 + n for n in noise[1:]]
-    for level, s in zip(analysis["levels"], analysis["summaries"]):  # the same at every level
-        rows = [r for r in analysis["rows"] if r["level"] == level]
-        assert [r["diff"] for r in rows] == pytest.approx(diffs)
-        assert rows[0]["ffn_wider"] == pytest.approx(1.0 + 0.5 * level)
-    s = analysis["summaries"][0]
-    se = stats.tstd(diffs) / math.sqrt(4)
-    assert s["mean"] == pytest.approx(-0.05) and s["se"] == pytest.approx(se)
+    assert [r["diff"] for r in analysis["rows"]] == pytest.approx(diffs * 4)  # at every level
+    s, se = analysis["summaries"][0], stats.tstd(diffs) / math.sqrt(4)
+    assert s["mean"] == pytest.approx(-0.05)
     assert s["hi"] - s["mean"] == pytest.approx(stats.t.ppf(0.975, 3) * se)
     assert s["detectable"] == pytest.approx((stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3)) * se)
-    level = analysis["levels"][0]
-    assert cea_ood_verdict.words(s, level) == (
-        f"CEA lower OOD loss by 0.0500 [{-s['hi']:.4f}, {-s['lo']:.4f}] at in-domain loss "
-        f"{level:.3f}")
+    assert cea_ood_verdict.words(s, 1.8) == (
+        f"CEA lower OOD loss by 0.0500 [{-s['hi']:.4f}, {-s['lo']:.4f}] at in-domain loss 1.800")
     wide = dict(s, mean=0.01, lo=-0.02, hi=0.04, detectable=0.05)
     assert cea_ood_verdict.words(wide, 1.8) == (
         "no difference larger than 0.0500 detected at in-domain loss 1.800")
@@ -119,5 +104,5 @@ def test_without_trajectories_the_report_says_so_and_how_to_get_them(tmp_path):
     text = cea_ood_verdict.report(cea_ood_verdict.analyse(one, [*SEEDS[1:]]), rates, 1337,
                                   [*SEEDS[1:]], "texts", "cmd")
     assert ("**No OOD trajectory yet: 1 verdict seed(s) have OOD loss along the runs of both "
-            "shapes (2 needed; FFN-Wider: 2 run(s) recorded, 1 with one") in text
+            "shapes (2 needed).**") in text
     assert "`python compare.py config/compare_verdict_cpu.py`" in text

@@ -11,8 +11,8 @@ from conftest import ROOT
 from shapelab.checkpoint import load_checkpoint
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import cea_contribution  # noqa: E402
-import cea_outer_ratio_sweep as sweep  # noqa: E402
+import cea_contribution
+import cea_outer_ratio_sweep as sweep
 
 TINY_TRAIN = ("--dtype=float32 --n_layer=1 --n_embd=16 --n_head=2 --block_size=16 --batch_size=4 "
               "--eval_iters=2 --eval_interval=2 --log_interval=1 --warmup_iters=1 "
@@ -57,13 +57,10 @@ def test_the_sweep_trains_to_the_vanillas_loss_analyses_plots_and_resumes(
     assert len((root / "results.jsonl").read_text().splitlines()) == 3
     assert plot.stat().st_size > 1000 and (tmp_path / "depth.png").stat().st_size > 1000
     capsys.readouterr()
-    analysed = {name: (root / name / "analysis.json").stat().st_mtime_ns
-                for name in ("vanilla", "rho1", "rho0")}
-    _, again = sweep.main(argv)  # trains nothing, reuses every analysis
+    monkeypatch.setattr(cea_contribution, "analyze_checkpoint", None)  # reuses every analysis
+    _, again = sweep.main(argv)  # and trains nothing
     assert capsys.readouterr().out.count("done, skipped") == 3
-    assert [r["ffn_ratio"] for r in again] == [r["ffn_ratio"] for r in rows]
-    assert analysed == {name: (root / name / "analysis.json").stat().st_mtime_ns
-                        for name in analysed}
+    assert again == rows
     with pytest.raises(SystemExit, match="--ratios="):
         sweep.main([f"--out_root={tmp_path}", "--ratios=1.5"])
 
