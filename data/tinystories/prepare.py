@@ -50,13 +50,10 @@ def txt_stories(paths):
 def local_texts(paths):
     """The texts of local files of one kind, streamed."""
     for path in paths:
-        try:
-            check_input_file(path, "--data_files/--val_files")
-        except ValueError as e:
-            raise SystemExit(f"error: {e}") from None
+        check_input_file(path, "--data_files/--val_files")
     suffixes = {Path(p).suffix.lower() for p in paths}
     if len(suffixes) != 1 or not suffixes <= {".txt", *LOCAL_BUILDERS}:
-        raise SystemExit(f"error: local files must all be one of .txt {' '.join(LOCAL_BUILDERS)}; "
+        raise ValueError(f"local files must all be one of .txt {' '.join(LOCAL_BUILDERS)}; "
                          f"got {sorted(suffixes)}")
     if suffixes == {".txt"}:
         return txt_stories(paths)
@@ -129,4 +126,7 @@ def main(argv=None):
 
 if __name__ == "__main__":
     stop_on_sigterm()
-    main()
+    try:
+        main()
+    except ValueError as e:  # a local file that cannot be read
+        sys.exit(f"error: {e}")
