@@ -93,9 +93,6 @@ def prepare_text(text, tokenizer, data_dir, source, block_size=0, name="the text
     n_train = int(len(text) * 0.9)
     if tokenizer == "char":
         chars = "".join(sorted(set(text)))
-        if len(chars) > 2**16:
-            raise ConfigError(f"{name} holds {len(chars):,} distinct characters, more than "
-                              f"uint16 ids can number: use --tokenizer=gpt2")
         meta = {"tokenizer": "char", "vocab_size": len(chars), "chars": chars}
         ids = Tokenizer.char(chars).encode(text)
         splits = ids[:n_train], ids[n_train:]

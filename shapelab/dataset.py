@@ -158,7 +158,7 @@ def in_vocab_windows(text, chars, length, n_windows):
     return starts[pick.astype(int)].tolist()
 
 
-def ood_windows(eval_ood, meta, block_size, may_prepare=True):
+def ood_windows(eval_ood, meta, block_size):
     """({name: (64, block_size + 1) ids}, {name: sha256}): the same windows of each text of
     eval_ood for every run of this vocabulary and block_size; each text checked by its sha256."""
     if meta["tokenizer"] != "char":
@@ -166,7 +166,7 @@ def ood_windows(eval_ood, meta, block_size, may_prepare=True):
                         f"this dataset's tokenizer is {meta['tokenizer']!r}: use a char-level "
                         f"dataset (e.g. shakespeare_char) or eval_ood=''")
     folder = ROOT / "data" / eval_ood if "/" not in eval_ood else Path(eval_ood)
-    if not (folder / "meta.json").exists() and eval_ood == "fortunes" and may_prepare:
+    if not (folder / "meta.json").exists() and eval_ood == "fortunes":
         run_script(folder / "prepare.py")
     again = (f"eval_ood={eval_ood!r} names a folder of texts and their meta.json (python "
              f"{folder / 'prepare.py'} writes them), e.g. --eval_ood=fortunes")

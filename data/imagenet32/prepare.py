@@ -27,8 +27,8 @@ SPLIT_SEED = 42
 HUB_REPO = "benjamin-paine/imagenet-1k-32x32"  # parquet: image, label; train, validation, test
 
 
-def split_val_test(images, labels, seed=SPLIT_SEED):
-    perm = np.random.RandomState(seed).permutation(len(images))
+def split_val_test(images, labels):
+    perm = np.random.RandomState(SPLIT_SEED).permutation(len(images))
     val, test = perm[:len(images) // 2], perm[len(images) // 2:]
     return (images[val], labels[val]), (images[test], labels[test])
 

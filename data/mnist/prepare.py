@@ -121,17 +121,17 @@ def load_mnist5k(cache):
 
 
 def split_train_val_test(images, labels, test_images=None, test_labels=None, n_val=10_000,
-                         n_test=0, seed=SPLIT_SEED):
+                         n_test=0):
     """{"train", "val", "test"}: (images (N, 1, 28, 28) uint8, labels int64). With an official
     test set the reference code's split, train = the first N - n_val of RandomState(42)'s
     permutation; without one (the 5k subset) ours, val and test the first of default_rng(42)'s."""
     images, labels = images[:, None], np.asarray(labels, dtype=np.int64)
     if test_images is not None:
-        perm = np.random.RandomState(seed).permutation(len(images))
+        perm = np.random.RandomState(SPLIT_SEED).permutation(len(images))
         train, val = perm[:-n_val], perm[-n_val:]
         test = test_images[:, None], np.asarray(test_labels, dtype=np.int64)
     else:
-        perm = np.random.default_rng(seed).permutation(len(images))
+        perm = np.random.default_rng(SPLIT_SEED).permutation(len(images))
         val, train = perm[:n_val], perm[n_val + n_test:]
         test = images[perm[n_val:n_val + n_test]], labels[perm[n_val:n_val + n_test]]
     return {"train": (images[train], labels[train]), "val": (images[val], labels[val]),

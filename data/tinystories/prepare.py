@@ -76,8 +76,6 @@ def write_stories(texts, path, enc, max_docs):
         ids = enc.encode_ordinary_batch(batch, num_threads=min(8, os.cpu_count() or 1))
         writer.append(list(itertools.chain.from_iterable(story + [GPT2_EOT] for story in ids)))
         n_docs += len(batch)
-        if n_docs % 100_000 < len(batch):
-            print(f"  {path.name.split('.')[0]}: {n_docs:,} stories, {writer.tokens:,} tokens")
     return n_docs, writer.record()
 
 
