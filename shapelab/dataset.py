@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shapelab.images import (IMAGE_DATASETS, PREPARE_SCRIPTS, PREPARED_DIRS,  # noqa: F401
-                             ImageSplits, load_images, load_prepared)  # (train_mlp.py's)
+from shapelab.images import ImageSplits, load_images  # noqa: F401 (train_mlp.py's)
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF_PREPARING = ("shakespeare_char", "shakespeare")  # small: train.py prepares them when missing
