@@ -4,7 +4,6 @@ web-scale train.bin is gigabytes. Linux: mincore(2) says which pages any process
 import ctypes
 import json
 import mmap
-import os
 import sys
 
 import numpy as np
@@ -16,17 +15,13 @@ from conftest import run_here
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore is Linux's")
 def test_starting_on_a_2gb_train_bin_reads_only_the_batches(tmp_path):
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
 
     def resident_pages(path):
-        size, fd = os.path.getsize(path), os.open(path, os.O_RDONLY)
-        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        os.close(fd)
-        pages = ctypes.create_string_buffer(-(-size // mmap.PAGESIZE))
-        assert libc.mincore(addr, size, pages) == 0, os.strerror(ctypes.get_errno())
+        with open(path, "rb") as f:  # a private mapping: mincore reports the page cache
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        pages = ctypes.create_string_buffer(-(-len(mapped) // mmap.PAGESIZE))
+        address = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+        assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(len(mapped)), pages) == 0
         return sum(b & 1 for b in pages.raw), len(pages.raw)
     (tmp_path / "data").mkdir()
     with open(tmp_path / "data" / "train.bin", "wb") as f:
