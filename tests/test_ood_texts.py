@@ -1,5 +1,4 @@
-"""OOD texts: data/fortunes/prepare.py on a fake .deb, each text checked against its sha256, and
-train.py's eval_ood, which leaves the training untouched."""
+"""OOD texts: fortunes on a fake .deb, checked by sha256; eval_ood leaves training untouched."""
 
 import hashlib
 import io
