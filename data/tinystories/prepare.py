@@ -22,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
 from data.sources import (SplitWriter, check_input_file, file_errors_in_one_line,  # noqa: E402
-                          get_gpt2_encoding, hub_unreachable, replaced_together, stop_on_sigterm,
-                          write_meta)
+                          get_gpt2_encoding, hub_unreachable, replaced_together, write_meta)
 from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 HUB_DATASET = "roneneldan/TinyStories"
@@ -108,7 +107,7 @@ def main(argv=None):
     meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT,
             "source": source}
     enc, splits = get_gpt2_encoding(), {}
-    with file_errors_in_one_line("--out_dir"), replaced_together(args.out_dir) as stage:
+    with file_errors_in_one_line(), replaced_together(args.out_dir) as stage:
         for split, texts in (("val", val), ("train", train)):
             n_docs, splits[split] = write_stories(texts, stage(f"{split}.bin"), enc, args.max_docs)
             if n_docs == 0:
@@ -123,7 +122,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    stop_on_sigterm()
     try:
         main()
     except ValueError as e:  # a local file that cannot be read
