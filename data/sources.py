@@ -67,7 +67,7 @@ class SplitWriter:
         self.file.write(data.tobytes())
         self.hash.update(data.tobytes())
         self.tokens += data.size
-        self.max_id = max(self.max_id, int(data.max()) if data.size else -1)
+        self.max_id = max(self.max_id, int(data.max()))
 
     def record(self):
         self.file.close()

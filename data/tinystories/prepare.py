@@ -72,7 +72,7 @@ def write_stories(texts, path, enc, max_docs):
     """(how many stories, the split's record) of texts encoded into the file path."""
     writer, n_docs, texts = SplitWriter(path), 0, itertools.islice(texts, max_docs)
     while batch := list(itertools.islice(texts, 1024)):
-        ids = enc.encode_ordinary_batch(batch, num_threads=min(8, os.cpu_count() or 1))
+        ids = enc.encode_ordinary_batch(batch)
         writer.append(list(itertools.chain.from_iterable(story + [GPT2_EOT] for story in ids)))
         n_docs += len(batch)
     return n_docs, writer.record()
