@@ -32,17 +32,14 @@ WHISPER_SDIST_SHA256 = "37a91a3921809d9f44748ffc73c0a55c9f366c85a3ef5c2ae0cc0954
 WHISPER_GPT2_MEMBER = "whisper/assets/gpt2.tiktoken"
 
 
-def stop_on_sigterm():
-    """SIGTERM ends a prepare script as Ctrl-C does: replaced_together removes its temporaries."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-
-
 @contextlib.contextmanager
 def replaced_together(folder, index="meta.json"):
     """Yields stage(name), the temporary file to write `name` into. Once the block ends the staged
     files replace theirs (os.replace: each atomic), the index removed first and renamed in last."""
     folder, staged = Path(folder), {}
     folder.mkdir(parents=True, exist_ok=True)
+    # SIGTERM ends the script as Ctrl-C does, so the finally below removes the temporaries
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     def stage(name):
         staged[name] = folder / f"{name}.{os.getpid()}.tmp"
@@ -70,7 +67,7 @@ class SplitWriter:
         self.file.write(data.tobytes())
         self.hash.update(data.tobytes())
         self.tokens += data.size
-        self.max_id = max(self.max_id, int(data.max()) if data.size else -1)
+        self.max_id = max(self.max_id, int(data.max()))
 
     def record(self):
         self.file.close()
@@ -93,9 +90,6 @@ def prepare_text(text, tokenizer, data_dir, source, block_size=0, name="the text
     n_train = int(len(text) * 0.9)
     if tokenizer == "char":
         chars = "".join(sorted(set(text)))
-        if len(chars) > 2**16:
-            raise ConfigError(f"{name} holds {len(chars):,} distinct characters, more than "
-                              f"uint16 ids can number: use --tokenizer=gpt2")
         meta = {"tokenizer": "char", "vocab_size": len(chars), "chars": chars}
         ids = Tokenizer.char(chars).encode(text)
         splits = ids[:n_train], ids[n_train:]
@@ -124,17 +118,15 @@ def check_input_file(path, option):
 
 
 @contextlib.contextmanager
-def file_errors_in_one_line(folder_option=""):
+def file_errors_in_one_line():
     """A file a prepare script cannot read or write ends it in one line."""
     try:
         yield
     except OSError as e:
         if e.filename is None:  # a network error, say
             raise SystemExit(f"error: {type(e).__name__}: {e}") from None
-        elsewhere = (f", or prepare into another folder ({folder_option}=...)" if folder_option
-                     else "")
         raise SystemExit(f"error: {e.filename}: {e.strerror or e}: fix the permissions or free "
-                         f"disk space{elsewhere}") from None
+                         f"disk space, or prepare into another folder") from None
 
 
 class HashMismatchError(ValueError):

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shapelab.images import (IMAGE_DATASETS, PREPARE_SCRIPTS, PREPARED_DIRS,  # noqa: F401
-                             ImageSplits, load_images, load_prepared)  # (train_mlp.py's)
+from shapelab.images import ImageSplits, load_images  # noqa: F401 (train_mlp.py's)
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF_PREPARING = ("shakespeare_char", "shakespeare")  # small: train.py prepares them when missing
@@ -113,23 +112,14 @@ def checked_meta(text, path, files, block_size, again):
         meta = json.loads(text)
     except ValueError as e:
         raise DataError(f"error: {path} is not valid JSON ({e}): {again}") from None
-    vocab, chars = meta.get("vocab_size"), meta.get("chars")
-    if not isinstance(vocab, int) or meta.get("tokenizer") not in ("char", "gpt2") or (
-            meta["tokenizer"] == "char" and not (isinstance(chars, str)
-                                                 and len(set(chars)) == len(chars) == vocab)):
-        raise DataError(f"error: {path} does not describe a tokenizer ('char' with vocab_size "
-                        f"distinct chars, or 'gpt2'): {again}")
+    if meta.get("tokenizer") not in ("char", "gpt2") or "splits" not in meta:
+        raise DataError(f"error: {path} is not a prepared dataset's meta.json: {again}")
     for split, f in files.items():
-        size, info = os.fstat(f.fileno()).st_size, meta.get("splits", {}).get(split, {})
-        tokens, bin_path = size // 2, path.with_name(f"{split}.bin")
-        if size % 2:
-            raise DataError(f"error: {bin_path} is not a whole number of uint16 ids: {again}")
-        if tokens != info.get("tokens"):
-            raise DataError(f"error: {bin_path} holds {tokens:,} tokens, but {path} records "
-                            f"{info.get('tokens')}: {again}")
-        if not isinstance(info.get("max_id"), int) or info["max_id"] >= vocab:
-            raise DataError(f"error: {bin_path} holds token id {info.get('max_id')}, but {path} "
-                            f"says vocab_size={vocab}: {again}")
+        tokens, info = os.fstat(f.fileno()).st_size // 2, meta["splits"][split]
+        bin_path = path.with_name(f"{split}.bin")
+        if tokens != info["tokens"] or info["max_id"] >= meta["vocab_size"]:
+            raise DataError(f"error: {bin_path} ({tokens:,} tokens) is not the file {path} "
+                            f"records: {again}")
         if tokens <= block_size:
             raise DataError(f"error: {bin_path} has {tokens} tokens, fewer than block_size + 1 = "
                             f"{block_size + 1}: use a smaller --block_size or more data")
@@ -167,7 +157,7 @@ def in_vocab_windows(text, chars, length, n_windows):
     return starts[pick.astype(int)].tolist()
 
 
-def ood_windows(eval_ood, meta, block_size, may_prepare=True):
+def ood_windows(eval_ood, meta, block_size):
     """({name: (64, block_size + 1) ids}, {name: sha256}): the same windows of each text of
     eval_ood for every run of this vocabulary and block_size; each text checked by its sha256."""
     if meta["tokenizer"] != "char":
@@ -175,7 +165,7 @@ def ood_windows(eval_ood, meta, block_size, may_prepare=True):
                         f"this dataset's tokenizer is {meta['tokenizer']!r}: use a char-level "
                         f"dataset (e.g. shakespeare_char) or eval_ood=''")
     folder = ROOT / "data" / eval_ood if "/" not in eval_ood else Path(eval_ood)
-    if not (folder / "meta.json").exists() and eval_ood == "fortunes" and may_prepare:
+    if not (folder / "meta.json").exists() and eval_ood == "fortunes":
         run_script(folder / "prepare.py")
     again = (f"eval_ood={eval_ood!r} names a folder of texts and their meta.json (python "
              f"{folder / 'prepare.py'} writes them), e.g. --eval_ood=fortunes")

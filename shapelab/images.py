@@ -19,12 +19,13 @@ from shapelab.configurator import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-IMAGE_DATASETS = ("mnist", "mnist5k", "fashion_mnist", "imagenet32")
-PREPARE_SCRIPTS = {name: ROOT / "data" / ("imagenet32" if name == "imagenet32" else "mnist")
-                   / "prepare.py" for name in IMAGE_DATASETS}
-PREPARED_DIRS = {"mnist": ROOT / "data" / "mnist", "mnist5k": ROOT / "data" / "mnist" / "mnist5k",
-                 "fashion_mnist": ROOT / "data" / "mnist" / "fashion_mnist",
-                 "imagenet32": ROOT / "data" / "imagenet32"}
+# under data/, each written by data/<its first folder>/prepare.py
+PREPARED_DIRS = {"mnist": "mnist", "mnist5k": "mnist/mnist5k",
+                 "fashion_mnist": "mnist/fashion_mnist", "imagenet32": "imagenet32"}
+
+
+def prepare_script(dataset):
+    return ROOT / "data" / PREPARED_DIRS[dataset].split("/")[0] / "prepare.py"
 
 
 @dataclass
@@ -42,7 +43,7 @@ class ImageSplits:
 def load_prepared(folder, dataset):
     """(ImageSplits, meta) of a prepared folder, read whole: a preparation renamed in during a run
     is never seen by it, and meta.json read before and after the arrays is theirs."""
-    again = f"prepare it again (python {PREPARE_SCRIPTS[dataset].relative_to(ROOT)} ...)"
+    again = f"prepare it again (python {prepare_script(dataset).relative_to(ROOT)} ...)"
     for _ in range(50):
         try:
             text = (folder / "meta.json").read_bytes()
@@ -66,14 +67,14 @@ def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=
     """The prepared splits of `dataset` for `task` (image_tasks.Task), prepared first when the
     folder is missing or was prepared from another --data_dir."""
     dataset = dataset or ("mnist" if task.dataset_kind == "28x28" else "imagenet32")
-    if dataset not in IMAGE_DATASETS:
+    if dataset not in PREPARED_DIRS:
         raise ConfigError(f"dataset={dataset!r} is unknown; choose one of "
-                          f"{', '.join(IMAGE_DATASETS)}")
+                          f"{', '.join(PREPARED_DIRS)}")
     if (dataset == "imagenet32") != (task.dataset_kind == "imagenet32"):
         need = ("imagenet32" if task.dataset_kind == "imagenet32"
                 else "mnist, mnist5k or fashion_mnist")
         raise ConfigError(f"task {task.name} needs --dataset={need}, got {dataset!r}")
-    folder = Path(prepared_dir) if prepared_dir else PREPARED_DIRS[dataset]
+    folder = Path(prepared_dir or ROOT / "data" / PREPARED_DIRS[dataset])
     meta_path = folder / "meta.json"
     stale = data_dir and meta_path.exists() and json.loads(
         meta_path.read_text()).get("data_dir") != os.path.abspath(data_dir)
@@ -87,8 +88,8 @@ def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=
             args.append(f"--dataset={dataset}")
         elif max_train_images:
             args.append(f"--max_train_images={max_train_images}")
-        print(f"preparing: python {PREPARE_SCRIPTS[dataset]} {' '.join(args)}")
-        if subprocess.run([sys.executable, PREPARE_SCRIPTS[dataset], *args]).returncode != 0:
+        print(f"preparing: python {prepare_script(dataset)} {' '.join(args)}")
+        if subprocess.run([sys.executable, prepare_script(dataset), *args]).returncode != 0:
             raise ConfigError(f"preparing {dataset} failed (see the messages above)")
     splits, meta = load_prepared(folder, dataset)
     if tuple(meta["image_shape"]) != task.image_shape:

@@ -1,5 +1,4 @@
-"""The image prepare scripts on fixtures in the official IDX and npz formats: the reference code's
-splits, downloads checked before they are read, the files train_mlp.py reads. Offline."""
+"""The image prepare scripts on IDX and npz fixtures: the reference splits, checked downloads."""
 
 import gzip
 import json

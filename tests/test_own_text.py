@@ -1,5 +1,4 @@
-"""Your own text: data/text/prepare.py --input=FILE (or data/shakespeare*/prepare.py's) prints the
-commands that train on it; a file that is no usable text is one line, and nothing is written."""
+"""Your own text: data/text/prepare.py --input=FILE; a file that is no usable text is one line."""
 
 import os
 import re

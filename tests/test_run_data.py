@@ -1,7 +1,10 @@
 """A run trains on the data it opened, whatever is prepared meanwhile; a file written over in place
-stops it; a resume hashes the files it opens against its checkpoint. POSIX."""
+stops it; a resume hashes the files it opens; a start reads only its batches. POSIX."""
 
+import ctypes
 import json
+import mmap
+import sys
 
 import numpy as np
 import pytest
@@ -73,3 +76,29 @@ def test_a_resume_on_other_data_is_one_line_even_at_the_same_size_and_meta(tmp_p
         assert (out / "ckpt.pt").read_bytes() == saved and "val loss" not in result.stdout
     prepare_text(TEXT, "char", data, "text")  # prepared again from the same text: it goes on
     assert run_here("train.py", *args, "--max_iters=4", "--init_from=resume").returncode == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mincore is Linux's")
+def test_starting_on_a_2gb_train_bin_reads_only_the_batches(tmp_path):
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def resident_pages(path):
+        with open(path, "rb") as f:  # a private mapping: mincore reports the page cache
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        pages = ctypes.create_string_buffer(-(-len(mapped) // mmap.PAGESIZE))
+        address = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+        assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(len(mapped)), pages) == 0
+        return sum(b & 1 for b in pages.raw), len(pages.raw)
+    (tmp_path / "data").mkdir()
+    with open(tmp_path / "data" / "train.bin", "wb") as f:
+        f.truncate(2**31)  # 2**30 ids, a sparse file (all holes: id 0), so it costs no disk
+    (np.arange(4096) % 7).astype(np.uint16).tofile(tmp_path / "data" / "val.bin")
+    (tmp_path / "data" / "meta.json").write_text(json.dumps(dict(
+        tokenizer="char", vocab_size=7, chars="abcdefg", splits=dict(
+            train=dict(tokens=2**30, max_id=6), val=dict(tokens=4096, max_id=6)))))
+    assert resident_pages(tmp_path / "data" / "train.bin")[0] == 0  # nothing cached yet
+    result = run_here("train.py", *TINY, f"--data_dir={tmp_path / 'data'}",
+                      f"--out_dir={tmp_path / 'o'}", "--max_iters=2")
+    assert result.returncode == 0 and "step 2: train loss" in result.stdout, result.stderr
+    read, total = resident_pages(tmp_path / "data" / "train.bin")
+    assert read < total // 10, f"{read} of {total} pages of train.bin were read"  # (read-ahead)

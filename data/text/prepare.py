@@ -17,8 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
 from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from data.sources import (check_input_file, file_errors_in_one_line, prepare_text,  # noqa: E402
-                          stop_on_sigterm)
+from data.sources import check_input_file, file_errors_in_one_line, prepare_text  # noqa: E402
 
 
 def read_text(path):
@@ -60,7 +59,7 @@ def main(argv):
         data_dir = Path(args["data_dir"]) if args["data_dir"] else HERE
         path = Path(args["input"])
         text = read_input(path)
-        with file_errors_in_one_line("--data_dir"):
+        with file_errors_in_one_line():
             meta = prepare_text(text, args["tokenizer"], data_dir, f"your text: {path.resolve()}, "
                                 f"{len(text):,} characters", args["block_size"], f"--input={path}")
     except ConfigError as e:
@@ -80,5 +79,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    stop_on_sigterm()
     main(sys.argv[1:])

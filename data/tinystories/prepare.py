@@ -22,8 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: shapelab/, data/
 from data.sources import (SplitWriter, check_input_file, file_errors_in_one_line,  # noqa: E402
-                          get_gpt2_encoding, hub_unreachable, replaced_together, stop_on_sigterm,
-                          write_meta)
+                          get_gpt2_encoding, hub_unreachable, replaced_together, write_meta)
 from shapelab.tokenizer import GPT2_EOT, GPT2_VOCAB_SIZE  # noqa: E402
 
 HUB_DATASET = "roneneldan/TinyStories"
@@ -50,13 +49,10 @@ def txt_stories(paths):
 def local_texts(paths):
     """The texts of local files of one kind, streamed."""
     for path in paths:
-        try:
-            check_input_file(path, "--data_files/--val_files")
-        except ValueError as e:
-            raise SystemExit(f"error: {e}") from None
+        check_input_file(path, "--data_files/--val_files")
     suffixes = {Path(p).suffix.lower() for p in paths}
     if len(suffixes) != 1 or not suffixes <= {".txt", *LOCAL_BUILDERS}:
-        raise SystemExit(f"error: local files must all be one of .txt {' '.join(LOCAL_BUILDERS)}; "
+        raise ValueError(f"local files must all be one of .txt {' '.join(LOCAL_BUILDERS)}; "
                          f"got {sorted(suffixes)}")
     if suffixes == {".txt"}:
         return txt_stories(paths)
@@ -76,11 +72,9 @@ def write_stories(texts, path, enc, max_docs):
     """(how many stories, the split's record) of texts encoded into the file path."""
     writer, n_docs, texts = SplitWriter(path), 0, itertools.islice(texts, max_docs)
     while batch := list(itertools.islice(texts, 1024)):
-        ids = enc.encode_ordinary_batch(batch, num_threads=min(8, os.cpu_count() or 1))
+        ids = enc.encode_ordinary_batch(batch)
         writer.append(list(itertools.chain.from_iterable(story + [GPT2_EOT] for story in ids)))
         n_docs += len(batch)
-        if n_docs % 100_000 < len(batch):
-            print(f"  {path.name.split('.')[0]}: {n_docs:,} stories, {writer.tokens:,} tokens")
     return n_docs, writer.record()
 
 
@@ -113,7 +107,7 @@ def main(argv=None):
     meta = {"tokenizer": "gpt2", "vocab_size": GPT2_VOCAB_SIZE, "eot_token": GPT2_EOT,
             "source": source}
     enc, splits = get_gpt2_encoding(), {}
-    with file_errors_in_one_line("--out_dir"), replaced_together(args.out_dir) as stage:
+    with file_errors_in_one_line(), replaced_together(args.out_dir) as stage:
         for split, texts in (("val", val), ("train", train)):
             n_docs, splits[split] = write_stories(texts, stage(f"{split}.bin"), enc, args.max_docs)
             if n_docs == 0:
@@ -128,5 +122,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    stop_on_sigterm()
-    main()
+    try:
+        main()
+    except ValueError as e:  # a local file that cannot be read
+        sys.exit(f"error: {e}")
