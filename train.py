@@ -326,7 +326,8 @@ while True:
     steps_timed += 1
 
     log_step = iter_num % log_interval == 0 or not max_iters  # (a time limit not planned yet)
-    if log_step:  # every process: the loss comes to the host
+    plan_step = time_plan and iter_num >= time_plan.next_plan  # a machine that gets busy
+    if log_step or plan_step:  # every process: the loss comes to the host
         lossf = loss.item() * gradient_accumulation_steps
         if not math.isfinite(lossf):
             raise run.diverged(iter_num, f"the loss is {lossf}", to_try)

@@ -158,6 +158,7 @@ class TimePlan:
         state = (checkpoint and checkpoint["time_plan"]) or dict(minutes=0, elapsed_s=0.0)
         self.minutes, self.device, self.start = minutes, device, start - state["elapsed_s"]
         self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
+        self.next_plan = 0  # the step to plan again at: about every 5 s
 
     def state_dict(self):
         return dict(minutes=self.minutes, max_iters=self.max_iters,
@@ -167,10 +168,11 @@ class TimePlan:
         """After `step`: the steps that fit in the time left (rank 0's plan under torchrun)."""
         left = max(60 * self.minutes - (time.monotonic() - self.start) - eval_s, 0.0)
         steps = left / (step_s + eval_s / eval_interval + 1e-9)
-        planned = torch.tensor(step + 1 + int(min(steps, 1e15)), device=self.device)
+        next_plan = step + 1 + int(5 / (step_s + 1e-9))
+        planned = torch.tensor([step + 1 + int(min(steps, 1e15)), next_plan], device=self.device)
         if torch.distributed.is_initialized():
             torch.distributed.broadcast(planned, src=0)
-        old, self.max_iters = self.max_iters, int(planned)
+        old, (self.max_iters, self.next_plan) = self.max_iters, planned.tolist()
         if os.environ.get("RANK", "0") == "0" and abs(self.max_iters - old) > 0.05 * old:
             print(f"time limit {self.minutes:g} min: max_iters={self.max_iters} "
                   f"({1000 * step_s:.0f} ms a step, {left / 60:.1f} min left)")
