@@ -33,7 +33,7 @@ from shapelab.hardware import auto_dtype, autocast, pick_device
 from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
                                   choose_prototypes, flips_of_copies, get_task, make_batch,
                                   samples_png)
-from shapelab.run import RunDir, all_finite, resume_policy
+from shapelab.run import RunDir, all_finite, start_run
 
 # -----------------------------------------------------------------------------------------------
 # default config: denoising MNIST; a None takes config/mlp_<task>.py's value
@@ -180,17 +180,6 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     return acc.result()
 
 
-def load_run(path, device="cpu"):
-    """out_dir/ckpt.pt of a train_mlp.py run; a missing file or another kind is one line."""
-    try:
-        checkpoint = load_checkpoint(path, map_location=device, trainer="train_mlp.py")
-    except FileNotFoundError as e:
-        raise ConfigError(e) from None
-    need("train_state" in checkpoint, f"{path} is not a run of train_mlp.py (an LM checkpoint of "
-         f"train.py? sample it with sample.py): train into a new --out_dir")
-    return checkpoint
-
-
 def record_of(data):
     return {"dataset": data.dataset, "source": portable_source(data.source),
             "n_train": len(data.train)}
@@ -212,14 +201,12 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model: the results, with the best model (by validation loss) under "model".
     config: a dict of settings; data: ImageSplits (None: loaded); run: out_dir's RunDir (None:
     nothing written); given: the keys the command line set; results=False: no result files."""
-    c = resolve(config)
-    checkpoint = None
-    if c.init_from == "resume":
-        checkpoint = load_run(run.ckpt)
-        c = resolve(resume_policy(run.ckpt, checkpoint["config"], vars(c),
-                                  DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED))
-    if run is not None:
-        run.refuse_to_replace(c.init_from, c.overwrite)
+    c, checkpoint = resolve(config), None
+    if run is not None:  # the lock, the refusals and the resume of train.py
+        run, checkpoint, settings = start_run(vars(c), DEFAULTS if given is None else given,
+                                              SHAPE_KEYS, run, "train_mlp.py", ["train_state"],
+                                              NOT_RESUMED)
+        c = resolve(settings)
     ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends
     to_try = f"a lower --learning_rate (now {c.learning_rate})"
     t = get_task(c.task)
@@ -275,7 +262,6 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         elapsed_before = state["elapsed_s"]
         best = {"val_loss": checkpoint["best_val_loss"], "iter": checkpoint["best_iter"],
                 "state": checkpoint["model"]}
-        run.last_good_step = start
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
             if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
     elif run is not None and c.overwrite:  # every setting, the data and the model checked
@@ -397,7 +383,8 @@ def evaluate_checkpoint(config):
     source it was trained on, unless --allow_other_data=True."""
     given = resolve(config)
     path = os.path.join(given.out_dir, "ckpt.pt")
-    ckpt = load_run(path, given.device)
+    need(os.path.isfile(path), f"no checkpoint at {path}: train one first (python train_mlp.py)")
+    ckpt = load_checkpoint(path, given.device, trainer="train_mlp.py")
     c = resolve({**ckpt["config"], "device": given.device, "data_dir": config["data_dir"],
                  "prepared_dir": config["prepared_dir"] or ckpt["config"]["prepared_dir"]})
     model = make_model(c)
