@@ -180,21 +180,19 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     return acc.result()
 
 
-def record_of(data):
-    return {"dataset": data.dataset, "source": portable_source(data.source),
-            "n_train": len(data.train)}
-
-
-def check_data(path, trained, now, allowed=None):
-    """A run goes on, or is scored, on the data it was trained on: else one line (allowed=True: a
-    warning; None: a resume, never allowed)."""
-    if {**trained, "source": portable_source(trained["source"])} == now:
-        return
+def check_data(path, trained, data, allowed=None):
+    """The record of `data`; a run goes on, or is scored, on the data it was `trained` on, else one
+    line (allowed=True: a warning; None: a resume, never allowed)."""
+    now = {"dataset": data.dataset, "source": portable_source(data.source),
+           "n_train": len(data.train)}
+    if trained is None or {**trained, "source": portable_source(trained["source"])} == now:
+        return now
     message = f"{path} was trained on {trained}, but the data now is {now}"
     need(allowed, f"{message}: pass --prepared_dir=<the folder holding it>"
          + (", or --allow_other_data=True to score it on this data anyway" if allowed is False
             else ""))
     print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
+    return now
 
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
@@ -215,9 +213,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         torch.set_num_threads(c.num_threads)
     if data is None:
         data = load_images(t, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    data_record = record_of(data)
-    if checkpoint is not None:
-        check_data(run.ckpt, checkpoint["data"], data_record)
+    data_record = check_data(c.out_dir, checkpoint and checkpoint["data"], data)
     # generative classification: one training image per class is the target
     prototypes = (choose_prototypes(data.train, data.train_labels).to(c.device)
                   if t.target == "prototype" else None)
@@ -391,7 +387,7 @@ def evaluate_checkpoint(config):
     model.load_state_dict(ckpt["model"])
     model.to(c.device)
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    check_data(path, ckpt["data"], record_of(data), given.allow_other_data)
+    check_data(path, ckpt["data"], data, given.allow_other_data)
     test = evaluate(model, c, data.test, data.test_labels, ckpt["prototypes"],
                     with_ssim=True, seed=c.seed + 2000)
     print(json.dumps({"checkpoint": path, "best_iter": ckpt["best_iter"], "data": data.source,
