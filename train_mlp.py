@@ -95,7 +95,9 @@ RULES = [  # (keys, what each must be, the one line's words)
      lambda v: v is None or 0 <= v < math.inf, "it must be 0 or more, a finite number"),
     ("epochs learning_rate", lambda v: 0 < v < math.inf, "it must be more than 0, a finite number"),
     ("init_from", lambda v: v in ("scratch", "resume"), "use scratch or resume"),
-    ("flips", lambda v: v in (1, 2, 4), "it must be 1, 2 or 4")]
+    ("flips", lambda v: v in (1, 2, 4), "it must be 1, 2 or 4"),
+    ("dtype", lambda v: v in ("float32", "auto", "bfloat16", "float16"),
+     "use float32, auto, bfloat16 or float16")]
 
 
 def task_protocol(task_name):
@@ -122,8 +124,6 @@ def resolve(config):
     need(not c.data_dir or os.path.isdir(c.data_dir), f"--data_dir={c.data_dir}: no such folder")
     c.device = pick_device(c.device)
     c.dtype = auto_dtype(c.device.split(":")[0]) if c.dtype == "auto" else c.dtype
-    need(c.dtype in ("bfloat16", "float16", "float32"),
-         f"--dtype={c.dtype!r}: use float32, auto, bfloat16 or float16")
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
     c.input_proj = input_projection(c.input_proj, c.shape, c.latent_dim, t.input_dim)
@@ -261,9 +261,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
             if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
     elif run is not None and c.overwrite:  # every setting, the data and the model checked
-        run.remove_previous_run()
-        for name in ("result.json", "history.csv", "samples.png", "data.json"):
-            (run.dir / name).unlink(missing_ok=True)
+        run.remove_previous_run("result.json", "history.csv", "samples.png", "data.json")
     checkpoint = None  # free memory
 
     val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan

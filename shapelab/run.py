@@ -86,8 +86,8 @@ class RunDir:
                         f"with --init_from=resume, use another --out_dir, or pass "
                         f"--overwrite=True to delete it")
 
-    def remove_previous_run(self):
-        for path in (self.ckpt, self.metrics):
+    def remove_previous_run(self, *others):
+        for path in (self.ckpt, self.metrics, *(self.dir / name for name in others)):
             path.unlink(missing_ok=True)
 
     def save(self, state):
