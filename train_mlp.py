@@ -379,11 +379,11 @@ def evaluate_checkpoint(config):
     path = os.path.join(given.out_dir, "ckpt.pt")
     need(os.path.isfile(path), f"no checkpoint at {path}: train one first (python train_mlp.py)")
     ckpt = load_checkpoint(path, given.device, trainer="train_mlp.py")
+    need("train_state" in ckpt, f"{path} is not a train_mlp.py checkpoint: use another --out_dir")
     c = resolve({**ckpt["config"], "device": given.device, "data_dir": config["data_dir"],
                  "prepared_dir": config["prepared_dir"] or ckpt["config"]["prepared_dir"]})
-    model = make_model(c)
+    model = make_model(c).to(c.device)
     model.load_state_dict(ckpt["model"])
-    model.to(c.device)
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
     check_data(path, ckpt["data"], data, given.allow_other_data)
     test = evaluate(model, c, data.test, data.test_labels, ckpt["prototypes"],
