@@ -185,7 +185,7 @@ def check_data(path, trained, data, allowed=None):
     line (allowed=True: a warning; None: a resume, never allowed)."""
     now = {"dataset": data.dataset, "source": portable_source(data.source),
            "n_train": len(data.train)}
-    if trained is None or {**trained, "source": portable_source(trained["source"])} == now:
+    if trained in (None, now):
         return now
     message = f"{path} was trained on {trained}, but the data now is {now}"
     need(allowed, f"{message}: pass --prepared_dir=<the folder holding it>"
