@@ -331,10 +331,8 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     train_time = elapsed_before + time.time() - t0
 
     model.load_state_dict(best["state"])  # test the model with the lowest validation loss
-    test = evaluate(model, c, data.test, data.test_labels, prototypes, with_ssim=True,
-                    seed=c.seed + 2000)
-    baseline = evaluate(model, c, data.test, data.test_labels, prototypes, with_ssim=True,
-                        seed=c.seed + 2000, baseline=True)
+    test, baseline = (evaluate(model, c, data.test, data.test_labels, prototypes, True,
+                               c.seed + 2000, baseline) for baseline in (False, True))
     result = {"task": c.task, "data": data_record["source"], "dataset": data.dataset,
               "config": config_record(c), "params": params, "steps": total_steps,
               "best_iter": best["iter"], "best_val_loss": best["val_loss"],
