@@ -33,7 +33,7 @@ from shapelab.hardware import auto_dtype, autocast, pick_device
 from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
                                   choose_prototypes, flips_of_copies, get_task, make_batch,
                                   samples_png)
-from shapelab.run import RunDir, all_finite, resume_policy
+from shapelab.run import RunDir, all_finite, start_run
 
 # -----------------------------------------------------------------------------------------------
 # default config: denoising MNIST; a None takes config/mlp_<task>.py's value
@@ -95,7 +95,9 @@ RULES = [  # (keys, what each must be, the one line's words)
      lambda v: v is None or 0 <= v < math.inf, "it must be 0 or more, a finite number"),
     ("epochs learning_rate", lambda v: 0 < v < math.inf, "it must be more than 0, a finite number"),
     ("init_from", lambda v: v in ("scratch", "resume"), "use scratch or resume"),
-    ("flips", lambda v: v in (1, 2, 4), "it must be 1, 2 or 4")]
+    ("flips", lambda v: v in (1, 2, 4), "it must be 1, 2 or 4"),
+    ("dtype", lambda v: v in ("float32", "auto", "bfloat16", "float16"),
+     "use float32, auto, bfloat16 or float16")]
 
 
 def task_protocol(task_name):
@@ -122,8 +124,6 @@ def resolve(config):
     need(not c.data_dir or os.path.isdir(c.data_dir), f"--data_dir={c.data_dir}: no such folder")
     c.device = pick_device(c.device)
     c.dtype = auto_dtype(c.device.split(":")[0]) if c.dtype == "auto" else c.dtype
-    need(c.dtype in ("bfloat16", "float16", "float32"),
-         f"--dtype={c.dtype!r}: use float32, auto, bfloat16 or float16")
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
     c.input_proj = input_projection(c.input_proj, c.shape, c.latent_dim, t.input_dim)
@@ -180,46 +180,31 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     return acc.result()
 
 
-def load_run(path, device="cpu"):
-    """out_dir/ckpt.pt of a train_mlp.py run; a missing file or another kind is one line."""
-    try:
-        checkpoint = load_checkpoint(path, map_location=device, trainer="train_mlp.py")
-    except FileNotFoundError as e:
-        raise ConfigError(e) from None
-    need("train_state" in checkpoint, f"{path} is not a run of train_mlp.py (an LM checkpoint of "
-         f"train.py? sample it with sample.py): train into a new --out_dir")
-    return checkpoint
-
-
-def record_of(data):
-    return {"dataset": data.dataset, "source": portable_source(data.source),
-            "n_train": len(data.train)}
-
-
-def check_data(path, trained, now, allowed=None):
-    """A run goes on, or is scored, on the data it was trained on: else one line (allowed=True: a
-    warning; None: a resume, never allowed)."""
-    if {**trained, "source": portable_source(trained["source"])} == now:
-        return
+def check_data(path, trained, data, allowed=None):
+    """The record of `data`; a run goes on, or is scored, on the data it was `trained` on, else one
+    line (allowed=True: a warning; None: a resume, never allowed)."""
+    now = {"dataset": data.dataset, "source": portable_source(data.source),
+           "n_train": len(data.train)}
+    if trained in (None, now):
+        return now
     message = f"{path} was trained on {trained}, but the data now is {now}"
     need(allowed, f"{message}: pass --prepared_dir=<the folder holding it>"
          + (", or --allow_other_data=True to score it on this data anyway" if allowed is False
             else ""))
     print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
+    return now
 
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model: the results, with the best model (by validation loss) under "model".
     config: a dict of settings; data: ImageSplits (None: loaded); run: out_dir's RunDir (None:
     nothing written); given: the keys the command line set; results=False: no result files."""
-    c = resolve(config)
-    checkpoint = None
-    if c.init_from == "resume":
-        checkpoint = load_run(run.ckpt)
-        c = resolve(resume_policy(run.ckpt, checkpoint["config"], vars(c),
-                                  DEFAULTS if given is None else given, SHAPE_KEYS, NOT_RESUMED))
-    if run is not None:
-        run.refuse_to_replace(c.init_from, c.overwrite)
+    c, checkpoint = resolve(config), None
+    if run is not None:  # the lock, the refusals and the resume of train.py
+        run, checkpoint, settings = start_run(vars(c), DEFAULTS if given is None else given,
+                                              SHAPE_KEYS, run, "train_mlp.py", ["train_state"],
+                                              NOT_RESUMED)
+        c = resolve(settings)
     ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends
     to_try = f"a lower --learning_rate (now {c.learning_rate})"
     t = get_task(c.task)
@@ -228,9 +213,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         torch.set_num_threads(c.num_threads)
     if data is None:
         data = load_images(t, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    data_record = record_of(data)
-    if checkpoint is not None:
-        check_data(run.ckpt, checkpoint["data"], data_record)
+    data_record = check_data(c.out_dir, checkpoint and checkpoint["data"], data)
     # generative classification: one training image per class is the target
     prototypes = (choose_prototypes(data.train, data.train_labels).to(c.device)
                   if t.target == "prototype" else None)
@@ -275,13 +258,10 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         elapsed_before = state["elapsed_s"]
         best = {"val_loss": checkpoint["best_val_loss"], "iter": checkpoint["best_iter"],
                 "state": checkpoint["model"]}
-        run.last_good_step = start
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
             if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
     elif run is not None and c.overwrite:  # every setting, the data and the model checked
-        run.remove_previous_run()
-        for name in ("result.json", "history.csv", "samples.png", "data.json"):
-            (run.dir / name).unlink(missing_ok=True)
+        run.remove_previous_run("result.json", "history.csv", "samples.png", "data.json")
     checkpoint = None  # free memory
 
     val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan
@@ -351,10 +331,8 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     train_time = elapsed_before + time.time() - t0
 
     model.load_state_dict(best["state"])  # test the model with the lowest validation loss
-    test = evaluate(model, c, data.test, data.test_labels, prototypes, with_ssim=True,
-                    seed=c.seed + 2000)
-    baseline = evaluate(model, c, data.test, data.test_labels, prototypes, with_ssim=True,
-                        seed=c.seed + 2000, baseline=True)
+    test, baseline = (evaluate(model, c, data.test, data.test_labels, prototypes, True,
+                               c.seed + 2000, baseline) for baseline in (False, True))
     result = {"task": c.task, "data": data_record["source"], "dataset": data.dataset,
               "config": config_record(c), "params": params, "steps": total_steps,
               "best_iter": best["iter"], "best_val_loss": best["val_loss"],
@@ -397,14 +375,15 @@ def evaluate_checkpoint(config):
     source it was trained on, unless --allow_other_data=True."""
     given = resolve(config)
     path = os.path.join(given.out_dir, "ckpt.pt")
-    ckpt = load_run(path, given.device)
+    need(os.path.isfile(path), f"no checkpoint at {path}: train one first (python train_mlp.py)")
+    ckpt = load_checkpoint(path, given.device, trainer="train_mlp.py")
+    need("train_state" in ckpt, f"{path} is not a train_mlp.py checkpoint: use another --out_dir")
     c = resolve({**ckpt["config"], "device": given.device, "data_dir": config["data_dir"],
                  "prepared_dir": config["prepared_dir"] or ckpt["config"]["prepared_dir"]})
-    model = make_model(c)
+    model = make_model(c).to(c.device)
     model.load_state_dict(ckpt["model"])
-    model.to(c.device)
     data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    check_data(path, ckpt["data"], record_of(data), given.allow_other_data)
+    check_data(path, ckpt["data"], data, given.allow_other_data)
     test = evaluate(model, c, data.test, data.test_labels, ckpt["prototypes"],
                     with_ssim=True, seed=c.seed + 2000)
     print(json.dumps({"checkpoint": path, "best_iter": ckpt["best_iter"], "data": data.source,

@@ -86,8 +86,8 @@ class RunDir:
                         f"with --init_from=resume, use another --out_dir, or pass "
                         f"--overwrite=True to delete it")
 
-    def remove_previous_run(self):
-        for path in (self.ckpt, self.metrics):
+    def remove_previous_run(self, *others):
+        for path in (self.ckpt, self.metrics, *(self.dir / name for name in others)):
             path.unlink(missing_ok=True)
 
     def save(self, state):
@@ -101,7 +101,6 @@ class RunDir:
             f.write(json.dumps(record) + "\n")
 
     def drop_repeated_metrics(self, step):
-        """The rows of the steps a resume trains again go."""
         rows = [r for r in read_jsonl(self.metrics)
                 if r["iter"] < step or (r["iter"] == step and "loss" not in r)]
         write_atomic(self.metrics, "".join(json.dumps(r) + "\n" for r in rows))
@@ -113,11 +112,10 @@ class RunDir:
 
     def catch_signals(self):
         """Ctrl-C and SIGTERM end in one line; under torchrun only rank 0 speaks."""
-        if os.environ.get("RANK", "0") != "0":
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            return
-        signal.signal(signal.SIGINT, self.interrupted)
-        signal.signal(signal.SIGTERM, self.interrupted)
+        rank0 = os.environ.get("RANK", "0") == "0"
+        signal.signal(signal.SIGINT, self.interrupted if rank0 else signal.SIG_IGN)
+        if rank0:
+            signal.signal(signal.SIGTERM, self.interrupted)
 
     def interrupted(self, signum=signal.SIGINT, frame=None):
         """One line naming the last checkpoint and the command that goes on."""
@@ -195,24 +193,26 @@ def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUME
                          if k in config and k not in not_resumed and k not in given}}
 
 
-def start_run(config, given, model_keys):
-    """(the locked RunDir, the checkpoint or None, the settings) of train.py's run."""
-    run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)  # rank 0 holds it
-    run.catch_signals()
+def start_run(config, given, model_keys, run=None, trainer="train.py",
+              marks=("model_type", "model_args"), not_resumed=NOT_RESUMED):
+    """(the locked RunDir, the checkpoint or None, the settings); a given `run` is the caller's."""
+    if run is None:
+        run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)  # rank 0 holds it
+        run.catch_signals()
     checkpoint = None
     if config["init_from"] == "resume":
         try:
-            checkpoint = load_checkpoint(run.ckpt)
+            checkpoint = load_checkpoint(run.ckpt, trainer=trainer)
         except FileNotFoundError as e:
             raise SystemExit(f"error: {e}") from None
-        if not {"model_type", "model_args", "config", "iter_num"} <= set(checkpoint):
-            raise SystemExit(f"error: {run.ckpt} is not a checkpoint of train.py: train into "
+        if not {"config", "iter_num", *marks} <= set(checkpoint):
+            raise SystemExit(f"error: {run.ckpt} is not a checkpoint of {trainer}: train into "
                              f"another --out_dir")
-        args = checkpoint["model_args"]
-        shape = {"model_type": checkpoint["model_type"],
+        args = checkpoint.get("model_args", checkpoint["config"])
+        shape = {"model_type": checkpoint.get("model_type"),
                  **{k: args[k] for k in model_keys if k in args}}
         config = resume_policy(run.ckpt, {**checkpoint["config"], **shape}, config, given,
-                               {*shape, "model_args"})
+                               {*shape, "model_args"}, not_resumed)
         run.last_good_step = checkpoint["iter_num"]
     run.refuse_to_replace(config["init_from"], config["overwrite"])
     return run, checkpoint, config

@@ -108,12 +108,16 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_numbers(prepared, t
         (part / "result.json").read_text())["test"]
 
 
-def test_resume_refuses_another_model_and_takes_another_learning_rate_with_a_note(
+def test_resume_refuses_another_model_or_data_and_takes_another_learning_rate_with_a_note(
         prepared, tmp_path, capsys):
     out = tmp_path / "o"
     main(*args(prepared, out), "--max_iters=4")
     line = stopped(capsys, *args(prepared, out), "--n_blocks=2", "--init_from=resume")
     assert "n_blocks=2 (the checkpoint has 1)" in line
+    other = write_prepared(tmp_path / "other", digit_splits(n_train=256, n_val=64, n_test=64),
+                           source="another source")
+    line = stopped(capsys, *args(other, out), "--init_from=resume", code=2)
+    assert "was trained on" in line and "another source" in line
     capsys.readouterr()
     main(*args(prepared, out), "--learning_rate=2e-3", "--init_from=resume")
     assert "note: resuming with learning_rate=0.002; max_iters=12" in capsys.readouterr().out
