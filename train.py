@@ -23,7 +23,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
 from shapelab.dataset import find_dataset, ood_windows, open_dataset
-from shapelab.hardware import auto_dtype, autocast, compiles_by_default, peak_flops, pick_device
+from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, fastest_cpu_threads,
+                               peak_flops, pick_device)
 from shapelab.run import TimePlan, all_finite, all_rng_states, restore_rng, start_run
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
@@ -246,6 +247,12 @@ if ood_sha256:  # which texts the OOD losses are of
 # training loop
 to_try = (f"a lower learning_rate (now {learning_rate}), more warmup_iters (now {warmup_iters}), "
           f"grad_clip=1.0, or dtype='bfloat16' instead of float16")
+if device_type == "cpu":
+    batch = get_batch("train", torch.Generator().manual_seed(seed))  # not the sampler's
+    timings = fastest_cpu_threads(raw_model, *batch, autocast_ctx)
+    if master_process:
+        print(f"CPU threads: {torch.get_num_threads()}, the fastest here now (a forward-backward "
+              "pass: " + ", ".join(f"{1000 * s:.0f} ms on {n}" for n, s in timings.items()) + ")")
 peak, peak_note = peak_flops(device_type) if master_process else (None, "")
 if master_process:
     print(f"MFU is measured against: {peak_note}")

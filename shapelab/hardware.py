@@ -78,3 +78,24 @@ def machine_name():
     units = [unit for flag, unit in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"))
              if flag in info] or ["AVX2 only" if "avx2" in info else "?"]
     return f"{model[0].strip()} ({', '.join(units)})"
+
+
+def fastest_cpu_threads(model, x, y, autocast_ctx):
+    """Sets the thread count whose forward-backward pass is fastest now; returns {threads: s}.
+    Beside other busy programs torch's threads wait on each other, and fewer train faster."""
+    def seconds_a_pass():
+        rng, start = torch.get_rng_state(), time.perf_counter()
+        with autocast_ctx:
+            model(x, y)[1].backward()
+        model.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng)  # dropout's draws given back: the run trains as without this
+        return time.perf_counter() - start
+    most = torch.get_num_threads()
+    torch.set_num_threads(1)
+    seconds_a_pass()  # the first pass allocates
+    timings = {}
+    for threads in sorted({most} | {2 ** k for k in range(most.bit_length()) if 2 ** k < most}):
+        torch.set_num_threads(threads)
+        timings[threads] = seconds_a_pass()
+    torch.set_num_threads(min(timings, key=timings.get))
+    return timings
