@@ -50,24 +50,24 @@ def error_line(output):  # a traceback or an error message ends with its line
     return (output.strip() or "(no output)").splitlines()[-1]
 
 
-def run(c, part, args, **env):
+def run(config, part, args, **env):
     """The output of `python args` in the repo root, kept in out_dir/<part>.log too; a command
     that fails is a PartFailed."""
     proc = subprocess.run([sys.executable, *args], **PIPED, timeout=600,
                           env=dict(os.environ, PYTHONUNBUFFERED="1", **env))
-    with open(c["out_dir"] / f"{part}.log", "a") as log:
+    with open(config["out_dir"] / f"{part}.log", "a") as log:
         log.write(f"$ python {' '.join(args)}\n{proc.stdout}\n")
     if proc.returncode:
         raise PartFailed(f"exit {proc.returncode}: {error_line(proc.stdout)}")
     return proc.stdout
 
 
-def train_args(c, name, iters, *extra):
-    return ["train.py", "config/train_shakespeare_char_gpu.py", f"--device={c['device']}",
-            f"--out_dir={c['out_dir'] / name}", f"--max_iters={iters}",
-            f"--lr_decay_iters={iters}", f"--eval_interval={10 if c['tiny'] else 50}",
-            "--sample_tokens=0", "--overwrite=True", f"--data_dir={c['data_dir']}",
-            *(TINY_MODEL if c["tiny"] else ["--eval_iters=20", "--log_interval=10"]), *extra]
+def train_args(config, name, iters, *extra):
+    return ["train.py", "config/train_shakespeare_char_gpu.py", f"--device={config['device']}",
+            f"--out_dir={config['out_dir'] / name}", f"--max_iters={iters}",
+            f"--lr_decay_iters={iters}", f"--eval_interval={10 if config['tiny'] else 50}",
+            "--sample_tokens=0", "--overwrite=True", f"--data_dir={config['data_dir']}",
+            *(TINY_MODEL if config["tiny"] else ["--eval_iters=20", "--log_interval=10"]), *extra]
 
 
 def loss_falls(output):
@@ -89,22 +89,22 @@ def recompiles_after(output, step):
                           output[warm.start():]))
 
 
-def check_data(c):
-    if not (c["data_dir"] / "meta.json").exists():
-        run(c, "data", ["data/shakespeare_char/prepare.py"])
-    return f"{(c['data_dir'] / 'train.bin').stat().st_size // 2:,} train tokens"  # uint16
+def check_data(config):
+    if not (config["data_dir"] / "meta.json").exists():
+        run(config, "data", ["data/shakespeare_char/prepare.py"])
+    return f"{(config['data_dir'] / 'train.bin').stat().st_size // 2:,} train tokens"  # uint16
 
 
-def check_bench(c):
-    if c["tiny"]:  # two config files: matching the preset's shapes takes too long
+def check_bench(config):
+    if config["tiny"]:  # two config files: matching the preset's shapes takes too long
         shapes = ["config/train_shakespeare_char.py", "config/cea_shakespeare_char_cea.py",
                   "--modes=eager", "--dtypes=float32", "--batch_size=2", "--steps=1"]
     else:
         shapes = ["--preset=gpu", "--modes=compiled", "--batch_size=8", "--steps=3",
                   f"--dtypes={auto_dtype('cuda')}"]
-    run(c, "bench", ["bench.py", *shapes, f"--device={c['device']}", "--rounds=1",
-                     f"--json={c['out_dir'] / 'bench.json'}"])
-    rows = json.loads((c["out_dir"] / "bench.json").read_text())["rows"]
+    run(config, "bench", ["bench.py", *shapes, f"--device={config['device']}", "--rounds=1",
+                     f"--json={config['out_dir'] / 'bench.json'}"])
+    rows = json.loads((config["out_dir"] / "bench.json").read_text())["rows"]
     if any(r["oom"] for r in rows):
         raise PartFailed(f"out of memory: {[r['model'] for r in rows if r['oom']]}")
     mfu = f"MFU {100 * rows[0]['mfu']:.1f}%" if rows[0]["mfu"] else "MFU n/a (peak unknown)"
@@ -113,28 +113,28 @@ def check_bench(c):
             f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x")
 
 
-def check_train(c):
-    iters, step = (30, 5) if c["tiny"] else (300, 10)
-    output = run(c, "train", train_args(c, "train", iters), TORCH_LOGS="recompiles")
+def check_train(config):
+    iters, step = (30, 5) if config["tiny"] else (300, 10)
+    output = run(config, "train", train_args(config, "train", iters), TORCH_LOGS="recompiles")
     if after := recompiles_after(output, step):
         raise PartFailed(f"{after} recompile(s) after step {step}")
     return f"{iters} steps: {loss_falls(output)}; 0 recompiles after step {step}"
 
 
-def check_resume(c):
-    every = 10 if c["tiny"] else 50
-    args = train_args(c, "resume", 10 * every)
+def check_resume(config):
+    every = 10 if config["tiny"] else 50
+    args = train_args(config, "resume", 10 * every)
     first_run = ""
     with subprocess.Popen([sys.executable, *args], **PIPED) as proc:
         while "saved checkpoint" not in first_run and (line := proc.stdout.readline()):
             first_run += line
         proc.kill()  # SIGKILL: no clean-up
-    (c["out_dir"] / "resume.log").write_text(f"{first_run}(killed)\n")
+    (config["out_dir"] / "resume.log").write_text(f"{first_run}(killed)\n")
     evals = re.findall(r"^step (\d+): train loss \S+, val loss ([\d.]+)", first_run, re.M)
     if "saved checkpoint" not in first_run:
         raise PartFailed(f"the run ended before its first checkpoint: {error_line(first_run)}")
     saved, fresh = int(evals[-1][0]), evals[0][1]
-    output = run(c, "resume", [*args, "--init_from=resume", f"--max_iters={saved + every}"])
+    output = run(config, "resume", [*args, "--init_from=resume", f"--max_iters={saved + every}"])
     resumed = re.search(r"^iter (\d+)/\S+: loss ([\d.]+)", output, re.M)
     if not (resumed and int(resumed[1]) == saved and float(resumed[2]) < float(fresh)):
         raise PartFailed(f"killed at step {saved}, a fresh loss {fresh}, resumed: "
@@ -143,51 +143,52 @@ def check_resume(c):
             f"{resumed[2]} (fresh: {fresh}), ran to {saved + every}")
 
 
-def check_torchrun(c):
-    output = run(c, "torchrun", ["-m", "torch.distributed.run", "--standalone",
+def check_torchrun(config):
+    output = run(config, "torchrun", ["-m", "torch.distributed.run", "--standalone",
                                  "--nproc_per_node=1",
-                                 *train_args(c, "torchrun", 20 if c["tiny"] else 100)])
+                                 *train_args(config, "torchrun", 20 if config["tiny"] else 100)])
     if "1 process(es)" not in output:
         raise PartFailed(f"train.py did not report 1 process: {error_line(output)}")
     return f"1 process: {loss_falls(output)}"
 
 
-def check_fp16(c):
-    dtype = "float16" if c["device"].startswith("cuda") else "float32"  # float16 needs CUDA
-    output = run(c, "fp16", train_args(c, "fp16", 20 if c["tiny"] else 100, f"--dtype={dtype}"))
+def check_fp16(config):
+    dtype = "float16" if config["device"].startswith("cuda") else "float32"  # float16 needs CUDA
+    iters = 20 if config["tiny"] else 100
+    output = run(config, "fp16", train_args(config, "fp16", iters, f"--dtype={dtype}"))
     return f"{dtype}: {loss_falls(output)}"
 
 
-def check_sample(c):
-    new, start = 50 if c["tiny"] else 300, time.time()
-    output = run(c, "sample", ["sample.py", f"--out_dir={c['out_dir'] / 'train'}",
-                               f"--device={c['device']}", "--num_samples=1", "--seed=1",
-                               f"--max_new_tokens={new}", *["--dtype=float32"] * c["tiny"]])
+def check_sample(config):
+    new, start = 50 if config["tiny"] else 300, time.time()
+    output = run(config, "sample", ["sample.py", f"--out_dir={config['out_dir'] / 'train'}",
+                               f"--device={config['device']}", "--num_samples=1", "--seed=1",
+                               f"--max_new_tokens={new}", *["--dtype=float32"] * config["tiny"]])
     text = " ".join(output.split("\n", 1)[-1].split())[:40]
     return f"{new} tokens in {time.time() - start:.1f} s: {text!r}"
 
 
 def main(argv):
     try:
-        c = parse_overrides(["--tiny=True" if a == "--tiny" else a for a in argv], OPTIONS)
-        need(set(c["parts"].split(",")) <= set(PARTS), f"--parts: unknown in {c['parts']!r}; "
-                                                       f"choose from {', '.join(PARTS)}")
-        check_device(c["device"])
+        config = parse_overrides(["--tiny=True" if a == "--tiny" else a for a in argv], OPTIONS)
+        need(set(config["parts"].split(",")) <= set(PARTS),
+             f"--parts: unknown in {config['parts']!r}; choose from {', '.join(PARTS)}")
+        check_device(config["device"])
     except ConfigError as e:
         usage_error(f"{e}; the CPU-safe form of this check: python gpu_check.py --device=cpu "
                     f"--tiny")
-    c.update(device=pick_device(c["device"]), out_dir=Path(c["out_dir"]).resolve(),
-             data_dir=Path(c["data_dir"] or ROOT / "data/shakespeare_char").resolve())
-    c["out_dir"].mkdir(parents=True, exist_ok=True)
-    on = (f"{torch.cuda.get_device_name(c['device'])}, CUDA {torch.version.cuda}"
-          if c["device"].startswith("cuda") else "CPU") + f", torch {torch.__version__}"
-    print(f"GPU check on {on}: {c['parts']}", flush=True)
+    config.update(device=pick_device(config["device"]), out_dir=Path(config["out_dir"]).resolve(),
+             data_dir=Path(config["data_dir"] or ROOT / "data/shakespeare_char").resolve())
+    config["out_dir"].mkdir(parents=True, exist_ok=True)
+    on = (f"{torch.cuda.get_device_name(config['device'])}, CUDA {torch.version.cuda}"
+          if config["device"].startswith("cuda") else "CPU") + f", torch {torch.__version__}"
+    print(f"GPU check on {on}: {config['parts']}", flush=True)
     table = ["| part | result | figure | seconds |", "|---|---|---|---:|"]
-    for part in c["parts"].split(","):
+    for part in config["parts"].split(","):
         start = time.time()
-        (c["out_dir"] / f"{part}.log").unlink(missing_ok=True)
+        (config["out_dir"] / f"{part}.log").unlink(missing_ok=True)
         try:
-            result, figure = "PASS", globals()[f"check_{part}"](c)
+            result, figure = "PASS", globals()[f"check_{part}"](config)
         except (Exception, SystemExit) as e:  # a bug in a check is a FAIL too
             result, figure = "FAIL", str(e) if isinstance(e, PartFailed) else repr(e)
         print(f"[{part}] {result}: {figure}", flush=True)
