@@ -20,6 +20,7 @@ import math
 import sys
 from collections import defaultdict
 from pathlib import Path
+from statistics import fmean as mean
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -134,11 +135,6 @@ def of_form(entries, form):
     return [e for e in entries if e["form"] == form]
 
 
-def mean(values):
-    values = list(values)
-    return sum(values) / len(values)
-
-
 def shape_results(rows):
     """One entry per shape and input at its lr (most seeds, then the lowest mean validation
     loss): PSNR and SSIM as (mean, min, max), each seed's PSNR, each fully run rate's means."""
@@ -237,15 +233,9 @@ def side(found):
 
 
 def edge_lrs(entries):
-    """[(entry, the lr to add)] for each Pareto-optimal shape at the top or bottom of its rates."""
-    optimal = {id(e) for form in forms(entries) for e in pareto_front(of_form(entries, form))}
-    flags = []
-    for e in entries:
-        tried = sorted(e["mean_at"])
-        if id(e) in optimal and e["learning_rate"] in (tried[0], tried[-1]):
-            factor = 1.5 if e["learning_rate"] == tried[-1] else 0.5
-            flags.append((e, float(f"{e['learning_rate'] * factor:.3g}")))
-    return flags
+    """The Pareto-optimal shapes at the top or bottom of the rates they ran."""
+    return [e for form in forms(entries) for e in pareto_front(of_form(entries, form))
+            if e["learning_rate"] in (min(e["mean_at"]), max(e["mean_at"]))]
 
 
 def grid_holes(entries):
@@ -265,7 +255,7 @@ def grid_holes(entries):
 def reading(entries, hourglass, conventional):
     """The pair's side and the gaps of the means at each front's points; why no verdict yet."""
     short = sum(form in (hourglass, conventional) for form, _ in grid_holes(entries))
-    edged = sum(e["form"] in (hourglass, conventional) for e, _ in edge_lrs(entries))
+    edged = sum(e["form"] in (hourglass, conventional) for e in edge_lrs(entries))
     why = ([f"{short} form-shape(s) short of the grid"] * bool(short)
            + [f"{edged} front shape(s) at an edge rate"] * bool(edged))
     sides = []
@@ -303,25 +293,12 @@ def brief_lines(entries, rows):
     return lines
 
 
-def summary(rows, entries):
+def summary(rows):
     lrs = sorted({r["learning_rate"] for r in rows})
-    hours = sum(r["train_time_s"] for r in rows) / 3600
     seeds = sorted({int(r["seed"]) for r in rows})
-    lines = [f"{len(rows)} runs, {len(entries)} shapes, lrs {', '.join(f'{lr:g}' for lr in lrs)}, "
-             f"seeds {', '.join(map(str, seeds))}; {hours:.1f} h of "
-             f"training. Noisy input: {mean(r['baseline_psnr_batchmse'] for r in rows):.2f} dB."]
-    held, broken = [], []
-    for e in entries:
-        for rate in neighbouring_rates(e):
-            move = e["mean_at"][rate][PSNR] - e["psnr"][0]
-            (broken if breaks_down(e, rate) else held).append(move)
-    if held:
-        lines.append(f"One rate step from a shape's lr moves its test PSNR {min(held):+.3f} to "
-                     f"{max(held):+.3f} dB where training held ({len(held)} shape-rates)"
-                     + (f"; it falls {-max(broken):.3f} dB or more where training broke down "
-                        f"(validation loss over {BREAKS_DOWN:g}x: {len(broken)} shape-rates)."
-                        if broken else "."))
-    return lines
+    return (f"{len(rows)} runs, lrs {', '.join(f'{lr:g}' for lr in lrs)}, seeds "
+            f"{', '.join(map(str, seeds))}; {sum(r['train_time_s'] for r in rows) / 3600:.1f} h of "
+            f"training. Noisy input: {mean(r['baseline_psnr_batchmse'] for r in rows):.2f} dB.")
 
 
 def shape_table(entries):
@@ -358,14 +335,14 @@ def report(paths, rows):
         for e in pareto_front(of_form(entries, form))) for form in forms(entries)]
     fronts.append(f"- the grid: {len(grid_holes(entries))} form-shapes short of {MIN_RATES} rates "
                   f"with every seed; front shapes at an edge rate: " + (", ".join(
-                      f"{e['form']} {e['dims']} at {e['learning_rate']:g} (next: {lr:g})"
-                      for e, lr in flags) or "none"))
+                      f"{e['form']} {e['dims']} at {e['learning_rate']:g}" for e in flags)
+                      or "none"))
     bullets = [gap_bullet(found, h, c, at) for h, c in pairs(entries) for at in FAMILIES
                if (found := gaps(entries, h, c, at))]
     return "\n\n".join([
         f"# {r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
         f"{r0['epochs']:g} epochs, batch {r0['batch_size']:g}",
-        "Rows: " + ", ".join(str(shown(p)) for p in paths), "\n".join(summary(rows, entries)),
+        "Rows: " + ", ".join(str(shown(p)) for p in paths), summary(rows),
         "\n".join(brief_lines(entries, rows)), "\n".join(shape_table(entries)),
         "\n".join(fronts), "\n".join(bullets)]) + "\n"
 

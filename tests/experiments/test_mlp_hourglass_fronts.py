@@ -117,7 +117,7 @@ def test_the_grid_is_whole_only_with_every_form_at_every_shape_and_rate():
             "1 points **ahead**, +0.400") in brief
     one_rate = [r for r in whole if r["input_proj"] == "learned" and r["learning_rate"] == 2e-3]
     entries = fronts.shape_results(one_rate)  # at the top and the bottom: one shape at an edge
-    assert [lr for _, lr in fronts.edge_lrs(entries)] == [0.003]
+    assert [e["learning_rate"] for e in fronts.edge_lrs(entries)] == [0.002]
 
 
 SWEEP_FRONTS = {  # the committed output and the committed CSVs it was drawn from
