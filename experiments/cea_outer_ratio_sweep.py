@@ -3,8 +3,8 @@ The outer-ratio sweep of the CEA paper's Figure 6 at CPU scale, at equal pre-tra
 vanilla GPT's last validation loss is the target; FFN-Wider with CAA at each outer ratio rho (1.0
 is FFN-Wider, 0.125 is CEA) trains until it reaches it (or --max_iters: "not reached"); then each
 checkpoint's contribution ratios and OOD loss (cea_contribution.py). Lu et al., NeurIPS 2024,
-arXiv:2403.02436, section 6.1, appendix C.1. The same command again skips finished runs, resumes
-stopped ones and reuses each analysis.json while its checkpoint is unchanged.
+arXiv:2403.02436, section 6.1, appendix C.1. The same command again skips finished runs and
+resumes stopped ones.
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/cea_outer_ratio_sweep.py --ratios=1.0,0.125,0.0
 """
@@ -29,7 +29,6 @@ DEFAULT_ARGS = dict(out_root="out-cea-sweep", ratios="1.0,0.875,0.75,0.5,0.25,0.
                     plot="docs/cea_outer_ratio_sweep.png",
                     depth_plot="docs/cea_paper_small_contribution.png", n_batches=16,
                     batch_size=16, min_count=50, ood_windows=64, mi_clusters=100)
-ANALYSIS_KEYS = ("n_batches", "batch_size", "min_count", "ood_windows", "mi_clusters")
 PRINTED = ("name", "outer_ratio", "iters", "tokens", "val_loss", "target", "reached", "ffn_ratio",
            "mi_ffn_ratio", "ood_loss", "ood")
 
@@ -63,13 +62,8 @@ def train(run_dir, config, overrides, max_iters, target=0.0):
 
 
 def analyse(run_dir, args, texts):
-    """One checkpoint's contribution ratios, val loss and OOD loss, kept in run_dir/analysis.json
-    and reused while its step, the settings and the texts match."""
-    cache = Path(run_dir) / "analysis.json"
+    """One checkpoint's contribution ratios, val loss and OOD loss."""
     ckpt = load_checkpoint(Path(run_dir) / "ckpt.pt")
-    key = dict({k: args[k] for k in ANALYSIS_KEYS}, iter=ckpt["iter_num"], texts=sorted(texts))
-    if cache.exists() and json.loads(cache.read_text())["key"] == key:
-        return json.loads(cache.read_text())["result"]
     result = cea_contribution.analyze_checkpoint(
         run_dir, n_batches=args["n_batches"], batch_size=args["batch_size"],
         min_count=args["min_count"], mi_clusters=args["mi_clusters"])
@@ -78,7 +72,6 @@ def analyse(run_dir, args, texts):
                   tokens=ckpt["iter_num"] * cfg["batch_size"] * cfg["block_size"],
                   ood=cea_contribution.ood_losses(run_dir, texts, n_windows=args["ood_windows"]))
     result["ood_loss"] = sum(result["ood"].values()) / len(result["ood"])
-    cache.write_text(json.dumps(dict(key=key, result=result)))
     return result
 
 
