@@ -1,6 +1,6 @@
 """experiments/cea_outer_ratio_sweep.py: the vanilla run sets the target loss, every outer ratio
-trains until it reaches it, the analysis rows and plots, and the same command again trains and
-trains nothing twice."""
+trains until it reaches it, the analysis rows and plots, and the same command again trains nothing
+twice."""
 
 import json
 import sys
