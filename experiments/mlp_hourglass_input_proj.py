@@ -73,7 +73,8 @@ def compare(config, variants, out_dir, seeds):
                          "steps": r["steps"], "train_time_s": round(r["train_time_s"], 1)})
     summary = {"data": source, "dataset": data.dataset, "grid": grid,
                "setting": {k: v for k, v in vars(c).items()
-                           if k not in ("input_proj", "seed", *WHERE)}, "history": history}
+                           if k not in ("input_proj", "latent_dim", "seed", *WHERE)},
+               "history": history}
     write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(summary, indent=2))
     train_mlp.write_csv(os.path.join(out_dir, "compare.csv"), grid)
     plot(summary, c, os.path.join(out_dir, "compare_input_proj.png"))
