@@ -263,7 +263,7 @@ def reading(entries, hourglass, conventional):
         found = gaps(entries, hourglass, conventional, at)
         if found:
             means = [gap for *_, gap, _ in found]
-            sides.append(f"at the {at} front's {len(found)} points **{side(found)}**, "
+            sides.append(f"{at} front ({len(found)} points) **{side(found)}**, "
                          f"{min(means):+.3f} to {max(means):+.3f} dB")
     return "; ".join(sides) if not why else f"no verdict yet ({', '.join(why)}); so far " + (
         "; ".join(sides).replace("**", ""))
@@ -277,9 +277,10 @@ def brief_lines(entries, rows):
     """The scope, each pair of forms' reading, the learned lift's gain."""
     r0, spread = rows[0], max(e["psnr"][2] - e["psnr"][1] for e in entries)
     lines = [f"{r0['task']} on {r0['data_source'].split(' (')[0]}, {r0['epochs']:g} epochs, "
-             f"{len({r['seed'] for r in rows})} seeds, {len(rows)} runs; test PSNR, hourglass "
-             f"minus conventional, at each front's points (a side: every gap, each seed's and "
-             f"each runner-up rate's, on it):"]
+             f"{len({r['seed'] for r in rows})} seeds, {len(rows)} runs, each shape at the rate "
+             f"its validation loss chose; test PSNR, hourglass minus conventional, the gaps of the "
+             f"means at each front's points (a side: every gap, each seed's and each runner-up "
+             f"rate's, on it):"]
     lines += [f"- {h} minus {c}: {reading(entries, h, c)}" for h, c in pairs(entries)]
     frozen = {e["dims"]: e["psnr"][0] for e in of_form(entries, "hourglass (frozen W_in)")}
     lifts = [e["psnr"][0] - frozen[e["dims"]] for e in of_form(entries, "hourglass (learned W_in)")

@@ -89,7 +89,7 @@ def test_a_side_is_named_only_where_no_seed_and_no_runner_up_rate_turns_a_gap_ar
     assert fronts.side(fronts.gaps(entries, *pair(entries))) == expected
     brief = fronts.brief_lines(entries, rate_grid_rows(at_2e3, loss_at_2e3))[1]
     assert "no verdict yet (1 form-shape(s) short of the grid" in brief  # 3e-3: one seed of two
-    assert f"so far at the conventional front's 1 points {expected}, +0.300 to +0.300 dB" in brief
+    assert f"so far conventional front (1 points) {expected}, +0.300 to +0.300 dB" in brief
 
 
 def grid_rows(seeds_of_conventional_3e3=(0, 1)):
@@ -113,8 +113,8 @@ def test_the_grid_is_whole_only_with_every_form_at_every_shape_and_rate():
                                                ("conventional (direct)", "32/64/L1")}
     whole = [r for r in grid_rows() if r["hidden_dim"] != 32]
     brief = "\n".join(fronts.brief_lines(fronts.shape_results(whole), whole))
-    assert ("- hourglass (learned W_in) minus conventional (direct): at the conventional front's "
-            "1 points **ahead**, +0.400") in brief
+    assert ("- hourglass (learned W_in) minus conventional (direct): conventional front (1 "
+            "points) **ahead**, +0.400") in brief
     one_rate = [r for r in whole if r["input_proj"] == "learned" and r["learning_rate"] == 2e-3]
     entries = fronts.shape_results(one_rate)  # at the top and the bottom: one shape at an edge
     assert [e["learning_rate"] for e in fronts.edge_lrs(entries)] == [0.002]
