@@ -8,9 +8,9 @@ arXiv:2403.02436), sections 4.2.1-4.2.2, appendix F, Figures 4 and 6.
 Token Prediction: a token's class vector is the normalised mean of the normalised representations
 whose target it is; each position is predicted by its most cosine-similar class vector, after
 every sublayer. A sublayer's gain is its accuracy minus the step before it's; the FFN ratio is the
-FFN sublayers' share of the gains. Mutual information: the same with the MI of mini-batch k-means
-labels and the targets. The OOD texts ship with CPython; each is scored only on windows whose
-characters are all in the checkpoint's vocabulary.
+FFN sublayers' share of the gains. Mutual information: the same with the MI of k-means labels
+(scipy's, where the paper's are mini-batch) and the targets. The OOD texts ship with CPython; each
+is scored only on windows whose characters are all in the checkpoint's vocabulary.
 
     python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
 """
@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.cluster.vq import kmeans2
+from scipy.stats import contingency, entropy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -105,7 +107,7 @@ def analyze_checkpoint(out_dir, n_batches=16, batch_size=16, min_count=50, mi_cl
     reps = [torch.cat(r) for r in zip(*(reps for reps, _ in per_batch))]  # each (N, C)
     result = contribution_ratio(token_prediction_accuracies(reps, y, min_count), kinds)
     if mi_clusters:
-        mi = [mutual_information(minibatch_kmeans(r, mi_clusters), y) for r in reps]
+        mi = [kmeans_mutual_information(r, y, mi_clusters) for r in reps]
         result.update(mi=mi, mi_ffn_ratio=contribution_ratio(mi, kinds)["ffn_ratio"])
     result["name"] = Path(out_dir).name
     return result
@@ -158,37 +160,11 @@ def ood_losses(out_dir, texts, n_windows=64, batch_size=16):
     return losses
 
 
-def minibatch_kmeans(x, k, batch=1024, steps=100):
-    """The cluster label of every row of x (N, C): mini-batch k-means (Sculley 2010) with
-    k-means++ initialisation, as appendix F."""
-    g = torch.Generator().manual_seed(0)
-    # k-means++: each next center with prob ~ d^2
-    centers = x[torch.randint(len(x), (1,), generator=g)]
-    d2 = torch.cdist(x, centers).square().squeeze(1)
-    for _ in range(1, k):
-        centers = torch.cat([centers, x[torch.multinomial(d2 + 1e-12, 1, generator=g)]])
-        d2 = torch.minimum(d2, (x - centers[-1]).square().sum(-1))
-    counts = torch.zeros(k)
-    for _ in range(steps):
-        b = x[torch.randint(len(x), (batch,), generator=g)]
-        nearest = torch.cdist(b, centers).argmin(dim=1)
-        n = torch.bincount(nearest, minlength=k).float()  # (k,)
-        sums = torch.zeros_like(centers).index_add_(0, nearest, b)  # (k, C)
-        # each center moves to the running mean of every row it has received (rate n / count)
-        counts += n
-        moved = n > 0
-        centers[moved] += (sums[moved] - n[moved, None] * centers[moved]) / counts[moved, None]
-    return torch.cat([torch.cdist(chunk, centers).argmin(dim=1) for chunk in x.split(8192)])
-
-
-def mutual_information(labels, targets):
-    """Plug-in estimate of I(label; target) in nats from the joint counts."""
-    joint = torch.zeros(int(labels.max()) + 1, int(targets.max()) + 1)
-    joint.index_put_((labels, targets), torch.ones(len(labels)), accumulate=True)
-    p = joint / joint.sum()
-    outer = p.sum(1, keepdim=True) * p.sum(0, keepdim=True)
-    nz = p > 0
-    return (p[nz] * (p[nz] / outer[nz]).log()).sum().item()
+def kmeans_mutual_information(x, targets, k):
+    """I(cluster; target) in nats of k-means labels (k-means++ start, as appendix F) of x (N, C)."""
+    _, labels = kmeans2(x.double().numpy(), k, minit="++", seed=0)
+    joint = contingency.crosstab(labels, targets.numpy()).count
+    return float(entropy(joint.sum(1)) + entropy(joint.sum(0)) - entropy(joint.ravel()))
 
 
 def rounded(value):

@@ -37,7 +37,6 @@ from shapelab.pages import pages, write_blocks
 from shapelab.verdict import rate_label
 
 SHAPES = ("FFN-Wider", "CEA")
-COLORS = {"FFN-Wider": "tab:orange", "CEA": "tab:green"}
 FOLDER = re.compile(r"(ffn-wider|cea)-(lr.+-)?s\d+")  # compare.py's run folders
 SHAPE_OF = {"ffn-wider": "FFN-Wider", "cea": "CEA"}
 MIN_SEEDS = 2  # an interval needs two paired seeds
@@ -170,20 +169,9 @@ def report(analysis, rates, selection_seed, verdict_seeds, texts, command):
     for level, s in zip(levels, analysis["summaries"]):
         lines.append(f"| {level:.3f} | {s['n']} | {s['mean']:+.4f} | [{s['lo']:+.4f}, "
                      f"{s['hi']:+.4f}] | {s['detectable']:.4f} | {words(s, level)} |")
-    lines += ["\nEach seed's difference (CEA minus FFN-Wider, the same data order) at each "
-              "level:\n",
-              "| seed | " + " | ".join(f"{level:.3f}" for level in levels) + " |",
-              "|---:|" + "---:|" * len(levels)]
-    for seed in seeds:
-        diffs = [r["diff"] for r in analysis["rows"] if r["seed"] == seed]
-        lines.append(f"| {seed} | " + " | ".join(f"{d:+.4f}" for d in diffs) + " |")
-    lines.append(f"\nin-domain loss: each run's val loss at its evaluations (compare.py's, the "
-                 f"same batches every time); OOD loss: the mean next-character loss over the "
-                 f"texts' fixed windows at the same evaluations, read at each level linearly in "
-                 f"val loss between the two evaluations around it. Interval: Student's t over "
-                 f"the seeds' paired differences ({len(seeds) - 1} degrees of freedom); "
-                 f"detectable: (t(0.975) + t(0.80)) x SE. The levels are chosen from the val "
-                 f"losses alone.")
+    lines.append(f"\nInterval: Student's t over the seeds' paired differences ({len(seeds) - 1} "
+                 f"degrees of freedom); detectable: (t(0.975) + t(0.80)) x SE; each seed's "
+                 f"difference is in cea_ood.csv.")
     return "\n".join(lines) + "\n"
 
 
@@ -198,31 +186,18 @@ def write_csv(analysis, path):
 
 def plot(analysis, path):
     from shapelab.plot import plt, save_figure
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    levels, seeds, paths = analysis["levels"], analysis["seeds"], analysis["paths"]
-    top = levels[-1] + 0.3  # the end of training; the first evaluations are far above
-    shown = np.array([p for s in seeds for shape in SHAPES for p in paths[shape, s] if p[0] <= top])
-    for s in seeds:
-        for shape in SHAPES:
-            left.plot(*zip(*paths[shape, s]), "o-", ms=3, lw=1, color=COLORS[shape], alpha=0.7,
-                      label=shape if s == seeds[0] else None)
-    for level in levels:
-        left.axvline(level, color="grey", lw=0.6, ls=":")
-    left.set_xlim(shown[:, 0].min() - 0.02, top)
-    left.set_ylim(shown[:, 1].min() - 0.02, shown[:, 1].max() + 0.02)
-    left.invert_xaxis()  # training goes left to right
-    left.set(xlabel="in-domain loss (val, nats)", ylabel="OOD loss (mean over the texts, nats)")
-    left.set_title("each run's trajectory (dotted: the levels)", fontsize=9)
-    left.legend()
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    levels = analysis["levels"]
     for i, (level, s) in enumerate(zip(levels, analysis["summaries"])):
         diffs = [r["diff"] for r in analysis["rows"] if r["level"] == level]
-        right.scatter([i] * len(diffs), diffs, color="grey", s=12)
-        right.errorbar(i + 0.15, s["mean"], yerr=[[s["mean"] - s["lo"]], [s["hi"] - s["mean"]]],
-                       fmt="o", color="black", capsize=4)
-    right.axhline(0, color="black", lw=0.6)
-    right.set_xticks(range(len(levels)), [f"{level:.3f}" for level in levels])
-    right.set(xlabel="in-domain loss level", ylabel="CEA minus FFN-Wider OOD loss (nats)")
-    right.set_title("paired by seed: each seed, mean and 95% interval", fontsize=9)
+        ax.scatter([i] * len(diffs), diffs, color="grey", s=12)
+        ax.errorbar(i + 0.15, s["mean"], yerr=[[s["mean"] - s["lo"]], [s["hi"] - s["mean"]]],
+                    fmt="o", color="black", capsize=4)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(range(len(levels)), [f"{level:.3f}" for level in levels])
+    ax.set(xlabel="in-domain loss level", ylabel="CEA minus FFN-Wider OOD loss (nats)")
+    ax.set_title("paired by seed: each seed, mean and 95% interval", fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 

@@ -1,17 +1,19 @@
 """
-The shapes of layer-wise scaling as tables: the paper's Table 2 reproduced on the OLMo-2 190M base,
-and our CPU shapes (the isotropic 9-layer baseline and lws.VARIANTS matched to its non-embedding
-count by lws.match_params) with the model_args config/lws_*_shakespeare_char.py use. "Crown, Frame,
-Reverse: Layer-Wise Scaling Variants for LLM Pre-Training" (Baroian, Notebomer, 2025,
-arXiv:2509.06518). Built on the meta device.
+The shapes of layer-wise scaling: the paper's Table 2 reproduced on the OLMo-2 190M base, and our
+CPU shapes (the isotropic 9-layer baseline and lws.VARIANTS matched to its non-embedding count by
+lws.match_params) with the model_args config/lws_*_shakespeare_char.py use; --plot draws each
+shape's per-layer attention and FFN parameters, its query heads on its bars (in the spirit of the
+paper's Figure 3). "Crown, Frame, Reverse: Layer-Wise Scaling Variants for LLM Pre-Training"
+(Baroian, Notebomer, 2025, arXiv:2509.06518). Built on the meta device.
 
-    python experiments/lws_tables.py               # the seven Table 2 rows next to the paper's
-    python experiments/lws_tables.py --scale=cpu   # our five matched CPU shapes, model_args
+    python experiments/lws_tables.py [--plot=docs/lws_layer_sizes.png]  # Table 2 next to ours
+    python experiments/lws_tables.py --scale=cpu [--plot=docs/lws_layer_sizes_cpu.png]
 """
-
 
 import sys
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for its modules
 
@@ -41,7 +43,6 @@ CPU_BASELINE = dict(n_layer=9, ffn_scalars=[2.5, 2.5], qkv_scalars=[0.75, 0.75],
 
 
 def build(model_args):
-    """LWSGPT(LWSConfig(**model_args)) on the meta device."""
     with meta_device():
         return LWSGPT(LWSConfig(**model_args))
 
@@ -54,45 +55,61 @@ def paper_shapes():
 
 
 def cpu_shapes():
-    """The five CPU shapes of our Shakespeare comparison, {name: LWSConfig kwargs}: the
-    isotropic baseline, and the four variants matched to its non-embedding count."""
+    """The isotropic CPU baseline and the four variants matched to its non-embedding count."""
     baseline = {**CPU_BASE, **CPU_BASELINE}
     return {"baseline": baseline, **{
         name: match_params(baseline, {**CPU_BASE, "n_layer": baseline["n_layer"], **schedule})[0]
         for name, schedule in VARIANTS.items()}}
 
 
-def shapes_at(scale):
-    """{name: LWSConfig kwargs} of the paper's Table 2 rows or of our CPU shapes."""
-    if scale not in ("paper", "cpu"):
-        raise SystemExit(f"--scale={scale!r}: use paper or cpu")
-    return paper_shapes() if scale == "paper" else cpu_shapes()
+def layer_params(model):
+    """(attention, FFN) parameters of every layer, each sublayer's norm included."""
+    return [(sum(p.numel() for p in block.attn.parameters()),
+             sum(p.numel() for p in block.ffn.parameters())) for block in model.blocks]
 
 
-def shape_report(name, model, paper=None):
-    """A few lines: per-layer FFN widths and heads, parameters, FLOPs/token; `paper`: the
-    (total M, non-embedding M) of Table 2, printed beside ours."""
-    specs = model.config.layers
-    c = model.param_counts()
-    digits = 1 if c["total"] > 1e7 else 4  # the paper's precision for its 180M rows
-    lines = [f"{name}: {len(specs)} layers",
-             f"  FFN widths: {[s.ffn_hidden for s in specs]}",
-             f"  query heads: {[s.n_head for s in specs]}, "
-             f"KV heads: {[s.n_kv_head for s in specs]}",
-             f"  params: total {c['total'] / 1e6:.{digits}f}M, non-embedding "
-             f"{c['non_embedding'] / 1e6:.{digits}f}M (attention {c['attention'] / 1e6:.2f}M, "
-             f"FFN {c['ffn'] / 1e6:.2f}M), forward FLOPs/token at T={model.config.block_size}: "
-             f"{model.flops_per_token() / 1e6:.1f}M"]
-    if paper:
-        lines.append(f"  paper Table 2: total {paper[0]:.1f}M, non-embedding {paper[1]:.1f}M")
-    return "\n".join(lines)
+def plot_layer_sizes(models, path):
+    """One panel per model: attention (bottom) and FFN (top) parameters per layer, in millions."""
+    from shapelab.plot import plt, save_figure
+
+    fig, axes = plt.subplots(len(models), 1, figsize=(7, 1.5 * len(models) + 0.6), sharex=True,
+                             sharey=True)
+    for ax, (name, model) in zip(axes, models.items()):
+        attn, ffn = np.array(layer_params(model)).T / 1e6
+        layers = range(1, len(attn) + 1)
+        ax.bar(layers, attn, color="tab:orange", label="attention")
+        ax.bar(layers, ffn, bottom=attn, color="tab:blue", label="FFN")
+        for x, spec, a, f in zip(layers, model.config.layers, attn, ffn):
+            ax.text(x, a + f, str(spec.n_head), ha="center", va="bottom", fontsize=6)
+        ax.set_ylabel("M params", fontsize=7)
+        ax.set_title(name, fontsize=8, loc="left")
+        ax.tick_params(labelsize=7)
+        ax.set_xticks(list(layers))
+    axes[0].legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
+    axes[-1].set_xlabel("layer (number on a bar: query heads)", fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=90)
 
 
 if __name__ == "__main__":
-    scale = parse_overrides(sys.argv[1:], dict(scale="paper"))["scale"]
-    for name, kwargs in shapes_at(scale).items():
-        paper = PAPER_TABLE2[name][4:] if scale == "paper" else None
-        print(shape_report(name, build(kwargs), paper))
-        if scale == "cpu":
-            print("  model_args = " + str({key: kwargs[key] for key in (
+    args = parse_overrides(sys.argv[1:], dict(scale="paper", plot=""))
+    if args["scale"] not in ("paper", "cpu"):
+        raise SystemExit(f"--scale={args['scale']!r}: use paper or cpu")
+    shapes = paper_shapes() if args["scale"] == "paper" else cpu_shapes()
+    models = {name: build(kwargs) for name, kwargs in shapes.items()}
+    for name, model in models.items():
+        specs, c = model.config.layers, model.param_counts()
+        print(f"{name}: FFN widths {[s.ffn_hidden for s in specs]}, query heads "
+              f"{[s.n_head for s in specs]}, KV heads {[s.n_kv_head for s in specs]}\n"
+              f"  params: total {c['total'] / 1e6:.2f}M, non-embedding "
+              f"{c['non_embedding'] / 1e6:.2f}M, forward FLOPs/token "
+              f"{model.flops_per_token() / 1e6:.1f}M")
+        if args["scale"] == "paper":
+            print(f"  paper Table 2: total {PAPER_TABLE2[name][4]:.1f}M, non-embedding "
+                  f"{PAPER_TABLE2[name][5]:.1f}M")
+        else:
+            print("  model_args = " + str({key: shapes[name][key] for key in (
                 "ffn_scalars", "qkv_scalars", "framed", "ffn_multiple")}))
+    if args["plot"]:
+        plot_layer_sizes(models, args["plot"])
+        print(f"wrote {args['plot']}")

@@ -1,13 +1,14 @@
 """
-The Pareto fronts of an image-MLP sweep: does the hourglass reach a better PSNR (and SSIM) than
-the conventional MLP at the same parameter count? "Rethinking the Shape Convention of an MLP"
+The Pareto fronts of an image-MLP sweep: does the hourglass reach a better test PSNR than the
+conventional MLP at the same parameter count? "Rethinking the Shape Convention of an MLP"
 (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796), section 4.2.2-4.2.3.
 
-Each shape's lr is picked by its mean validation loss over the seeds (the test set never chooses).
-At every conventional front point: the gap to the hourglass staircase, its seed-paired range and
-how far a neighbouring rate moves it. A side is a verdict only once the grid is whole (every form
-at every shape its family ran, 3+ rates with every seed) and no front shape chose an edge rate.
-Writes PREFIX.md and PREFIX.png; with --out=results/NAME also the pages' NAME.* blocks.
+Each shape's lr is picked by its mean validation loss over the seeds. Each pair of forms is read
+at the points of each front against the other's staircase: **ahead** where every gap of the
+means, every seed-paired gap and the gap with either side at its runner-up rate is above zero,
+**behind** where all are below. A side is a verdict only once the grid is whole (every form at
+every shape its family ran, 3+ rates with every seed) and no front shape chose an edge rate.
+Writes PREFIX.md and PREFIX.png; with --out=results/NAME also the pages' NAME.brief block.
 
     python experiments/mlp_hourglass_fronts.py results/mlp_fashion_denoise_fair/*/sweep.csv \\
         results/mlp_fashion_denoise_learned/*/sweep.csv \\
@@ -19,15 +20,12 @@ import math
 import sys
 from collections import defaultdict
 from pathlib import Path
-
-import numpy as np
+from statistics import fmean as mean
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mlp_hourglass import input_projection
 from shapelab.checkpoint import write_atomic
-from shapelab.image_tasks import TASKS
 from shapelab.pages import pages, write_blocks
 
 # a sweep row: the setting, the run (shape, input, lr, seed), then what it measured
@@ -39,14 +37,14 @@ SWEEP_FIELDS = [
     "baseline_psnr_batchmse", "steps", "train_time_s", "clamp_sr_input",
     "baseline_psnr_per_image", "baseline_ssim"]
 KEY_FIELDS = SWEEP_FIELDS[:18] + ["clamp_sr_input"]  # what names a run: the rest it measured
-NUMBERS = ("latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed", "params_total",
-           "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim",
-           "baseline_psnr_batchmse", "baseline_ssim", "train_time_s")
-METRICS = {"test_psnr_batchmse": "test PSNR (dB)", "test_ssim": "test SSIM"}
+NUMBERS = ("epochs", "batch_size", "latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed",
+           "params_total", "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim",
+           "baseline_psnr_batchmse", "train_time_s")
+PSNR = "test_psnr_batchmse"
 # A neighbouring rate whose mean validation loss is over 1.25x the chosen one's (about 1 dB on a
 # denoising loss) is where training breaks down: it bounds the grid but moves no gap.
 BREAKS_DOWN = 1.25
-MIN_RATES = 3  # a whole grid runs every shape at this many rates or more
+MIN_RATES = 3
 FAMILIES = ("hourglass", "conventional")
 INPUT_WORDS = {"frozen_random": "frozen W_in", "direct": "direct", "learned": "learned W_in",
                "zero_pad": "zero-padded"}  # in this order: each family's own input first
@@ -61,37 +59,33 @@ def canonical(value):
 
 
 def run_key(row):
-    """A run's identity: every field of its row but what it measured."""
     return tuple(canonical(row.get(k)) for k in KEY_FIELDS)
 
 
 def sweep_lines(path):
-    """A sweep CSV's header line and its whole rows [(line, row of text)], each run once; a file
-    whose header is not the sweep's stops in one line, untouched."""
+    """A sweep CSV's header line and its whole rows [(line, row)], each run once; a file whose
+    header is not the sweep's stops in one line, untouched."""
     with open(path, newline="") as f:
         lines = f.readlines()
     if lines and next(csv.reader(lines[:1])) != SWEEP_FIELDS:
         raise SystemExit(f"error: {path} is not a sweep CSV (its first line is not the sweep's "
                          f"header): left as it is; give the sweep another --out_dir")
-    whole, torn, twice = {}, 0, 0
+    whole, torn = {}, 0
     for line in lines[1:]:
         fields = next(csv.reader([line]), [])
-        row = dict(zip(SWEEP_FIELDS, fields))
-        if not line.endswith("\n") or len(fields) != len(SWEEP_FIELDS):
-            torn += bool(fields)
-        elif run_key(row) in whole:
-            twice += 1
+        if line.endswith("\n") and len(fields) == len(SWEEP_FIELDS):
+            row = dict(zip(SWEEP_FIELDS, fields))
+            whole.setdefault(run_key(row), (line, row))
         else:
-            whole[run_key(row)] = (line, row)
-    for count, what in ((torn, "row(s) not written whole: left out (the sweep runs them again)"),
-                        (twice, "run(s) written twice: each counts once")):
-        if count:
-            print(f"warning: {path}: {count} {what}", file=sys.stderr)
+            torn += bool(fields)
+    if torn:
+        print(f"warning: {path}: {torn} row(s) not written whole: left out (the sweep runs them "
+              f"again)", file=sys.stderr)
     return (lines or [""])[0], list(whole.values())
 
 
 def shown(path):
-    """path as the pages name it, from the repo root: the same text from any working folder."""
+    """path from the repo root, as the pages name it."""
     try:
         return Path(path).resolve().relative_to(ROOT)
     except ValueError:
@@ -103,8 +97,8 @@ def sweep_rows(paths):
     rows, left_out = {}, []
     for path in paths:
         for _, row in sweep_lines(path)[1]:
-            row = {**row, **{k: float(row[k] or "nan") for k in NUMBERS}, "csv": str(shown(path))}
-            if all(math.isfinite(row[k]) for k in ("val_loss", *METRICS)):
+            row = {**row, **{k: float(row[k] or "nan") for k in NUMBERS}}
+            if all(math.isfinite(row[k]) for k in ("val_loss", PSNR, "test_ssim")):
                 rows.setdefault(run_key(row), row)
             else:
                 left_out.append(f"{form_of(row['shape'], row['input_proj'])} "
@@ -141,14 +135,9 @@ def of_form(entries, form):
     return [e for e in entries if e["form"] == form]
 
 
-def mean(values):
-    values = list(values)
-    return sum(values) / len(values)
-
-
 def shape_results(rows):
-    """One entry per shape and input at its lr (most seeds, then the lowest mean validation loss):
-    its metrics' (mean, min, max), each seed's value, each fully run rate's means (mean_at)."""
+    """One entry per shape and input at its lr (most seeds, then the lowest mean validation
+    loss): PSNR and SSIM as (mean, min, max), each seed's PSNR, each fully run rate's means."""
     by_shape = defaultdict(lambda: defaultdict(list))  # shape -> lr -> rows
     for r in rows:
         key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]),
@@ -159,55 +148,49 @@ def shape_results(rows):
         lr, runs = min(by_lr.items(), key=lambda item: (
             -len(item[1]), mean(r["val_loss"] for r in item[1])))
         seeds_at = {rate: {int(r["seed"]) for r in at} for rate, at in by_lr.items()}
-        per_seed = {m: {int(r["seed"]): r[m] for r in runs} for m in METRICS}
-        own = input_projection("", family, d_z, TASKS[runs[0]["task"]].input_dim)
+        per_seed = {int(r["seed"]): r[PSNR] for r in runs}
+        ssim = [r["test_ssim"] for r in runs]
         results.append(dict(
-            family=family, form=form_of(family, input_proj), d_z=d_z, d_h=d_h, L=L,
-            dims=f"{d_z}/{d_h}/L{L}", spec=f"{family}:{d_z}:{d_h}:{L}",
-            input_proj=input_proj, learning_rate=lr, seeds=len(runs), seeds_at=seeds_at,
-            label=f"{family} d_z={d_z} d_h={d_h} L={L}"
-                  + ("" if input_proj in ("", own) else f" W_in={input_proj}"),
+            family=family, form=form_of(family, input_proj), input_proj=input_proj,
+            dims=f"{d_z}/{d_h}/L{L}", learning_rate=lr, seeds_at=seeds_at, per_seed=per_seed,
             params_total=runs[0]["params_total"], params_trainable=runs[0]["params_trainable"],
-            per_seed=per_seed,
-            **{m: (mean(v.values()), min(v.values()), max(v.values()))
-               for m, v in per_seed.items()},
-            mean_at={rate: {m: mean(r[m] for r in at) for m in (*METRICS, "val_loss")}
+            psnr=(mean(per_seed.values()), min(per_seed.values()), max(per_seed.values())),
+            ssim=(mean(ssim), min(ssim), max(ssim)),
+            mean_at={rate: {k: mean(r[k] for r in at) for k in (PSNR, "val_loss")}
                      for rate, at in by_lr.items() if seeds_at[lr] <= seeds_at[rate]}))
     return sorted(results, key=lambda e: (FAMILIES.index(e["family"]), e["input_proj"],
                                           e["params_total"]))
 
 
-def pareto_front(entries, params_key, metric):
+def pareto_front(entries):
     front, best = [], -math.inf
-    for e in sorted(entries, key=lambda e: (e[params_key], -e[metric][0])):
-        if e[metric][0] > best:
+    for e in sorted(entries, key=lambda e: (e["params_total"], -e["psnr"][0])):
+        if e["psnr"][0] > best:
             front.append(e)
-            best = e[metric][0]
+            best = e["psnr"][0]
     return front
 
 
-def gaps(entries, params_key, metric, hourglass_form, conventional_form):
-    """[(conventional front point, the hourglass staircase's entry there, the gap of the means,
-    the seed-paired gaps' (min, max))] where the staircase has a point."""
-    hourglass = pareto_front(of_form(entries, hourglass_form), params_key, metric)
+def gaps(entries, hourglass, conventional, at=FAMILIES[1]):
+    """[(conventional entry, hourglass entry, the gap of the means, the seed-paired gaps' (min,
+    max))] at each point of the `at` family's front, the other form at its staircase there."""
+    points, other = (hourglass, conventional) if at == FAMILIES[0] else (conventional, hourglass)
+    staircase = pareto_front(of_form(entries, other))
     out = []
-    for e in pareto_front(of_form(entries, conventional_form), params_key, metric):
-        best = max((h for h in hourglass if h[params_key] <= e[params_key]),
-                   key=lambda h: h[metric][0], default=None)
+    for e in pareto_front(of_form(entries, points)):
+        best = max((s for s in staircase if s["params_total"] <= e["params_total"]),
+                   key=lambda s: s["psnr"][0], default=None)
         if best:
-            ours, theirs = best["per_seed"][metric], e["per_seed"][metric]
-            paired = [ours[s] - theirs[s] for s in sorted(ours.keys() & theirs.keys())]
-            out.append((e, best, best[metric][0] - e[metric][0],
+            h, c = (e, best) if at == FAMILIES[0] else (best, e)
+            paired = [h["per_seed"][s] - c["per_seed"][s]
+                      for s in sorted(h["per_seed"].keys() & c["per_seed"].keys())]
+            out.append((c, h, h["psnr"][0] - c["psnr"][0],
                         (min(paired), max(paired)) if paired else None))
     return out
 
 
-def rates_run(entry):
-    return sorted(entry["mean_at"])
-
-
 def neighbouring_rates(entry):
-    tried = rates_run(entry)
+    tried = sorted(entry["mean_at"])
     i = tried.index(entry["learning_rate"])
     return [tried[j] for j in (i - 1, i + 1) if 0 <= j < len(tried)]
 
@@ -217,371 +200,180 @@ def breaks_down(entry, rate):
     return entry["mean_at"][rate]["val_loss"] > BREAKS_DOWN * chosen
 
 
-def rate_moves(conventional, hourglass, metric):
+def rate_moves(conventional, hourglass):
     """[(family, rate, that side's validation loss there, the gap's move, whether it breaks down
     there)] for each neighbouring rate of either side."""
     return [(entry["family"], rate, entry["mean_at"][rate]["val_loss"],
-             sign * (entry["mean_at"][rate][metric] - entry[metric][0]), breaks_down(entry, rate))
+             sign * (entry["mean_at"][rate][PSNR] - entry["psnr"][0]), breaks_down(entry, rate))
             for entry, sign in ((hourglass, 1), (conventional, -1))
             for rate in neighbouring_rates(entry)]
 
 
-def runner_up_moves(conventional, hourglass, metric):
-    """The gap's moves with either side at its runner-up rate (its better neighbour by validation
-    loss, where training held: what another draw could have chosen)."""
+def runner_up_moves(conventional, hourglass):
+    """The gap's moves with either side at its runner-up rate: its better neighbour by validation
+    loss where training held, what another draw could have chosen."""
     best = {}
-    for family, _, loss, move, broke in rate_moves(conventional, hourglass, metric):
+    for family, _, loss, move, broke in rate_moves(conventional, hourglass):
         if not broke and loss < best.get(family, (math.inf,))[0]:
             best[family] = (loss, move)
     return [move for _, move in best.values()]
 
 
-def flips(found, metric):
+def flips(found):
     """At how many gaps a runner-up rate flips the sign."""
-    return sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(e, best, metric))
-               for e, best, gap, _ in found)
+    return sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(c, h))
+               for c, h, gap, _ in found)
 
 
-def flips_text(flipped, points):
-    return ("no side's runner-up rate flips a sign" if not flipped else
-            f"a side's runner-up rate flips the sign at {flipped} of {points} points")
+def side(found):
+    values = [v for c, h, gap, paired in found for v in (
+        gap, *(paired or ()), *(gap + m for m in runner_up_moves(c, h)))]
+    return ("ahead" if all(v > 0 for v in values) else "behind" if all(v < 0 for v in values)
+            else "no clear side")
 
 
 def edge_lrs(entries):
-    """[(entry, 'top' or 'bottom', the lr to add)] for each Pareto-optimal shape whose lr is the
-    highest or lowest it ran at."""
-    optimal = {id(e) for form in forms(entries) for key in ("params_total", "params_trainable")
-               for metric in METRICS for e in pareto_front(of_form(entries, form), key, metric)}
-    flags = []
-    for e in entries:
-        lr, tried = e["learning_rate"], rates_run(e)
-        if id(e) in optimal and lr == tried[-1]:
-            flags.append((e, "top", float(f"{lr * 1.5:.3g}")))
-        if id(e) in optimal and lr == tried[0]:
-            flags.append((e, "bottom", float(f"{lr / 2:.3g}")))
-    return flags
-
-
-def all_seeds(entries):
-    return set().union(*(s for e in entries for s in e["seeds_at"].values()))
-
-
-def grid_cells(entries):
-    """[(form, a shape's entry of its family, {rate: its seeds})] for every form at every shape
-    its family ran."""
-    cells = []
-    for family in FAMILIES:
-        shapes = {e["dims"]: e for e in entries if e["family"] == family}
-        for form in forms(entries, family):
-            ran = {e["dims"]: e["seeds_at"] for e in of_form(entries, form)}
-            cells += [(form, shape, ran.get(shape["dims"], {}))
-                      for shape in sorted(shapes.values(), key=lambda e: e["params_total"])]
-    return cells
+    """The Pareto-optimal shapes at the top or bottom of the rates they ran."""
+    return [e for form in forms(entries) for e in pareto_front(of_form(entries, form))
+            if e["learning_rate"] in (min(e["mean_at"]), max(e["mean_at"]))]
 
 
 def grid_holes(entries):
-    """The cells not yet whole, with what they lack and the rates to run (0: the config's)."""
-    seeds, holes = all_seeds(entries), []
-    for form, shape, seeds_at in grid_cells(entries):
-        whole = [r for r, s in seeds_at.items() if s == seeds]
-        partial = sorted(r for r, s in seeds_at.items() if s != seeds)
-        too_few = len(whole) < MIN_RATES
-        lacks = (["not run"] if not seeds_at else
-                 [f"{len(whole)} rate{'s' * (len(whole) != 1)} with every seed"] * too_few
-                 + [f"{r:g} with seed {', '.join(map(str, sorted(seeds_at[r])))} only"
-                    for r in partial])
-        if lacks:
-            holes.append(dict(form=form, dims=shape["dims"], spec=shape["spec"],
-                              lacks=", ".join(lacks), rates=[0] * too_few + partial))
+    """[(form, dims)] of the form-shapes short of MIN_RATES rates with every seed: each form runs
+    every shape its family ran."""
+    seeds = set().union(*(s for e in entries for s in e["seeds_at"].values()))
+    holes = []
+    for family in FAMILIES:
+        shapes = {e["dims"] for e in entries if e["family"] == family}
+        for form in forms(entries, family):
+            ran = {e["dims"]: e["seeds_at"] for e in of_form(entries, form)}
+            holes += [(form, dims) for dims in sorted(shapes) if sum(
+                s == seeds for s in ran.get(dims, {}).values()) < MIN_RATES]
     return holes
 
 
-def grid_line(entries):
-    seeds, size = sorted(all_seeds(entries)), len(grid_cells(entries))
-    holes, edged = grid_holes(entries), len({id(e) for e, *_ in edge_lrs(entries)})
-    text = (f"(every form at every shape its family ran, each at {MIN_RATES} rates or more with "
-            f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}): ")
-    if not holes and not edged:
-        return text + "whole, and no Pareto-optimal shape at an edge rate"
-    return text + (f"{size - len(holes)} of {size} form-shapes whole, "
-                   f"{edged} Pareto-optimal shape{'s' * (edged != 1)} at an edge rate:"
-                   f" no verdict yet")
-
-
-def asks(entries):
-    """The sweep arguments that fill the grid and try each edge shape's next rate."""
-    wanted = defaultdict(lambda: defaultdict(dict))  # form -> rate (0: the config's) -> shapes
-    for hole in grid_holes(entries):
-        for rate in hole["rates"]:
-            wanted[hole["form"]][rate][hole["spec"]] = True
-    for e, _, rate in edge_lrs(entries):
-        wanted[e["form"]][rate][e["spec"]] = True
-    return [f"{form}: " + "; then ".join(
-        f"--shapes={','.join(shapes)}" + (f" --learning_rates={rate:g}" if rate else "")
-        for rate, shapes in sorted(by_rate.items())) for form, by_rate in wanted.items()]
-
-
-def h_min(seconds):
-    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60):02d} min"
-
-
-def summary(rows, entries, paths):
-    lrs = sorted({r["learning_rate"] for r in rows})
-    seeds = sorted({int(r["seed"]) for r in rows})
-    steps = sorted({int(float(r["steps"])) for r in rows if r.get("steps")})
-    total = sum(r["train_time_s"] for r in rows)
-    per_shape = sorted({len(e["seeds_at"]) for e in entries})
-    each = (f"x {len(lrs)} lrs" if per_shape == [len(lrs)] else
-            f"at {per_shape[0]}-{per_shape[-1]} of {len(lrs)} lrs")
-    text = (f"{len(rows)} runs: {len(entries)} shapes {each} "
-            f"({', '.join(f'{lr:g}' for lr in lrs)}) x {len(seeds)} seeds "
-            f"({', '.join(map(str, seeds))}); "
-            + (f"{'/'.join(map(str, steps))} steps a run; " if steps else "")
-            + f"training time {total:,.0f} s in all = {h_min(total)}")
-    if len(paths) > 1:  # side by side: each process's runs one after the other
-        names = [f"{p.parent.name}/{p.name}" for p in paths]  # or the path where two share it
-        seconds = {p: sum(r["train_time_s"] for r in rows if r["csv"] == str(p)) for p in paths}
-        text += " (" + "; ".join(f"{name if names.count(name) == 1 else p}: {seconds[p]:,.0f} s "
-                                 f"= {h_min(seconds[p])}" for p, name in zip(paths, names)) + ")"
-    lines = [text + "."]
-    for form in forms(entries):
-        totals = [e["params_total"] for e in of_form(entries, form)]
-        lines.append(f"{form}: {len(totals)} shape{'s' * (len(totals) != 1)}, "
-                     f"{min(totals) / 1e6:.2f}M-{max(totals) / 1e6:.2f}M total parameters.")
-    psnr = {int(r["seed"]): r["baseline_psnr_batchmse"] for r in rows}  # the noisy input's
-    ssim = {int(r["seed"]): r["baseline_ssim"] for r in rows}
-    text = (f"Noisy input (the baseline every model must beat): {mean(psnr.values()):.2f} dB, "
-            f"SSIM {mean(ssim.values()):.4f} (per seed: " + "; ".join(
-                f"{s}: {psnr[s]:.2f} dB, SSIM {ssim[s]:.4f}" for s in sorted(psnr)) + ").")
-    gains = [e["test_psnr_batchmse"][0] - mean(psnr.values()) for e in entries]
-    lines.append(text + f" The shapes' mean PSNR beats it by {min(gains):.2f}-{max(gains):.2f} dB.")
-    spread = {m: [e[m][2] - e[m][1] for e in entries if e["seeds"] > 1] for m in METRICS}
-    if all(spread.values()):
-        lines.append(f"Seeds' spread (max - min at a shape's lr, the largest over shapes): PSNR "
-                     f"{max(spread['test_psnr_batchmse']):.3f} dB, SSIM "
-                     f"{max(spread['test_ssim']):.4f}.")
-    held, broken = [], []
-    for e in entries:
-        for rate in neighbouring_rates(e):
-            move = e["mean_at"][rate]["test_psnr_batchmse"] - e["test_psnr_batchmse"][0]
-            (broken if breaks_down(e, rate) else held).append(move)
-    if held or broken:
-        text = "One rate step from each shape's chosen lr"
-        if held:
-            text += (f": where training held ({len(held)} shape-rates), test PSNR moves "
-                     f"{min(held):+.3f} to {max(held):+.3f} dB")
-        if broken:
-            text += (f"; where it broke down (validation loss over {BREAKS_DOWN:g}x the chosen "
-                     f"lr's: {len(broken)} shape-rates), it falls {-max(broken):.3f} dB or more")
-        lines.append(text + ".")
-    return lines
-
-
-def shape_table(entries):
-    lines = ["| shape | lr | seeds | params total / trainable | test PSNR mean (min-max) | "
-             "test SSIM mean (min-max) |", "|---|---:|---:|---:|---:|---:|"]
-    for e in entries:
-        p, s = e["test_psnr_batchmse"], e["test_ssim"]
-        lines.append(f"| {e['label']} | {e['learning_rate']:g} | {e['seeds']} | "
-                     f"{e['params_total'] / 1e6:.2f}M / "
-                     f"{e['params_trainable'] / 1e6:.2f}M | {p[0]:.2f} ({p[1]:.2f}-{p[2]:.2f}) | "
-                     f"{s[0]:.4f} ({s[1]:.4f}-{s[2]:.4f}) |")
-    return lines
+def reading(entries, hourglass, conventional):
+    """The pair's side and the gaps of the means at each front's points; why no verdict yet."""
+    short = sum(form in (hourglass, conventional) for form, _ in grid_holes(entries))
+    edged = sum(e["form"] in (hourglass, conventional) for e in edge_lrs(entries))
+    why = ([f"{short} form-shape(s) short of the grid"] * bool(short)
+           + [f"{edged} front shape(s) at an edge rate"] * bool(edged))
+    sides = []
+    for at in FAMILIES[::-1]:
+        found = gaps(entries, hourglass, conventional, at)
+        if found:
+            means = [gap for *_, gap, _ in found]
+            sides.append(f"{at} front ({len(found)} points) **{side(found)}**, "
+                         f"{min(means):+.3f} to {max(means):+.3f} dB")
+    return "; ".join(sides) if not why else f"no verdict yet ({', '.join(why)}); so far " + (
+        "; ".join(sides).replace("**", ""))
 
 
 def pairs(entries):
     return [(h, c) for h in forms(entries, "hourglass") for c in forms(entries, "conventional")]
 
 
-def side(found, metric):
-    """'ahead' where every gap, seed-paired gap and gap at a runner-up rate is above zero,
-    'behind' where all are below: a gap a seed or the next rate turns around is no side."""
-    values = [v for e, best, gap, paired in found for v in (
-        gap, *(paired or ()), *(gap + m for m in runner_up_moves(e, best, metric)))]
-    return ("ahead" if all(v > 0 for v in values) else "behind" if all(v < 0 for v in values)
-            else "no clear side")
-
-
-def brief_lines(entries):
-    """Each pair of forms' side on test PSNR against total parameters: a verdict only where their
-    grid is whole and no front shape sits at an edge rate."""
-    metric, lines = "test_psnr_batchmse", []
-    holes, flags = grid_holes(entries), edge_lrs(entries)
-    for hourglass, conventional in pairs(entries):
-        found = gaps(entries, "params_total", metric, hourglass, conventional)
-        if not found:
-            continue
-        values = [g for _, _, g, _ in found]
-        sizes = [e["params_total"] / 1e6 for e, *_ in found]
-        held = [abs(m) for e, best, *_ in found
-                for *_, m, broke in rate_moves(e, best, metric) if not broke]
-        short = sum(h["form"] in (hourglass, conventional) for h in holes)
-        edged = len({id(e) for e, *_ in flags if e["form"] in (hourglass, conventional)})
-        why = ([f"{short} of their form-shapes short of the grid"] * bool(short)
-               + [f"{edged} Pareto-optimal shape{'s' * (edged != 1)} at an edge rate"]
-               * bool(edged))
-        reading = (f"**no verdict yet** ({', '.join(why)}); so far {side(found, metric)}"
-                   if why else f"**{side(found, metric)}**")
-        moved = (f"a neighbouring rate moves a gap by up to {max(held):.3f} dB where training "
-                 f"held" if held else "no neighbouring rate held")
-        lines.append(f"- {hourglass} minus {conventional}: {reading}; {min(values):+.3f} to "
-                     f"{max(values):+.3f} dB test PSNR at the {len(found)} points of the "
-                     f"conventional front from {min(sizes):.2f}M to {max(sizes):.2f}M total "
-                     f"parameters; {moved}, and {flips_text(flips(found, metric), len(found))}")
+def brief_lines(entries, rows):
+    """The scope, each pair of forms' reading, the learned lift's gain."""
+    r0, spread = rows[0], max(e["psnr"][2] - e["psnr"][1] for e in entries)
+    lines = [f"{r0['task']} on {r0['data_source'].split(' (')[0]}, {r0['epochs']:g} epochs, "
+             f"{len({r['seed'] for r in rows})} seeds, {len(rows)} runs, each shape at the rate "
+             f"its validation loss chose; test PSNR, hourglass minus conventional, the gaps of the "
+             f"means at each front's points (a side: every gap, each seed's and each runner-up "
+             f"rate's, on it):"]
+    lines += [f"- {h} minus {c}: {reading(entries, h, c)}" for h, c in pairs(entries)]
+    frozen = {e["dims"]: e["psnr"][0] for e in of_form(entries, "hourglass (frozen W_in)")}
+    lifts = [e["psnr"][0] - frozen[e["dims"]] for e in of_form(entries, "hourglass (learned W_in)")
+             if e["dims"] in frozen]
+    if lifts:
+        lines.append(f"- the same hourglass, learned minus frozen W_in: {min(lifts):+.3f} to "
+                     f"{max(lifts):+.3f} dB ({len(lifts)} shapes)")
+    lines.append(f"The fronts are chosen on the test means they report (seeds differ by at most "
+                 f"{spread:.3f} dB). No ImageNet-32 run is here: config/"
+                 f"mlp_sweep_imagenet32_denoise.py runs one on a GPU.")
     return lines
 
 
-def gap_bullets(entries):
-    """Each pair of forms on each metric and axis (trainable only where it is not the total)."""
-    lines = []
-    for hourglass, conventional in pairs(entries):
-        both = of_form(entries, hourglass) + of_form(entries, conventional)
-        keys = ["params_total"] + (["params_trainable"] if any(
-            e["params_trainable"] != e["params_total"] for e in both) else [])
-        lines += [gap_bullet(entries, params_key, metric, hourglass, conventional)
-                  for params_key in keys for metric in METRICS]
+def summary(rows):
+    lrs = sorted({r["learning_rate"] for r in rows})
+    seeds = sorted({int(r["seed"]) for r in rows})
+    return (f"{len(rows)} runs, lrs {', '.join(f'{lr:g}' for lr in lrs)}, seeds "
+            f"{', '.join(map(str, seeds))}; {sum(r['train_time_s'] for r in rows) / 3600:.1f} h of "
+            f"training. Noisy input: {mean(r['baseline_psnr_batchmse'] for r in rows):.2f} dB.")
+
+
+def shape_table(entries):
+    lines = ["| form | d_z/d_h/L | lr | seeds | params total / trainable | test PSNR mean (min-max)"
+             " | test SSIM mean (min-max) |", "|---|---|---:|---:|---:|---:|---:|"]
+    for e in entries:
+        p, s = e["psnr"], e["ssim"]
+        lines.append(f"| {e['form']} | {e['dims']} | {e['learning_rate']:g} | {len(e['per_seed'])}"
+                     f" | {e['params_total'] / 1e6:.2f}M / {e['params_trainable'] / 1e6:.2f}M | "
+                     f"{p[0]:.2f} ({p[1]:.2f}-{p[2]:.2f}) | {s[0]:.4f} ({s[1]:.4f}-{s[2]:.4f}) |")
     return lines
 
 
-def gap_bullet(entries, params_key, metric, hourglass, conventional):
-    axis = params_key.split("_")[1]
-    d, unit = (3, " dB") if "psnr" in metric else (5, "")  # a digit more than the table shows
-    found = gaps(entries, params_key, metric, hourglass, conventional)
-    head = (f"- **{hourglass} minus {conventional}, {METRICS[metric]} against {axis} "
-            f"parameters:** ")
-    if not found:
-        return head + "no hourglass with as few parameters as any conventional front point"
-    ahead = sum(gap > 0 for _, _, gap, _ in found)
-    where = ("ahead at every point" if ahead == len(found) else "behind at every point"
-             if ahead == 0 else f"ahead at {ahead} of {len(found)} points")
-    across = sum(paired is not None and paired[0] < 0 < paired[1] for *_, paired in found)
+def gap_bullet(found, hourglass, conventional, at):
+    """One pair at one front's points: each gap, its seed-paired range, its neighbouring rates."""
     points = []
-    for e, best, gap, paired in found:
-        moves = rate_moves(e, best, metric)
-        detail = [f"seed-paired {paired[0]:+.{d}f} to {paired[1]:+.{d}f}"] if paired else []
-        detail.append("neighbouring rates: " + "; ".join(
-            f"the {family} " + ", ".join(f"{rate:g} " + ("breaks down" if broke else f"{m:+.{d}f}")
-                                         for f_, rate, _, m, broke in moves if f_ == family)
-            for family in FAMILIES if any(f_ == family for f_, *_ in moves))
-            if moves else "no neighbouring rate run")
-        points.append(f"{e[params_key] / 1e6:.2f}M {gap:+.{d}f}{unit} ({'; '.join(detail)})")
-    sure = ("every seed-paired range on the side of its mean" if not across else
-            f"{across} seed-paired range{'s' * (across > 1)} across zero")
-    rates = flips_text(flips(found, metric), len(found))
-    return head + f"{where}; {sure}; {rates}. " + "; ".join(points) + "."
-
-
-def front_bullets(entries):
-    metric = "test_psnr_batchmse"
-    lines = [f"- {form} front: " + " -> ".join(
-        f"{e['dims']} ({e['params_total'] / 1e6:.2f}M, {e[metric][0]:.2f} dB)"
-        for e in pareto_front(of_form(entries, form), "params_total", metric))
-        for form in forms(entries)]
-    flags = edge_lrs(entries)
-    lines.append("- rates at an edge (Pareto-optimal shapes, any front): " + ("none" if not flags
-                 else "; ".join(f"{e['label']} at {e['learning_rate']:g}, the {edge} of "
-                                f"{', '.join(f'{x:g}' for x in rates_run(e))}"
-                                for e, edge, _ in flags)))
-    holes = grid_holes(entries)
-    lines.append(f"- the grid {grid_line(entries)}" + ("" if not holes else "; short: " + "; ".join(
-        f"{h['form']} {h['dims']} ({h['lacks']})"
-        for h in holes)))
-    return lines
-
-
-def lift_bullet(entries):
-    """Each hourglass shape's test PSNR frozen -> learned ('' where none ran with both)."""
-    frozen = {e["dims"]: e for e in of_form(entries, "hourglass (frozen W_in)")}
-    both = [(frozen[e["dims"]], e) for e in of_form(entries, "hourglass (learned W_in)")
-            if e["dims"] in frozen]
-    return "- hourglass test PSNR, frozen -> learned W_in (each at its own lr): " + "; ".join(
-        f"{f['dims']} ({f['params_total'] / 1e6:.2f}M) {f['test_psnr_batchmse'][0]:.2f} -> "
-        f"{e['test_psnr_batchmse'][0]:.2f} dB" for f, e in both) + "." if both else ""
-
-
-def page_blocks(paths, name, rows=None):
-    """The pages' blocks NAME.runs, .shapes, .gaps, .fronts, .brief, .grid (and .lift)."""
-    rows = rows or sweep_rows(paths)
-    entries = shape_results(rows)
-    paths = [shown(p) for p in paths]
-    blocks = {f"{name}.runs": "\n".join(f"- {line}" for line in summary(rows, entries, paths)),
-              f"{name}.shapes": "\n".join(shape_table(entries)),
-              f"{name}.gaps": "\n".join(gap_bullets(entries)),
-              f"{name}.fronts": "\n".join(front_bullets(entries)),
-              f"{name}.brief": "\n".join(brief_lines(entries)),
-              f"{name}.grid": f"- the grid {grid_line(entries)}"}
-    if lift_bullet(entries):
-        blocks[f"{name}.lift"] = lift_bullet(entries)
-    return blocks
-
-
-def title(rows):
-    r0 = rows[0]
-    return (f"{r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
-            f"{float(r0['epochs']):g} epochs, batch {float(r0['batch_size']):g}; error bars: "
-            f"seeds' min-max")
+    for c, h, gap, paired in found:
+        e = c if at == FAMILIES[1] else h
+        detail = [f"seed-paired {paired[0]:+.3f} to {paired[1]:+.3f}"] if paired else []
+        detail += [f"the {family} at {rate:g} " + ("breaks down" if broke else f"{move:+.3f}")
+                   for family, rate, _, move, broke in rate_moves(c, h)]
+        points.append(f"{e['dims']} {e['params_total'] / 1e6:.2f}M {gap:+.3f} dB "
+                      f"({'; '.join(detail)})")
+    return (f"- {hourglass} minus {conventional}, at the {at} front's points: a runner-up rate "
+            f"flips {flips(found)} of {len(found)}. " + "; ".join(points) + ".")
 
 
 def report(paths, rows):
-    wanted = asks(shape_results(rows))
-    runs = ["- the runs they ask for (each form's sweep config, each seed's --out_dir): "
-            + "; ".join(wanted)] if wanted else []
-    blocks = page_blocks(paths, "fronts", rows)
-    del blocks["fronts.grid"]  # the last line of fronts.fronts
-    return "\n\n".join([f"# {title(rows)}", *blocks.values(), *runs]) + "\n"
+    entries = shape_results(rows)
+    r0 = rows[0]
+    flags = edge_lrs(entries)
+    fronts = [f"- {form} front: " + " -> ".join(
+        f"{e['dims']} ({e['params_total'] / 1e6:.2f}M, {e['psnr'][0]:.2f} dB)"
+        for e in pareto_front(of_form(entries, form))) for form in forms(entries)]
+    fronts.append(f"- the grid: {len(grid_holes(entries))} form-shapes short of {MIN_RATES} rates "
+                  f"with every seed; front shapes at an edge rate: " + (", ".join(
+                      f"{e['form']} {e['dims']} at {e['learning_rate']:g}" for e in flags)
+                      or "none"))
+    bullets = [gap_bullet(found, h, c, at) for h, c in pairs(entries) for at in FAMILIES
+               if (found := gaps(entries, h, c, at))]
+    return "\n\n".join([
+        f"# {r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
+        f"{r0['epochs']:g} epochs, batch {r0['batch_size']:g}",
+        "Rows: " + ", ".join(str(shown(p)) for p in paths), summary(rows),
+        "\n".join(brief_lines(entries, rows)), "\n".join(shape_table(entries)),
+        "\n".join(fronts), "\n".join(bullets)]) + "\n"
 
 
 def plot(rows, path):
-    from matplotlib.ticker import FuncFormatter
-
     from shapelab.plot import plt, save_figure
 
     entries = shape_results(rows)
-    baseline = mean(r["baseline_psnr_batchmse"] for r in rows)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    styles = {  # the hourglass warm, the conventional cool; a learned W_in square
-        "hourglass (frozen W_in)": ("tab:orange", "o"),
-        "hourglass (learned W_in)": ("tab:red", "s"),
-        "conventional (direct)": ("tab:blue", "o"),
-        "conventional (learned W_in)": ("tab:green", "s")}
-    for col, params_key in enumerate(("params_total", "params_trainable")):
-        right = max(e[params_key] for e in entries) / 1e6
-        for row, (metric, name) in enumerate(METRICS.items()):
-            ax = axes[row, col]
-            for i, form in enumerate(forms(entries)):
-                color, marker = styles.get(form, (f"C{i + 4}", "^"))
-                ours = of_form(entries, form)
-                means, lows, highs = np.array([e[metric] for e in ours]).T
-                ax.errorbar([e[params_key] / 1e6 for e in ours], means,
-                            yerr=[means - lows, highs - means], fmt=marker, color=color,
-                            alpha=0.45, capsize=3)
-                front = pareto_front(ours, params_key, metric)
-                y = [e[metric][0] for e in front]
-                ax.step([e[params_key] / 1e6 for e in front] + [right], y + [y[-1]], where="post",
-                        color=color, lw=2, label=f"{form} front")
-            values = [v for e in entries for v in e[metric][1:]]
-            low, high = min(values), max(values)  # a baseline far below would flatten the fronts
-            pad = 0.08 * (high - low or 1)
-            ax.set_ylim(low - pad, high + pad)
-            if metric == "test_psnr_batchmse":
-                ax.axhline(max(baseline, low - pad), color="0.5", ls=":",
-                           label=f"noisy input: {baseline:.2f} dB"
-                           + ("" if baseline >= low - pad else " (below)"))
-            ax.set_xscale("log")
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}M"))
-            ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}M" if str(v)[0] in
-                                                       "2357" else ""))
-            ax.set_xlabel(f"{params_key.split('_')[1]} parameters (M)")
-            ax.set_ylabel(name)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8, loc="best")
-    fig.suptitle(title(rows), fontsize=10)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    right = max(e["params_total"] for e in entries) / 1e6
+    for form in forms(entries):
+        ours = of_form(entries, form)
+        line = ax.errorbar([e["params_total"] / 1e6 for e in ours], [e["psnr"][0] for e in ours],
+                           yerr=[[e["psnr"][0] - e["psnr"][1] for e in ours],
+                                 [e["psnr"][2] - e["psnr"][0] for e in ours]],
+                           fmt="o", alpha=0.45, capsize=3)
+        front = pareto_front(ours)
+        y = [e["psnr"][0] for e in front]
+        ax.step([e["params_total"] / 1e6 for e in front] + [right], y + [y[-1]], where="post",
+                color=line[0].get_color(), lw=2, label=f"{form} front")
+    ax.set(xlabel="total parameters (M)", ylabel="test PSNR (dB)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(report([], rows).splitlines()[0][2:] + "; error bars: seeds' min-max",
+                 fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
 
 def main(argv):
-    """--out=PREFIX writes PREFIX.md and PREFIX.png (default: fronts.* beside the first CSV)."""
     out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
     paths = [Path(a) for a in argv if not a.startswith("--out=")]
     if not paths or not all(p.is_file() for p in paths) or len(out) > 1:
@@ -592,11 +384,15 @@ def main(argv):
     text = report(paths, rows)
     write_atomic(f"{prefix}.md", text)
     plot(rows, f"{prefix}.png")
-    print(text)
-    print(f"wrote {prefix}.md and {prefix}.png")
+    print(text + f"wrote {prefix}.md and {prefix}.png")
     if prefix.resolve().parent == ROOT / "results":  # the pages quote only committed outputs
         for page in write_blocks(pages(ROOT), page_blocks(paths, prefix.name, rows)):
-            print(f"wrote its blocks into {page.relative_to(ROOT)}")
+            print(f"wrote its block into {page.relative_to(ROOT)}")
+
+
+def page_blocks(paths, name, rows=None):
+    rows = rows or sweep_rows(paths)
+    return {f"{name}.brief": "\n".join(brief_lines(shape_results(rows), rows))}
 
 
 if __name__ == "__main__":

@@ -1,19 +1,17 @@
 """
 Does freezing the random lift W_in cost anything? Section 4.3 of "Rethinking the Shape Convention
 of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796): the same hourglass trained with W_in
-frozen at its random init and learned, from the same seed, at one or several d_z.
+frozen at its random init and learned, from the same seed.
 
     python experiments/mlp_hourglass_input_proj.py config/mlp_mnist_denoise.py \\
         --dataset=fashion_mnist --epochs=10 --seeds=0,1 --num_threads=1 \\
         --out_dir=results/mlp_fashion_denoise_input_proj    # the committed comparison
 
-Every train_mlp.py setting works here, plus --variants (mlp_hourglass.INPUT_PROJECTIONS),
---latent_dims and --seeds. Writes compare.csv, compare.json (with the validation curves) and
-compare_input_proj.png to out_dir; each run trains in its own folder under out_dir (out/<name>
-for an out_dir in results/: committed results hold no checkpoint), and the same command again
-goes on where it stopped.
+Every train_mlp.py setting works here, plus --variants (mlp_hourglass.INPUT_PROJECTIONS) and
+--seeds. Writes compare.csv, compare.json (with the validation curves) and compare_input_proj.png
+to out_dir; each run trains in its own folder (under out/ for an out_dir in results/: committed
+results hold no checkpoint), and the same command again goes on where it stopped.
 """
-
 
 import json
 import os
@@ -23,18 +21,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the repo root, for train_mlp.py and its modules
-sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_sweep.py
+sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
 import train_mlp
 from mlp_hourglass_sweep import SCORES, train_in_folder
-from mlp_hourglass import check_shape, input_projection
+from mlp_hourglass import input_projection
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, parse_overrides, usage_error
 from shapelab.dataset import load_images
 from shapelab.image_tasks import get_task
 
-OPTIONS = dict(variants=("frozen_random", "learned"), latent_dims=(), seeds=())
+OPTIONS = dict(variants=("frozen_random", "learned"), seeds=())
 # settings that say where a run lives, not what it is: left out of the committed results
 WHERE = ("out_dir", "data_dir", "prepared_dir", "init_from", "overwrite", "eval_only",
          "allow_other_data", "num_threads", "log_interval", "device", "compile")
@@ -47,49 +44,40 @@ def runs_folder(out_dir):
     return out_dir
 
 
-def compare(config, variants, latent_dims, out_dir, seeds):
-    base = train_mlp.resolve(config)
-    latent_dims, seeds = latent_dims or (base.latent_dim,), seeds or (base.seed,)
-    task = get_task(base.task)
-    variants = [input_projection(v, base.shape, base.latent_dim, task.input_dim) for v in variants]
-    for d_z in latent_dims:
-        check_shape(base.shape, d_z, base.hidden_dim)
-    data = load_images(task, base.dataset, base.data_dir, base.max_train_images,
-                       base.prepared_dir)
+def compare(config, variants, out_dir, seeds):
+    c = train_mlp.resolve(config)
+    task = get_task(c.task)
+    variants = [input_projection(v, c.shape, c.latent_dim, task.input_dim) for v in variants]
+    data = load_images(task, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
     source = train_mlp.portable_source(data.source)  # (no machine path in committed results)
-    runs_dir = runs_folder(out_dir)
     os.makedirs(out_dir, exist_ok=True)
-    results, grid = {}, []
-    for seed in seeds:
-        for d_z in latent_dims:
-            for variant in variants:
-                print(f"--- d_z = {d_z}, W_in = {variant}, seed {seed}")
-                name = variant if len(latent_dims) == 1 else f"dz{d_z}_{variant}"
-                name += f"_seed{seed}" if len(seeds) > 1 else ""
-                run = {**config, "latent_dim": d_z, "input_proj": variant, "seed": seed}
-                r = results[(d_z, variant, seed)] = train_in_folder(
-                    run, data, os.path.join(runs_dir, name), quiet=False, results=True)
-                grid.append({"task": base.task, "data_source": source,
-                             "epochs": base.epochs, "shape": base.shape, "latent_dim": d_z,
-                             "hidden_dim": base.hidden_dim, "n_blocks": base.n_blocks,
-                             "input_proj": r["model"].input_proj,
-                             "learning_rate": base.learning_rate, "seed": seed,
-                             "params_total": r["params"]["total"],
-                             "params_trainable": r["params"]["trainable"],
-                             "best_val_loss": r["best_val_loss"],
-                             **{f"test_{k}": r["test"][k] for k in SCORES},
-                             "baseline": r["baseline_name"],
-                             **{f"baseline_{k}": r["baseline"][k] for k in SCORES},
-                             "steps": r["steps"], "train_time_s": round(r["train_time_s"], 1)})
+    grid, history = [], {}
+    for seed in seeds or (c.seed,):
+        for variant in variants:
+            print(f"--- W_in = {variant}, seed {seed}")
+            name = variant + (f"_seed{seed}" if len(seeds) > 1 else "")
+            r = train_in_folder({**config, "input_proj": variant, "seed": seed}, data,
+                                os.path.join(runs_folder(out_dir), name), quiet=False,
+                                results=True)
+            history[f"dz{c.latent_dim}_{variant}_seed{seed}"] = r["history"]
+            grid.append({"task": c.task, "data_source": source, "epochs": c.epochs,
+                         "shape": c.shape, "latent_dim": c.latent_dim, "hidden_dim": c.hidden_dim,
+                         "n_blocks": c.n_blocks, "input_proj": r["model"].input_proj,
+                         "learning_rate": c.learning_rate, "seed": seed,
+                         "params_total": r["params"]["total"],
+                         "params_trainable": r["params"]["trainable"],
+                         "best_val_loss": r["best_val_loss"],
+                         **{f"test_{k}": r["test"][k] for k in SCORES},
+                         "baseline": r["baseline_name"],
+                         **{f"baseline_{k}": r["baseline"][k] for k in SCORES},
+                         "steps": r["steps"], "train_time_s": round(r["train_time_s"], 1)})
     summary = {"data": source, "dataset": data.dataset, "grid": grid,
-               "setting": {k: v for k, v in vars(base).items()
+               "setting": {k: v for k, v in vars(c).items()
                            if k not in ("input_proj", "latent_dim", "seed", *WHERE)},
-               "history": {f"dz{d_z}_{v}_seed{s}": r["history"]
-                           for (d_z, v, s), r in results.items()}}
+               "history": history}
     write_atomic(os.path.join(out_dir, "compare.json"), json.dumps(summary, indent=2))
     train_mlp.write_csv(os.path.join(out_dir, "compare.csv"), grid)
-    plot(results, grid, variants, latent_dims, base, source,
-         os.path.join(out_dir, "compare_input_proj.png"))
+    plot(summary, c, os.path.join(out_dir, "compare_input_proj.png"))
     print("d_z    W_in          seed  params(trainable/total)   test psnr_batchmse  "
           "psnr_per_image  ssim")
     for g in grid:
@@ -97,38 +85,23 @@ def compare(config, variants, latent_dims, out_dir, seeds):
               f"{g['params_trainable'] / 1e6:7.2f}M / {g['params_total'] / 1e6:6.2f}M   "
               f"{g['test_psnr_batchmse']:8.3f} dB       {g['test_psnr_per_image']:6.3f} dB     "
               f"{g['test_ssim']:.4f}")
-    for seed in seeds:
-        g = next(g for g in grid if g["seed"] == seed)
-        print(f"{g['baseline']} (seed {seed}): {g['baseline_psnr_batchmse']:.3f} dB, "
+    for g in grid[::len(variants)]:
+        print(f"{g['baseline']} (seed {g['seed']}): {g['baseline_psnr_batchmse']:.3f} dB, "
               f"{g['baseline_psnr_per_image']:.3f} dB per image, SSIM {g['baseline_ssim']:.4f}")
     print(f"wrote {out_dir}/compare.json, compare.csv and compare_input_proj.png")
     return summary
 
 
-def plot(results, grid, variants, latent_dims, c, source, path):
+def plot(summary, c, path):
     from shapelab.plot import plt, save_figure
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    if len(latent_dims) == 1:  # the variants' validation curves
-        for (_, v, seed), r in results.items():
-            h = r["history"]
-            ax.plot([e["epoch"] for e in h], [e["val_psnr_batchmse"] for e in h], "-o", ms=3,
-                    label=f"W_in {v}, seed {seed}: {r['params']['trainable'] / 1e6:.2f}M "
-                          f"trainable / {r['params']['total'] / 1e6:.2f}M")
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("val PSNR (dB, batch-MSE)")
-    else:  # test PSNR against d_z, a line per variant and seed
-        for v in variants:
-            for seed in sorted({g["seed"] for g in grid}):
-                points = [g for g in grid if g["input_proj"] == v and g["seed"] == seed]
-                ax.plot([g["latent_dim"] for g in points],
-                        [g["test_psnr_batchmse"] for g in points], "-o", ms=4,
-                        label=f"W_in {v}, seed {seed}")
-        ax.set_xlabel("d_z (latent width)")
-        ax.set_ylabel("test PSNR (dB, batch-MSE)")
-    data = source.split(" (")[0]  # the dataset's name: its full source is in compare.csv
-    ax.set_title(f"{c.task} on {data}: {c.shape} d_h={c.hidden_dim} L={c.n_blocks}, "
-                 f"{c.epochs:g} epochs, {c.dtype}", fontsize=8)
+    for name, h in summary["history"].items():
+        ax.plot([e["epoch"] for e in h], [e["val_psnr_batchmse"] for e in h], "-o", ms=3,
+                label=name.split("_", 1)[1])
+    ax.set(xlabel="epoch", ylabel="val PSNR (dB, batch-MSE)")
+    ax.set_title(f"{c.task} on {summary['dataset']}: {c.shape} d_z={c.latent_dim} "
+                 f"d_h={c.hidden_dim} L={c.n_blocks}, {c.epochs:g} epochs, {c.dtype}", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -140,14 +113,12 @@ def main(argv):
         defaults = {**{k: v for k, v in train_mlp.DEFAULTS.items()
                        if k not in ("init_from", "eval_only")}, **OPTIONS}  # (per run: ours)
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
-        variants, latent_dims = config.pop("variants"), config.pop("latent_dims")
-        seeds = config.pop("seeds")
-        out_dir = config["out_dir"] or os.path.join("out", f"mlp_compare_input_proj_"
-                                                           f"{config['task']}")
+        variants, seeds = config.pop("variants"), config.pop("seeds")
         if not variants:
             raise ConfigError("--variants= is empty: name one or more of "
                               "frozen_random, learned, zero_pad, direct")
-        return compare(config, variants, latent_dims, out_dir, seeds)
+        return compare(config, variants,
+                       config["out_dir"] or f"out/mlp_input_proj_{config['task']}", seeds)
     except ConfigError as e:
         usage_error(e)
     except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)

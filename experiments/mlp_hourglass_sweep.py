@@ -6,11 +6,10 @@ section 4.2.
 
     python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_denoise_fair.py --seeds=0
 
-Every train_mlp.py setting works here, plus the grid (--hg_latent, --hg_hidden, --hg_blocks,
---conv_latent, --conv_hidden, --conv_blocks, --learning_rates, --seeds) or an explicit list
-(--shapes=hourglass:1024:64:2,... or `shapes` in a config file). The same command again goes on
-where it stopped, inside the run it was in; a row is appended whole and never rewritten; one CSV
-holds one setting and one sweep at a time.
+Every train_mlp.py setting works here, plus --shapes (hourglass:1024:64:2,... or a config file's
+(family, d_z, d_h, L) tuples), --learning_rates and --seeds. The same command again goes on where
+it stopped, inside the run it was in; a row is appended whole and never rewritten; one CSV holds
+one setting and one sweep at a time.
 """
 
 
@@ -24,7 +23,6 @@ import signal
 import sys
 import time
 from contextlib import suppress
-from itertools import product
 from pathlib import Path
 
 import torch
@@ -43,9 +41,7 @@ from shapelab.run import lock_folder
 from shapelab.run import Diverged, RunDir
 import train_mlp
 
-GRID = dict(hg_latent=(1024, 2048), hg_hidden=(16, 64, 256, 512), hg_blocks=(2, 4),
-            conv_latent=(), conv_hidden=(1024, 2048, 3072), conv_blocks=(1, 2),
-            learning_rates=(1e-3,), seeds=(0,))  # conv_latent () = d_x: the image itself
+GRID = dict(shapes=(), learning_rates=(1e-3,), seeds=(0,))
 # the run's setting: every row records it, the resume keys on it, one CSV holds one setting
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_iters", "batch_size", "flips",
                   "noise_sigma", "dtype", "weight_decay", "eval_interval", "clamp_sr_input"]
@@ -107,7 +103,6 @@ def append_row(path, row):
 
 
 def sweep_lock(csv_path):
-    csv_path = Path(csv_path)
     return lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path)
 
 
@@ -122,8 +117,6 @@ def train_in_folder(settings, data, run_dir, quiet=True, results=False):
         return train_mlp.train({**settings, "out_dir": str(run_dir), "init_from": init}, data,
                                quiet=quiet, run=folder, results=results)
     except KeyboardInterrupt:
-        for tmp in Path(run_dir).glob("*.tmp.*"):  # a save cut short
-            tmp.unlink()
         saved = (f"its last checkpoint is {folder.ckpt} (step {folder.last_good_step})"
                  if folder.last_good_step is not None
                  else "it had no checkpoint yet")
@@ -139,14 +132,6 @@ def diverged_result(settings, step):
     nan = dict.fromkeys(SCORES, math.nan)
     return {"model": model, "params": count_params(model), "best_val_loss": math.nan,
             "test": nan, "baseline": nan, "steps": step, "train_time_s": math.nan}
-
-
-def sweep_grid(hg_latent, hg_hidden, hg_blocks, conv_latent, conv_hidden, conv_blocks):
-    """Each family's shapes: a hourglass's d_h below its d_z, a conventional's above."""
-    return ([("hourglass", *dims) for dims in product(hg_latent, hg_hidden, hg_blocks)
-             if dims[1] < dims[0]]
-            + [("conventional", *dims) for dims in product(conv_latent, conv_hidden, conv_blocks)
-               if dims[1] > dims[0]])
 
 
 def explicit_grid(shapes):
@@ -179,7 +164,7 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir):
     def inputs(shape, d_z):  # what feeds the blocks: the one asked for, or each shape's own
         return input_projection(config.get("input_proj", ""), shape, d_z, d_x)
     os.makedirs(out_dir, exist_ok=True)
-    csv_path = os.path.join(out_dir, "sweep.csv")
+    csv_path = Path(out_dir) / "sweep.csv"
     with sweep_lock(csv_path):  # one sweep at a time on this CSV
         data = load_images(get_task(base.task), base.dataset, base.data_dir,
                            base.max_train_images, base.prepared_dir)
@@ -223,7 +208,7 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir):
         with suppress(OSError):  # the runs' folder, once empty
             os.rmdir(os.path.join(out_dir, "runs"))
         try:
-            fronts.main([csv_path])  # fronts.md and fronts.png beside the CSV
+            fronts.main([str(csv_path)])  # fronts.md and fronts.png beside the CSV
         except SystemExit as e:  # every run diverged: no fronts to draw
             print(e)
         return read_csv(csv_path)
@@ -232,20 +217,15 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir):
 def main(argv):
     try:
         defaults = {**{k: v for k, v in train_mlp.DEFAULTS.items()
-                       if k not in ("init_from", "overwrite", "eval_only")},  # (per run: ours)
-                    **GRID, "shapes": ()}
+                       if k not in ("init_from", "overwrite", "eval_only")}, **GRID}  # (per run)
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
-        grid_args = {k: config.pop(k) for k in GRID}
-        grid_args["conv_latent"] = grid_args["conv_latent"] or (
-            get_task(config["task"]).input_dim,)  # d_x: the image itself
-        shapes = config.pop("shapes")
+        grid, learning_rates, seeds = (config.pop(k) for k in GRID)
+        if not grid or not learning_rates or not seeds:
+            raise ConfigError("the grid is empty: give --shapes=hourglass:1024:64:2,conventional:"
+                              "784:1024:1 (or a config file's shapes), --learning_rates and "
+                              "--seeds")
         out_dir = config["out_dir"] or os.path.join("out", f"mlp_sweep_{config['task']}")
-        grid = explicit_grid(shapes) if shapes else sweep_grid(*list(grid_args.values())[:6])
-        if not grid or not grid_args["learning_rates"] or not grid_args["seeds"]:
-            raise ConfigError("the grid is empty: give each family's d_z, d_h and L values "
-                              "(hourglass d_h < d_z, conventional d_h > d_z), --learning_rates "
-                              "and --seeds")
-        return run_sweep(config, grid, grid_args["learning_rates"], grid_args["seeds"], out_dir)
+        return run_sweep(config, explicit_grid(grid), learning_rates, seeds, out_dir)
     except ConfigError as e:
         usage_error(e)
     except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)

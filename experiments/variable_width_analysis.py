@@ -9,8 +9,8 @@ the plain GPT, after the embedding (layer 0) and every layer:
       H(X) = -(1 / log r) sum_j p_j log p_j,     p_j = sigma_j^2 / ||X||_F^2              (2)
 
 - the logit lens (sec. 4.3), streamed a layer at a time (all at once was ~28 GB at 200M);
-- the MLP activations a = silu(W_1 x) * W_3 x (sec. 4.1, appendix C): density, dead dimensions and
-  the participation ratio N_eff = (sum_i e_i)^2 / sum_i e_i^2, e_i = sum_t a_ti^2.
+- the MLP activations a = silu(W_1 x) * W_3 x (sec. 4.1, appendix C): density, dead dimensions
+  and the participation ratio N_eff = (sum_i e_i)^2 / sum_i e_i^2, e_i = sum_t a_ti^2.
 
     python experiments/variable_width_analysis.py --out_dirs=out-vw-constant,out-vw-x
 """
@@ -31,9 +31,6 @@ from shapelab.checkpoint import load_checkpoint
 from shapelab.configurator import ConfigError, parse_overrides, usage_error
 from shapes import model_from_checkpoint
 from variable_width import layer_widths_of
-
-DENSITY_THRESHOLDS = (0.01, 0.03, 0.1, 0.3, 1.0)
-
 
 @torch.no_grad()
 def hidden_states(model, idx):
@@ -81,44 +78,31 @@ def logit_lens(model, batches):
     return {key: m.tolist() for key, m in zip(("target_logprob", "entropy", "sym_kl"), means)}
 
 
-def activation_sums(a):
-    """(tokens active per dimension, energy per dimension, entries over each threshold, tokens)
-    of one batch's activations a; active: |a| > 0.1."""
-    a = a.reshape(-1, a.size(-1)).double()  # (tokens, the layer's dims)
-    return ((a.abs() > 0.1).sum(0).double(), (a ** 2).sum(0),
-            np.array([int((a.abs() > th).sum()) for th in DENSITY_THRESHOLDS]), a.size(0))
-
-
 @torch.no_grad()
 def mlp_activation_stats(model, batches):
-    """Per layer, from a hook on its SwiGLU's W_2 input: density by threshold, utilisation (each
-    dimension's share of active tokens, sorted), dead (active on < 1% of tokens), n_eff and
-    n_eff / dims."""
-    sums = [[] for _ in model.blocks]
+    """Per layer, from a hook on its SwiGLU's W_2 input: the share of |a| > 0.1 (density), each
+    dimension's share of tokens over it (utilisation, sorted), the dimensions active on < 1% of
+    tokens (dead), the participation ratio n_eff and n_eff / dims."""
+    sums = [[] for _ in model.blocks]  # per batch: (tokens active per dim, energy per dim, tokens)
+
+    def add(r, a):
+        a = a.reshape(-1, a.size(-1)).double()  # (tokens, the layer's dims)
+        r.append(((a.abs() > 0.1).sum(0).double(), (a ** 2).sum(0), a.size(0)))
     handles = [block.ffn.mlp.out_proj.register_forward_pre_hook(
-        lambda module, inputs, r=r: r.append(activation_sums(inputs[0])))
-        for block, r in zip(model.blocks, sums)]
+        lambda module, inputs, r=r: add(r, inputs[0])) for block, r in zip(model.blocks, sums)]
     for idx, _ in batches:
         model(idx)
     for h in handles:
         h.remove()
     out = []
     for r in sums:
-        active, e, over, tokens = map(sum, zip(*r))
-        util, dims = (active / tokens).sort().values, e.numel()
+        active, e, tokens = map(sum, zip(*r))
+        util = (active / tokens).sort().values
         n_eff = float(e.sum() ** 2 / (e ** 2).sum())
-        out.append(dict(density=dict(zip(DENSITY_THRESHOLDS, over / (tokens * dims))),
-                        utilisation=util.tolist(), dead=float((util < 0.01).double().mean()),
-                        n_eff=n_eff, n_eff_frac=n_eff / dims, dims=dims))
+        out.append(dict(density=float(util.mean()), utilisation=util.tolist(),
+                        dead=float((util < 0.01).double().mean()), n_eff=n_eff,
+                        n_eff_frac=n_eff / e.numel(), dims=e.numel()))
     return out
-
-
-def layer_panels(axes, results, keys, ylabels, first=0, xlabel="layer (0 = embedding)"):
-    """Each run's per-layer values of each key as a line, a panel per key."""
-    for ax, key, ylabel in zip(axes, keys, ylabels):
-        for label, r in results.items():
-            ax.plot(range(first, first + len(r[key])), r[key], marker="o", label=label)
-        ax.set(xlabel=xlabel, ylabel=ylabel)
 
 
 def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8,
@@ -126,43 +110,34 @@ def analyze_checkpoints(out_dirs, data_dir, n_batches=4, batch_size=8,
     """The numbers of every run's out_dir/ckpt.pt, drawn into <png_prefix>_entropy.png,
     _logit_lens.png and _mlp.png."""
     from shapelab.plot import plt, save_figure
-    results, densities = {}, {}
+    results = {}
     for out_dir in out_dirs:
         ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt", map_location=device)
         model = model_from_checkpoint(ckpt).float().to(device).eval()
         x, y = val_windows(data_dir, n_batches * batch_size, model.config.block_size)
         batches = list(zip(x.to(device).split(batch_size), y.to(device).split(batch_size)))
-        label = f"{out_dir} (widths {layer_widths_of(model)})"
         stats = mlp_activation_stats(model, batches)
-        densities[label] = [np.mean([r["density"][th] for r in stats])
-                            for th in DENSITY_THRESHOLDS]
-        results[label] = dict(matrix_entropy=matrix_entropy_per_layer(model, batches),
-                              **logit_lens(model, batches),
-                              mlp_density=[r["density"][0.1] for r in stats],
-                              **{f"mlp_{key}": [r[key] for r in stats]
-                                 for key in ("dead", "n_eff", "n_eff_frac")})
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    layer_panels([ax], results, ["matrix_entropy"], ["normalized matrix entropy, eq. (2)"])
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    save_figure(fig, f"{png_prefix}_entropy.png", dpi=90)
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-    layer_panels(axes, results, ("target_logprob", "entropy", "sym_kl"),
-                 ("target log-prob", "entropy (nats)", "sym. KL to previous layer"))
-    axes[0].legend(fontsize=6)
-    fig.tight_layout()
-    save_figure(fig, f"{png_prefix}_logit_lens.png", dpi=90)
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.5))
-    for label, values in densities.items():
-        axes[0].plot(DENSITY_THRESHOLDS, values, marker="o", label=label)
-    layer_panels(axes[1:], results, ("mlp_dead", "mlp_n_eff", "mlp_n_eff_frac"),
-                 ("share of dims active on < 1% of tokens", "participation ratio N_eff",
-                  "N_eff / activation dims"), first=1, xlabel="layer")
-    axes[0].set(xscale="log", xlabel="threshold on |activation|",
-                ylabel="MLP activation density (mean over layers)")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=7)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    save_figure(fig, f"{png_prefix}_mlp.png", dpi=90)
+        results[f"{out_dir} (widths {layer_widths_of(model)})"] = dict(
+            matrix_entropy=matrix_entropy_per_layer(model, batches), **logit_lens(model, batches),
+            **{f"mlp_{key}": [r[key] for r in stats]
+               for key in ("density", "dead", "n_eff", "n_eff_frac")})
+    figures = {"entropy": {"matrix_entropy": "normalized matrix entropy, eq. (2)"},
+               "logit_lens": {"target_logprob": "target log-prob", "entropy": "entropy (nats)",
+                              "sym_kl": "sym. KL to previous layer"},
+               "mlp": {"mlp_density": "share of |activation| > 0.1",
+                       "mlp_dead": "share of dims active on < 1% of tokens",
+                       "mlp_n_eff": "participation ratio N_eff",
+                       "mlp_n_eff_frac": "N_eff / activation dims"}}
+    for kind, panels in figures.items():
+        fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels) + 1, 3.5), squeeze=False)
+        first = int(kind == "mlp")  # the MLP's values start at layer 1, the stream's at 0
+        for ax, (key, ylabel) in zip(axes[0], panels.items()):
+            for label, r in results.items():
+                ax.plot(range(first, first + len(r[key])), r[key], marker="o", label=label)
+            ax.set(xlabel="layer (0 = embedding)", ylabel=ylabel)
+        axes[0, 0].legend(fontsize=6)
+        fig.tight_layout()
+        save_figure(fig, f"{png_prefix}_{kind}.png", dpi=90)
     return results
 
 

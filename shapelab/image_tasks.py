@@ -59,20 +59,6 @@ def get_task(name):
     return TASKS[name]
 
 
-def add_gaussian_noise(clean, sigma, generator=None):
-    """clamp(y + N(0, sigma^2), 0, 1) of clean (B, C, H, W) in [0, 1]."""
-    noise = torch.randn(clean.shape, generator=generator, device=clean.device, dtype=clean.dtype)
-    return (clean + sigma * noise).clamp(0.0, 1.0)
-
-
-def bicubic_downsample(clean, clamp=False):
-    """(B, C, H, W) -> (B, C, H/2, W/2), bicubic: it overshoots [0, 1] near edges unless clamp."""
-    h, w = clean.shape[-2:]
-    low = F.interpolate(clean, size=(h // 2, w // 2), mode="bicubic", antialias=False,
-                        align_corners=False)
-    return low.clamp(0.0, 1.0) if clamp else low
-
-
 def baseline_prediction(task, x):
     """The trivial restorer's output (B, d_out) for inputs x (B, d_x), as BASELINE_NAMES says."""
     if task.degradation != "bicubic2x":
@@ -106,10 +92,14 @@ def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip
     clean = images_u8.float() / 255.0                          # (B, C, H, W)
     if flip_codes is not None:
         clean = flip_images(clean, flip_codes)
-    if task.degradation == "noise":
-        degraded = add_gaussian_noise(clean, noise_sigma, generator)
-    elif task.degradation == "bicubic2x":
-        degraded = bicubic_downsample(clean, clamp_sr_input)
+    if task.degradation == "noise":  # clamp(y + N(0, sigma^2), 0, 1)
+        noise = torch.randn(clean.shape, generator=generator, device=clean.device)
+        degraded = (clean + noise_sigma * noise).clamp(0.0, 1.0)
+    elif task.degradation == "bicubic2x":  # it overshoots [0, 1] near edges unless clamped
+        h, w = clean.shape[-2:]
+        degraded = F.interpolate(clean, size=(h // 2, w // 2), mode="bicubic", antialias=False,
+                                 align_corners=False)
+        degraded = degraded.clamp(0.0, 1.0) if clamp_sr_input else degraded
     else:
         degraded = clean
     x = degraded.flatten(1)  # (B, d_x)
@@ -159,29 +149,22 @@ def samples_png(task, x, pred, target, title):
     return png.getvalue()
 
 
-def psnr_from_mse(mse, data_range=1.0):
-    """PSNR in dB; identical images give 100 dB, not inf."""
-    mse = torch.as_tensor(mse, dtype=torch.float64).clamp_min(1e-10)
-    return 10.0 * torch.log10(data_range ** 2 / mse)
+def psnr_from_mse(mse):
+    """PSNR in dB of images in [0, 1]; identical images give 100 dB, not inf."""
+    return -10.0 * torch.log10(torch.as_tensor(mse, dtype=torch.float64).clamp_min(1e-10))
 
 
-def gaussian_taps(size=11, sigma=1.5):
-    coords = torch.arange(size, dtype=torch.float64) - (size - 1) / 2
-    g = torch.exp(-coords ** 2 / (2 * sigma ** 2))
-    return g / g.sum()                                             # (size,), sums to 1
-
-
-def ssim(x, y, data_range=None, valid=False):
-    """Mean SSIM per image (B,) of x, y (B, C, H, W), as torchmetrics' defaults; valid=True (ours):
-    only the windows inside the image (~0.25-0.3 higher on digits in a black border)."""
+def ssim(x, y):
+    """Mean SSIM per image (B,) of x, y (B, C, H, W), as torchmetrics' defaults."""
     x, y = x.double(), y.double()
-    if data_range is None:
-        data_range = max((x.max() - x.min()).item(), (y.max() - y.min()).item())
-    if not valid:
-        x, y = F.pad(x, (5, 5, 5, 5), mode="reflect"), F.pad(y, (5, 5, 5, 5), mode="reflect")
-    # the local means of x, y, x^2, y^2, xy: a separable window, a column pass then a row pass
+    data_range = max((x.max() - x.min()).item(), (y.max() - y.min()).item())
+    x, y = F.pad(x, (5, 5, 5, 5), mode="reflect"), F.pad(y, (5, 5, 5, 5), mode="reflect")
+    # the local means of x, y, x^2, y^2, xy: a separable 11-tap Gaussian (sigma 1.5), column
+    # then row
+    taps = torch.exp(-(torch.arange(11, dtype=torch.float64) - 5) ** 2 / (2 * 1.5 ** 2)).to(x)
+    taps /= taps.sum()
     maps = torch.cat([x, y, x * x, y * y, x * y], dim=1)
-    taps, n = gaussian_taps().to(x), maps.size(1)
+    n = maps.size(1)
     maps = F.conv2d(maps, taps.view(1, 1, -1, 1).expand(n, 1, -1, 1), groups=n)
     maps = F.conv2d(maps, taps.view(1, 1, 1, -1).expand(n, 1, 1, -1), groups=n)
     mu_x, mu_y, mean_xx, mean_yy, mean_xy = maps.chunk(5, dim=1)

@@ -12,10 +12,9 @@ from shapelab import image_tasks as IT
 
 def test_degradations_targets_and_prototypes():
     g = torch.Generator().manual_seed(0)
-    noisy = IT.add_gaussian_noise(torch.full((64, 1, 28, 28), 0.5), 0.25, g)
-    assert noisy.min() >= 0 and noisy.max() <= 1 and abs(noisy.mean().item() - 0.5) < 0.005
-    const = IT.bicubic_downsample(torch.full((2, 1, 28, 28), 0.3))
-    assert torch.allclose(const, torch.full((2, 1, 14, 14), 0.3), atol=1e-6)
+    gray = torch.full((64, 1, 28, 28), 128, dtype=torch.uint8)
+    noisy, _ = IT.make_batch(IT.get_task("mnist_denoise"), gray, None, None, g, 0.25)
+    assert noisy.min() >= 0 and noisy.max() <= 1 and abs(noisy.mean().item() - 128 / 255) < 0.005
     images = torch.arange(40, dtype=torch.uint8).view(40, 1, 1, 1).expand(40, 1, 28, 28)
     labels = torch.arange(40) % 4  # image i: pixel value i, class i % 4
     protos = IT.choose_prototypes(images, labels)  # one seeded training image per class
@@ -73,8 +72,6 @@ def test_ssim_is_the_reference_codes_torchmetrics_ssim_on_mnist_like_digits():
     squashed = torch.sigmoid(4 * (clean - 0.5) + 0.3 * torch.randn(clean.shape, generator=g))
     for x, torchmetrics_value in ((noisy, 0.289849), (blurred, 0.880769), (squashed, 0.327502)):
         assert IT.ssim(x, clean).mean().item() == pytest.approx(torchmetrics_value, abs=1e-4)
-    valid = IT.ssim(noisy, clean, valid=True).mean().item()  # ours: the windows inside only
-    assert valid > 0.289849 + 0.2  # the black border: ~0.25-0.3 higher on digits
 
 
 def test_the_sr_input_is_the_reference_codes_interpolate_exactly():
@@ -83,7 +80,6 @@ def test_the_sr_input_is_the_reference_codes_interpolate_exactly():
     expected = F.interpolate(clean, size=(14, 14), mode="bicubic", antialias=False,
                              align_corners=False)
     assert (expected < 0).any() and (expected > 1).any()  # (so a clamp is seen)
-    assert torch.equal(IT.bicubic_downsample(clean), expected)
     task = IT.get_task("mnist_sr")
     x, target = IT.make_batch(task, images_u8, labels, None, None, None)
     assert torch.equal(x, expected.flatten(1)) and torch.equal(target, clean.flatten(1))

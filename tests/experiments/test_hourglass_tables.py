@@ -1,6 +1,5 @@
-"""experiments/hourglass_tables.py and hourglass_param_split.py: the hourglass paper's Tables 1-3
-counted by hourglass.py, the matcher finding every hourglass row from its baseline, the command
-line and the 113M bars."""
+"""experiments/hourglass_tables.py: the hourglass paper's Tables 1-3 counted by hourglass.py, the
+matcher finding every hourglass row from its baseline, the command line and the 113M bars."""
 
 import math
 import runpy
@@ -9,13 +8,12 @@ import sys
 import pytest
 
 from conftest import ROOT
-from hourglass import HourglassConfig, HourglassGPT, match_baseline
+from hourglass import HourglassConfig, HourglassGPT, match_baseline, match_ffn_at_fixed_width
 from model import GPT, GPTConfig, shape_counts
 
 TABLES = ROOT / "experiments" / "hourglass_tables.py"
 sys.path.insert(0, str(TABLES.parent))
-from hourglass_tables import PAPER_ROWS, paper_rows
-import hourglass_param_split as split
+from hourglass_tables import PAPER_ROWS, paper_rows, plot_param_split
 
 
 @pytest.mark.parametrize("r", paper_rows(), ids=lambda r: r["label"])
@@ -52,24 +50,20 @@ def test_matcher_finds_every_hourglass_shape_of_tables_2_and_3(row):
     assert abs(ours - target) / target < 5e-4
 
 
-def test_command_line_prints_the_matched_shape_and_every_paper_row(monkeypatch, capsys):
-    cpu = ["--n_embd=192", "--n_layer=4", "--n_head=6", "--vocab_size=84", "--block_size=128"]
-    monkeypatch.setattr(sys, "argv", [str(TABLES), *cpu])  # config/hourglass_shakespeare_cpu*.py
+def test_command_line_prints_every_paper_row_and_table_1s_d_h(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", [str(TABLES), f"--plot={tmp_path / 'split.png'}"])
     runpy.run_path(str(TABLES), run_name="__main__")
     out = capsys.readouterr().out
-    assert "| conventional | 192 | 768 | 1 | 4 |" in out
-    assert "| hourglass | 264 | 98 | 4 | 4 |" in out
-    assert "2.361M" in out and "2.363M" in out  # the budgets
     assert all(f"| {label} | {d} | {d_h} |" in out for label, d, d_h, *_ in PAPER_ROWS)
-    monkeypatch.setattr(sys, "argv", [str(TABLES), "--match=ffn", "--n_sub_blocks=8"])
-    runpy.run_path(str(TABLES), run_name="__main__")
-    assert "| hourglass | 768 | 384 | 8 | 12 |" in capsys.readouterr().out  # Table 1's d_h
+    assert (tmp_path / "split.png").exists()
+    baseline = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50304, block_size=2048)
+    assert match_ffn_at_fixed_width(baseline, 8)["bottleneck_dim"] == 384  # Table 1's d_h
 
 
 def test_the_113m_bars_stack_hourglass_pys_ffn_on_its_attention(tmp_path):
     rows = paper_rows()[:5]
     assert all(r["label"].startswith("113M") for r in rows)
-    attention, ffn = split.plot_param_split(rows, tmp_path / "split.png").containers
+    attention, ffn = plot_param_split(rows, tmp_path / "split.png").containers
     assert [b.get_height() for b in attention] == pytest.approx([r["attention"] / 1e6
                                                                   for r in rows])
     assert [b.get_y() for b in ffn] == pytest.approx([r["attention"] / 1e6 for r in rows])

@@ -1,4 +1,4 @@
-"""experiments/lws_tables.py and lws_layer_sizes.py: the paper's Table 2 and its 180M configs,
+"""experiments/lws_tables.py: the paper's Table 2 and its 180M configs,
 the CPU shapes and configs matched to their baseline, the per-layer bars, the command line."""
 
 import runpy
@@ -14,7 +14,6 @@ from shapelab.configurator import parse_overrides
 from shapes import build_model, train_defaults
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import lws_layer_sizes
 import lws_tables as tables
 
 SCRIPT = ROOT / "experiments" / "lws_tables.py"
@@ -71,7 +70,7 @@ def test_command_line_prints_the_papers_shapes_and_the_cpu_model_args(monkeypatc
         runpy.run_path(str(SCRIPT), run_name="__main__")
     out = capsys.readouterr().out
     assert "paper Table 2: total 179.4M, non-embedding 140.7M" in out
-    assert "FFN widths: " + str(FRAMED_18L_FFN) in out
+    assert "FFN widths " + str(FRAMED_18L_FFN) in out
     assert ("model_args = {'ffn_scalars': [0.399, 3.032, 0.399], 'qkv_scalars': [0.5, 1.0, 0.5], "
             "'framed': True, 'ffn_multiple': 32}") in out
 
@@ -82,12 +81,12 @@ def test_the_bars_stack_each_layers_ffn_on_its_attention_with_its_norms(tmp_path
     monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
     model = tables.build(tables.paper_shapes()["Crown LWS"])
     d = model.config.n_embd
-    sizes = lws_layer_sizes.layer_params(model)
+    sizes = tables.layer_params(model)
     for (attention, ffn), s in zip(sizes, model.config.layers):
         q, kv = s.n_head * s.head_dim, s.n_kv_head * s.head_dim
         assert attention == d * (q + 2 * kv) + q * d + d + q + kv  # q, k, v, o + norm gains
         assert ffn == 3 * d * s.ffn_hidden + d  # SwiGLU + pre-norm
-    lws_layer_sizes.plot_layer_sizes({"crown": model, "again": model}, tmp_path / "a.png", "t")
+    tables.plot_layer_sizes({"crown": model, "again": model}, tmp_path / "a.png")
     ax = figures[0].axes[0]
     assert ax.get_title(loc="left") == "crown"
     attention, ffn = zip(*[(a / 1e6, f / 1e6) for a, f in sizes])

@@ -46,16 +46,17 @@ def pair(entries):
 
 def test_each_shape_at_its_lr_and_the_gap_is_the_staircases_value_there():
     entries = fronts.shape_results(ROWS)
-    small = next(e for e in entries if e["d_h"] == 8)
+    small = next(e for e in entries if e["dims"] == "64/8/L2")
     assert small["learning_rate"] == 1e-3  # the one-seed lr does not win, however low its loss
-    assert small["test_psnr_batchmse"] == pytest.approx((20.2, 20.0, 20.4))  # mean, min, max
-    front = fronts.pareto_front(entries[:2], "params_total", "test_psnr_batchmse")
-    assert [e["d_h"] for e in front] == [8, 32]
+    assert small["psnr"] == pytest.approx((20.2, 20.0, 20.4))  # mean, min, max
+    assert [e["dims"] for e in fronts.pareto_front(entries[:2])] == ["64/8/L2", "64/32/L2"]
     # at 1500 params the staircase is the 1000-param hourglass's 20.2, not a line towards 21.1
-    [(point, best, gap, paired)] = fronts.gaps(entries, "params_total", "test_psnr_batchmse",
-                                               *pair(entries))
-    assert best["d_h"] == 8 and gap == pytest.approx(20.2 - 19.25)
+    [(point, best, gap, paired)] = fronts.gaps(entries, *pair(entries))
+    assert best["dims"] == "64/8/L2" and gap == pytest.approx(20.2 - 19.25)
     assert paired == pytest.approx((20.4 - 19.5, 20.0 - 19.0))
+    # at the hourglass front's points: 1000 params has no conventional below it, 2000 has
+    [(point, best, gap, paired)] = fronts.gaps(entries, *pair(entries), at="hourglass")
+    assert best["dims"] == "64/32/L2" and gap == pytest.approx(21.1 - 19.25)
 
 
 def rate_grid_rows(conventional_at_2e3=21.0, conventional_loss_at_2e3=0.013):
@@ -72,9 +73,10 @@ def rate_grid_rows(conventional_at_2e3=21.0, conventional_loss_at_2e3=0.013):
 
 def test_a_gap_moves_with_either_sides_neighbouring_rate_where_training_held():
     entries = fronts.shape_results(rate_grid_rows())  # the conventional's 3e-3: one seed of two
-    bullet = fronts.gap_bullet(entries, "params_total", "test_psnr_batchmse", *pair(entries))
-    assert ("0.00M +0.300 dB (seed-paired +0.300 to +0.300; neighbouring rates: the hourglass "
-            "0.0005 -0.200, 0.002 breaks down; the conventional 0.002 -0.800)") in bullet
+    found = fronts.gaps(entries, *pair(entries))
+    bullet = fronts.gap_bullet(found, *pair(entries), "conventional")
+    assert ("0.00M +0.300 dB (seed-paired +0.300 to +0.300; the hourglass at 0.0005 -0.200; the "
+            "hourglass at 0.002 breaks down; the conventional at 0.002 -0.800)") in bullet
 
 
 @pytest.mark.parametrize("at_2e3, loss_at_2e3, expected", [
@@ -84,11 +86,10 @@ def test_a_gap_moves_with_either_sides_neighbouring_rate_where_training_held():
 def test_a_side_is_named_only_where_no_seed_and_no_runner_up_rate_turns_a_gap_around(
         at_2e3, loss_at_2e3, expected):
     entries = fronts.shape_results(rate_grid_rows(at_2e3, loss_at_2e3))
-    found = fronts.gaps(entries, "params_total", "test_psnr_batchmse", *pair(entries))
-    assert fronts.side(found, "test_psnr_batchmse") == expected
-    [brief] = fronts.brief_lines(entries)  # the conventional's 3e-3 ran one seed of two:
-    assert "**no verdict yet** (1 of their form-shapes short of the grid, " in brief  # not whole
-    assert f"; so far {expected}; +0.300 to +0.300 dB" in brief
+    assert fronts.side(fronts.gaps(entries, *pair(entries))) == expected
+    brief = fronts.brief_lines(entries, rate_grid_rows(at_2e3, loss_at_2e3))[1]
+    assert "no verdict yet (1 form-shape(s) short of the grid" in brief  # 3e-3: one seed of two
+    assert f"so far conventional front (1 points) {expected}, +0.300 to +0.300 dB" in brief
 
 
 def grid_rows(seeds_of_conventional_3e3=(0, 1)):
@@ -107,27 +108,19 @@ def grid_rows(seeds_of_conventional_3e3=(0, 1)):
 
 def test_the_grid_is_whole_only_with_every_form_at_every_shape_and_rate():
     entries = fronts.shape_results(grid_rows(seeds_of_conventional_3e3=(0,)))
-    holes = {(h["form"], h["dims"]): h["lacks"] for h in fronts.grid_holes(entries)}
-    assert holes == {("hourglass (frozen W_in)", "64/32/L2"): "2 rates with every seed",
-                     ("hourglass (learned W_in)", "64/32/L2"): "not run",
-                     ("conventional (direct)", "32/64/L1"): "2 rates with every seed, 0.003 "
-                                                            "with seed 0 only"}
-    assert "conventional (direct): --shapes=conventional:32:64:1; then --shapes=conventional:" \
-           "32:64:1 --learning_rates=0.003" in fronts.asks(entries)
-    assert "2 of 5 form-shapes whole" in fronts.grid_line(entries)
+    assert set(fronts.grid_holes(entries)) == {("hourglass (frozen W_in)", "64/32/L2"),
+                                               ("hourglass (learned W_in)", "64/32/L2"),
+                                               ("conventional (direct)", "32/64/L1")}
     whole = [r for r in grid_rows() if r["hidden_dim"] != 32]
-    brief = "\n".join(fronts.brief_lines(fronts.shape_results(whole)))
-    assert "- hourglass (learned W_in) minus conventional (direct): **ahead**; +0.400" in brief
+    brief = "\n".join(fronts.brief_lines(fronts.shape_results(whole), whole))
+    assert ("- hourglass (learned W_in) minus conventional (direct): conventional front (1 "
+            "points) **ahead**, +0.400") in brief
     one_rate = [r for r in whole if r["input_proj"] == "learned" and r["learning_rate"] == 2e-3]
     entries = fronts.shape_results(one_rate)  # at the top and the bottom: one shape at an edge
-    assert [edge for _, edge, _ in fronts.edge_lrs(entries)] == ["top", "bottom"]
-    assert "1 Pareto-optimal shape at an edge rate" in fronts.grid_line(entries)
+    assert [e["learning_rate"] for e in fronts.edge_lrs(entries)] == [0.002]
 
 
-SWEEP_FRONTS = {  # the committed outputs and the committed CSVs they were drawn from
-    "mlp_fashion_denoise_fronts": [f"mlp_fashion_denoise_sweep_seed{s}.csv" for s in (0, 1)],
-    "mlp_fashion_denoise_fair_fronts": [f"mlp_fashion_denoise_fair/{run}/sweep.csv"
-                                        for run in ("first_sweep", "seed0", "seed1")],
+SWEEP_FRONTS = {  # the committed output and the committed CSVs it was drawn from
     "mlp_fashion_denoise_forms_fronts": [
         *(f"mlp_fashion_denoise_fair/{run}/sweep.csv" for run in ("first_sweep", "seed0", "seed1")),
         *(f"mlp_fashion_denoise_learned/{run}/sweep.csv" for run in ("seed0", "seed1"))],

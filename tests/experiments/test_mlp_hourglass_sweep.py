@@ -27,9 +27,9 @@ def prepared(tmp_path, **kw):
 
 def tiny_sweep(tmp_path, folder, *extra, out="sweep"):
     return ["--task=mnist_sr", f"--prepared_dir={folder}", "--dtype=float32", "--device=cpu",
-            "--batch_size=64", "--max_iters=4", "--eval_interval=2", "--hg_latent=256",
-            "--hg_hidden=16", "--hg_blocks=1", "--conv_latent=196", "--conv_hidden=256",
-            "--conv_blocks=1", f"--out_dir={tmp_path / out}", *extra]
+            "--batch_size=64", "--max_iters=4", "--eval_interval=2",
+            "--shapes=hourglass:256:16:1,conventional:196:256:1", f"--out_dir={tmp_path / out}",
+            *extra]
 
 
 def test_a_sweep_resumes_only_its_setting_never_rewrites_a_row_and_goes_on_inside_a_run(
@@ -48,7 +48,6 @@ def test_a_sweep_resumes_only_its_setting_never_rewrites_a_row_and_goes_on_insid
     sweep.main(tiny_sweep(tmp_path, folder, out="whole"))  # rows glued, one twice, one cut short
     captured = capsys.readouterr()
     assert "2 row(s) not written whole" in captured.err and "(1 already in" in captured.out
-    assert "1 run(s) written twice" in captured.err
     lines = path.read_text().splitlines(keepends=True)
     assert lines[:2] == [header, second] and len(lines) == 3  # a whole row as it was written
     for other in (["--max_iters=6"], ["--input_proj=learned"], ["--flips=2"]):
@@ -111,22 +110,20 @@ def test_a_busy_csv_or_a_bad_grid_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"error: {path} is in use by another sweep (PID {os.getpid()}): wait for it to finish, "
         f"or use another --out_dir\n")
-    assert sweep.sweep_grid([1024], [64, 2048], [2], [784], [512, 2048], [1]) == [
-        ("hourglass", 1024, 64, 2), ("conventional", 784, 2048, 1)]
     assert sweep.explicit_grid(("hourglass:256:16:1", ("conventional", 196, 256, 2))) == [
         ("hourglass", 256, 16, 1), ("conventional", 196, 256, 2)]
     for bad in ("hourglass:256:x:1", ("hourglass", 256, 512, 1)):
         with pytest.raises(ConfigError):
             sweep.explicit_grid((bad,))
     with pytest.raises(SystemExit):
-        sweep.main(tiny_sweep(tmp_path, tmp_path, "--hg_hidden=", "--conv_hidden="))
+        sweep.main(tiny_sweep(tmp_path, tmp_path, "--shapes="))
     assert "the grid is empty" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("config_file", sorted((ROOT / "config").glob("mlp_sweep_*.py")),
                          ids=lambda p: p.name)
 def test_every_sweep_config_spans_one_range_for_both_families(config_file):
-    defaults = {**train_mlp.DEFAULTS, **sweep.GRID, "shapes": ()}
+    defaults = {**train_mlp.DEFAULTS, **sweep.GRID}
     config = parse_overrides([str(config_file)], defaults, types=train_mlp.PROTOCOL_KEYS)
     grid = sweep.explicit_grid(config["shapes"])
     task = get_task(config["task"])
@@ -140,17 +137,16 @@ def test_every_sweep_config_spans_one_range_for_both_families(config_file):
     assert min(totals["hourglass"]) <= min(totals["conventional"])
 
 
-def test_frozen_vs_learned_w_in_over_d_z_goes_on_where_it_stopped(tmp_path, capsys):
+def test_frozen_vs_learned_w_in_goes_on_where_it_stopped(tmp_path, capsys):
     common = ["--task=mnist_sr", f"--prepared_dir={prepared(tmp_path)}", "--dtype=float32",
               "--device=cpu", "--batch_size=64", "--max_iters=4", "--eval_interval=2",
-              "--hidden_dim=16", "--n_blocks=1", "--latent_dims=256,320", "--seeds=0,1",
+              "--hidden_dim=16", "--n_blocks=1", "--latent_dim=256", "--seeds=0,1",
               f"--out_dir={tmp_path / 'grid'}"]
     first = input_proj.main(common)
     with open(tmp_path / "grid" / "compare.csv") as f:
         grid = list(csv.DictReader(f))
     assert [(g["latent_dim"], g["input_proj"], g["seed"]) for g in grid] == [
-        (d_z, v, seed) for seed in "01" for d_z in ("256", "320")
-        for v in ("frozen_random", "learned")]
+        ("256", v, seed) for seed in "01" for v in ("frozen_random", "learned")]
     for g in grid:  # W_in counts in the total either way, and is trainable only when learned
         assert int(g["params_total"]) - int(g["params_trainable"]) == (
             196 * int(g["latent_dim"]) if g["input_proj"] == "frozen_random" else 0)
