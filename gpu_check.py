@@ -10,7 +10,6 @@ Each part runs the repo's commands as a user types them and ends PASS or FAIL (w
 line), and the rest goes on; then a table of the parts, and exit status 1 if one failed. The
 commands' output is in out-gpu-check/<part>.log.
 
-    data      data/shakespeare_char prepared
     bench     bench.py on the GPU preset's shapes, compiled, native bf16 (else fp16): no OOM
     train     train.py under TORCH_LOGS=recompiles: the loss falls, no recompile after warm-up
     torchrun  a 1-process torchrun (DDP, NCCL) in float16, the GradScaler path: the loss falls
@@ -31,7 +30,7 @@ from shapelab.configurator import ConfigError, check_device, need, parse_overrid
 from shapelab.hardware import auto_dtype, pick_device
 
 ROOT = Path(__file__).resolve().parent
-PARTS = ("data", "bench", "train", "torchrun", "sample")
+PARTS = ("bench", "train", "torchrun", "sample")
 OPTIONS = dict(device="cuda", tiny=False, parts=",".join(PARTS), out_dir="out-gpu-check",
                data_dir="")
 TINY_SHAPE = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=32 --batch_size=8".split()
@@ -67,7 +66,7 @@ def train_args(config, name, iters, *extra):
             f"--out_dir={config['out_dir'] / name}", f"--max_iters={iters}",
             f"--lr_decay_iters={iters}", f"--eval_interval={10 if config['tiny'] else 50}",
             "--sample_tokens=0", "--overwrite=True", f"--data_dir={config['data_dir']}",
-            *sizes, *extra]
+            *sizes, *extra]  # data_dir '': train.py prepares data/shakespeare_char
 
 
 def loss_falls(output):
@@ -87,12 +86,6 @@ def recompiles_after(output, step):
         raise PartFailed(f"no log line for step {step}: {error_line(output)}")
     return len(re.findall(r"Recompiling function|hit config\.recompile_limit",
                           output[warm.start():]))
-
-
-def check_data(config):
-    if not (config["data_dir"] / "meta.json").exists():
-        run(config, "data", ["data/shakespeare_char/prepare.py"])
-    return f"{(config['data_dir'] / 'train.bin').stat().st_size // 2:,} train tokens"  # uint16
 
 
 def check_bench(config):
@@ -152,7 +145,7 @@ def main(argv):
         usage_error(f"{e}; the CPU-safe form of this check: python gpu_check.py --device=cpu "
                     f"--tiny")
     config.update(device=pick_device(config["device"]), out_dir=Path(config["out_dir"]).resolve(),
-             data_dir=Path(config["data_dir"] or ROOT / "data/shakespeare_char").resolve())
+                  data_dir=config["data_dir"] and Path(config["data_dir"]).resolve())
     config["out_dir"].mkdir(parents=True, exist_ok=True)
     on = (f"{torch.cuda.get_device_name(config['device'])}, CUDA {torch.version.cuda}"
           if config["device"].startswith("cuda") else "CPU") + f", torch {torch.__version__}"
