@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root: data/
-from data.sources import check_hash, deb_files, download, replaced_together, write_meta  # noqa: E402
+from data.sources import (check_hash, deb_files, download, replaced_together,  # noqa: E402
+                          write_meta)
 
 PACKAGE = "fortunes=1:1.99.1-7.3"
 DEB_NAME = "fortunes_1.99.1-7.3_all.deb"
