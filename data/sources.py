@@ -108,8 +108,8 @@ def check_hash(path, expected, algorithm="sha256"):
     with open(path, "rb") as f:
         got = hashlib.file_digest(f, algorithm).hexdigest()
     if got != expected:
-        raise ValueError(f"{path} is not the file expected ({algorithm} {expected}, got {got}); "
-                         f"refusing to read it")
+        raise ValueError(f"{algorithm} mismatch for {Path(path).name}: expected {expected}, got "
+                         f"{got}; refusing to read it")
 
 
 def download(url, dest, expected, algorithm="sha256"):

@@ -25,10 +25,12 @@ TEXTS_DIR = "usr/share/games/fortunes"
 TEXTS = ("science", "people", "songs-poems", "computers")
 
 
-def prepare(deb_path, out_dir, route):
+def prepare(deb_path, out_dir, route, expected_sha256=DEB_SHA256):
     """Check the .deb's sha256, then write each text and meta.json into out_dir. Returns meta."""
-    check_hash(deb_path, DEB_SHA256)
+    check_hash(deb_path, expected_sha256)
     texts, records = deb_files(deb_path, TEXTS_DIR), {}
+    if missing := [name for name in TEXTS if name not in texts]:
+        raise ValueError(f"{deb_path} has no {TEXTS_DIR}/{missing[0]}")
     with replaced_together(out_dir) as stage:
         for name in TEXTS:
             stage(f"{name}.txt").write_bytes(texts[name])
@@ -37,7 +39,7 @@ def prepare(deb_path, out_dir, route):
                                  characters=len(texts[name].decode("utf-8")))
         meta = dict(source=f"Debian package {PACKAGE} (fortune-mod's data), {TEXTS_DIR}/",
                     route=route, deb=DEB_NAME, deb_bytes=Path(deb_path).stat().st_size,
-                    deb_sha256=DEB_SHA256, texts=records)
+                    deb_sha256=expected_sha256, texts=records)
         write_meta(stage("meta.json"), meta)
     return meta
 
