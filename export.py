@@ -26,7 +26,8 @@ from safetensors import SafetensorError
 
 from shapelab.checkpoint import EXPORT_INFO, load_checkpoint, to_transformers
 from shapelab.configurator import usage_error
-from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR, gpt2_ranks_path
+from data.sources import gpt2_tiktoken_file
+from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR
 from shapes import model_from_checkpoint
 
 USAGE = "usage: python export.py CHECKPOINT FOLDER  (CHECKPOINT: out/ckpt.pt, or the folder of it)"
@@ -63,7 +64,6 @@ def export_transformers(model, class_name, meta, folder):
         rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
         tie_word_embeddings=config.tie_embeddings, bos_token_id=eot, eos_token_id=eot,
         dtype="float32")  # SwiGLU, no biases: transformers' defaults
-    hf_config.rope_theta = config.rope_theta  # where transformers 4 reads it
     hf_model = getattr(transformers, class_name)(hf_config)
     hf_model.load_state_dict(to_transformers(model.state_dict(), spec.n_head * spec.head_dim,
                                              spec.n_kv_head * spec.head_dim))
@@ -93,14 +93,10 @@ def export_tokenizer(meta, block_size, folder):
         vocab = {c: i for i, c in enumerate(meta["chars"])}
         backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
         backend.decoder = decoders.Fuse()  # characters join without spaces
-    elif not gpt2_ranks_path().exists():
-        print(f"note: no tokenizer written: GPT-2's ranks are not in {gpt2_ranks_path()}; run "
-              f"python data/shakespeare/prepare.py (it saves them), then export again")
-        return
     else:
         from transformers.convert_slow_tokenizer import TikTokenConverter
         special = dict(bos_token=EOT, eos_token=EOT)
-        backend = TikTokenConverter(vocab_file=str(gpt2_ranks_path()), pattern=GPT2_PAT_STR,
+        backend = TikTokenConverter(vocab_file=str(gpt2_tiktoken_file()), pattern=GPT2_PAT_STR,
                                     extra_special_tokens=[EOT]).converted()
     PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=block_size,
                             **special).save_pretrained(folder)

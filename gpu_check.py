@@ -1,6 +1,6 @@
 """
 The GPU check: what a first GPU user runs once, to see that every CUDA path of this repo works and
-how fast it is (about 11 minutes on one H100, most of it compiling).
+how fast it is (about 10 minutes on one H100, most of it compiling).
 
     python gpu_check.py                          # every part, on the first CUDA GPU
     python gpu_check.py --parts=train,sample     # some of the parts
@@ -10,12 +10,9 @@ Each part runs the repo's commands as a user types them and ends PASS or FAIL (w
 line), and the rest goes on; then a table of the parts, and exit status 1 if one failed. The
 commands' output is in out-gpu-check/<part>.log.
 
-    data      data/shakespeare_char prepared
     bench     bench.py on the GPU preset's shapes, compiled, native bf16 (else fp16): no OOM
     train     train.py under TORCH_LOGS=recompiles: the loss falls, no recompile after warm-up
-    resume    a run killed (SIGKILL) after its first checkpoint goes on from the checkpoint's step
-    torchrun  a 1-process torchrun (DDP, NCCL): the loss falls
-    fp16      dtype=float16, the GradScaler path: the loss falls (float32 on a CPU)
+    torchrun  a 1-process torchrun (DDP, NCCL) in float16, the GradScaler path: the loss falls
     sample    sample.py from the train part's checkpoint
 """
 
@@ -33,13 +30,12 @@ from shapelab.configurator import ConfigError, check_device, need, parse_overrid
 from shapelab.hardware import auto_dtype, pick_device
 
 ROOT = Path(__file__).resolve().parent
-PARTS = ("data", "bench", "train", "resume", "torchrun", "fp16", "sample")
+PARTS = ("bench", "train", "torchrun", "sample")
 OPTIONS = dict(device="cuda", tiny=False, parts=",".join(PARTS), out_dir="out-gpu-check",
                data_dir="")
-TINY_MODEL = ("--n_layer=2 --n_head=2 --n_embd=32 --block_size=32 --batch_size=8 --dropout=0.0 "
-              "--learning_rate=1e-2 --eval_iters=2 --dtype=float32 --compile=False "
-              "--warmup_iters=2 --log_interval=5").split()
-PIPED = dict(cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+TINY_SHAPE = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=32 --batch_size=8".split()
+TINY_TRAINING = ("--dropout=0.0 --learning_rate=1e-2 --eval_iters=2 --dtype=float32 "
+                 "--compile=False --warmup_iters=2 --log_interval=5").split()
 
 
 class PartFailed(Exception):
@@ -53,7 +49,8 @@ def error_line(output):  # a traceback or an error message ends with its line
 def run(config, part, args, **env):
     """The output of `python args` in the repo root, kept in out_dir/<part>.log too; a command
     that fails is a PartFailed."""
-    proc = subprocess.run([sys.executable, *args], **PIPED, timeout=600,
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600,
                           env=dict(os.environ, PYTHONUNBUFFERED="1", **env))
     with open(config["out_dir"] / f"{part}.log", "a") as log:
         log.write(f"$ python {' '.join(args)}\n{proc.stdout}\n")
@@ -63,11 +60,13 @@ def run(config, part, args, **env):
 
 
 def train_args(config, name, iters, *extra):
+    sizes = (TINY_SHAPE + TINY_TRAINING if config["tiny"]
+             else ["--eval_iters=20", "--log_interval=10"])
     return ["train.py", "config/train_shakespeare_char_gpu.py", f"--device={config['device']}",
             f"--out_dir={config['out_dir'] / name}", f"--max_iters={iters}",
             f"--lr_decay_iters={iters}", f"--eval_interval={10 if config['tiny'] else 50}",
             "--sample_tokens=0", "--overwrite=True", f"--data_dir={config['data_dir']}",
-            *(TINY_MODEL if config["tiny"] else ["--eval_iters=20", "--log_interval=10"]), *extra]
+            *sizes, *extra]  # data_dir '': train.py prepares data/shakespeare_char
 
 
 def loss_falls(output):
@@ -89,21 +88,15 @@ def recompiles_after(output, step):
                           output[warm.start():]))
 
 
-def check_data(config):
-    if not (config["data_dir"] / "meta.json").exists():
-        run(config, "data", ["data/shakespeare_char/prepare.py"])
-    return f"{(config['data_dir'] / 'train.bin').stat().st_size // 2:,} train tokens"  # uint16
-
-
 def check_bench(config):
-    if config["tiny"]:  # two config files: matching the preset's shapes takes too long
-        shapes = ["config/train_shakespeare_char.py", "config/cea_shakespeare_char_cea.py",
-                  "--modes=eager", "--dtypes=float32", "--batch_size=2", "--steps=1"]
+    if config["tiny"]:
+        shapes = ["--models=GPT,hourglass", *TINY_SHAPE, "--modes=eager", "--dtypes=float32",
+                  "--steps=1"]
     else:
         shapes = ["--preset=gpu", "--modes=compiled", "--batch_size=8", "--steps=3",
                   f"--dtypes={auto_dtype('cuda')}"]
     run(config, "bench", ["bench.py", *shapes, f"--device={config['device']}", "--rounds=1",
-                     f"--json={config['out_dir'] / 'bench.json'}"])
+                          f"--json={config['out_dir'] / 'bench.json'}"])
     rows = json.loads((config["out_dir"] / "bench.json").read_text())["rows"]
     if any(r["oom"] for r in rows):
         raise PartFailed(f"out of memory: {[r['model'] for r in rows if r['oom']]}")
@@ -121,49 +114,23 @@ def check_train(config):
     return f"{iters} steps: {loss_falls(output)}; 0 recompiles after step {step}"
 
 
-def check_resume(config):
-    every = 10 if config["tiny"] else 50
-    args = train_args(config, "resume", 10 * every)
-    first_run = ""
-    with subprocess.Popen([sys.executable, *args], **PIPED) as proc:
-        while "saved checkpoint" not in first_run and (line := proc.stdout.readline()):
-            first_run += line
-        proc.kill()  # SIGKILL: no clean-up
-    (config["out_dir"] / "resume.log").write_text(f"{first_run}(killed)\n")
-    evals = re.findall(r"^step (\d+): train loss \S+, val loss ([\d.]+)", first_run, re.M)
-    if "saved checkpoint" not in first_run:
-        raise PartFailed(f"the run ended before its first checkpoint: {error_line(first_run)}")
-    saved, fresh = int(evals[-1][0]), evals[0][1]
-    output = run(config, "resume", [*args, "--init_from=resume", f"--max_iters={saved + every}"])
-    resumed = re.search(r"^iter (\d+)/\S+: loss ([\d.]+)", output, re.M)
-    if not (resumed and int(resumed[1]) == saved and float(resumed[2]) < float(fresh)):
-        raise PartFailed(f"killed at step {saved}, a fresh loss {fresh}, resumed: "
-                         f"{resumed and resumed[0]}")
-    return (f"killed after the step-{saved} checkpoint; resumed at step {saved} with loss "
-            f"{resumed[2]} (fresh: {fresh}), ran to {saved + every}")
-
-
 def check_torchrun(config):
-    output = run(config, "torchrun", ["-m", "torch.distributed.run", "--standalone",
-                                 "--nproc_per_node=1",
-                                 *train_args(config, "torchrun", 20 if config["tiny"] else 100)])
-    if "1 process(es)" not in output:
-        raise PartFailed(f"train.py did not report 1 process: {error_line(output)}")
-    return f"1 process: {loss_falls(output)}"
-
-
-def check_fp16(config):
     dtype = "float16" if config["device"].startswith("cuda") else "float32"  # float16 needs CUDA
     iters = 20 if config["tiny"] else 100
-    output = run(config, "fp16", train_args(config, "fp16", iters, f"--dtype={dtype}"))
-    return f"{dtype}: {loss_falls(output)}"
+    output = run(config, "torchrun", ["-m", "torch.distributed.run", "--standalone",
+                                      "--nproc_per_node=1",
+                                      *train_args(config, "torchrun", iters, f"--dtype={dtype}")])
+    if "1 process(es)" not in output:
+        raise PartFailed(f"train.py did not report 1 process: {error_line(output)}")
+    return f"1 process, {dtype}: {loss_falls(output)}"
 
 
 def check_sample(config):
     new, start = 50 if config["tiny"] else 300, time.time()
     output = run(config, "sample", ["sample.py", f"--out_dir={config['out_dir'] / 'train'}",
-                               f"--device={config['device']}", "--num_samples=1", "--seed=1",
-                               f"--max_new_tokens={new}", *["--dtype=float32"] * config["tiny"]])
+                                    f"--device={config['device']}", "--num_samples=1", "--seed=1",
+                                    f"--max_new_tokens={new}",
+                                    *["--dtype=float32"] * config["tiny"]])
     text = " ".join(output.split("\n", 1)[-1].split())[:40]
     return f"{new} tokens in {time.time() - start:.1f} s: {text!r}"
 
@@ -178,7 +145,7 @@ def main(argv):
         usage_error(f"{e}; the CPU-safe form of this check: python gpu_check.py --device=cpu "
                     f"--tiny")
     config.update(device=pick_device(config["device"]), out_dir=Path(config["out_dir"]).resolve(),
-             data_dir=Path(config["data_dir"] or ROOT / "data/shakespeare_char").resolve())
+                  data_dir=config["data_dir"] and Path(config["data_dir"]).resolve())
     config["out_dir"].mkdir(parents=True, exist_ok=True)
     on = (f"{torch.cuda.get_device_name(config['device'])}, CUDA {torch.version.cuda}"
           if config["device"].startswith("cuda") else "CPU") + f", torch {torch.__version__}"

@@ -4,11 +4,11 @@ MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), read top to bottom like tra
 
     python train_mlp.py                                    # denoising MNIST, the default hourglass
     python train_mlp.py config/mlp_mnist_sr.py --dataset=fashion_mnist --epochs=5
-    python train_mlp.py --eval_only=True --out_dir=out/mlp_mnist_denoise   # score its ckpt.pt
 
 A setting left at None takes its value from config/mlp_<task>.py, the task's protocol. AdamW at a
 linearly decaying learning rate; the best model by validation loss is tested beside the trivial
-baseline. out_dir is a RunDir, as train.py's.
+baseline. out_dir is a RunDir, as train.py's; --init_from=resume on a finished run tests its
+checkpoint again.
 """
 
 import csv
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from mlp_hourglass import check_shape, count_params, image_mlp, input_projection
-from shapelab.checkpoint import load_checkpoint, write_atomic
+from shapelab.checkpoint import write_atomic
 from shapelab.configurator import (ConfigError, check_device, check_rules, need, parse_overrides,
                                    usage_error)
 from shapelab.dataset import load_images
@@ -39,7 +39,7 @@ from shapelab.run import RunDir, all_finite, start_run
 # default config: denoising MNIST; a None takes config/mlp_<task>.py's value
 # task and data
 task = "mnist_denoise"  # mnist_denoise | mnist_sr | mnist_classify | imagenet32_denoise | ..._sr
-dataset = ""  # '' = the task's: mnist | mnist5k | fashion_mnist
+dataset = ""  # '' = the task's: mnist | fashion_mnist | imagenet32
 data_dir = ""  # raw IDX / npz files to prepare from ('' = the usual sources)
 prepared_dir = ""  # '' = data/mnist/, data/mnist/<dataset>/ or data/imagenet32/
 max_train_images = 0  # 0 = every training image
@@ -65,12 +65,9 @@ seed = 0  # draws W_in, the init, the data order and the noise
 out_dir = ""  # '' = out/mlp_<task>
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
-eval_only = False  # True: score out_dir/ckpt.pt on the test split and stop
-allow_other_data = False  # True: eval_only scores a checkpoint on data not its own
 # system
 device = "auto"  # auto (cuda > mps > cpu) | cpu | cuda | cuda:<index> | mps
-dtype = None  # float32 | auto (bf16 where native) | bfloat16 | float16
-compile = False
+dtype = None  # float32 | auto (bf16 where native, else fp32) | bfloat16
 num_threads = 0  # 0 = torch's default
 # -----------------------------------------------------------------------------------------------
 DEFAULTS = {k: v for k, v in globals().items() if not k.startswith("_")
@@ -81,8 +78,8 @@ PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float,
                      dtype=str)
 EVAL_BATCH_SIZE = 128  # the reference code's: psnr_batchmse depends on it
 # a resume: where and how it runs is this invocation's; the model and the data it sees are the run's
-NOT_RESUMED = ("out_dir", "init_from", "overwrite", "eval_only", "allow_other_data", "compile",
-               "num_threads", "log_interval", "data_dir", "prepared_dir")
+NOT_RESUMED = ("out_dir", "init_from", "overwrite", "num_threads", "log_interval", "data_dir",
+               "prepared_dir")
 SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_dim", "n_blocks",
               "seed", "flips", "noise_sigma", "clamp_sr_input", "max_train_images", "batch_size",
               "device")
@@ -96,8 +93,7 @@ RULES = [  # (keys, what each must be, the one line's words)
     ("epochs learning_rate", lambda v: 0 < v < math.inf, "it must be more than 0, a finite number"),
     ("init_from", lambda v: v in ("scratch", "resume"), "use scratch or resume"),
     ("flips", lambda v: v in (1, 2, 4), "it must be 1, 2 or 4"),
-    ("dtype", lambda v: v in ("float32", "auto", "bfloat16", "float16"),
-     "use float32, auto, bfloat16 or float16")]
+    ("dtype", lambda v: v in ("float32", "auto", "bfloat16"), "use float32, auto or bfloat16")]
 
 
 def task_protocol(task_name):
@@ -123,7 +119,8 @@ def resolve(config):
     check_device(c.device)
     need(not c.data_dir or os.path.isdir(c.data_dir), f"--data_dir={c.data_dir}: no such folder")
     c.device = pick_device(c.device)
-    c.dtype = auto_dtype(c.device.split(":")[0]) if c.dtype == "auto" else c.dtype
+    if c.dtype == "auto":  # no GradScaler here: fp32 where bf16 is not native
+        c.dtype = "bfloat16" if auto_dtype(c.device.split(":")[0]) == "bfloat16" else "float32"
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
     c.input_proj = input_projection(c.input_proj, c.shape, c.latent_dim, t.input_dim)
@@ -180,21 +177,6 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
     return acc.result()
 
 
-def check_data(path, trained, data, allowed=None):
-    """The record of `data`; a run goes on, or is scored, on the data it was `trained` on, else one
-    line (allowed=True: a warning; None: a resume, never allowed)."""
-    now = {"dataset": data.dataset, "source": portable_source(data.source),
-           "n_train": len(data.train)}
-    if trained in (None, now):
-        return now
-    message = f"{path} was trained on {trained}, but the data now is {now}"
-    need(allowed, f"{message}: pass --prepared_dir=<the folder holding it>"
-         + (", or --allow_other_data=True to score it on this data anyway" if allowed is False
-            else ""))
-    print(f"warning: {message} (--allow_other_data)", file=sys.stderr)
-    return now
-
-
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model: the results, with the best model (by validation loss) under "model".
     config: a dict of settings; data: ImageSplits (None: loaded); run: out_dir's RunDir (None:
@@ -213,7 +195,11 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         torch.set_num_threads(c.num_threads)
     if data is None:
         data = load_images(t, c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    data_record = check_data(c.out_dir, checkpoint and checkpoint["data"], data)
+    data_record = {"dataset": data.dataset, "source": portable_source(data.source),
+                   "n_train": len(data.train)}
+    trained = checkpoint and checkpoint["data"]
+    need(trained in (None, data_record), f"{c.out_dir} was trained on {trained}, but the data now "
+         f"is {data_record}: pass --prepared_dir=<the folder holding it>")
     # generative classification: one training image per class is the target
     prototypes = (choose_prototypes(data.train, data.train_labels).to(c.device)
                   if t.target == "prototype" else None)
@@ -225,9 +211,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     say(f"model: {c.shape} d_z={c.latent_dim} d_h={c.hidden_dim} L={c.n_blocks} "
         f"W_in={c.input_proj} | params total {params['total']:,} trainable {params['trainable']:,}")
     optimizer = make_optimizer(model, c)
-    scaler = torch.amp.GradScaler(c.device.split(":")[0], enabled=c.dtype == "float16")
     amp = autocast(c.device.split(":")[0], c.dtype)
-    forward = torch.compile(model) if c.compile else model
 
     n_train = len(data.train)
     steps_per_epoch = n_train * c.flips // c.batch_size
@@ -248,8 +232,6 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         state = checkpoint["train_state"]
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        if state["scaler"]:  # float16's loss scale
-            scaler.load_state_dict(state["scaler"])
         noise_rng.set_state(state["noise_rng"])
         epoch_order_rng = state["epoch_order_rng"]
         order_rng.set_state(epoch_order_rng)  # this epoch's order, drawn again
@@ -261,7 +243,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
             if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
     elif run is not None and c.overwrite:  # every setting, the data and the model checked
-        run.remove_previous_run("result.json", "history.csv", "samples.png", "data.json")
+        run.remove_previous_run("result.json", "history.csv", "samples.png")
     checkpoint = None  # free memory
 
     val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan
@@ -282,17 +264,16 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         for group in optimizer.param_groups:
             group["lr"] = lr
         with amp:
-            pred = forward(x)  # (B, d_out)
+            pred = model(x)  # (B, d_out)
         loss = F.mse_loss(pred.float(), target)
         optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        loss.backward()
+        optimizer.step()
         loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # no sync until an evaluation
 
         last = iter_num + 1 == total_steps
         if (iter_num + 1) % eval_interval == 0 or last:
-            val = evaluate(forward, c, data.val, data.val_labels, prototypes, seed=c.seed + 1000)
+            val = evaluate(model, c, data.val, data.val_labels, prototypes, seed=c.seed + 1000)
             val_psnr, train_loss = val["psnr_batchmse"], float(loss_sum) / max(n_loss, 1)
             history.append({"iter": iter_num + 1, "epoch": (iter_num + 1) / steps_per_epoch,
                             "lr": lr, "train_loss": train_loss, "val_loss": val["loss"],
@@ -315,10 +296,9 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
                               "model": best["state"] if best["iter"] == iter_num + 1
                               else model.state_dict(),
                               "optimizer": optimizer.state_dict(),
-                              "scaler": scaler.state_dict(), "noise_rng": noise_rng.get_state(),
+                              "noise_rng": noise_rng.get_state(),
                               "epoch_order_rng": epoch_order_rng, "history": history,
                               "elapsed_s": elapsed_before + time.time() - t0}})
-                write_atomic(run.dir / "data.json", json.dumps(data_record, indent=2))
         if (iter_num + 1) % c.log_interval == 0 or last:
             loss_value = loss.item()
             if not math.isfinite(loss_value):
@@ -370,33 +350,10 @@ def write_csv(path, rows):
     write_atomic(path, text.getvalue())
 
 
-def evaluate_checkpoint(config):
-    """--eval_only=True: the test metrics of out_dir/ckpt.pt, printed as JSON; only on the data
-    source it was trained on, unless --allow_other_data=True."""
-    given = resolve(config)
-    path = os.path.join(given.out_dir, "ckpt.pt")
-    need(os.path.isfile(path), f"no checkpoint at {path}: train one first (python train_mlp.py)")
-    ckpt = load_checkpoint(path, given.device, trainer="train_mlp.py")
-    need("train_state" in ckpt, f"{path} is not a train_mlp.py checkpoint: use another --out_dir")
-    c = resolve({**ckpt["config"], "device": given.device, "data_dir": config["data_dir"],
-                 "prepared_dir": config["prepared_dir"] or ckpt["config"]["prepared_dir"]})
-    model = make_model(c).to(c.device)
-    model.load_state_dict(ckpt["model"])
-    data = load_images(get_task(c.task), c.dataset, c.data_dir, c.max_train_images, c.prepared_dir)
-    check_data(path, ckpt["data"], data, given.allow_other_data)
-    test = evaluate(model, c, data.test, data.test_labels, ckpt["prototypes"],
-                    with_ssim=True, seed=c.seed + 2000)
-    print(json.dumps({"checkpoint": path, "best_iter": ckpt["best_iter"], "data": data.source,
-                      "test": test}, indent=2))
-    return test
-
-
 def main(argv, catch_signals=False):
     try:
         given = set()  # the keys the command line sets
         config = parse_overrides(argv, DEFAULTS, types=PROTOCOL_KEYS, given=given)
-        if config["eval_only"]:
-            return evaluate_checkpoint(config)
         c = resolve(config)  # every setting checked before anything is loaded or written
         need(c.init_from == "scratch" or os.path.isfile(os.path.join(c.out_dir, "ckpt.pt")),
              f"--init_from=resume: there is no {c.out_dir}/ckpt.pt to resume")

@@ -20,12 +20,12 @@ from shapelab.configurator import ConfigError
 ROOT = Path(__file__).resolve().parents[1]
 
 # under data/, each written by data/<its first folder>/prepare.py
-PREPARED_DIRS = {"mnist": "mnist", "mnist5k": "mnist/mnist5k",
-                 "fashion_mnist": "mnist/fashion_mnist", "imagenet32": "imagenet32"}
+PREPARED_DIRS = {"mnist": "mnist", "fashion_mnist": "mnist/fashion_mnist",
+                 "imagenet32": "imagenet32"}
 
 
 def prepare_script(dataset):
-    return ROOT / "data" / PREPARED_DIRS[dataset].split("/")[0] / "prepare.py"
+    return Path("data") / PREPARED_DIRS[dataset].split("/")[0] / "prepare.py"
 
 
 @dataclass
@@ -37,13 +37,13 @@ class ImageSplits:
     val_labels: torch.Tensor
     test: torch.Tensor
     test_labels: torch.Tensor
-    dataset: str = ""  # meta.json's "dataset": mnist5k for --dataset=mnist offline
+    dataset: str = ""  # meta.json's "dataset"
 
 
 def load_prepared(folder, dataset):
     """(ImageSplits, meta) of a prepared folder, read whole: a preparation renamed in during a run
     is never seen by it, and meta.json read before and after the arrays is theirs."""
-    again = f"prepare it again (python {prepare_script(dataset).relative_to(ROOT)} ...)"
+    again = f"prepare it again (python {prepare_script(dataset)} ...)"
     for _ in range(50):
         try:
             text = (folder / "meta.json").read_bytes()
@@ -71,16 +71,13 @@ def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=
         raise ConfigError(f"dataset={dataset!r} is unknown; choose one of "
                           f"{', '.join(PREPARED_DIRS)}")
     if (dataset == "imagenet32") != (task.dataset_kind == "imagenet32"):
-        need = ("imagenet32" if task.dataset_kind == "imagenet32"
-                else "mnist, mnist5k or fashion_mnist")
+        need = "imagenet32" if task.dataset_kind == "imagenet32" else "mnist or fashion_mnist"
         raise ConfigError(f"task {task.name} needs --dataset={need}, got {dataset!r}")
     folder = Path(prepared_dir or ROOT / "data" / PREPARED_DIRS[dataset])
     meta_path = folder / "meta.json"
     stale = data_dir and meta_path.exists() and json.loads(
         meta_path.read_text()).get("data_dir") != os.path.abspath(data_dir)
     if stale or not meta_path.exists():
-        print(f"{folder} was not prepared from --data_dir={data_dir}: preparing it again" if stale
-              else f"{meta_path} is missing: preparing {dataset} now")
         args = [f"--out_dir={folder}"]
         if data_dir:
             args.append(f"--data_dir={data_dir}")
@@ -88,8 +85,8 @@ def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=
             args.append(f"--dataset={dataset}")
         elif max_train_images:
             args.append(f"--max_train_images={max_train_images}")
-        print(f"preparing: python {prepare_script(dataset)} {' '.join(args)}")
-        if subprocess.run([sys.executable, prepare_script(dataset), *args]).returncode != 0:
+        print(f"preparing {folder}: python {prepare_script(dataset)} {' '.join(args)}")
+        if subprocess.run([sys.executable, ROOT / prepare_script(dataset), *args]).returncode:
             raise ConfigError(f"preparing {dataset} failed (see the messages above)")
     splits, meta = load_prepared(folder, dataset)
     if tuple(meta["image_shape"]) != task.image_shape:

@@ -1,10 +1,14 @@
-"""The image prepare scripts on IDX and npz fixtures: the reference splits, checked downloads."""
+"""The image prepare scripts on IDX, .deb and npz fixtures: the reference splits, checked
+downloads, a folder prepared again while a run reads it."""
 
 import gzip
+import hashlib
+import io
 import json
 import runpy
 import subprocess
 import sys
+import tarfile
 
 import numpy as np
 import pytest
@@ -16,57 +20,68 @@ MNIST = runpy.run_path(str(ROOT / "data/mnist/prepare.py"))
 IMAGENET32 = runpy.run_path(str(ROOT / "data/imagenet32/prepare.py"))
 
 
-def test_the_28x28_loader_splits_the_official_sets_as_the_reference_code(tmp_path):
-    tr, trl, te, tel = idx_fixture(tmp_path)
-    splits, source, loaded = MNIST["load_28x28"]("fashion_mnist", str(tmp_path), tmp_path / "c")
-    assert loaded == "fashion_mnist" and source == (
-        f"fashion_mnist from local IDX files in {tmp_path}, split 100/20 + official test as the "
-        f"reference code (RandomState(42))")
-    perm = np.random.RandomState(42).permutation(120)  # github.com/mtkresearch/Hourglass_LM's
-    for split, x, y in (("train", tr[perm[:100]], trl[perm[:100]]),
-                        ("val", tr[perm[100:]], trl[perm[100:]]), ("test", te, tel)):
-        assert np.array_equal(splits[split][0][:, 0], x) and splits[split][0].dtype == np.uint8
-        assert np.array_equal(splits[split][1], y) and splits[split][1].dtype == np.int64
-    five_k = MNIST["split_train_val_test"](np.zeros((5000, 1, 1), np.uint8), np.arange(5000),
-                                           n_val=500, n_test=1000)  # each image once
-    assert sorted(np.concatenate([five_k[s][1] for s in ("train", "val", "test")])) == list(
-        range(5000)) and len(five_k["test"][1]) == 1000 and len(five_k["val"][1]) == 500
-    (tmp_path / "bad").write_bytes(b"\x12\x34\x08\x01\x00\x00\x00\x02ab")
-    with pytest.raises(ValueError, match="not an IDX file"):
-        MNIST["read_idx"](tmp_path / "bad")
-
-
-@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])
-def test_a_download_is_checked_before_it_is_read(dataset, tmp_path, monkeypatch):
-    """A swapped .gz (Fashion-MNIST comes over plain http) is one line, deleted, never read."""
-    load = MNIST["load_28x28"]
-    monkeypatch.setitem(load.__globals__, "download", lambda url, dest, timeout: dest.write_bytes(
-        gzip.compress(b"tampered " + url.encode())))
-    monkeypatch.setitem(load.__globals__, "read_idx", lambda path: pytest.fail(f"{path} read"))
-    with pytest.raises(ValueError) as info:
-        load(dataset, cache_dir=tmp_path)
-    bad = tmp_path / ("mnist" if dataset == "mnist" else dataset) / "train-images-idx3-ubyte.gz"
-    assert "\n" not in str(info.value) and str(info.value).startswith(
-        f"{bad} is not the {dataset} file {bad.name}: expected md5 "
-        f"{MNIST['MD5'][dataset][0]}, got md5 ")
-    assert not bad.exists()
-
-
-def test_mnist_prepare_writes_the_npz_files_and_meta_json_train_mlp_reads(tmp_path):
+def test_mnist_prepare_splits_the_official_sets_as_the_reference_code(tmp_path):
     tr, trl, te, tel = idx_fixture(tmp_path / "raw")
     out = tmp_path / "prepared"
     done = subprocess.run([sys.executable, ROOT / "data/mnist/prepare.py",
                            f"--data_dir={tmp_path / 'raw'}", f"--out_dir={out}"],
                           capture_output=True, text=True)
-    assert done.returncode == 0 and "source: mnist from local IDX files" in done.stdout
+    assert done.returncode == 0, done.stderr
     meta = json.loads((out / "meta.json").read_text())
-    assert meta == {"dataset": "mnist", "requested": "mnist", "source": meta["source"],
-                    "data_dir": str(tmp_path / "raw"), "n_classes": int(trl.max()) + 1,
-                    "split_seed": 42, "image_shape": [1, 28, 28],
+    assert meta == {"dataset": "mnist", "data_dir": str(tmp_path / "raw"), "split_seed": 42,
+                    "source": f"mnist from local IDX files in {tmp_path / 'raw'}, split 100/20 + "
+                              f"official test as the reference code (RandomState(42))",
+                    "n_classes": int(trl.max()) + 1, "image_shape": [1, 28, 28],
                     "splits": {"train": 100, "val": 20, "test": 30}}
     splits, read = images.load_prepared(out, "mnist")
+    perm = np.random.RandomState(42).permutation(120)  # github.com/mtkresearch/Hourglass_LM's
+    for split, x, y in (("train", tr[perm[:100]], trl[perm[:100]]),
+                        ("val", tr[perm[100:]], trl[perm[100:]]), ("test", te, tel)):
+        assert np.array_equal(getattr(splits, split)[:, 0], x)
+        assert np.array_equal(getattr(splits, f"{split}_labels"), y)
     assert read == meta and splits.source == meta["source"] and splits.dataset == "mnist"
-    assert np.array_equal(splits.test[:, 0], te) and np.array_equal(splits.test_labels, tel)
+    (tmp_path / "bad").write_bytes(b"\x12\x34\x08\x01\x00\x00\x00\x02ab")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        MNIST["read_idx"](tmp_path / "bad")
+
+
+def fake_deb(path, files):
+    """An ar archive holding data.tar.xz with `files` ({path: bytes}), as a .deb is laid out."""
+    tar_bytes = io.BytesIO()
+    with tarfile.open(fileobj=tar_bytes, mode="w:xz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"./{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    members = [("debian-binary", b"2.0\n"), ("data.tar.xz", tar_bytes.getvalue())]
+    path.write_bytes(b"!<arch>\n" + b"".join(
+        f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode() + data
+        + b"\n" * (len(data) % 2) for name, data in members))
+
+
+def test_fashion_mnist_comes_out_of_its_debian_package_and_a_swapped_one_is_refused(
+        tmp_path, monkeypatch):
+    raw = tmp_path / "raw"
+    idx_fixture(raw)
+    deb_dir = MNIST["FASHION_DEB_DIR"]
+    fake_deb(tmp_path / "fashion.deb", {f"{deb_dir}/{p.name}": p.read_bytes()
+                                        for p in raw.iterdir()} | {"usr/share/doc/x": b"doc"})
+    fetch = MNIST["fetch"]
+    sha256 = hashlib.sha256((tmp_path / "fashion.deb").read_bytes()).hexdigest()
+    monkeypatch.setitem(fetch.__globals__, "FASHION_DEB_SHA256", sha256)
+    monkeypatch.setitem(fetch.__globals__, "FASHION_DEB_URL", (tmp_path / "fashion.deb").as_uri())
+    folder, source = fetch("fashion_mnist", tmp_path / "cache")
+    assert folder == tmp_path / "cache/fashion_mnist_deb/deb" / deb_dir
+    assert source.startswith("fashion_mnist (full 60k/10k) from the Debian package")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {
+        p.name: p.read_bytes() for p in raw.iterdir()}
+    assert not list((tmp_path / "cache").glob("*.deb"))  # unpacked, then deleted
+    swapped = tmp_path / "cache/mnist/train-images-idx3-ubyte.gz"  # as a bad mirror sends it
+    swapped.parent.mkdir()
+    swapped.write_bytes(gzip.compress(b"tampered"))
+    with pytest.raises(ValueError, match="md5 mismatch for train-images-idx3-ubyte.gz") as info:
+        fetch("mnist", tmp_path / "cache")  # refused before it is read, and deleted
+    assert "\n" not in str(info.value) and not list((tmp_path / "cache/mnist").iterdir())
 
 
 def test_imagenet32_from_the_official_npz_files(tmp_path):

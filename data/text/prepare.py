@@ -16,56 +16,42 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
-from shapelab.configurator import ConfigError, parse_overrides, usage_error  # noqa: E402
-from data.sources import check_input_file, file_errors_in_one_line, prepare_text  # noqa: E402
+from shapelab.configurator import ConfigError, need, parse_overrides, usage_error  # noqa: E402
+from data.sources import prepare_text  # noqa: E402
 
 
 def read_text(path):
     """The text of one file, as UTF-8: ConfigError (one line) for one that is not."""
-    check_input_file(path, "--input")
-    data = path.read_bytes()
-    if b"\0" in data:
-        raise ConfigError(f"--input={path} is not text (it holds NUL bytes: a binary file, or "
-                          f"UTF-16): save it as plain UTF-8 text")
+    need(path.is_file(), f"--input={path} is not a file: give a text file, or a folder of them")
     try:
-        text = data.decode("utf-8-sig").replace("\r\n", "\n")
+        text = path.read_bytes().decode("utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"--input={path} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
-                          f"offset {len(data) - len(e.object) + e.start}): save it as UTF-8, or "
-                          f"convert it with iconv") from None
-    if not text.strip():
-        raise ConfigError(f"--input={path} is empty: give a file that holds text")
+        raise ConfigError(f"--input={path} is not UTF-8 text (byte {e.object[e.start]:#04x}): "
+                          f"save it as UTF-8, or convert it with iconv") from None
+    need(text.strip(), f"--input={path} is empty: give a file that holds text")
     return text
-
-
-def read_input(path):
-    if not path.is_dir():
-        return read_text(path)
-    files = sorted(path.glob("*.txt"))
-    if not files:
-        raise ConfigError(f"--input={path} is a folder without .txt files: name a text file, "
-                          f"or a folder that holds some")
-    return "\n\n".join(read_text(file).strip("\n") for file in files) + "\n"
 
 
 def main(argv):
     defaults = dict(input="", tokenizer="char", data_dir="", block_size=128)
     try:
         args = parse_overrides(argv, defaults)
-        if not args["input"]:
-            raise ConfigError("name your text: python data/text/prepare.py --input=FILE")
-        if args["tokenizer"] not in ("char", "gpt2"):
-            raise ConfigError(f"tokenizer={args['tokenizer']!r}: use char or gpt2")
+        need(args["input"], "name your text: python data/text/prepare.py --input=FILE")
+        need(args["tokenizer"] in ("char", "gpt2"),
+             f"tokenizer={args['tokenizer']!r}: use char or gpt2")
         data_dir = Path(args["data_dir"]) if args["data_dir"] else HERE
         path = Path(args["input"])
-        text = read_input(path)
-        with file_errors_in_one_line():
-            meta = prepare_text(text, args["tokenizer"], data_dir, f"your text: {path.resolve()}, "
-                                f"{len(text):,} characters", args["block_size"], f"--input={path}")
-    except ConfigError as e:
+        if path.is_dir():
+            files = sorted(path.glob("*.txt"))
+            need(files, f"--input={path} is a folder without .txt files: name a text file, or a "
+                        f"folder that holds some")
+            text = "\n\n".join(read_text(file).strip("\n") for file in files) + "\n"
+        else:
+            text = read_text(path)
+        meta = prepare_text(text, args["tokenizer"], data_dir, f"your text: {path.resolve()}, "
+                            f"{len(text):,} characters", args["block_size"], f"--input={path}")
+    except (ConfigError, OSError, RuntimeError, ValueError) as e:  # a folder not writable, no BPE
         usage_error(e)
-    except (RuntimeError, ValueError) as e:  # no GPT-2 ranks by any route
-        raise SystemExit(f"error: {e}") from None
     splits = meta["splits"]
     print(f"{meta['source']}; vocabulary {meta['vocab_size']:,} ({args['tokenizer']})")
     print(f"train tokens: {splits['train']['tokens']:,}  val tokens: {splits['val']['tokens']:,}")
