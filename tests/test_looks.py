@@ -62,8 +62,8 @@ def test_the_laptop_block_reads_each_run_record(tmp_path):
     run = tmp_path / "quiet"
     run.mkdir()
     (run / "cpu.txt").write_text("Some CPU, 2 cores, quiet\n")
-    rows = [dict(iter=0, val_loss=4.2, elapsed_s=3.0), dict(iter=5, loss=2.0, elapsed_s=200.0),
-            dict(iter=9, val_loss=2.5, elapsed_s=300.0), dict(iter=9, val_loss=2.5, elapsed_s=300.0)]
+    last = dict(iter=9, val_loss=2.5, elapsed_s=300.0)
+    rows = [dict(iter=0, val_loss=4.2, elapsed_s=3.0), dict(iter=5, loss=2.0), last, last]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert looks.laptop(tmp_path).splitlines()[-1] == (
         "- Some CPU, 2 cores, quiet: 9 steps, final val loss 2.5000, 5.0 minutes")
