@@ -126,12 +126,9 @@ def check_lists(settings):
          f"learning_rates={rates!r}: give rates > 0, distinct in their first 6 digits"),
         (not 0 <= settings["min_lr_ratio"] <= 1, "min_lr_ratio: give a number in [0, 1]"),
         (settings["jobs"] < 1, "jobs: give 1 or more"),
-        (extend < 0 or extend and len(rates) < 2,
-         "extend_rates: give a count >= 0; it needs two learning_rates or more"),
-        (not 0 <= settings["stop_starting_after"] < math.inf,
-         "stop_starting_after: give minutes >= 0 (0: no deadline)"),
-        (not 0 <= settings["refine_gain"] < math.inf,
-         "refine_gain: give a loss difference >= 0 (0: never refine)")]
+        (extend and len(rates) < 2, "extend_rates: it needs two learning_rates or more")]
+    problems += [(not 0 <= settings[key] < math.inf, f"{key}: give a number >= 0 (0: off)")
+                 for key in ("extend_rates", "stop_starting_after", "refine_gain")]
     for bad, message in problems:
         if bad:
             raise ConfigError(message)
@@ -275,11 +272,9 @@ def report(settings, shapes, results):
         settings, shapes[n], n, results))]
     rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
                                             CONTROLLED)
-    every, chosen = {**rows, **controls}, {}
-    for n in names:  # the verdict seeds at its rate that finished, else the selection seed
-        lr = every[n]["lr"]
-        chosen[n] = [results[(n, lr, s)] for s in seeds[1:] if (n, lr, s) in results] or [
-            results[(n, lr, seeds[0])]] if lr else []
+    every = {**rows, **controls}
+    chosen = {n: [r["curve"] for (m, lr, _), r in results.items()
+                  if m == n and lr == every[n]["lr"]] for n in rows}
     info = describe_shapes(shapes, settings["block_size"])
     shapes_md = shapes_table(info)
     title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
@@ -332,8 +327,7 @@ def report(settings, shapes, results):
     writer.writerows({**run, "val_loss": math.nan if run["val_loss"] is None else run["val_loss"]}
                      for run in runs)
     write_atomic(out_dir / "results.csv", table.getvalue())
-    plot_curves({n: [r["curve"] for r in chosen[n]] for n in rows}, out_dir / "val_loss.png",
-                title)
+    plot_curves(chosen, out_dir / "val_loss.png", title)
     plot_verdict(rows, baseline, out_dir / "verdict.png", title)
     if record_dir and not report_of_the_records(record_dir, settings, results, runs):
         print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds runs that are "

@@ -27,9 +27,10 @@ def loss_at(curve, tokens):
     None past its end."""
     points = [(c["tokens"], c["val_loss"]) for c in curve if finite(c.get("val_loss"))]
     for (t0, v0), (t1, v1) in zip(points, points[1:]):
+        if t0 <= tokens <= t1 and t0 > 0:
+            return v0 + (v1 - v0) * math.log(tokens / t0) / math.log(t1 / t0)
         if t0 <= tokens <= t1:
-            at = math.log(tokens / t0) / math.log(t1 / t0) if t0 > 0 else (tokens - t0) / (t1 - t0)
-            return v0 + (v1 - v0) * at
+            return v0 + (v1 - v0) * (tokens - t0) / (t1 - t0)
     return None
 
 

@@ -5,18 +5,15 @@ each look's Holm, Holm over both looks' tests, and the looks' differences combin
 page, the papers' own differences scaled to this loss, and what a laptop gets from `python
 train.py` (results/laptop/). Written into the pages' generated blocks.
 
-    python -m shapelab.looks                 # the two committed records folders
-    python -m shapelab.looks results/compare_verdict_cpu out-compare-verdict-cpu-2
+    python -m shapelab.looks
 """
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from shapelab.configurator import usage_error
 from shapelab.controls import changed, share_text
 from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
@@ -50,16 +47,10 @@ ROWS = {
 
 def read_look(folder):
     """('<GPU or CPU>, <n> seeds', {shape: verdict entry}) of a records folder's results.json."""
-    path = Path(folder) / "results.json"
-    try:
-        held = json.loads(path.read_text())
-        verdicts = {v["shape"]: v for v in held["verdicts"]}
-        machines = {r["machine"] for r in held["runs"] if r.get("machine")}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        usage_error(f"{path} cannot be read ({type(e).__name__}: {e}): name folders of "
-                    f"compare.py reports, e.g. {' '.join(FOLDERS)}")
-    gpus = sorted(machine_label(m).removeprefix("NVIDIA ") for m in machines
-                  if m.startswith("NVIDIA"))
+    held = json.loads((Path(folder) / "results.json").read_text())
+    verdicts = {v["shape"]: v for v in held["verdicts"]}
+    gpus = sorted({machine_label(r["machine"]).removeprefix("NVIDIA ") for r in held["runs"]
+                   if (r.get("machine") or "").startswith("NVIDIA")})
     n = next((v["diff"]["n"] for v in verdicts.values() if "n" in (v["diff"] or {})), 0)
     return f"{'/'.join(gpus) or 'CPU'}, {n} seeds", verdicts
 
@@ -208,36 +199,23 @@ def laptop(folder):
     return "\n".join(lines) + "\n"
 
 
-def page_blocks(folders=FOLDERS):
-    """{block name: markdown} of the looks in `folders`; of the committed ones, the pages' too."""
-    blocks = {"verdicts.two_looks": two_looks_table([read_look(ROOT / f) for f in folders])}
-    if tuple(folders) == FOLDERS:
-        held = {}
-        for machine, folder in zip(("cpu", "gpu"), FOLDERS):
-            held[machine] = json.loads((ROOT / folder / "results.json").read_text())
-            held[machine]["verdicts"] = {v["shape"]: v for v in held[machine]["verdicts"]}
-        by_page = {}
-        for shape, (*_, page) in ROWS.items():
-            by_page.setdefault(page, []).append(shape)
-        blocks.update({f"paper-{page}": paper_block(held, shapes)
-                       for page, shapes in by_page.items()})
-        blocks.update({"readme-verdicts": readme_verdict_table(held, "docs/"),
-                       "docs-verdicts": readme_verdict_table(held, ""),
-                       "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1]),
-                       "laptop": laptop(ROOT / "results" / "laptop")})
-    return blocks
-
-
-def main(argv):
-    if len(argv) == 1:
-        usage_error(f"name two or more records folders of compare.py reports (none: "
-                    f"{' '.join(FOLDERS)})")
-    blocks = page_blocks([Path(f).resolve() for f in argv] if argv else FOLDERS)
-    print(blocks["verdicts.two_looks"])
-    if not argv:
-        for page in write_blocks(pages(ROOT), blocks):
-            print(f"wrote the generated blocks of {page.relative_to(ROOT)}")
+def page_blocks():
+    """{block name: markdown} of the committed looks (FOLDERS) and results/laptop/."""
+    held = {}
+    for machine, folder in zip(("cpu", "gpu"), FOLDERS):
+        held[machine] = json.loads((ROOT / folder / "results.json").read_text())
+        held[machine]["verdicts"] = {v["shape"]: v for v in held[machine]["verdicts"]}
+    by_page = {}
+    for shape, (*_, page) in ROWS.items():
+        by_page.setdefault(page, []).append(shape)
+    return {"verdicts.two_looks": two_looks_table([read_look(ROOT / f) for f in FOLDERS]),
+            **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
+            "readme-verdicts": readme_verdict_table(held, "docs/"),
+            "docs-verdicts": readme_verdict_table(held, ""),
+            "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1]),
+            "laptop": laptop(ROOT / "results" / "laptop")}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    for page in write_blocks(pages(ROOT), page_blocks()):
+        print(f"wrote the generated blocks of {page.relative_to(ROOT)}")

@@ -72,7 +72,7 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
         f"No control run recorded yet: `--models='{','.join([baseline, *controls])}'` trains "
         f"them.",
         cost=cost_table(cost, baseline, seeds_text(used),
-                        bench and f"{settings['record_dir']}/{SPEED_BENCH}") if cost else
+                        bench and f"{Path(settings['record_dir']).name}/{SPEED_BENCH}") if cost else
         f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every shape has finished: no cost yet.")
 
 

@@ -98,16 +98,13 @@ def stop_children():
 
 
 def source_commit():
-    """git's HEAD, '+changes' where a tracked Python or config file differs; None without git."""
+    """git's HEAD, '+changes' where a tracked file differs; None without git."""
     try:
-        head, changed = (subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
-                                        text=True, timeout=30, check=True).stdout.strip()
-                         for args in (["rev-parse", "--short=12", "HEAD"],
-                                      ["status", "--porcelain", "--untracked-files=no", "--",
-                                       "*.py", "config"]))
+        return subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--abbrev=12",
+                               "--dirty=+changes"], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
-    return head + ("+changes" if changed else "")
 
 
 def summarize_run(run_dir, max_iters):
