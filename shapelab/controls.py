@@ -75,22 +75,14 @@ def share_text(share):
                           "neither none nor all of it"))
 
 
-def controls_reading(controls, reference, sub_blocks):
-    """One line per control read: what it changes and its share of the reference's difference."""
-    return "\n".join(f"- **{name}**, {changed(name, sub_blocks)}: "
-                     f"{share_text(row['reading']['share'])}."
-                     for name, row in controls.items() if row.get("reading"))
-
-
-def controls_table(controls, baseline, reference):
-    lines = [f"| control | lr | verdict seeds | val loss (mean +- std) | vs {baseline} [95% "
-             f"interval] | vs {reference} [95% interval] |", "|---|---|---:|---:|---:|---:|"]
+def controls_reading(controls, baseline, reference, sub_blocks):
+    """One line per control: what it changes, its rate, its paired differences from the baseline
+    and the reference, and its share of the reference's difference."""
+    lines = []
     for name, row in controls.items():
         r, n = row.get("reading"), len(row["seeds_used"])
-        if r is None:
-            lines.append(f"| {name} | {lr_cell(row)} | {row['so_far']} of {n} so far | - | - | - |")
-        else:
-            lines.append(f"| {name} | {lr_cell(row)} | {n} | {row['mean']:.4f} +- "
-                         f"{row['std']:.4f} | {interval(r['vs_baseline'])} | "
-                         f"{interval(r['vs_reference'])} |")
+        read = (f"vs {baseline} {interval(r['vs_baseline'])}, vs {reference} "
+                f"{interval(r['vs_reference'])}; its share {share_text(r['share'])}" if r else
+                f"{row['so_far']} of {n} verdict seeds so far")
+        lines.append(f"- **{name}** (lr {lr_cell(row)}), {changed(name, sub_blocks)}: {read}.")
     return "\n".join(lines)

@@ -7,7 +7,7 @@ and so are the pages' generated blocks (`page_blocks`).
 import json
 from pathlib import Path
 
-from shapelab.controls import control_rows, controls_reading, controls_table
+from shapelab.controls import control_rows, controls_reading
 from shapelab.cost import SPEED_BENCH, cost_table
 from shapelab.sweep import read_result
 from shapelab.verdict import (MIN_VERDICT_SEEDS, finite, interval, lr_cell, rate_label,
@@ -59,12 +59,11 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
     model = {n: {s: row["losses"][s] for s in used} for n, row in rows.items()
              if n == baseline or "paired" in row.get("diff", {})}
     bench = any(m.startswith("bench.py") for row in cost.values() for m in row["machines"])
-    reading = controls_reading(control, controlled, sub_blocks)
     return dict(
         table=f"{verdict_table(rows, baseline)}\n\n{verdict_footer(rows, settings, baseline)}",
         rates=rates_table(rows),
         spreads=spread_table(rows, baseline, spread_check(model, used) if len(model) > 1 else {}),
-        controls=f"{controls_table(control, baseline, controlled)}\n\n{reading}\n\n"
+        controls=f"{controls_reading(control, baseline, controlled, sub_blocks)}\n\n"
                  f"{rates_table(control)}\n\n- each control: its own rate on the selection seed, "
                  f"then the verdict seeds, seed-paired; a family of its own, never in the "
                  f"verdict's; its share of the {controlled}'s difference with Fieller's 95% "
