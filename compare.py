@@ -212,10 +212,9 @@ def run_comparison(settings, shapes):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     # the cores shared out between the runs side by side
     threads = max(1, int(os.environ.get("OMP_NUM_THREADS") or cores) // jobs) if jobs > 1 else None
-    print(f"{len(shapes)} shapes: {len(rates)} rate(s) with seed {seeds[0]}, then "
-          f"{len(seeds) - 1} more seed(s) at each shape's chosen rate = {state.total} runs of "
-          f"{tokens_per_run(settings) / 1e6:.2f}M tokens, {jobs} at a time"
-          f"{f' ({threads} thread(s) each)' if threads else ''} into {settings['out_dir']}/")
+    print(f"{state.total} runs or more ({len(shapes)} shapes, {len(rates)} rate(s) with seed "
+          f"{seeds[0]}, {len(seeds) - 1} more seed(s) at each one's rate), {jobs} at a time, into "
+          f"{settings['out_dir']}/")
     print(shapes_table(describe_shapes(shapes, settings["block_size"])) + "\n")
     start = time.time()
 
@@ -290,13 +289,10 @@ def report(settings, shapes, results):
     sections = report_sections(settings, names, losses, cost, unchosen, CONTROL_NAMES, CONTROLLED,
                                {n: args.get("n_sub_blocks") for n, (_, args) in shapes.items()})
     text = (f"# Shape comparison: {title}\n\n"
-            f"Baseline {info[baseline]['shape']}, batch {settings['batch_size']} x "
-            f"{settings['gradient_accumulation_steps']}, {settings['max_iters']} steps, rates "
-            f"{', '.join(map(rate_label, settings['learning_rates']))} (extend_rates "
-            f"{settings['extend_rates']}, refine_gain {settings['refine_gain']:g}, min_lr = rate x "
-            f"{settings['min_lr_ratio']}), selection seed {seeds[0]}, verdict seeds "
-            f"{seeds_text(used) or 'none yet'} of {seeds_text(seeds[1:]) or 'none'}, dtype "
-            f"{settings['dtype']}.\n\n"
+            f"Rates {', '.join(map(rate_label, settings['learning_rates']))} (extend_rates "
+            f"{settings['extend_rates']}, refine_gain {settings['refine_gain']:g}), selection seed "
+            f"{seeds[0]}, verdict seeds {seeds_text(used) or 'none yet'} of "
+            f"{seeds_text(seeds[1:]) or 'none'}; every setting in results.json.\n\n"
             f"{regime_line(settings, info[baseline], tokens)}\n\n"
             f"## Every shape at its own learning rate, against {baseline}\n\n"
             f"{sections['table']}\n\n"

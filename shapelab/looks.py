@@ -45,14 +45,12 @@ ROWS = {
 }
 
 
-def read_look(folder):
-    """('<GPU or CPU>, <n> seeds', {shape: verdict entry}) of a records folder's results.json."""
-    held = json.loads((Path(folder) / "results.json").read_text())
-    verdicts = {v["shape"]: v for v in held["verdicts"]}
+def look_label(held):
+    """'<GPU or CPU>, <n> seeds' of a report's results.json (its verdicts by shape)."""
     gpus = sorted({machine_label(r["machine"]).removeprefix("NVIDIA ") for r in held["runs"]
                    if (r.get("machine") or "").startswith("NVIDIA")})
-    n = next((v["diff"]["n"] for v in verdicts.values() if "n" in (v["diff"] or {})), 0)
-    return f"{'/'.join(gpus) or 'CPU'}, {n} seeds", verdicts
+    n = next((v["diff"]["n"] for v in held["verdicts"].values() if "n" in (v["diff"] or {})), 0)
+    return f"{'/'.join(gpus) or 'CPU'}, {n} seeds"
 
 
 def combined(diffs):
@@ -208,7 +206,8 @@ def page_blocks():
     by_page = {}
     for shape, (*_, page) in ROWS.items():
         by_page.setdefault(page, []).append(shape)
-    return {"verdicts.two_looks": two_looks_table([read_look(ROOT / f) for f in FOLDERS]),
+    looks = [(look_label(held[m]), held[m]["verdicts"]) for m in ("cpu", "gpu")]
+    return {"verdicts.two_looks": two_looks_table(looks),
             **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
             "readme-verdicts": readme_verdict_table(held, "docs/"),
             "docs-verdicts": readme_verdict_table(held, ""),

@@ -11,30 +11,28 @@ from scipy import stats
 from shapelab import looks
 
 
-def look(folder, machine, diffs, n):
-    """A records folder whose results.json holds {shape: (mean, se, p, holm, df)}, each at Holm's
+def look(machine, diffs, n):
+    """A look (its label, {shape: verdict}) of {shape: (mean, se, p, holm, df)}, each at Holm's
     step of its rank among two."""
-    folder.mkdir(parents=True)
     verdicts = [dict(shape="GPT", diff=None, verdict="baseline")]
     for level, (shape, (mean, se, p, holm, df)) in zip((0.025, 0.05), diffs.items()):
         t = stats.t.ppf(0.975, df)
         verdicts.append(dict(shape=shape, verdict="made up", diff=dict(
             n=n, df=df, mean=mean, se=se, p=p, holm=holm, holm_level=level, lo=mean - t * se,
             hi=mean + t * se, detectable=2.8 * se, detectable_family=3.5 * se)))
-    (folder / "results.json").write_text(json.dumps(dict(
-        verdicts=verdicts, runs=[dict(machine=machine)], settings={})))
-    return folder
+    held = dict(verdicts={v["shape"]: v for v in verdicts}, runs=[dict(machine=machine)])
+    return looks.look_label(held), held["verdicts"]
 
 
-def test_two_looks_as_one_family_and_combined(tmp_path):
+def test_two_looks_as_one_family_and_combined():
     """The H200's 'narrow' passes its own look's Holm (0.03 against 0.05 at its step) but not
     the four tests' together; the combination weights the finer look by 1 / SE^2."""
-    cpu = look(tmp_path / "cpu", "AMD EPYC (AVX512-BF16)", {
+    cpu = look("AMD EPYC (AVX512-BF16)", {
         "big": (-0.02, 0.005, 0.0005, True, 63), "narrow": (-0.005, 0.005, 0.32, False, 63)}, 8)
-    gpu = look(tmp_path / "gpu", "NVIDIA H200", {
+    gpu = look("NVIDIA H200", {
         "big": (-0.016, 0.0025, 1e-9, True, 135), "narrow": (-0.007, 0.0025, 0.03, True, 135)},
         16)
-    both = [looks.read_look(cpu), looks.read_look(gpu)]
+    both = [cpu, gpu]
     assert [label for label, _ in both] == ["CPU, 8 seeds", "H200, 16 seeds"]
     rows = looks.two_looks(both)
     # four tests: 1e-9 <= .05/4, .0005 <= .05/3, .03 > .05/2: the H200's 'narrow' fails there
