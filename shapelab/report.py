@@ -40,13 +40,11 @@ def verdict_rows(settings, names, losses, unchosen, controls, controlled):
     rows = shape_rows(losses, compared, rates, seeds, baseline)
     control = control_rows(losses, [n for n in names if n in controls], rates, seeds, rows,
                            baseline, controlled)
-    for name in unchosen:
-        not_yet = "no verdict yet (phase 1 has rates left to try)"
+    for name in unchosen:  # phase 1 has rates left: no verdict yet
         if name in rows:
-            rows[name].update(open=True, diff=dict(verdict=not_yet), verdict=not_yet)
-        if name in control:
-            control[name]["open"] = True
-            control[name].pop("reading", None)
+            rows[name].update(diff=dict(verdict="no verdict yet (phase 1 has rates left to try)"),
+                              verdict="no verdict yet (phase 1 has rates left to try)")
+        control.get(name, {}).pop("reading", None)
     return rows, control, baseline
 
 

@@ -100,9 +100,10 @@ def stop_children():
 def source_commit():
     """git's HEAD, '+changes' where a tracked file differs; None without git."""
     try:
+        # --exclude=*: the commit's hash, never a tag's name
         return subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--abbrev=12",
-                               "--dirty=+changes"], capture_output=True, text=True, timeout=30,
-                              check=True).stdout.strip()
+                               "--dirty=+changes", "--exclude=*"], capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -199,10 +199,9 @@ def interval(d):
 
 
 def lr_cell(row):
-    """A row's rate, flagged where it is an end or phase 1 has rates left."""
+    """A row's rate, flagged where it is an end of its rates."""
     lr = "-" if row["lr"] is None else rate_label(row["lr"])
-    lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
-    return lr + (" (so far)" if row.get("open") else "")
+    return lr + (f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else "")
 
 
 def seeds_in_verdict(rows):
