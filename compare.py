@@ -24,9 +24,9 @@ import math
 import os
 import shlex
 import signal
-import statistics
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -38,11 +38,12 @@ from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.pages import pages, write_blocks
 from shapelab.plot import plot_curves, plot_verdict
 from shapelab.report import (controls_json, page_blocks, regime_line, report_of_the_records,
-                             report_sections, seed_header, tokens_per_run, verdict_rows,
+                             report_sections, seeds_text, tokens_per_run, verdict_rows,
                              verdicts_json)
-from shapelab.sweep import (ROOT, TERMINATED, busy, lock_out_dir, lock_record_dir, portable,
-                            read_result, record_run, run_all, run_identity, same_settings,
-                            sync_records, terminated, train_one, training_in)
+from shapelab.run import held_by
+from shapelab.sweep import (ROOT, TERMINATED, lock_out_dir, portable, read_result, record_run,
+                            run_all, run_identity, same_settings, sync_records, terminated,
+                            train_one)
 from shapelab.verdict import (choose_rate, next_rate, rate_label, refine_rates,
                               seeds_in_verdict)
 from shapes import (ALL_NAMES, CONTROL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings,
@@ -122,20 +123,12 @@ def check_lists(settings):
          f"seeds={seeds!r}: give distinct integers in [0, 2**63), e.g. --seeds=1337,1338,1339"),
         (not rates or not all(type(r) in (int, float) and math.isfinite(r) and r > 0
                               for r in rates) or len(set(map(rate_label, rates))) < len(rates),
-         f"learning_rates={rates!r}: give distinct finite rates > 0 (distinct in their first 6 "
-         f"digits), e.g. --learning_rates=1e-3,2e-3,4e-3"),
-        (not 0 <= settings["min_lr_ratio"] <= 1,
-         f"min_lr_ratio={settings['min_lr_ratio']}: it must be in [0, 1]"),
-        (settings["jobs"] < 1, f"jobs={settings['jobs']}: it must be 1 or more"),
-        (extend < 0 or extend and len(rates) < 2,
-         f"extend_rates={extend!r}: give a whole number, 0 or more, of rates to try past the "
-         f"list's ends (the list needs two rates or more, e.g. --learning_rates=1e-3,2e-3,4e-3)"),
-        (not 0 <= settings["stop_starting_after"] < math.inf,
-         f"stop_starting_after={settings['stop_starting_after']!r}: give minutes >= 0 (0: no "
-         f"deadline), e.g. --stop_starting_after=7"),
-        (not 0 <= settings["refine_gain"] < math.inf,
-         f"refine_gain={settings['refine_gain']!r}: give a loss difference >= 0 (0: never "
-         f"refine), e.g. --refine_gain=0.002")]
+         f"learning_rates={rates!r}: give rates > 0, distinct in their first 6 digits"),
+        (not 0 <= settings["min_lr_ratio"] <= 1, "min_lr_ratio: give a number in [0, 1]"),
+        (settings["jobs"] < 1, "jobs: give 1 or more"),
+        (extend and len(rates) < 2, "extend_rates: it needs two learning_rates or more")]
+    problems += [(not 0 <= settings[key] < math.inf, f"{key}: give a number >= 0 (0: off)")
+                 for key in ("extend_rates", "stop_starting_after", "refine_gain")]
     for bad, message in problems:
         if bad:
             raise ConfigError(message)
@@ -170,20 +163,23 @@ def main(argv):
             check_model_settings(run_settings)
     except (ConfigError, ValueError) as e:
         usage_error(e)
-    with lock_out_dir(out_dir), lock_record_dir(settings["record_dir"], out_dir):
+    record_dir = settings["record_dir"]
+    # two comparisons must not write one record_dir's report
+    other = record_dir and Path(record_dir).resolve() != out_dir.resolve()
+    with lock_out_dir(out_dir), lock_out_dir(record_dir, "record_dir") if other else nullcontext():
         for run_dir in sorted(d for d in out_dir.iterdir() if d.is_dir()):
-            if pid := training_in(run_dir):
-                usage_error(busy(run_dir, pid))
-        if settings["record_dir"]:
+            if pid := held_by(run_dir / "run.lock"):
+                usage_error(f"{run_dir} is in use by a training run (train.py, PID {pid}): wait "
+                            f"for it to finish, or use another --out_dir")
+        if record_dir:
             try:
-                copied, other = sync_records(out_dir, settings["record_dir"],
-                                             planned_here(settings, shapes), settings["data"])
+                copied, other = sync_records(out_dir, record_dir, planned_here(settings, shapes),
+                                             settings["data"])
             except ConfigError as e:
                 usage_error(f"a run's settings are damaged: {e}. Restore them (git checkout), or "
                             f"delete its folder to train that run again")
-            print(f"records: {portable(settings['record_dir'], ROOT)}/runs/ keeps every finished "
-                  f"run of these settings; {copied} copied from there into {out_dir}; "
-                  f"{other} of other runs left alone, neither read nor rewritten")
+            print(f"records: {portable(record_dir, ROOT)}/runs/ keeps every finished run; "
+                  f"{copied} copied from there into {out_dir}; {other} of other runs left alone")
         if not settings["report_only"]:
             run_comparison(settings, {n: shapes[n] for n in names})
         # the report: every shape finished in out_dir with these settings, not only this command's
@@ -216,10 +212,9 @@ def run_comparison(settings, shapes):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     # the cores shared out between the runs side by side
     threads = max(1, int(os.environ.get("OMP_NUM_THREADS") or cores) // jobs) if jobs > 1 else None
-    print(f"{len(shapes)} shapes: {len(rates)} rate(s) with seed {seeds[0]}, then "
-          f"{len(seeds) - 1} more seed(s) at each shape's chosen rate = {state.total} runs of "
-          f"{tokens_per_run(settings) / 1e6:.2f}M tokens, {jobs} at a time"
-          f"{f' ({threads} thread(s) each)' if threads else ''} into {settings['out_dir']}/")
+    print(f"{state.total} runs or more ({len(shapes)} shapes, {len(rates)} rate(s) with seed "
+          f"{seeds[0]}, {len(seeds) - 1} more seed(s) at each one's rate), {jobs} at a time, into "
+          f"{settings['out_dir']}/")
     print(shapes_table(describe_shapes(shapes, settings["block_size"])) + "\n")
     start = time.time()
 
@@ -268,63 +263,47 @@ def run_comparison(settings, shapes):
 def report(settings, shapes, results):
     """results.md, .json, .csv, val_loss.png and verdict.png of the finished runs; where it
     replaces the report of a records folder of this repository, the pages' blocks that quote it."""
-    out_dir, rates, seeds = Path(settings["out_dir"]), settings["learning_rates"], settings["seeds"]
+    out_dir, seeds, record_dir = Path(settings["out_dir"]), settings["seeds"], settings[
+        "record_dir"]
     tokens, names = tokens_per_run(settings), list(shapes)
     losses = {key: r["val_loss"] for key, r in results.items()}
     unchosen = [n for n in names if any(run.order[0] == 1 for run in next_runs(
         settings, shapes[n], n, results))]
     rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
                                             CONTROLLED)
-    every, chosen = {**rows, **controls}, {}
-    for n in names:  # the verdict seeds at its rate that finished, else the selection seed
-        lr = every[n]["lr"]
-        chosen[n] = [results[(n, lr, s)] for s in seeds[1:] if (n, lr, s) in results] or [
-            results[(n, lr, seeds[0])]] if lr else []
+    every = {**rows, **controls}
+    chosen = {n: [r["curve"] for (m, lr, _), r in results.items()
+                  if m == n and lr == every[n]["lr"]] for n in rows}
     info = describe_shapes(shapes, settings["block_size"])
-    speed = {n: statistics.fmean([r["tokens_per_s"] for r in chosen[n] if r["tokens_per_s"]]
-                                 or [math.nan]) for n in names}
-    shapes_md = shapes_table(info, ([f"tokens/s (vs {names[0]})"], {
-        n: [f"{speed[n]:,.0f} ({speed[n] / speed[names[0]]:.2f}x)"] for n in names}))
+    shapes_md = shapes_table(info)
     title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
              f"({settings['preset']} preset)")
     used = seeds_in_verdict(rows)
     readable = verdict_runs(results, {n: row["lr"] for n, row in every.items()
                                       if row["lr"] and n not in unchosen}, used)
     # the controls trained in a later session: their speed from one bench.py run with the GPT
-    bench = (bench_speeds(ROOT / settings["record_dir"] / SPEED_BENCH, {baseline, *CONTROL_NAMES})
-             if settings["record_dir"] else ({}, None))
+    bench = (bench_speeds(ROOT / record_dir / SPEED_BENCH, {baseline, *CONTROL_NAMES})
+             if record_dir else ({}, None))
     cost = cost_rows(readable, {n: info[n]["flops_per_token"] for n in readable}, used, baseline,
                      tokens, bench)
-    sections = report_sections(settings, names, losses, cost, unchosen, CONTROL_NAMES, CONTROLLED)
-    extend, refine = settings["extend_rates"], settings["refine_gain"]
-    extended = f" and up to {extend} past their ends where a shape chose an end" if extend else ""
-    extended += " and x sqrt(2) around a choice the grid left coarse" if refine else ""
+    sections = report_sections(settings, names, losses, cost, unchosen, CONTROL_NAMES, CONTROLLED,
+                               {n: args.get("n_sub_blocks") for n, (_, args) in shapes.items()})
     text = (f"# Shape comparison: {title}\n\n"
-            f"Baseline {info[baseline]['shape']}, block {settings['block_size']}, batch "
-            f"{settings['batch_size']} x {settings['gradient_accumulation_steps']}, "
-            f"{settings['max_iters']} steps, learning rates "
-            f"{', '.join(map(rate_label, rates))}{extended} (min_lr = rate x "
-            f"{settings['min_lr_ratio']}), "
-            f"selection seed {seeds[0]}, verdict seeds {seed_header(settings, rows)}, dtype "
-            f"{settings['dtype']}.\n\n"
+            f"Rates {', '.join(map(rate_label, settings['learning_rates']))} (extend_rates "
+            f"{settings['extend_rates']}, refine_gain {settings['refine_gain']:g}), selection seed "
+            f"{seeds[0]}, verdict seeds {seeds_text(used) or 'none yet'} of "
+            f"{seeds_text(seeds[1:]) or 'none'}; every setting in results.json.\n\n"
             f"{regime_line(settings, info[baseline], tokens)}\n\n"
             f"## Every shape at its own learning rate, against {baseline}\n\n"
             f"{sections['table']}\n\n"
-            f"## Phase 1: final val loss at every rate (selection seed {seeds[0]}; bold: "
-            f"chosen)\n\n"
+            f"## Phase 1: final val loss at every rate (seed {seeds[0]}; bold: chosen)\n\n"
             f"{sections['rates']}\n\n## The shapes\n\n{shapes_md}\n\n"
-            f"budget = non-embedding parameters without an untied LM head; tokens/s = median "
-            f"training speed of a run, mean over the seeds at the chosen rate (a measurement: it "
-            f"varies between machines and runs). CEA's attention column includes its Inner-FFN; "
-            f"'budget without W_end' leaves out Appendix A's endpoint matrices (the ><formers' "
-            f"first-layer columns on the zero padding and last rows cut to d), as the "
-            f"><formers' matching does.\n\n"
-            f"## Each shape's own spread: the verdict without assuming equal spreads\n\n"
-            f"{sections['spreads']}\n\n"
+            f"budget: non-embedding parameters without an untied LM head; 'without W_end' leaves "
+            f"out Appendix A's endpoint matrices, as the ><formers' matching does.\n\n"
+            f"## Each shape's own spread\n\n{sections['spreads']}\n\n"
             f"## The controls: what the {CONTROLLED}'s difference is made of\n\n"
             f"{sections['controls']}\n\n"
-            f"## The cost beside the loss: each shape at {baseline}'s time and FLOPs\n\n"
-            f"{sections['cost']}\n")
+            f"## The cost: each shape at {baseline}'s time and FLOPs\n\n{sections['cost']}\n")
     write_atomic(out_dir / "results.md", text)
     runs = [dict(shape=name, model_type=shapes[name][0], lr=lr, seed=seed,
                  **{k: v for k, v in r.items() if k != "curve"})
@@ -344,14 +323,11 @@ def report(settings, shapes, results):
     writer.writerows({**run, "val_loss": math.nan if run["val_loss"] is None else run["val_loss"]}
                      for run in runs)
     write_atomic(out_dir / "results.csv", table.getvalue())
-    plot_curves({n: [r["curve"] for r in chosen[n]] for n in rows}, out_dir / "val_loss.png",
-                title)
+    plot_curves(chosen, out_dir / "val_loss.png", title)
     plot_verdict(rows, baseline, out_dir / "verdict.png", title)
-    record_dir = settings["record_dir"]
     if record_dir and not report_of_the_records(record_dir, settings, results, runs):
-        print(f"note: {portable(record_dir, ROOT)} keeps its report: this one holds runs that are "
-              f"not its records, or fewer shapes or seeds than its results.json (this report is "
-              f"in {out_dir} only)")
+        print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds runs that are "
+              f"not its records, or fewer shapes or seeds); this one is in {out_dir} only")
         record_dir = ""
     also = ""
     if record_dir:
@@ -362,9 +338,8 @@ def report(settings, shapes, results):
             changed = write_blocks(pages(ROOT), {**page_blocks(record_dir), **(
                 looks.page_blocks() if portable(record_dir, ROOT) in looks.FOLDERS else {})})
             also += "".join(f"; {portable(page, ROOT)}'s generated blocks" for page in changed)
-    print(f"\n{sections['table'].split(chr(10) * 2)[0]}\n\n{sections['rates']}\n\nwrote "
-          f"{out_dir / 'results.md'}, results.json, results.csv, val_loss.png and verdict.png "
-          f"there{also}")
+    print(f"\n{sections['table'].split(chr(10) * 2)[0]}\n\nwrote {out_dir / 'results.md'}, "
+          f"results.json, results.csv, val_loss.png and verdict.png there{also}")
 
 
 if __name__ == "__main__":

@@ -18,9 +18,12 @@ from shapelab.verdict import (ALPHA, MIN_VERDICT_SEEDS, add_mean, chosen_row, fi
                               lr_cell, paired_t, seeds_in_verdict)
 
 
-# what each control changes of the hourglass: (in short, how)
-CHANGED = {"GPT wide": ("the reallocation alone", "d and attention widened, a plain FFN"),
-           "hourglass same-d": ("the FFN swap alone", "d and attention kept")}
+def changed(name, sub_blocks):
+    """What control `name` changes of the hourglass, in short; sub_blocks: {shape: K}."""
+    if name == "GPT wide":
+        return "the reallocation alone (d and attention widened, a plain FFN)"
+    return (f"the FFN swap alone (d and attention kept; it also changes K: {sub_blocks[name]} "
+            f"where the hourglass has {sub_blocks['hourglass']})")
 
 
 def fieller_ratio(a, b):
@@ -40,9 +43,8 @@ def fieller_ratio(a, b):
 
 
 def control_rows(losses, names, rates, seeds, rows, baseline, reference):
-    """{name: row} of the controls, read against the verdict's rows over its seeds: once a
-    control has them all, its paired differences from the baseline and the reference, and its
-    share of the reference's difference."""
+    """{name: row} of the controls over the verdict's seeds: once a control has them all, its
+    paired differences from the baseline and the reference, and its share of the reference's."""
     used = seeds_in_verdict(rows)
     base, ref = rows[baseline]["losses"], rows.get(reference, {}).get("losses", {})
     out = {}
@@ -62,67 +64,25 @@ def control_rows(losses, names, rates, seeds, rows, baseline, reference):
 
 
 def share_text(share):
-    if share["lo"] is None:
-        return f"{share['ratio']:.0%} [unbounded]"
-    return f"{share['ratio']:.0%} [{share['lo']:.0%}, {share['hi']:.0%}]"
-
-
-def share_reading(share, reference):
+    """'81% [56%, 123%]', consistent with every share of its interval, and which of none or
+    all of it that holds."""
     lo, hi = share["lo"], share["hi"]
     if lo is None:
-        return (f"no share to read: the {reference}'s own difference is not clear of zero on "
-                f"these seeds")
-    if lo > 0 and hi < 1:
-        return "part of it: more than none, less than all"
-    if lo > 0:
-        return "all of it, as far as these seeds can tell (the interval reaches 100%)"
-    if hi < 1:
-        return "none of it, as far as these seeds can tell (the interval reaches 0%)"
-    return "the seeds cannot tell none of it from all of it (the interval holds 0% and 100%)"
+        return f"{share['ratio']:.0%}, unbounded: the difference it is a share of is not clear of 0"
+    held = [word for word, at in (("none", 0), ("all", 1)) if lo <= at <= hi]
+    return (f"{share['ratio']:.0%} [{lo:.0%}, {hi:.0%}], consistent with any share in that "
+            f"range, " + (f"{' and '.join(held)} of it included" if held else
+                          "neither none nor all of it"))
 
 
-def controls_reading(controls, reference):
-    lines = [f"- **{name}**, {CHANGED[name][0]} ({CHANGED[name][1]}): {share_text(r['share'])} "
-             f"of the {reference}'s difference - {share_reading(r['share'], reference)}."
-             for name, row in controls.items() if (r := row.get("reading"))]
-    if len(lines) > 1:
-        lines.append("- The shares need not add up to 100%: the two changes can overlap or "
-                     "interact, and each share has its own interval.")
-    return "\n".join(lines)
-
-
-def controls_table(controls, baseline, reference):
-    lines = [f"| control | lr | verdict seeds | val loss (mean +- std) | vs {baseline} [95% "
-             f"interval] | vs {reference} [95% interval] | share of the {reference}'s difference "
-             f"[95% interval] |", "|---|---|---:|---:|---:|---:|---:|"]
+def controls_reading(controls, baseline, reference, sub_blocks):
+    """One line per control: what it changes, its rate, its paired differences from the baseline
+    and the reference, and its share of the reference's difference."""
+    lines = []
     for name, row in controls.items():
-        lr = lr_cell(row)
         r, n = row.get("reading"), len(row["seeds_used"])
-        if r is None:
-            chosen = row["lr"] is not None and not row.get("open")
-            so_far = (f"{row['so_far']} of {n} verdict seeds so far" if chosen
-                      else "phase 1 under way: no rate chosen yet")
-            lines.append(f"| {name} | {lr} | {so_far} | - | - | - | - |")
-            continue
-        lines.append(f"| {name} | {lr} | {n} | {row['mean']:.4f} +- {row['std']:.4f} | "
-                     f"{interval(r['vs_baseline'])} | {interval(r['vs_reference'])} | "
-                     f"{share_text(r['share'])} |")
+        read = (f"vs {baseline} {interval(r['vs_baseline'])}, vs {reference} "
+                f"{interval(r['vs_reference'])}; its share {share_text(r['share'])}" if r else
+                f"{row['so_far']} of {n} verdict seeds so far")
+        lines.append(f"- **{name}** (lr {lr_cell(row)}), {changed(name, sub_blocks)}: {read}.")
     return "\n".join(lines)
-
-
-def controls_footer(baseline, reference, seeds):
-    return "\n".join([
-        f"- GPT wide: a plain GPT at the {reference}'s d (its attention) with a narrow SwiGLU FFN "
-        f"at the same budget: the reallocation alone. hourglass same-d: the {reference}'s FFN "
-        f"form at {baseline}'s d and attention (the hourglass paper's Table 1 form): the FFN swap "
-        f"alone.",
-        f"- each control: its own rate, chosen on the selection seed {seeds[0]} as every shape's "
-        f"(phase 1: the second table), then the verdict's seeds. A family of its own: never in "
-        f"the verdict's model or Holm family, so the verdict above is the same with or without "
-        f"them.",
-        f"- vs {baseline}, vs {reference}: the mean over the verdict seeds of the seed-paired "
-        f"difference, with its 95% t interval (n - 1 degrees of freedom; no spread pooled).",
-        f"- share: the control's difference from {baseline} over the {reference}'s, with the "
-        f"95% interval of Fieller's theorem on the same seeds (every share R for which control - "
-        f"{baseline} - R ({reference} - {baseline}) has mean 0 at 5%). 100%: the control "
-        f"reproduces the whole difference; 0%: none of it."])

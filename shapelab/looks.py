@@ -1,45 +1,56 @@
 """
 One comparison judged twice, on 2 CPU cores and on one H200, read as two looks at one question:
 each look's Holm, Holm over both looks' tests, and the looks' differences combined by 1 / SE^2
-(Satterthwaite's degrees of freedom); the verdicts in a few words, README's table and the papers'
-own differences scaled to this loss. Written into the pages' generated blocks.
+(Satterthwaite's degrees of freedom); the verdicts in a few words for README and each paper's
+page, the papers' own differences scaled to this loss, and what a laptop gets from `python
+train.py` (results/laptop/). Written into the pages' generated blocks.
 
-    python -m shapelab.looks                 # the two committed records folders
-    python -m shapelab.looks results/compare_verdict_cpu out-compare-verdict-cpu-2
+    python -m shapelab.looks
 """
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from shapelab.configurator import usage_error
-from shapelab.controls import CHANGED, share_text
+from shapelab.controls import changed, share_text
 from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
-from shapelab.report import p_text, regime_line, tokens_per_run
+from shapelab.report import interval, regime_line, sub_blocks, tokens_per_run
+from shapelab.run import read_jsonl
 from shapelab.sweep import ROOT
-from shapelab.verdict import ALPHA, holm, interval, short_verdict
+from shapelab.verdict import ALPHA, holm, short_verdict
 
 FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
+HOW_TO_READ = ("Validation loss in nats, the GPT's minus the shape's, 95% interval: "
+               "\"{example}\": lower than the GPT's; \"no difference > x\": x: the smallest "
+               "difference these runs detect; \"narrow\": below what one test detects. [How a "
+               "verdict is made]({docs}compare.md).")
+# shape: (mechanism, file, the paper's claim in a few words, its page in docs/)
+ROWS = {
+    "hourglass": ("hourglass FFN", "hourglass.py", "wide-narrow-wide FFN beats narrow-wide-narrow",
+                  "hourglass"),
+    "><former": ("><former", "variable_width.py", "wide-narrow-wide layer widths beat uniform",
+                 "variable_width"),
+    "hourglass+><former": ("hourglass + ><former", "compose.py", "the two composed (ours)",
+                           "variable_width"),
+    "FFN-Wider": ("FFN-Wider", "cea.py", "a wider FFN lowers base capabilities", "cea"),
+    "CEA": ("CEA", "cea.py", "width moved into attention restores them", "cea"),
+    "LWS vanilla": ("LWS vanilla", "lws.py", "layer widths growing with depth beat isotropic",
+                    "lws"),
+    "LWS framed": ("LWS framed", "lws.py", "first and last layers full", "lws"),
+    "LWS reverse": ("LWS reverse", "lws.py", "shrinking with depth, framed", "lws"),
+    "LWS crown": ("LWS crown", "lws.py", "small-large-small, framed", "lws"),
+}
 
 
-def read_look(folder):
-    """('<GPU or CPU>, <n> seeds', {shape: verdict entry}) of a records folder's results.json."""
-    path = Path(folder) / "results.json"
-    try:
-        held = json.loads(path.read_text())
-        verdicts = {v["shape"]: v for v in held["verdicts"]}
-        machines = {r["machine"] for r in held["runs"] if r.get("machine")}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        usage_error(f"{path} cannot be read ({type(e).__name__}: {e}): name folders of "
-                    f"compare.py reports, e.g. {' '.join(FOLDERS)}")
-    gpus = sorted(machine_label(m).removeprefix("NVIDIA ") for m in machines
-                  if m.startswith("NVIDIA"))
-    n = next((v["diff"]["n"] for v in verdicts.values() if "n" in (v["diff"] or {})), 0)
-    return f"{'/'.join(gpus) or 'CPU'}, {n} seeds", verdicts
+def look_label(held):
+    """'<GPU or CPU>, <n> seeds' of a report's results.json (its verdicts by shape)."""
+    gpus = sorted({machine_label(r["machine"]).removeprefix("NVIDIA ") for r in held["runs"]
+                   if (r.get("machine") or "").startswith("NVIDIA")})
+    n = next((v["diff"]["n"] for v in held["verdicts"].values() if "n" in (v["diff"] or {})), 0)
+    return f"{'/'.join(gpus) or 'CPU'}, {n} seeds"
 
 
 def combined(diffs):
@@ -68,83 +79,80 @@ def two_looks(looks):
 def two_looks_table(looks):
     rows, labels = two_looks(looks), [label for label, _ in looks]
     tests = len(rows) * len(looks)
-    head = " | ".join(f"{label}: vs GPT [95% interval], p / Holm's step" for label in labels)
-    lines = [f"| model | {head} | Holm over all {tests} tests | combined [95% interval] |",
-             "|---|" + "---:|" * len(labels) + "---|---:|"]
+    head = " | ".join(f"{label}: vs GPT [95%], Holm of {tests}" for label in labels)
+    lines = [f"| model | {head} | combined [95%] |", "|---|" + "---:|" * (len(labels) + 1)]
     for shape, row in rows.items():
-        cells = [f"{interval(d)}, {p_text(d['p'])} / "
-                 f"{d['holm_level']:.4f} ({'passes' if d['holm'] else 'fails'})"
-                 for look in row["looks"] for d in [look["diff"]]]
-        over = "; ".join(
-            f"{label.split(',')[0]} {'passes' if look['all_holm'] else 'fails'} "
-            f"({p_text(look['diff']['p'])} "
-            f"{'<=' if look['diff']['p'] <= look['all_level'] else '>'} {look['all_level']:.4f})"
-            for label, look in zip(labels, row["looks"]))
         mean, se, lo, hi, _ = row["combined"]
-        same = len({look["diff"]["mean"] > 0 for look in row["looks"]}) == 1
-        lines.append(f"| {shape} | {' | '.join(cells)} | {over} | {mean:+.4f} +- {se:.4f} "
-                     f"[{lo:+.4f}, {hi:+.4f}], {'same' if same else 'opposite'} "
-                     f"direction{'' if same else 's'} |")
-    notes = [
-        "- each look: its own report's pooled model (compare.py): the difference from the GPT, "
-        "its 95% interval, p, and the level of its Holm step among that look's tests "
-        "(passes: Holm rejects 'no difference' there; its verdict word also needs the paired "
-        "test, in the report).",
-        f"- Holm over all {tests} tests: the looks' tests as one family, each p against the level "
-        f"of its step there (5% / {tests} for the smallest; once one fails, the later ones fail).",
-        "- combined: the looks' differences weighted by 1 / SE^2 (one true difference measured "
-        "on each machine), mean +- SE, the 95% interval on Satterthwaite's degrees of freedom; "
-        "the machines' own spreads differ, and a machine may shift a difference (bf16 on a CPU "
-        "and on a GPU): the direction says whether the looks agree."]
-    return "\n".join(lines) + "\n\n" + "\n".join(notes)
+        cells = [f"{interval(x['diff'])} {'passes' if x['all_holm'] else 'fails'}"
+                 for x in row["looks"]]
+        lines.append(f"| {shape} | {' | '.join(cells)} | {mean:+.4f} [{lo:+.4f}, {hi:+.4f}] |")
+    return "\n".join(lines + [
+        "",
+        "Holm over both looks' tests as one family; combined: weighted by 1 / SE^2 "
+        "(Satterthwaite's df)."])
 
 
-README_ROWS = [  # (shape, mechanism, file, paper, write-up in docs/)
-    ("GPT", "plain GPT", "model.py", "LLaMA-style: RMSNorm, RoPE, SwiGLU, no biases",
-     "compare.md"),
-    ("hourglass", "hourglass FFN", "hourglass.py", "Liao, Chen, Yi, Shiu 2026, *Revisiting the "
-     "Shape Convention of Transformer Language Models*", "hourglass.md"),
-    ("><former", "><former", "variable_width.py", "Wu, Sieberling, Tan, Panda, Polyanskiy, Kim "
-     "2026, *Variable-Width Transformers*", "variable_width.md"),
-    ("hourglass+><former", "hourglass + ><former", "compose.py", "the two above",
-     "compare.md"),
-    ("FFN-Wider", "FFN-Wider", "cea.py", "Lu, Zhao, Qin, Huo, Yang, Xu 2024, *How does "
-     "Architecture Influence the Base Capabilities of Pre-trained Language Models?*",
-     "cea.md"),
-    ("CEA", "CEA", "cea.py", "", "cea.md"),
-    ("LWS vanilla", "LWS vanilla", "lws.py", "Baroian, Notebomer 2025, *Crown, Frame, Reverse: "
-     "Layer-Wise Scaling Variants for LLM Pre-Training*", "lws.md"),
-    ("LWS framed", "LWS framed", "lws.py", "", "lws.md"),
-    ("LWS reverse", "LWS reverse", "lws.py", "", "lws.md"),
-    ("LWS crown", "LWS crown", "lws.py", "", "lws.md"),
-]
+def regimes(held):
+    """The regime line of both looks, once where they agree."""
+    gpu, cpu = (regime_line(r["settings"], r["shapes"]["GPT"], tokens_per_run(r["settings"]))[1:]
+                for r in (held["gpu"], held["cpu"]))
+    return f"Both machines' r{gpu}" if gpu == cpu else f"The H200's r{gpu} The CPU's r{cpu}"
+
+
+def verdict_cells(held, shape):
+    return [short_verdict(held[m]["verdicts"][shape]) if shape in held[m]["verdicts"]
+            else "not run" for m in ("gpu", "cpu")]
+
+
+def over_budget(held, shapes):
+    """'><former +7.8%, ...': the shapes above the GPT's budget on the full count."""
+    info = held["gpu"]["shapes"]
+    return ", ".join(f"{s} {info[s]['budget'] / info['GPT']['budget'] - 1:+.1%}" for s in shapes
+                     if info[s]["endpoint"])
+
+
+def machines_head(held):
+    seeds = {m: max(len(v["seeds"]) for v in held[m]["verdicts"].values()) for m in held}
+    return (f"one H200, {seeds['gpu']} seeds (confirmatory) | 2 CPU cores, {seeds['cpu']} seeds "
+            f"(exploratory)")
+
+
+def how_to_read(held, docs):
+    return HOW_TO_READ.format(example=verdict_cells(held, "hourglass")[0], docs=docs)
 
 
 def readme_verdict_table(held, docs):
     """README's regime line and table of verdicts on the GPU and the CPU, from {machine:
     results.json}; docs: the write-ups' folder as the page links it."""
-    verdicts = {m: {v["shape"]: v for v in r["verdicts"]} for m, r in held.items()}
-    seeds = {m: max(len(v["seeds"]) for v in r["verdicts"]) for m, r in held.items()}
-    gpu, cpu = (regime_line(r["settings"], r["shapes"]["GPT"], tokens_per_run(r["settings"]))[1:]
-                for r in (held["gpu"], held["cpu"]))
-    lines = [f"Both verdicts' r{gpu}" if gpu == cpu else f"The H200's r{gpu} The CPU's r{cpu}", "",
-             f"| mechanism | file | paper | one H200, {seeds['gpu']} verdict seeds (confirmatory) "
-             f"| 2 CPU cores, {seeds['cpu']} verdict seeds (exploratory) | write-up |",
-             "|---|---|---|---|---|---|"]
-    for shape, mechanism, file, paper, write_up in README_ROWS:
-        cells = [short_verdict(verdicts[m][shape]) if shape in verdicts[m] else "not run"
-                 for m in ("gpu", "cpu")]
-        lines.append(f"| {mechanism} | `{file}` | {paper} | {cells[0]} | {cells[1]} | "
-                     f"[{write_up}]({docs}{write_up}) |")
-    controls = held["cpu"]["controls"]
-    if controls and all(c["reading"] for c in controls):
-        shares = [f"{CHANGED[c['shape']][0]} ({c['shape']}) {'reproduces ' * (i == 0)}"
-                  f"{share_text(c['reading']['share'])}{' of it' * (i == 0)}"
-                  for i, c in enumerate(controls)]
-        lines += ["", f"What the {held['cpu']['controlled']}'s difference is made of (2 CPU cores, "
-                  f"{controls[0]['reading']['vs_baseline']['n']} verdict seeds, {len(controls)} "
-                  f"controls): {', '.join(shares)} - "
-                  f"[hourglass.md]({docs}hourglass.md#what-the-gain-is-made-of-the-controls)."]
+    lines = [f"Against the plain GPT (`model.py`, LLaMA-style). {regimes(held)}", "",
+             f"| mechanism, file | the paper's claim | {machines_head(held)} |",
+             "|---|---|---|---|"]
+    for shape, (mechanism, file, claim, page) in ROWS.items():
+        cells = " | ".join(verdict_cells(held, shape))
+        lines.append(f"| [{mechanism}]({docs}{page}.md) `{file}` | {claim} | {cells} |")
+    return "\n".join(lines + [
+        "", f"{over_budget(held, ROWS)} above the budget on the full count (Appendix A's rule "
+        f"leaves W_end out). {how_to_read(held, docs)}"]) + "\n"
+
+
+def paper_block(held, shapes):
+    """A paper's page's 'what this lab measured': its shapes' verdicts on each machine, the
+    regime, and the hourglass's controls."""
+    lines = [regimes(held), "", f"| shape | {machines_head(held)} |", "|---|---|---|"]
+    lines += [f"| {s} | {' | '.join(verdict_cells(held, s))} |" for s in shapes]
+    lines += ["", "Validation loss in nats, the GPT's minus the shape's, with its 95% interval "
+              "([how to read a verdict](compare.md))."]
+    if budget := over_budget(held, shapes):
+        lines[-1] += (f" {budget} above the budget on the full count (Appendix A's rule leaves "
+                      f"W_end out).")
+    cpu = held["cpu"]
+    controls = [c for c in cpu["controls"] if c["reading"]]
+    if "hourglass" in shapes and controls:
+        k = sub_blocks(cpu["shapes"])
+        lines += ["", f"Controls (2 CPU cores, {controls[0]['reading']['vs_baseline']['n']} "
+                  f"seeds), each a share of the hourglass's difference:", ""]
+        lines += [f"- {c['shape']}, {changed(c['shape'], k)}: {share_text(c['reading']['share'])}."
+                  for c in controls]
     return "\n".join(lines) + "\n"
 
 
@@ -168,7 +176,7 @@ hourglass, 1074M (Table 4) | 2.810 | 2.810
 
 def papers_at_this_loss(results, folder):
     """Each paper's difference as a fraction of its baseline's loss, at the GPT's loss here."""
-    gpt = next(v["val_loss_mean"] for v in results["verdicts"] if v["shape"] == "GPT")
+    gpt = results["verdicts"]["GPT"]["val_loss_mean"]
     lines = [f"Scaled to the GPT's mean loss here ({gpt:.4f}, {folder}):", "",
              "| paper's result | its losses | fraction | at this loss |", "|---|---|---:|---:|"]
     for line in PAPER_EFFECTS.splitlines():
@@ -178,28 +186,35 @@ def papers_at_this_loss(results, folder):
     return "\n".join(lines) + "\n"
 
 
-def page_blocks(folders=FOLDERS):
-    """{block name: markdown} of the looks in `folders`; of the committed ones, README's too."""
-    blocks = {"verdicts.two_looks": two_looks_table([read_look(ROOT / f) for f in folders])}
-    if tuple(folders) == FOLDERS:
-        held = {m: json.loads((ROOT / f / "results.json").read_text())
-                for m, f in zip(("cpu", "gpu"), FOLDERS)}
-        blocks.update({"readme-verdicts": readme_verdict_table(held, "docs/"),
-                       "docs-verdicts": readme_verdict_table(held, ""),
-                       "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1])})
-    return blocks
+def laptop(folder):
+    """One line per run record under `folder` (metrics.jsonl + cpu.txt): the CPU and its load,
+    steps trained, final val loss, minutes."""
+    lines = ["What the default `python train.py` trained, measured:", ""]
+    for run in sorted(p.parent for p in Path(folder).glob("*/cpu.txt")):
+        last = [r for r in read_jsonl(run / "metrics.jsonl") if "val_loss" in r][-1]
+        lines.append(f"- {(run / 'cpu.txt').read_text().strip()}: {last['iter']:,} steps, final "
+                     f"val loss {last['val_loss']:.4f}, {last['elapsed_s'] / 60:.1f} minutes")
+    return "\n".join(lines) + "\n"
 
 
-def main(argv):
-    if len(argv) == 1:
-        usage_error(f"name two or more records folders of compare.py reports (none: "
-                    f"{' '.join(FOLDERS)})")
-    blocks = page_blocks([Path(f).resolve() for f in argv] if argv else FOLDERS)
-    print(blocks["verdicts.two_looks"])
-    if not argv:
-        for page in write_blocks(pages(ROOT), blocks):
-            print(f"wrote the generated blocks of {page.relative_to(ROOT)}")
+def page_blocks():
+    """{block name: markdown} of the committed looks (FOLDERS) and results/laptop/."""
+    held = {}
+    for machine, folder in zip(("cpu", "gpu"), FOLDERS):
+        held[machine] = json.loads((ROOT / folder / "results.json").read_text())
+        held[machine]["verdicts"] = {v["shape"]: v for v in held[machine]["verdicts"]}
+    by_page = {}
+    for shape, (*_, page) in ROWS.items():
+        by_page.setdefault(page, []).append(shape)
+    looks = [(look_label(held[m]), held[m]["verdicts"]) for m in ("cpu", "gpu")]
+    return {"verdicts.two_looks": two_looks_table(looks),
+            **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
+            "readme-verdicts": readme_verdict_table(held, "docs/"),
+            "docs-verdicts": readme_verdict_table(held, ""),
+            "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1]),
+            "laptop": laptop(ROOT / "results" / "laptop")}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    for page in write_blocks(pages(ROOT), page_blocks()):
+        print(f"wrote the generated blocks of {page.relative_to(ROOT)}")

@@ -16,15 +16,13 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from contextlib import nullcontext
 from pathlib import Path
 
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, read_config_file, usage_error
 from shapelab.hardware import machine_name
-from shapelab.run import held_by, lock_folder
 from shapelab.plot import read_evals
-from shapelab.run import read_jsonl
+from shapelab.run import lock_folder, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT_KEYS = ("val_loss", "train_loss", "tokens", "elapsed_s", "tokens_per_s", "ms_per_iter",
@@ -66,23 +64,6 @@ def lock_out_dir(out_dir, option="out_dir"):
         usage_error(e)
 
 
-def lock_record_dir(record_dir, out_dir):
-    """record_dir's lock too: two comparisons must not write one record_dir's report."""
-    if not record_dir or Path(record_dir).resolve() == Path(out_dir).resolve():
-        return nullcontext()
-    return lock_out_dir(record_dir, option="record_dir")
-
-
-def training_in(run_dir):
-    """The PID of a train.py holding run_dir/run.lock, or None."""
-    return held_by(run_dir / "run.lock")
-
-
-def busy(run_dir, pid):
-    return (f"{run_dir} is in use by a training run (train.py, PID {pid}): wait for it to finish, "
-            f"or use another --out_dir")
-
-
 TERMINATED = []  # [True] once a SIGTERM came
 CHILDREN, CHILDREN_LOCK, STOP = {}, threading.Lock(), threading.Event()
 
@@ -95,21 +76,20 @@ def terminated(signum, frame):
 
 def stop_children():
     """Every running train.py stops as on Ctrl-C, and none starts: 2 s to stop by themselves (a
-    terminal's Ctrl-C reached them too), then a SIGINT; a kill after a minute, or at a second
-    Ctrl-C."""
+    terminal's Ctrl-C reached them too), then a SIGINT (a kill on Windows); a kill after a minute,
+    or at a second Ctrl-C."""
     with CHILDREN_LOCK:
         STOP.set()
         children = list(CHILDREN.values())
-    # Windows sends another process no signal but a kill
-    interrupt = signal.SIGTERM if os.name == "nt" else signal.SIGINT
     try:
-        for stop, seconds in ((lambda p: p.send_signal(interrupt), 2), (lambda p: p.kill(), 60)):
+        for stop, seconds in ((signal.SIGINT if os.name != "nt" else signal.SIGTERM, 2),
+                              (signal.SIGKILL if os.name != "nt" else signal.SIGTERM, 60)):
             end = time.time() + seconds
             for process in children:
                 try:
                     process.wait(timeout=max(0.0, end - time.time()))
                 except subprocess.TimeoutExpired:
-                    stop(process)
+                    process.send_signal(stop)
     except KeyboardInterrupt:
         for process in children:
             process.kill()
@@ -118,16 +98,14 @@ def stop_children():
 
 
 def source_commit():
-    """git's HEAD, '+changes' where a tracked Python or config file differs; None without git."""
+    """git's HEAD, '+changes' where a tracked file differs; None without git."""
     try:
-        head, changed = (subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
-                                        text=True, timeout=30, check=True).stdout.strip()
-                         for args in (["rev-parse", "--short=12", "HEAD"],
-                                      ["status", "--porcelain", "--untracked-files=no", "--",
-                                       "*.py", "config"]))
+        # --exclude=*: the commit's hash, never a tag's name
+        return subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--abbrev=12",
+                               "--dirty=+changes", "--exclude=*"], capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
-    return head + ("+changes" if changed else "")
 
 
 def summarize_run(run_dir, max_iters):
@@ -160,8 +138,6 @@ def train_one(run_dir, config, max_iters, tag, threads=None, data=None):
     if result_path.exists():
         print(f"{tag}: finished before, skipping ({result_path})")
         return read_result(result_path, data)
-    if pid := training_in(run_dir):
-        raise SystemExit(f"error: {busy(run_dir, pid)}")
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(config_path, config_text(config))
     resume = (run_dir / "ckpt.pt").exists()

@@ -55,25 +55,18 @@ def round_rate(lr):
     return float(f"{lr:.3g}")
 
 
-def extended_rates(rates, edges):
-    """The list with one more rate past every end in `edges`, a step of the list's own ratio
-    there (at least x1.5); a list of one gets half and double."""
-    rates = sorted(rates)
-    if len(rates) == 1:
-        return [rates[0] / 2, rates[0], rates[0] * 2]
-    lower = round_rate(rates[0] / max(rates[1] / rates[0], 1.5))
-    higher = round_rate(rates[-1] * max(rates[-1] / rates[-2], 1.5))
-    return [lower] * ("lowest" in edges) + rates + [higher] * ("highest" in edges)
-
-
 def next_rate(rates, losses, listed, extend):
-    """The rate past the end of `rates` the shape chose, while fewer than `extend` of its rates
-    lie beyond the `listed` ones; None: the choice stands."""
+    """One rate past the end of `rates` the shape chose, a step of the list's own ratio there (at
+    least x1.5), while fewer than `extend` of its rates lie beyond the `listed` ones; None: the
+    choice stands."""
     _, edge = choose_rate(losses)
     beyond = sum(r < min(listed) or r > max(listed) for r in rates)
     if edge not in ("lowest", "highest") or beyond >= extend:
         return None
-    return extended_rates(rates, [edge])[0 if edge == "lowest" else -1]
+    rates = sorted(rates)
+    if edge == "lowest":
+        return round_rate(rates[0] / max(rates[1] / rates[0], 1.5))
+    return round_rate(rates[-1] * max(rates[-1] / rates[-2], 1.5))
 
 
 def refine_rates(grid, losses, gain):
@@ -161,25 +154,18 @@ def spread_check(losses, seeds):
                                   for k, p in zip(("bartlett_p", "levene_p"), found)})
 
 
-def verdict(diff, short=False):
+def verdict(diff, digits=4):
     """'better by m [lo, hi]' / 'worse by ...' where Holm rejects under the pooled spread and the
-    shape's own; where one alone does, which; else the difference these runs could detect.
-    short: in a few words, ', narrow' below what one test detects (README's table)."""
+    shape's own (', narrow' below what one test detects); where one alone does, which; else the
+    difference these runs could detect."""
     word = "better" if diff["mean"] < 0 else "worse"
     paired, pooled = diff.get("paired"), diff["holm"]
     if paired is not None and paired["holm"] != pooled:
-        alone = "the pooled spread" if pooled else "its own spread"
-        other, tested = (paired, "its own spread") if pooled else (diff, "the pooled spread")
-        if short:
-            return f"{word} under {alone} only"
-        return (f"{word} under {alone}{'' if pooled else ' (paired by seed)'} only ({tested}: p = "
-                f"{other['p']:.4f} against Holm's {other['holm_level']:.4f})")
-    digits = 3 if short else 4
+        return f"{word} under {'the pooled spread' if pooled else 'its own spread'} only"
     if not pooled:
-        return (f"no difference > {diff['detectable_family']:.3f}" if short else
-                f"no difference larger than {diff['detectable_family']:.4f} detected at this scale")
+        return f"no difference > {diff['detectable_family']:.{digits}f}"
     low, high = sorted((abs(diff["lo"]), abs(diff["hi"])))
-    narrow = ", narrow" if short and abs(diff["mean"]) < diff["detectable"] else ""
+    narrow = ", narrow" if abs(diff["mean"]) < diff["detectable"] else ""
     return f"{word} by {abs(diff['mean']):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]{narrow}"
 
 
@@ -189,7 +175,7 @@ def short_verdict(row):
     d = row.get("diff")
     if d is None:
         return "baseline"
-    return verdict(d, short=True) if "lo" in d else row["verdict"]
+    return verdict(d, digits=3) if "lo" in d else row["verdict"]
 
 
 def chosen_row(losses, name, rates, seeds):
@@ -213,10 +199,9 @@ def interval(d):
 
 
 def lr_cell(row):
-    """A row's rate, flagged where it is an end or phase 1 has rates left."""
+    """A row's rate, flagged where it is an end of its rates."""
     lr = "-" if row["lr"] is None else rate_label(row["lr"])
-    lr += f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else ""
-    return lr + (" (so far)" if row.get("open") else "")
+    return lr + (f" ({row['edge']}: extend)" if row["edge"] in ("lowest", "highest") else "")
 
 
 def seeds_in_verdict(rows):
@@ -225,19 +210,14 @@ def seeds_in_verdict(rows):
     return sorted(set.intersection(*started)) if started else []
 
 
-def why_not(row, common, baseline):
+def why_not(row, common):
     """Why a shape's row has no verdict."""
     bad = [s for s in common if not finite(row["losses"].get(s))]
     if row["lr"] is None:
         return "diverged at every rate" if row["phase1"] else "no run finished yet"
-    if not row["losses"]:
-        return "no verdict seed finished yet"
-    if bad:
-        return f"diverged at seed {bad[0]}"
-    if len(common) < MIN_VERDICT_SEEDS:
-        plural = "" if len(common) == 1 else "s"
-        return f"{len(common)} verdict seed{plural}; {MIN_VERDICT_SEEDS} needed"
-    return f"{baseline} has no verdict seeds"
+    if bad or not row["losses"]:
+        return f"diverged at seed {bad[0]}" if bad else "no verdict seed finished yet"
+    return f"{len(common)} verdict seed{'s' * (len(common) != 1)}; {MIN_VERDICT_SEEDS} needed"
 
 
 def shape_rows(losses, names, rates, seeds, baseline):
@@ -268,6 +248,6 @@ def shape_rows(losses, names, rates, seeds, baseline):
             one = len(common) == 1 and name in complete and baseline in complete
             mean = {"mean": row["mean"] - rows[baseline]["mean"]} if one else {}
             row["diff"] = diffs.get(name) or dict(
-                verdict=f"no verdict ({why_not(row, common, baseline)})", **mean)
+                verdict=f"no verdict ({why_not(row, common)})", **mean)
             row["verdict"] = row["diff"]["verdict"]
     return rows

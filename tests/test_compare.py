@@ -193,8 +193,8 @@ def test_report_only_writes_the_committed_report_again(tmp_path, monkeypatch):
 @pytest.mark.parametrize("setting, words", [
     ("--seeds=1,1", "seeds=(1, 1): give distinct integers"),
     ("--learning_rates=1e-3,1.0000001e-3", "distinct in their first 6 digits"),
-    ("--extend_rates=2", "the list needs two rates or more"),
-    ("--stop_starting_after=-1", "give minutes >= 0"),
+    ("--extend_rates=2", "it needs two learning_rates or more"),
+    ("--stop_starting_after=-1", "stop_starting_after: give a number >= 0"),
 ])
 def test_a_setting_no_comparison_can_use_is_one_line(setting, words, tmp_path, char_dataset,
                                                      capsys):
@@ -240,7 +240,7 @@ def test_sigterm_stops_both_train_py_like_ctrl_c(tmp_path, char_dataset):
     assert err.startswith("interrupted: 0 of 2 runs finished; GPT lr1e-3 s1337 "), err
     assert err.rstrip().endswith(f"continue with: python {ROOT / 'compare.py'} " + " ".join(args))
     for run_dir in runs:
-        assert compare.training_in(run_dir) is None
+        assert compare.held_by(run_dir / "run.lock") is None
         assert "interrupted" in (run_dir / "train.log").read_text().splitlines()[-1]
 
 
