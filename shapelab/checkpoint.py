@@ -35,8 +35,6 @@ def write_atomic(path, data, write=None):
 
 
 def save_checkpoint(state, path):
-    for stale in Path(path).parent.glob(Path(path).name + ".tmp.*"):  # left by a kill -9
-        stale.unlink(missing_ok=True)
     write_atomic(path, state, torch.save)
 
 

@@ -1,5 +1,5 @@
 """What this machine is fast at: the device and dtype 'auto' picks, autocast, the peak FLOP/s of MFU
-(a GPU's dense bf16 figure by name, half its datasheet's sparse one; a CPU's matmuls timed now)."""
+(a GPU's dense bf16 figure by name, half its datasheet's sparse one), the fastest CPU threads."""
 
 import importlib.util
 import re
@@ -42,22 +42,8 @@ def autocast(device_type, dtype):
     return nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
 
 
-def measure_cpu_peak_flops():
-    """torch's matmul FLOP/s here, timed in our CPU time too: other programs cannot lower it."""
-    a = torch.randn(1024, 1024, generator=torch.Generator()).to(DTYPES[auto_dtype("cpu")])
-    runs, wall, cpu = 0, time.perf_counter(), time.process_time()
-    while runs < 5 or time.perf_counter() - wall < 0.1:
-        a @ a
-        runs += 1
-    cpu = (time.process_time() - cpu) / torch.get_num_threads()
-    return 2 * 1024 ** 3 * runs / min(time.perf_counter() - wall, cpu)
-
-
 def peak_flops(device_type):
     """(peak FLOP/s, what it is) for MFU on this device, or (None, why there is none)."""
-    if device_type == "cpu":
-        flops = measure_cpu_peak_flops()
-        return flops, f"CPU {auto_dtype('cpu')} matmul peak measured: {flops / 1e12:.2f} TFLOP/s"
     if device_type != "cuda":
         return None, f"no peak FLOP/s known for {device_type}"
     name = torch.cuda.get_device_name()
