@@ -11,8 +11,10 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
 import gc
 import math
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,8 +27,7 @@ from shapelab.configurator import ConfigError, check_train_settings, parse_overr
 from shapelab.dataset import find_dataset, ood_windows, open_dataset
 from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, fastest_cpu_threads,
                                peak_flops, pick_device)
-from shapelab.run import TimePlan, all_finite, all_rng_states, restore_rng, start_run
-from shapelab.tokenizer import Tokenizer
+from shapelab.run import TimePlan, all_finite, start_run
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
 
@@ -147,8 +148,13 @@ def get_batch(split, generator):
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
-# the batch sampler's own RNG: a checkpoint saves the state the next batch was drawn from
-train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
+def step_sampler(step):
+    """The RNG of a step's batches, and its dropout's, seeded by the step: a resume needs no RNG
+    state."""
+    torch.manual_seed(seed + 1000 * step + ddp_rank)  # (fewer than 1000 processes)
+    return torch.Generator().manual_seed(seed + 1000 * step + ddp_rank)
+
+
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = 0, math.inf, math.nan, 0.0, 0
@@ -170,7 +176,6 @@ else:
     model = model_from_checkpoint(checkpoint, run.ckpt)
     iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = (checkpoint[k] for k in (
         "iter_num", "best_val_loss", "val_loss", "elapsed_s", "tokens"))
-    restore_rng(checkpoint, ddp_rank, train_sampler, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
         run.drop_repeated_metrics(iter_num)
@@ -255,8 +260,8 @@ peak, _ = peak_flops(device_type)
 start_iter = iter_num
 eval_s = 0.0  # the last evaluation's seconds (with its save)
 t0, steps_timed = time.monotonic(), 0
-sampler_state = train_sampler.get_state()
-x, y = get_batch("train", train_sampler)
+sampler = step_sampler(iter_num)
+x, y = get_batch("train", sampler)
 while True:
     if time_plan:
         max_iters = time_plan.max_iters
@@ -273,7 +278,6 @@ while True:
         eval_start = time.monotonic()
         losses = estimate_loss()
         val_loss, ood = losses["val"], losses["ood"]
-        rank_states = all_rng_states(sampler_state, device_type, ddp)
         if not (math.isfinite(losses["train"] + val_loss) and all_finite(raw_model)):
             raise run.diverged(iter_num, f"the evaluation's losses are {losses['train']}, "
                                f"{val_loss} (val)", to_try)  # never saved over the last good one
@@ -291,7 +295,7 @@ while True:
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
-                rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.monotonic() - run_start,
+                meta=meta, elapsed_s=time.monotonic() - run_start,
                 tokens=tokens, val_loss=val_loss, time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         if master_process and reached_target:
@@ -310,8 +314,9 @@ while True:
         with autocast_ctx:
             _, loss = model(x, y)
             loss = loss / gradient_accumulation_steps
-        sampler_state = train_sampler.get_state()
-        x, y = get_batch("train", train_sampler)  # the next batch, while the device computes
+        if micro_step == gradient_accumulation_steps - 1:
+            sampler = step_sampler(iter_num + 1)
+        x, y = get_batch("train", sampler)  # the next batch, while the device computes
         scaler.scale(loss).backward()
     if grad_clip > 0:
         scaler.unscale_(optimizer)
@@ -348,13 +353,10 @@ if master_process:
     minutes = (time.monotonic() - run_start) / 60
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
-    if sample_tokens > 0:
-        tokenizer = Tokenizer.of(meta)
-        start = torch.tensor([tokenizer.encode("\n")], device=device)
-        with autocast_ctx:
-            ids = raw_model.eval().generate(start, sample_tokens, temperature=0.8, top_k=200,
-                                            vocab_size=vocab_size)
-        print("-" * 40 + "\n" + tokenizer.decode(ids[0].tolist()) + "\n" + "-" * 40)
+    if sample_tokens > 0:  # the final model's sample, as sample.py draws it from ckpt.pt
+        subprocess.run([sys.executable, Path(__file__).with_name("sample.py"), "--num_samples=1",
+                        f"--out_dir={out_dir}", f"--max_new_tokens={sample_tokens}",
+                        f"--device={device}"])
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its sample first
     del model, ddp_model  # the process group goes now: at exit gloo's threads meet terminate

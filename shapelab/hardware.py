@@ -70,11 +70,10 @@ def fastest_cpu_threads(model, x, y, autocast_ctx):
     """Sets the thread count whose forward-backward pass is fastest now; returns {threads: s}.
     Beside other busy programs torch's threads wait on each other, and fewer train faster."""
     def seconds_a_pass():
-        rng, start = torch.get_rng_state(), time.perf_counter()
+        start = time.perf_counter()
         with autocast_ctx:
             model(x, y)[1].backward()
         model.zero_grad(set_to_none=True)
-        torch.set_rng_state(rng)  # dropout's draws given back: the run trains as without this
         return time.perf_counter() - start
     most = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -194,26 +194,3 @@ def start_run(config, given, model_keys, run=None, trainer="train.py",
     run.last_good_step = checkpoint["iter_num"]
     return run, checkpoint, {**config, **{k: v for k, v in saved.items()
                                           if k in config and k not in (*not_resumed, *given)}}
-
-
-def restore_rng(checkpoint, rank, sampler, device_type):
-    states = checkpoint["rng"]["ranks"]
-    if rank >= len(states):
-        raise SystemExit(f"error: the checkpoint holds the RNG states of {len(states)} "
-                         f"process(es): resume it with as many")
-    sampler.set_state(states[rank]["sampler"])
-    torch.set_rng_state(states[rank]["torch"])
-    if device_type == "cuda":
-        torch.cuda.set_rng_state(states[rank]["cuda"])
-
-
-def all_rng_states(sampler_state, device_type, ddp):
-    """Every process's RNG states, a list by rank."""
-    states = {"sampler": sampler_state, "torch": torch.get_rng_state()}
-    if device_type == "cuda":
-        states["cuda"] = torch.cuda.get_rng_state()
-    if not ddp:
-        return [states]
-    gathered = [None] * torch.distributed.get_world_size()
-    torch.distributed.all_gather_object(gathered, states)
-    return gathered
