@@ -1,5 +1,5 @@
 """
-Generate text from a trained checkpoint (any model_type), or from a folder export.py wrote.
+Generate text from a trained checkpoint (any model_type).
 
     python sample.py                                   # from out/ckpt.pt, 3 samples
     python sample.py --out_dir=out-hourglass --start="ROMEO:" --num_samples=5 --max_new_tokens=200
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from shapelab.checkpoint import is_export, load_checkpoint, load_export
+from shapelab.checkpoint import load_checkpoint
 from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
 from shapelab.hardware import DTYPES, auto_dtype, autocast, pick_device
 from shapelab.tokenizer import Tokenizer
@@ -53,8 +53,8 @@ dtype = auto_dtype(device_type) if dtype == "auto" else dtype
 torch.manual_seed(seed)
 
 try:  # read to the CPU; then only the model moves
-    source = Path(out_dir) if is_export(out_dir) else Path(out_dir) / "ckpt.pt"
-    checkpoint = load_export(source) if source.is_dir() else load_checkpoint(source)
+    source = Path(out_dir) / "ckpt.pt"
+    checkpoint = load_checkpoint(source)
 except FileNotFoundError as e:
     raise SystemExit(f"error: {e}") from None
 checkpoint.pop("optimizer", None)  # never copied to the GPU

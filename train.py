@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
-from shapelab.dataset import find_dataset, ood_windows, open_dataset
+from shapelab.dataset import TokenFiles, find_dataset, ood_windows
 from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, fastest_cpu_threads,
                                peak_flops, pick_device)
 from shapelab.run import TimePlan, all_finite, start_run
@@ -130,7 +130,7 @@ if master_process:
 data_dir = find_dataset(dataset, data_dir, may_prepare=master_process)
 if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
-token_files = open_dataset(data_dir, block_size,
+token_files = TokenFiles(data_dir, block_size,
                            resumed=checkpoint and (checkpoint["meta"], run.ckpt))
 meta = token_files.meta
 vocab_size = meta["vocab_size"]

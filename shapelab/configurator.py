@@ -123,20 +123,17 @@ def parse_overrides(argv, defaults, types=None, given=None, more_help=None):
                 close = difflib.get_close_matches(key, defaults, n=3)
                 raise ConfigError(f"{where}: unknown config key {shown(key)}"
                                   + (f". Did you mean {', '.join(close)}?" if close else ""))
-            config[key] = _checked(key, value, defaults[key], types.get(key), where)
+            expected = types.get(key)
+            value = float(value) if expected is float and type(value) is int else value
+            need(expected is None or (value is None and defaults[key] is None)
+                 or (isinstance(value, expected) and (expected is bool) == (type(value) is bool)),
+                 f"{where}: {key}={shown(value)} is a {type(value).__name__}, but {key} must be "
+                 f"a {getattr(expected, '__name__', '')}"
+                 f"{' or None' if defaults[key] is None else ''}")
+            config[key] = value
             if given is not None:
                 given.add(key)
     return config
-
-
-def _checked(key, value, default, expected, where):
-    if expected is float and type(value) is int:
-        return float(value)
-    need(expected is None or (value is None and default is None)
-         or (isinstance(value, expected) and (expected is bool) == (type(value) is bool)),
-         f"{where}: {key}={shown(value)} is a {type(value).__name__}, but {key} must be a "
-         f"{getattr(expected, '__name__', '')}{' or None' if default is None else ''}")
-    return value
 
 
 def print_help(defaults, more_help=None):
@@ -152,13 +149,11 @@ def print_help(defaults, more_help=None):
 
 def print_entry(left, text, column):
     """`left`, then `text` wrapped from `column` on."""
-    lines = textwrap.wrap(text, 100 - column) or [""]
-    if len(left) >= column:
-        print(left)
-        left = ""
+    lines = textwrap.wrap(text, 100 - column)
+    first = lines.pop(0) if lines and len(left) < column else ""
+    print(f"{left:<{column}}{first}".rstrip())
     for line in lines:
-        print(f"{left:<{column}}{line}".rstrip())
-        left = ""
+        print(" " * column + line)
 
 
 def build(model_type, model_cls, config_cls, **model_args):

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import FIXTURE_TEXT, run_here
 from data.sources import prepare_text
-from shapelab.dataset import open_dataset
+from shapelab.dataset import TokenFiles
 
 TEXT = FIXTURE_TEXT * 30  # ~7,000 characters
 OTHER_TEXT = TEXT[::-1]  # the same length and characters, another text
@@ -27,7 +27,7 @@ def split_bytes(data_dir):
 def test_the_files_a_run_opened_are_the_ones_it_reads_whatever_is_prepared_meanwhile(tmp_path):
     data = tmp_path / "data"
     meta = prepare_text(TEXT, "char", data, "text")
-    original, files = split_bytes(data), open_dataset(data, block_size=16)
+    original, files = split_bytes(data), TokenFiles(data, block_size=16)
     prepare_text(OTHER_TEXT, "char", data, "other text")  # renamed in under the open files
     assert split_bytes(data) != original and files.meta == meta
     for split in ("train", "val"):
