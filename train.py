@@ -130,8 +130,7 @@ if master_process:
 data_dir = find_dataset(dataset, data_dir, may_prepare=master_process)
 if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
-token_files = TokenFiles(data_dir, block_size,
-                           resumed=checkpoint and (checkpoint["meta"], run.ckpt))
+token_files = TokenFiles(data_dir, block_size, checkpoint and (checkpoint["meta"], run.ckpt))
 meta = token_files.meta
 vocab_size = meta["vocab_size"]
 ood_batches, ood_sha256 = (ood_windows(eval_ood, meta, block_size) if eval_ood and master_process
