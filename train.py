@@ -337,9 +337,8 @@ while True:
     if master_process and log_step:
         tokens_per_s = tokens_per_iter / dt
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)
-        seconds_left = (max_iters - iter_num) * (dt + eval_s / eval_interval)
-        to_go = (f", ~{seconds_left / 60:.1f} min to go" if seconds_left >= 60
-                 else f", ~{seconds_left:.0f} s to go") if max_iters else ""
+        minutes_left = (max_iters - iter_num) * (dt + eval_s / eval_interval) / 60
+        to_go = f", ~{minutes_left:.1f} min to go" if max_iters else ""
         print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}, lr {lr:.2e}, "
               f"{dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s"
               + (f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else "") + to_go)

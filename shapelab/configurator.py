@@ -56,9 +56,9 @@ def _value(node, where):
                           f"{ast.unparse(node)[:60]!r})") from None
 
 
-def read_config_file(path, name=None):
+def read_config_file(path):
     """{key: value} of a config file, read without running it, its base's settings first."""
-    name = name or str(path)
+    name = str(path)
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=name)
     except SyntaxError as e:
@@ -83,7 +83,7 @@ def read_config_file(path, name=None):
     base_path = Path(path).parent / str(base)
     need(isinstance(base, str) and base_path.is_file(), f"{name}: base {shown(base)} not found")
     try:
-        return {**read_config_file(base_path, str(Path(name).parent / base)), **settings}
+        return {**read_config_file(base_path), **settings}
     except RecursionError:
         raise ConfigError(f"{name}: base {base!r} leads back to itself") from None
 

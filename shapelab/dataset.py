@@ -29,10 +29,8 @@ def find_dataset(dataset, data_dir="", may_prepare=True):
     if (folder / "meta.json").exists():  # prepare.py writes it last
         return folder
     if dataset not in SELF_PREPARING or data_dir:
-        hint = (f"run: python {script}" if script.exists()
-                else f"there is no {script}; the prepared datasets live in data/<name>/")
         raise DataError(f"error: dataset {dataset!r} is not prepared ({folder / 'meta.json'} is "
-                        f"missing): {hint}")
+                        f"missing): prepare it (python data/<dataset>/prepare.py)")
     if may_prepare:
         print(f"{folder / 'meta.json'} is missing: preparing it now (python {script})")
         if subprocess.run([sys.executable, str(script)]).returncode != 0:

@@ -117,7 +117,7 @@ def test_max_minutes_ends_on_time_on_a_machine_that_gets_busy(char_dataset, tmp_
     saved = load_checkpoint(tmp_path / "o" / "ckpt.pt")
     plan = saved["time_plan"]
     assert 2.5 < saved["elapsed_s"] < 3.1 and plan["max_iters"] > 20, (saved["elapsed_s"], plan)
-    assert "time limit 0.05 min: max_iters=" in result.stdout and " s to go" in result.stdout
+    assert "time limit 0.05 min: max_iters=" in result.stdout and " min to go" in result.stdout
     resumed = train(char_dataset, tmp_path / "o", "--max_iters=0", "--max_minutes=0.05",
                     "--init_from=resume")  # its plan and its clock: nothing left to train
     assert f"done: {plan['max_iters']} steps" in resumed.stdout and "iter " not in resumed.stdout
