@@ -216,12 +216,9 @@ def estimate_loss():
         out[split] = losses.mean().item()
     out["ood"] = {}  # fixed windows of other texts (rank 0 only)
     for name, ids in ood_batches.items():
-        total = 0.0
-        for chunk in ids.split(batch_size):
-            with autocast_ctx:
-                _, loss = raw_model(chunk[:, :-1].to(device), chunk[:, 1:].to(device))
-            total += loss.item() * len(chunk)
-        out["ood"][name] = total / len(ids)
+        with autocast_ctx:
+            _, loss = raw_model(ids[:, :-1].to(device), ids[:, 1:].to(device))
+        out["ood"][name] = loss.item()
     model.train()
     return out
 
@@ -285,7 +282,8 @@ while True:
         if master_process:
             ood_loss = ood and sum(ood.values()) / len(ood)
             print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {val_loss:.4f}"
-                  + (f", OOD loss {ood_loss:.4f}" if ood else ""))
+                  + (f", OOD loss {ood_loss:.4f}" if ood else "")
+                  + (" - stop_val_loss reached: stopping" if reached_target else ""))
             run.log(dict(iter=iter_num, tokens=tokens, train_loss=losses["train"],
                          val_loss=val_loss, elapsed_s=round(time.monotonic() - run_start, 2),
                          **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
@@ -297,8 +295,6 @@ while True:
                 meta=meta, elapsed_s=time.monotonic() - run_start,
                 tokens=tokens, val_loss=val_loss, time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
-        if master_process and reached_target:
-            print(f"step {iter_num}: val loss {val_loss:.4f} reached stop_val_loss: stopping")
         eval_s = time.monotonic() - eval_start
         t0, steps_timed = time.monotonic(), 0  # the step time leaves the evaluation out
         if reached_target:
