@@ -9,6 +9,7 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
 """
 
 import gc
+import importlib.util
 import math
 import os
 import subprocess
@@ -25,8 +26,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
 from shapelab.dataset import TokenFiles, find_dataset, ood_windows
-from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, fastest_cpu_threads,
-                               peak_flops, pick_device)
+from shapelab.hardware import auto_dtype, autocast, fastest_cpu_threads, peak_flops, pick_device
 from shapelab.run import TimePlan, all_finite, start_run
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
@@ -115,7 +115,8 @@ else:
 master_process = ddp_rank == 0
 device_type = device.split(":")[0]
 dtype = auto_dtype(device_type) if dtype == "auto" else dtype
-compile = compiles_by_default(device_type) if compile is None else compile
+if compile is None:  # a GPU compiles through Triton; a CPU gains too little
+    compile = device_type == "cuda" and importlib.util.find_spec("triton") is not None
 autocast_ctx = autocast(device_type, dtype)
 torch.manual_seed(seed + ddp_rank)
 if device_type == "cuda":
@@ -148,8 +149,7 @@ def get_batch(split, generator):
 
 
 def step_sampler(step):
-    """The RNG of a step's batches, and its dropout's, seeded by the step: a resume needs no RNG
-    state."""
+    """The RNG of a step's batches and dropout, seeded by the step: a resume needs no RNG state."""
     torch.manual_seed(seed + 1000 * step + ddp_rank)  # (fewer than 1000 processes)
     return torch.Generator().manual_seed(seed + 1000 * step + ddp_rank)
 

@@ -73,10 +73,7 @@ def read_config_file(path):
         one_name = isinstance(node, ast.Assign) and len(node.targets) == 1
         need(one_name and isinstance(node.targets[0], ast.Name),
              f"{where}: only assignments of literals are allowed")
-        try:
-            settings[node.targets[0].id] = _value(node.value, where)
-        except RecursionError:
-            raise ConfigError(f"{where}: a value nested too deeply") from None
+        settings[node.targets[0].id] = _value(node.value, where)
     base = settings.pop("base", None)
     if base is None:
         return settings

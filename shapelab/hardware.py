@@ -1,7 +1,6 @@
 """What this machine is fast at: the device and dtype 'auto' picks, autocast, the peak FLOP/s of MFU
 (a GPU's dense bf16 figure by name, half its datasheet's sparse one), the fastest CPU threads."""
 
-import importlib.util
 import re
 import time
 from contextlib import nullcontext
@@ -31,10 +30,6 @@ def auto_dtype(device_type):
         return "bfloat16" if torch.cuda.is_bf16_supported(including_emulation=False) else "float16"
     native = device_type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
     return "bfloat16" if native else "float32"
-
-
-def compiles_by_default(device_type):  # a GPU compiles through Triton; a CPU gains too little
-    return device_type == "cuda" and importlib.util.find_spec("triton") is not None
 
 
 def autocast(device_type, dtype):

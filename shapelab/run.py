@@ -185,12 +185,16 @@ def start_run(config, given, model_keys, run=None, trainer="train.py",
     shape = {"model_type": checkpoint.get("model_type"),
              **{k: args[k] for k in model_keys if k in args}}
     saved = {**checkpoint["config"], **shape}
-    clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in sorted(given)
-               if k in {*shape, "model_args"} and k in saved and config[k] != saved[k]]
+    differ = [k for k in sorted(given) if k in saved and k not in not_resumed
+              and config[k] != saved[k]]
+    clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
+               if k in {*shape, "model_args"}]
     if clashes:
         raise SystemExit(f"error: resuming {run.ckpt} with a different model or data: "
                          f"{'; '.join(clashes)}. Drop these settings, or train into another "
                          f"--out_dir")
+    if differ and RANK0:
+        print("note: resuming with " + "; ".join(f"{k}={config[k]!r}" for k in differ))
     run.last_good_step = checkpoint["iter_num"]
     return run, checkpoint, {**config, **{k: v for k, v in saved.items()
                                           if k in config and k not in (*not_resumed, *given)}}
