@@ -72,9 +72,13 @@ if not start_ids:
 x = torch.tensor([start_ids], dtype=torch.long, device=device)
 generator = torch.Generator(device=device).manual_seed(seed)
 
-with torch.no_grad(), autocast(device_type, dtype):
-    for _ in range(num_samples):
-        y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None,
-                           generator=generator, vocab_size=tokenizer.vocab_size)
-        print(tokenizer.decode(y[0].tolist()))
-        print("-" * 40, flush=True)
+try:
+    with torch.no_grad(), autocast(device_type, dtype):
+        for printed in range(num_samples):
+            y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None,
+                               generator=generator, vocab_size=tokenizer.vocab_size)
+            print(tokenizer.decode(y[0].tolist()))
+            print("-" * 40, flush=True)
+except KeyboardInterrupt:  # Ctrl-C: exit status 130, as a shell's
+    print(f"interrupted: {printed} of {num_samples} samples printed", file=sys.stderr)
+    raise SystemExit(130) from None
