@@ -74,7 +74,7 @@ class TokenFiles:
         """A resumed run goes on with files (hashed here) whose sha256 its checkpoint recorded."""
         for split, f in self.files.items():
             digest = hashlib.file_digest(f, "sha256").hexdigest()
-            if saved_meta["splits"][split].get("sha256", digest) != digest:
+            if saved_meta.get("splits", {}).get(split, {}).get("sha256", digest) != digest:
                 raise DataError(f"error: {folder / split}.bin is not the data {checkpoint_path} "
                                 f"was trained on: resume on that data (prepare it again from the "
                                 f"same text), or train from scratch in another --out_dir")

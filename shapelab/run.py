@@ -185,7 +185,7 @@ def start_run(config, given, model_keys, run=None, trainer="train.py",
     shape = {"model_type": checkpoint.get("model_type"),
              **{k: args[k] for k in model_keys if k in args}}
     saved = {**checkpoint["config"], **shape}
-    differ = [k for k in sorted(given) if k in saved and k not in not_resumed
+    differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
               and config[k] != saved[k]]
     clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
                if k in {*shape, "model_args"}]
