@@ -1,5 +1,5 @@
 """
-Generate text from a trained checkpoint (any model_type), or from a folder export.py wrote.
+Generate text from a trained checkpoint (any model_type).
 
     python sample.py                                   # from out/ckpt.pt, 3 samples
     python sample.py --out_dir=out-hourglass --start="ROMEO:" --num_samples=5 --max_new_tokens=200
@@ -10,18 +10,16 @@ The tokenizer is the one the checkpoint was trained with (its meta.json, saved i
 ids of that vocabulary are sampled (never a padded embedding's extra rows).
 """
 
-import math
 import sys
 from pathlib import Path
 
 import torch
 
-from shapelab.checkpoint import is_export, load_checkpoint, load_export
+from shapelab.checkpoint import load_checkpoint
 from shapelab.configurator import ConfigError, check_device, need, parse_overrides, usage_error
 from shapelab.hardware import DTYPES, auto_dtype, autocast, pick_device
 from shapelab.tokenizer import Tokenizer
 from shapes import model_from_checkpoint
-
 
 # -----------------------------------------------------------------------------------------
 out_dir = "out"  # the folder with ckpt.pt
@@ -38,8 +36,7 @@ try:  # every setting it cannot use is one line, exit status 2
     globals().update(parse_overrides(sys.argv[1:], {
         k: v for k, v in dict(globals()).items()
         if not k.startswith("_") and isinstance(v, (int, float, str))}))
-    need(temperature >= 0 and temperature != math.inf,  # (nan, inf, < 0)
-         f"temperature={temperature}: use 0 (greedy) or more, a finite number")
+    need(0 <= temperature < float("inf"), f"temperature={temperature}: use 0 (greedy) or more")
     need(top_k >= 0, f"top_k={top_k}: use 1 or more (0: all tokens)")
     need(num_samples >= 1, f"num_samples={num_samples}: use 1 or more")
     need(max_new_tokens >= 0, f"max_new_tokens={max_new_tokens}: use 0 or more")
@@ -50,22 +47,19 @@ try:  # every setting it cannot use is one line, exit status 2
 except (ConfigError, OSError, UnicodeDecodeError) as e:
     usage_error(e)
 
-device = pick_device(device)  # auto: cuda > mps > cpu
+device = pick_device(device)
 device_type = device.split(":")[0]
 dtype = auto_dtype(device_type) if dtype == "auto" else dtype
-autocast_ctx = autocast(device_type, dtype)
 torch.manual_seed(seed)
 
 try:  # read to the CPU; then only the model moves
-    source = Path(out_dir) if is_export(out_dir) else Path(out_dir) / "ckpt.pt"
-    checkpoint = (load_export(source) if source.is_dir()
-                  else load_checkpoint(source, map_location="cpu"))
+    source = Path(out_dir) / "ckpt.pt"
+    checkpoint = load_checkpoint(source)
 except FileNotFoundError as e:
     raise SystemExit(f"error: {e}") from None
 checkpoint.pop("optimizer", None)  # never copied to the GPU
 model = model_from_checkpoint(checkpoint, source).to(device).eval()
-meta = checkpoint["meta"]  # the vocabulary the model was trained with, whatever is on disk now
-tokenizer = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
+tokenizer = Tokenizer.of(checkpoint["meta"])  # the vocabulary it was trained with
 print(f"{checkpoint['model_type']} from {source} (step {checkpoint['iter_num']}, "
       f"val loss {checkpoint['best_val_loss']:.4f}), {checkpoint['config']['dataset']}")
 
@@ -78,18 +72,13 @@ if not start_ids:
 x = torch.tensor([start_ids], dtype=torch.long, device=device)
 generator = torch.Generator(device=device).manual_seed(seed)
 
-# a temperature float32 rounds to 0 would divide the logits by 0: greedy, its limit, instead
-sampling_temperature = temperature if temperature >= torch.finfo(torch.float32).tiny else 0
-printed = 0
 try:
-    with torch.no_grad(), autocast_ctx:
-        for _ in range(num_samples):
-            y = model.generate(x, max_new_tokens, temperature=sampling_temperature,
-                               top_k=top_k or None, generator=generator,
-                               vocab_size=tokenizer.vocab_size)
+    with torch.no_grad(), autocast(device_type, dtype):
+        for printed in range(num_samples):
+            y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None,
+                               generator=generator, vocab_size=tokenizer.vocab_size)
             print(tokenizer.decode(y[0].tolist()))
             print("-" * 40, flush=True)
-            printed += 1
 except KeyboardInterrupt:  # Ctrl-C: exit status 130, as a shell's
     print(f"interrupted: {printed} of {num_samples} samples printed", file=sys.stderr)
     raise SystemExit(130) from None

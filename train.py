@@ -9,10 +9,13 @@ The training loop of the shape lab: one flat script, read top to bottom, in nano
 """
 
 import gc
+import importlib.util
 import math
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,10 +25,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from model import format_counts, padded_vocab_size, shape_report
 from shapelab.configurator import ConfigError, check_train_settings, parse_overrides, usage_error
-from shapelab.dataset import find_dataset, ood_windows, open_dataset
-from shapelab.hardware import (auto_dtype, autocast, compiles_by_default, fastest_cpu_threads,
-                               peak_flops, pick_device)
-from shapelab.run import TimePlan, all_finite, all_rng_states, restore_rng, start_run
+from shapelab.dataset import TokenFiles, find_dataset, ood_windows
+from shapelab.hardware import auto_dtype, autocast, fastest_cpu_threads, peak_flops, pick_device
+from shapelab.run import TimePlan, all_finite, start_run
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
 
@@ -113,7 +115,8 @@ else:
 master_process = ddp_rank == 0
 device_type = device.split(":")[0]
 dtype = auto_dtype(device_type) if dtype == "auto" else dtype
-compile = compiles_by_default(device_type) if compile is None else compile
+if compile is None:  # a GPU compiles through Triton; a CPU gains too little
+    compile = device_type == "cuda" and importlib.util.find_spec("triton") is not None
 autocast_ctx = autocast(device_type, dtype)
 torch.manual_seed(seed + ddp_rank)
 if device_type == "cuda":
@@ -128,8 +131,7 @@ if master_process:
 data_dir = find_dataset(dataset, data_dir, may_prepare=master_process)
 if ddp:
     torch.distributed.barrier()  # rank 0 may have been preparing the data
-token_files = open_dataset(data_dir, block_size,
-                           resumed=checkpoint and (checkpoint["meta"], run.ckpt))
+token_files = TokenFiles(data_dir, block_size, checkpoint and (checkpoint["meta"], run.ckpt))
 meta = token_files.meta
 vocab_size = meta["vocab_size"]
 ood_batches, ood_sha256 = (ood_windows(eval_ood, meta, block_size) if eval_ood and master_process
@@ -141,14 +143,17 @@ def get_batch(split, generator):
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     x = torch.from_numpy(np.stack([data[i:i + block_size] for i in ix]).astype(np.int64))
     y = torch.from_numpy(np.stack([data[i + 1:i + 1 + block_size] for i in ix]).astype(np.int64))
-    token_files.check_unchanged(split)  # a file written over in place stops the run
     if device_type == "cuda":  # pinned memory: the copy to the GPU runs while it computes
         x, y = x.pin_memory(), y.pin_memory()
     return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
 
-# the batch sampler's own RNG: a checkpoint saves the state the next batch was drawn from
-train_sampler = torch.Generator().manual_seed(seed + ddp_rank)
+def step_sampler(step):
+    """The RNG of a step's batches and dropout, seeded by the step: a resume needs no RNG state."""
+    torch.manual_seed(seed + 1000 * step + ddp_rank)  # (fewer than 1000 processes)
+    return torch.Generator().manual_seed(seed + 1000 * step + ddp_rank)
+
+
 # -----------------------------------------------------------------------------------------------
 # model and optimizer
 iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = 0, math.inf, math.nan, 0.0, 0
@@ -163,14 +168,13 @@ if init_from == "scratch":
     model = build_model(model_type, **model_args)
     if master_process and model_type != "gpt":
         print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
-    if master_process and overwrite:  # every setting, the data and the model checked
+    if master_process:  # every setting, the data and the model checked: a run begins here
         run.remove_previous_run()
 else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint, run.ckpt)
     iter_num, best_val_loss, val_loss, elapsed_before, tokens_before = (checkpoint[k] for k in (
         "iter_num", "best_val_loss", "val_loss", "elapsed_s", "tokens"))
-    restore_rng(checkpoint, ddp_rank, train_sampler, device_type)
     if master_process:
         print(f"resuming {model_type} from {run.ckpt} at step {iter_num}")
         run.drop_repeated_metrics(iter_num)
@@ -194,14 +198,12 @@ if ddp:  # the only buffers are constant RoPE tables: nothing to sync
                             forward_sync_buffers=False)
 if compile:  # after DDP, so the compiler overlaps each gradient bucket's all-reduce
     model = torch.compile(model)
-# evaluation runs on rank 0 alone, so it must not go through DDP
-eval_model = (torch.compile(raw_model) if compile else raw_model) if ddp else model
 
 
 @torch.no_grad()
 def estimate_loss():
     """Mean loss over eval_iters batches per split - the same batches at every evaluation."""
-    eval_model.eval()
+    model.eval()
     out = {}
     for split in ("train", "val"):
         generator = torch.Generator().manual_seed(seed + (1 if split == "train" else 2))
@@ -209,18 +211,15 @@ def estimate_loss():
         for k in range(eval_iters):
             x, y = get_batch(split, generator)
             with autocast_ctx:
-                _, loss = eval_model(x, y)
+                _, loss = model(x, y)
             losses[k] = loss.item()
         out[split] = losses.mean().item()
-    out["ood"] = {}  # fixed windows of other texts
+    out["ood"] = {}  # fixed windows of other texts (rank 0 only)
     for name, ids in ood_batches.items():
-        total = 0.0
-        for chunk in ids.split(batch_size):
-            with autocast_ctx:
-                _, loss = eval_model(chunk[:, :-1].to(device), chunk[:, 1:].to(device))
-            total += loss.item() * len(chunk)
-        out["ood"][name] = total / len(ids)
-    eval_model.train()
+        with autocast_ctx:
+            _, loss = raw_model(ids[:, :-1].to(device), ids[:, 1:].to(device))
+        out["ood"][name] = loss.item()
+    model.train()
     return out
 
 
@@ -238,30 +237,27 @@ def get_lr(it):
     return min_lr + coeff * (learning_rate - min_lr)
 
 
-time_plan = TimePlan(max_minutes, script_start, checkpoint, device) if max_iters == 0 else None
+run_start = script_start - elapsed_before  # wall-clock time counts across resumes
+time_plan = (TimePlan(max_minutes, run_start, checkpoint and checkpoint["time_plan"], device)
+             if max_iters == 0 else None)
 checkpoint = None  # free memory
 if ood_sha256:  # which texts the OOD losses are of
     run.log(dict(iter=iter_num, ood_texts=ood_sha256))
 
 # -----------------------------------------------------------------------------------------------
 # training loop
-to_try = (f"a lower learning_rate (now {learning_rate}), more warmup_iters (now {warmup_iters}), "
-          f"grad_clip=1.0, or dtype='bfloat16' instead of float16")
-if device_type == "cpu":
-    batch = get_batch("train", torch.Generator().manual_seed(seed))  # not the sampler's
-    timings = fastest_cpu_threads(raw_model, *batch, autocast_ctx)
+to_try = f"a lower learning_rate (now {learning_rate}) or more warmup_iters (now {warmup_iters})"
+if device_type == "cpu":  # beside other busy programs fewer threads can train faster
+    timings = fastest_cpu_threads(raw_model, *get_batch("train", torch.Generator()), autocast_ctx)
     if master_process:
-        print(f"CPU threads: {torch.get_num_threads()}, the fastest here now (a forward-backward "
-              "pass: " + ", ".join(f"{1000 * s:.0f} ms on {n}" for n, s in timings.items()) + ")")
-peak, peak_note = peak_flops(device_type) if master_process else (None, "")
-if master_process:
-    print(f"MFU is measured against: {peak_note}")
+        print(f"CPU threads: {torch.get_num_threads()}, the fastest now of "
+              + ", ".join(f"{n} ({1000 * s:.0f} ms a pass)" for n, s in timings.items()))
+peak, _ = peak_flops(device_type)
 start_iter = iter_num
-run_start = script_start - elapsed_before  # wall-clock time counts across resumes
 eval_s = 0.0  # the last evaluation's seconds (with its save)
 t0, steps_timed = time.monotonic(), 0
-sampler_state = train_sampler.get_state()
-x, y = get_batch("train", train_sampler)
+sampler = step_sampler(iter_num)
+x, y = get_batch("train", sampler)
 while True:
     if time_plan:
         max_iters = time_plan.max_iters
@@ -271,47 +267,39 @@ while True:
     for group in optimizer.param_groups:
         group["lr"] = lr
 
-    # evaluate and save (not right after a resume: that state was just saved)
-    eval_step = (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
-        init_from == "resume" and iter_num == start_iter)
-    reached_target, diverged = False, ""
-    rank_states = eval_step and all_rng_states(sampler_state, device_type, ddp)  # (every process)
-    if master_process and eval_step:
+    # evaluate and save (not right after a resume: that state was just saved); every process
+    # scores the same batches, so all stop together
+    if (iter_num % eval_interval == 0 or iter_num == max_iters) and not (
+            init_from == "resume" and iter_num == start_iter):
         eval_start = time.monotonic()
         losses = estimate_loss()
         val_loss, ood = losses["val"], losses["ood"]
-        ood_loss = ood and sum(ood.values()) / len(ood)
-        print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {val_loss:.4f}"
-              + (f", OOD loss {ood_loss:.4f}" if ood else ""))
-        run.log(dict(iter=iter_num, tokens=tokens, train_loss=losses["train"], val_loss=val_loss,
-                     elapsed_s=round(time.monotonic() - run_start, 2),
-                     **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
         if not (math.isfinite(losses["train"] + val_loss) and all_finite(raw_model)):
-            diverged = f"the evaluation's losses are {losses['train']}, {val_loss} (val)"
-        else:  # a diverged model is never saved over the last good checkpoint
-            best_val_loss = min(best_val_loss, val_loss)
-            reached_target = stop_val_loss > 0 and val_loss <= stop_val_loss
-        if not diverged and (iter_num > 0 or reached_target):
+            raise run.diverged(iter_num, f"the evaluation's losses are {losses['train']}, "
+                               f"{val_loss} (val)", to_try)  # never saved over the last good one
+        best_val_loss = min(best_val_loss, val_loss)
+        reached_target = stop_val_loss > 0 and val_loss <= stop_val_loss
+        if master_process:
+            ood_loss = ood and sum(ood.values()) / len(ood)
+            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {val_loss:.4f}"
+                  + (f", OOD loss {ood_loss:.4f}" if ood else "")
+                  + (" - stop_val_loss reached: stopping" if reached_target else ""))
+            run.log(dict(iter=iter_num, tokens=tokens, train_loss=losses["train"],
+                         val_loss=val_loss, elapsed_s=round(time.monotonic() - run_start, 2),
+                         **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
+        if master_process and (iter_num > 0 or reached_target):
             run.save(dict(
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
                 iter_num=iter_num, best_val_loss=best_val_loss, config=config,
-                rng=dict(ranks=rank_states), meta=meta, elapsed_s=time.monotonic() - run_start,
+                meta=meta, elapsed_s=time.monotonic() - run_start,
                 tokens=tokens, val_loss=val_loss, time_plan=time_plan and time_plan.state_dict()))
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.monotonic() - eval_start
+        t0, steps_timed = time.monotonic(), 0  # the step time leaves the evaluation out
         if reached_target:
-            print(f"step {iter_num}: val loss {val_loss:.4f} reached stop_val_loss: stopping")
-    if eval_step:  # the step time leaves the evaluation out
-        t0, steps_timed = time.monotonic(), 0
-    if ddp and eval_step:  # every process stops together
-        flag = torch.tensor([float(reached_target), float(bool(diverged))], device=device)
-        torch.distributed.broadcast(flag, src=0)
-        reached_target = bool(flag[0].item())
-        diverged = diverged or ("the evaluation on rank 0 was not finite" if flag[1].item() else "")
-    if diverged:
-        raise run.diverged(iter_num, diverged, to_try)
-    if (max_iters and iter_num >= max_iters) or reached_target:
+            break
+    if max_iters and iter_num >= max_iters:
         break
 
     # one optimizer step, gradients accumulated over micro-batches; nothing here waits for the GPU
@@ -321,8 +309,9 @@ while True:
         with autocast_ctx:
             _, loss = model(x, y)
             loss = loss / gradient_accumulation_steps
-        sampler_state = train_sampler.get_state()
-        x, y = get_batch("train", train_sampler)  # the next batch, while the device computes
+        if micro_step == gradient_accumulation_steps - 1:
+            sampler = step_sampler(iter_num + 1)
+        x, y = get_batch("train", sampler)  # the next batch, while the device computes
         scaler.scale(loss).backward()
     if grad_clip > 0:
         scaler.unscale_(optimizer)
@@ -333,8 +322,7 @@ while True:
     steps_timed += 1
 
     log_step = iter_num % log_interval == 0 or not max_iters  # (a time limit not planned yet)
-    plan_step = time_plan and iter_num >= time_plan.next_plan  # a machine that gets busy
-    if log_step or plan_step:  # every process: the loss comes to the host
+    if log_step or (time_plan and iter_num >= time_plan.next_plan):  # every process
         lossf = loss.item() * gradient_accumulation_steps
         if not math.isfinite(lossf):
             raise run.diverged(iter_num, f"the loss is {lossf}", to_try)
@@ -343,41 +331,28 @@ while True:
         if time_plan:
             time_plan.plan(iter_num, dt, eval_s, eval_interval)
     if master_process and log_step:
-        aux = getattr(raw_model, "aux_loss", None)  # an auxiliary term in `loss` (MoE)
         tokens_per_s = tokens_per_iter / dt
         mfu = peak and raw_model.estimate_mfu(tokens_per_s / ddp_world_size, peak, block_size)
-        mfu = mfu if mfu and mfu <= 1 else None  # per card; > 1: the peak was measured badly
-        steps_left = max_iters - iter_num
-        seconds_left = steps_left * dt + steps_left // eval_interval * eval_s
-        to_go = (f", ~{seconds_left / 60:.1f} min to go" if seconds_left >= 60
-                 else f", ~{seconds_left:.0f} s to go") if max_iters else ""
-        print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}"
-              + (f" (aux {aux.item():.4f})" if aux is not None else "")
-              + f", lr {lr:.2e}, {dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s"
-              + (f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else "")
-              + to_go)
+        minutes_left = (max_iters - iter_num) * (dt + eval_s / eval_interval) / 60
+        to_go = f", ~{minutes_left:.1f} min to go" if max_iters else ""
+        print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}, lr {lr:.2e}, "
+              f"{dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s"
+              + (f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else "") + to_go)
         run.log(dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
                      tokens_per_s=round(tokens_per_s), mfu=mfu,
-                     elapsed_s=round(time.monotonic() - run_start, 2),
-                     **({} if aux is None else {"aux_loss": aux.item()})))
+                     elapsed_s=round(time.monotonic() - run_start, 2)))
     iter_num += 1
 
 if master_process:
     minutes = (time.monotonic() - run_start) / 60
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
-    if sample_tokens > 0:
-        from shapelab.tokenizer import Tokenizer
-
-        tok = Tokenizer.char(meta["chars"]) if meta["tokenizer"] == "char" else Tokenizer.gpt2()
-        raw_model.eval()
-        start = torch.tensor([tok.encode("\n")], device=device)
-        with autocast_ctx:
-            ids = raw_model.generate(start, sample_tokens, temperature=0.8, top_k=200,
-                                     vocab_size=vocab_size)
-        print("-" * 40 + "\n" + tok.decode(ids[0].tolist()) + "\n" + "-" * 40)
+    if sample_tokens > 0:  # the final model's sample, as sample.py draws it from ckpt.pt
+        subprocess.run([sys.executable, Path(__file__).with_name("sample.py"), "--num_samples=1",
+                        f"--out_dir={out_dir}", f"--max_new_tokens={sample_tokens}",
+                        f"--device={device}"])
 if ddp:
-    torch.distributed.barrier()  # let rank 0 finish its evaluation and sample first
+    torch.distributed.barrier()  # let rank 0 finish its sample first
     del model, ddp_model  # the process group goes now: at exit gloo's threads meet terminate
     gc.collect()
     destroy_process_group()

@@ -1,10 +1,9 @@
 """
 Checkpoint files: written whole or not at all (a temporary file renamed over the old one), read
 with torch.load(weights_only=True), so a checkpoint from someone else cannot run code. They load
-to the CPU, where the RNG states inside must stay. load_export reads a folder export.py wrote.
+to the CPU. to_transformers gives export.py the plain GPT's weights in transformers' names.
 """
 
-import json
 import os
 import warnings
 from pathlib import Path
@@ -35,8 +34,6 @@ def write_atomic(path, data, write=None):
 
 
 def save_checkpoint(state, path):
-    for stale in Path(path).parent.glob(Path(path).name + ".tmp.*"):  # left by a kill -9
-        stale.unlink(missing_ok=True)
     write_atomic(path, state, torch.save)
 
 
@@ -91,48 +88,3 @@ def to_transformers(state, q_dim, kv_dim):
         else:
             out[layer + LAYER_NAMES[rest]] = tensor
     return out
-
-
-def from_transformers(state):
-    """to_transformers undone (a tied LM head, not stored by transformers, is the embedding)."""
-    ours = {v: k for k, v in OUTER_NAMES.items()}
-    layer_names = {v: k for k, v in LAYER_NAMES.items()}
-    out = {}
-    for name, tensor in state.items():
-        if not name.startswith("model.layers."):
-            out[ours[name]] = tensor
-            continue
-        i, rest = name.removeprefix("model.layers.").split(".", 1)
-        if rest in layer_names:
-            out[f"blocks.{i}.{layer_names[rest]}"] = tensor
-    for i in {name.split(".")[2] for name in state if name.startswith("model.layers.")}:
-        layer = f"model.layers.{i}."
-        out[f"blocks.{i}.attn.attn.qkv_proj.weight"] = torch.cat(
-            [state[f"{layer}self_attn.{part}_proj.weight"] for part in "qkv"])
-        out[f"blocks.{i}.ffn.mlp.gate_up_proj.weight"] = torch.cat(
-            [state[f"{layer}mlp.gate_proj.weight"], state[f"{layer}mlp.up_proj.weight"]])
-    out.setdefault("lm_head.weight", out["tok_emb.weight"])
-    return out
-
-
-def is_export(folder):
-    return (Path(folder) / EXPORT_INFO).is_file() and not (Path(folder) / "ckpt.pt").exists()
-
-
-def load_export(folder):
-    """A folder export.py wrote, as the dict load_checkpoint returns, for sample.py."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    try:
-        info = json.loads((folder / EXPORT_INFO).read_text())
-        state = load_file(folder / "model.safetensors")
-        if info["weights"] == "transformers":
-            state = from_transformers(state)
-        for alias, source in info.get("tied", {}).items():  # stored once, under source's name
-            state[alias] = state[source]
-        return {**info["checkpoint"], "model": state}
-    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as e:
-        raise CheckpointError(f"{folder} is not a whole export of export.py ({type(e).__name__}: "
-                              f"{str(e)[:120]}): export the checkpoint again") from None

@@ -1,6 +1,6 @@
 """
 Settings for every command: config files, then --key=value, left to right. A config file is data,
-never run: `name = value` lines of literals or arithmetic on numbers; `base = "other.py"` is read
+never run: `name = value` lines of literals or + - * / on numbers; `base = "other.py"` is read
 first. A --key=value is a literal, else a string, or for a tuple a comma-separated list.
 """
 
@@ -17,8 +17,7 @@ import textwrap
 from pathlib import Path
 
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-             ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-             ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos}
+             ast.Div: operator.truediv}
 
 
 class ConfigError(ValueError):
@@ -37,40 +36,29 @@ def usage_error(error):
 
 def shown(value):
     """repr(value) in at most 80 characters."""
-    try:
-        text = reprlib.repr(value)
-    except ValueError:  # an int too long to print
-        text = "a number too large to print"
+    text = reprlib.repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def not_literal(where, node):
-    return ConfigError(f"{where}: only assignments of literals are allowed (found "
-                       f"{ast.unparse(node)[:60]!r})")
-
-
 def _value(node, where):
-    if isinstance(node, (ast.BinOp, ast.UnaryOp)) and type(node.op) in OPERATORS:
-        operands = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.operand]
-        values = [_value(n, where) for n in operands]
-        need(all(type(v) in (int, float, complex) for v in values),
+    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
+        values = [_value(node.left, where), _value(node.right, where)]
+        need(all(type(v) in (int, float) for v in values),
              f"{where}: arithmetic is on numbers only")
-        base, exponent = values[0], values[-1]
-        need(not isinstance(node.op, ast.Pow) or type(base) is not int
-             or abs(exponent) * base.bit_length() < 100_000, f"{where}: a number too large")
         try:
             return OPERATORS[type(node.op)](*values)
-        except (ArithmeticError, ValueError) as e:
+        except ArithmeticError as e:
             raise ConfigError(f"{where}: {e}") from None
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError):
-        raise not_literal(where, node) from None
+        raise ConfigError(f"{where}: only assignments of literals are allowed (found "
+                          f"{ast.unparse(node)[:60]!r})") from None
 
 
-def read_config_file(path, name=None):
+def read_config_file(path):
     """{key: value} of a config file, read without running it, its base's settings first."""
-    name = name or str(path)
+    name = str(path)
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=name)
     except SyntaxError as e:
@@ -82,34 +70,19 @@ def read_config_file(path, name=None):
         where = f"{name}, line {node.lineno}"
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # a docstring
-        if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-                and len(node.targets) == 1):
-            raise not_literal(where, node)
-        try:
-            settings[node.targets[0].id] = _value(node.value, where)
-        except RecursionError:
-            raise ConfigError(f"{where}: a value nested too deeply") from None
+        one_name = isinstance(node, ast.Assign) and len(node.targets) == 1
+        need(one_name and isinstance(node.targets[0], ast.Name),
+             f"{where}: only assignments of literals are allowed")
+        settings[node.targets[0].id] = _value(node.value, where)
     base = settings.pop("base", None)
     if base is None:
         return settings
     base_path = Path(path).parent / str(base)
     need(isinstance(base, str) and base_path.is_file(), f"{name}: base {shown(base)} not found")
     try:
-        return {**read_config_file(base_path, str(Path(name).parent / base)), **settings}
+        return {**read_config_file(base_path), **settings}
     except RecursionError:
         raise ConfigError(f"{name}: base {base!r} leads back to itself") from None
-
-
-def _checked(key, value, default, where, types):
-    expected = type(default) if default is not None else (types or {}).get(key)
-    if expected is None or (value is None and default is None):
-        return value
-    if expected is float and type(value) is int:
-        return float(value)
-    need(isinstance(value, expected) and (expected is bool) == isinstance(value, bool),
-         f"{where}: {key}={shown(value)} is a {type(value).__name__}, but {key} must be a "
-         f"{expected.__name__}{' or None' if default is None else ''}")
-    return value
 
 
 def _parse(text, default, kind):
@@ -131,14 +104,13 @@ def parse_overrides(argv, defaults, types=None, given=None, more_help=None):
     if "-h" in argv or "--help" in argv:
         print_help(defaults, more_help)
         raise SystemExit(0)
+    types = {k: type(v) for k, v in defaults.items() if v is not None} | (types or {})
     config = dict(defaults)
     for arg in argv:
         if arg.startswith("--"):
             key, sep, text = arg[2:].partition("=")
             need(sep, f"argument {shown(arg)}: write it as --{shown(key)[1:-1]}=value")
-            default = defaults.get(key)
-            kind = type(default) if default is not None else (types or {}).get(key)
-            pairs, where = [(key, _parse(text, default, kind))], f"override {shown(arg)}"
+            pairs, where = [(key, _parse(text, defaults.get(key), types.get(key)))], shown(arg)
         else:
             need(arg.endswith(".py") and os.path.isfile(arg),
                  f"argument {shown(arg)}: expected a config file (config/<name>.py) or --key=value")
@@ -148,7 +120,14 @@ def parse_overrides(argv, defaults, types=None, given=None, more_help=None):
                 close = difflib.get_close_matches(key, defaults, n=3)
                 raise ConfigError(f"{where}: unknown config key {shown(key)}"
                                   + (f". Did you mean {', '.join(close)}?" if close else ""))
-            config[key] = _checked(key, value, defaults[key], where, types)
+            expected = types.get(key)
+            value = float(value) if expected is float and type(value) is int else value
+            need(expected is None or (value is None and defaults[key] is None)
+                 or (isinstance(value, expected) and (expected is bool) == (type(value) is bool)),
+                 f"{where}: {key}={shown(value)} is a {type(value).__name__}, but {key} must be "
+                 f"a {getattr(expected, '__name__', '')}"
+                 f"{' or None' if defaults[key] is None else ''}")
+            config[key] = value
             if given is not None:
                 given.add(key)
     return config
@@ -156,9 +135,8 @@ def parse_overrides(argv, defaults, types=None, given=None, more_help=None):
 
 def print_help(defaults, more_help=None):
     main = sys.modules["__main__"]
-    source = Path(getattr(main, "__file__", ""))
-    text = source.read_text(encoding="utf-8") if source.is_file() else ""
-    comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", text, re.MULTILINE))
+    source = Path(main.__file__).read_text(encoding="utf-8")
+    comments = dict(re.findall(r"^(\w+) = .*?  # (.*)$", source, re.MULTILINE))
     print((main.__doc__ or "").strip() + "\n\nsettings (config file lines or --key=value):")
     for key, value in defaults.items():
         print_entry(f"  --{key}={shown(value)}", comments.get(key, ""), 32)
@@ -166,15 +144,13 @@ def print_help(defaults, more_help=None):
         more_help()
 
 
-def print_entry(left, text, column, width=100):
+def print_entry(left, text, column):
     """`left`, then `text` wrapped from `column` on."""
-    lines = textwrap.wrap(text, width - column)
-    if len(left) >= column or not lines:
-        print(left)
-        left = ""
+    lines = textwrap.wrap(text, 100 - column)
+    first = lines.pop(0) if lines and len(left) < column else ""
+    print(f"{left:<{column}}{first}".rstrip())
     for line in lines:
-        print(f"{left:<{column}}{line}".rstrip())
-        left = ""
+        print(" " * column + line)
 
 
 def build(model_type, model_cls, config_cls, **model_args):

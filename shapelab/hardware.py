@@ -1,7 +1,6 @@
 """What this machine is fast at: the device and dtype 'auto' picks, autocast, the peak FLOP/s of MFU
-(a GPU's dense bf16 figure by name, half its datasheet's sparse one; a CPU's matmuls timed now)."""
+(a GPU's dense bf16 figure by name, half its datasheet's sparse one), the fastest CPU threads."""
 
-import importlib.util
 import re
 import time
 from contextlib import nullcontext
@@ -33,31 +32,13 @@ def auto_dtype(device_type):
     return "bfloat16" if native else "float32"
 
 
-def compiles_by_default(device_type):  # a GPU compiles through Triton; a CPU gains too little
-    return device_type == "cuda" and importlib.util.find_spec("triton") is not None
-
-
 def autocast(device_type, dtype):
     dtype = DTYPES.get(dtype, dtype)
     return nullcontext() if dtype == torch.float32 else torch.autocast(device_type, dtype=dtype)
 
 
-def measure_cpu_peak_flops():
-    """torch's matmul FLOP/s here, timed in our CPU time too: other programs cannot lower it."""
-    a = torch.randn(1024, 1024, generator=torch.Generator()).to(DTYPES[auto_dtype("cpu")])
-    runs, wall, cpu = 0, time.perf_counter(), time.process_time()
-    while runs < 5 or time.perf_counter() - wall < 0.1:
-        a @ a
-        runs += 1
-    cpu = (time.process_time() - cpu) / torch.get_num_threads()
-    return 2 * 1024 ** 3 * runs / min(time.perf_counter() - wall, cpu)
-
-
 def peak_flops(device_type):
     """(peak FLOP/s, what it is) for MFU on this device, or (None, why there is none)."""
-    if device_type == "cpu":
-        flops = measure_cpu_peak_flops()
-        return flops, f"CPU {auto_dtype('cpu')} matmul peak measured: {flops / 1e12:.2f} TFLOP/s"
     if device_type != "cuda":
         return None, f"no peak FLOP/s known for {device_type}"
     name = torch.cuda.get_device_name()
@@ -84,11 +65,10 @@ def fastest_cpu_threads(model, x, y, autocast_ctx):
     """Sets the thread count whose forward-backward pass is fastest now; returns {threads: s}.
     Beside other busy programs torch's threads wait on each other, and fewer train faster."""
     def seconds_a_pass():
-        rng, start = torch.get_rng_state(), time.perf_counter()
+        start = time.perf_counter()
         with autocast_ctx:
             model(x, y)[1].backward()
         model.zero_grad(set_to_none=True)
-        torch.set_rng_state(rng)  # dropout's draws given back: the run trains as without this
         return time.perf_counter() - start
     most = torch.get_num_threads()
     torch.set_num_threads(1)

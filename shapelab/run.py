@@ -19,6 +19,7 @@ from shapelab.checkpoint import load_checkpoint, save_checkpoint, write_atomic
 from shapelab.configurator import ConfigError, usage_error
 
 NOT_RESUMED = ("init_from", "overwrite", "out_dir")  # where and how this invocation runs
+RANK0 = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 speaks and holds the lock
 
 
 def lock_folder(folder, name="run.lock", what="training run", subject=None, option="out_dir",
@@ -73,18 +74,10 @@ class RunDir:
         self.dir = Path(out_dir)
         self.ckpt, self.metrics = self.dir / "ckpt.pt", self.dir / "metrics.jsonl"
         self.last_good_step = None  # the step of ckpt.pt once saved or resumed from
-        self.own_metrics = None  # whether this run began metrics.jsonl
         try:
             self._lock = lock_folder(self.dir) if lock else None
         except ConfigError as e:
             usage_error(e)
-
-    def refuse_to_replace(self, init_from, overwrite):
-        previous = [p.name for p in (self.ckpt, self.metrics) if p.exists()]
-        if init_from == "scratch" and previous and not overwrite:
-            usage_error(f"{self.dir} already holds a run ({', '.join(previous)}): continue it "
-                        f"with --init_from=resume, use another --out_dir, or pass "
-                        f"--overwrite=True to delete it")
 
     def remove_previous_run(self, *others):
         for path in (self.ckpt, self.metrics, *(self.dir / name for name in others)):
@@ -95,8 +88,6 @@ class RunDir:
         self.last_good_step = state["iter_num"]
 
     def log(self, record):
-        if self.own_metrics is None:
-            self.own_metrics = not self.metrics.exists()
         with open(self.metrics, "a") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -111,10 +102,8 @@ class RunDir:
         return Diverged(f"step {step}: {what}. Training diverged; try {to_try}. {good}", step)
 
     def catch_signals(self):
-        """Ctrl-C and SIGTERM end in one line; under torchrun only rank 0 speaks."""
-        rank0 = os.environ.get("RANK", "0") == "0"
-        signal.signal(signal.SIGINT, self.interrupted if rank0 else signal.SIG_IGN)
-        if rank0:
+        signal.signal(signal.SIGINT, self.interrupted if RANK0 else signal.SIG_IGN)
+        if RANK0:
             signal.signal(signal.SIGTERM, self.interrupted)
 
     def interrupted(self, signum=signal.SIGINT, frame=None):
@@ -124,16 +113,14 @@ class RunDir:
         how = "interrupted" if signum == signal.SIGINT else "stopped by SIGTERM"
         processes = os.environ.get("LOCAL_WORLD_SIZE")
         launcher = f"torchrun --standalone --nproc_per_node={processes}" if processes else "python"
-        if self.last_good_step is not None:
-            args = [a for a in sys.argv[1:] if not a.startswith(("--init_from=", "--overwrite="))]
-            command = shlex.join([sys.argv[0], *args, "--init_from=resume"])
-            how += (f": the last checkpoint is {self.ckpt} (step {self.last_good_step}); continue "
-                    f"the run with: {launcher} {command}")
-        else:
-            if self.own_metrics:  # so that the same command starts again
-                self.metrics.unlink(missing_ok=True)
+        args = [a for a in sys.argv[1:] if not a.startswith(("--init_from=", "--overwrite="))]
+        resume = shlex.join([sys.argv[0], *args, "--init_from=resume"])
+        if self.last_good_step is None:
             how += (f" before the first checkpoint: start again with: {launcher} "
                     f"{shlex.join(sys.argv)}")
+        else:
+            how += (f": the last checkpoint is {self.ckpt} (step {self.last_good_step}); continue "
+                    f"the run with: {launcher} {resume}")
         print(how, file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
@@ -149,18 +136,16 @@ def read_jsonl(path):
 
 
 class TimePlan:
-    """max_iters = 0: the steps that fit in `minutes`, planned again at every log step from the
-    step time measured there; saved in each checkpoint, so a resume keeps the plan and the clock."""
+    """max_iters = 0: the steps that fit in `minutes` from `start`, planned again about every 5 s
+    from the step time; saved in each checkpoint, so a resume keeps the plan and the clock."""
 
-    def __init__(self, minutes, start, checkpoint=None, device="cpu"):
-        state = (checkpoint and checkpoint["time_plan"]) or dict(minutes=0, elapsed_s=0.0)
-        self.minutes, self.device, self.start = minutes, device, start - state["elapsed_s"]
-        self.max_iters = state["max_iters"] if state["minutes"] == minutes else 0
-        self.next_plan = 0  # the step to plan again at: about every 5 s
+    def __init__(self, minutes, start, saved=None, device="cpu"):
+        self.minutes, self.start, self.device = minutes, start, device
+        self.max_iters = saved["max_iters"] if saved and saved["minutes"] == minutes else 0
+        self.next_plan = 0  # the step to plan again at
 
     def state_dict(self):
-        return dict(minutes=self.minutes, max_iters=self.max_iters,
-                    elapsed_s=time.monotonic() - self.start)
+        return dict(minutes=self.minutes, max_iters=self.max_iters)
 
     def plan(self, step, step_s, eval_s, eval_interval):
         """After `step`: the steps that fit in the time left (rank 0's plan under torchrun)."""
@@ -171,71 +156,45 @@ class TimePlan:
         if torch.distributed.is_initialized():
             torch.distributed.broadcast(planned, src=0)
         old, (self.max_iters, self.next_plan) = self.max_iters, planned.tolist()
-        if os.environ.get("RANK", "0") == "0" and abs(self.max_iters - old) > 0.05 * old:
+        if RANK0 and abs(self.max_iters - old) > 0.05 * old:
             print(f"time limit {self.minutes:g} min: max_iters={self.max_iters} "
                   f"({1000 * step_s:.0f} ms a step, {left / 60:.1f} min left)")
 
 
-def resume_policy(path, saved, config, given, shape_keys, not_resumed=NOT_RESUMED):
-    """The `saved` settings, but `not_resumed` are this invocation's; another value given is
-    refused in one line for `shape_keys`, else taken with a note."""
+def start_run(config, given, model_keys, run=None, trainer="train.py",
+              marks=("model_type", "model_args"), not_resumed=NOT_RESUMED):
+    """(the locked RunDir, the checkpoint or None, the settings): a resume takes the saved
+    settings but those `given`; a given shape setting other than the saved one is one line."""
+    if run is None:
+        run = RunDir(config["out_dir"], lock=RANK0)
+        run.catch_signals()
+    if config["init_from"] == "scratch":
+        if run.ckpt.exists() and not config["overwrite"]:
+            usage_error(f"{run.dir} already holds a run ({run.ckpt.name}): continue it with "
+                        f"--init_from=resume, use another --out_dir, or pass --overwrite=True to "
+                        f"delete it")
+        return run, None, config
+    try:
+        checkpoint = load_checkpoint(run.ckpt, trainer=trainer)
+    except FileNotFoundError as e:
+        raise SystemExit(f"error: {e}") from None
+    if not {"config", "iter_num", *marks} <= set(checkpoint):
+        raise SystemExit(f"error: {run.ckpt} is not a checkpoint of {trainer}: train into "
+                         f"another --out_dir")
+    args = checkpoint.get("model_args", checkpoint["config"])
+    shape = {"model_type": checkpoint.get("model_type"),
+             **{k: args[k] for k in model_keys if k in args}}
+    saved = {**checkpoint["config"], **shape}
     differ = [k for k in sorted(given) if k in saved and k in config and k not in not_resumed
               and config[k] != saved[k]]
     clashes = [f"{k}={config[k]!r} (the checkpoint has {saved[k]!r})" for k in differ
-               if k in shape_keys]
+               if k in {*shape, "model_args"}]
     if clashes:
-        raise SystemExit(f"error: resuming {path} with a different model or data: "
+        raise SystemExit(f"error: resuming {run.ckpt} with a different model or data: "
                          f"{'; '.join(clashes)}. Drop these settings, or train into another "
                          f"--out_dir")
-    if differ and os.environ.get("RANK", "0") == "0":
+    if differ and RANK0:
         print("note: resuming with " + "; ".join(f"{k}={config[k]!r}" for k in differ))
-    return {**config, **{k: v for k, v in saved.items()
-                         if k in config and k not in not_resumed and k not in given}}
-
-
-def start_run(config, given, model_keys, run=None, trainer="train.py",
-              marks=("model_type", "model_args"), not_resumed=NOT_RESUMED):
-    """(the locked RunDir, the checkpoint or None, the settings); a given `run` is the caller's."""
-    if run is None:
-        run = RunDir(config["out_dir"], lock=int(os.environ.get("RANK", 0)) == 0)  # rank 0 holds it
-        run.catch_signals()
-    checkpoint = None
-    if config["init_from"] == "resume":
-        try:
-            checkpoint = load_checkpoint(run.ckpt, trainer=trainer)
-        except FileNotFoundError as e:
-            raise SystemExit(f"error: {e}") from None
-        if not {"config", "iter_num", *marks} <= set(checkpoint):
-            raise SystemExit(f"error: {run.ckpt} is not a checkpoint of {trainer}: train into "
-                             f"another --out_dir")
-        args = checkpoint.get("model_args", checkpoint["config"])
-        shape = {"model_type": checkpoint.get("model_type"),
-                 **{k: args[k] for k in model_keys if k in args}}
-        config = resume_policy(run.ckpt, {**checkpoint["config"], **shape}, config, given,
-                               {*shape, "model_args"}, not_resumed)
-        run.last_good_step = checkpoint["iter_num"]
-    run.refuse_to_replace(config["init_from"], config["overwrite"])
-    return run, checkpoint, config
-
-
-def restore_rng(checkpoint, rank, sampler, device_type):
-    states = checkpoint["rng"]["ranks"]
-    if rank >= len(states):
-        raise SystemExit(f"error: the checkpoint holds the RNG states of {len(states)} "
-                         f"process(es): resume it with as many")
-    sampler.set_state(states[rank]["sampler"])
-    torch.set_rng_state(states[rank]["torch"])
-    if device_type == "cuda":
-        torch.cuda.set_rng_state(states[rank]["cuda"])
-
-
-def all_rng_states(sampler_state, device_type, ddp):
-    """Every process's RNG states, a list by rank."""
-    states = {"sampler": sampler_state, "torch": torch.get_rng_state()}
-    if device_type == "cuda":
-        states["cuda"] = torch.cuda.get_rng_state()
-    if not ddp:
-        return [states]
-    gathered = [None] * torch.distributed.get_world_size()
-    torch.distributed.all_gather_object(gathered, states)
-    return gathered
+    run.last_good_step = checkpoint["iter_num"]
+    return run, checkpoint, {**config, **{k: v for k, v in saved.items()
+                                          if k in config and k not in (*not_resumed, *given)}}

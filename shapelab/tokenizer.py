@@ -45,6 +45,11 @@ class Tokenizer:
     def gpt2(cls):
         return cls(enc=gpt2_encoding())
 
+    @classmethod
+    def of(cls, meta):
+        """The tokenizer a prepared dataset's meta.json names."""
+        return cls(meta["chars"]) if meta["tokenizer"] == "char" else cls.gpt2()
+
     def encode(self, text):
         if self.enc:
             return self.enc.encode(text, allowed_special={"<|endoftext|>"})

@@ -1,5 +1,5 @@
-"""A run trains on the data it opened, whatever is prepared meanwhile; a file written over in place
-stops it; a resume hashes the files it opens; a start reads only its batches. POSIX."""
+"""A run trains on the data it opened, whatever is prepared meanwhile; a resume hashes the files it
+opens; a start reads only its batches. POSIX."""
 
 import ctypes
 import json
@@ -11,8 +11,7 @@ import pytest
 
 from conftest import FIXTURE_TEXT, run_here
 from data.sources import prepare_text
-from shapelab import dataset
-from shapelab.dataset import DataError, open_dataset
+from shapelab.dataset import TokenFiles
 
 TEXT = FIXTURE_TEXT * 30  # ~7,000 characters
 OTHER_TEXT = TEXT[::-1]  # the same length and characters, another text
@@ -28,35 +27,11 @@ def split_bytes(data_dir):
 def test_the_files_a_run_opened_are_the_ones_it_reads_whatever_is_prepared_meanwhile(tmp_path):
     data = tmp_path / "data"
     meta = prepare_text(TEXT, "char", data, "text")
-    original, files = split_bytes(data), open_dataset(data, block_size=16)
+    original, files = split_bytes(data), TokenFiles(data, block_size=16)
     prepare_text(OTHER_TEXT, "char", data, "other text")  # renamed in under the open files
     assert split_bytes(data) != original and files.meta == meta
     for split in ("train", "val"):
         assert files.tokens(split).tobytes() == original[split]
-        files.check_unchanged(split)  # (renamed in: no error)
-    files = open_dataset(data, block_size=16)
-    with open(data / "train.bin", "r+b") as f:  # written over in place: the open file changes
-        f.write(b"\1\0")
-    with pytest.raises(DataError) as stop:
-        files.check_unchanged("train")
-    assert str(data / "train.bin") in str(stop.value) and "\n" not in str(stop.value)
-
-
-def test_a_run_starting_while_a_preparation_is_renamed_in_opens_files_of_one_preparation(
-        tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    prepare_text(TEXT, "char", data, "text")
-    real_read, reads = dataset.read_or_none, []
-
-    def read(path):  # the new files renamed in after the run opened the old .bin files
-        reads.append(path)
-        if len(reads) == 2:
-            prepare_text(OTHER_TEXT, "char", data, "other text")
-        return real_read(path)
-    monkeypatch.setattr(dataset, "read_or_none", read)
-    files = open_dataset(data, block_size=16)
-    assert len(reads) == 4 and files.meta == json.loads((data / "meta.json").read_text())
-    assert {split: files.tokens(split).tobytes() for split in ("train", "val")} == split_bytes(data)
 
 
 def test_a_resume_on_other_data_is_one_line_even_at_the_same_size_and_meta(tmp_path):
