@@ -20,8 +20,9 @@ import torch.nn as nn
 import cea
 import hourglass
 import lws
-from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU
+from model import AttentionSublayer, FFNSublayer, GPTConfig, SwiGLU
 import variable_width
+
 
 class ComposedGPT(variable_width.VariableWidthGPT):
     """A ><former stream whose layer l has the sublayers the config asks for, at width w_l."""
@@ -68,68 +69,45 @@ class ComposedConfig(variable_width.VariableWidthConfig):
     # CEA attention (cea.py)
     outer_ratio: float = 1.0
     current_position: str = "direct"
-    attention_impl: str = "reference"
-    hidden_multiple: int = 1  # each ><former layer's d_h,l a multiple of this
     layer_inner_hidden: list[int] = field(default_factory=list, init=False)  # K (1 - rho) W_l
 
     def __post_init__(self):
         assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
             f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: both "
             f"name the hidden size of one FFN sub-block; give one of them")
-        is_former = bool(self.layer_widths) or self.width_schedule != "constant"
-        is_lws = self.ffn_scalars is not None or self.qkv_scalars is not None
-        assert not (is_former and is_lws), (
-            "a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars "
-            "/ qkv_scalars) both set the per-layer shape and do not compose: pick one")
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: K >= 1 sub-blocks"
         cea.check_attention_settings(self)
-        variable_width.check_width_rules(self)
-        d, n_head = self.n_embd, self.n_head
-        self.n_kv_head = self.n_kv_head or n_head
-        self.ffn_hidden = hidden = self.bottleneck_dim or self.ffn_hidden or 4 * d
-        if is_lws:
+        self.ffn_hidden = self.bottleneck_dim or self.ffn_hidden
+        if self.ffn_scalars is None and self.qkv_scalars is None:
+            super().__post_init__()  # the ><former's widths, or the constant width d
+        else:
+            assert not self.layer_widths and self.width_schedule == "constant", (
+                "a ><former schedule (layer_widths / width_schedule) and an LWS schedule "
+                "(ffn_scalars / qkv_scalars) both set the per-layer shape and do not compose")
             assert self.ffn_scalars is not None and self.qkv_scalars is not None, (
                 "an LWS schedule needs both ffn_scalars (beta) and qkv_scalars (alpha)")
-            _, base_head_dim = lws.head_layout(d, n_head, self.n_kv_head, self.head_dim)
-            self.layers = lws.layer_specs(d, self.n_layer, self.ffn_scalars, self.qkv_scalars,
-                                          self.framed, base_head_dim, n_head // self.n_kv_head,
-                                          self.ffn_multiple)
-        elif is_former:
-            assert self.head_dim is None or self.head_dim * n_head == d, (
-                f"head_dim={self.head_dim}: a ><former keeps n_head heads of w_l / n_head")
-            if not self.layer_widths:
-                kv_ratio = self.n_kv_head / n_head
-                self.layer_widths, _ = variable_width.solve_widths(
-                    self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
-                    self.bottleneck_width_ratio,
-                    variable_width.width_rounding(self.width_multiple, n_head),
-                    ffn_width_ratio=self.n_sub_blocks * hidden / d, kv_ratio=kv_ratio,
-                    end_ratios=self.end_ratios())
-            variable_width.check_widths(list(self.layer_widths), n_head)
-            m = self.hidden_multiple
-            self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
-                                     max(m, m * round(hidden * w / d / m)))
-                           for w in self.layer_widths]
-        GPTConfig.__post_init__(self)
-        self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
-        assert len(self.layer_widths) == self.n_layer, (
-            f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")
+            self.n_kv_head, head_dim = lws.head_layout(self.n_embd, self.n_head, self.n_kv_head,
+                                                       self.head_dim)
+            self.layers = lws.layer_specs(self.n_embd, self.n_layer, self.ffn_scalars,
+                                          self.qkv_scalars, self.framed, head_dim,
+                                          self.n_head // self.n_kv_head, self.ffn_multiple)
+            GPTConfig.__post_init__(self)
+            self.layer_widths = [self.n_embd] * self.n_layer
         sub_block_widths = [s.ffn_hidden for s in self.layers]  # W_l, before CEA's split
         outer = [round(self.outer_ratio * w) for w in sub_block_widths]
         self.layer_inner_hidden = [self.n_sub_blocks * (w - o)
                                    for w, o in zip(sub_block_widths, outer)]
         self.layers = [replace(s, ffn_hidden=o) for s, o in zip(self.layers, outer)]
 
-    def end_ratios(self):
-        """(e_in, e_out) of W_end per unit of width, as ComposedGPT.endpoint_params counts it."""
+    def solver_ratios(self):
+        """E = K W / d, and W_end per unit of width as ComposedGPT.endpoint_params counts it."""
         e_sub, rho = self.ffn_hidden / self.n_embd, self.outer_ratio
         inner = self.n_sub_blocks * (1 - rho) * e_sub
         end_in = 1 + 2 * inner if rho < 1 else 1 + 2 * (self.n_kv_head / self.n_head)
         end_out = rho * e_sub if rho > 0 else 1.0
-        return end_in, end_out
+        return self.n_sub_blocks * e_sub, (end_in, end_out)
 
 
 def matched_args(baseline_args):
     """A bare --model_type=composed: the matched hourglass on the x schedule solved against it."""
     return variable_width.matched_args(hourglass.matched_args(baseline_args))
-

@@ -16,7 +16,6 @@ import functools
 import json
 import math
 import sys
-import textwrap
 from fractions import Fraction
 from pathlib import Path
 
@@ -26,7 +25,8 @@ import hourglass
 import lws
 from model import GPT, GPTConfig, closest_size, default_args, meta_device, padded_vocab_size
 from shapelab.checkpoint import CheckpointError
-from shapelab.configurator import ConfigError, build, parse_overrides, print_entry, read_config_file
+from shapelab.configurator import (ConfigError, build, need, parse_overrides, print_entry,
+                                   read_config_file)
 import variable_width
 
 ROOT = Path(__file__).resolve().parent
@@ -65,7 +65,7 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         "><former": lambda: ("variable_width", {**baseline, **former}),
         "hourglass+><former": lambda: ("composed", {**hg(), **former, **rounding}),
         "FFN-Wider": lambda: ("cea", wider()),
-        "CEA": lambda: ("cea", {**wider(), "outer_ratio": outer_ratio, "attention_impl": "causal"}),
+        "CEA": lambda: ("cea", {**wider(), "outer_ratio": outer_ratio}),
         "GPT wide": lambda: ("gpt", match_gpt_at_width(baseline, hg()["n_embd"])),
         "hourglass same-d": lambda: (
             "hourglass", hourglass.match_ffn_at_fixed_width(baseline, CONTROL_SUB_BLOCKS)),
@@ -135,9 +135,8 @@ MODELS = {
 
 
 def model_classes(model_type):
-    if model_type not in MODELS:
-        raise ConfigError(f"model_type={model_type!r} is unknown; choose one of "
-                          f"{', '.join(MODELS)}")
+    need(model_type in MODELS, f"model_type={model_type!r} is unknown; choose one of "
+         f"{', '.join(MODELS)}")
     return MODELS[model_type][:2]
 
 
@@ -185,35 +184,19 @@ def model_from_checkpoint(checkpoint, path="the checkpoint"):
 def check_model_settings(config):
     """Build a new run's model on the meta device: a setting it refuses is one ConfigError."""
     if config["init_from"] == "scratch":
+        baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
+        model_type, model_args = config["model_type"], config["model_args"]
         with meta_device():
-            baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
-            model_type, model_args = config["model_type"], config["model_args"]
             if not model_args:
                 baseline = matched_model_args(model_type, baseline)
-            elif model_type == "hourglass":
-                check_hourglass_args(model_args, baseline)
             build_model(model_type, **{**baseline, **model_args})
-
-
-def check_hourglass_args(model_args, baseline):
-    """A bottleneck_ratio without n_embd does not re-match the budget: say which command does."""
-    if "bottleneck_ratio" in model_args and "n_embd" not in model_args:
-        keys = ("n_layer", "n_head", "n_kv_head", "head_dim", "n_embd", "qk_norm")
-        flags = " ".join(f"--{k}={baseline[k]}" for k in keys if baseline.get(k) not in (None, ""))
-        raise ConfigError(
-            f"model_args={model_args}: a bottleneck_ratio keeps the GPT's n_embd="
-            f"{baseline.get('n_embd')} and does not re-match the budget; `python hourglass.py "
-            f"{flags} --n_sub_blocks={model_args.get('n_sub_blocks', 1)} --bottleneck_ratio="
-            f"{model_args['bottleneck_ratio']}` prints the matched n_embd and bottleneck_dim to "
-            f"give instead (or give n_embd to keep this d)")
 
 
 def print_model_types(defaults):
     gpt_fields = default_args()
     others = ", ".join(k for k in gpt_fields if k not in defaults)
-    print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
-                              f"above, and in --model_args={{...}} GPTConfig's other fields "
-                              f"({others}) and its own:", 100))
+    print_entry("", f"model types (--model_type=NAME): each takes the model settings above, and "
+                f"in --model_args={{...}} GPTConfig's other fields ({others}) and its own:", 0)
     for name, (model_cls, config_cls, _) in MODELS.items():
         own = [k for k in default_args(config_cls) if k not in gpt_fields]
         print_entry(f"  {name} ({model_cls.__module__}.py)",
@@ -261,25 +244,21 @@ def preset_settings(argv, keys=None, extra=None):
     for arg in argv:
         if arg.startswith("--preset="):
             preset = arg.split("=", 1)[1]
-        elif arg.endswith(".py") and not arg.startswith("-") and Path(arg).is_file():
+        elif arg.endswith(".py") and not arg.startswith("-"):
             preset = read_config_file(arg).get("preset", preset)
-    if not isinstance(preset, str) or preset not in PRESETS:
-        raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    need(isinstance(preset, str) and preset in PRESETS,
+         f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
     defaults.update(extra or {}, preset=preset)
     return parse_overrides(argv, defaults)
 
 
 def select_models(models):
-    wanted = [str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)]
-    wanted = [m for m in wanted if m]
-    if not wanted:
-        return SHAPE_NAMES
-    unknown = [m for m in wanted if m not in ALL_NAMES and m not in map(slug, ALL_NAMES)]
-    if unknown:
-        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(ALL_NAMES)} "
-                          f"(or {', '.join(map(slug, ALL_NAMES))})")
-    return tuple(name for name in ALL_NAMES if name in wanted or slug(name) in wanted)
+    wanted = {str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)}
+    unknown = sorted(wanted - {"", *ALL_NAMES, *map(slug, ALL_NAMES)})
+    need(not unknown, f"--models: unknown {unknown}; choose from {', '.join(ALL_NAMES)} (or "
+         f"{', '.join(map(slug, ALL_NAMES))})")
+    return tuple(name for name in ALL_NAMES if wanted & {name, slug(name)}) or SHAPE_NAMES
 
 
 def dataset_vocab_size(dataset, data_dir=""):

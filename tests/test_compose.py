@@ -17,8 +17,8 @@ LWS = dict(ffn_scalars=[0.5, 3.8, 0.5], qkv_scalars=[0.5, 1.0, 0.5], framed=True
     (dict(), "gpt", dict()),
     (dict(layer_widths=[64] * 4, bottleneck_dim=256), "gpt", dict()),
     (FORMER, "variable_width", FORMER),
-    (dict(FORMER, attention_multiplier="head_dim", scale_init_by_width=False), "variable_width",
-     dict(FORMER, attention_multiplier="head_dim", scale_init_by_width=False)),
+    (dict(FORMER, scale_init_by_width=False), "variable_width",
+     dict(FORMER, scale_init_by_width=False)),
     (dict(n_sub_blocks=4, bottleneck_dim=24), "hourglass", dict(n_sub_blocks=4, bottleneck_dim=24)),
     (dict(ffn_hidden=32 * 64, outer_ratio=0.125), "cea",
      dict(ffn_width_ratio=32, outer_ratio=0.125)),
@@ -59,15 +59,14 @@ def test_w_end_is_the_hand_count(k, rho, by_hand):
                             n_embd=64, layer_widths=[96, 64, 32, 96], bottleneck_dim=40,
                             n_sub_blocks=k, outer_ratio=rho)
     assert model.endpoint_params() == by_hand
-    end_in, end_out = model.config.end_ratios()  # what the solver subtracts
+    _, (end_in, end_out) = model.config.solver_ratios()  # what the solver subtracts
     assert (end_in + end_out) * 96 * 32 == pytest.approx(by_hand)
 
 
 @pytest.mark.parametrize("kw, match", [
     (dict(FORMER, ffn_scalars=[1.0, 2.0], qkv_scalars=[1.0, 1.0]), "do not compose"),
     (dict(layer_widths=[64, 36, 64, 64]), "multiple of 2 \\* n_head"),
-    (dict(outer_ratio=1.5), "outer_ratio"), (dict(ffn_scalars=[1.0, 2.0]), "both"),
-    (dict(attention_multiplier="head_dim", ffn_hidden=2048, outer_ratio=0.125), "plain attention")])
+    (dict(outer_ratio=1.5), "outer_ratio"), (dict(ffn_scalars=[1.0, 2.0]), "both")])
 def test_bad_compositions_are_one_line_errors(kw, match):
     with pytest.raises(ValueError, match=match):
         build_model("composed", **COMMON, **kw)
