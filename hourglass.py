@@ -91,26 +91,16 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
             for n in (1, 2))
         return one + (common["n_layer"] - 1) * (two - one)
 
-    def error(d):
-        return abs(count(d, max(1, round(bottleneck_ratio * d))) - target)
-
-    # start at L d^2 (4 + 3 K ratio) = target, walk while closer
-    estimate = (target / (common["n_layer"] * (4 + 3 * n_sub_blocks * bottleneck_ratio))) ** 0.5
-    best_d = max(step, step * round(estimate / step))
-    best_err = error(best_d)
-    for direction in (step, -step):
-        d = best_d + direction
-        while d >= step and (err := error(d)) < best_err:
-            best_d, best_err = d, err
-            d += direction
-    d_h = closest_size(lambda d_h: count(best_d, d_h), target)
-    got = count(best_d, d_h)
+    d = step * closest_size(lambda n: count(step * n, max(1, round(bottleneck_ratio * step * n))),
+                            target)
+    d_h = closest_size(lambda d_h: count(d, d_h), target)
+    got = count(d, d_h)
     if abs(got - target) > tolerance * target:
         raise ValueError(f"no hourglass shape with K={n_sub_blocks}, d_h/d~{bottleneck_ratio} and "
                          f"L={common['n_layer']} comes within {tolerance:.1%} of the baseline's "
-                         f"{target:,} parameters (best: d={best_d}, d_h={d_h}, {got:,}); try a "
+                         f"{target:,} parameters (best: d={d}, d_h={d_h}, {got:,}); try a "
                          f"smaller ratio, K or L")
-    return dict(common, n_embd=best_d, bottleneck_dim=d_h)
+    return dict(common, n_embd=d, bottleneck_dim=d_h)
 
 
 def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):

@@ -98,8 +98,7 @@ def layer_widths(config):
     return {"residual width": getattr(c, "layer_widths", None) or [c.n_embd] * L,
             "attention": [s.n_head * s.head_dim for s in c.layers],
             "FFN hidden (per sub-block)": [s.ffn_hidden for s in c.layers],
-            "Inner-FFN (in attention)": (getattr(c, "layer_inner_hidden", None)
-                                         or [getattr(c, "inner_hidden", 0)] * L)}
+            "Inner-FFN (in attention)": [getattr(c, "inner_hidden", 0)] * L}
 
 
 def shape_label(config):
