@@ -19,6 +19,7 @@ import contextlib
 import functools
 import math
 from dataclasses import MISSING, dataclass, field, fields
+from unittest import mock
 
 import torch
 import torch.nn as nn
@@ -297,7 +298,7 @@ class GPT(nn.Module):
             logits = logits[:, -1, :].float()
             if vocab_size is not None:
                 logits[:, vocab_size:] = float("-inf")
-            if temperature == 0 or top_k == 1:
+            if temperature == 0:
                 next_id = logits.argmax(dim=-1, keepdim=True)
             else:
                 # the best logit at 0 first: a tiny temperature then gives -inf, never inf - inf
@@ -412,18 +413,8 @@ def linear_flops(module):
 def meta_device():
     """Build modules with shapes but no memory or values. Nothing is drawn: the meta normal_
     imports torch._dynamo, seconds of a command that only counts."""
-    with torch.device("meta"), _NoMetaDraws():
+    with torch.device("meta"), mock.patch("torch.nn.init.normal_", lambda tensor, *_, **__: tensor):
         yield
-
-
-class _NoMetaDraws(torch.overrides.TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.nn.init.normal_:
-            tensor = args[0] if args else kwargs["tensor"]
-            if tensor.is_meta:
-                return tensor
-        return func(*args, **kwargs)
 
 
 def shape_counts(model_cls, config):
@@ -453,8 +444,7 @@ def describe(model, seq_len=None):
 
 
 def shape_report(model, model_args, gpt_args, matched=True):
-    with meta_device():
-        gpt_budget = GPT(GPTConfig(**gpt_args)).budget()
+    gpt_budget = shape_counts(GPT, GPTConfig(**gpt_args))["budget"]
     own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}
     how = ("matched to the GPT of these settings (--model_args sets a shape by hand)" if matched
            else "as --model_args sets it")

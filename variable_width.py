@@ -102,13 +102,10 @@ class VariableWidthGPT(GPT):
 # Configuration
 
 
-WIDTH_SCHEDULES = ("constant", "x", "diamond", "v", "lambda")
-
-
 @dataclass
 class VariableWidthConfig(GPTConfig):
     layer_widths: list[int] = field(default_factory=list)  # w_l; empty: solved from the schedule
-    width_schedule: str = "x"
+    width_schedule: str = "x"  # or 'constant'
     bottleneck_layer_ratio: float = 0.75  # r_l
     bottleneck_width_ratio: float = 0.3  # r_d
     width_multiple: int = 32  # solved widths: multiples of this and of 2 n_head
@@ -151,13 +148,9 @@ class VariableWidthConfig(GPTConfig):
 # Appendix A: width schedules parameter-matched to the constant width d
 
 
-def shape_factors(shape, n_layer, bottleneck_layer, rate):
-    """c_l(rate), d_l = d_bar c_l, for the 1-indexed bottleneck layer l*."""
+def shape_factors(n_layer, bottleneck_layer, rate):
+    """c_l(a^-), d_l = d_bar c_l, for the 1-indexed bottleneck layer l*."""
     L, k = n_layer, bottleneck_layer
-    if shape == "lambda":  # l* = L
-        return [rate ** (l - 1) for l in range(1, L + 1)]
-    if shape == "v":  # l* = 1
-        return [rate ** (L - l) for l in range(1, L + 1)]
     rate_after = rate ** (-(k - 1) / (L - k))  # a^+
     return [rate ** (l - 1) if l <= k else rate ** (k - 1) * rate_after ** (l - k)
             for l in range(1, L + 1)]
@@ -182,11 +175,10 @@ def matched_scale(factors, n_embd, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=N
     return brentq(excess, 0, high, xtol=1e-15 * high)
 
 
-def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
-    if shape in ("v", "lambda"):
-        return 1 if shape == "v" else n_layer
+def bottleneck_index(n_layer, bottleneck_layer_ratio):
+    """l*, 1-indexed, strictly inside the stack."""
     if n_layer < 3:
-        raise ValueError(f"a {shape} shape needs n_layer >= 3 (a bottleneck strictly inside)")
+        raise ValueError("an x shape needs n_layer >= 3 (a bottleneck strictly inside)")
     return min(max(round(bottleneck_layer_ratio * n_layer), 2), n_layer - 1)
 
 
@@ -195,24 +187,23 @@ def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck
     """(widths, the solver's unrounded widths, rate a^- and bottleneck layer l*)"""
     from scipy.optimize import brentq
 
-    if shape not in WIDTH_SCHEDULES:
-        raise ValueError(f"width_schedule={shape!r}: choose one of {', '.join(WIDTH_SCHEDULES)}")
+    if shape not in ("constant", "x"):
+        raise ValueError(f"width_schedule={shape!r}: choose 'x' or 'constant'")
     d, L = n_embd, n_layer
     if shape == "constant":
         return [d] * L, dict(unrounded=[float(d)] * L, rate=1.0, bottleneck_layer=None)
-    k = bottleneck_index(shape, L, bottleneck_layer_ratio)
+    k = bottleneck_index(L, bottleneck_layer_ratio)
 
     def bottleneck_excess(rate):  # b(a^-) - r_d d
-        c = shape_factors(shape, L, k, rate)
+        c = shape_factors(L, k, rate)
         width = matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * c[k - 1]
         return width - bottleneck_width_ratio * d
 
-    lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)
-    if bottleneck_excess(lo) * bottleneck_excess(hi) > 0:
-        raise ValueError(f"bottleneck_width_ratio={bottleneck_width_ratio} is out of reach of a "
-                         f"{shape} shape of {L} layers (a diamond's is above 1, the others' below)")
-    rate = brentq(bottleneck_excess, lo, hi)
-    c = shape_factors(shape, L, k, rate)
+    if bottleneck_excess(1e-6) * bottleneck_excess(1.0) > 0:
+        raise ValueError(f"bottleneck_width_ratio={bottleneck_width_ratio} is out of reach of an "
+                         f"x shape of {L} layers: it must be below 1")
+    rate = brentq(bottleneck_excess, 1e-6, 1.0)
+    c = shape_factors(L, k, rate)
     unrounded = [matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * ci for ci in c]
     widths = [max(width_multiple, math.floor(w / width_multiple + 0.5) * width_multiple)
               for w in unrounded]
