@@ -111,10 +111,8 @@ def masked_current_attention(q, k_ctx, v_ctx, pos=0):
 
 def load_balancing_loss(router_probs, expert_index, n_experts):
     """E sum_i f_i P_i (f_i: expert i's share of tokens, P_i: its mean probability)"""
-    experts = torch.arange(n_experts, device=expert_index.device)
-    f = (expert_index[:, None] == experts).to(router_probs.dtype).mean(dim=0)
-    P = router_probs.mean(dim=0)
-    return n_experts * (f * P).sum()
+    f = F.one_hot(expert_index, n_experts).to(router_probs.dtype).mean(dim=0)
+    return n_experts * (f * router_probs.mean(dim=0)).sum()
 
 
 class TopOneMoE(nn.Module):
@@ -133,11 +131,9 @@ class TopOneMoE(nn.Module):
         probs = F.softmax(self.router(flat).float(), dim=-1)
         gate, expert_index = probs.max(dim=-1)
         self.balancing_loss = load_balancing_loss(probs, expert_index, self.n_experts)
-        out = torch.zeros_like(flat)
-        for e, expert in enumerate(self.experts):
-            routed_here = (expert_index == e)[:, None]
-            out = torch.where(routed_here, (expert(flat) * gate[:, None]).to(out.dtype), out)
-        return out.view_as(x)
+        every = torch.stack([expert(flat) for expert in self.experts])  # (E, N, C)
+        chosen = every[expert_index, torch.arange(flat.size(0), device=x.device)]
+        return (chosen * gate[:, None]).to(x.dtype).view_as(x)
 
     def extra_flops(self, seq_len):  # a token's FLOPs are its one expert's, not every expert's
         return -(self.n_experts - 1) * linear_flops(self.experts[0])

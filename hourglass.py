@@ -137,9 +137,6 @@ if __name__ == "__main__":
         usage_error(e)
     with meta_device():
         plain, hourglass = GPT(GPTConfig(**args)), HourglassGPT(HourglassConfig(**matched))
-    print(f"plain GPT {args}\n{describe(plain)}\n")
-    d, d_h = matched["n_embd"], matched["bottleneck_dim"]
-    print(f"hourglass K={n_sub_blocks}, d_h/d ~ {ratio}: d={d}, d_h={d_h} ({d_h / d:.3f} d)\n"
-          f"{describe(hourglass)}")
+    print(f"plain GPT {args}\n{describe(plain)}\n\nhourglass {matched}\n{describe(hourglass)}")
     print(f"budget: plain {plain.budget():,}, hourglass {hourglass.budget():,} "
           f"({hourglass.budget() / plain.budget() - 1:+.3%})")

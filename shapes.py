@@ -329,15 +329,13 @@ def plot_shapes(shapes, path, title=""):
     for ax, (name, (model_type, model_args)) in zip(axes.flat, shapes.items()):
         with meta_device():
             config = build_model(model_type, **model_args).config
+        layers = range(1, config.n_layer + 1)
         for label, widths in layer_widths(config).items():
-            ax.plot(range(1, config.n_layer + 1), [w or math.nan for w in widths], "o-",
-                    label=label)
+            ax.plot(layers, [w or math.nan for w in widths], "o-", label=label)
         k = getattr(config, "n_sub_blocks", 1)
         ax.set_title(name if k == 1 else f"{name} ({k} FFN sub-blocks)", fontsize=9)
         ax.set_yscale("log", base=2)
-        ax.set_xticks(range(1, config.n_layer + 1))
-        ax.set_xlabel("layer", fontsize=7)
-        ax.tick_params(labelsize=7)
+        ax.set(xticks=layers, xlabel="layer")
     fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="lower center", ncol=4,
                fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
@@ -352,13 +350,12 @@ if __name__ == "__main__":
         settings = preset_settings([a for a in sys.argv[1:] if a.partition("=")[0] != "--plot"])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
                                 models=select_models(settings["models"]))
-        print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
-        print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
+    print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
+    print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     if plots:
         path = plots[-1] or f"shapes_{settings['preset']}.png"
-        title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
-                 f"(L{settings['n_layer']}, d{settings['n_embd']})")
-        plot_shapes(shapes, path, title)
+        plot_shapes(shapes, path, f"{settings['preset']} preset: every shape at the plain GPT's "
+                    f"budget (L{settings['n_layer']}, d{settings['n_embd']})")
         print(f"\nwrote {path}")
