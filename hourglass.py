@@ -47,21 +47,13 @@ class HourglassConfig(GPTConfig):
 
     n_sub_blocks: int = 1  # K
     bottleneck_dim: int | None = None  # d_h
-    bottleneck_ratio: float | None = None  # or d_h = round(ratio * n_embd)
 
     def __post_init__(self):
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: it needs K >= 1"
-        assert self.bottleneck_dim is None or self.bottleneck_ratio is None, (
-            f"give d_h either as bottleneck_dim={self.bottleneck_dim} or as bottleneck_ratio="
-            f"{self.bottleneck_ratio}, not both")
-        if self.bottleneck_ratio is not None:
-            self.bottleneck_dim = max(1, round(self.bottleneck_ratio * self.n_embd))
-        if self.bottleneck_dim is not None:
-            assert self.ffn_hidden in (None, self.bottleneck_dim), (
-                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: "
-                f"in an hourglass model each sub-block's hidden size is d_h, so leave ffn_hidden "
-                f"unset")
-            self.ffn_hidden = self.bottleneck_dim
+        assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
+            f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: in "
+            f"an hourglass model each sub-block's hidden size is d_h, so leave ffn_hidden unset")
+        self.ffn_hidden = self.bottleneck_dim or self.ffn_hidden
         super().__post_init__()
 
 
