@@ -30,7 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from model import (GPT, CausalSelfAttention, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
-                   causal_attention, linear_flops, meta_device)
+                   causal_attention, linear_flops, shape_counts)
 
 
 class CEAAttentionSublayer(CausalSelfAttention):
@@ -39,11 +39,12 @@ class CEAAttentionSublayer(CausalSelfAttention):
 
     def __init__(self, dim, spec: LayerSpec, config: "CEAConfig", inner_ffn: nn.Module):
         super().__init__(dim, spec, config)
-        self.current_position, self.attention_impl = config.current_position, config.attention_impl
+        self.current_position = config.current_position
         self.norm = RMSNorm(dim, config.norm_eps)
         self.inner_ffn = inner_ffn
         self.dropout = nn.Dropout(config.dropout)
-        in_forward_order(self, "norm", "inner_ffn")
+        # the forward's order first: the order init_weights draws parameters in
+        self._modules = {"norm": self.norm, "inner_ffn": self.inner_ffn, **self._modules}
 
     def forward(self, x, cache=None):
         a = self.norm(x)
@@ -58,56 +59,21 @@ class CEAAttentionSublayer(CausalSelfAttention):
         k, v = self.kv_heads(F.linear(t, W_kv), pos)  # k_s, v_s = W_k t_s, W_v t_s
         if cache is not None:
             k, v = cache.append(k, v)
-        k_own = v_own = None  # 'masked' (C.2): s < t only
         if self.current_position == "direct":
             k_own, v_own = self.kv_heads(F.linear(a, W_kv), pos)  # eq. (5.1.2)
-        if self.current_position == "transformed":  # no direct pathway: causal over t
-            y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)
-        elif self.attention_impl == "reference":
-            y = self.reference_attention(q, k, v, k_own, v_own, pos)
-        elif k_own is not None:  # the same numbers on mask-free kernels
             y = direct_pathway_attention(q, k, v, k_own, v_own, pos)
-        else:
+        elif self.current_position == "masked":  # C.2: s < t only
             y = masked_current_attention(q, k, v, pos)
+        else:  # 'transformed', no direct pathway: causal over t
+            y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)
         return y.transpose(1, 2).reshape(B, T, self.q_dim)
-
-    def reference_attention(self, q, k_ctx, v_ctx, k_own, v_own, pos):
-        """The paper's one softmax, masked: 'direct' over [keys of t, s < t | of a, s = t]."""
-        self.check_kernels(q.is_cuda)
-        T, S, gqa = q.size(2), k_ctx.size(2), self.n_kv_head != self.n_head
-        positions = torch.arange(pos, pos + T, device=q.device)[:, None]
-        earlier = torch.arange(S, device=q.device) < positions  # (T, S): s < t
-        if self.current_position == "direct":
-            own = torch.eye(T, dtype=torch.bool, device=q.device)
-            k, v = torch.cat([k_ctx, k_own], dim=2), torch.cat([v_ctx, v_own], dim=2)
-            mask = torch.cat([earlier, own], dim=1)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-        # position 0 sees nothing earlier: it attends to key 0 and its output is set to 0
-        first = positions == 0
-        mask = earlier | (first & (torch.arange(S, device=q.device) == 0))
-        y = F.scaled_dot_product_attention(q, k_ctx, v_ctx, attn_mask=mask, enable_gqa=gqa)
-        return y.masked_fill(first, 0.0)
-
-    def check_kernels(self, on_cuda):  # CUDA SDPA's masked kernels want head_dim % 8 == 0
-        needs_mask = self.attention_impl == "reference" and self.current_position != "transformed"
-        if on_cuda and needs_mask and self.head_dim % 8:
-            raise ValueError(f"CEA's attention_impl='reference' (the default) needs "
-                             f"head_dim % 8 == 0 on CUDA (head_dim={self.head_dim}) for SDPA's "
-                             f"masked kernels: use attention_impl='causal' (the same numbers, no "
-                             f"mask)")
 
     def extra_flops(self, seq_len):
         if self.current_position != "direct":
             return super().extra_flops(seq_len)
-        # W_k, W_v on a too; the scores over 2T keys, or hd + 1 padded to 8s on mask-free kernels
-        reference = self.attention_impl == "reference"
-        width = 2 * self.head_dim if reference else self.head_dim // 8 * 8 + 8
+        # W_k, W_v on a too; the scores at head dim hd + 1, padded to 8s
+        width = self.head_dim // 8 * 8 + 8
         return 4 * self.qkv_proj.in_features * self.kv_dim + 4 * seq_len * self.n_head * width
-
-
-def in_forward_order(module, *first):
-    """Put the submodules `first` ahead: the order init_weights draws parameters in."""
-    module._modules = {**{name: module._modules[name] for name in first}, **module._modules}
 
 
 def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
@@ -145,10 +111,8 @@ def masked_current_attention(q, k_ctx, v_ctx, pos=0):
 
 def load_balancing_loss(router_probs, expert_index, n_experts):
     """E sum_i f_i P_i (f_i: expert i's share of tokens, P_i: its mean probability)"""
-    experts = torch.arange(n_experts, device=expert_index.device)
-    f = (expert_index[:, None] == experts).to(router_probs.dtype).mean(dim=0)
-    P = router_probs.mean(dim=0)
-    return n_experts * (f * P).sum()
+    f = F.one_hot(expert_index, n_experts).to(router_probs.dtype).mean(dim=0)
+    return n_experts * (f * router_probs.mean(dim=0)).sum()
 
 
 class TopOneMoE(nn.Module):
@@ -167,11 +131,9 @@ class TopOneMoE(nn.Module):
         probs = F.softmax(self.router(flat).float(), dim=-1)
         gate, expert_index = probs.max(dim=-1)
         self.balancing_loss = load_balancing_loss(probs, expert_index, self.n_experts)
-        out = torch.zeros_like(flat)
-        for e, expert in enumerate(self.experts):
-            routed_here = (expert_index == e)[:, None]
-            out = torch.where(routed_here, (expert(flat) * gate[:, None]).to(out.dtype), out)
-        return out.view_as(x)
+        every = torch.stack([expert(flat) for expert in self.experts])  # (E, N, C)
+        chosen = every[expert_index, torch.arange(flat.size(0), device=x.device)]
+        return (chosen * gate[:, None]).to(x.dtype).view_as(x)
 
     def extra_flops(self, seq_len):  # a token's FLOPs are its one expert's, not every expert's
         return -(self.n_experts - 1) * linear_flops(self.experts[0])
@@ -194,8 +156,7 @@ class MoESublayer(nn.Module):
 # The model
 
 
-CURRENT_POSITION_RULES = ("direct", "masked", "transformed")  # 5.1.2, C.2, no direct pathway
-ATTENTION_IMPLS = ("reference", "causal")  # the paper's masked softmax; mask-free kernels
+CURRENT_POSITIONS = ("direct", "masked", "transformed")  # 5.1.2, C.2, no direct pathway
 
 
 @dataclass
@@ -204,7 +165,6 @@ class CEAConfig(GPTConfig):
     ffn_width_ratio: int = 32  # W / d when ffn_hidden is not given: 32 FFN-Wider, 4 vanilla
     outer_ratio: float = 1.0  # rho: 1.0 FFN-Wider, 0.125 CEA
     current_position: str = "direct"
-    attention_impl: str = "reference"
     n_experts: int = 0  # > 0: a top-1 MoE of SwiGLU experts
     expert_hidden: int = 0  # 0: d
     moe_place: str = "before_ffn"  # 'before_ffn' (the MoE baseline) or 'inner'
@@ -213,26 +173,22 @@ class CEAConfig(GPTConfig):
 
     def __post_init__(self):
         check_attention_settings(self)
-        place = self.moe_place
-        assert place in ("before_ffn", "inner"), f"moe_place={place!r}: 'before_ffn' or 'inner'"
-        assert self.n_experts >= 0, f"n_experts={self.n_experts}: use 0 (no MoE) or at least 1"
+        assert self.moe_place in ("before_ffn", "inner"), f"moe_place={self.moe_place!r}"
         width = self.ffn_hidden or self.ffn_width_ratio * self.n_embd
         outer = round(self.outer_ratio * width)
         self.inner_hidden = width - outer
         assert not (self.n_experts and self.inner_hidden), (
             f"n_experts={self.n_experts} with outer_ratio={self.outer_ratio}: with a MoE the FFN "
             f"stays whole (outer_ratio=1.0) and the MoE itself moves (moe_place='inner')")
-        if self.n_experts:
-            self.expert_hidden = self.expert_hidden or self.n_embd
+        self.expert_hidden = self.expert_hidden or self.n_embd
         super().__post_init__()
         self.layers = [replace(s, ffn_hidden=outer) for s in self.layers]
 
 
 def check_attention_settings(config):
     assert 0 <= config.outer_ratio <= 1, f"outer_ratio={config.outer_ratio}: a share, in [0, 1]"
-    c, impl = config.current_position, config.attention_impl
-    assert c in CURRENT_POSITION_RULES, f"current_position={c!r}: one of {CURRENT_POSITION_RULES}"
-    assert impl in ATTENTION_IMPLS, f"attention_impl={impl!r}: one of {ATTENTION_IMPLS}"
+    assert config.current_position in CURRENT_POSITIONS, (
+        f"current_position={config.current_position!r}: one of {CURRENT_POSITIONS}")
 
 
 class CEAGPT(GPT):
@@ -259,52 +215,36 @@ class CEAGPT(GPT):
         # FFN-Wider is model.GPT; rho = 0 leaves no FFN outside attention
         return super().make_ffn(layer_idx, spec) if spec.ffn_hidden else nn.Sequential()
 
-    def balancing_loss(self):
-        losses = [m.balancing_loss for m in self.modules() if isinstance(m, TopOneMoE)]
-        return sum(losses) if losses else None
-
     def forward(self, idx, targets=None, cache=None):
         logits, loss = super().forward(idx, targets, cache)
         if self.config.n_experts:
-            weighted = self.config.balance_coef * self.balancing_loss()
+            moes = [m for m in self.modules() if isinstance(m, TopOneMoE)]
+            weighted = self.config.balance_coef * sum(m.balancing_loss for m in moes)
             self.aux_loss = weighted.detach()
             if loss is not None and self.training:
                 loss = loss + weighted
         return logits, loss
 
 
-def match_ffn_hidden(target_non_embedding, multiple=64, **shape):
-    """The FFN width W (a multiple) whose non-embedding count is closest to the target; it holds
-    for any outer_ratio."""
-    def count(width):
-        with meta_device():
-            model = CEAGPT(CEAConfig(**{**shape, "ffn_hidden": width}))
-        return model.param_counts()["non_embedding"]
-    per_unit = (count(2 * multiple) - count(multiple)) / multiple
-    units = round((target_non_embedding - count(multiple)) / per_unit / multiple + 1)
-    return multiple * max(1, units)
-
-
 def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=2):
-    """FFN-Wider keywords at the baseline's budget: the d whose matched W / d is closest to
-    ffn_width_ratio."""
-    if head_dim_multiple % 2:
-        raise ValueError(f"head_dim_multiple={head_dim_multiple}: RoPE needs even head dims; use "
-                         "2, 8, ...")
-    with meta_device():
-        target = GPT(GPTConfig(**dict(baseline, block_size=2))).budget()
-    step = head_dim_multiple * baseline["n_head"]
+    """FFN-Wider keywords at the baseline's budget: the d whose matched W (a multiple) makes W / d
+    closest to ffn_width_ratio."""
+    target = shape_counts(GPT, GPTConfig(**baseline))["budget"]
     shape = {k: v for k, v in baseline.items() if k not in ("n_embd", "head_dim", "ffn_hidden")}
-    untied = 0 if shape.get("tie_embeddings", True) else shape["vocab_size"]
-    candidates = [dict(shape, n_embd=d, ffn_hidden=match_ffn_hidden(
-        target + untied * d, multiple, **shape, n_embd=d), outer_ratio=1.0)
-        for d in range(step, baseline["n_embd"] + 1, step)]
+    candidates = []
+    step = head_dim_multiple * baseline["n_head"]
+    for d in range(step, baseline["n_embd"] + 1, step):
+        def count(width):  # linear in W
+            return shape_counts(GPT, GPTConfig(**shape, n_embd=d, ffn_hidden=width))["budget"]
+        per_unit = (count(2 * multiple) - count(multiple)) / multiple
+        units = round((target - count(multiple)) / per_unit / multiple + 1)
+        candidates.append(dict(shape, n_embd=d, ffn_hidden=multiple * max(1, units),
+                               outer_ratio=1.0))
     return min(candidates, key=lambda c: abs(c["ffn_hidden"] / c["n_embd"] - ffn_width_ratio))
 
 
 def matched_args(baseline):
-    return {**match_ffn_wider(baseline), "outer_ratio": 0.125, "attention_impl": "causal"}
-
+    return {**match_ffn_wider(baseline), "outer_ratio": 0.125}
 
 
 if __name__ == "__main__":

@@ -1,135 +1,58 @@
 """
-Mechanisms composed: one model with a ><former or LWS schedule, hourglass FFNs and CEA attention.
+Mechanisms composed: hourglass FFNs on a ><former's layer widths, one model.
 
-The shape papers change different parts of a transformer, so they stack (composing is ours):
+The two shape papers change different parts of a transformer, so they stack (composing is ours):
 
     the layer schedule      width w_l of layer l (one stream)    ><former, variable_width.py
-                            or heads / FFN width of layer l      LWS, lws.py
     the FFN slot            K narrow sub-MLPs, eq. (3)           hourglass, hourglass.py
-    the attention sublayer  an Inner-FFN on the context k/v      CEA, cea.py
 
-W_l, a sub-block's hidden size, is split by CEA: K sub-blocks of rho W_l, an Inner-FFN of
-K (1 - rho) W_l. In a ><former d_h,l = round(d_h w_l / d), widths solved with E = K d_h / d.
-The two schedules do not compose. At their settings the logits are each single mechanism's.
+Layer l's K sub-blocks have d_h,l = round(d_h w_l / d); Appendix A's widths are solved with
+E = K d_h / d, and W_end's last W_2 is the last sub-block's. With constant widths it is the
+hourglass GPT, with K = 1 the ><former, with both the plain GPT: their logits exactly.
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
-import torch.nn as nn
-
-import cea
 import hourglass
-import lws
-from model import AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, SwiGLU
+from model import FFNSublayer
 import variable_width
 
+
 class ComposedGPT(variable_width.VariableWidthGPT):
-    """A ><former stream whose layer l has the sublayers the config asks for, at width w_l."""
+    """A ><former stream whose layer l's FFN slot is an hourglass FFN of width w_l."""
 
     config: "ComposedConfig"
 
-    def make_attention(self, layer_idx, spec):
-        c = self.config
-        width, inner = c.layer_widths[layer_idx], c.layer_inner_hidden[layer_idx]
-        if inner == 0:
-            return AttentionSublayer(width, spec, self.config)
-        return cea.CEAAttentionSublayer(width, spec, self.config, SwiGLU(width, inner))
-
     def make_ffn(self, layer_idx, spec):
-        c = self.config
-        width, K, outer = c.layer_widths[layer_idx], c.n_sub_blocks, spec.ffn_hidden  # rho W_l
-        if outer == 0:
-            return nn.Sequential()  # the whole FFN inside attention
+        width, K = self.config.layer_widths[layer_idx], self.config.n_sub_blocks
         if K == 1:
-            return FFNSublayer(width, outer, self.config)
-        return hourglass.HourglassFFN(width, outer, K, self.config)
-
-    def padding_readers(self):  # with CEA: W_q and the Inner-FFN's input (W_k, W_v read t)
-        attn = self.blocks[0].attn
-        if isinstance(attn, cea.CEAAttentionSublayer):
-            return attn.q_dim + attn.inner_ffn.gate_up_proj.out_features
-        return super().padding_readers()
+            return FFNSublayer(width, spec.ffn_hidden, self.config)
+        return hourglass.HourglassFFN(width, spec.ffn_hidden, K, self.config)
 
 
 @dataclass
 class ComposedConfig(variable_width.VariableWidthConfig):
-    """One choice per row of the table above, each named as in its own file; every default
-    builds the plain GPT. ffn_hidden (or bottleneck_dim) is W at width n_embd."""
+    """The ><former's settings and the hourglass's, each named as in its own file; every default
+    builds the plain GPT. ffn_hidden (or bottleneck_dim) is d_h at width n_embd."""
 
-    width_schedule: str = "constant"  # the ><former's settings are its own
-    # the LWS schedule (lws.py)
-    ffn_scalars: list[float] | None = None
-    qkv_scalars: list[float] | None = None
-    framed: bool = False
-    ffn_multiple: int = 256
-    # the hourglass FFN (hourglass.py)
-    n_sub_blocks: int = 1
-    bottleneck_dim: int | None = None
-    # CEA attention (cea.py)
-    outer_ratio: float = 1.0
-    current_position: str = "direct"
-    attention_impl: str = "reference"
-    hidden_multiple: int = 1  # each ><former layer's d_h,l a multiple of this
-    layer_inner_hidden: list[int] = field(default_factory=list, init=False)  # K (1 - rho) W_l
+    width_schedule: str = "constant"
+    n_sub_blocks: int = 1  # K
+    bottleneck_dim: int | None = None  # d_h
 
     def __post_init__(self):
         assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
             f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: both "
             f"name the hidden size of one FFN sub-block; give one of them")
-        is_former = bool(self.layer_widths) or self.width_schedule != "constant"
-        is_lws = self.ffn_scalars is not None or self.qkv_scalars is not None
-        assert not (is_former and is_lws), (
-            "a ><former schedule (layer_widths / width_schedule) and an LWS schedule (ffn_scalars "
-            "/ qkv_scalars) both set the per-layer shape and do not compose: pick one")
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: K >= 1 sub-blocks"
-        cea.check_attention_settings(self)
-        variable_width.check_width_rules(self)
-        d, n_head = self.n_embd, self.n_head
-        self.n_kv_head = self.n_kv_head or n_head
-        self.ffn_hidden = hidden = self.bottleneck_dim or self.ffn_hidden or 4 * d
-        if is_lws:
-            assert self.ffn_scalars is not None and self.qkv_scalars is not None, (
-                "an LWS schedule needs both ffn_scalars (beta) and qkv_scalars (alpha)")
-            _, base_head_dim = lws.head_layout(d, n_head, self.n_kv_head, self.head_dim)
-            self.layers = lws.layer_specs(d, self.n_layer, self.ffn_scalars, self.qkv_scalars,
-                                          self.framed, base_head_dim, n_head // self.n_kv_head,
-                                          self.ffn_multiple)
-        elif is_former:
-            assert self.head_dim is None or self.head_dim * n_head == d, (
-                f"head_dim={self.head_dim}: a ><former keeps n_head heads of w_l / n_head")
-            if not self.layer_widths:
-                kv_ratio = self.n_kv_head / n_head
-                self.layer_widths, _ = variable_width.solve_widths(
-                    self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
-                    self.bottleneck_width_ratio,
-                    variable_width.width_rounding(self.width_multiple, n_head),
-                    ffn_width_ratio=self.n_sub_blocks * hidden / d, kv_ratio=kv_ratio,
-                    end_ratios=self.end_ratios())
-            variable_width.check_widths(list(self.layer_widths), n_head)
-            m = self.hidden_multiple
-            self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
-                                     max(m, m * round(hidden * w / d / m)))
-                           for w in self.layer_widths]
-        GPTConfig.__post_init__(self)
-        self.layer_widths = list(self.layer_widths) or [d] * self.n_layer
-        assert len(self.layer_widths) == self.n_layer, (
-            f"{len(self.layer_widths)} layer_widths for {self.n_layer} layers: give one per layer")
-        sub_block_widths = [s.ffn_hidden for s in self.layers]  # W_l, before CEA's split
-        outer = [round(self.outer_ratio * w) for w in sub_block_widths]
-        self.layer_inner_hidden = [self.n_sub_blocks * (w - o)
-                                   for w, o in zip(sub_block_widths, outer)]
-        self.layers = [replace(s, ffn_hidden=o) for s, o in zip(self.layers, outer)]
+        self.ffn_hidden = self.bottleneck_dim or self.ffn_hidden
+        super().__post_init__()
 
-    def end_ratios(self):
-        """(e_in, e_out) of W_end per unit of width, as ComposedGPT.endpoint_params counts it."""
-        e_sub, rho = self.ffn_hidden / self.n_embd, self.outer_ratio
-        inner = self.n_sub_blocks * (1 - rho) * e_sub
-        end_in = 1 + 2 * inner if rho < 1 else 1 + 2 * (self.n_kv_head / self.n_head)
-        end_out = rho * e_sub if rho > 0 else 1.0
-        return end_in, end_out
+    def solver_ratios(self):
+        """E = K d_h / d; W_end per unit of width: the first QKV's, the last sub-block's W_u."""
+        e_sub = self.ffn_hidden / self.n_embd
+        return self.n_sub_blocks * e_sub, (1 + 2 * self.n_kv_head / self.n_head, e_sub)
 
 
 def matched_args(baseline_args):
     """A bare --model_type=composed: the matched hourglass on the x schedule solved against it."""
     return variable_width.matched_args(hourglass.matched_args(baseline_args))
-

@@ -47,21 +47,13 @@ class HourglassConfig(GPTConfig):
 
     n_sub_blocks: int = 1  # K
     bottleneck_dim: int | None = None  # d_h
-    bottleneck_ratio: float | None = None  # or d_h = round(ratio * n_embd)
 
     def __post_init__(self):
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: it needs K >= 1"
-        assert self.bottleneck_dim is None or self.bottleneck_ratio is None, (
-            f"give d_h either as bottleneck_dim={self.bottleneck_dim} or as bottleneck_ratio="
-            f"{self.bottleneck_ratio}, not both")
-        if self.bottleneck_ratio is not None:
-            self.bottleneck_dim = max(1, round(self.bottleneck_ratio * self.n_embd))
-        if self.bottleneck_dim is not None:
-            assert self.ffn_hidden in (None, self.bottleneck_dim), (
-                f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: "
-                f"in an hourglass model each sub-block's hidden size is d_h, so leave ffn_hidden "
-                f"unset")
-            self.ffn_hidden = self.bottleneck_dim
+        assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
+            f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: in "
+            f"an hourglass model each sub-block's hidden size is d_h, so leave ffn_hidden unset")
+        self.ffn_hidden = self.bottleneck_dim or self.ffn_hidden
         super().__post_init__()
 
 
@@ -91,26 +83,16 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
             for n in (1, 2))
         return one + (common["n_layer"] - 1) * (two - one)
 
-    def error(d):
-        return abs(count(d, max(1, round(bottleneck_ratio * d))) - target)
-
-    # start at L d^2 (4 + 3 K ratio) = target, walk while closer
-    estimate = (target / (common["n_layer"] * (4 + 3 * n_sub_blocks * bottleneck_ratio))) ** 0.5
-    best_d = max(step, step * round(estimate / step))
-    best_err = error(best_d)
-    for direction in (step, -step):
-        d = best_d + direction
-        while d >= step and (err := error(d)) < best_err:
-            best_d, best_err = d, err
-            d += direction
-    d_h = closest_size(lambda d_h: count(best_d, d_h), target)
-    got = count(best_d, d_h)
+    d = step * closest_size(lambda n: count(step * n, max(1, round(bottleneck_ratio * step * n))),
+                            target)
+    d_h = closest_size(lambda d_h: count(d, d_h), target)
+    got = count(d, d_h)
     if abs(got - target) > tolerance * target:
         raise ValueError(f"no hourglass shape with K={n_sub_blocks}, d_h/d~{bottleneck_ratio} and "
                          f"L={common['n_layer']} comes within {tolerance:.1%} of the baseline's "
-                         f"{target:,} parameters (best: d={best_d}, d_h={d_h}, {got:,}); try a "
+                         f"{target:,} parameters (best: d={d}, d_h={d_h}, {got:,}); try a "
                          f"smaller ratio, K or L")
-    return dict(common, n_embd=best_d, bottleneck_dim=d_h)
+    return dict(common, n_embd=d, bottleneck_dim=d_h)
 
 
 def match_ffn_at_fixed_width(baseline_args, n_sub_blocks):
@@ -147,9 +129,6 @@ if __name__ == "__main__":
         usage_error(e)
     with meta_device():
         plain, hourglass = GPT(GPTConfig(**args)), HourglassGPT(HourglassConfig(**matched))
-    print(f"plain GPT {args}\n{describe(plain)}\n")
-    d, d_h = matched["n_embd"], matched["bottleneck_dim"]
-    print(f"hourglass K={n_sub_blocks}, d_h/d ~ {ratio}: d={d}, d_h={d_h} ({d_h / d:.3f} d)\n"
-          f"{describe(hourglass)}")
+    print(f"plain GPT {args}\n{describe(plain)}\n\nhourglass {matched}\n{describe(hourglass)}")
     print(f"budget: plain {plain.budget():,}, hourglass {hourglass.budget():,} "
           f"({hourglass.budget() / plain.budget() - 1:+.3%})")

@@ -25,17 +25,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model import GPT, GPTConfig, LayerSpec, meta_device, shape_counts
+from model import GPT, GPTConfig, LayerSpec, shape_counts
 
 # ----------------------------------------------------------------------------------------
 # The schedule: eq. (1)-(4), computed and rounded as the reference code does
 
 
 def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_dim=64,
-                group_size=1, ffn_multiple=256, frame_ffn=4.0, frame_qkv=1.0):
+                group_size=1, ffn_multiple=256):
     """The model.LayerSpec of every layer, rounded as OpenELM rounds."""
-    betas, alphas = layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed, frame_ffn,
-                                      frame_qkv)
+    betas, alphas = interpolate(ffn_scalars, n_layer), interpolate(qkv_scalars, n_layer)
+    if framed:  # the first and last layer at beta = 4, alpha = 1
+        betas[0] = betas[-1] = 4.0
+        alphas[0] = alphas[-1] = 1.0
     specs = []
     for beta, alpha in zip(betas, alphas):
         ffn_hidden = make_divisible(beta * n_embd, ffn_multiple)  # eq. (1)
@@ -44,15 +46,6 @@ def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_di
         specs.append(LayerSpec(n_head=n_head, n_kv_head=n_head // group_size, head_dim=head_dim,
                                ffn_hidden=ffn_hidden))
     return specs
-
-
-def layer_multipliers(n_layer, ffn_scalars, qkv_scalars, framed=False, frame_ffn=4.0,
-                      frame_qkv=1.0):
-    betas, alphas = interpolate(ffn_scalars, n_layer), interpolate(qkv_scalars, n_layer)
-    if framed:
-        betas[0] = betas[-1] = frame_ffn
-        alphas[0] = alphas[-1] = frame_qkv
-    return betas, alphas
 
 
 def interpolate(values, n_layer):
@@ -65,7 +58,7 @@ def interpolate(values, n_layer):
         return [float(round(v, 2)) for v in np.linspace(values[0], values[1], num=n_layer)]
     if len(values) == n_layer:
         return values
-    if len(values) == 3 and n_layer > 3:
+    if len(values) == 3:
         start, middle, end = values
         if n_layer % 2:
             knots, knot_values = [0, math.ceil(n_layer / 2) - 1, n_layer - 1], values
@@ -79,8 +72,7 @@ def interpolate(values, n_layer):
             knots = [0, n_layer // 2 - 1, n_layer // 2, n_layer - 1]
             knot_values = [start, middle, middle, start]
         return [float(v) for v in np.interp(np.arange(n_layer), knots, knot_values)]
-    raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown, for 4+ layers) or "
-                     f"one per layer ({n_layer})")
+    raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown) or one a layer")
 
 
 def make_divisible(value, divisor):
@@ -109,10 +101,8 @@ class LWSConfig(GPTConfig):
 
     ffn_scalars: list[float] | None = None  # beta, eq. (2)
     qkv_scalars: list[float] | None = None  # alpha, eq. (4)
-    framed: bool = False  # first and last layer at (frame_ffn, frame_qkv)
+    framed: bool = False  # first and last layer at beta = 4, alpha = 1
     ffn_multiple: int = 256
-    frame_ffn: float = 4.0
-    frame_qkv: float = 1.0
 
     def __post_init__(self):
         if self.ffn_scalars is not None or self.qkv_scalars is not None:
@@ -123,27 +113,19 @@ class LWSConfig(GPTConfig):
                 f"ffn_hidden={self.ffn_hidden} conflicts with ffn_scalars: an LWS model's FFN "
                 f"widths come from the schedule; leave ffn_hidden=None")
             assert not self.layers, "layers: an LWS model builds them from the schedule"
-            for key in ("n_embd", "n_head", "ffn_multiple"):
-                assert getattr(self, key) >= 1, f"{key}={getattr(self, key)} must be >= 1"
-            self.n_kv_head, self.head_dim = head_layout(self.n_embd, self.n_head, self.n_kv_head,
-                                                        self.head_dim)
+            assert self.ffn_multiple >= 1, f"ffn_multiple={self.ffn_multiple} must be >= 1"
+            base = self.uniform_layer()
+            assert base.n_head % base.n_kv_head == 0, (
+                f"n_head={self.n_head} must be a multiple of n_kv_head={self.n_kv_head}")
+            self.n_kv_head, self.head_dim = base.n_kv_head, base.head_dim
             self.layers = layer_specs(self.n_embd, self.n_layer, self.ffn_scalars,
                                       self.qkv_scalars, self.framed, self.head_dim,
-                                      self.n_head // self.n_kv_head, self.ffn_multiple,
-                                      self.frame_ffn, self.frame_qkv)
+                                      self.n_head // self.n_kv_head, self.ffn_multiple)
         super().__post_init__()
 
 
 class LWSGPT(GPT):
     """model.GPT as it is: its blocks already take one LayerSpec each."""
-
-
-def head_layout(n_embd, n_head, n_kv_head=None, head_dim=None):
-    n_kv_head = n_kv_head or n_head
-    assert n_head % n_kv_head == 0, f"n_head={n_head} must be a multiple of n_kv_head={n_kv_head}"
-    assert head_dim or n_embd % n_head == 0, (
-        f"n_embd={n_embd} is not divisible by n_head={n_head}: set head_dim")
-    return n_kv_head, head_dim or n_embd // n_head
 
 
 def match_params(baseline, variant, tolerance=1e-3):
@@ -177,22 +159,14 @@ def matched_args(baseline, variant="vanilla"):
 if __name__ == "__main__":
     import sys
 
-    from model import default_args, describe
-    from shapelab.configurator import ConfigError, build, parse_overrides, usage_error
+    from model import describe, model_from_command_line
 
     olmo2_190m = dict(vocab_size=50304, block_size=1024, n_layer=18, n_embd=768, n_head=12,
                       n_kv_head=4, head_dim=64, qk_norm="full", tie_embeddings=False,
                       rope_theta=500_000.0, norm_eps=1e-6)  # the paper's base, 18 layers
-    try:
-        args = parse_overrides(sys.argv[1:], {**default_args(LWSConfig), **olmo2_190m})
-        given = args["ffn_scalars"] is not None or args["qkv_scalars"] is not None
-        schedules = {"given": {}} if given else VARIANTS
-        for name, schedule in schedules.items():
-            with meta_device():
-                model = build("lws", LWSGPT, LWSConfig, **{**args, **schedule})
-            c = model.config
-            print(f"{name}: ffn_scalars {c.ffn_scalars}, qkv_scalars {c.qkv_scalars}, "
-                  f"framed {c.framed}")
-            print(describe(model) + "\n")
-    except ConfigError as e:
-        usage_error(e)
+    given = any(a.startswith(("--ffn_scalars=", "--qkv_scalars=")) for a in sys.argv)
+    for name, schedule in ({"given": {}} if given else VARIANTS).items():
+        model = model_from_command_line("lws", LWSGPT, LWSConfig, **olmo2_190m, **schedule)
+        c = model.config
+        print(f"{name}: ffn_scalars {c.ffn_scalars}, qkv_scalars {c.qkv_scalars}, framed "
+              f"{c.framed}\n{describe(model)}\n")

@@ -18,8 +18,6 @@ frozen W_in (a buffer rebuilt from its seed) costs almost nothing (4.3).
 The tasks and metrics live in shapelab/image_tasks.py, training in train_mlp.py.
 """
 
-import sys
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -74,32 +72,19 @@ class ImageMLP(nn.Module):
         input_proj = input_projection(input_proj, shape, latent_dim, input_dim)
         if input_proj == "direct" and latent_dim != input_dim:
             raise ConfigError(f"--input_proj=direct feeds x straight into the blocks, so it needs "
-                              f"latent_dim == input_dim ({input_dim}); got {latent_dim}: zero-pad "
-                              f"with --input_proj=zero_pad, or project with frozen_random/learned")
-        if input_proj == "zero_pad" and latent_dim < input_dim:
-            raise ConfigError(f"--input_proj=zero_pad pads x with zeros to d_z, so it needs "
-                              f"latent_dim >= input_dim ({input_dim}); got {latent_dim}")
-        if shape == "hourglass" and latent_dim <= input_dim:
-            print(f"warning: hourglass with d_z={latent_dim} <= d_x={input_dim}: the paper lifts "
-                  f"(d_z > d_x)", file=sys.stderr)
+                              f"latent_dim == input_dim ({input_dim}); got {latent_dim}")
         self.input_dim, self.output_dim, self.latent_dim = input_dim, output_dim, latent_dim
         self.hidden_dim, self.n_blocks, self.shape = hidden_dim, n_blocks, shape  # d_h, L
-        self.zero_pad = input_proj == "zero_pad"
-        self.lift = None
-        if input_proj in ("frozen_random", "learned"):
-            learned = input_proj == "learned"
-            self.lift = InputProjection(input_dim, latent_dim, w_in_seed, trainable=learned)
+        self.lift = None  # 'direct': z_0 = x
+        if input_proj != "direct":
+            self.lift = InputProjection(input_dim, latent_dim, w_in_seed,
+                                        trainable=input_proj == "learned")
         self.blocks = nn.ModuleList(ResidualMLPBlock(latent_dim, hidden_dim)
                                     for _ in range(n_blocks))
         self.out_proj = nn.Linear(latent_dim, output_dim, bias=False)  # W_out
 
     def forward(self, x):
-        if self.lift is not None:
-            z = self.lift(x).float()  # eq. (2)
-        elif self.zero_pad:
-            z = F.pad(x.float(), (0, self.latent_dim - self.input_dim))
-        else:
-            z = x.float()
+        z = x.float() if self.lift is None else self.lift(x).float()  # eq. (2)
         for block in self.blocks:
             z = block(z)
         return torch.sigmoid(self.out_proj(z).float())  # eq. (4)
@@ -108,15 +93,13 @@ class ImageMLP(nn.Module):
     def input_proj(self):
         """What feeds the blocks, read from the modules: a lift trained by hand is 'learned'."""
         if self.lift is None:
-            return "zero_pad" if self.zero_pad else "direct"
-        w = self.lift.weight
-        trained = w.requires_grad and any(p is w for p in self.parameters())
-        return "learned" if trained else "frozen_random"
+            return "direct"
+        trained = any(p is self.lift.weight for p in self.parameters())
+        return "learned" if trained and self.lift.weight.requires_grad else "frozen_random"
 
 
 BLOCK_SHAPES = ("hourglass", "conventional")  # d_h < d_z | d_h > d_z
-# z_0 = x (d_z = d_x), W_in x frozen, W_in x learned (4.3), or [x, 0]
-INPUT_PROJECTIONS = ("direct", "frozen_random", "learned", "zero_pad")
+INPUT_PROJECTIONS = ("direct", "frozen_random", "learned")  # z_0 = x, W_in x frozen or learned
 
 
 def input_projection(name, shape, latent_dim, input_dim):
@@ -135,14 +118,10 @@ def input_projection(name, shape, latent_dim, input_dim):
 def check_shape(shape, latent_dim, hidden_dim):
     if shape not in BLOCK_SHAPES:
         raise ConfigError(f"unknown shape {shape!r}; choose one of {BLOCK_SHAPES}")
-    if shape == "hourglass" and not hidden_dim < latent_dim:
-        raise ConfigError(f"a hourglass (wide-narrow-wide) block needs d_h < d_z, got hidden_dim="
-                          f"{hidden_dim} >= latent_dim={latent_dim}. Lower --hidden_dim, raise "
-                          f"--latent_dim, or use --shape=conventional for d_h > d_z.")
-    if shape == "conventional" and not hidden_dim > latent_dim:
-        raise ConfigError(f"a conventional (narrow-wide-narrow) block needs d_h > d_z, got "
-                          f"hidden_dim={hidden_dim} <= latent_dim={latent_dim}. Raise "
-                          f"--hidden_dim, or use --shape=hourglass for d_h < d_z.")
+    if (hidden_dim < latent_dim) != (shape == "hourglass"):
+        raise ConfigError(f"a {shape} block needs d_h {'<' if shape == 'hourglass' else '>'} d_z, "
+                          f"got hidden_dim={hidden_dim}, latent_dim={latent_dim}: change one, or "
+                          f"the shape")
 
 
 def image_mlp(task, latent_dim, hidden_dim, n_blocks, shape="hourglass", input_proj=None,
@@ -156,23 +135,16 @@ def param_formula(input_dim, latent_dim, hidden_dim, n_blocks, output_dim, input
     """P (section 3.3, plus W_out): total, and trainable without a frozen W_in."""
     shape = "hourglass" if hidden_dim < latent_dim else "conventional"
     input_proj = input_projection(input_proj, shape, latent_dim, input_dim)
-    w_in = input_dim * latent_dim if input_proj in ("frozen_random", "learned") else 0
+    w_in = 0 if input_proj == "direct" else input_dim * latent_dim
     total = w_in + 2 * n_blocks * latent_dim * hidden_dim + latent_dim * output_dim
-    trainable = total - (w_in if input_proj == "frozen_random" else 0)
-    return {"total": total, "trainable": trainable}
+    return {"total": total, "trainable": total - (w_in if input_proj == "frozen_random" else 0)}
 
 
 def count_params(model):
     """A built model's parameters, total (a frozen W_in too, as the paper) and trainable, and
     by component."""
-    def n(params):
-        return sum(p.numel() for p in params)
-    w_in = model.lift.weight.numel() if model.lift is not None else 0
-    frozen = model.lift is not None and all(p is not model.lift.weight for p in model.parameters())
-    return {
-        "total": n(model.parameters()) + (w_in if frozen else 0),
-        "trainable": n(p for p in model.parameters() if p.requires_grad),
-        "input_proj": w_in,
-        "blocks": n(model.blocks.parameters()),
-        "output_proj": n(model.out_proj.parameters()),
-    }
+    w_in = 0 if model.lift is None else model.lift.weight.numel()
+    blocks = sum(p.numel() for p in model.blocks.parameters())
+    return {"total": w_in + blocks + model.out_proj.weight.numel(),
+            "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "input_proj": w_in, "blocks": blocks, "output_proj": model.out_proj.weight.numel()}

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import math
 from dataclasses import MISSING, dataclass, field, fields
+from unittest import mock
 
 import torch
 import torch.nn as nn
@@ -57,8 +58,6 @@ class GPTConfig:
         assert self.qk_norm in ("", "head", "full"), f"qk_norm={self.qk_norm!r}: '', head or full"
         # layers may arrive as dicts, from a checkpoint or a config file
         self.layers = [LayerSpec(**s) if isinstance(s, dict) else s for s in self.layers]
-        assert all(isinstance(s, LayerSpec) for s in self.layers), (
-            f"layers={self.layers!r:.60}: give each layer as a dict of LayerSpec's fields")
         self.layers = self.layers or [self.uniform_layer() for _ in range(self.n_layer)]
         self.n_layer = len(self.layers)
         for s in self.layers:
@@ -141,15 +140,12 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, cache=None):
         B, T, _ = x.shape
         pos = 0 if cache is None else cache.length
-        q, k, v = self.qkv(x, pos)  # (B, H, T, hd), (B, Hkv, T, hd), (B, Hkv, T, hd)
+        q, kv = self.qkv_proj(x).split([self.q_dim, 2 * self.kv_dim], dim=-1)
+        q, (k, v) = self.heads(q, self.q_norm, pos), self.kv_heads(kv, pos)  # (B, H(kv), T, hd)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, Hkv, pos + T, hd)
         y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.q_dim))
-
-    def qkv(self, x, pos=0):
-        q, kv = self.qkv_proj(x).split([self.q_dim, 2 * self.kv_dim], dim=-1)
-        return (self.heads(q, self.q_norm, pos), *self.kv_heads(kv, pos))
 
     def kv_heads(self, kv, pos):
         k, v = kv.split(self.kv_dim, dim=-1)
@@ -300,9 +296,9 @@ class GPT(nn.Module):
                 cache = KVCache(self) if use_cache else None
                 logits, _ = self(idx[:, -keep:], cache=cache)
             logits = logits[:, -1, :].float()
-            if vocab_size is not None and vocab_size < logits.size(-1):
+            if vocab_size is not None:
                 logits[:, vocab_size:] = float("-inf")
-            if temperature == 0 or top_k == 1:
+            if temperature == 0:
                 next_id = logits.argmax(dim=-1, keepdim=True)
             else:
                 # the best logit at 0 first: a tiny temperature then gives -inf, never inf - inf
@@ -356,25 +352,20 @@ class GPT(nn.Module):
 
 class LayerKVCache:
     def __init__(self, max_len):
-        self.max_len = max_len
-        self.keys = self.values = None
-        self.length = 0
+        self.max_len, self.length, self.keys, self.values = max_len, 0, None, None
 
     def append(self, k, v):
-        if self.keys is None:
-            self.keys = k.new_empty(*k.shape[:2], self.max_len, k.size(3))
-            self.values = v.new_empty(*v.shape[:2], self.max_len, v.size(3))
+        if self.keys is None:  # (B, Hkv, max_len, hd) in the activations' dtype
+            shape = (*k.shape[:2], self.max_len, k.size(3))
+            self.keys, self.values = k.new_empty(shape), v.new_empty(shape)
         end = self.length + k.size(2)
-        self.keys[:, :, self.length:end] = k
-        self.values[:, :, self.length:end] = v
+        self.keys[:, :, self.length:end], self.values[:, :, self.length:end] = k, v
         self.length = end
-        return self.keys[:, :, :self.length], self.values[:, :, :self.length]
+        return self.keys[:, :, :end], self.values[:, :, :end]
 
     @property
     def nbytes(self):
-        if self.keys is None:
-            return 0
-        return (self.keys.nbytes + self.values.nbytes) // self.max_len * self.length
+        return 0 if self.keys is None else 2 * self.keys[:, :, :self.length].nbytes
 
 
 class KVCache:
@@ -404,17 +395,12 @@ def padded_vocab_size(vocab_size, multiple=64):
 
 
 def closest_size(count, target):
-    """The n >= 1 whose count(n), growing with n, comes closest to target: a linear guess, a
-    bracket around it that doubles, then bisection."""
+    """The n >= 1 whose count(n), growing with n, comes closest to target."""
     count = functools.cache(count)
-    low = high = max(1, 1 + round((target - count(1)) / max(count(2) - count(1), 1)))
-    step = 1
+    high = 1
     while count(high) < target:
-        low, high, step = high, high + step, 2 * step
-    step = 1
-    while low > 1 and count(low) >= target:
-        low, step = max(1, low - step), 2 * step
-    n = low + bisect.bisect_left(range(low, high + 1), target, key=count)  # count(n) >= target
+        high *= 2
+    n = bisect.bisect_left(range(high + 1), target, lo=max(1, high // 2), key=count)
     return min((max(1, n - 1), n), key=lambda n: abs(count(n) - target))
 
 
@@ -427,18 +413,8 @@ def linear_flops(module):
 def meta_device():
     """Build modules with shapes but no memory or values. Nothing is drawn: the meta normal_
     imports torch._dynamo, seconds of a command that only counts."""
-    with torch.device("meta"), _NoMetaDraws():
+    with torch.device("meta"), mock.patch("torch.nn.init.normal_", lambda tensor, *_, **__: tensor):
         yield
-
-
-class _NoMetaDraws(torch.overrides.TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.nn.init.normal_:
-            tensor = args[0] if args else kwargs["tensor"]
-            if tensor.is_meta:
-                return tensor
-        return func(*args, **kwargs)
 
 
 def shape_counts(model_cls, config):
@@ -468,8 +444,7 @@ def describe(model, seq_len=None):
 
 
 def shape_report(model, model_args, gpt_args, matched=True):
-    with meta_device():
-        gpt_budget = GPT(GPTConfig(**gpt_args)).budget()
+    gpt_budget = shape_counts(GPT, GPTConfig(**gpt_args))["budget"]
     own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}
     how = ("matched to the GPT of these settings (--model_args sets a shape by hand)" if matched
            else "as --model_args sets it")

@@ -16,7 +16,6 @@ import functools
 import json
 import math
 import sys
-import textwrap
 from fractions import Fraction
 from pathlib import Path
 
@@ -26,7 +25,8 @@ import hourglass
 import lws
 from model import GPT, GPTConfig, closest_size, default_args, meta_device, padded_vocab_size
 from shapelab.checkpoint import CheckpointError
-from shapelab.configurator import ConfigError, build, parse_overrides, print_entry, read_config_file
+from shapelab.configurator import (ConfigError, build, need, parse_overrides, print_entry,
+                                   read_config_file)
 import variable_width
 
 ROOT = Path(__file__).resolve().parent
@@ -65,7 +65,7 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
         "><former": lambda: ("variable_width", {**baseline, **former}),
         "hourglass+><former": lambda: ("composed", {**hg(), **former, **rounding}),
         "FFN-Wider": lambda: ("cea", wider()),
-        "CEA": lambda: ("cea", {**wider(), "outer_ratio": outer_ratio, "attention_impl": "causal"}),
+        "CEA": lambda: ("cea", {**wider(), "outer_ratio": outer_ratio}),
         "GPT wide": lambda: ("gpt", match_gpt_at_width(baseline, hg()["n_embd"])),
         "hourglass same-d": lambda: (
             "hourglass", hourglass.match_ffn_at_fixed_width(baseline, CONTROL_SUB_BLOCKS)),
@@ -98,8 +98,7 @@ def layer_widths(config):
     return {"residual width": getattr(c, "layer_widths", None) or [c.n_embd] * L,
             "attention": [s.n_head * s.head_dim for s in c.layers],
             "FFN hidden (per sub-block)": [s.ffn_hidden for s in c.layers],
-            "Inner-FFN (in attention)": (getattr(c, "layer_inner_hidden", None)
-                                         or [getattr(c, "inner_hidden", 0)] * L)}
+            "Inner-FFN (in attention)": [getattr(c, "inner_hidden", 0)] * L}
 
 
 def shape_label(config):
@@ -135,9 +134,8 @@ MODELS = {
 
 
 def model_classes(model_type):
-    if model_type not in MODELS:
-        raise ConfigError(f"model_type={model_type!r} is unknown; choose one of "
-                          f"{', '.join(MODELS)}")
+    need(model_type in MODELS, f"model_type={model_type!r} is unknown; choose one of "
+         f"{', '.join(MODELS)}")
     return MODELS[model_type][:2]
 
 
@@ -185,35 +183,19 @@ def model_from_checkpoint(checkpoint, path="the checkpoint"):
 def check_model_settings(config):
     """Build a new run's model on the meta device: a setting it refuses is one ConfigError."""
     if config["init_from"] == "scratch":
+        baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
+        model_type, model_args = config["model_type"], config["model_args"]
         with meta_device():
-            baseline = {"vocab_size": 256, **{k: config[k] for k in model_keys(config)}}
-            model_type, model_args = config["model_type"], config["model_args"]
             if not model_args:
                 baseline = matched_model_args(model_type, baseline)
-            elif model_type == "hourglass":
-                check_hourglass_args(model_args, baseline)
             build_model(model_type, **{**baseline, **model_args})
-
-
-def check_hourglass_args(model_args, baseline):
-    """A bottleneck_ratio without n_embd does not re-match the budget: say which command does."""
-    if "bottleneck_ratio" in model_args and "n_embd" not in model_args:
-        keys = ("n_layer", "n_head", "n_kv_head", "head_dim", "n_embd", "qk_norm")
-        flags = " ".join(f"--{k}={baseline[k]}" for k in keys if baseline.get(k) not in (None, ""))
-        raise ConfigError(
-            f"model_args={model_args}: a bottleneck_ratio keeps the GPT's n_embd="
-            f"{baseline.get('n_embd')} and does not re-match the budget; `python hourglass.py "
-            f"{flags} --n_sub_blocks={model_args.get('n_sub_blocks', 1)} --bottleneck_ratio="
-            f"{model_args['bottleneck_ratio']}` prints the matched n_embd and bottleneck_dim to "
-            f"give instead (or give n_embd to keep this d)")
 
 
 def print_model_types(defaults):
     gpt_fields = default_args()
     others = ", ".join(k for k in gpt_fields if k not in defaults)
-    print("\n" + textwrap.fill(f"model types (--model_type=NAME): each takes the model settings "
-                              f"above, and in --model_args={{...}} GPTConfig's other fields "
-                              f"({others}) and its own:", 100))
+    print_entry("", f"model types (--model_type=NAME): each takes the model settings above, and "
+                f"in --model_args={{...}} GPTConfig's other fields ({others}) and its own:", 0)
     for name, (model_cls, config_cls, _) in MODELS.items():
         own = [k for k in default_args(config_cls) if k not in gpt_fields]
         print_entry(f"  {name} ({model_cls.__module__}.py)",
@@ -261,25 +243,21 @@ def preset_settings(argv, keys=None, extra=None):
     for arg in argv:
         if arg.startswith("--preset="):
             preset = arg.split("=", 1)[1]
-        elif arg.endswith(".py") and not arg.startswith("-") and Path(arg).is_file():
+        elif arg.endswith(".py") and not arg.startswith("-"):
             preset = read_config_file(arg).get("preset", preset)
-    if not isinstance(preset, str) or preset not in PRESETS:
-        raise ConfigError(f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
+    need(isinstance(preset, str) and preset in PRESETS,
+         f"--preset={preset!r}: choose one of {', '.join(PRESETS)}")
     defaults = {k: v for k, v in PRESETS[preset].items() if keys is None or k in keys}
     defaults.update(extra or {}, preset=preset)
     return parse_overrides(argv, defaults)
 
 
 def select_models(models):
-    wanted = [str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)]
-    wanted = [m for m in wanted if m]
-    if not wanted:
-        return SHAPE_NAMES
-    unknown = [m for m in wanted if m not in ALL_NAMES and m not in map(slug, ALL_NAMES)]
-    if unknown:
-        raise ConfigError(f"--models: unknown {unknown}; choose from {', '.join(ALL_NAMES)} "
-                          f"(or {', '.join(map(slug, ALL_NAMES))})")
-    return tuple(name for name in ALL_NAMES if name in wanted or slug(name) in wanted)
+    wanted = {str(m).strip() for m in (models.split(",") if isinstance(models, str) else models)}
+    unknown = sorted(wanted - {"", *ALL_NAMES, *map(slug, ALL_NAMES)})
+    need(not unknown, f"--models: unknown {unknown}; choose from {', '.join(ALL_NAMES)} (or "
+         f"{', '.join(map(slug, ALL_NAMES))})")
+    return tuple(name for name in ALL_NAMES if wanted & {name, slug(name)}) or SHAPE_NAMES
 
 
 def dataset_vocab_size(dataset, data_dir=""):
@@ -351,15 +329,13 @@ def plot_shapes(shapes, path, title=""):
     for ax, (name, (model_type, model_args)) in zip(axes.flat, shapes.items()):
         with meta_device():
             config = build_model(model_type, **model_args).config
+        layers = range(1, config.n_layer + 1)
         for label, widths in layer_widths(config).items():
-            ax.plot(range(1, config.n_layer + 1), [w or math.nan for w in widths], "o-",
-                    label=label)
+            ax.plot(layers, [w or math.nan for w in widths], "o-", label=label)
         k = getattr(config, "n_sub_blocks", 1)
         ax.set_title(name if k == 1 else f"{name} ({k} FFN sub-blocks)", fontsize=9)
         ax.set_yscale("log", base=2)
-        ax.set_xticks(range(1, config.n_layer + 1))
-        ax.set_xlabel("layer", fontsize=7)
-        ax.tick_params(labelsize=7)
+        ax.set(xticks=layers, xlabel="layer")
     fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="lower center", ncol=4,
                fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
@@ -374,13 +350,12 @@ if __name__ == "__main__":
         settings = preset_settings([a for a in sys.argv[1:] if a.partition("=")[0] != "--plot"])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
                                 models=select_models(settings["models"]))
-        print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
-        print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
+    print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
+    print(shapes_table(describe_shapes(shapes, settings["block_size"])))
     if plots:
         path = plots[-1] or f"shapes_{settings['preset']}.png"
-        title = (f"{settings['preset']} preset: every shape at the plain GPT's budget "
-                 f"(L{settings['n_layer']}, d{settings['n_embd']})")
-        plot_shapes(shapes, path, title)
+        plot_shapes(shapes, path, f"{settings['preset']} preset: every shape at the plain GPT's "
+                    f"budget (L{settings['n_layer']}, d{settings['n_embd']})")
         print(f"\nwrote {path}")

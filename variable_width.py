@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from model import GPT, AttentionSublayer, FFNSublayer, GPTConfig, LayerSpec, RMSNorm
@@ -45,16 +44,6 @@ class VariableWidthGPT(GPT):
         self.final_width = max(widths[-1], d)
         if self.final_width != d:
             self.norm_f = RMSNorm(self.final_width, config.norm_eps)
-        self.expansions = nn.ModuleDict()  # 'project': predicts a widening layer's new coordinates
-        for l, (w_prev, w) in enumerate(zip(widths, widths[1:]), start=1):
-            if config.expansion == "project" and w > w_prev:
-                self.expansions[str(l)] = nn.Linear(w_prev, w - w_prev, bias=False)
-                torch.nn.init.normal_(self.expansions[str(l)].weight, mean=0.0, std=0.02)
-        if config.attention_multiplier == "head_dim":  # the reference code's muP rule
-            for block, spec in zip(self.blocks, config.layers):
-                assert isinstance(block.attn, AttentionSublayer), (
-                    "attention_multiplier='head_dim' is built for plain attention only")
-                block.attn.attn.qkv_proj.register_forward_hook(scale_queries(spec))
 
     def make_attention(self, layer_idx, spec):
         return AttentionSublayer(self.config.layer_widths[layer_idx], spec, self.config)
@@ -65,31 +54,19 @@ class VariableWidthGPT(GPT):
     def init_weights(self):
         """model.GPT's init, layer l's matrices times sqrt(d / w_l): Var[W] ~ 1 / fan_in."""
         super().init_weights()
-        d = self.config.n_embd
         with torch.no_grad():
             for block, w in zip(self.blocks, self.config.layer_widths):
                 for p in block.parameters():
-                    if self.config.scale_init_by_width and p.dim() >= 2 and w != d:
-                        p.mul_(math.sqrt(d / w))
+                    if self.config.scale_init_by_width and p.dim() >= 2:
+                        p.mul_(math.sqrt(self.config.n_embd / w))
 
     def stream_input(self, idx, cache=None):
         """R_0 = [embedding, zeros], (B, T, D)."""
         return F.pad(self.embed(idx, cache), (0, self.stream_width - self.config.n_embd))
 
-    def layer_input(self, l, R):
-        """f^l: layer l's w_l-wide input from R."""
-        w = self.config.layer_widths[l]
-        w_prev = self.config.layer_widths[l - 1] if l > 0 else w
-        if self.config.expansion == "carry" or w <= w_prev:
-            return R[..., :w]  # eq. (1)
-        kept = R[..., :w_prev]
-        if self.config.expansion == "zero":
-            return F.pad(kept, (0, w - w_prev))
-        return torch.cat((kept, self.expansions[str(l)](kept)), dim=-1)
-
     def layer_step(self, l, R, cache=None):
         w = self.config.layer_widths[l]
-        out = self.blocks[l](self.layer_input(l, R), cache)  # x^l = B^l(f^l) + f^l
+        out = self.blocks[l](R[..., :w], cache)  # x^l = B^l(f^l) + f^l, f^l of eq. (1)
         # torch.cat, not an in-place write, which would clobber what RMSNorm saved for backward
         return out if w == R.size(-1) else torch.cat((out, R[..., w:]), dim=-1)
 
@@ -121,92 +98,59 @@ class VariableWidthGPT(GPT):
         return self.blocks[0].attn.attn.qkv_proj.out_features
 
 
-def scale_queries(spec):
-    """A hook on qkv_proj: q / sqrt(head_dim), so that with SDPA's own scale it makes 1/hd."""
-    q_dim = spec.n_head * spec.head_dim
-    return lambda module, inputs, out: torch.cat(
-        (out[..., :q_dim] * spec.head_dim ** -0.5, out[..., q_dim:]), dim=-1)
-
-
 # ----------------------------------------------------------------------------------------
 # Configuration
-
-
-WIDTH_SCHEDULES = ("constant", "x", "diamond", "v", "lambda")
-EXPANSIONS = ("carry", "zero", "project")  # how a widening layer fills new coordinates (sec. 4.4)
 
 
 @dataclass
 class VariableWidthConfig(GPTConfig):
     layer_widths: list[int] = field(default_factory=list)  # w_l; empty: solved from the schedule
-    width_schedule: str = "x"
+    width_schedule: str = "x"  # or 'constant'
     bottleneck_layer_ratio: float = 0.75  # r_l
     bottleneck_width_ratio: float = 0.3  # r_d
     width_multiple: int = 32  # solved widths: multiples of this and of 2 n_head
-    expansion: str = "carry"
+    hidden_multiple: int = 1  # layer l's FFN hidden round(ffn_hidden w_l / d), a multiple of this
     scale_init_by_width: bool = True
-    attention_multiplier: str = "sqrt"  # softmax(m q.k): 'sqrt' m = 1/sqrt(hd), 'head_dim' 1/hd
 
     def __post_init__(self):
         assert not self.layers, "layers: a ><former builds them from layer_widths; do not pass any"
-        check_width_rules(self)
-        for key in ("n_embd", "n_head", "n_layer", "width_multiple"):
-            assert getattr(self, key) >= 1, f"{key}={getattr(self, key)} must be >= 1"
+        assert 0 < self.bottleneck_layer_ratio < 1, (
+            f"bottleneck_layer_ratio={self.bottleneck_layer_ratio}: pick r_l in (0, 1)")
+        assert self.width_multiple >= 1, f"width_multiple={self.width_multiple} must be >= 1"
         d, n_head = self.n_embd, self.n_head
-        n_kv_head, ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d
-        self.layer_widths = list(self.layer_widths) or solve_widths(
-            self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
-            self.bottleneck_width_ratio, width_rounding(self.width_multiple, n_head),
-            ffn_hidden / d, n_kv_head / n_head)[0]
-        assert len(self.layer_widths) == self.n_layer, (
-            f"layer_widths has {len(self.layer_widths)} entries for n_layer={self.n_layer}: give "
-            f"one width per layer")
+        self.n_kv_head, self.ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d
         assert self.head_dim is None or self.head_dim * n_head == d, (
             f"head_dim={self.head_dim}: a ><former's head_dim is w_l / n_head; leave it unset")
-        check_widths(self.layer_widths, n_head)
-        assert all(ffn_hidden * w % d == 0 for w in self.layer_widths), (
-            f"ffn_hidden * w_l / d = {ffn_hidden} * w_l / {d} must be whole for every w_l in "
-            f"{self.layer_widths}: pick widths (width_multiple) or an ffn_hidden that make it so")
-        self.layers = [LayerSpec(n_head, n_kv_head, w // n_head, ffn_hidden * w // d)
+        ffn_width_ratio, end_ratios = self.solver_ratios()
+        self.layer_widths = list(self.layer_widths) or solve_widths(
+            self.width_schedule, self.n_layer, d, self.bottleneck_layer_ratio,
+            self.bottleneck_width_ratio, math.lcm(self.width_multiple, 2 * n_head),
+            ffn_width_ratio, self.n_kv_head / n_head, end_ratios)[0]
+        assert len(self.layer_widths) == self.n_layer, (
+            f"{len(self.layer_widths)} layer_widths for n_layer={self.n_layer}: give one per layer")
+        for i, w in enumerate(self.layer_widths):
+            assert w >= 1 and w % (2 * n_head) == 0, (
+                f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head} "
+                f"(the same heads in every layer, even head_dim for RoPE)")
+        m = self.hidden_multiple
+        self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
+                                 max(m, m * round(self.ffn_hidden * w / d / m)))
                        for w in self.layer_widths]
         super().__post_init__()
 
-
-def check_widths(widths, n_head):
-    for i, w in enumerate(widths):
-        assert w >= 1 and w % (2 * n_head) == 0, (
-            f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head} (same "
-            f"heads in every layer, even head_dim for RoPE); round the widths (width_multiple)")
-
-
-def width_rounding(width_multiple, n_head):
-    return math.lcm(width_multiple, 2 * n_head)
-
-
-def check_width_rules(config):
-    assert config.expansion in EXPANSIONS, (
-        f"expansion={config.expansion!r}: choose one of {', '.join(EXPANSIONS)}")
-    assert 0 < config.bottleneck_layer_ratio < 1, (
-        f"bottleneck_layer_ratio={config.bottleneck_layer_ratio}: the narrowest layer sits at "
-        f"round(r_l L), inside the stack: pick r_l in (0, 1)")
-    assert config.attention_multiplier in ("sqrt", "head_dim"), (
-        f"attention_multiplier={config.attention_multiplier!r}: choose 'sqrt' (1/sqrt(head_dim)) "
-        f"or 'head_dim' (1/head_dim, the reference code's)")
-    assert config.attention_multiplier == "sqrt" or not config.qk_norm, (
-        "attention_multiplier='head_dim' scales q, and qk_norm would undo it: use qk_norm=''")
+    def solver_ratios(self):
+        """Appendix A's E (FFN parameters per w_l^2, over 3) and W_end's (e_in, e_out) per unit
+        of width (None: the first QKV's and the last W_2's)."""
+        return self.ffn_hidden / self.n_embd, None
 
 
 # ----------------------------------------------------------------------------------------
 # Appendix A: width schedules parameter-matched to the constant width d
 
 
-def shape_factors(shape, n_layer, bottleneck_layer, rate):
-    """c_l(rate), d_l = d_bar c_l, for the 1-indexed bottleneck layer l*."""
+def shape_factors(n_layer, bottleneck_layer, rate):
+    """c_l(a^-), d_l = d_bar c_l, for the 1-indexed bottleneck layer l*."""
     L, k = n_layer, bottleneck_layer
-    if shape == "lambda":  # l* = L
-        return [rate ** (l - 1) for l in range(1, L + 1)]
-    if shape == "v":  # l* = 1
-        return [rate ** (L - l) for l in range(1, L + 1)]
     rate_after = rate ** (-(k - 1) / (L - k))  # a^+
     return [rate ** (l - 1) if l <= k else rate ** (k - 1) * rate_after ** (l - k)
             for l in range(1, L + 1)]
@@ -214,66 +158,54 @@ def shape_factors(shape, n_layer, bottleneck_layer, rate):
 
 def matched_scale(factors, n_embd, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
     """d_bar solving the parameter match, W_end = e_in w_1 (w_1 - d) + e_out w_L (w_L - d)."""
+    from scipy.optimize import brentq
+
     d, L = n_embd, len(factors)
-    qkv = 1 + 2 * kv_ratio
-    K = qkv + 1 + 3 * ffn_width_ratio
-    e_in, e_out = end_ratios or (qkv, ffn_width_ratio)
+    K = 2 + 2 * kv_ratio + 3 * ffn_width_ratio
+    e_in, e_out = end_ratios or (1 + 2 * kv_ratio, ffn_width_ratio)
+
     S2 = sum(c * c for c in factors)
-    c1, cL = factors[0], factors[-1]
-    for first_wide, last_wide in ((0, 0), (0, 1), (1, 0), (1, 1)):  # 1{w_1 > d}, 1{w_L > d}
-        A = K * S2 - first_wide * e_in * c1 ** 2 - last_wide * e_out * cL ** 2
-        B = (first_wide * e_in * c1 + last_wide * e_out * cL) * d
-        C = -L * K * d * d
-        s = (-B + math.sqrt(B * B - 4 * A * C)) / (2 * A)
-        if all(abs(s * c - d) <= 1e-9 * d or (s * c > d) == bool(wide)
-               for c, wide in ((c1, first_wide), (cL, last_wide))):
-            return s
-    raise RuntimeError("no self-consistent endpoint width")
+
+    def excess(scale):  # over the constant width's L K d^2; it grows with the scale
+        w_1, w_L = scale * factors[0], scale * factors[-1]
+        w_end = e_in * w_1 * max(w_1 - d, 0) + e_out * w_L * max(w_L - d, 0)
+        return K * S2 * scale ** 2 - w_end - L * K * d * d
+
+    high = 2 * d * math.sqrt(L * K / S2)  # excess >= S2 scale^2 - L K d^2 > 0 there
+    return brentq(excess, 0, high, xtol=1e-15 * high)
 
 
-def bottleneck_index(shape, n_layer, bottleneck_layer_ratio):
-    if shape in ("v", "lambda"):
-        return 1 if shape == "v" else n_layer
+def bottleneck_index(n_layer, bottleneck_layer_ratio):
+    """l*, 1-indexed, strictly inside the stack."""
     if n_layer < 3:
-        raise ValueError(f"a {shape} shape needs n_layer >= 3 (a bottleneck strictly inside), "
-                         f"got {n_layer}")
+        raise ValueError("an x shape needs n_layer >= 3 (a bottleneck strictly inside)")
     return min(max(round(bottleneck_layer_ratio * n_layer), 2), n_layer - 1)
 
 
 def solve_widths(shape, n_layer, n_embd, bottleneck_layer_ratio=0.75, bottleneck_width_ratio=0.3,
                  width_multiple=32, ffn_width_ratio=4, kv_ratio=1.0, end_ratios=None):
-    if shape not in WIDTH_SCHEDULES:
-        raise ValueError(f"width_schedule={shape!r}: choose one of "
-                         f"{', '.join(WIDTH_SCHEDULES)} or give layer_widths")
+    """(widths, the solver's unrounded widths, rate a^- and bottleneck layer l*)"""
+    from scipy.optimize import brentq
+
+    if shape not in ("constant", "x"):
+        raise ValueError(f"width_schedule={shape!r}: choose 'x' or 'constant'")
     d, L = n_embd, n_layer
     if shape == "constant":
         return [d] * L, dict(unrounded=[float(d)] * L, rate=1.0, bottleneck_layer=None)
-    k = bottleneck_index(shape, L, bottleneck_layer_ratio)
-    target = bottleneck_width_ratio * d
+    k = bottleneck_index(L, bottleneck_layer_ratio)
 
-    def bottleneck_width(rate):  # b(a^-)
-        c = shape_factors(shape, L, k, rate)
-        return matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * c[k - 1]
+    def bottleneck_excess(rate):  # b(a^-) - r_d d
+        c = shape_factors(L, k, rate)
+        width = matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * c[k - 1]
+        return width - bottleneck_width_ratio * d
 
-    lo, hi = (1.0, 8.0) if shape == "diamond" else (1e-6, 1.0)
-    f_lo, f_hi = bottleneck_width(lo) - target, bottleneck_width(hi) - target
-    if f_lo * f_hi > 0:
-        reach = sorted([bottleneck_width(lo) / d, bottleneck_width(hi) / d])
-        raise ValueError(f"bottleneck_width_ratio={bottleneck_width_ratio} is out of reach for a "
-                         f"{shape} shape of {L} layers: pick it in ({reach[0]:.2f}, {reach[1]:.2f})"
-                         f"{' (above 1 for a diamond)' if shape == 'diamond' else ' (below 1)'}")
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        f_mid = bottleneck_width(mid) - target
-        if (f_mid > 0) == (f_lo > 0):
-            lo, f_lo = mid, f_mid
-        else:
-            hi = mid
-    rate = 0.5 * (lo + hi)
-    c = shape_factors(shape, L, k, rate)
-    scale = matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios)
-    unrounded = [scale * ci for ci in c]
-    widths = [max(width_multiple, int(math.floor(w / width_multiple + 0.5)) * width_multiple)
+    if bottleneck_excess(1e-6) * bottleneck_excess(1.0) > 0:
+        raise ValueError(f"bottleneck_width_ratio={bottleneck_width_ratio} is out of reach of an "
+                         f"x shape of {L} layers: it must be below 1")
+    rate = brentq(bottleneck_excess, 1e-6, 1.0)
+    c = shape_factors(L, k, rate)
+    unrounded = [matched_scale(c, d, ffn_width_ratio, kv_ratio, end_ratios) * ci for ci in c]
+    widths = [max(width_multiple, math.floor(w / width_multiple + 0.5) * width_multiple)
               for w in unrounded]
     return widths, dict(unrounded=unrounded, rate=rate, bottleneck_layer=k)
 

@@ -58,8 +58,8 @@ def test_fixed_width_mode_gives_table_1(k, d_h):
 
 
 def test_bad_settings_are_one_line_errors():
-    for kw, match in [(dict(bottleneck_dim=16, bottleneck_ratio=0.4), "not both"),
-                      (dict(ffn_hidden=256, bottleneck_dim=16), "leave ffn_hidden unset"),
+    for kw, match in [(dict(ffn_hidden=256, bottleneck_dim=16), "leave ffn_hidden unset"),
+                      (dict(bottleneck_ratio=0.4), "has no setting bottleneck_ratio"),
                       (dict(n_sub_blocks=0), "K >= 1")]:
         with pytest.raises(ValueError, match=match):
             build_model("hourglass", **TINY, **kw)

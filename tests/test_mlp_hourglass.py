@@ -70,15 +70,12 @@ def test_what_feeds_the_blocks_is_read_from_the_modules():
     assert conv.input_proj == "direct" and conv.lift is None  # the paper's baseline: x itself
     sr = M.image_mlp(get_task("mnist_sr"), 784, 2048, 1, shape="conventional")
     assert sr.input_proj == "learned" and sr(torch.rand(2, 196)).shape == (2, 784)
-    y = M.image_mlp(denoise, 1024, 32, 2, input_proj="zero_pad")(torch.rand(5, 784))
-    assert y.min() >= 0 and y.max() <= 1
 
 
 @pytest.mark.parametrize("args, kw, match", [
     ((1024, 1024, 2), {}, "d_h < d_z"), ((1024, 512, 2), dict(shape="conventional"), "d_h > d_z"),
     ((1024, 64, 2), dict(shape="diamond"), "unknown shape"), ((1024, 64, 0), {}, "n_blocks"),
     ((1024, 64, 2), dict(input_proj="direct"), "latent_dim == input_dim"),
-    ((512, 64, 2), dict(input_proj="zero_pad"), "latent_dim >= input_dim"),
     ((1024, 64, 1), dict(input_proj="frozen"), "choose one of direct, frozen_random, learned")])
 def test_bad_shapes_are_one_line_errors(args, kw, match):
     with pytest.raises(ValueError, match=match):

@@ -195,17 +195,8 @@ def test_shapes_py_prints_the_table_and_draws_the_picture_where_it_runs(tmp_path
     assert (ROOT / "docs" / "shapes_cpu.png").read_bytes() == committed
 
 
-def test_a_bottleneck_ratio_by_hand_is_one_line_saying_which_command_matches():
-    settings = dict(train_defaults(), model_type="hourglass", n_embd=128, n_head=4, n_layer=4)
-    with pytest.raises(ConfigError, match="python hourglass.py .*--bottleneck_ratio=0.25"):
-        check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25}))
-    check_model_settings(dict(settings, model_args={"bottleneck_ratio": 0.25, "n_embd": 128}))
-
-
 def test_every_recorded_cea_run_is_the_cea_run_the_comparison_plans():
-    """The records ran on the mask-free kernels without naming them: the same runs."""
     from shapelab.configurator import read_config_file
-    from shapelab.sweep import run_identity
     preset = PRESETS["cpu"]
     records = sorted(ROOT.glob("results/compare_verdict_*/runs/cea-*/config.py"))
     assert len(records) > 30
@@ -219,5 +210,4 @@ def test_every_recorded_cea_run_is_the_cea_run_the_comparison_plans():
     for path in records:
         recorded = read_config_file(path)
         planned = planned_for(recorded["model_args"]["vocab_size"])
-        assert planned == {**recorded["model_args"], "attention_impl": "causal"}, path
-        assert run_identity(dict(recorded, model_args=planned)) == run_identity(recorded)
+        assert planned == recorded["model_args"], path
