@@ -3,5 +3,4 @@
 #   python train.py config/cea_gpt_h768_cea.py
 base = "cea_gpt_h768_vanilla.py"  # every setting not below
 out_dir = "out-cea-h768-cea"
-model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct",
-              "attention_impl": "causal"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct"}

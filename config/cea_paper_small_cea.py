@@ -9,5 +9,4 @@
 # config/cea_paper_small_cea.py --dtype=float32
 base = "cea_paper_small_vanilla.py"  # every setting not below
 out_dir = "out-cea-small-cea"
-model_args = {'ffn_width_ratio': 32, 'outer_ratio': 0.125, 'current_position': 'direct',
-              'attention_impl': 'causal'}
+model_args = {'ffn_width_ratio': 32, 'outer_ratio': 0.125, 'current_position': 'direct'}

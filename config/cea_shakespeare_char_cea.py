@@ -10,5 +10,4 @@
 #     --modes=eager
 base = "cea_shakespeare_char_vanilla.py"  # every setting not below
 out_dir = "out-cea-cea"
-model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct",
-              "attention_impl": "causal"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "direct"}

@@ -6,5 +6,4 @@
 #       config/cea_shakespeare_char_cea_masked.py --modes=eager
 base = "cea_shakespeare_char_vanilla.py"  # every setting not below
 out_dir = "out-cea-cea-masked"
-model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "masked",
-              "attention_impl": "causal"}
+model_args = {"ffn_width_ratio": 32, "outer_ratio": 0.125, "current_position": "masked"}

@@ -10,4 +10,4 @@ base = "variable_width_200m_constant.py"  # every setting not below
 out_dir = "out-vw-200m-x"
 model_type = "variable_width"
 model_args = {"width_schedule": "x", "bottleneck_layer_ratio": 0.75, "bottleneck_width_ratio": 0.3,
-              "width_multiple": 32, "expansion": "carry"}
+              "width_multiple": 32}
