@@ -282,26 +282,19 @@ def report(rows):
         "\n".join(brief_lines(entries, rows)), "\n".join(shape_table(entries))]) + "\n"
 
 
-def plot(rows, path):
+def plot(entries, path):
     from shapelab.plot import plt, save_figure
 
-    entries = shape_results(rows)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    right = max(e["params_total"] for e in entries) / 1e6
     for form in forms(entries):
-        ours = of_form(entries, form)
-        line = ax.errorbar([e["params_total"] / 1e6 for e in ours], [e["psnr"][0] for e in ours],
-                           yerr=[[e["psnr"][0] - e["psnr"][1] for e in ours],
-                                 [e["psnr"][2] - e["psnr"][0] for e in ours]],
-                           fmt="o", alpha=0.45, capsize=3)
-        front = pareto_front(ours)
-        y = [e["psnr"][0] for e in front]
-        ax.step([e["params_total"] / 1e6 for e in front] + [right], y + [y[-1]], where="post",
-                color=line[0].get_color(), lw=2, label=f"{form} front")
-    ax.set(xlabel="total parameters (M)", ylabel="test PSNR (dB)")
+        ours, front = of_form(entries, form), pareto_front(of_form(entries, form))
+        dots = ax.plot([e["params_total"] / 1e6 for e in ours], [e["psnr"][0] for e in ours], "o",
+                       alpha=0.45)
+        ax.step([e["params_total"] / 1e6 for e in front], [e["psnr"][0] for e in front],
+                where="post", color=dots[0].get_color(), lw=2, label=f"{form} front")
+    ax.set(xlabel="total parameters (M)", ylabel="test PSNR (dB), the seeds' mean")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title("test PSNR by form; error bars: seeds' min-max", fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
@@ -309,14 +302,14 @@ def plot(rows, path):
 def main(argv):
     out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
     paths = [Path(a) for a in argv if not a.startswith("--out=")]
-    if not paths or not all(p.is_file() for p in paths) or len(out) > 1:
+    if not paths or not all(p.is_file() for p in paths):
         raise SystemExit("usage: python experiments/mlp_hourglass_fronts.py <sweep.csv> "
                          "[<sweep.csv> ...] [--out=PREFIX]")
-    prefix = Path(out[0]) if out else paths[0].parent / "fronts"
+    prefix = Path(out[-1]) if out else paths[0].parent / "fronts"
     rows = sweep_rows(paths)
     text = report(rows)
     write_atomic(f"{prefix}.md", text)
-    plot(rows, f"{prefix}.png")
+    plot(shape_results(rows), f"{prefix}.png")
     print(text + f"wrote {prefix}.md and {prefix}.png")
     if prefix.resolve().parent == ROOT / "results":  # the pages quote only committed outputs
         for page in write_blocks(pages(ROOT), page_blocks(paths, prefix.name, rows)):
