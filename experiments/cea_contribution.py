@@ -132,7 +132,7 @@ def plot_contributions(results, path):
 
 
 DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16, batch_size=16,
-                    min_count=50, ood_windows=64, mi_clusters=0)
+                    min_count=50, mi_clusters=0)
 
 
 def main(argv):
