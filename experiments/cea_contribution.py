@@ -1,26 +1,22 @@
 """
 How much of the language modelling does the FFN do, and how much attention? The Token Prediction
-and mutual-information contribution ratios and the OOD losses of trained checkpoints of cea.py's
-models. Lu, Zhao, Qin, Huo, Yang, Xu, "How does Architecture Influence the Base Capabilities of
-Pre-trained Language Models? A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024,
+and mutual-information contribution ratios of trained checkpoints of cea.py's models. Lu, Zhao,
+Qin, Huo, Yang, Xu, "How does Architecture Influence the Base Capabilities of Pre-trained Language
+Models? A Case Study Based on FFN-Wider and MoE Transformers" (NeurIPS 2024,
 arXiv:2403.02436), sections 4.2.1-4.2.2, appendix F, Figures 4 and 6.
 
 Token Prediction: a token's class vector is the normalised mean of the normalised representations
 whose target it is; each position is predicted by its most cosine-similar class vector, after
 every sublayer. A sublayer's gain is its accuracy minus the step before it's; the FFN ratio is the
 FFN sublayers' share of the gains. Mutual information: the same with the MI of k-means labels
-(scipy's, where the paper's are mini-batch) and the targets. The OOD texts ship with CPython; each
-is scored only on windows whose characters are all in the checkpoint's vocabulary.
+(scipy's, where the paper's are mini-batch) and the targets.
 
     python experiments/cea_contribution.py --out_dirs=out-cea-vanilla,out-cea-wider,out-cea-cea
 """
 
 
-import importlib
-import inspect
 import json
 import sys
-import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from shapelab.checkpoint import load_checkpoint
 from shapelab.configurator import parse_overrides
-from shapelab.dataset import in_vocab_windows
 from shapes import model_from_checkpoint
 
 
@@ -79,29 +74,19 @@ def contribution_ratio(accuracies, kinds):
                 attention_ratio=(total - ffn_gain) / total)
 
 
-def load_run(out_dir):
-    """The model of out_dir/ckpt.pt (eval mode, on the CPU), its block_size and its data folder."""
-    ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt")
-    cfg = ckpt["config"]
-    data_dir = Path(cfg["data_dir"]) if cfg["data_dir"] else ROOT / "data" / cfg["dataset"]
-    return model_from_checkpoint(ckpt).eval(), cfg["block_size"], data_dir
-
-
-def val_windows(data_dir, n, block_size):
-    """(x, y), each (n, block_size): n fixed random windows of data_dir/val.bin."""
-    data = np.memmap(Path(data_dir) / "val.bin", dtype=np.uint16, mode="r")
-    ix = torch.randint(len(data) - block_size - 1, (n,), generator=torch.Generator().manual_seed(0))
-    windows = np.stack([data[i:i + block_size + 1] for i in ix.tolist()]).astype(np.int64)
-    return torch.from_numpy(windows[:, :-1]), torch.from_numpy(windows[:, 1:])
-
-
 @torch.no_grad()
 def analyze_checkpoint(out_dir, n_batches=16, batch_size=16, min_count=50, mi_clusters=0):
     """The Token Prediction contribution of a checkpoint on fixed random windows of its val data,
     and with mi_clusters > 0 the mutual-information one."""
-    model, T, data_dir = load_run(out_dir)
-    x, y = val_windows(data_dir, n_batches * batch_size, T)
-    y = y.reshape(-1)
+    ckpt = load_checkpoint(Path(out_dir) / "ckpt.pt")
+    model, cfg = model_from_checkpoint(ckpt).eval(), ckpt["config"]
+    data_dir = Path(cfg["data_dir"]) if cfg["data_dir"] else ROOT / "data" / cfg["dataset"]
+    data = np.memmap(data_dir / "val.bin", dtype=np.uint16, mode="r")
+    T, n = cfg["block_size"], n_batches * batch_size
+    starts = torch.randint(len(data) - T - 1, (n,), generator=torch.Generator().manual_seed(0))
+    windows = np.stack([data[i:i + T + 1] for i in starts.tolist()]).astype(np.int64)
+    windows = torch.from_numpy(windows)  # (n, T + 1)
+    x, y = windows[:, :-1], windows[:, 1:].reshape(-1)
     per_batch = [sublayer_representations(model, b) for b in x.split(batch_size)]
     kinds = per_batch[0][1]
     reps = [torch.cat(r) for r in zip(*(reps for reps, _ in per_batch))]  # each (N, C)
@@ -111,53 +96,6 @@ def analyze_checkpoint(out_dir, n_batches=16, batch_size=16, min_count=50, mi_cl
         result.update(mi=mi, mi_ffn_ratio=contribution_ratio(mi, kinds)["ffn_ratio"])
     result["name"] = Path(out_dir).name
     return result
-
-
-# the modules whose docstrings form the "stdlib docstrings" text
-DOCSTRING_MODULES = ("argparse", "calendar", "collections", "csv", "difflib", "email.message",
-                     "functools", "http.client", "inspect", "logging", "pathlib", "shutil",
-                     "subprocess", "tarfile", "textwrap", "threading", "unittest.case",
-                     "urllib.request", "zipfile")
-
-
-def ood_texts():
-    """{name: text} of the OOD texts shipped with CPython; the license and IDLE's change logs are
-    left out where a distribution does not ship them."""
-    from pydoc_data.topics import topics
-    texts = {"python_docs": "\n\n".join(topics[k] for k in sorted(topics))}
-    docs = []
-    for module in map(importlib.import_module, DOCSTRING_MODULES):
-        docs.append(inspect.getdoc(module))
-        for attr in sorted(getattr(module, "__all__", None) or dir(module)):
-            obj = getattr(module, attr, None)
-            if not attr.startswith("_") and (inspect.isfunction(obj) or inspect.isclass(obj)):
-                docs.append(obj.__doc__ and inspect.getdoc(obj))
-    texts["stdlib_docstrings"] = "\n\n".join(d for d in docs if d)
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = {"python_license": ["LICENSE.txt"],
-             "idle_news": ["idlelib/NEWS.txt", "idlelib/NEWS2x.txt"]}
-    for name, paths in files.items():
-        found = [(stdlib / p).read_text(encoding="utf-8", errors="replace") for p in paths
-                 if (stdlib / p).exists()]
-        if found:
-            texts[name] = "\n\n".join(found)
-    return texts
-
-
-@torch.no_grad()
-def ood_losses(out_dir, texts, n_windows=64, batch_size=16):
-    """{name: the mean next-character loss of a checkpoint on texts[name]}, over up to n_windows
-    evenly spaced windows of block_size + 1 characters all in its vocabulary."""
-    model, T, data_dir = load_run(out_dir)
-    chars = json.loads((data_dir / "meta.json").read_text())["chars"]
-    index = {c: i for i, c in enumerate(chars)}
-    losses = {}
-    for name, text in texts.items():
-        ids = torch.tensor([[index[c] for c in text[s:s + T + 1]]
-                            for s in in_vocab_windows(text, chars, T + 1, n_windows)])
-        losses[name] = sum(model(b[:, :-1], b[:, 1:])[1].item() * len(b)
-                           for b in ids.split(batch_size)) / len(ids)
-    return losses
 
 
 def kmeans_mutual_information(x, targets, k):
@@ -194,7 +132,7 @@ def plot_contributions(results, path):
 
 
 DEFAULT_ARGS = dict(out_dirs="", plot="docs/cea_contribution.png", n_batches=16, batch_size=16,
-                    min_count=50, ood_windows=64, mi_clusters=0)
+                    min_count=50, mi_clusters=0)
 
 
 def main(argv):
@@ -205,15 +143,11 @@ def main(argv):
         raise SystemExit(f"error: no checkpoint in {', '.join(missing) or '--out_dirs'}: give "
                          "the trained runs, e.g. --out_dirs=out-cea-vanilla,out-cea-wider,"
                          "out-cea-cea (python train.py config/cea_shakespeare_char_cea.py)")
-    texts = ood_texts()
     results = []
     for d in out_dirs:
         r = analyze_checkpoint(d, args["n_batches"], args["batch_size"], args["min_count"],
                                args["mi_clusters"])
-        r["ood"] = ood_losses(d, texts, n_windows=args["ood_windows"])
-        r["ood_loss"] = sum(r["ood"].values()) / len(r["ood"])  # the mean over the texts
-        keys = ("name", "ffn_ratio", "attention_ratio", "ood_loss", "ood", "accuracies",
-                "mi_ffn_ratio", "mi")
+        keys = ("name", "ffn_ratio", "attention_ratio", "accuracies", "mi_ffn_ratio", "mi")
         print(json.dumps(rounded({k: r[k] for k in keys if k in r})))
         results.append(r)
     plot_contributions(results, args["plot"])

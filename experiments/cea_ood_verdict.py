@@ -13,7 +13,7 @@ The levels come from the val losses alone. At each level, seed s the same data o
     d_s = OOD(CEA, seed s, L) - OOD(FFN-Wider, seed s, L)
 
 m = mean d_s over n seeds, 95% interval m +- t(0.975, n - 1) sd / sqrt(n); where it holds 0, the
-difference these seeds detect with 80% power. Writes <folder>/cea_ood.md, .csv and .png.
+difference these seeds detect with 80% power. Writes <folder>/cea_ood.md and .csv.
 """
 
 
@@ -184,24 +184,6 @@ def write_csv(analysis, path):
     write_atomic(path, table.getvalue())
 
 
-def plot(analysis, path):
-    from shapelab.plot import plt, save_figure
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    levels = analysis["levels"]
-    for i, (level, s) in enumerate(zip(levels, analysis["summaries"])):
-        diffs = [r["diff"] for r in analysis["rows"] if r["level"] == level]
-        ax.scatter([i] * len(diffs), diffs, color="grey", s=12)
-        ax.errorbar(i + 0.15, s["mean"], yerr=[[s["mean"] - s["lo"]], [s["hi"] - s["mean"]]],
-                    fmt="o", color="black", capsize=4)
-    ax.axhline(0, color="black", lw=0.6)
-    ax.set_xticks(range(len(levels)), [f"{level:.3f}" for level in levels])
-    ax.set(xlabel="in-domain loss level", ylabel="CEA minus FFN-Wider OOD loss (nats)")
-    ax.set_title("paired by seed: each seed, mean and 95% interval", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-
-
 def page_blocks(folder):
     """The pages' block cea_ood.<the folder's name without 'compare_'>: the reading at the lowest
     level, with its seeds."""
@@ -228,8 +210,7 @@ def main(argv):
     print(text)
     if analysis["levels"]:
         write_csv(analysis, folder / "cea_ood.csv")
-        plot(analysis, folder / "cea_ood.png")
-        print(f"wrote {folder}/cea_ood.md, .csv and .png")
+        print(f"wrote {folder}/cea_ood.md and .csv")
     if folder.resolve().parent == ROOT / "results":  # the pages quote only the committed reading
         for page in write_blocks(pages(ROOT), page_blocks(folder)):
             print(f"wrote its block into {page.relative_to(ROOT)}")

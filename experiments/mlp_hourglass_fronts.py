@@ -47,7 +47,7 @@ BREAKS_DOWN = 1.25
 MIN_RATES = 3
 FAMILIES = ("hourglass", "conventional")
 INPUT_WORDS = {"frozen_random": "frozen W_in", "direct": "direct", "learned": "learned W_in",
-               "zero_pad": "zero-padded"}  # in this order: each family's own input first
+               "zero_pad": "zero-padded"}
 
 
 def canonical(value):
@@ -84,12 +84,13 @@ def sweep_lines(path):
     return (lines or [""])[0], list(whole.values())
 
 
-def shown(path):
-    """path from the repo root, as the pages name it."""
-    try:
-        return Path(path).resolve().relative_to(ROOT)
-    except ValueError:
-        return Path(path)
+def form_of(row):
+    proj = row["input_proj"]
+    return f"{row['shape']} ({INPUT_WORDS.get(proj, proj or 'input not recorded')})"
+
+
+def dims(row):
+    return f"{row['latent_dim']:g}/{row['hidden_dim']:g}/L{row['n_blocks']:g}"
 
 
 def sweep_rows(paths):
@@ -101,9 +102,8 @@ def sweep_rows(paths):
             if all(math.isfinite(row[k]) for k in ("val_loss", PSNR, "test_ssim")):
                 rows.setdefault(run_key(row), row)
             else:
-                left_out.append(f"{form_of(row['shape'], row['input_proj'])} "
-                                f"{row['latent_dim']:g}/{row['hidden_dim']:g}/L{row['n_blocks']:g}"
-                                f" at lr {row['learning_rate']:g}, seed {row['seed']:g}")
+                left_out.append(f"{form_of(row)} {dims(row)} at lr {row['learning_rate']:g}, "
+                                f"seed {row['seed']:g}")
     where, rows = ", ".join(map(str, paths)), list(rows.values())
     if left_out:
         print(f"warning: {where}: non-finite results left out: {'; '.join(left_out)}",
@@ -119,16 +119,9 @@ def sweep_rows(paths):
     return rows
 
 
-def form_of(family, input_proj):
-    return f"{family} ({INPUT_WORDS.get(input_proj, input_proj or 'input not recorded')})"
-
-
 def forms(entries, family=None):
-    """The forms among entries, hourglass first, each family's in INPUT_WORDS' order."""
-    order = list(INPUT_WORDS)
-    found = {(e["family"], e["input_proj"]) for e in entries if family in (None, e["family"])}
-    return [form_of(*f) for f in sorted(found, key=lambda f: (
-        FAMILIES.index(f[0]), (order + [f[1]]).index(f[1]), f[1]))]
+    """The forms among entries (shape_results' order: hourglass first)."""
+    return list(dict.fromkeys(e["form"] for e in entries if family in (None, e["family"])))
 
 
 def of_form(entries, form):
@@ -136,29 +129,27 @@ def of_form(entries, form):
 
 
 def shape_results(rows):
-    """One entry per shape and input at its lr (most seeds, then the lowest mean validation
+    """One entry per form and shape at its lr (most seeds, then the lowest mean validation
     loss): PSNR and SSIM as (mean, min, max), each seed's PSNR, each fully run rate's means."""
-    by_shape = defaultdict(lambda: defaultdict(list))  # shape -> lr -> rows
+    by_shape = defaultdict(lambda: defaultdict(list))  # (form, dims) -> lr -> rows
     for r in rows:
-        key = (r["shape"], int(r["latent_dim"]), int(r["hidden_dim"]), int(r["n_blocks"]),
-               r["input_proj"])
-        by_shape[key][r["learning_rate"]].append(r)
+        by_shape[form_of(r), dims(r)][r["learning_rate"]].append(r)
     results = []
-    for (family, d_z, d_h, L, input_proj), by_lr in by_shape.items():
+    for (form, shape), by_lr in by_shape.items():
         lr, runs = min(by_lr.items(), key=lambda item: (
             -len(item[1]), mean(r["val_loss"] for r in item[1])))
-        seeds_at = {rate: {int(r["seed"]) for r in at} for rate, at in by_lr.items()}
-        per_seed = {int(r["seed"]): r[PSNR] for r in runs}
+        seeds_at = {rate: {r["seed"] for r in at} for rate, at in by_lr.items()}
+        per_seed = {r["seed"]: r[PSNR] for r in runs}
         ssim = [r["test_ssim"] for r in runs]
         results.append(dict(
-            family=family, form=form_of(family, input_proj), input_proj=input_proj,
-            dims=f"{d_z}/{d_h}/L{L}", learning_rate=lr, seeds_at=seeds_at, per_seed=per_seed,
-            params_total=runs[0]["params_total"], params_trainable=runs[0]["params_trainable"],
+            family=runs[0]["shape"], form=form, dims=shape, learning_rate=lr, seeds_at=seeds_at,
+            per_seed=per_seed, params_total=runs[0]["params_total"],
+            params_trainable=runs[0]["params_trainable"],
             psnr=(mean(per_seed.values()), min(per_seed.values()), max(per_seed.values())),
             ssim=(mean(ssim), min(ssim), max(ssim)),
             mean_at={rate: {k: mean(r[k] for r in at) for k in (PSNR, "val_loss")}
                      for rate, at in by_lr.items() if seeds_at[lr] <= seeds_at[rate]}))
-    return sorted(results, key=lambda e: (FAMILIES.index(e["family"]), e["input_proj"],
+    return sorted(results, key=lambda e: (FAMILIES.index(e["family"]), e["form"],
                                           e["params_total"]))
 
 
@@ -171,63 +162,41 @@ def pareto_front(entries):
     return front
 
 
-def gaps(entries, hourglass, conventional, at=FAMILIES[1]):
-    """[(conventional entry, hourglass entry, the gap of the means, the seed-paired gaps' (min,
-    max))] at each point of the `at` family's front, the other form at its staircase there."""
-    points, other = (hourglass, conventional) if at == FAMILIES[0] else (conventional, hourglass)
+def gaps(entries, hourglass, conventional, at="conventional"):
+    """[(conventional entry, hourglass entry, the gap of the means, the seed-paired gaps)] at each
+    point of the `at` family's front, the other form at its staircase there."""
+    points, other = (hourglass, conventional) if at == "hourglass" else (conventional, hourglass)
     staircase = pareto_front(of_form(entries, other))
     out = []
     for e in pareto_front(of_form(entries, points)):
         best = max((s for s in staircase if s["params_total"] <= e["params_total"]),
                    key=lambda s: s["psnr"][0], default=None)
         if best:
-            h, c = (e, best) if at == FAMILIES[0] else (best, e)
+            h, c = (e, best) if at == "hourglass" else (best, e)
             paired = [h["per_seed"][s] - c["per_seed"][s]
                       for s in sorted(h["per_seed"].keys() & c["per_seed"].keys())]
-            out.append((c, h, h["psnr"][0] - c["psnr"][0],
-                        (min(paired), max(paired)) if paired else None))
+            out.append((c, h, h["psnr"][0] - c["psnr"][0], paired))
     return out
 
 
-def neighbouring_rates(entry):
-    tried = sorted(entry["mean_at"])
-    i = tried.index(entry["learning_rate"])
-    return [tried[j] for j in (i - 1, i + 1) if 0 <= j < len(tried)]
-
-
-def breaks_down(entry, rate):
-    chosen = entry["mean_at"][entry["learning_rate"]]["val_loss"]
-    return entry["mean_at"][rate]["val_loss"] > BREAKS_DOWN * chosen
-
-
-def rate_moves(conventional, hourglass):
-    """[(family, rate, that side's validation loss there, the gap's move, whether it breaks down
-    there)] for each neighbouring rate of either side."""
-    return [(entry["family"], rate, entry["mean_at"][rate]["val_loss"],
-             sign * (entry["mean_at"][rate][PSNR] - entry["psnr"][0]), breaks_down(entry, rate))
-            for entry, sign in ((hourglass, 1), (conventional, -1))
-            for rate in neighbouring_rates(entry)]
-
-
 def runner_up_moves(conventional, hourglass):
-    """The gap's moves with either side at its runner-up rate: its better neighbour by validation
-    loss where training held, what another draw could have chosen."""
-    best = {}
-    for family, _, loss, move, broke in rate_moves(conventional, hourglass):
-        if not broke and loss < best.get(family, (math.inf,))[0]:
-            best[family] = (loss, move)
-    return [move for _, move in best.values()]
-
-
-def flips(found):
-    """At how many gaps a runner-up rate flips the sign."""
-    return sum(any((gap + m > 0) != (gap > 0) for m in runner_up_moves(c, h))
-               for c, h, gap, _ in found)
+    """The gap's moves with either side at its runner-up rate: its neighbour on the rate grid
+    with the lower validation loss, what another draw could have chosen. A neighbour over
+    BREAKS_DOWN times the chosen rate's loss is where training breaks down: it moves no gap."""
+    moves = []
+    for entry, sign in ((hourglass, 1), (conventional, -1)):
+        tried, chosen = sorted(entry["mean_at"]), entry["learning_rate"]
+        i, limit = tried.index(chosen), BREAKS_DOWN * entry["mean_at"][chosen]["val_loss"]
+        held = [entry["mean_at"][rate] for rate in tried[max(i - 1, 0):i + 2]
+                if rate != chosen and entry["mean_at"][rate]["val_loss"] <= limit]
+        if held:
+            moves.append(sign * (min(held, key=lambda m: m["val_loss"])[PSNR] - entry["psnr"][0]))
+    return moves
 
 
 def side(found):
-    values = [v for c, h, gap, paired in found for v in (
-        gap, *(paired or ()), *(gap + m for m in runner_up_moves(c, h)))]
+    values = [v for c, h, gap, paired in found
+              for v in (gap, *paired, *(gap + m for m in runner_up_moves(c, h)))]
     return ("ahead" if all(v > 0 for v in values) else "behind" if all(v < 0 for v in values)
             else "no clear side")
 
@@ -242,14 +211,10 @@ def grid_holes(entries):
     """[(form, dims)] of the form-shapes short of MIN_RATES rates with every seed: each form runs
     every shape its family ran."""
     seeds = set().union(*(s for e in entries for s in e["seeds_at"].values()))
-    holes = []
-    for family in FAMILIES:
-        shapes = {e["dims"] for e in entries if e["family"] == family}
-        for form in forms(entries, family):
-            ran = {e["dims"]: e["seeds_at"] for e in of_form(entries, form)}
-            holes += [(form, dims) for dims in sorted(shapes) if sum(
-                s == seeds for s in ran.get(dims, {}).values()) < MIN_RATES]
-    return holes
+    ran = {(e["form"], e["dims"]): e["seeds_at"].values() for e in entries}
+    return [(form, shape) for family in FAMILIES for form in forms(entries, family)
+            for shape in sorted({e["dims"] for e in entries if e["family"] == family})
+            if sum(s == seeds for s in ran.get((form, shape), ())) < MIN_RATES]
 
 
 def reading(entries, hourglass, conventional):
@@ -294,14 +259,6 @@ def brief_lines(entries, rows):
     return lines
 
 
-def summary(rows):
-    lrs = sorted({r["learning_rate"] for r in rows})
-    seeds = sorted({int(r["seed"]) for r in rows})
-    return (f"{len(rows)} runs, lrs {', '.join(f'{lr:g}' for lr in lrs)}, seeds "
-            f"{', '.join(map(str, seeds))}; {sum(r['train_time_s'] for r in rows) / 3600:.1f} h of "
-            f"training. Noisy input: {mean(r['baseline_psnr_batchmse'] for r in rows):.2f} dB.")
-
-
 def shape_table(entries):
     lines = ["| form | d_z/d_h/L | lr | seeds | params total / trainable | test PSNR mean (min-max)"
              " | test SSIM mean (min-max) |", "|---|---|---:|---:|---:|---:|---:|"]
@@ -313,62 +270,31 @@ def shape_table(entries):
     return lines
 
 
-def gap_bullet(found, hourglass, conventional, at):
-    """One pair at one front's points: each gap, its seed-paired range, its neighbouring rates."""
-    points = []
-    for c, h, gap, paired in found:
-        e = c if at == FAMILIES[1] else h
-        detail = [f"seed-paired {paired[0]:+.3f} to {paired[1]:+.3f}"] if paired else []
-        detail += [f"the {family} at {rate:g} " + ("breaks down" if broke else f"{move:+.3f}")
-                   for family, rate, _, move, broke in rate_moves(c, h)]
-        points.append(f"{e['dims']} {e['params_total'] / 1e6:.2f}M {gap:+.3f} dB "
-                      f"({'; '.join(detail)})")
-    return (f"- {hourglass} minus {conventional}, at the {at} front's points: a runner-up rate "
-            f"flips {flips(found)} of {len(found)}. " + "; ".join(points) + ".")
-
-
-def report(paths, rows):
-    entries = shape_results(rows)
-    r0 = rows[0]
-    flags = edge_lrs(entries)
-    fronts = [f"- {form} front: " + " -> ".join(
-        f"{e['dims']} ({e['params_total'] / 1e6:.2f}M, {e['psnr'][0]:.2f} dB)"
-        for e in pareto_front(of_form(entries, form))) for form in forms(entries)]
-    fronts.append(f"- the grid: {len(grid_holes(entries))} form-shapes short of {MIN_RATES} rates "
-                  f"with every seed; front shapes at an edge rate: " + (", ".join(
-                      f"{e['form']} {e['dims']} at {e['learning_rate']:g}" for e in flags)
-                      or "none"))
-    bullets = [gap_bullet(found, h, c, at) for h, c in pairs(entries) for at in FAMILIES
-               if (found := gaps(entries, h, c, at))]
+def report(rows):
+    entries, r0 = shape_results(rows), rows[0]
+    lrs = ", ".join(f"{lr:g}" for lr in sorted({r["learning_rate"] for r in rows}))
+    hours = sum(r["train_time_s"] for r in rows) / 3600
     return "\n\n".join([
         f"# {r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
         f"{r0['epochs']:g} epochs, batch {r0['batch_size']:g}",
-        "Rows: " + ", ".join(str(shown(p)) for p in paths), summary(rows),
-        "\n".join(brief_lines(entries, rows)), "\n".join(shape_table(entries)),
-        "\n".join(fronts), "\n".join(bullets)]) + "\n"
+        f"lrs {lrs}; {hours:.1f} h of training. Noisy input: "
+        f"{mean(r['baseline_psnr_batchmse'] for r in rows):.2f} dB.",
+        "\n".join(brief_lines(entries, rows)), "\n".join(shape_table(entries))]) + "\n"
 
 
-def plot(rows, path):
+def plot(entries, path):
     from shapelab.plot import plt, save_figure
 
-    entries = shape_results(rows)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    right = max(e["params_total"] for e in entries) / 1e6
     for form in forms(entries):
-        ours = of_form(entries, form)
-        line = ax.errorbar([e["params_total"] / 1e6 for e in ours], [e["psnr"][0] for e in ours],
-                           yerr=[[e["psnr"][0] - e["psnr"][1] for e in ours],
-                                 [e["psnr"][2] - e["psnr"][0] for e in ours]],
-                           fmt="o", alpha=0.45, capsize=3)
-        front = pareto_front(ours)
-        y = [e["psnr"][0] for e in front]
-        ax.step([e["params_total"] / 1e6 for e in front] + [right], y + [y[-1]], where="post",
-                color=line[0].get_color(), lw=2, label=f"{form} front")
-    ax.set(xlabel="total parameters (M)", ylabel="test PSNR (dB)")
+        ours, front = of_form(entries, form), pareto_front(of_form(entries, form))
+        dots = ax.plot([e["params_total"] / 1e6 for e in ours], [e["psnr"][0] for e in ours], "o",
+                       alpha=0.45)
+        ax.step([e["params_total"] / 1e6 for e in front], [e["psnr"][0] for e in front],
+                where="post", color=dots[0].get_color(), lw=2, label=f"{form} front")
+    ax.set(xlabel="total parameters (M)", ylabel="test PSNR (dB), the seeds' mean")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(report([], rows).splitlines()[0][2:] + "; error bars: seeds' min-max",
-                 fontsize=9)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
@@ -376,14 +302,14 @@ def plot(rows, path):
 def main(argv):
     out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
     paths = [Path(a) for a in argv if not a.startswith("--out=")]
-    if not paths or not all(p.is_file() for p in paths) or len(out) > 1:
+    if not paths or not all(p.is_file() for p in paths):
         raise SystemExit("usage: python experiments/mlp_hourglass_fronts.py <sweep.csv> "
                          "[<sweep.csv> ...] [--out=PREFIX]")
-    prefix = Path(out[0]) if out else paths[0].parent / "fronts"
+    prefix = Path(out[-1]) if out else paths[0].parent / "fronts"
     rows = sweep_rows(paths)
-    text = report(paths, rows)
+    text = report(rows)
     write_atomic(f"{prefix}.md", text)
-    plot(rows, f"{prefix}.png")
+    plot(shape_results(rows), f"{prefix}.png")
     print(text + f"wrote {prefix}.md and {prefix}.png")
     if prefix.resolve().parent == ROOT / "results":  # the pages quote only committed outputs
         for page in write_blocks(pages(ROOT), page_blocks(paths, prefix.name, rows)):

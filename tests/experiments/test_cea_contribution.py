@@ -1,6 +1,5 @@
 """experiments/cea_contribution.py: the Token Prediction and mutual-information contribution
-ratios on hand-built cases, the representations that rebuild the logits, the OOD loss scored only
-on clean windows, the command line."""
+ratios on hand-built cases, the representations that rebuild the logits, the command line."""
 
 import json
 import math
@@ -28,7 +27,6 @@ def save_tiny_run(out_dir, data_dir):
     save_checkpoint(dict(model=build_model("cea", **args).state_dict(), model_type="cea",
                          model_args=args, config=dict(data_dir=str(data_dir), dataset="",
                                                       block_size=16)), out_dir / "ckpt.pt")
-    return vocab
 
 
 def test_contribution_ratio_on_a_hand_built_case():
@@ -71,26 +69,12 @@ def test_mutual_information_of_kmeans_labels():
     assert mi[2] == pytest.approx(math.log(3), abs=1e-6)  # three clusters found, one per target
 
 
-def test_ood_loss_on_clean_windows_and_the_command_line(char_dataset, tmp_path, capsys):
+def test_the_command_line(char_dataset, tmp_path, capsys):
     for name in ("run-a", "run-b"):
-        vocab = save_tiny_run(tmp_path / name, char_dataset)
-    clean = "Speak, speak. All: First Citizen. " * 8
-    dirty = "#S#p#e#a#k#,# #s#p#e#a#k#.# " * 20  # deleting '#' would make it look clean
-    losses = cea_contribution.ood_losses(tmp_path / "run-a", dict(mixed=clean + dirty, clean=clean),
-                                         n_windows=8)
-    assert losses["mixed"] == losses["clean"]
-    assert losses["clean"] == pytest.approx(math.log(vocab), abs=0.3)  # untrained: near uniform
-    with pytest.raises(ValueError, match="entirely in the vocabulary"):
-        cea_contribution.ood_losses(tmp_path / "run-a", dict(dirty=dirty), n_windows=8)
-    shakespeare = ("\n !\"&'()*,-./0123456789:;?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]_"
-                   "abcdefghijklmnopqrstuvwxyz{}")
-    for name, text in cea_contribution.ood_texts().items():  # not Shakespeare, enough windows
-        assert "First Citizen" not in text
-        assert len(cea_contribution.in_vocab_windows(text, shakespeare, 129, 64)) == 64, name
+        save_tiny_run(tmp_path / name, char_dataset)
     plot = tmp_path / "contribution.png"
     cea_contribution.main([f"--out_dirs={tmp_path / 'run-a'},{tmp_path / 'run-b'}",
-                           f"--plot={plot}", "--n_batches=2", "--batch_size=8", "--min_count=5",
-                           "--ood_windows=4"])
+                           f"--plot={plot}", "--n_batches=2", "--batch_size=8", "--min_count=5"])
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()
              if line.startswith("{")]
     assert [line["name"] for line in lines] == ["run-a", "run-b"]

@@ -53,7 +53,7 @@ def test_each_shape_at_its_lr_and_the_gap_is_the_staircases_value_there():
     # at 1500 params the staircase is the 1000-param hourglass's 20.2, not a line towards 21.1
     [(point, best, gap, paired)] = fronts.gaps(entries, *pair(entries))
     assert best["dims"] == "64/8/L2" and gap == pytest.approx(20.2 - 19.25)
-    assert paired == pytest.approx((20.4 - 19.5, 20.0 - 19.0))
+    assert paired == pytest.approx([20.0 - 19.0, 20.4 - 19.5])
     # at the hourglass front's points: 1000 params has no conventional below it, 2000 has
     [(point, best, gap, paired)] = fronts.gaps(entries, *pair(entries), at="hourglass")
     assert best["dims"] == "64/32/L2" and gap == pytest.approx(21.1 - 19.25)
@@ -73,10 +73,10 @@ def rate_grid_rows(conventional_at_2e3=21.0, conventional_loss_at_2e3=0.013):
 
 def test_a_gap_moves_with_either_sides_neighbouring_rate_where_training_held():
     entries = fronts.shape_results(rate_grid_rows())  # the conventional's 3e-3: one seed of two
-    found = fronts.gaps(entries, *pair(entries))
-    bullet = fronts.gap_bullet(found, *pair(entries), "conventional")
-    assert ("0.00M +0.300 dB (seed-paired +0.300 to +0.300; the hourglass at 0.0005 -0.200; the "
-            "hourglass at 0.002 breaks down; the conventional at 0.002 -0.800)") in bullet
+    [(c, h, gap, paired)] = fronts.gaps(entries, *pair(entries))
+    assert gap == pytest.approx(0.3) and paired == pytest.approx([0.3, 0.3])
+    # the hourglass at 5e-4 (2e-3 breaks down), the conventional at 2e-3
+    assert fronts.runner_up_moves(c, h) == pytest.approx([-0.2, -0.8])
 
 
 @pytest.mark.parametrize("at_2e3, loss_at_2e3, expected", [
@@ -132,16 +132,16 @@ def test_each_committed_fronts_output_is_the_script_on_its_rows(output, csvs, mo
     monkeypatch.chdir(ROOT)  # the output names the CSVs as the command was given them
     paths = [ROOT / "results" / p for p in csvs]
     assert not any("/home/" in p.read_text() or "/Users/" in p.read_text() for p in paths)
-    assert fronts.report(paths, fronts.sweep_rows(paths)) == (
+    assert fronts.report(fronts.sweep_rows(paths)) == (
             ROOT / "results" / f"{output}.md").read_text(), (
         f"run python experiments/mlp_hourglass_fronts.py {' '.join(csvs)} --out={output}")
 
 
 def test_a_non_finite_row_is_named_and_left_out_and_another_setting_refused(tmp_path, capsys):
     path = write_csv(tmp_path / "sweep.csv", ROWS)
-    before = fronts.report([path], fronts.sweep_rows([path]))
+    before = fronts.report(fronts.sweep_rows([path]))
     write_csv(path, ROWS + [row("hourglass", 64, 32, 2, 2e-3, 0, 2000, 0.01, float("nan"), 0.9)])
-    assert fronts.report([path], fronts.sweep_rows([path])) == before and "nan" not in before
+    assert fronts.report(fronts.sweep_rows([path])) == before and "nan" not in before
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"warning: {path}: non-finite results left out: hourglass (input not recorded) 64/32/L2 "
         f"at lr 0.002, seed 0")

@@ -1,6 +1,5 @@
-"""experiments/mlp_hourglass_sweep.py and mlp_hourglass_input_proj.py on tiny grids: the sweep's
-resume, its rows never lost, repeated or rewritten, a CSV it does not recognise left alone."""
-import csv
+"""experiments/mlp_hourglass_sweep.py on tiny grids: the sweep's resume, its rows never lost,
+repeated or rewritten, a CSV it does not recognise left alone."""
 import gc
 import math
 import os
@@ -16,7 +15,6 @@ from shapelab.image_tasks import get_task
 import train_mlp
 
 sys.path.insert(0, str(ROOT / "experiments"))
-import mlp_hourglass_input_proj as input_proj
 import mlp_hourglass_sweep as sweep
 
 
@@ -136,22 +134,3 @@ def test_every_sweep_config_spans_one_range_for_both_families(config_file):
     assert max(totals["conventional"]) <= 1.15 * max(totals["hourglass"])
     assert min(totals["hourglass"]) <= min(totals["conventional"])
 
-
-def test_frozen_vs_learned_w_in_goes_on_where_it_stopped(tmp_path, capsys):
-    common = ["--task=mnist_sr", f"--prepared_dir={prepared(tmp_path)}", "--dtype=float32",
-              "--device=cpu", "--batch_size=64", "--max_iters=4", "--eval_interval=2",
-              "--hidden_dim=16", "--n_blocks=1", "--latent_dim=256", "--seeds=0,1",
-              f"--out_dir={tmp_path / 'grid'}"]
-    first = input_proj.main(common)
-    with open(tmp_path / "grid" / "compare.csv") as f:
-        grid = list(csv.DictReader(f))
-    assert [(g["latent_dim"], g["input_proj"], g["seed"]) for g in grid] == [
-        ("256", v, seed) for seed in "01" for v in ("frozen_random", "learned")]
-    for g in grid:  # W_in counts in the total either way, and is trainable only when learned
-        assert int(g["params_total"]) - int(g["params_trainable"]) == (
-            196 * int(g["latent_dim"]) if g["input_proj"] == "frozen_random" else 0)
-    again = input_proj.main(common)["grid"]  # no training again
-    assert [g["test_ssim"] for g in again] == [g["test_ssim"] for g in first["grid"]]
-    assert "nothing to train" in capsys.readouterr().out
-    assert input_proj.runs_folder(str(ROOT / "results" / "mlp_x")) == os.path.join(
-        "out", "mlp_x")  # committed results never hold a checkpoint
