@@ -102,12 +102,7 @@ RULES = {
     "python model.py": "", "python hourglass.py": "", "python variable_width.py": "",
     "python experiments/lws_tables.py": "",
     "python experiments/cea_contribution.py": "--out_dirs={tmp}/out --plot={tmp}/cea.png "
-                                              "--n_batches=2 --batch_size=4 --ood_windows=2 "
-                                              "--min_count=5",
-    "python experiments/mlp_hourglass_input_proj.py": "--prepared_dir={mnist} --latent_dim=64 "
-                                                      "--hidden_dim=8 --n_blocks=1 --max_iters=2 "
-                                                      "--batch_size=8 --out_dir={tmp}/mlp "
-                                                      "--dtype=float32",
+                                              "--n_batches=2 --batch_size=4 --min_count=5",
     "python shapes.py": "--plot={tmp}/shapes.png",
     "python compare.py": "settings only",  # minutes of training: tests/test_compare.py runs it
     "python -c ": "",
