@@ -12,10 +12,8 @@ import gc
 import importlib.util
 import math
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,6 +26,7 @@ from shapelab.configurator import ConfigError, check_train_settings, parse_overr
 from shapelab.dataset import TokenFiles, find_dataset, ood_windows
 from shapelab.hardware import auto_dtype, autocast, fastest_cpu_threads, peak_flops, pick_device
 from shapelab.run import TimePlan, all_finite, start_run
+from shapelab.tokenizer import Tokenizer
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
 
@@ -36,7 +35,7 @@ from shapes import (build_model, check_model_settings, matched_model_args, model
 # I/O
 out_dir = "out"  # the run's folder: ckpt.pt, metrics.jsonl, the lock
 eval_interval = 100  # evaluate and checkpoint every this many steps (and at the end)
-eval_iters = 20  # batches per split in an evaluation (the same ones each time)
+eval_iters = 20  # batches per split in an evaluation (the same ones each time; 4 a minute)
 log_interval = 50  # print and log the training loss every this many steps
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
@@ -98,6 +97,8 @@ sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, e
 # what keeps the run safe: shapelab/run.py
 run, checkpoint, config = start_run(config, given_keys, MODEL_KEYS)
 globals().update(config)
+if max_iters == 0:  # a timed run's minutes go to training: at most 4 eval batches a minute
+    eval_iters = max(1, min(eval_iters, int(4 * max_minutes)))
 # -----------------------------------------------------------------------------------------------
 
 ddp = int(os.environ.get("RANK", -1)) != -1  # is this a torchrun run?
@@ -248,10 +249,9 @@ if ood_sha256:  # which texts the OOD losses are of
 # training loop
 to_try = f"a lower learning_rate (now {learning_rate}) or more warmup_iters (now {warmup_iters})"
 if device_type == "cpu":  # beside other busy programs fewer threads can train faster
-    timings = fastest_cpu_threads(raw_model, *get_batch("train", torch.Generator()), autocast_ctx)
+    fastest_cpu_threads(raw_model, *get_batch("train", torch.Generator()), autocast_ctx)
     if master_process:
-        print(f"CPU threads: {torch.get_num_threads()}, the fastest now of "
-              + ", ".join(f"{n} ({1000 * s:.0f} ms a pass)" for n, s in timings.items()))
+        print(f"CPU threads: {torch.get_num_threads()}, the fastest now")
 peak, _ = peak_flops(device_type)
 start_iter = iter_num
 eval_s = 0.0  # the last evaluation's seconds (with its save)
@@ -337,7 +337,7 @@ while True:
         to_go = f", ~{minutes_left:.1f} min to go" if max_iters else ""
         print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}, lr {lr:.2e}, "
               f"{dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s"
-              + (f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else "") + to_go)
+              + (f", MFU {100 * mfu:.1f}%" if mfu else "") + to_go)
         run.log(dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
                      tokens_per_s=round(tokens_per_s), mfu=mfu,
                      elapsed_s=round(time.monotonic() - run_start, 2)))
@@ -347,10 +347,13 @@ if master_process:
     minutes = (time.monotonic() - run_start) / 60
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
-    if sample_tokens > 0:  # the final model's sample, as sample.py draws it from ckpt.pt
-        subprocess.run([sys.executable, Path(__file__).with_name("sample.py"), "--num_samples=1",
-                        f"--out_dir={out_dir}", f"--max_new_tokens={sample_tokens}",
-                        f"--device={device}"])
+    if sample_tokens > 0:  # in this process: a second one would import torch again
+        tokenizer = Tokenizer.of(meta)
+        with torch.no_grad(), autocast_ctx:
+            ids = raw_model.eval().generate(torch.tensor([tokenizer.encode("\n")], device=device),
+                                            sample_tokens, temperature=0.8, top_k=200,
+                                            vocab_size=tokenizer.vocab_size)
+        print(tokenizer.decode(ids[0].tolist()))
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its sample first
     del model, ddp_model  # the process group goes now: at exit gloo's threads meet terminate
