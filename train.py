@@ -40,7 +40,6 @@ log_interval = 50  # print and log the training loss every this many steps
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
 sample_tokens = 300  # tokens of the sample printed at the end (0: none)
-stop_val_loss = 0.0  # > 0: stop at the first evaluation whose val loss is <= this
 eval_ood = ""  # '' (off), or other texts scored at each evaluation: data/<name> or a folder
 # data
 dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
@@ -278,16 +277,14 @@ while True:
             raise run.diverged(iter_num, f"the evaluation's losses are {losses['train']}, "
                                f"{val_loss} (val)", to_try)  # never saved over the last good one
         best_val_loss = min(best_val_loss, val_loss)
-        reached_target = stop_val_loss > 0 and val_loss <= stop_val_loss
         if master_process:
             ood_loss = ood and sum(ood.values()) / len(ood)
             print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {val_loss:.4f}"
-                  + (f", OOD loss {ood_loss:.4f}" if ood else "")
-                  + (" - stop_val_loss reached: stopping" if reached_target else ""))
+                  + (f", OOD loss {ood_loss:.4f}" if ood else ""))
             run.log(dict(iter=iter_num, tokens=tokens, train_loss=losses["train"],
                          val_loss=val_loss, elapsed_s=round(time.monotonic() - run_start, 2),
                          **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
-        if master_process and (iter_num > 0 or reached_target):
+        if master_process and iter_num > 0:
             run.save(dict(
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
@@ -297,8 +294,6 @@ while True:
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.monotonic() - eval_start
         t0, steps_timed = time.monotonic(), 0  # the step time leaves the evaluation out
-        if reached_target:
-            break
     if max_iters and iter_num >= max_iters:
         break
 

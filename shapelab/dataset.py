@@ -5,6 +5,7 @@ eval_ood. A run reads the .bin files it opened to its end, whatever is prepared 
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,15 +81,13 @@ def check_dataset(folder, block_size):
 def in_vocab_windows(text, chars, length, n_windows):
     """Start offsets of up to n_windows windows of `length` characters of `text` that are all in
     `chars`, evenly spaced over every such window. ValueError if there is none."""
-    ok = np.isin(np.frombuffer(text.encode("utf-32-le"), np.uint32),
-                 np.frombuffer(chars.encode("utf-32-le"), np.uint32))
-    bad_before = np.concatenate([[0], np.cumsum(~ok)])  # out-of-vocabulary characters before i
-    starts = np.nonzero(bad_before[length:] == bad_before[:-length])[0]
-    if len(starts) == 0:
+    runs = re.finditer(f"[{re.escape(chars)}]{{{length},}}", text)
+    starts = [start for run in runs for start in range(run.start(), run.end() - length + 1)]
+    if not starts:
         raise ValueError(f"no window of {length} characters is entirely in the vocabulary: use "
                          f"a text closer to the training data or a shorter block_size")
     pick = np.unique(np.linspace(0, len(starts) - 1, min(n_windows, len(starts))).round())
-    return starts[pick.astype(int)].tolist()
+    return [starts[i] for i in pick.astype(int)]
 
 
 def ood_windows(eval_ood, meta, block_size):
@@ -99,19 +98,15 @@ def ood_windows(eval_ood, meta, block_size):
                         f"this dataset's tokenizer is {meta['tokenizer']!r}: use a char-level "
                         f"dataset (e.g. shakespeare_char) or eval_ood=''")
     folder = find_dataset(eval_ood, eval_ood if "/" in eval_ood else "")
-    again = (f"eval_ood={eval_ood!r} names a folder of texts and their meta.json (python "
-             f"{folder / 'prepare.py'} writes them), e.g. --eval_ood=fortunes")
-    try:
-        records = json.loads((folder / "meta.json").read_text(encoding="utf-8"))["texts"]
-        texts = {name: (folder / r["file"]).read_bytes() for name, r in records.items()}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise DataError(f"error: {folder}'s texts cannot be read ({type(e).__name__}: {e}): "
-                        f"{again}") from None
+    records = json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("texts")
+    if not records:
+        raise DataError(f"error: eval_ood={eval_ood!r} holds no texts: e.g. --eval_ood=fortunes")
     windows, index = {}, {c: i for i, c in enumerate(meta["chars"])}
-    for name, text in texts.items():
-        if hashlib.sha256(text).hexdigest() != records[name]["sha256"]:
-            raise DataError(f"error: {folder / records[name]['file']} is not the text its "
-                            f"meta.json records: {again}")
+    for name, record in records.items():
+        text = (folder / record["file"]).read_bytes()
+        if hashlib.sha256(text).hexdigest() != record["sha256"]:
+            raise DataError(f"error: {folder / record['file']} is not the text its meta.json "
+                            f"records: prepare it again (python {folder / 'prepare.py'})")
         text = text.decode("utf-8")
         try:
             starts = in_vocab_windows(text, meta["chars"], block_size + 1, 64)
