@@ -166,10 +166,10 @@ if init_from == "scratch":
     else:  # a bare --model_type=X: X's own shape at this GPT's budget
         model_args = matched_model_args(model_type, baseline)
     model = build_model(model_type, **model_args)
-    if master_process and model_type != "gpt":
-        print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
     if master_process:  # every setting, the data and the model checked: a run begins here
         run.remove_previous_run()
+        if model_type != "gpt":
+            print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
 else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint, run.ckpt)
