@@ -12,8 +12,11 @@ import gc
 import importlib.util
 import math
 import os
+import runpy
+import signal
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,7 +29,6 @@ from shapelab.configurator import ConfigError, check_train_settings, parse_overr
 from shapelab.dataset import TokenFiles, find_dataset, ood_windows
 from shapelab.hardware import auto_dtype, autocast, fastest_cpu_threads, peak_flops, pick_device
 from shapelab.run import TimePlan, all_finite, start_run
-from shapelab.tokenizer import Tokenizer
 from shapes import (build_model, check_model_settings, matched_model_args, model_from_checkpoint,
                     model_keys, print_model_types)
 
@@ -342,13 +344,12 @@ if master_process:
     minutes = (time.monotonic() - run_start) / 60
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
-    if sample_tokens > 0:  # in this process: a second one would import torch again
-        tokenizer = Tokenizer.of(meta)
-        with torch.no_grad(), autocast_ctx:
-            ids = raw_model.eval().generate(torch.tensor([tokenizer.encode("\n")], device=device),
-                                            sample_tokens, temperature=0.8, top_k=200,
-                                            vocab_size=tokenizer.vocab_size)
-        print(tokenizer.decode(ids[0].tolist()))
+    if sample_tokens > 0:  # sample.py on ckpt.pt, in this process: no second torch import
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the run is saved: a signal ends the sample
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.argv = ["sample.py", "--num_samples=1", f"--out_dir={out_dir}",
+                    f"--max_new_tokens={sample_tokens}", f"--device={device}"]
+        runpy.run_path(Path(__file__).with_name("sample.py"), run_name="__main__")
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its sample first
     del model, ddp_model  # the process group goes now: at exit gloo's threads meet terminate
