@@ -173,7 +173,8 @@ def check_device(device):
          f"device={device!r}: use auto, cpu, cuda, cuda:<index> or mps")
     here = (int(index or 0) < torch.cuda.device_count() if kind == "cuda"
             else kind != "mps" or torch.backends.mps.is_available())
-    need(here, f"device={device!r} is not on this machine: use --device=cpu or --device=auto")
+    need(here, f"device={device!r}: this machine has no {'MPS' if kind == 'mps' else 'CUDA GPU'}"
+         f"{index and ' ' + index}: use --device=cpu or --device=auto")
 
 
 RULES = [  # train.py's settings: (keys, what each must be, the one line's words)
