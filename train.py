@@ -12,7 +12,8 @@ import gc
 import importlib.util
 import math
 import os
-import subprocess
+import runpy
+import signal
 import sys
 import time
 from pathlib import Path
@@ -36,12 +37,11 @@ from shapes import (build_model, check_model_settings, matched_model_args, model
 # I/O
 out_dir = "out"  # the run's folder: ckpt.pt, metrics.jsonl, the lock
 eval_interval = 100  # evaluate and checkpoint every this many steps (and at the end)
-eval_iters = 20  # batches per split in an evaluation (the same ones each time)
+eval_iters = 20  # batches per split in an evaluation (the same ones each time; 4 a minute)
 log_interval = 50  # print and log the training loss every this many steps
 init_from = "scratch"  # 'scratch' or 'resume' (from out_dir/ckpt.pt)
 overwrite = False  # True: a scratch run deletes the run already in out_dir at its start
 sample_tokens = 300  # tokens of the sample printed at the end (0: none)
-stop_val_loss = 0.0  # > 0: stop at the first evaluation whose val loss is <= this
 eval_ood = ""  # '' (off), or other texts scored at each evaluation: data/<name> or a folder
 # data
 dataset = "shakespeare_char"  # data/<dataset>/{train,val}.bin and meta.json
@@ -98,6 +98,8 @@ sys.stdout.reconfigure(line_buffering=True)  # progress lines show up at once, e
 # what keeps the run safe: shapelab/run.py
 run, checkpoint, config = start_run(config, given_keys, MODEL_KEYS)
 globals().update(config)
+if max_iters == 0:  # a timed run's minutes go to training: at most 4 eval batches a minute
+    eval_iters = max(1, min(eval_iters, int(4 * max_minutes)))
 # -----------------------------------------------------------------------------------------------
 
 ddp = int(os.environ.get("RANK", -1)) != -1  # is this a torchrun run?
@@ -166,10 +168,10 @@ if init_from == "scratch":
     else:  # a bare --model_type=X: X's own shape at this GPT's budget
         model_args = matched_model_args(model_type, baseline)
     model = build_model(model_type, **model_args)
-    if master_process and model_type != "gpt":
-        print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
     if master_process:  # every setting, the data and the model checked: a run begins here
         run.remove_previous_run()
+        if model_type != "gpt":
+            print(shape_report(model, model_args, baseline, matched=not config["model_args"]))
 else:
     model_args = checkpoint["model_args"]
     model = model_from_checkpoint(checkpoint, run.ckpt)
@@ -248,10 +250,9 @@ if ood_sha256:  # which texts the OOD losses are of
 # training loop
 to_try = f"a lower learning_rate (now {learning_rate}) or more warmup_iters (now {warmup_iters})"
 if device_type == "cpu":  # beside other busy programs fewer threads can train faster
-    timings = fastest_cpu_threads(raw_model, *get_batch("train", torch.Generator()), autocast_ctx)
+    fastest_cpu_threads(raw_model, *get_batch("train", torch.Generator()), autocast_ctx)
     if master_process:
-        print(f"CPU threads: {torch.get_num_threads()}, the fastest now of "
-              + ", ".join(f"{n} ({1000 * s:.0f} ms a pass)" for n, s in timings.items()))
+        print(f"CPU threads: {torch.get_num_threads()}, the fastest now")
 peak, _ = peak_flops(device_type)
 start_iter = iter_num
 eval_s = 0.0  # the last evaluation's seconds (with its save)
@@ -278,16 +279,14 @@ while True:
             raise run.diverged(iter_num, f"the evaluation's losses are {losses['train']}, "
                                f"{val_loss} (val)", to_try)  # never saved over the last good one
         best_val_loss = min(best_val_loss, val_loss)
-        reached_target = stop_val_loss > 0 and val_loss <= stop_val_loss
         if master_process:
             ood_loss = ood and sum(ood.values()) / len(ood)
             print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {val_loss:.4f}"
-                  + (f", OOD loss {ood_loss:.4f}" if ood else "")
-                  + (" - stop_val_loss reached: stopping" if reached_target else ""))
+                  + (f", OOD loss {ood_loss:.4f}" if ood else ""))
             run.log(dict(iter=iter_num, tokens=tokens, train_loss=losses["train"],
                          val_loss=val_loss, elapsed_s=round(time.monotonic() - run_start, 2),
                          **(dict(ood_loss=ood_loss, ood=ood) if ood else {})))
-        if master_process and (iter_num > 0 or reached_target):
+        if master_process and iter_num > 0:
             run.save(dict(
                 model=raw_model.state_dict(), optimizer=optimizer.state_dict(),
                 scaler=scaler.state_dict(), model_type=model_type, model_args=model_args,
@@ -297,8 +296,6 @@ while True:
             print(f"saved checkpoint to {run.ckpt}")
         eval_s = time.monotonic() - eval_start
         t0, steps_timed = time.monotonic(), 0  # the step time leaves the evaluation out
-        if reached_target:
-            break
     if max_iters and iter_num >= max_iters:
         break
 
@@ -337,7 +334,7 @@ while True:
         to_go = f", ~{minutes_left:.1f} min to go" if max_iters else ""
         print(f"iter {iter_num}/{max_iters or '?'}: loss {lossf:.4f}, lr {lr:.2e}, "
               f"{dt * 1000:.0f} ms/iter, {tokens_per_s:,.0f} tok/s"
-              + (f", MFU {100 * mfu:.1f}%" + (" per card" if ddp else "") if mfu else "") + to_go)
+              + (f", MFU {100 * mfu:.1f}%" if mfu else "") + to_go)
         run.log(dict(iter=iter_num, loss=lossf, lr=lr, ms_per_iter=round(dt * 1000, 2),
                      tokens_per_s=round(tokens_per_s), mfu=mfu,
                      elapsed_s=round(time.monotonic() - run_start, 2)))
@@ -347,10 +344,12 @@ if master_process:
     minutes = (time.monotonic() - run_start) / 60
     print(f"done: {iter_num} steps, {tokens / 1e6:.2f}M tokens, {minutes:.1f} min (all sessions); "
           f"val loss {val_loss:.4f} (best {best_val_loss:.4f})")
-    if sample_tokens > 0:  # the final model's sample, as sample.py draws it from ckpt.pt
-        subprocess.run([sys.executable, Path(__file__).with_name("sample.py"), "--num_samples=1",
-                        f"--out_dir={out_dir}", f"--max_new_tokens={sample_tokens}",
-                        f"--device={device}"])
+    if sample_tokens > 0:  # sample.py on ckpt.pt, in this process: no second torch import
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # the run is saved: a signal ends the sample
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.argv = ["sample.py", "--num_samples=1", f"--out_dir={out_dir}",
+                    f"--max_new_tokens={sample_tokens}", f"--device={device}"]
+        runpy.run_path(Path(__file__).with_name("sample.py"), run_name="__main__")
 if ddp:
     torch.distributed.barrier()  # let rank 0 finish its sample first
     del model, ddp_model  # the process group goes now: at exit gloo's threads meet terminate

@@ -62,20 +62,15 @@ def machine_name():
 
 
 def fastest_cpu_threads(model, x, y, autocast_ctx):
-    """Sets the thread count whose forward-backward pass is fastest now; returns {threads: s}.
-    Beside other busy programs torch's threads wait on each other, and fewer train faster."""
-    def seconds_a_pass():
+    """Sets the thread count (all, half, ..., 1) whose forward-backward pass is fastest now."""
+    def seconds_a_pass(threads):
+        torch.set_num_threads(threads)
         start = time.perf_counter()
         with autocast_ctx:
             model(x, y)[1].backward()
         model.zero_grad(set_to_none=True)
         return time.perf_counter() - start
     most = torch.get_num_threads()
-    torch.set_num_threads(1)
-    seconds_a_pass()  # the first pass allocates
-    timings = {}
-    for threads in sorted({most} | {2 ** k for k in range(most.bit_length()) if 2 ** k < most}):
-        torch.set_num_threads(threads)
-        timings[threads] = seconds_a_pass()
-    torch.set_num_threads(min(timings, key=timings.get))
-    return timings
+    seconds_a_pass(most)  # the first pass allocates
+    counts = {most >> k for k in range(most.bit_length())}
+    torch.set_num_threads(min(counts, key=seconds_a_pass))

@@ -234,7 +234,7 @@ def digit_like(n, seed):
 
 def digit_splits(n_train=768, n_val=128, n_test=256):
     """dataset.ImageSplits of digit-like images (train, val and test drawn apart)."""
-    from shapelab.dataset import ImageSplits
+    from shapelab.images import ImageSplits
 
     return ImageSplits("synthetic bar digits", *digit_like(n_train, 0), *digit_like(n_val, 1),
                        *digit_like(n_test, 2))

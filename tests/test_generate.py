@@ -1,14 +1,12 @@
 """KV-cached generation: the cache gives a full recompute's logits for every kind of layer, holds
 the bytes the accounting counts, is rebuilt from half a block when full; padding ids are never
-sampled; Ctrl-C in sample.py is one line."""
+sampled."""
 
 import pytest
 import torch
-from conftest import all_logits, run_here
+from conftest import all_logits
 
-import model as model_file
 from model import KVCache
-from shapelab.checkpoint import save_checkpoint
 from shapes import build_model
 
 VOCAB, BLOCK = 50, 32
@@ -112,36 +110,3 @@ def test_a_full_cache_of_a_tiny_block_keeps_at_least_one_token():
         tiny = build_model("gpt", vocab_size=VOCAB, block_size=block_size, n_layer=1, n_embd=32,
                            n_head=2).eval()
         assert tiny.generate(torch.randint(VOCAB, (1, 3)), 7, temperature=0).shape == (1, 10)
-
-
-CHARS = "\n !,.:;?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-@pytest.fixture
-def char_checkpoint(tmp_path):
-    args = dict(vocab_size=len(CHARS), block_size=16, n_layer=1, n_embd=32, n_head=2)
-    save_checkpoint(dict(model=build_model("gpt", **args).state_dict(), model_type="gpt",
-                         model_args=args, iter_num=3, best_val_loss=2.0,
-                         meta={"tokenizer": "char", "vocab_size": len(CHARS), "chars": CHARS},
-                         config={"dataset": "shakespeare_char"}), tmp_path / "ckpt.pt")
-    return tmp_path
-
-
-def sample(out_dir, *args):
-    return run_here("sample.py", f"--out_dir={out_dir}", "--start=ab", "--max_new_tokens=20",
-                    "--num_samples=2", "--dtype=float32", "--device=cpu", *args)
-
-
-def test_ctrl_c_while_sampling_is_one_line_and_exit_status_130(char_checkpoint, monkeypatch):
-    generate, calls = model_file.GPT.generate, []
-
-    def interrupted_on_the_second_sample(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return generate(self, *args, **kwargs)
-
-    monkeypatch.setattr(model_file.GPT, "generate", interrupted_on_the_second_sample)
-    result = sample(char_checkpoint)
-    assert result.returncode == 130 and result.stderr.count("\n") == 1, result.stderr
-    assert "1 of 2" in result.stderr
