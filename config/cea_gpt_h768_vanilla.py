@@ -6,8 +6,6 @@ out_dir = "out-cea-h768-vanilla"
 # Shakespeare: its ~0.34M BPE tokens are far too few for a 150-750M model (this budget would read
 # them ~1300 times). Tokens: the paper's batch of 1024 sequences of 128 (131k tokens per step) for
 # 3500 steps = ~0.46B tokens, about one pass over TinyStories (~0.47B tokens): no story is repeated.
-# The paper compares models at equal pre-training loss, not equal steps: add --stop_val_loss=<the
-# vanilla run's final val loss> to stop there.
 dataset = "tinystories"
 eval_interval = 250
 eval_iters = 100

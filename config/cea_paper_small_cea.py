@@ -1,9 +1,7 @@
 # CEA paper, its own small-scale GPT shape (appendix C.1: hidden 128, 12 layers, 2 heads, context
 # 128), on character-level Shakespeare (the paper: Wikipedia + BooksCorpus, BERT vocabulary).
 # FFN-Wider w/ CEA (outer ratio 12.5%: Outer-FFN 512, Inner-FFN 3584, direct pathway): same
-# parameters as _wider. The paper compares models at equal pre-training loss: give the target with
-# --stop_val_loss=... (experiments/cea_outer_ratio_sweep.py does: vanilla for a fixed number of
-# steps, the others stop at its final val loss). The paper's optimiser is Adam, lr 1e-4, batch 512,
+# parameters as _wider. The paper's optimiser is Adam, lr 1e-4, batch 512,
 # 10k warm-up steps, linear decay, and it used mid-training checkpoints; at CPU scale: AdamW lr
 # 2e-3, batch 8, a constant lr after a short warm-up. OMP_NUM_THREADS=1 nice -n 10 python train.py
 # config/cea_paper_small_cea.py --dtype=float32

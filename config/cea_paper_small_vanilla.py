@@ -1,13 +1,11 @@
 # CEA paper, its own small-scale GPT shape (appendix C.1: hidden 128, 12 layers, 2 heads, context
 # 128), on character-level Shakespeare (the paper: Wikipedia + BooksCorpus, BERT vocabulary). the
-# vanilla GPT (FFN 4d = 512): 3.15M non-embedding parameters. The paper compares models at equal
-# pre-training loss: give the target with --stop_val_loss=... (experiments/cea_outer_ratio_sweep.py
-# does: vanilla for a fixed number of steps, the others stop at its final val loss). The paper's
+# vanilla GPT (FFN 4d = 512): 3.15M non-embedding parameters. The paper's
 # optimiser is Adam, lr 1e-4, batch 512, 10k warm-up steps, linear decay, and it used mid-training
 # checkpoints; at CPU scale: AdamW lr 2e-3, batch 8, a constant lr after a short warm-up.
 # OMP_NUM_THREADS=1 nice -n 10 python train.py config/cea_paper_small_vanilla.py --dtype=float32
 out_dir = "out-cea-small-vanilla"
-eval_interval = 10  # evaluations are where a stop_val_loss target is checked
+eval_interval = 10
 eval_iters = 4
 log_interval = 10
 dataset = "shakespeare_char"
@@ -18,10 +16,10 @@ n_head = 2
 n_embd = 128
 dropout = 0.0
 learning_rate = 2e-3
-# constant after the warm-up: a stop-at-target checkpoint is a mid-training one, as in the paper
+# constant after the warm-up: a checkpoint is a mid-training one, as in the paper
 decay_lr = False
 warmup_iters = 20
-max_iters = 400  # a cap; with --stop_val_loss the run ends earlier
+max_iters = 400
 lr_decay_iters = 400
 min_lr = 2e-4
 weight_decay = 0.01  # the paper's L2 weight

@@ -1,8 +1,6 @@
 # CEA paper, its own small-scale GPT shape (appendix C.1: hidden 128, 12 layers, 2 heads, context
 # 128), on character-level Shakespeare (the paper: Wikipedia + BooksCorpus, BERT vocabulary).
-# FFN-Wider (FFN 32d = 4096): 19.66M non-embedding parameters. The paper compares models at equal
-# pre-training loss: give the target with --stop_val_loss=... (experiments/cea_outer_ratio_sweep.py
-# does: vanilla for a fixed number of steps, the others stop at its final val loss). The paper's
+# FFN-Wider (FFN 32d = 4096): 19.66M non-embedding parameters. The paper's
 # optimiser is Adam, lr 1e-4, batch 512, 10k warm-up steps, linear decay, and it used mid-training
 # checkpoints; at CPU scale: AdamW lr 2e-3, batch 8, a constant lr after a short warm-up.
 # OMP_NUM_THREADS=1 nice -n 10 python train.py config/cea_paper_small_wider.py --dtype=float32
