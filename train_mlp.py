@@ -56,7 +56,6 @@ batch_size = None
 learning_rate = None
 weight_decay = 0.01  # torch's AdamW default, as the reference code's
 eval_interval = None  # steps between validations; 0 = once per epoch
-log_interval = 50
 seed = 0  # draws W_in, the init, the data order and the noise
 # I/O
 out_dir = ""  # '' = out/mlp_<task>
@@ -75,15 +74,14 @@ PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float,
                      dtype=str)
 EVAL_BATCH_SIZE = 128  # the reference code's: psnr_batchmse depends on it
 # a resume: where and how it runs is this invocation's; the model and the data it sees are the run's
-NOT_RESUMED = ("out_dir", "init_from", "overwrite", "num_threads", "log_interval", "data_dir",
-               "prepared_dir")
+NOT_RESUMED = ("out_dir", "init_from", "overwrite", "num_threads", "data_dir", "prepared_dir")
 SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_dim", "n_blocks",
               "seed", "flips", "noise_sigma", "clamp_sr_input", "max_train_images", "batch_size",
               "device")
 
 
 RULES = [  # (keys, what each must be, the one line's words)
-    ("latent_dim hidden_dim n_blocks batch_size log_interval", lambda v: v >= 1,
+    ("latent_dim hidden_dim n_blocks batch_size", lambda v: v >= 1,
      "it must be 1 or more"),
     ("max_iters max_train_images num_threads eval_interval weight_decay noise_sigma",
      lambda v: v is None or 0 <= v < math.inf, "it must be 0 or more, a finite number"),
@@ -179,7 +177,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     c, checkpoint = resolve(config), None
     if run is not None:  # the lock, the refusals and the resume of train.py
         run, checkpoint, settings = start_run(vars(c), DEFAULTS if given is None else given,
-                                              SHAPE_KEYS, run, "train_mlp.py", ["train_state"],
+                                              SHAPE_KEYS, run, "train_mlp.py", ["best"],
                                               NOT_RESUMED)
         c = resolve(settings)
     ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends
@@ -218,16 +216,12 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     start, elapsed_before = 0, 0.0
     best = {"val_loss": math.inf, "iter": 0, "state": None}
     if checkpoint is not None:  # where the run stopped: weights, AdamW, data order, noise
-        state = checkpoint["train_state"]
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        noise_rng.set_state(state["noise_rng"])
-        order_rng.set_state(state["epoch_order_rng"])  # this epoch's order, drawn again
-        epoch_order_rng = state["epoch_order_rng"]
-        order = torch.randperm(n_train * c.flips, generator=order_rng)
-        start, elapsed_before = checkpoint["iter_num"], state["elapsed_s"]
-        best = {"val_loss": checkpoint["best_val_loss"], "iter": checkpoint["best_iter"],
-                "state": checkpoint["model"]}
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        noise_rng.set_state(checkpoint["noise_rng"])
+        order = checkpoint["order"]  # this epoch's, and the generator past it
+        order_rng.set_state(checkpoint["order_rng"])
+        start, elapsed_before, best = (checkpoint[k] for k in ("iter_num", "elapsed_s", "best"))
         run.drop_repeated_metrics(start)
         say(f"resuming from {run.ckpt} at step {start} of {total_steps}")
     elif run is not None and c.overwrite:  # every setting, the data and the model checked
@@ -240,7 +234,6 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
     for iter_num in range(start, total_steps):
         pos = iter_num % steps_per_epoch
         if pos == 0:  # a new epoch: shuffle the (image, flip) pairs of the enlarged set
-            epoch_order_rng = order_rng.get_state()  # saved: a resume draws it again
             order = torch.randperm(n_train * c.flips, generator=order_rng)
         idx = order[pos * c.batch_size:(pos + 1) * c.batch_size]
         rows = (idx % n_train).to(c.device)
@@ -258,18 +251,15 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         optimizer.step()
 
         step = iter_num + 1
-        if step % c.log_interval == 0 or step == total_steps:
-            if not math.isfinite(loss.item()):
-                raise ends.diverged(step, f"the loss is {loss.item()}",
-                                    f"a lower --learning_rate (now {c.learning_rate})")
-            say(f"step {step}/{total_steps} | loss {loss.item():.5f} | lr {lr:.2e} | "
-                f"{(step - start) / (time.time() - t0):.1f} it/s")
         if step % (c.eval_interval or steps_per_epoch) == 0 or step == total_steps:
             val = evaluate(model, c, data, "val", prototypes)
-            if not (math.isfinite(val["loss"]) and all_finite(model)):
-                raise ends.diverged(step, f"the val loss is {val['loss']}",
+            if not (math.isfinite(loss.item() + val["loss"]) and all_finite(model)):
+                raise ends.diverged(step, f"the losses are {loss.item()}, {val['loss']} (val)",
                                     f"a lower --learning_rate (now {c.learning_rate})")
-            say(f"step {step}: val loss {val['loss']:.5f}, psnr {val['psnr_batchmse']:.2f} dB")
+            its = (step - start) / (time.time() - t0)
+            say(f"step {step}/{total_steps}: loss {loss.item():.5f}, val loss {val['loss']:.5f}, "
+                f"psnr {val['psnr_batchmse']:.2f} dB, lr {lr:.2e}, {its:.1f} it/s, "
+                f"~{(total_steps - step) / its / 60:.1f} min to go")
             if run is not None:
                 run.log(dict(iter=step, epoch=step / steps_per_epoch, lr=lr, val_loss=val["loss"],
                              val_psnr_batchmse=val["psnr_batchmse"],
@@ -278,13 +268,11 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 best = {"val_loss": val["loss"], "iter": step, "state": state}
             if run is not None:  # the best model so far, and the state a resume goes on from
-                run.save({"model": best["state"], "best_iter": best["iter"],
-                          "best_val_loss": best["val_loss"], "config": vars(c).copy(),
-                          "data": data_record, "iter_num": step, "train_state": {
-                              "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                              "noise_rng": noise_rng.get_state(),
-                              "epoch_order_rng": epoch_order_rng,
-                              "elapsed_s": time.time() - run_start}})
+                run.save(dict(model=model.state_dict(), optimizer=optimizer.state_dict(),
+                              noise_rng=noise_rng.get_state(), order=order,
+                              order_rng=order_rng.get_state(), best=best, config=vars(c).copy(),
+                              data=data_record, iter_num=step,
+                              elapsed_s=time.time() - run_start))
     train_time = time.time() - run_start
 
     model.load_state_dict(best["state"])  # test the model with the lowest validation loss
