@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -26,7 +27,7 @@ from mlp_hourglass import check_shape, count_params, image_mlp, input_projection
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import (ConfigError, check_device, check_rules, need, parse_overrides,
                                    usage_error)
-from shapelab.dataset import load_images
+from shapelab.images import load_images
 from shapelab.hardware import auto_dtype, autocast, pick_device
 from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
                                   choose_prototypes, flips_of_copies, get_task, make_batch)
@@ -94,9 +95,8 @@ RULES = [  # (keys, what each must be, the one line's words)
 def task_protocol(task_name):
     """The settings of config/mlp_<task>.py, the task's training protocol."""
     get_task(task_name)  # an unknown task: one line
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config",
-                        f"mlp_{task_name}.py")
-    return parse_overrides([path], DEFAULTS, types=PROTOCOL_KEYS)
+    path = Path(__file__).resolve().parent / "config" / f"mlp_{task_name}.py"
+    return parse_overrides([str(path)], DEFAULTS, types=PROTOCOL_KEYS)
 
 
 def resolve(config):
@@ -205,10 +205,9 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
 
     n_train = len(data.train)
     steps_per_epoch = n_train * c.flips // c.batch_size
-    need(steps_per_epoch > 0, f"{n_train} training images x {c.flips} flips is less than one "
-         f"batch of {c.batch_size}")
-    total_steps = max(1, round(c.epochs * steps_per_epoch))
-    total_steps = min(total_steps, c.max_iters or total_steps)
+    need(steps_per_epoch > 0, f"batch_size={c.batch_size}: more than the {n_train} training "
+         f"images x {c.flips} flips")
+    total_steps = min(max(1, round(c.epochs * steps_per_epoch)), c.max_iters or math.inf)
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
     train_images, train_labels = data.train.to(c.device), data.train_labels.to(c.device)
