@@ -1,21 +1,18 @@
 """
-Export a trained checkpoint into a folder that transformers and sample.py load.
+Export the plain GPT from a trained checkpoint into a folder that transformers loads.
 
     python export.py out/ckpt.pt out-hf          # (out/ works too: its ckpt.pt)
 
 The plain GPT (model_type 'gpt', every layer of one shape) is a LLaMA-style decoder: it goes out
 as transformers' LlamaForCausalLM, or Qwen3ForCausalLM with qk_norm='head' (Llama plus an RMSNorm
-over each query and key head), and is loaded back to check that its logits are ours. Every other
-shape goes into model.safetensors under this repo's names. Both get the tokenizer (tokenizer.json)
-and shape_lab.json, what sample.py needs beside the weights; `python sample.py --out_dir=out-hf`
-reads either. Tensors and JSON only: nothing in the folder runs code when it is loaded.
+over each query and key head), with its tokenizer (tokenizer.json), and is loaded back to check
+that its logits are ours. Tensors and JSON only: nothing in the folder runs code when loaded.
 
-The folder is new, empty or an earlier export. The export writes the files named in EXPORT_FILES
-in a folder beside it, then moves them in, replacing those of the same names: a failed export
-changes nothing, and no other file is ever replaced or deleted.
+The folder is new, empty or holds an earlier export (config.json). The export is written in a
+folder beside it, then its files are moved in, replacing only those of the same names: a failed
+export changes nothing, and no other file is ever replaced or deleted.
 """
 
-import json
 import os
 import sys
 import tempfile
@@ -24,29 +21,53 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from shapelab.checkpoint import EXPORT_INFO, load_checkpoint, to_transformers
-from shapelab.configurator import usage_error
 from data.sources import gpt2_tiktoken_file
+from shapelab.checkpoint import load_checkpoint
+from shapelab.configurator import usage_error
 from shapelab.tokenizer import GPT2_EOT, GPT2_PAT_STR
 from shapes import model_from_checkpoint
 
 USAGE = "usage: python export.py CHECKPOINT FOLDER  (CHECKPOINT: out/ckpt.pt, or the folder of it)"
 EOT = "<|endoftext|>"
-KEPT = ("model_type", "model_args", "meta", "config", "iter_num", "best_val_loss")  # of the run
-EXPORT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                "tokenizer_config.json", "special_tokens_map.json", EXPORT_INFO)
+# the plain GPT's names -> transformers' Llama / Qwen3 names (fused qkv and gate|up split apart)
+LAYER_NAMES = {"attn.norm.weight": "input_layernorm.weight",
+               "attn.attn.out_proj.weight": "self_attn.o_proj.weight",
+               "attn.attn.q_norm.weight": "self_attn.q_norm.weight",
+               "attn.attn.k_norm.weight": "self_attn.k_norm.weight",
+               "ffn.norm.weight": "post_attention_layernorm.weight",
+               "ffn.mlp.out_proj.weight": "mlp.down_proj.weight"}
+OUTER_NAMES = {"tok_emb.weight": "model.embed_tokens.weight", "norm_f.weight": "model.norm.weight",
+               "lm_head.weight": "lm_head.weight"}
+
+
+def to_transformers(state, q_dim, kv_dim):
+    """The plain GPT's state dict in transformers' names: the same tensors, qkv_proj split into
+    rows of q_dim, kv_dim, kv_dim."""
+    out = {}
+    for name, tensor in state.items():
+        if not name.startswith("blocks."):
+            out[OUTER_NAMES[name]] = tensor
+            continue
+        _, i, rest = name.split(".", 2)
+        layer = f"model.layers.{i}."
+        if rest == "attn.attn.qkv_proj.weight":
+            for part, rows in zip("qkv", tensor.split([q_dim, kv_dim, kv_dim])):
+                out[f"{layer}self_attn.{part}_proj.weight"] = rows
+        elif rest == "ffn.mlp.gate_up_proj.weight":
+            out[f"{layer}mlp.gate_proj.weight"], out[f"{layer}mlp.up_proj.weight"] = tensor.chunk(2)
+        else:
+            out[layer + LAYER_NAMES[rest]] = tensor
+    return out
 
 
 def transformers_class(model_type, config):
-    """('LlamaForCausalLM' or 'Qwen3ForCausalLM', '') for a model transformers has, else
-    (None, why not)."""
-    if model_type != "gpt":
-        return None, f"model_type={model_type!r} has no transformers class"
-    if any(spec != config.layers[0] for spec in config.layers):
-        return None, "its layers differ in shape"
-    if config.qk_norm == "full":
-        return None, "qk_norm='full' (one RMSNorm over all heads) has no transformers class"
-    return ("Qwen3ForCausalLM" if config.qk_norm == "head" else "LlamaForCausalLM"), ""
+    """'LlamaForCausalLM' or 'Qwen3ForCausalLM'; a one-line error for a shape transformers lacks."""
+    why = (f"model_type={model_type!r}" if model_type != "gpt"
+           else "layers that differ in shape" if any(s != config.layers[0] for s in config.layers)
+           else "qk_norm='full' (one RMSNorm over all heads)" if config.qk_norm == "full" else "")
+    if why:
+        usage_error(f"{why} has no transformers class: export.py writes the plain GPT only")
+    return "Qwen3ForCausalLM" if config.qk_norm == "head" else "LlamaForCausalLM"
 
 
 def export_transformers(model, class_name, meta, folder):
@@ -74,16 +95,6 @@ def export_transformers(model, class_name, meta, folder):
         return (model(idx, targets=idx)[0] - hf_model(idx).logits).abs().max().item()
 
 
-def export_safetensors(model, folder):
-    """model's tensors in folder/model.safetensors under this repo's names, a tied LM head stored
-    once (safetensors refuses shared tensors); returns {alias: name stored}."""
-    from safetensors.torch import save_file
-    tied = {"lm_head.weight": "tok_emb.weight"} if model.config.tie_embeddings else {}
-    save_file({name: t.contiguous() for name, t in model.state_dict().items() if name not in tied},
-              folder / "model.safetensors")
-    return tied
-
-
 def export_tokenizer(meta, block_size, folder):
     """The run's tokenizer as transformers' tokenizer.json."""
     from tokenizers import Tokenizer, decoders, models
@@ -102,38 +113,6 @@ def export_tokenizer(meta, block_size, folder):
                             **special).save_pretrained(folder)
 
 
-def write_export(model, checkpoint, folder):
-    """Every file of the export in folder, checked; says what it wrote."""
-    class_name, why_not = transformers_class(checkpoint["model_type"], model.config)
-    info = {"weights": "transformers" if class_name else "shape_lab", "tied": {},
-            "checkpoint": {k: checkpoint[k] for k in KEPT}}
-    if class_name:
-        diff = export_transformers(model, class_name, checkpoint["meta"], folder)
-        if not diff < 1e-4:
-            raise SystemExit(f"error: transformers' {class_name} computes other logits from the "
-                             f"exported weights (largest difference {diff:.3g}) than this repo's "
-                             f"GPT; nothing was exported")
-        print(f"as {class_name}: transformers' logits are ours (largest difference {diff:.1e}); "
-              f"load it with AutoModelForCausalLM.from_pretrained, score it with lm_eval")
-    else:
-        info["tied"] = export_safetensors(model, folder)
-        print(f"no transformers class: {why_not}; the weights keep this repo's names")
-    export_tokenizer(checkpoint["meta"], model.config.block_size, folder)
-    (folder / EXPORT_INFO).write_text(json.dumps(info, indent=1))
-
-
-def install(staging, folder):
-    """The export's files from staging into folder, shape_lab.json last; a file of an earlier
-    export (EXPORT_FILES) that this one does not write stops it, before anything is moved."""
-    written = os.listdir(staging)
-    if stale := [name for name in EXPORT_FILES if name not in written and (folder / name).exists()]:
-        usage_error(f"{folder / stale[0]} is not part of this export, which writes no such file: "
-                    f"remove it, or export into a new folder")
-    for name in sorted(written, key=lambda name: name == EXPORT_INFO):
-        os.chmod(staging / name, 0o644)  # safetensors writes for its owner only
-        os.replace(staging / name, folder / name)
-
-
 def main(argv):
     if len(argv) != 2 or any(a.startswith("-") for a in argv):
         usage_error(USAGE)
@@ -143,22 +122,32 @@ def main(argv):
     except FileNotFoundError:
         usage_error(f"no checkpoint at {source}: give export.py a ckpt.pt that train.py wrote, or "
                     f"its folder")
-    if not set(KEPT) <= checkpoint.keys():
+    if not {"model_type", "model_args", "meta", "iter_num"} <= checkpoint.keys():
         usage_error(f"{source} is not a checkpoint of this repo's train.py")
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / EXPORT_INFO).is_file():
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "config.json").is_file():
         usage_error(f"{folder} holds other files and no export: export into a new or empty "
                     f"folder, or over an earlier export")
+    model = model_from_checkpoint(checkpoint).eval()
+    class_name = transformers_class(checkpoint["model_type"], model.config)
     try:  # staged beside the folder, so that a failed export leaves no trace
         folder.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".export-", dir=folder.parent) as staging:
-            write_export(model_from_checkpoint(checkpoint).eval(), checkpoint, Path(staging))
+            diff = export_transformers(model, class_name, checkpoint["meta"], staging)
+            if not diff < 1e-4:
+                raise SystemExit(f"error: transformers' {class_name} computes other logits from "
+                                 f"the exported weights (largest difference {diff:.3g}) than this "
+                                 f"repo's GPT; nothing was exported")
+            export_tokenizer(checkpoint["meta"], model.config.block_size, staging)
             folder.mkdir(exist_ok=True)
-            install(Path(staging), folder)
+            for name in sorted(os.listdir(staging), key=lambda name: name == "config.json"):
+                os.chmod(Path(staging, name), 0o644)  # safetensors writes for its owner only
+                os.replace(Path(staging, name), folder / name)
     except (OSError, SafetensorError) as e:
         usage_error(f"cannot write into {folder} ({getattr(e, 'strerror', None) or e}): give "
                     f"export.py a FOLDER you can write to, e.g. ~/out-hf")
-    print(f"exported {checkpoint['model_type']} (step {checkpoint['iter_num']}) to {folder}; "
-          f"sample from it: python sample.py --out_dir={folder}")
+    print(f"exported {checkpoint['model_type']} (step {checkpoint['iter_num']}) to {folder} as "
+          f"{class_name}: transformers' logits are ours (largest difference {diff:.1e}); load it "
+          f"with AutoModelForCausalLM.from_pretrained, score it with lm_eval")
 
 
 if __name__ == "__main__":

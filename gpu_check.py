@@ -50,10 +50,8 @@ def run(config, part, args, **env):
     """The output of `python args` in the repo root, kept in out_dir/<part>.log too; a command
     that fails is a PartFailed."""
     proc = subprocess.run([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONUNBUFFERED="1", **env))
-    with open(config["out_dir"] / f"{part}.log", "a") as log:
-        log.write(f"$ python {' '.join(args)}\n{proc.stdout}\n")
+                          stderr=subprocess.STDOUT, text=True, env={**os.environ, **env})
+    (config["out_dir"] / f"{part}.log").write_text(f"$ python {' '.join(args)}\n{proc.stdout}")
     if proc.returncode:
         raise PartFailed(f"exit {proc.returncode}: {error_line(proc.stdout)}")
     return proc.stdout
@@ -70,22 +68,18 @@ def train_args(config, name, iters, *extra):
 
 
 def loss_falls(output):
-    """'val loss first -> last' of train.py's evaluations (10% down at least), and its speed."""
+    """'val loss first -> last' of train.py's evaluations (10% down at least)."""
     losses = re.findall(r"^step \d+: train loss \S+, val loss (\S+)$", output, re.M)
     if len(losses) < 2 or not float(losses[-1]) <= 0.9 * float(losses[0]):
         raise PartFailed(f"val loss {losses}: it did not fall by 10%; {error_line(output)}")
-    speed = re.findall(r", \d+ ms/iter|, MFU [\d.]+%", re.findall(r"^iter .*$", output, re.M)[-1])
-    return f"val loss {losses[0]} -> {losses[-1]}{''.join(speed)}"
+    return f"val loss {losses[0]} -> {losses[-1]}"
 
 
 def recompiles_after(output, step):
     """The recompiles TORCH_LOGS=recompiles reports after train.py's log line of `step` (before
     it: the first compiles), a recompile limit hit counted as one."""
-    warm = re.search(rf"^iter {step}/", output, re.M)
-    if warm is None:
-        raise PartFailed(f"no log line for step {step}: {error_line(output)}")
-    return len(re.findall(r"Recompiling function|hit config\.recompile_limit",
-                          output[warm.start():]))
+    after = output.partition(f"\niter {step}/")[2]
+    return len(re.findall(r"Recompiling function|hit config\.recompile_limit", after))
 
 
 def check_bench(config):
@@ -100,10 +94,8 @@ def check_bench(config):
     rows = json.loads((config["out_dir"] / "bench.json").read_text())["rows"]
     if any(r["oom"] for r in rows):
         raise PartFailed(f"out of memory: {[r['model'] for r in rows if r['oom']]}")
-    mfu = f"MFU {100 * rows[0]['mfu']:.1f}%" if rows[0]["mfu"] else "MFU n/a (peak unknown)"
-    ratios = sorted(r["ratio"] for r in rows)
-    return (f"{rows[0]['model']} {rows[0]['tokens_per_s']:,.0f} tok/s, {mfu}; {len(rows)} shapes "
-            f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x")
+    mfu = f", MFU {100 * rows[0]['mfu']:.1f}%" if rows[0]["mfu"] else ""
+    return f"{rows[0]['model']} {rows[0]['tokens_per_s']:,.0f} tok/s{mfu}"
 
 
 def check_train(config):
@@ -120,19 +112,14 @@ def check_torchrun(config):
     output = run(config, "torchrun", ["-m", "torch.distributed.run", "--standalone",
                                       "--nproc_per_node=1",
                                       *train_args(config, "torchrun", iters, f"--dtype={dtype}")])
-    if "1 process(es)" not in output:
-        raise PartFailed(f"train.py did not report 1 process: {error_line(output)}")
     return f"1 process, {dtype}: {loss_falls(output)}"
 
 
 def check_sample(config):
-    new, start = 50 if config["tiny"] else 300, time.time()
     output = run(config, "sample", ["sample.py", f"--out_dir={config['out_dir'] / 'train'}",
-                                    f"--device={config['device']}", "--num_samples=1", "--seed=1",
-                                    f"--max_new_tokens={new}",
+                                    f"--device={config['device']}", "--num_samples=1",
                                     *["--dtype=float32"] * config["tiny"]])
-    text = " ".join(output.split("\n", 1)[-1].split())[:40]
-    return f"{new} tokens in {time.time() - start:.1f} s: {text!r}"
+    return repr(" ".join(output.split())[-40:])
 
 
 def main(argv):
@@ -153,7 +140,6 @@ def main(argv):
     table = ["| part | result | figure | seconds |", "|---|---|---|---:|"]
     for part in config["parts"].split(","):
         start = time.time()
-        (config["out_dir"] / f"{part}.log").unlink(missing_ok=True)
         try:
             result, figure = "PASS", globals()[f"check_{part}"](config)
         except (Exception, SystemExit) as e:  # a bug in a check is a FAIL too

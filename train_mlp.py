@@ -7,18 +7,17 @@ MLP", Chen, Lee, Liao, Shiu 2025, arXiv:2510.01796), read top to bottom like tra
 
 A setting left at None takes its value from config/mlp_<task>.py, the task's protocol. AdamW at a
 linearly decaying learning rate; the best model by validation loss is tested beside the trivial
-baseline. out_dir is a RunDir, as train.py's; --init_from=resume on a finished run tests its
-checkpoint again.
+baseline. The run folder is train.py's (shapelab/run.py); --init_from=resume on a finished run
+tests its checkpoint again.
 """
 
-import csv
-import io
 import json
 import math
 import os
 import re
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -28,11 +27,10 @@ from mlp_hourglass import check_shape, count_params, image_mlp, input_projection
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import (ConfigError, check_device, check_rules, need, parse_overrides,
                                    usage_error)
-from shapelab.dataset import load_images
+from shapelab.images import load_images
 from shapelab.hardware import auto_dtype, autocast, pick_device
 from shapelab.image_tasks import (BASELINE_NAMES, MetricAccumulator, baseline_prediction,
-                                  choose_prototypes, flips_of_copies, get_task, make_batch,
-                                  samples_png)
+                                  choose_prototypes, flips_of_copies, get_task, make_batch)
 from shapelab.run import RunDir, all_finite, start_run
 
 # -----------------------------------------------------------------------------------------------
@@ -59,7 +57,6 @@ batch_size = None
 learning_rate = None
 weight_decay = 0.01  # torch's AdamW default, as the reference code's
 eval_interval = None  # steps between validations; 0 = once per epoch
-log_interval = 50
 seed = 0  # draws W_in, the init, the data order and the noise
 # I/O
 out_dir = ""  # '' = out/mlp_<task>
@@ -78,15 +75,14 @@ PROTOCOL_KEYS = dict(latent_dim=int, hidden_dim=int, n_blocks=int, epochs=float,
                      dtype=str)
 EVAL_BATCH_SIZE = 128  # the reference code's: psnr_batchmse depends on it
 # a resume: where and how it runs is this invocation's; the model and the data it sees are the run's
-NOT_RESUMED = ("out_dir", "init_from", "overwrite", "num_threads", "log_interval", "data_dir",
-               "prepared_dir")
+NOT_RESUMED = ("out_dir", "init_from", "overwrite", "num_threads", "data_dir", "prepared_dir")
 SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_dim", "n_blocks",
               "seed", "flips", "noise_sigma", "clamp_sr_input", "max_train_images", "batch_size",
               "device")
 
 
 RULES = [  # (keys, what each must be, the one line's words)
-    ("latent_dim hidden_dim n_blocks batch_size log_interval", lambda v: v >= 1,
+    ("latent_dim hidden_dim n_blocks batch_size", lambda v: v >= 1,
      "it must be 1 or more"),
     ("max_iters max_train_images num_threads eval_interval weight_decay noise_sigma",
      lambda v: v is None or 0 <= v < math.inf, "it must be 0 or more, a finite number"),
@@ -99,23 +95,21 @@ RULES = [  # (keys, what each must be, the one line's words)
 def task_protocol(task_name):
     """The settings of config/mlp_<task>.py, the task's training protocol."""
     get_task(task_name)  # an unknown task: one line
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config",
-                        f"mlp_{task_name}.py")
-    return parse_overrides([path], DEFAULTS, types=PROTOCOL_KEYS)
+    path = Path(__file__).resolve().parent / "config" / f"mlp_{task_name}.py"
+    return parse_overrides([str(path)], DEFAULTS, types=PROTOCOL_KEYS)
 
 
 def resolve(config):
     """The settings a run uses, the task's protocol filled into the Nones, each checked in one
-    line. Returns a namespace: c.learning_rate, c.latent_dim, ..."""
+    line: a namespace."""
     c = SimpleNamespace(**{**DEFAULTS, **config})
-    t = get_task(c.task)
     protocol = task_protocol(c.task)
     for key in PROTOCOL_KEYS:
         if getattr(c, key) is None:
             setattr(c, key, protocol[key])
     check_rules(vars(c), RULES)
-    need(c.flips == 1 or t.target != "prototype", "flips are not defined for generative "
-         "classification (the target prototype would not flip): use --flips=1")
+    need(c.flips == 1 or get_task(c.task).target != "prototype", "flips are not defined for "
+         "generative classification (the target prototype would not flip): use --flips=1")
     check_device(c.device)
     need(not c.data_dir or os.path.isdir(c.data_dir), f"--data_dir={c.data_dir}: no such folder")
     c.device = pick_device(c.device)
@@ -123,7 +117,8 @@ def resolve(config):
         c.dtype = "bfloat16" if auto_dtype(c.device.split(":")[0]) == "bfloat16" else "float32"
     c.out_dir = c.out_dir or os.path.join("out", f"mlp_{c.task}")
     check_shape(c.shape, c.latent_dim, c.hidden_dim)
-    c.input_proj = input_projection(c.input_proj, c.shape, c.latent_dim, t.input_dim)
+    c.input_proj = input_projection(c.input_proj, c.shape, c.latent_dim,
+                                    get_task(c.task).input_dim)
     return c
 
 
@@ -144,26 +139,24 @@ def make_model(c):
 
 
 def make_optimizer(model, c):
-    """AdamW over the trainable parameters only: neither the update nor the weight decay can
-    touch a frozen W_in."""
+    """AdamW over the trainable parameters only: a frozen W_in gets no update, no weight decay."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(trainable, lr=c.learning_rate, weight_decay=c.weight_decay)
 
 
 @torch.no_grad()
-def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, baseline=False):
-    """Metrics on a split, its degraded inputs drawn from `seed` (the same every time);
+def evaluate(model, c, data, split, prototypes, baseline=False):
+    """Metrics on data's "val" or "test" split, its degraded inputs the same every time;
     baseline=True scores the trivial restorer (the noisy input, bicubic upsampling, the input)."""
     t = get_task(c.task)
-    was_training = model.training
+    images, labels = getattr(data, split), getattr(data, f"{split}_labels")
     model.eval()
-    g = torch.Generator(device=c.device).manual_seed(seed)
+    g = torch.Generator(device=c.device).manual_seed(c.seed + (1000 if split == "val" else 2000))
     acc = MetricAccumulator()
     for i in range(0, len(images), EVAL_BATCH_SIZE):
-        imgs = images[i:i + EVAL_BATCH_SIZE].to(c.device)
         labs = labels[i:i + EVAL_BATCH_SIZE].to(c.device)
-        x, target = make_batch(t, imgs, labs, prototypes, g, c.noise_sigma,
-                               clamp_sr_input=c.clamp_sr_input)
+        x, target = make_batch(t, images[i:i + EVAL_BATCH_SIZE].to(c.device), labs, prototypes, g,
+                               c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
         if baseline:
             pred = baseline_prediction(t, x)
         else:
@@ -172,23 +165,22 @@ def evaluate(model, c, images, labels, prototypes, with_ssim=False, seed=1234, b
         correct = None
         if t.target == "prototype":
             correct = torch.cdist(pred.float(), prototypes).argmin(1) == labs  # nearest prototype
-        acc.add(pred, target, t.image_shape, with_ssim, correct)
-    model.train(was_training)
+        acc.add(pred, target, t.image_shape, split == "test", correct)  # SSIM on test only
+    model.train()
     return acc.result()
 
 
 def train(config, data=None, quiet=False, run=None, given=None, results=True):
     """Train one model: the results, with the best model (by validation loss) under "model".
-    config: a dict of settings; data: ImageSplits (None: loaded); run: out_dir's RunDir (None:
-    nothing written); given: the keys the command line set; results=False: no result files."""
+    data: ImageSplits (None: loaded); run: out_dir's RunDir (None: nothing written); given: the
+    keys the command line set; results=False: no result.json."""
     c, checkpoint = resolve(config), None
     if run is not None:  # the lock, the refusals and the resume of train.py
         run, checkpoint, settings = start_run(vars(c), DEFAULTS if given is None else given,
-                                              SHAPE_KEYS, run, "train_mlp.py", ["train_state"],
+                                              SHAPE_KEYS, run, "train_mlp.py", ["best"],
                                               NOT_RESUMED)
         c = resolve(settings)
     ends = run or RunDir(c.out_dir, lock=False)  # how a diverged run ends
-    to_try = f"a lower --learning_rate (now {c.learning_rate})"
     t = get_task(c.task)
     say = (lambda *a: None) if quiet else print
     if c.num_threads:
@@ -206,54 +198,41 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
 
     torch.manual_seed(c.seed)  # W_in and the init
     model = make_model(c).to(c.device)
-    c.input_proj = model.input_proj  # the W_in the module holds, whatever the settings say
     params = count_params(model)
-    say(f"model: {c.shape} d_z={c.latent_dim} d_h={c.hidden_dim} L={c.n_blocks} "
-        f"W_in={c.input_proj} | params total {params['total']:,} trainable {params['trainable']:,}")
+    say(f"{c.shape} d_z={c.latent_dim} d_h={c.hidden_dim} L={c.n_blocks} W_in={c.input_proj}: "
+        f"{params['trainable']:,} of {params['total']:,} parameters trained")
     optimizer = make_optimizer(model, c)
-    amp = autocast(c.device.split(":")[0], c.dtype)
 
     n_train = len(data.train)
     steps_per_epoch = n_train * c.flips // c.batch_size
-    if steps_per_epoch == 0:
-        raise ConfigError(f"{n_train} training images x {c.flips} flips is less than one batch "
-                          f"of {c.batch_size}")
-    total_steps = max(1, round(c.epochs * steps_per_epoch))
-    total_steps = min(total_steps, c.max_iters) if c.max_iters else total_steps
-    eval_interval = c.eval_interval or steps_per_epoch
+    need(steps_per_epoch > 0, f"batch_size={c.batch_size}: more than the {n_train} training "
+         f"images x {c.flips} flips")
+    total_steps = min(max(1, round(c.epochs * steps_per_epoch)), c.max_iters or math.inf)
     noise_rng = torch.Generator(device=c.device).manual_seed(c.seed + 1)  # training noise
     order_rng = torch.Generator().manual_seed(c.seed + 2)  # data order
-    train_images = data.train.to(c.device)  # (N, C, H, W) uint8, moved once
-    train_labels = data.train_labels.to(c.device)
+    train_images, train_labels = data.train.to(c.device), data.train_labels.to(c.device)
 
-    start, history, elapsed_before = 0, [], 0.0
+    start, elapsed_before = 0, 0.0
     best = {"val_loss": math.inf, "iter": 0, "state": None}
     if checkpoint is not None:  # where the run stopped: weights, AdamW, data order, noise
-        state = checkpoint["train_state"]
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        noise_rng.set_state(state["noise_rng"])
-        epoch_order_rng = state["epoch_order_rng"]
-        order_rng.set_state(epoch_order_rng)  # this epoch's order, drawn again
-        order = torch.randperm(n_train * c.flips, generator=order_rng)
-        start, history = checkpoint["iter_num"], state["history"]
-        elapsed_before = state["elapsed_s"]
-        best = {"val_loss": checkpoint["best_val_loss"], "iter": checkpoint["best_iter"],
-                "state": checkpoint["model"]}
-        say(f"this run finished at step {start}: nothing to train (its test metrics follow)"
-            if start >= total_steps else f"resuming from {run.ckpt} at step {start}")
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        noise_rng.set_state(checkpoint["noise_rng"])
+        order = checkpoint["order"]  # this epoch's, and the generator past it
+        order_rng.set_state(checkpoint["order_rng"])
+        start, elapsed_before, best = (checkpoint[k] for k in ("iter_num", "elapsed_s", "best"))
+        run.drop_repeated_metrics(start)
+        say(f"resuming from {run.ckpt} at step {start} of {total_steps}")
     elif run is not None and c.overwrite:  # every setting, the data and the model checked
-        run.remove_previous_run("result.json", "history.csv", "samples.png")
+        run.remove_previous_run("result.json")
     checkpoint = None  # free memory
 
-    val_psnr = history[-1]["val_psnr_batchmse"] if history else math.nan
-    loss_sum, n_loss = 0.0, 0
     t0 = time.time()
+    run_start = t0 - elapsed_before  # the time counts across resumes
     model.train()
     for iter_num in range(start, total_steps):
         pos = iter_num % steps_per_epoch
         if pos == 0:  # a new epoch: shuffle the (image, flip) pairs of the enlarged set
-            epoch_order_rng = order_rng.get_state()  # saved: a resume draws it again
             order = torch.randperm(n_train * c.flips, generator=order_rng)
         idx = order[pos * c.batch_size:(pos + 1) * c.batch_size]
         rows = (idx % n_train).to(c.device)
@@ -263,91 +242,50 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         lr = c.learning_rate * (1.0 - iter_num / total_steps)  # linear decay to 0, no warm-up
         for group in optimizer.param_groups:
             group["lr"] = lr
-        with amp:
+        with autocast(c.device.split(":")[0], c.dtype):
             pred = model(x)  # (B, d_out)
         loss = F.mse_loss(pred.float(), target)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        loss_sum, n_loss = loss_sum + loss.detach(), n_loss + 1  # no sync until an evaluation
 
-        last = iter_num + 1 == total_steps
-        if (iter_num + 1) % eval_interval == 0 or last:
-            val = evaluate(model, c, data.val, data.val_labels, prototypes, seed=c.seed + 1000)
-            val_psnr, train_loss = val["psnr_batchmse"], float(loss_sum) / max(n_loss, 1)
-            history.append({"iter": iter_num + 1, "epoch": (iter_num + 1) / steps_per_epoch,
-                            "lr": lr, "train_loss": train_loss, "val_loss": val["loss"],
-                            "val_psnr_batchmse": val_psnr,
-                            "val_psnr_per_image": val["psnr_per_image"],
-                            "time_s": elapsed_before + time.time() - t0})
-            loss_sum, n_loss = 0.0, 0
-            if not (math.isfinite(train_loss) and math.isfinite(val["loss"])
-                    and all_finite(model)):
-                raise ends.diverged(iter_num + 1, f"the losses are {train_loss} (train), "
-                                              f"{val['loss']} (val)", to_try)
+        step = iter_num + 1
+        if step % (c.eval_interval or steps_per_epoch) == 0 or step == total_steps:
+            val = evaluate(model, c, data, "val", prototypes)
+            if not (math.isfinite(loss.item() + val["loss"]) and all_finite(model)):
+                raise ends.diverged(step, f"the losses are {loss.item()}, {val['loss']} (val)",
+                                    f"a lower --learning_rate (now {c.learning_rate})")
+            its = (step - start) / (time.time() - t0)
+            say(f"step {step}/{total_steps}: loss {loss.item():.5f}, val loss {val['loss']:.5f}, "
+                f"psnr {val['psnr_batchmse']:.2f} dB, lr {lr:.2e}, {its:.1f} it/s, "
+                f"~{(total_steps - step) / its / 60:.1f} min to go")
+            if run is not None:
+                run.log(dict(iter=step, epoch=step / steps_per_epoch, lr=lr, val_loss=val["loss"],
+                             val_psnr_batchmse=val["psnr_batchmse"],
+                             elapsed_s=round(time.time() - run_start, 2)))
             if val["loss"] < best["val_loss"]:
                 state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                best = {"val_loss": val["loss"], "iter": iter_num + 1, "state": state}
+                best = {"val_loss": val["loss"], "iter": step, "state": state}
             if run is not None:  # the best model so far, and the state a resume goes on from
-                run.save({"model": best["state"], "best_iter": best["iter"],
-                          "best_val_loss": best["val_loss"], "config": config_record(c),
-                          "prototypes": prototypes, "data": data_record, "iter_num": iter_num + 1,
-                          "train_state": {
-                              "model": best["state"] if best["iter"] == iter_num + 1
-                              else model.state_dict(),
-                              "optimizer": optimizer.state_dict(),
-                              "noise_rng": noise_rng.get_state(),
-                              "epoch_order_rng": epoch_order_rng, "history": history,
-                              "elapsed_s": elapsed_before + time.time() - t0}})
-        if (iter_num + 1) % c.log_interval == 0 or last:
-            loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                raise ends.diverged(iter_num + 1, f"the loss is {loss_value}", to_try)
-            its = (iter_num + 1 - start) / (time.time() - t0)  # since this session's start
-            left = (total_steps - iter_num - 1) / its / 60
-            val_text = "--" if math.isnan(val_psnr) else f"{val_psnr:.2f} dB"
-            say(f"step {iter_num + 1}/{total_steps} | loss {loss_value:.5f} | val psnr "
-                f"{val_text} | lr {lr:.2e} | {its:.1f} it/s | ~{left:.1f} min to go")
-    train_time = elapsed_before + time.time() - t0
+                run.save(dict(model=model.state_dict(), optimizer=optimizer.state_dict(),
+                              noise_rng=noise_rng.get_state(), order=order,
+                              order_rng=order_rng.get_state(), best=best, config=vars(c).copy(),
+                              data=data_record, iter_num=step,
+                              elapsed_s=time.time() - run_start))
+    train_time = time.time() - run_start
 
     model.load_state_dict(best["state"])  # test the model with the lowest validation loss
-    test, baseline = (evaluate(model, c, data.test, data.test_labels, prototypes, True,
-                               c.seed + 2000, baseline) for baseline in (False, True))
-    result = {"task": c.task, "data": data_record["source"], "dataset": data.dataset,
-              "config": config_record(c), "params": params, "steps": total_steps,
-              "best_iter": best["iter"], "best_val_loss": best["val_loss"],
-              "train_time_s": train_time, "it_per_s": total_steps / max(train_time, 1e-9),
-              "test": test, "baseline": baseline, "baseline_name": BASELINE_NAMES[t.degradation]}
+    test, baseline = (evaluate(model, c, data, "test", prototypes, baseline)
+                      for baseline in (False, True))
+    result = {"config": vars(c).copy(), "data": data_record, "params": params,
+              "steps": total_steps, "best_iter": best["iter"], "best_val_loss": best["val_loss"],
+              "train_time_s": train_time, "test": test, "baseline": baseline}
     accuracy = f", nearest-prototype accuracy {test['accuracy']:.4f}" if "accuracy" in test else ""
-    say(f"test ({len(data.test)} images): psnr_batchmse {test['psnr_batchmse']:.2f} dB, "
-        f"psnr_per_image {test['psnr_per_image']:.2f} dB, ssim {test['ssim']:.4f}{accuracy} | "
-        f"{result['baseline_name']}: {baseline['psnr_batchmse']:.2f} dB, ssim "
-        f"{baseline['ssim']:.4f} | {train_time:.0f}s")
+    say(f"test: psnr {test['psnr_batchmse']:.2f} dB, ssim {test['ssim']:.4f}{accuracy} | "
+        f"{BASELINE_NAMES[t.degradation]}: {baseline['psnr_batchmse']:.2f} dB | {train_time:.0f}s")
     if run is not None and results:
         write_atomic(run.dir / "result.json", json.dumps(result, indent=2))
-        write_csv(run.dir / "history.csv", history)
-        g = torch.Generator(device=c.device).manual_seed(c.seed + 2000)  # samples.png: 8 images
-        model.eval()
-        x, target = make_batch(t, data.test[:8].to(c.device), data.test_labels[:8].to(c.device),
-                               prototypes, g, c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
-        with torch.no_grad(), amp:
-            pred = model(x)
-        title = (f"{c.task} {c.shape} ({c.latent_dim},{c.hidden_dim},{c.n_blocks}) test PSNR "
-                 f"{test['psnr_batchmse']:.2f} dB")
-        write_atomic(run.dir / "samples.png", samples_png(t, x, pred, target, title))
-    return {**result, "history": history, "model": model}
-
-
-def config_record(c):
-    return {k: getattr(c, k) for k in DEFAULTS}
-
-
-def write_csv(path, rows):
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-    writer.writeheader()
-    writer.writerows(rows)
-    write_atomic(path, text.getvalue())
+    return {**result, "model": model}
 
 
 def main(argv, catch_signals=False):

@@ -70,9 +70,6 @@ def load_images(task, dataset="", data_dir="", max_train_images=0, prepared_dir=
     if dataset not in PREPARED_DIRS:
         raise ConfigError(f"dataset={dataset!r} is unknown; choose one of "
                           f"{', '.join(PREPARED_DIRS)}")
-    if (dataset == "imagenet32") != (task.dataset_kind == "imagenet32"):
-        need = "imagenet32" if task.dataset_kind == "imagenet32" else "mnist or fashion_mnist"
-        raise ConfigError(f"task {task.name} needs --dataset={need}, got {dataset!r}")
     folder = Path(prepared_dir or ROOT / "data" / PREPARED_DIRS[dataset])
     meta_path = folder / "meta.json"
     stale = data_dir and meta_path.exists() and json.loads(

@@ -40,9 +40,8 @@ def test_mnist_prepare_splits_the_official_sets_as_the_reference_code(tmp_path):
         assert np.array_equal(getattr(splits, split)[:, 0], x)
         assert np.array_equal(getattr(splits, f"{split}_labels"), y)
     assert read == meta and splits.source == meta["source"] and splits.dataset == "mnist"
-    (tmp_path / "bad").write_bytes(b"\x12\x34\x08\x01\x00\x00\x00\x02ab")
     with pytest.raises(ValueError, match="not an IDX file"):
-        MNIST["read_idx"](tmp_path / "bad")
+        MNIST["read_idx"](b"\x12\x34\x08\x01\x00\x00\x00\x02ab")
 
 
 def fake_deb(path, files):
@@ -66,21 +65,19 @@ def test_fashion_mnist_comes_out_of_its_debian_package_and_a_swapped_one_is_refu
     deb_dir = MNIST["FASHION_DEB_DIR"]
     fake_deb(tmp_path / "fashion.deb", {f"{deb_dir}/{p.name}": p.read_bytes()
                                         for p in raw.iterdir()} | {"usr/share/doc/x": b"doc"})
-    fetch = MNIST["fetch"]
+    idx_files = MNIST["idx_files"]
     sha256 = hashlib.sha256((tmp_path / "fashion.deb").read_bytes()).hexdigest()
-    monkeypatch.setitem(fetch.__globals__, "FASHION_DEB_SHA256", sha256)
-    monkeypatch.setitem(fetch.__globals__, "FASHION_DEB_URL", (tmp_path / "fashion.deb").as_uri())
-    folder, source = fetch("fashion_mnist", tmp_path / "cache")
-    assert folder == tmp_path / "cache/fashion_mnist_deb/deb" / deb_dir
+    monkeypatch.setitem(idx_files.__globals__, "FASHION_DEB_SHA256", sha256)
+    monkeypatch.setitem(idx_files.__globals__, "FASHION_DEB_URL",
+                        (tmp_path / "fashion.deb").as_uri())
+    files, source = idx_files("fashion_mnist", None, tmp_path / "cache")
     assert source.startswith("fashion_mnist (full 60k/10k) from the Debian package")
-    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {
-        p.name: p.read_bytes() for p in raw.iterdir()}
-    assert not list((tmp_path / "cache").glob("*.deb"))  # unpacked, then deleted
+    assert files == {p.name: p.read_bytes() for p in raw.iterdir()}
     swapped = tmp_path / "cache/mnist/train-images-idx3-ubyte.gz"  # as a bad mirror sends it
     swapped.parent.mkdir()
     swapped.write_bytes(gzip.compress(b"tampered"))
     with pytest.raises(ValueError, match="md5 mismatch for train-images-idx3-ubyte.gz") as info:
-        fetch("mnist", tmp_path / "cache")  # refused before it is read, and deleted
+        idx_files("mnist", None, tmp_path / "cache")  # refused before it is read, and deleted
     assert "\n" not in str(info.value) and not list((tmp_path / "cache/mnist").iterdir())
 
 

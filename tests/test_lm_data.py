@@ -84,11 +84,11 @@ def test_a_registry_archive_that_is_not_the_pinned_one_is_refused(tmp_path, monk
 
 
 def test_tinystories_from_its_own_txt_format(tmp_path, gpt2_file):
-    (tmp_path / "stories.txt").write_text("One.\nStill one.\n<|endoftext|>\nTwo.\n<|endoftext|>\n"
-                                          "\n<|endoftext|>\nThree.\n")
+    (tmp_path / "valid.txt").write_text("One.\nStill one.\n<|endoftext|>\n")
+    (tmp_path / "train.txt").write_text("Two.\n<|endoftext|>\n\n<|endoftext|>\nThree.\n")
     script = runpy.run_path(str(ROOT / "data/tinystories/prepare.py"))
-    meta = script["main"](["--data_files", str(tmp_path / "stories.txt"), "--val_docs", "1",
-                           "--out_dir", str(tmp_path)])
+    meta = script["main"](["--data_files", str(tmp_path / "train.txt"), "--val_files",
+                           str(tmp_path / "valid.txt"), "--out_dir", str(tmp_path)])
     for split, stories in (("val", ["One.\nStill one."]), ("train", ["Two.", "Three."])):
         ids = np.fromfile(tmp_path / f"{split}.bin", dtype=np.uint16)
         assert Tokenizer.gpt2().decode(ids) == "<|endoftext|>".join(stories) + "<|endoftext|>"

@@ -12,7 +12,7 @@ from conftest import at_step, digit_splits, write_prepared
 
 from shapelab.checkpoint import load_checkpoint
 from shapelab.image_tasks import TASKS
-from shapelab.run import RunDir
+from shapelab.run import RunDir, read_jsonl
 import train_mlp as T
 
 
@@ -32,7 +32,7 @@ def args(prepared, out, *extra):
     return ["--task=mnist_sr", f"--prepared_dir={prepared}", "--latent_dim=256",
             "--hidden_dim=16", "--n_blocks=1", "--batch_size=64", "--max_iters=12",
             "--eval_interval=4", "--flips=2", "--dtype=float32", "--device=cpu",
-            "--log_interval=1", "--num_threads=1", f"--out_dir={out}", *extra]
+            "--num_threads=1", f"--out_dir={out}", *extra]
 
 
 def main(*argv):
@@ -79,7 +79,7 @@ def test_a_tiny_denoiser_beats_its_noisy_input_and_a_finished_run_resumed_tests_
               f"--prepared_dir={prepared}", "--max_iters=60", "--eval_interval=30"]
     res = main(*common)
     assert res["test"]["psnr_batchmse"] > res["baseline"]["psnr_batchmse"] + 3.0
-    assert {"ckpt.pt", "result.json", "history.csv", "samples.png"} <= set(os.listdir(out))
+    assert {"ckpt.pt", "result.json", "metrics.jsonl"} <= set(os.listdir(out))
     assert main(*common, "--init_from=resume")["test"] == res["test"]
 
 
@@ -95,10 +95,10 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_numbers(prepared, t
     assert load_checkpoint(part / "ckpt.pt")["iter_num"] == 4
     main(*args(prepared, part), "--init_from=resume")
     a, b = load_checkpoint(whole / "ckpt.pt"), load_checkpoint(part / "ckpt.pt")
-    for key in ("model", "optimizer"):
-        assert str(a["train_state"][key]) == str(b["train_state"][key])
-    assert a["train_state"]["history"][-1]["val_loss"] == b["train_state"]["history"][-1][
-        "val_loss"]
+    for key in ("model", "optimizer", "best"):
+        assert str(a[key]) == str(b[key])
+    assert [{**row, "elapsed_s": 0} for row in read_jsonl(whole / "metrics.jsonl")] == [
+        {**row, "elapsed_s": 0} for row in read_jsonl(part / "metrics.jsonl")]
     assert json.loads((whole / "result.json").read_text())["test"] == json.loads(
         (part / "result.json").read_text())["test"]
 
@@ -143,10 +143,11 @@ def test_a_diverged_run_ends_in_one_line_naming_its_last_good_checkpoint(prepare
     at_step(monkeypatch, 6, poison)
     out = tmp_path / "o"
     line = stopped(capsys, *args(prepared, out))
-    assert line == (f"step 7: the loss is nan. Training diverged; try a lower --learning_rate "
-                    f"(now 0.001). The last good checkpoint is {out / 'ckpt.pt'} (step 4).")
+    assert line == (f"step 8: the losses are nan, nan (val). Training diverged; try a lower "
+                    f"--learning_rate (now 0.001). The last good checkpoint is {out / 'ckpt.pt'} "
+                    f"(step 4).")
     saved = load_checkpoint(out / "ckpt.pt")
-    assert all(t.isfinite().all() for t in saved["train_state"]["model"].values())
+    assert all(t.isfinite().all() for t in saved["model"].values())
 
 
 @pytest.mark.parametrize("setting", ["--device=cpuu", "--learning_rate=nan", "--epochs=0",

@@ -36,39 +36,31 @@ FASHION_DEB_SHA256 = "39e172fe32dd318ebb3e512220c3beea2fa47d7e20bab348fb4e0922d6
 FASHION_DEB_DIR = "usr/share/datasets/fashion-mnist"
 
 
-def read_idx(path):
-    """An IDX file of uint8, plain or .gz: 0, 0, 0x08, the number of dims, each dim as a
-    big-endian uint32, then the bytes."""
-    with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as f:
-        data = f.read()
+def read_idx(data):
+    """An IDX array of uint8 from its bytes, plain or gzipped: 0, 0, 0x08, the number of dims,
+    each dim as a big-endian uint32, then the bytes."""
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
     if data[:3] != b"\0\0\x08":
-        raise ValueError(f"{path} is not an IDX file of uint8 (it starts {data[:4]!r})")
+        raise ValueError(f"not an IDX file of uint8 (it starts {data[:4]!r})")
     dims = np.frombuffer(data, ">u4", data[3], 4)
     return np.frombuffer(data, np.uint8, offset=4 + 4 * data[3]).reshape(dims)
 
 
-def load_idx_set(folder):
-    """(train images, train labels, test images, test labels) in folder, or None."""
-    paths = [next((p for p in (Path(folder) / stem, Path(folder) / f"{stem}.gz") if p.exists()),
-                  None) for stem in IDX_NAMES]
-    return None if None in paths else tuple(read_idx(path) for path in paths)
-
-
-def fetch(dataset, cache):
-    """(the folder of the dataset's four IDX .gz files, in words) downloaded into cache."""
+def idx_files(dataset, data_dir, cache):
+    """({name: bytes} of the dataset's IDX files, where from in words): data_dir's, else
+    downloaded into cache (MNIST's .gz files, Fashion-MNIST's Debian package)."""
+    if data_dir:
+        files = {p.name: p.read_bytes() for p in Path(data_dir).iterdir() if p.is_file()}
+        return files, f"{dataset} from local IDX files in {data_dir}"
     if dataset == "mnist":
-        for stem, md5 in zip(IDX_NAMES, MNIST_MD5):
-            download(f"{MNIST_URL}{stem}.gz", cache / "mnist" / f"{stem}.gz", md5, "md5")
-        return cache / "mnist", f"mnist from the IDX .gz files (downloaded to {cache / 'mnist'})"
-    folder = cache / "fashion_mnist_deb" / "deb" / FASHION_DEB_DIR
-    if not all((folder / f"{stem}.gz").exists() for stem in IDX_NAMES):
-        deb = download(FASHION_DEB_URL, cache / FASHION_DEB, FASHION_DEB_SHA256)
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, data in deb_files(deb, FASHION_DEB_DIR).items():
-            (folder / name).write_bytes(data)
-        deb.unlink()
-    return folder, (f"fashion_mnist (full 60k/10k) from the Debian package dataset-fashion-mnist "
-                    f"({folder})")
+        paths = [download(f"{MNIST_URL}{stem}.gz", cache / "mnist" / f"{stem}.gz", md5, "md5")
+                 for stem, md5 in zip(IDX_NAMES, MNIST_MD5)]
+        return ({p.name: p.read_bytes() for p in paths},
+                f"mnist from the IDX .gz files (downloaded to {cache / 'mnist'})")
+    deb = download(FASHION_DEB_URL, cache / FASHION_DEB, FASHION_DEB_SHA256)
+    return deb_files(deb, FASHION_DEB_DIR), (f"fashion_mnist (full 60k/10k) from the Debian "
+                                             f"package dataset-fashion-mnist ({deb.name})")
 
 
 def split_train_val(images, labels, test_images, test_labels):
@@ -85,15 +77,13 @@ def split_train_val(images, labels, test_images, test_labels):
 
 def prepare(dataset="mnist", data_dir=None, out_dir=None, cache=CACHE):
     """The dataset from data_dir's IDX files, else downloaded, written to out_dir. Returns meta."""
-    if data_dir:
-        folder, source = data_dir, f"{dataset} from local IDX files in {data_dir}"
-    else:
-        folder, source = fetch(dataset, Path(cache))
-    found = load_idx_set(folder)
-    if found is None:
-        raise FileNotFoundError(f"{folder} does not hold the four IDX files {', '.join(IDX_NAMES)}"
-                                f" (plain or .gz)")
-    splits = split_train_val(*found)
+    files, source = idx_files(dataset, data_dir, Path(cache))
+    found = [next((files[n] for n in (stem, f"{stem}.gz") if n in files), None)
+             for stem in IDX_NAMES]
+    if None in found:
+        raise FileNotFoundError(f"{data_dir} does not hold the four IDX files "
+                                f"{', '.join(IDX_NAMES)} (plain or .gz)")
+    splits = split_train_val(*map(read_idx, found))
     source += (f", split {len(splits['train'][0])}/{len(splits['val'][0])} + official test as "
                f"the reference code (RandomState(42))")
     meta = {"dataset": dataset, "source": source,

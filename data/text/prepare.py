@@ -4,11 +4,10 @@ Your own text: writes train.bin, val.bin (uint16 ids) and meta.json here, from a
     python data/text/prepare.py --input=my_novel.txt                    # characters
     python train.py --dataset=text --out_dir=out-text                   # a run folder of its own
     python data/text/prepare.py --input=my_novel.txt --tokenizer=gpt2   # or GPT-2's BPE
-    python data/text/prepare.py --input=letters/ --data_dir=data/letters  # a folder of .txt files
 
---input is a UTF-8 text file (a byte-order mark and Windows line ends are fine), or a folder whose
-*.txt files are read in sorted order, a blank line between them. The first 90% of the characters
-train, the last 10% val. A text train.py cannot use is refused in one line; the old files stay.
+--input is a UTF-8 text file (a byte-order mark and Windows line ends are fine). The first 90% of
+the characters train, the last 10% val. A text train.py cannot use is refused in one line; the
+old files stay.
 """
 
 import sys
@@ -22,7 +21,7 @@ from data.sources import prepare_text  # noqa: E402
 
 def read_text(path):
     """The text of one file, as UTF-8: ConfigError (one line) for one that is not."""
-    need(path.is_file(), f"--input={path} is not a file: give a text file, or a folder of them")
+    need(path.is_file(), f"--input={path} is not a file: give a text file")
     try:
         text = path.read_bytes().decode("utf-8-sig").replace("\r\n", "\n")
     except UnicodeDecodeError as e:
@@ -41,13 +40,7 @@ def main(argv):
              f"tokenizer={args['tokenizer']!r}: use char or gpt2")
         data_dir = Path(args["data_dir"]) if args["data_dir"] else HERE
         path = Path(args["input"])
-        if path.is_dir():
-            files = sorted(path.glob("*.txt"))
-            need(files, f"--input={path} is a folder without .txt files: name a text file, or a "
-                        f"folder that holds some")
-            text = "\n\n".join(read_text(file).strip("\n") for file in files) + "\n"
-        else:
-            text = read_text(path)
+        text = read_text(path)
         meta = prepare_text(text, args["tokenizer"], data_dir, f"your text: {path.resolve()}, "
                             f"{len(text):,} characters", args["block_size"], f"--input={path}")
     except (ConfigError, OSError, RuntimeError, ValueError) as e:  # a folder not writable, no BPE

@@ -7,13 +7,14 @@ TinyStories with GPT-2's BPE: writes train.bin, val.bin (uint16 ids) and meta.js
                                        --val_files TinyStoriesV2-GPT4-valid.txt  # local, offline
 
 Source: the hub dataset roneneldan/TinyStories (Eldan & Li 2023), its "train" and "validation"
-splits streamed with `datasets`; no package registry ships it. --data_files reads its .txt files
-(stories separated by lines "<|endoftext|>"); without --val_files, the first --val_docs stories
-are val. Each story is encoded and followed by <|endoftext|>, as nanoGPT's openwebtext.
+splits streamed with `datasets`; no package registry ships it. --data_files and --val_files read
+its .txt files (stories separated by lines "<|endoftext|>"). Each story is encoded and followed by
+<|endoftext|>, as nanoGPT's openwebtext.
 """
 
 import argparse
 import itertools
+import re
 import sys
 from pathlib import Path
 
@@ -27,14 +28,9 @@ HUB_DATASET = "roneneldan/TinyStories"
 def txt_stories(paths):
     """The stories of TinyStories' .txt files: the blocks between lines "<|endoftext|>"."""
     for path in paths:
-        with open(path, encoding="utf-8") as f:
-            story = ""
-            for line in itertools.chain(f, ["<|endoftext|>"]):
-                if line.strip() != "<|endoftext|>":
-                    story += line
-                elif story.strip():
-                    yield story.strip()
-                    story = ""
+        text = Path(path).read_text(encoding="utf-8")
+        yield from (s.strip() for s in re.split(r"^<\|endoftext\|>$", text, flags=re.M)
+                    if s.strip())
 
 
 def hub_texts(split):
@@ -50,20 +46,15 @@ def hub_texts(split):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     p.add_argument("--data_files", nargs="+", help="local train files; no network")
-    p.add_argument("--val_files", nargs="+", help="default: the first --val_docs of --data_files")
-    p.add_argument("--val_docs", type=int, default=1000)
+    p.add_argument("--val_files", nargs="+", help="local validation files, with --data_files")
     p.add_argument("--max_docs", type=int, default=None, help="at most this many stories a split")
     p.add_argument("--out_dir", default=str(Path(__file__).resolve().parent))
     args = p.parse_args(argv)
+    if bool(args.data_files) != bool(args.val_files):
+        p.error("--data_files and --val_files go together")
     if args.data_files:
-        source = f"local files {' '.join(args.data_files)}"
-        train = txt_stories(args.data_files)
-        if args.val_files:
-            source += f"; val: {' '.join(args.val_files)}"
-            val = txt_stories(args.val_files)
-        else:
-            source += f"; val: their first {args.val_docs} stories"
-            val = itertools.islice(train, args.val_docs)  # read first: train is the rest
+        source = f"local files {' '.join(args.data_files)}; val: {' '.join(args.val_files)}"
+        val, train = txt_stories(args.val_files), txt_stories(args.data_files)
     else:
         source = f"Hugging Face hub {HUB_DATASET} (streamed), splits train / validation"
         val, train = hub_texts("validation"), hub_texts("train")
@@ -83,8 +74,7 @@ def main(argv=None):
                 writer.append(list(itertools.chain.from_iterable(s + [GPT2_EOT] for s in ids)))
                 meta[f"{split}_docs"] += len(batch)
             if meta[f"{split}_docs"] == 0:
-                sys.exit(f"error: the {split} split is empty; give more stories (or --val_files "
-                         f"/ a smaller --val_docs)")
+                sys.exit(f"error: the {split} split is empty: give files that hold stories")
             meta["splits"][split] = writer.record()
             print(f"{split}: {meta[f'{split}_docs']:,} stories, {writer.tokens:,} tokens")
         write_meta(stage("meta.json"), meta)
