@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "experiments"))  # for mlp_hourglass_fronts.py
 import mlp_hourglass_fronts as fronts
 from mlp_hourglass import check_shape, count_params, input_projection
 from shapelab.configurator import ConfigError, parse_overrides, usage_error
-from shapelab.dataset import load_images
+from shapelab.images import load_images
 from shapelab.image_tasks import get_task
 from shapelab.checkpoint import write_atomic
 from shapelab.run import lock_folder

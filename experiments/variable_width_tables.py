@@ -28,7 +28,7 @@ def report(args):
         model = VariableWidthGPT(VariableWidthConfig(**args))
         baseline = GPT(GPTConfig(**{k: args[k] for k in default_args(GPTConfig)}))
     d, L = args["n_embd"], args["n_layer"]
-    lines = [f"{args['width_schedule']} widths, expansion={args['expansion']}, matched to a "
+    lines = [f"{args['width_schedule']} widths, matched to a "
              f"constant width d={d}, L={L}"]
     if not args["layer_widths"] and args["width_schedule"] != "constant":
         _, info = solve_widths(args["width_schedule"], L, d, args["bottleneck_layer_ratio"],

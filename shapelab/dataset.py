@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shapelab.images import load_images  # noqa: F401 (train_mlp.py's)
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF_PREPARING = ("shakespeare_char", "shakespeare", "fortunes")  # small: prepared when missing

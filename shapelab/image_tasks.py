@@ -11,7 +11,6 @@ SSIM torchmetrics' default (Gaussian 11x11, sigma 1.5, reflect padding).
 """
 
 
-import io
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -118,35 +117,6 @@ def choose_prototypes(images, labels, seed=42):
         pick = idx[torch.randint(len(idx), (1,), generator=g)]
         protos.append(images[pick].float().flatten() / 255.0)
     return torch.stack(protos)
-
-
-def samples_png(task, x, pred, target, title):
-    """A PNG (bytes) of a batch: a row of inputs, outputs and targets."""
-    from shapelab.plot import plt
-
-    ch, h, w = task.image_shape
-    n, gap = x.shape[0], 2  # one picture, not 3n axes: each axes costs ~15 ms
-    shown = x.float().cpu()
-    if task.degradation == "bicubic2x":
-        shown = F.interpolate(shown.view(n, ch, h // 2, w // 2), size=(h, w)).flatten(1)
-    rows = torch.stack([shown, pred.float().cpu(), target.float().cpu()]).view(3, n, ch, h, w)
-    padded = F.pad(rows.clamp(0, 1), (0, gap, 0, gap), value=1.0)  # a white gap after each
-    mosaic = padded.permute(0, 3, 1, 4, 2).reshape(3 * (h + gap), n * (w + gap), ch)
-    mosaic = mosaic[:-gap, :-gap].numpy()
-    fig, ax = plt.subplots(figsize=(n * 0.9, 3 * 0.95))
-    ax.imshow(mosaic[..., 0] if ch == 1 else mosaic, cmap="gray" if ch == 1 else None,
-              vmin=0, vmax=1, interpolation="nearest")
-    ax.set_xticks([])
-    ax.set_yticks([r * (h + gap) + h / 2 for r in range(3)], ["input", "output", "target"],
-                  fontsize=8)
-    ax.tick_params(length=0)
-    ax.spines[:].set_visible(False)
-    fig.suptitle(title, fontsize=8)
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=60)
-    plt.close(fig)
-    return png.getvalue()
 
 
 def psnr_from_mse(mse):
