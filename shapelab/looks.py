@@ -23,10 +23,6 @@ from shapelab.sweep import ROOT
 from shapelab.verdict import ALPHA, holm, short_verdict
 
 FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
-HOW_TO_READ = ("Validation loss in nats, the GPT's minus the shape's, 95% interval: "
-               "\"{example}\": lower than the GPT's; \"no difference > x\": x: the smallest "
-               "difference these runs detect; \"narrow\": below what one test detects. [How a "
-               "verdict is made]({docs}compare.md).")
 # shape: (mechanism, file, the paper's claim in a few words, its page in docs/)
 ROWS = {
     "hourglass": ("hourglass FFN", "hourglass.py", "wide-narrow-wide FFN beats narrow-wide-narrow",
@@ -117,22 +113,21 @@ def machines_head(held):
             f"(exploratory)")
 
 
-def how_to_read(held, docs):
-    return HOW_TO_READ.format(example=verdict_cells(held, "hourglass")[0], docs=docs)
-
-
-def readme_verdict_table(held, docs):
+def readme_verdict_table(held):
     """README's regime line and table of verdicts on the GPU and the CPU, from {machine:
-    results.json}; docs: the write-ups' folder as the page links it."""
+    results.json}."""
     lines = [f"Against the plain GPT (`model.py`, LLaMA-style). {regimes(held)}", "",
              f"| mechanism, file | the paper's claim | {machines_head(held)} |",
              "|---|---|---|---|"]
     for shape, (mechanism, file, claim, page) in ROWS.items():
         cells = " | ".join(verdict_cells(held, shape))
-        lines.append(f"| [{mechanism}]({docs}{page}.md) `{file}` | {claim} | {cells} |")
+        lines.append(f"| [{mechanism}](docs/{page}.md) `{file}` | {claim} | {cells} |")
     return "\n".join(lines + [
         "", f"{over_budget(held, ROWS)} above the budget on the full count (Appendix A's rule "
-        f"leaves W_end out). {how_to_read(held, docs)}"]) + "\n"
+        f"leaves W_end out). Validation loss in nats, the GPT's minus the shape's, 95% interval: "
+        f"\"{verdict_cells(held, 'hourglass')[0]}\": lower than the GPT's; \"no difference > x\": "
+        f"x: the smallest difference these runs detect; \"narrow\": below what one test detects. "
+        f"[How a verdict is made](docs/compare.md)."]) + "\n"
 
 
 def paper_block(held, shapes):
@@ -209,8 +204,7 @@ def page_blocks():
     looks = [(look_label(held[m]), held[m]["verdicts"]) for m in ("cpu", "gpu")]
     return {"verdicts.two_looks": two_looks_table(looks),
             **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
-            "readme-verdicts": readme_verdict_table(held, "docs/"),
-            "docs-verdicts": readme_verdict_table(held, ""),
+            "readme-verdicts": readme_verdict_table(held),
             "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1]),
             "laptop": laptop(ROOT / "results" / "laptop")}
 
