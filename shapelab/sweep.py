@@ -141,8 +141,6 @@ def train_one(run_dir, config, max_iters, tag, threads=None, data=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(config_path, config_text(config))
     resume = (run_dir / "ckpt.pt").exists()
-    if not resume:  # killed before its first checkpoint: start clean
-        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
     print(f"{tag}: {'resuming from ' + str(run_dir / 'ckpt.pt') if resume else 'training'} "
           f"(log: {run_dir / 'train.log'})", flush=True)
     command = [sys.executable, str(ROOT / "train.py"), str(config_path),
