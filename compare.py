@@ -29,14 +29,12 @@ from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 
-from shapelab import looks
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, usage_error
 from shapelab.cost import SPEED_BENCH, bench_speeds, cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
-from shapelab.pages import pages, write_blocks
 from shapelab.plot import plot_curves
-from shapelab.report import (controls_json, page_blocks, report_of_the_records, report_parts,
+from shapelab.report import (controls_json, report_of_the_records, report_parts,
                              results_md, tokens_per_run, verdict_rows, verdicts_json)
 from shapelab.sweep import (ROOT, STOP, TERMINATED, finished_result, lock_out_dir, portable,
                             stop_children, terminated, train_one)
@@ -213,8 +211,8 @@ def run_comparison(settings, shapes):
 
 
 def report(settings, shapes, results):
-    """results.md, results.json and val_loss.png of the finished runs; where it replaces the
-    report of a records folder of this repository, the pages' blocks that quote it."""
+    """results.md, results.json and val_loss.png of the finished runs into out_dir, and into
+    record_dir where they may replace its report."""
     out_dir, seeds, record_dir = Path(settings["out_dir"]), settings["seeds"], settings[
         "record_dir"]
     names = list(shapes)
@@ -243,28 +241,20 @@ def report(settings, shapes, results):
         verdicts=verdicts_json(rows), controls=controls_json(controls),
         control_names=CONTROL_NAMES, controlled=CONTROLLED, rates_not_chosen=unchosen, cost=cost,
         runs=runs), indent=1)
-    write_atomic(out_dir / "results.json", summary)
     text = results_md(json.loads(summary))
-    write_atomic(out_dir / "results.md", text)
-    plot_curves({n: [r["curve"] for (m, lr, _), r in results.items()
-                     if m == n and lr == every[n]["lr"]] for n in rows},
-                out_dir / "val_loss.png", text.splitlines()[0].removeprefix("# "))
-    if record_dir and not report_of_the_records(record_dir, settings, results, runs):
-        print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds runs that are "
-              f"not its records, or fewer shapes or seeds); this one is in {out_dir} only")
+    curves = {n: [r["curve"] for (shape, lr, _), r in results.items()
+                  if shape == n and lr == every[n]["lr"]] for n in rows}
+    if record_dir and not report_of_the_records(record_dir, settings, runs):
+        print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds fewer shapes "
+              f"or seeds); this one is in {out_dir} only")
         record_dir = ""
-    also = ""
-    if record_dir:
-        for name in ("results.md", "results.json", "val_loss.png"):
-            write_atomic(Path(record_dir) / name, (out_dir / name).read_bytes())
-        also = f" and in {portable(record_dir, ROOT)}"
-        if Path(record_dir).resolve().is_relative_to(ROOT):  # the pages quote it
-            changed = write_blocks(pages(ROOT), {**page_blocks(record_dir), **(
-                looks.page_blocks() if portable(record_dir, ROOT) in looks.FOLDERS else {})})
-            also += "".join(f"; {portable(page, ROOT)}'s generated blocks" for page in changed)
+    for folder in filter(None, (out_dir, record_dir)):
+        write_atomic(Path(folder) / "results.json", summary)
+        write_atomic(Path(folder) / "results.md", text)
+        plot_curves(curves, Path(folder) / "val_loss.png", text.splitlines()[0].removeprefix("# "))
     table = report_parts(json.loads(summary))["table"].split("\n\n")[0]
-    print(f"\n{table}\n\nwrote {out_dir / 'results.md'}, results.json and val_loss.png there"
-          f"{also}")
+    also = record_dir and f" and {portable(record_dir, ROOT)}"
+    print(f"\n{table}\n\nwrote results.md, results.json and val_loss.png into {out_dir}{also}")
 
 
 if __name__ == "__main__":

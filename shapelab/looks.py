@@ -3,7 +3,7 @@ One comparison judged twice, on 2 CPU cores and on one H200, read as two looks a
 each look's Holm, Holm over both looks' tests, and the looks' differences combined by 1 / SE^2
 (Satterthwaite's degrees of freedom); the verdicts in a few words for README and each paper's
 page, the papers' own differences scaled to this loss, and what a laptop gets from `python
-train.py` (results/laptop/). Written into the pages' generated blocks.
+train.py` (results/laptop/), and each report's tables. Written into the pages' generated blocks.
 
     python -m shapelab.looks
 """
@@ -17,7 +17,7 @@ from scipy import stats
 from shapelab.controls import changed, share_text
 from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
-from shapelab.report import interval, regime_line, sub_blocks, tokens_per_run
+from shapelab.report import interval, regime_line, report_blocks, sub_blocks, tokens_per_run
 from shapelab.run import read_jsonl
 from shapelab.sweep import ROOT
 from shapelab.verdict import ALPHA, holm, short_verdict
@@ -193,7 +193,8 @@ def laptop(folder):
 
 
 def page_blocks():
-    """{block name: markdown} of the committed looks (FOLDERS) and results/laptop/."""
+    """{block name: markdown} of the committed looks (FOLDERS), their reports' parts and
+    results/laptop/."""
     held = {}
     for machine, folder in zip(("cpu", "gpu"), FOLDERS):
         held[machine] = json.loads((ROOT / folder / "results.json").read_text())
@@ -206,7 +207,8 @@ def page_blocks():
             **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
             "readme-verdicts": readme_verdict_table(held),
             "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1]),
-            "laptop": laptop(ROOT / "results" / "laptop")}
+            "laptop": laptop(ROOT / "results" / "laptop"),
+            **{k: v for folder in FOLDERS for k, v in report_blocks(ROOT / folder).items()}}
 
 
 if __name__ == "__main__":

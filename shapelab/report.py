@@ -1,7 +1,7 @@
 """
 A comparison's report in words and tables, from its results.json: each a markdown part
 (report_parts) - the verdict, phase 1's rates, each shape's own spread, the controls and the cost.
-results.md is made of them, and so are the pages' generated blocks (`page_blocks`).
+results.md is made of them, and so are the pages' generated blocks (`report_blocks`).
 """
 
 import json
@@ -9,7 +9,6 @@ from pathlib import Path
 
 from shapelab.controls import control_rows, controls_reading
 from shapelab.cost import SPEED_BENCH, cost_table
-from shapelab.sweep import read_result
 from shapelab.verdict import (MIN_VERDICT_SEEDS, finite, interval, lr_cell, rate_label,
                               seeds_in_verdict, shape_rows, spread_check)
 
@@ -95,7 +94,7 @@ def results_md(held):
             f"## The cost: each shape at {baseline}'s time and FLOPs\n\n{parts['cost']}\n")
 
 
-def page_blocks(record_dir):
+def report_blocks(record_dir):
     """{<folder name less 'compare_'>.<part>: markdown} of a records folder's results.json."""
     folder = Path(record_dir)
     parts = report_parts(json.loads((folder / "results.json").read_text()))
@@ -123,18 +122,15 @@ def controls_json(controls):
     return [dict(row_json(n, row), reading=row.get("reading")) for n, row in controls.items()]
 
 
-def report_of_the_records(record_dir, settings, results, runs):
-    """Whether a report may replace record_dir's: every run it reports is a record there, and it
-    covers every shape and seed its results.json holds."""
-    recorded = [read_result(p) for p in sorted((Path(record_dir) / "runs").glob("*/result.json"))]
-    if not all(result in recorded for result in results.values()):
-        return False
+def report_of_the_records(record_dir, settings, runs):
+    """Whether a report of record_dir's runs may replace its report: it covers every shape and
+    seed that one holds."""
     try:
         held = json.loads((Path(record_dir) / "results.json").read_text())
-        shapes, seeds = {v["shape"] for v in held["verdicts"]}, set(held["settings"]["seeds"])
-    except (OSError, ValueError, KeyError, TypeError):  # none yet: none to keep
+    except OSError:  # none yet: none to keep
         return True
-    return shapes <= {run["shape"] for run in runs} and seeds <= set(settings["seeds"])
+    return ({v["shape"] for v in held["verdicts"]} <= {run["shape"] for run in runs}
+            and set(held["settings"]["seeds"]) <= set(settings["seeds"]))
 
 
 def loss_text(loss):

@@ -120,15 +120,19 @@ def summarize_run(run_dir, max_iters):
 
 
 def finished_result(run_dir, config, record_dir, data):
-    """The result of the run finished in run_dir (then kept in record_dir too) or recorded in
-    record_dir; None if neither holds it."""
+    """The result of the run recorded in record_dir, or finished in run_dir (then recorded);
+    None if neither holds it."""
     record = record_dir and Path(record_dir) / "runs" / run_dir.name
-    for folder in filter(None, (run_dir, record)):
-        if (folder / "result.json").exists() and same_settings(folder / "config.py", config):
-            result = read_result(folder / "result.json", data)
-            if record and folder == run_dir:
-                record_run(run_dir, config, record)
-            return result
+    if record and (record / "result.json").exists():
+        if not same_settings(record / "config.py", config):
+            raise SystemExit(f"error: {record} holds a run of other settings: records of different "
+                             f"settings must not mix: pass a new --record_dir")
+        return read_result(record / "result.json", data)
+    if (run_dir / "result.json").exists() and same_settings(run_dir / "config.py", config):
+        result = read_result(run_dir / "result.json", data)
+        if record:
+            record_run(run_dir, config, record)
+        return result
     return None
 
 
@@ -201,13 +205,12 @@ def read_result(path, data=None):
 
 
 def record_run(run_dir, config, record):
-    """A finished run's config.py and result.json kept in `record`, unless a result is there: a
-    record is never rewritten."""
-    if not (record / "result.json").exists():
-        record.mkdir(parents=True, exist_ok=True)
-        write_atomic(record / "config.py",
-                     config_text({**config, "out_dir": portable(config["out_dir"], ROOT)}))
-        write_atomic(record / "result.json", (run_dir / "result.json").read_text())
+    """A finished run's config.py and result.json kept in `record` (which holds no result: a
+    record is never rewritten)."""
+    record.mkdir(parents=True, exist_ok=True)
+    write_atomic(record / "config.py",
+                 config_text({**config, "out_dir": portable(config["out_dir"], ROOT)}))
+    write_atomic(record / "result.json", (run_dir / "result.json").read_text())
 
 
 def portable(path, root):

@@ -82,7 +82,7 @@ def test_compare_two_rates_two_seeds_resumes_and_keeps_its_records(tmp_path, cha
                                                                    capsys, here):
     """Interrupted after three runs, the same command trains the other three once; a fresh
     out_dir reads the six records and trains nothing; a committed record of other settings is
-    left byte-identical; other settings into the same folders are refused."""
+    left byte-identical; other settings into the same folders or records are refused."""
     out, rec = tmp_path / "cmp", tmp_path / "rec"
     committed = rec / "runs" / "gpt-lr2e-3-s1337"
     shutil.copytree(ROOT / "results" / "compare_verdict_cpu" / "runs" / committed.name, committed)
@@ -114,6 +114,8 @@ def test_compare_two_rates_two_seeds_resumes_and_keeps_its_records(tmp_path, cha
     assert len(list((rec / "runs").iterdir())) == 7
     code, printed = compare_here(capsys, *args[:-1], "--max_iters=30")
     assert code != 0 and "new --out_dir" in printed
+    code, printed = compare_here(capsys, *args, "--max_iters=30")
+    assert code != 0 and "new --record_dir" in printed
     shutil.rmtree(out)
     code, printed = compare_here(capsys, *args)
     assert printed.count("finished before, skipping") == 6, printed
