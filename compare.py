@@ -106,20 +106,20 @@ def finished_results(settings, shapes):
 
 def check_lists(settings):
     """The comparison's own settings checked (a ConfigError names the key), the rates sorted."""
-    seeds, rates, extend = settings["seeds"], settings["learning_rates"], settings["extend_rates"]
-    problems = [
-        (not seeds or any(type(s) is not int or not 0 <= s < 2 ** 63 for s in seeds)
-         or len(set(seeds)) < len(seeds),
-         f"seeds={seeds!r}: give distinct integers in [0, 2**63), e.g. --seeds=1337,1338,1339"),
-        (not rates or not all(type(r) in (int, float) and math.isfinite(r) and r > 0
-                              for r in rates) or len(set(map(rate_label, rates))) < len(rates),
-         f"learning_rates={rates!r}: give rates > 0, distinct in their first 6 digits"),
-        (not 0 <= settings["min_lr_ratio"] <= 1, "min_lr_ratio: give a number in [0, 1]"),
-        (settings["jobs"] < 1, "jobs: give 1 or more"),
-        (extend and len(rates) < 2, "extend_rates: it needs two learning_rates or more")]
-    problems += [(not 0 <= settings[key] < math.inf, f"{key}: give a number >= 0 (0: off)")
-                 for key in ("extend_rates", "stop_starting_after", "refine_gain")]
-    for bad, message in problems:
+    seeds, rates = settings["seeds"], settings["learning_rates"]
+    problems = {
+        "seeds: give distinct integers, e.g. --seeds=1337,1338,1339":
+            not seeds or len(set(seeds)) < len(seeds) or any(type(s) is not int for s in seeds),
+        "learning_rates: give rates > 0, distinct in their first 6 digits":
+            not rates or not all(type(r) in (int, float) and 0 < r < math.inf for r in rates)
+            or len(set(map(rate_label, rates))) < len(rates),
+        "min_lr_ratio: give a number in [0, 1]": not 0 <= settings["min_lr_ratio"] <= 1,
+        "jobs: give 1 or more": settings["jobs"] < 1,
+        "extend_rates: it needs two learning_rates or more":
+            settings["extend_rates"] and len(rates) < 2}
+    problems.update({f"{key}: give a number >= 0 (0: off)": not 0 <= settings[key] < math.inf
+                     for key in ("extend_rates", "stop_starting_after", "refine_gain")})
+    for message, bad in problems.items():
         if bad:
             raise ConfigError(message)
     settings["learning_rates"] = tuple(sorted(float(r) for r in rates))

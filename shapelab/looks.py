@@ -15,14 +15,13 @@ import numpy as np
 from scipy import stats
 
 from shapelab.controls import changed, share_text
-from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
 from shapelab.report import interval, regime_line, report_blocks, sub_blocks, tokens_per_run
 from shapelab.run import read_jsonl
 from shapelab.sweep import ROOT
 from shapelab.verdict import ALPHA, holm, short_verdict
 
-FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
+FOLDERS = {"cpu": "results/compare_verdict_cpu", "gpu": "results/compare_verdict_cpu_scale_gpu"}
 # shape: (mechanism, file, the paper's claim in a few words, its page in docs/)
 ROWS = {
     "hourglass": ("hourglass FFN", "hourglass.py", "wide-narrow-wide FFN beats narrow-wide-narrow",
@@ -41,12 +40,8 @@ ROWS = {
 }
 
 
-def look_label(held):
-    """'<GPU or CPU>, <n> seeds' of a report's results.json (its verdicts by shape)."""
-    gpus = sorted({machine_label(r["machine"]).removeprefix("NVIDIA ") for r in held["runs"]
-                   if (r.get("machine") or "").startswith("NVIDIA")})
-    n = next((v["diff"]["n"] for v in held["verdicts"].values() if "n" in (v["diff"] or {})), 0)
-    return f"{'/'.join(gpus) or 'CPU'}, {n} seeds"
+def verdict_seeds(held):
+    return max(len(v["seeds"]) for v in held["verdicts"].values())
 
 
 def combined(diffs):
@@ -108,9 +103,8 @@ def over_budget(held, shapes):
 
 
 def machines_head(held):
-    seeds = {m: max(len(v["seeds"]) for v in held[m]["verdicts"].values()) for m in held}
-    return (f"one H200, {seeds['gpu']} seeds (confirmatory) | 2 CPU cores, {seeds['cpu']} seeds "
-            f"(exploratory)")
+    return (f"one H200, {verdict_seeds(held['gpu'])} seeds (confirmatory) | 2 CPU cores, "
+            f"{verdict_seeds(held['cpu'])} seeds (exploratory)")
 
 
 def readme_verdict_table(held):
@@ -196,19 +190,21 @@ def page_blocks():
     """{block name: markdown} of the committed looks (FOLDERS), their reports' parts and
     results/laptop/."""
     held = {}
-    for machine, folder in zip(("cpu", "gpu"), FOLDERS):
+    for machine, folder in FOLDERS.items():
         held[machine] = json.loads((ROOT / folder / "results.json").read_text())
         held[machine]["verdicts"] = {v["shape"]: v for v in held[machine]["verdicts"]}
     by_page = {}
     for shape, (*_, page) in ROWS.items():
         by_page.setdefault(page, []).append(shape)
-    looks = [(look_label(held[m]), held[m]["verdicts"]) for m in ("cpu", "gpu")]
+    looks = [(f"{label}, {verdict_seeds(held[m])} seeds", held[m]["verdicts"])
+             for m, label in (("cpu", "CPU"), ("gpu", "H200"))]
     return {"verdicts.two_looks": two_looks_table(looks),
             **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
             "readme-verdicts": readme_verdict_table(held),
-            "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1]),
+            "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS["gpu"]),
             "laptop": laptop(ROOT / "results" / "laptop"),
-            **{k: v for folder in FOLDERS for k, v in report_blocks(ROOT / folder).items()}}
+            **{name: text for folder in FOLDERS.values()
+               for name, text in report_blocks(ROOT / folder).items()}}
 
 
 if __name__ == "__main__":

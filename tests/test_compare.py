@@ -192,7 +192,7 @@ def test_report_only_writes_the_committed_report_again(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("setting, words", [
-    ("--seeds=1,1", "seeds=(1, 1): give distinct integers"),
+    ("--seeds=1,1", "seeds: give distinct integers"),
     ("--learning_rates=1e-3,1.0000001e-3", "distinct in their first 6 digits"),
     ("--extend_rates=2", "it needs two learning_rates or more"),
     ("--stop_starting_after=-1", "stop_starting_after: give a number >= 0"),
