@@ -32,9 +32,8 @@ def verdict_rows(settings, names, losses, unchosen, controls, controlled):
     """(rows, control rows, baseline) of {(name, lr, seed): val loss}: the shapes' verdict rows,
     and the controls' read against them, never in their model; a shape in `unchosen` (phase 1
     has rates left) has no verdict yet."""
-    seeds = settings["seeds"]
+    seeds, baseline = settings["seeds"], "GPT"  # compare.py reports nothing without it
     compared = [n for n in names if n not in controls]
-    baseline = "GPT" if "GPT" in compared else compared[0]
     rates = sorted({lr for (_, lr, seed) in losses if seed == seeds[0]})
     rows = shape_rows(losses, compared, rates, seeds, baseline)
     control = control_rows(losses, [n for n in names if n in controls], rates, seeds, rows,
