@@ -9,16 +9,14 @@ shapes.matched_shapes builds every mechanism at the plain GPT's non-embedding pa
 train.py trains each on the same data order for a seed, with the same optimizer, schedule and
 tokens, at its own learning rate. Phase 1: every shape at every rate with the first seed, which
 chooses its rate (shapelab/verdict.py: --extend_rates, --refine_gain); phase 2: the other seeds at
-that rate, judged against the GPT. The report (results.md, .json, .csv, val_loss.png, verdict.png)
-goes into out_dir, and with --record_dir every finished run and the report into the repository,
-from where a fresh checkout goes on. --report_only=True reports what finished;
+that rate, judged against the GPT. The report (results.md, results.json, val_loss.png) goes into
+out_dir, and with --record_dir every finished run and the report into the repository, from where
+a fresh checkout goes on. --report_only=True reports what finished;
 --stop_starting_after=M starts no run after M minutes. Interrupt it and run the same command
 again: finished runs are kept, the others resume from their last checkpoint. A run is its
 settings and its data: a folder of other settings, or a run trained on other data, is refused.
 """
 
-import csv
-import io
 import json
 import math
 import os
@@ -26,26 +24,21 @@ import shlex
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
 
-from shapelab import looks
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import ConfigError, check_train_settings, usage_error
 from shapelab.cost import SPEED_BENCH, bench_speeds, cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
-from shapelab.pages import pages, write_blocks
-from shapelab.plot import plot_curves, plot_verdict
-from shapelab.report import (controls_json, page_blocks, regime_line, report_of_the_records,
-                             report_sections, seeds_text, tokens_per_run, verdict_rows,
-                             verdicts_json)
-from shapelab.run import held_by
-from shapelab.sweep import (ROOT, TERMINATED, lock_out_dir, portable, read_result, record_run,
-                            run_all, run_identity, same_settings, sync_records, terminated,
-                            train_one)
-from shapelab.verdict import (choose_rate, next_rate, rate_label, refine_rates,
-                              seeds_in_verdict)
+from shapelab.plot import plot_curves
+from shapelab.report import (controls_json, report_of_the_records, report_parts,
+                             results_md, tokens_per_run, verdict_rows, verdicts_json)
+from shapelab.sweep import (ROOT, STOP, TERMINATED, finished_result, lock_out_dir, portable,
+                            stop_children, terminated, train_one)
+from shapelab.verdict import choose_rate, next_rate, rate_label, refine_rates, seeds_in_verdict
 from shapes import (ALL_NAMES, CONTROL_NAMES, MATCHING_KEYS, baseline_of, check_model_settings,
                     describe_shapes, matched_shapes, preset_settings, select_models, shapes_table,
                     slug, train_defaults)
@@ -53,8 +46,6 @@ from shapes import (ALL_NAMES, CONTROL_NAMES, MATCHING_KEYS, baseline_of, check_
 TRAIN_KEYS = ("dataset", "data_dir", "block_size", "batch_size", "gradient_accumulation_steps",
               "max_iters", "warmup_iters", "eval_interval", "eval_iters", "log_interval", "device",
               "dtype", "compile", "eval_ood")
-CSV_COLUMNS = ("shape", "model_type", "lr", "seed", "val_loss", "train_loss", "tokens",
-               "elapsed_s", "tokens_per_s", "machine", "commit")
 CONTROLLED = "hourglass"  # the shape whose difference shapes.CONTROL_NAMES split
 
 
@@ -105,10 +96,9 @@ def finished_results(settings, shapes):
     results = {}
     for name, shape in shapes.items():
         while runs := next_runs(settings, shape, name, results):
-            done = [run for run in runs if (run.dir / "result.json").exists()
-                    and same_settings(run.dir / "config.py", run.config)]
-            results.update((run.key, read_result(run.dir / "result.json", settings["data"]))
-                           for run in done)
+            done = {run.key: found for run in runs if (found := finished_result(
+                run.dir, run.config, settings["record_dir"], settings["data"])) is not None}
+            results.update(done)
             if len(done) < len(runs):
                 break
     return results
@@ -116,20 +106,20 @@ def finished_results(settings, shapes):
 
 def check_lists(settings):
     """The comparison's own settings checked (a ConfigError names the key), the rates sorted."""
-    seeds, rates, extend = settings["seeds"], settings["learning_rates"], settings["extend_rates"]
-    problems = [
-        (not seeds or any(type(s) is not int or not 0 <= s < 2 ** 63 for s in seeds)
-         or len(set(seeds)) < len(seeds),
-         f"seeds={seeds!r}: give distinct integers in [0, 2**63), e.g. --seeds=1337,1338,1339"),
-        (not rates or not all(type(r) in (int, float) and math.isfinite(r) and r > 0
-                              for r in rates) or len(set(map(rate_label, rates))) < len(rates),
-         f"learning_rates={rates!r}: give rates > 0, distinct in their first 6 digits"),
-        (not 0 <= settings["min_lr_ratio"] <= 1, "min_lr_ratio: give a number in [0, 1]"),
-        (settings["jobs"] < 1, "jobs: give 1 or more"),
-        (extend and len(rates) < 2, "extend_rates: it needs two learning_rates or more")]
-    problems += [(not 0 <= settings[key] < math.inf, f"{key}: give a number >= 0 (0: off)")
-                 for key in ("extend_rates", "stop_starting_after", "refine_gain")]
-    for bad, message in problems:
+    seeds, rates = settings["seeds"], settings["learning_rates"]
+    problems = {
+        "seeds: give distinct integers, e.g. --seeds=1337,1338,1339":
+            not seeds or len(set(seeds)) < len(seeds) or any(type(s) is not int for s in seeds),
+        "learning_rates: give rates > 0, distinct in their first 6 digits":
+            not rates or not all(type(r) in (int, float) and 0 < r < math.inf for r in rates)
+            or len(set(map(rate_label, rates))) < len(rates),
+        "min_lr_ratio: give a number in [0, 1]": not 0 <= settings["min_lr_ratio"] <= 1,
+        "jobs: give 1 or more": settings["jobs"] < 1,
+        "extend_rates: it needs two learning_rates or more":
+            settings["extend_rates"] and len(rates) < 2}
+    problems.update({f"{key}: give a number >= 0 (0: off)": not 0 <= settings[key] < math.inf
+                     for key in ("extend_rates", "stop_starting_after", "refine_gain")})
+    for message, bad in problems.items():
         if bad:
             raise ConfigError(message)
     settings["learning_rates"] = tuple(sorted(float(r) for r in rates))
@@ -167,19 +157,6 @@ def main(argv):
     # two comparisons must not write one record_dir's report
     other = record_dir and Path(record_dir).resolve() != out_dir.resolve()
     with lock_out_dir(out_dir), lock_out_dir(record_dir, "record_dir") if other else nullcontext():
-        for run_dir in sorted(d for d in out_dir.iterdir() if d.is_dir()):
-            if pid := held_by(run_dir / "run.lock"):
-                usage_error(f"{run_dir} is in use by a training run (train.py, PID {pid}): wait "
-                            f"for it to finish, or use another --out_dir")
-        if record_dir:
-            try:
-                copied, other = sync_records(out_dir, record_dir, planned_here(settings, shapes),
-                                             settings["data"])
-            except ConfigError as e:
-                usage_error(f"a run's settings are damaged: {e}. Restore them (git checkout), or "
-                            f"delete its folder to train that run again")
-            print(f"records: {portable(record_dir, ROOT)}/runs/ keeps every finished run; "
-                  f"{copied} copied from there into {out_dir}; {other} of other runs left alone")
         if not settings["report_only"]:
             run_comparison(settings, {n: shapes[n] for n in names})
         # the report: every shape finished in out_dir with these settings, not only this command's
@@ -191,120 +168,68 @@ def main(argv):
         report(settings, found, results)
 
 
-def planned_here(settings, shapes):
-    """wanted(folder, config) for sync_records: a run this command may plan in that folder."""
-    def wanted(folder, config):
-        lr, seed = config.get("learning_rate"), config.get("seed")
-        if type(lr) is not float or seed not in settings["seeds"]:
-            return False
-        runs = [plan_run(settings, shape, name, lr, seed, 0) for name, shape in shapes.items()]
-        return any(run.dir.name == folder and run_identity(run.config) == run_identity(config)
-                   for run in runs)
-    return wanted
-
-
 def run_comparison(settings, shapes):
-    """Train (or skip, or resume) both phases' runs; on Ctrl-C or SIGTERM, one line saying what
-    finished and the command that goes on."""
-    rates, seeds, jobs = settings["learning_rates"], settings["seeds"], settings["jobs"]
-    state = SimpleNamespace(total=len(shapes) * (len(rates) + len(seeds) - 1), started=0,
-                            finished=[])
+    """Train (or skip, or resume) both phases' runs, a round of them at a time; on Ctrl-C or
+    SIGTERM, one line saying the command that goes on."""
+    jobs = settings["jobs"]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     # the cores shared out between the runs side by side
     threads = max(1, int(os.environ.get("OMP_NUM_THREADS") or cores) // jobs) if jobs > 1 else None
-    print(f"{state.total} runs or more ({len(shapes)} shapes, {len(rates)} rate(s) with seed "
-          f"{seeds[0]}, {len(seeds) - 1} more seed(s) at each one's rate), {jobs} at a time, into "
-          f"{settings['out_dir']}/")
+    print(f"{len(shapes)} shapes, {jobs} run(s) at a time, into {settings['out_dir']}/")
     print(shapes_table(describe_shapes(shapes, settings["block_size"])) + "\n")
-    start = time.time()
+    deadline = settings["stop_starting_after"] and time.time() + 60 * settings[
+        "stop_starting_after"]
+    results, late = {}, []
+    STOP.clear()
 
-    def train(run, k):
-        tag = f"[{k}/{state.total} {run.tag}]"
-        before = (run.dir / "result.json").exists()
-        result = train_one(run.dir, run.config, settings["max_iters"], tag, threads,
-                           settings["data"])
-        if settings["record_dir"]:
-            record_run(run.dir, settings["record_dir"])
-        if not before:
-            loss = "diverged" if result["val_loss"] is None else f"{result['val_loss']:.4f}"
-            print(f"{tag} val loss {loss}; {(time.time() - start) / 60:.1f} min so far",
-                  flush=True)
-        return result
+    def train(run):
+        if deadline and time.time() > deadline:
+            late.append(run)
+            return None
+        return train_one(run.dir, run.config, settings["max_iters"], f"[{run.tag}]", threads,
+                         settings["record_dir"], settings["data"])
 
-    first = [run for name, shape in shapes.items() for run in next_runs(settings, shape, name, {})]
-    planned = {run.key for run in first}
-
-    def after(run, results):
-        new = [r for r in next_runs(settings, shapes[run.name], run.name, results)
-               if r.key not in planned]
-        planned.update(r.key for r in new)
-        if new and new[0].order[0] == 1:
-            print(f"{run.name}: its rates so far leave its choice open: trying "
-                  f"{' and '.join(rate_label(r.lr) for r in new)} too", flush=True)
-            state.total += len(new)
-        return new
-
-    deadline = settings["stop_starting_after"] and start + 60 * settings["stop_starting_after"]
     try:
-        run_all(first, after, train, jobs, state, deadline)
+        while not late and (runs := sorted((run for name, shape in shapes.items() for run in
+                                            next_runs(settings, shape, name, results)),
+                                           key=lambda run: run.order)):
+            with ThreadPoolExecutor(jobs) as pool:
+                try:
+                    results.update((run.key, result) for run, result in
+                                   zip(runs, pool.map(train, runs)) if result is not None)
+                except BaseException:  # Ctrl-C, SIGTERM, a failed run: the others stop too
+                    stop_children()
+                    raise
     except KeyboardInterrupt:  # exit status 130 or 143 (SIGTERM), as a shell's
-        resume = "".join(f"; {run.tag} resumes from its last checkpoint"
-                         if (run.dir / "ckpt.pt").exists() else f"; {run.tag} starts again"
-                         for run in state.running.values())
-        print(f"interrupted: {len(state.finished)} of {state.total} runs finished{resume}; "
-              f"continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
+        print(f"interrupted: finished runs are kept, the others resume from their last "
+              f"checkpoint; continue with: {shlex.join(['python', *sys.argv])}", file=sys.stderr)
         raise SystemExit(143 if TERMINATED else 130) from None
-    if state.left:
-        print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(state.left)} "
+    if late:
+        print(f"stop_starting_after={settings['stop_starting_after']:g} min: {len(late)} "
               f"planned run(s) not started; the report holds the runs finished so far; the same "
               f"command goes on from them", flush=True)
 
 
 def report(settings, shapes, results):
-    """results.md, .json, .csv, val_loss.png and verdict.png of the finished runs; where it
-    replaces the report of a records folder of this repository, the pages' blocks that quote it."""
+    """results.md, results.json and val_loss.png of the finished runs into out_dir, and into
+    record_dir where they may replace its report."""
     out_dir, seeds, record_dir = Path(settings["out_dir"]), settings["seeds"], settings[
         "record_dir"]
-    tokens, names = tokens_per_run(settings), list(shapes)
+    names = list(shapes)
     losses = {key: r["val_loss"] for key, r in results.items()}
     unchosen = [n for n in names if any(run.order[0] == 1 for run in next_runs(
         settings, shapes[n], n, results))]
     rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
                                             CONTROLLED)
     every = {**rows, **controls}
-    chosen = {n: [r["curve"] for (m, lr, _), r in results.items()
-                  if m == n and lr == every[n]["lr"]] for n in rows}
     info = describe_shapes(shapes, settings["block_size"])
-    shapes_md = shapes_table(info)
-    title = (f"{settings['dataset']}, {tokens / 1e6:.3g}M tokens per run, matched budget "
-             f"({settings['preset']} preset)")
     used = seeds_in_verdict(rows)
     readable = verdict_runs(results, {n: row["lr"] for n, row in every.items()
                                       if row["lr"] and n not in unchosen}, used)
     # the controls trained in a later session: their speed from one bench.py run with the GPT
-    bench = (bench_speeds(ROOT / record_dir / SPEED_BENCH, {baseline, *CONTROL_NAMES})
-             if record_dir else ({}, None))
+    bench = bench_speeds(Path(record_dir or out_dir) / SPEED_BENCH, {baseline, *CONTROL_NAMES})
     cost = cost_rows(readable, {n: info[n]["flops_per_token"] for n in readable}, used, baseline,
-                     tokens, bench)
-    sections = report_sections(settings, names, losses, cost, unchosen, CONTROL_NAMES, CONTROLLED,
-                               {n: args.get("n_sub_blocks") for n, (_, args) in shapes.items()})
-    text = (f"# Shape comparison: {title}\n\n"
-            f"Rates {', '.join(map(rate_label, settings['learning_rates']))} (extend_rates "
-            f"{settings['extend_rates']}, refine_gain {settings['refine_gain']:g}), selection seed "
-            f"{seeds[0]}, verdict seeds {seeds_text(used) or 'none yet'} of "
-            f"{seeds_text(seeds[1:]) or 'none'}; every setting in results.json.\n\n"
-            f"{regime_line(settings, info[baseline], tokens)}\n\n"
-            f"## Every shape at its own learning rate, against {baseline}\n\n"
-            f"{sections['table']}\n\n"
-            f"## Phase 1: final val loss at every rate (seed {seeds[0]}; bold: chosen)\n\n"
-            f"{sections['rates']}\n\n## The shapes\n\n{shapes_md}\n\n"
-            f"budget: non-embedding parameters without an untied LM head; 'without W_end' leaves "
-            f"out Appendix A's endpoint matrices, as the ><formers' matching does.\n\n"
-            f"## Each shape's own spread\n\n{sections['spreads']}\n\n"
-            f"## The controls: what the {CONTROLLED}'s difference is made of\n\n"
-            f"{sections['controls']}\n\n"
-            f"## The cost: each shape at {baseline}'s time and FLOPs\n\n{sections['cost']}\n")
-    write_atomic(out_dir / "results.md", text)
+                     tokens_per_run(settings), bench)
     runs = [dict(shape=name, model_type=shapes[name][0], lr=lr, seed=seed,
                  **{k: v for k, v in r.items() if k != "curve"})
             for (name, lr, seed), r in sorted(results.items(), key=lambda kv: (
@@ -316,30 +241,20 @@ def report(settings, shapes, results):
         verdicts=verdicts_json(rows), controls=controls_json(controls),
         control_names=CONTROL_NAMES, controlled=CONTROLLED, rates_not_chosen=unchosen, cost=cost,
         runs=runs), indent=1)
-    write_atomic(out_dir / "results.json", summary)
-    table = io.StringIO()
-    writer = csv.DictWriter(table, CSV_COLUMNS, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows({**run, "val_loss": math.nan if run["val_loss"] is None else run["val_loss"]}
-                     for run in runs)
-    write_atomic(out_dir / "results.csv", table.getvalue())
-    plot_curves(chosen, out_dir / "val_loss.png", title)
-    plot_verdict(rows, baseline, out_dir / "verdict.png", title)
-    if record_dir and not report_of_the_records(record_dir, settings, results, runs):
-        print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds runs that are "
-              f"not its records, or fewer shapes or seeds); this one is in {out_dir} only")
+    text = results_md(json.loads(summary))
+    curves = {n: [r["curve"] for (shape, lr, _), r in results.items()
+                  if shape == n and lr == every[n]["lr"]] for n in rows}
+    if record_dir and not report_of_the_records(record_dir, settings, runs):
+        print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds fewer shapes "
+              f"or seeds); this one is in {out_dir} only")
         record_dir = ""
-    also = ""
-    if record_dir:
-        for name in ("results.md", "results.json", "results.csv", "val_loss.png", "verdict.png"):
-            write_atomic(Path(record_dir) / name, (out_dir / name).read_bytes())
-        also = f" and in {portable(record_dir, ROOT)}"
-        if Path(record_dir).resolve().is_relative_to(ROOT):  # the pages quote it
-            changed = write_blocks(pages(ROOT), {**page_blocks(record_dir), **(
-                looks.page_blocks() if portable(record_dir, ROOT) in looks.FOLDERS else {})})
-            also += "".join(f"; {portable(page, ROOT)}'s generated blocks" for page in changed)
-    print(f"\n{sections['table'].split(chr(10) * 2)[0]}\n\nwrote {out_dir / 'results.md'}, "
-          f"results.json, results.csv, val_loss.png and verdict.png there{also}")
+    for folder in filter(None, (out_dir, record_dir)):
+        write_atomic(Path(folder) / "results.json", summary)
+        write_atomic(Path(folder) / "results.md", text)
+        plot_curves(curves, Path(folder) / "val_loss.png", text.splitlines()[0].removeprefix("# "))
+    table = report_parts(json.loads(summary))["table"].split("\n\n")[0]
+    also = record_dir and f" and {portable(record_dir, ROOT)}"
+    print(f"\n{table}\n\nwrote results.md, results.json and val_loss.png into {out_dir}{also}")
 
 
 if __name__ == "__main__":

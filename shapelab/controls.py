@@ -50,7 +50,6 @@ def control_rows(losses, names, rates, seeds, rows, baseline, reference):
     out = {}
     for name in names:
         row = out[name] = chosen_row(losses, name, rates, seeds)
-        row.update(seeds_used=used, so_far=len(set(used) & set(row["losses"])))
         add_mean(row, used)
         if len(used) >= MIN_VERDICT_SEEDS and all(
                 finite(v.get(s)) for v in (row["losses"], base, ref) for s in used):
@@ -80,9 +79,9 @@ def controls_reading(controls, baseline, reference, sub_blocks):
     and the reference, and its share of the reference's difference."""
     lines = []
     for name, row in controls.items():
-        r, n = row.get("reading"), len(row["seeds_used"])
+        r = row.get("reading")
         read = (f"vs {baseline} {interval(r['vs_baseline'])}, vs {reference} "
                 f"{interval(r['vs_reference'])}; its share {share_text(r['share'])}" if r else
-                f"{row['so_far']} of {n} verdict seeds so far")
+                f"no reading yet, {len(row['losses'])} verdict seeds so far")
         lines.append(f"- **{name}** (lr {lr_cell(row)}), {changed(name, sub_blocks)}: {read}.")
     return "\n".join(lines)

@@ -3,7 +3,7 @@ One comparison judged twice, on 2 CPU cores and on one H200, read as two looks a
 each look's Holm, Holm over both looks' tests, and the looks' differences combined by 1 / SE^2
 (Satterthwaite's degrees of freedom); the verdicts in a few words for README and each paper's
 page, the papers' own differences scaled to this loss, and what a laptop gets from `python
-train.py` (results/laptop/). Written into the pages' generated blocks.
+train.py` (results/laptop/), and each report's tables. Written into the pages' generated blocks.
 
     python -m shapelab.looks
 """
@@ -15,18 +15,13 @@ import numpy as np
 from scipy import stats
 
 from shapelab.controls import changed, share_text
-from shapelab.cost import machine_label
 from shapelab.pages import pages, write_blocks
-from shapelab.report import interval, regime_line, sub_blocks, tokens_per_run
+from shapelab.report import interval, regime_line, report_blocks, sub_blocks, tokens_per_run
 from shapelab.run import read_jsonl
 from shapelab.sweep import ROOT
 from shapelab.verdict import ALPHA, holm, short_verdict
 
-FOLDERS = ("results/compare_verdict_cpu", "results/compare_verdict_cpu_scale_gpu")
-HOW_TO_READ = ("Validation loss in nats, the GPT's minus the shape's, 95% interval: "
-               "\"{example}\": lower than the GPT's; \"no difference > x\": x: the smallest "
-               "difference these runs detect; \"narrow\": below what one test detects. [How a "
-               "verdict is made]({docs}compare.md).")
+FOLDERS = {"cpu": "results/compare_verdict_cpu", "gpu": "results/compare_verdict_cpu_scale_gpu"}
 # shape: (mechanism, file, the paper's claim in a few words, its page in docs/)
 ROWS = {
     "hourglass": ("hourglass FFN", "hourglass.py", "wide-narrow-wide FFN beats narrow-wide-narrow",
@@ -45,12 +40,8 @@ ROWS = {
 }
 
 
-def look_label(held):
-    """'<GPU or CPU>, <n> seeds' of a report's results.json (its verdicts by shape)."""
-    gpus = sorted({machine_label(r["machine"]).removeprefix("NVIDIA ") for r in held["runs"]
-                   if (r.get("machine") or "").startswith("NVIDIA")})
-    n = next((v["diff"]["n"] for v in held["verdicts"].values() if "n" in (v["diff"] or {})), 0)
-    return f"{'/'.join(gpus) or 'CPU'}, {n} seeds"
+def verdict_seeds(held):
+    return max(len(v["seeds"]) for v in held["verdicts"].values())
 
 
 def combined(diffs):
@@ -112,27 +103,25 @@ def over_budget(held, shapes):
 
 
 def machines_head(held):
-    seeds = {m: max(len(v["seeds"]) for v in held[m]["verdicts"].values()) for m in held}
-    return (f"one H200, {seeds['gpu']} seeds (confirmatory) | 2 CPU cores, {seeds['cpu']} seeds "
-            f"(exploratory)")
+    return (f"one H200, {verdict_seeds(held['gpu'])} seeds (confirmatory) | 2 CPU cores, "
+            f"{verdict_seeds(held['cpu'])} seeds (exploratory)")
 
 
-def how_to_read(held, docs):
-    return HOW_TO_READ.format(example=verdict_cells(held, "hourglass")[0], docs=docs)
-
-
-def readme_verdict_table(held, docs):
+def readme_verdict_table(held):
     """README's regime line and table of verdicts on the GPU and the CPU, from {machine:
-    results.json}; docs: the write-ups' folder as the page links it."""
+    results.json}."""
     lines = [f"Against the plain GPT (`model.py`, LLaMA-style). {regimes(held)}", "",
              f"| mechanism, file | the paper's claim | {machines_head(held)} |",
              "|---|---|---|---|"]
     for shape, (mechanism, file, claim, page) in ROWS.items():
         cells = " | ".join(verdict_cells(held, shape))
-        lines.append(f"| [{mechanism}]({docs}{page}.md) `{file}` | {claim} | {cells} |")
+        lines.append(f"| [{mechanism}](docs/{page}.md) `{file}` | {claim} | {cells} |")
     return "\n".join(lines + [
         "", f"{over_budget(held, ROWS)} above the budget on the full count (Appendix A's rule "
-        f"leaves W_end out). {how_to_read(held, docs)}"]) + "\n"
+        f"leaves W_end out). Validation loss in nats, the GPT's minus the shape's, 95% interval: "
+        f"\"{verdict_cells(held, 'hourglass')[0]}\": lower than the GPT's; \"no difference > x\": "
+        f"x: the smallest difference these runs detect; \"narrow\": below what one test detects. "
+        f"[How a verdict is made](docs/compare.md)."]) + "\n"
 
 
 def paper_block(held, shapes):
@@ -198,21 +187,24 @@ def laptop(folder):
 
 
 def page_blocks():
-    """{block name: markdown} of the committed looks (FOLDERS) and results/laptop/."""
+    """{block name: markdown} of the committed looks (FOLDERS), their reports' parts and
+    results/laptop/."""
     held = {}
-    for machine, folder in zip(("cpu", "gpu"), FOLDERS):
+    for machine, folder in FOLDERS.items():
         held[machine] = json.loads((ROOT / folder / "results.json").read_text())
         held[machine]["verdicts"] = {v["shape"]: v for v in held[machine]["verdicts"]}
     by_page = {}
     for shape, (*_, page) in ROWS.items():
         by_page.setdefault(page, []).append(shape)
-    looks = [(look_label(held[m]), held[m]["verdicts"]) for m in ("cpu", "gpu")]
+    looks = [(f"{label}, {verdict_seeds(held[m])} seeds", held[m]["verdicts"])
+             for m, label in (("cpu", "CPU"), ("gpu", "H200"))]
     return {"verdicts.two_looks": two_looks_table(looks),
             **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
-            "readme-verdicts": readme_verdict_table(held, "docs/"),
-            "docs-verdicts": readme_verdict_table(held, ""),
-            "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS[1]),
-            "laptop": laptop(ROOT / "results" / "laptop")}
+            "readme-verdicts": readme_verdict_table(held),
+            "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS["gpu"]),
+            "laptop": laptop(ROOT / "results" / "laptop"),
+            **{name: text for folder in FOLDERS.values()
+               for name, text in report_blocks(ROOT / folder).items()}}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """
-Validation loss curves of training runs, from their out_dir/metrics.jsonl; and compare.py's two
-figures (plot_curves, plot_verdict).
+Validation loss curves of training runs, from their out_dir/metrics.jsonl, and of compare.py's
+verdict runs (plot_curves).
 
     python -m shapelab.plot out out-hourglass                  # val loss vs step -> loss.png
     python -m shapelab.plot out-a out-b --x=elapsed_s --out=docs/time.png
@@ -55,27 +55,6 @@ def plot_curves(curves, path, title, key="tokens"):
             ax.plot(xs, mean, "-o", ms=2.5, label=f"{name}: {mean[-1]:.4f}")
     ax.set(xlabel=AXES[key][0], ylabel="validation loss", title=title, yscale="log")
     ax.legend(fontsize=8, title="final val loss")
-    save_figure(fig, path)
-
-
-def plot_verdict(rows, baseline, path, title):
-    """Each shape's difference from the baseline (verdict.shape_rows' rows) with its 95%
-    interval, and the detectable difference shaded."""
-    names = list(rows)
-    fig, ax = plt.subplots(figsize=(9, 1.5 + 0.4 * len(names)), layout="constrained")
-    ax.axvline(0, color="0.4", ls="--")
-    detect = [r["diff"]["detectable_family"] for r in rows.values() if "lo" in r.get("diff", {})]
-    if detect:
-        ax.axvspan(-detect[0], detect[0], color="0.5", alpha=0.15,
-                   label=f"smaller than these runs detect (+-{detect[0]:.4f})")
-        ax.legend(fontsize=8)
-    for i, row in enumerate(rows.values()):
-        diff = row.get("diff", {})
-        if "lo" in diff:
-            ax.plot([diff["lo"], diff["mean"], diff["hi"]], [i] * 3, "-D", markevery=[1])
-    ax.set_yticks(range(len(names)), names)
-    ax.set_ylim(len(names) - 0.5, -0.5)
-    ax.set(title=title, xlabel=f"val loss minus the {baseline}'s, same seed (lower is better)")
     save_figure(fig, path)
 
 

@@ -1,7 +1,7 @@
 """
-A comparison's report in words and tables, each a markdown part (report_sections): the verdict,
-phase 1's rates, each shape's own spread, the controls and the cost. results.md is made of them,
-and so are the pages' generated blocks (`page_blocks`).
+A comparison's report in words and tables, from its results.json: each a markdown part
+(report_parts) - the verdict, phase 1's rates, each shape's own spread, the controls and the cost.
+results.md is made of them, and so are the pages' generated blocks (`report_blocks`).
 """
 
 import json
@@ -9,7 +9,6 @@ from pathlib import Path
 
 from shapelab.controls import control_rows, controls_reading
 from shapelab.cost import SPEED_BENCH, cost_table
-from shapelab.sweep import read_result
 from shapelab.verdict import (MIN_VERDICT_SEEDS, finite, interval, lr_cell, rate_label,
                               seeds_in_verdict, shape_rows, spread_check)
 
@@ -33,9 +32,8 @@ def verdict_rows(settings, names, losses, unchosen, controls, controlled):
     """(rows, control rows, baseline) of {(name, lr, seed): val loss}: the shapes' verdict rows,
     and the controls' read against them, never in their model; a shape in `unchosen` (phase 1
     has rates left) has no verdict yet."""
-    seeds = settings["seeds"]
+    seeds, baseline = settings["seeds"], "GPT"  # compare.py reports nothing without it
     compared = [n for n in names if n not in controls]
-    baseline = "GPT" if "GPT" in compared else compared[0]
     rates = sorted({lr for (_, lr, seed) in losses if seed == seeds[0]})
     rows = shape_rows(losses, compared, rates, seeds, baseline)
     control = control_rows(losses, [n for n in names if n in controls], rates, seeds, rows,
@@ -48,22 +46,30 @@ def verdict_rows(settings, names, losses, unchosen, controls, controlled):
     return rows, control, baseline
 
 
-def report_sections(settings, names, losses, cost, unchosen, controls, controlled, sub_blocks):
-    """{part: markdown} from the final losses and the cost readings (cost.cost_rows');
-    sub_blocks: {shape: K} for the controls' words."""
-    rows, control, baseline = verdict_rows(settings, names, losses, unchosen, controls,
-                                           controlled)
-    used = seeds_in_verdict(rows)
+def report_parts(held):
+    """{part: markdown} of a results.json's content, its verdict recomputed from its runs."""
+    settings = held["settings"]
+    losses = {(r["shape"], r["lr"], r["seed"]): r["val_loss"] for r in held["runs"]}
+    controls, controlled = held["control_names"], held["controlled"]
+    rows, control, baseline = verdict_rows(settings, list(held["shapes"]), losses,
+                                           held["rates_not_chosen"], controls, controlled)
+    used, cost = seeds_in_verdict(rows), held["cost"]
     model = {n: {s: row["losses"][s] for s in used} for n, row in rows.items()
              if n == baseline or "paired" in row.get("diff", {})}
     bench = any(m.startswith("bench.py") for row in cost.values() for m in row["machines"])
+    seeds, rates = settings["seeds"], settings["learning_rates"]
     return dict(
+        head=f"Rates {', '.join(map(rate_label, rates))} (extend_rates {settings['extend_rates']}, "
+             f"refine_gain {settings['refine_gain']:g}), selection seed {seeds[0]}, verdict seeds "
+             f"{seeds_text(used) or 'none yet'} of {seeds_text(seeds[1:]) or 'none'}; every "
+             f"setting in results.json.\n\n"
+             f"{regime_line(settings, held['shapes'][baseline], tokens_per_run(settings))}",
         table=f"{verdict_table(rows, baseline)}\n\n{verdict_footer(rows, settings, baseline)}",
         rates=rates_table(rows),
         spreads=spread_table(rows, baseline, spread_check(model, used) if len(model) > 1 else {}),
-        controls=f"{controls_reading(control, baseline, controlled, sub_blocks)}\n\n"
-                 f"{rates_table(control)}\n\n- each control: its own rate on the selection seed, "
-                 f"then the verdict seeds, seed-paired; a family of its own, never in the "
+        controls=f"{controls_reading(control, baseline, controlled, sub_blocks(held['shapes']))}"
+                 f"\n\n{rates_table(control)}\n\n- each control: its own rate on the selection "
+                 f"seed, then the verdict seeds, seed-paired; a family of its own, never in the "
                  f"verdict's; its share of the {controlled}'s difference with Fieller's 95% "
                  f"interval." if control else
         f"No control run recorded yet: `--models='{','.join([baseline, *controls])}'` trains "
@@ -73,19 +79,25 @@ def report_sections(settings, names, losses, cost, unchosen, controls, controlle
         f"Fewer than {MIN_VERDICT_SEEDS} verdict seeds that every shape has finished: no cost yet.")
 
 
-def page_blocks(record_dir):
+def results_md(held):
+    """results.md of a results.json's content."""
+    settings, parts = held["settings"], report_parts(held)
+    baseline = next(v["shape"] for v in held["verdicts"] if v["diff"] is None)
+    return (f"# Shape comparison: {settings['dataset']}, {tokens_per_run(settings) / 1e6:.3g}M "
+            f"tokens per run, matched budget ({settings['preset']} preset)\n\n{parts['head']}\n\n"
+            f"## Every shape at its own learning rate, against {baseline}\n\n{parts['table']}\n\n"
+            f"## Phase 1: final val loss at every rate (seed {settings['seeds'][0]}; bold: "
+            f"chosen)\n\n{parts['rates']}\n\n## Each shape's own spread\n\n{parts['spreads']}\n\n"
+            f"## The controls: what the {held['controlled']}'s difference is made of\n\n"
+            f"{parts['controls']}\n\n"
+            f"## The cost: each shape at {baseline}'s time and FLOPs\n\n{parts['cost']}\n")
+
+
+def report_blocks(record_dir):
     """{<folder name less 'compare_'>.<part>: markdown} of a records folder's results.json."""
     folder = Path(record_dir)
-    held = json.loads((folder / "results.json").read_text())
-    settings = held["settings"]
-    losses = {(r["shape"], r["lr"], r["seed"]): r["val_loss"] for r in held["runs"]}
-    sections = report_sections(settings, list(held["shapes"]), losses, held["cost"],
-                               held["rates_not_chosen"], held["control_names"], held["controlled"],
-                               sub_blocks(held["shapes"]))
-    baseline = next(v["shape"] for v in held["verdicts"] if v["diff"] is None)
-    sections["regime"] = regime_line(settings, held["shapes"][baseline], tokens_per_run(settings))
-    prefix = folder.name.removeprefix("compare_")
-    return {f"{prefix}.{part}": text for part, text in sections.items()}
+    parts = report_parts(json.loads((folder / "results.json").read_text()))
+    return {f"{folder.name.removeprefix('compare_')}.{part}": text for part, text in parts.items()}
 
 
 def sub_blocks(shapes):
@@ -109,18 +121,15 @@ def controls_json(controls):
     return [dict(row_json(n, row), reading=row.get("reading")) for n, row in controls.items()]
 
 
-def report_of_the_records(record_dir, settings, results, runs):
-    """Whether a report may replace record_dir's: every run it reports is a record there, and it
-    covers every shape and seed its results.json holds."""
-    recorded = [read_result(p) for p in sorted((Path(record_dir) / "runs").glob("*/result.json"))]
-    if not all(result in recorded for result in results.values()):
-        return False
+def report_of_the_records(record_dir, settings, runs):
+    """Whether a report of record_dir's runs may replace its report: it covers every shape and
+    seed that one holds."""
     try:
         held = json.loads((Path(record_dir) / "results.json").read_text())
-        shapes, seeds = {v["shape"] for v in held["verdicts"]}, set(held["settings"]["seeds"])
-    except (OSError, ValueError, KeyError, TypeError):  # none yet: none to keep
+    except OSError:  # none yet: none to keep
         return True
-    return shapes <= {run["shape"] for run in runs} and seeds <= set(settings["seeds"])
+    return ({v["shape"] for v in held["verdicts"]} <= {run["shape"] for run in runs}
+            and set(held["settings"]["seeds"]) <= set(settings["seeds"]))
 
 
 def loss_text(loss):

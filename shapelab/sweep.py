@@ -1,10 +1,10 @@
 """
 Many train.py runs into one folder, safely: what compare.py stands on. One comparison per folder
 (compare.lock); each run trained, resumed from its checkpoint, or skipped once its result.json
-(written whole, last) is there; a run folder of other settings, or a result of other data, is
-refused; finished runs kept in a folder of the repository (record_dir) and copied back into an
-out_dir that lacks them, never rewritten; `jobs` runs at a time, and on Ctrl-C, SIGTERM or a
-failed run every train.py still running stops as on Ctrl-C.
+(written whole, last) is in its folder or its record; a run folder of other settings, or a result
+of other data, is refused; each finished run kept in a folder of the repository (record_dir),
+never rewritten; on Ctrl-C, SIGTERM or a failed run every train.py still running stops as on
+Ctrl-C.
 """
 
 import json
@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from shapelab.checkpoint import write_atomic
@@ -76,23 +75,16 @@ def terminated(signum, frame):
 
 def stop_children():
     """Every running train.py stops as on Ctrl-C, and none starts: 2 s to stop by themselves (a
-    terminal's Ctrl-C reached them too), then a SIGINT (a kill on Windows); a kill after a minute,
-    or at a second Ctrl-C."""
+    terminal's Ctrl-C reached them too), then a SIGINT (SIGTERM on Windows)."""
     with CHILDREN_LOCK:
         STOP.set()
         children = list(CHILDREN.values())
-    try:
-        for stop, seconds in ((signal.SIGINT if os.name != "nt" else signal.SIGTERM, 2),
-                              (signal.SIGKILL if os.name != "nt" else signal.SIGTERM, 60)):
-            end = time.time() + seconds
-            for process in children:
-                try:
-                    process.wait(timeout=max(0.0, end - time.time()))
-                except subprocess.TimeoutExpired:
-                    process.send_signal(stop)
-    except KeyboardInterrupt:
-        for process in children:
-            process.kill()
+    end = time.time() + 2
+    for process in children:
+        try:
+            process.wait(timeout=max(0.0, end - time.time()))
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGINT if os.name != "nt" else signal.SIGTERM)
     for process in children:
         process.wait()
 
@@ -127,22 +119,37 @@ def summarize_run(run_dir, max_iters):
                 **(dict(ood_texts=texts[-1]) if texts else {}))
 
 
-def train_one(run_dir, config, max_iters, tag, threads=None, data=None):
-    """Train, resume or skip one run; its result (a diverged run's losses None). data: the
-    splits' sha256 it trains on, kept in its result."""
-    result_path, config_path = run_dir / "result.json", run_dir / "config.py"
+def finished_result(run_dir, config, record_dir, data):
+    """The result of the run recorded in record_dir, or finished in run_dir (then recorded);
+    None if neither holds it."""
+    record = record_dir and Path(record_dir) / "runs" / run_dir.name
+    if record and (record / "result.json").exists():
+        if not same_settings(record / "config.py", config):
+            raise SystemExit(f"error: {record} holds a run of other settings: records of different "
+                             f"settings must not mix: pass a new --record_dir")
+        return read_result(record / "result.json", data)
+    if (run_dir / "result.json").exists() and same_settings(run_dir / "config.py", config):
+        result = read_result(run_dir / "result.json", data)
+        if record:
+            record_run(run_dir, config, record)
+        return result
+    return None
+
+
+def train_one(run_dir, config, max_iters, tag, threads, record_dir, data):
+    """Train, resume or skip one run; its result (a diverged run's losses None), kept in
+    record_dir. data: the splits' sha256 it trains on, kept in its result."""
+    config_path = run_dir / "config.py"
+    if (result := finished_result(run_dir, config, record_dir, data)) is not None:
+        print(f"{tag}: finished before, skipping")
+        return result
     if config_path.exists() and not same_settings(config_path, config):
         raise SystemExit(f"{config_path} holds different settings from this command's. Results of "
                          f"different settings must not mix: pass a new --out_dir (or delete "
                          f"{run_dir} to retrain it).")
-    if result_path.exists():
-        print(f"{tag}: finished before, skipping ({result_path})")
-        return read_result(result_path, data)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(config_path, config_text(config))
     resume = (run_dir / "ckpt.pt").exists()
-    if not resume:  # killed before its first checkpoint: start clean
-        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
     print(f"{tag}: {'resuming from ' + str(run_dir / 'ckpt.pt') if resume else 'training'} "
           f"(log: {run_dir / 'train.log'})", flush=True)
     command = [sys.executable, str(ROOT / "train.py"), str(config_path),
@@ -173,8 +180,10 @@ def train_one(run_dir, config, max_iters, tag, threads=None, data=None):
                    diverged=diverged, curve=[]) if diverged else summarize_run(run_dir, max_iters))
     if data:
         result["data"] = data
-    write_atomic(result_path, json.dumps(result, indent=1))
-    return result
+    write_atomic(run_dir / "result.json", json.dumps(result, indent=1))
+    print(f"{tag} val loss {'diverged' if diverged else format(result['val_loss'], '.4f')}",
+          flush=True)
+    return finished_result(run_dir, config, record_dir, data)
 
 
 def read_result(path, data=None):
@@ -195,73 +204,16 @@ def read_result(path, data=None):
     return result
 
 
-def record_run(run_dir, record_dir):
-    """Keep a finished run's config.py and result.json in record_dir/runs/<its folder>/, unless a
-    record is there: a record is never rewritten."""
-    config = read_config_file(run_dir / "config.py")
-    copy_run(run_dir, Path(record_dir) / "runs" / run_dir.name,
-             {**config, "out_dir": portable(config["out_dir"], ROOT)})
-
-
-def copy_run(source, folder, config):
-    """source's result.json, with config as its config.py, into folder unless that holds a result
-    or other settings: whether it copied."""
-    if (folder / "result.json").exists() or (folder / "config.py").exists() and not (
-            same_settings(folder / "config.py", config)):
-        return False
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "config.py", config_text(config))
-    write_atomic(folder / "result.json", (source / "result.json").read_text())
-    return True
+def record_run(run_dir, config, record):
+    """A finished run's config.py and result.json kept in `record` (which holds no result: a
+    record is never rewritten)."""
+    record.mkdir(parents=True, exist_ok=True)
+    write_atomic(record / "config.py",
+                 config_text({**config, "out_dir": portable(config["out_dir"], ROOT)}))
+    write_atomic(record / "result.json", (run_dir / "result.json").read_text())
 
 
 def portable(path, root):
     """A path as a record keeps it: relative to root inside it, else its last two parts."""
     path = Path(path).resolve()
     return str(path.relative_to(root) if path.is_relative_to(root) else Path(*path.parts[-2:]))
-
-
-def sync_records(out_dir, record_dir, wanted, data=None):
-    """The runs this command may train (wanted(folder, settings)) recorded, and the records out_dir
-    lacks copied in: (how many, how many other records were left alone)."""
-    for run_dir in sorted(d for d in out_dir.iterdir() if (d / "result.json").exists()):
-        if wanted(run_dir.name, read_config_file(run_dir / "config.py")):
-            record_run(run_dir, record_dir)
-    copied, other = 0, 0
-    for record in sorted(p.parent for p in Path(record_dir).glob("runs/*/result.json")):
-        config = {**read_config_file(record / "config.py"), "out_dir": str(out_dir / record.name)}
-        if wanted(record.name, config):
-            read_result(record / "result.json", data)
-            copied += copy_run(record, out_dir / record.name, config)
-        else:
-            other += 1
-    return copied, other
-
-
-def run_all(first, after, train, jobs, state, deadline=None):
-    """{run.key: result} of the runs `first` and those after(run, results) adds as each finishes,
-    `jobs` at a time in run.order; train(run, k) trains the k-th. After `deadline` no run starts:
-    state.left holds them."""
-    results, queue, running = {}, list(first), {}
-    STOP.clear()
-    state.left, state.running = [], running  # {future: run}
-    with ThreadPoolExecutor(jobs) as pool:
-        try:
-            while queue or running:
-                if deadline and time.time() > deadline:
-                    state.left += [r for r in queue if not (r.dir / "result.json").exists()]
-                    queue = [r for r in queue if (r.dir / "result.json").exists()]
-                while queue and len(running) < jobs:
-                    run = queue.pop(0)
-                    state.started += 1
-                    running[pool.submit(train, run, state.started)] = run
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    run = running.pop(future)
-                    results[run.key] = future.result()
-                    state.finished.append(run)
-                    queue = sorted(queue + after(run, results), key=lambda r: r.order)
-        except BaseException:  # Ctrl-C, SIGTERM, a failed run: the others stop too
-            stop_children()
-            raise
-    return results

@@ -1,8 +1,7 @@
 """compare.py end to end on a tiny dataset (its train.py runs in this process): both phases, the
-report, a resume that trains each run once, records that are copied in and never rewritten, runs
-of other settings or other data refused. The plan of runs is checked on made-up losses."""
+report, a resume that trains each run once, records that are read and never rewritten, runs of
+other settings or other data refused. The plan of runs is checked on made-up losses."""
 
-import csv
 import io
 import json
 import os
@@ -20,6 +19,7 @@ import pytest
 import compare
 from conftest import ROOT, run_here
 from shapelab import sweep
+from shapelab.run import held_by
 
 TINY = ["--n_layer=3", "--n_embd=32", "--n_head=2", "--block_size=16", "--batch_size=4",
         "--eval_iters=2", "--width_multiple=4", "--ffn_multiple=8", "--dtype=float32"]
@@ -51,7 +51,7 @@ class TrainHere:
 
 
 class InThisThread(Executor):
-    """ThreadPoolExecutor as run_all uses it, each run in the calling (main) thread."""
+    """ThreadPoolExecutor as run_comparison uses it, each run in the calling (main) thread."""
 
     def __init__(self, workers):
         pass
@@ -68,22 +68,21 @@ class InThisThread(Executor):
 @pytest.fixture
 def here(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(sweep, "ThreadPoolExecutor", InThisThread)
+    monkeypatch.setattr(compare, "ThreadPoolExecutor", InThisThread)
     monkeypatch.setattr(sweep, "subprocess", SimpleNamespace(**{**vars(subprocess),
                                                                "Popen": TrainHere}))
     return monkeypatch
 
 
-def rows(folder):
-    with open(folder / "results.csv") as f:
-        return list(csv.DictReader(f))
+def runs(folder):
+    return json.loads((folder / "results.json").read_text())["runs"]
 
 
 def test_compare_two_rates_two_seeds_resumes_and_keeps_its_records(tmp_path, char_dataset,
                                                                    capsys, here):
     """Interrupted after three runs, the same command trains the other three once; a fresh
-    out_dir copies the six records in and trains nothing; a committed record of other settings
-    is left byte-identical; other settings into the same folders are refused."""
+    out_dir reads the six records and trains nothing; a committed record of other settings is
+    left byte-identical; other settings into the same folders or records are refused."""
     out, rec = tmp_path / "cmp", tmp_path / "rec"
     committed = rec / "runs" / "gpt-lr2e-3-s1337"
     shutil.copytree(ROOT / "results" / "compare_verdict_cpu" / "runs" / committed.name, committed)
@@ -100,34 +99,34 @@ def test_compare_two_rates_two_seeds_resumes_and_keeps_its_records(tmp_path, cha
     with here.context() as stopping:
         stopping.setattr(compare, "train_one", stop_at_the_fourth)
         code, printed = compare_here(capsys, *args)
-    assert code == 130 and "interrupted: 3 of 6 runs finished" in printed, printed
+    assert code == 130 and "interrupted: finished runs are kept" in printed, printed
     code, printed = compare_here(capsys, *args)
     assert code == 0, printed
     assert printed.count("finished before, skipping") == 3 and printed.count(": training") == 3
-    assert "1 of other runs left alone" in printed
     chosen = {v["shape"]: v["lr"] for v in json.loads((out / "results.json").read_text())[
         "verdicts"]}
-    keys = [(r["shape"], float(r["lr"]), int(r["seed"])) for r in rows(out)]
+    keys = [(r["shape"], r["lr"], r["seed"]) for r in runs(out)]
     assert sorted(keys) == sorted({(n, lr, s) for n in chosen
                                    for lr, s in ((1e-3, 1), (4e-3, 1), (chosen[n], 2))})
-    assert list(rows(out)[0]) == list(compare.CSV_COLUMNS)
     assert "no verdict (1 verdict seed; 2 needed)" in (out / "results.md").read_text()
-    assert (out / "val_loss.png").exists() and (out / "verdict.png").exists()
+    assert (out / "val_loss.png").exists()
     assert {p: p.read_bytes() for p in committed.iterdir()} == before
     assert len(list((rec / "runs").iterdir())) == 7
-    shutil.rmtree(out)
-    code, printed = compare_here(capsys, *args)
-    assert "6 copied from there" in printed and ": training" not in printed, printed
-    assert rows(out) == rows(rec)
     code, printed = compare_here(capsys, *args[:-1], "--max_iters=30")
     assert code != 0 and "new --out_dir" in printed
+    code, printed = compare_here(capsys, *args, "--max_iters=30")
+    assert code != 0 and "new --record_dir" in printed
+    shutil.rmtree(out)
+    code, printed = compare_here(capsys, *args)
+    assert printed.count("finished before, skipping") == 6, printed
+    assert ": training" not in printed and runs(out) == runs(rec)
 
 
-def test_a_run_of_other_data_is_refused_and_an_older_record_accepted(tmp_path, char_dataset,
-                                                                     capsys, here):
+def test_a_run_of_other_data_or_damaged_is_refused_and_an_older_record_accepted(
+        tmp_path, char_dataset, capsys, here):
     """A record names the splits' sha256 it trained on; the data prepared again differently, the
     same command refuses the run in one line; a record that names no data (one from before) is
-    read as it is."""
+    read as it is; a damaged one is one line."""
     meta = json.loads((char_dataset / "meta.json").read_text())
     for split in meta["splits"].values():
         split["sha256"] = "a" * 64
@@ -146,6 +145,9 @@ def test_a_run_of_other_data_is_refused_and_an_older_record_accepted(tmp_path, c
     result.write_text(json.dumps(older))
     code, printed = compare_here(capsys, *args)
     assert code == 0 and "finished before, skipping" in printed, printed
+    result.write_text(json.dumps({"val_loss": "2.1"}))
+    code, printed = compare_here(capsys, *args)
+    assert printed.splitlines()[-1].startswith(f"error: {result} is damaged (no "), printed
 
 
 def test_each_shape_walks_phase_one_then_its_verdict_seeds(tmp_path):
@@ -174,7 +176,7 @@ def test_each_shape_walks_phase_one_then_its_verdict_seeds(tmp_path):
 
 def test_report_only_writes_the_committed_report_again(tmp_path, monkeypatch):
     """From a copy of the committed records (no dataset here: it stands in for the prepared one),
-    --report_only=True writes the committed results.md and results.csv byte for byte."""
+    --report_only=True writes the committed results.md byte for byte."""
     name = "compare_verdict_cpu_scale_gpu"
     records = tmp_path / name
     shutil.copytree(ROOT / "results" / name, records, ignore=shutil.ignore_patterns("*.png"))
@@ -185,13 +187,12 @@ def test_report_only_writes_the_committed_report_again(tmp_path, monkeypatch):
                                                                                   "vocab_size": 84})
     compare.main([str(ROOT / "config" / f"{name}.py"), "--report_only=True",
                   f"--out_dir={tmp_path / 'out'}", f"--record_dir={records}"])
-    for report in ("results.md", "results.csv"):
-        assert (tmp_path / "out" / report).read_text() == (ROOT / "results" / name / report
-                                                            ).read_text(), report
+    report = (tmp_path / "out" / "results.md").read_text()
+    assert report == (ROOT / "results" / name / "results.md").read_text()
 
 
 @pytest.mark.parametrize("setting, words", [
-    ("--seeds=1,1", "seeds=(1, 1): give distinct integers"),
+    ("--seeds=1,1", "seeds: give distinct integers"),
     ("--learning_rates=1e-3,1.0000001e-3", "distinct in their first 6 digits"),
     ("--extend_rates=2", "it needs two learning_rates or more"),
     ("--stop_starting_after=-1", "stop_starting_after: give a number >= 0"),
@@ -201,19 +202,6 @@ def test_a_setting_no_comparison_can_use_is_one_line(setting, words, tmp_path, c
     code, printed = compare_here(capsys, setting, f"--data_dir={char_dataset}",
                                  f"--out_dir={tmp_path / 'cmp'}")
     assert code == 2 and words in printed and not (tmp_path / "cmp").exists(), printed
-
-
-def test_a_busy_out_dir_and_a_damaged_record_are_one_line(tmp_path, char_dataset, capsys):
-    out = tmp_path / "cmp"
-    with sweep.lock_folder(out / "gpt-s1337", "run.lock", "training run"):
-        code, printed = compare_here(capsys, f"--data_dir={char_dataset}", f"--out_dir={out}")
-    assert code == 2 and f"is in use by a training run (train.py, PID {os.getpid()})" in printed
-    record = tmp_path / "rec" / "runs" / "gpt-s1"
-    record.mkdir(parents=True)
-    (record / "config.py").write_text("seed = 1\n")
-    (record / "result.json").write_text(json.dumps({"val_loss": "2.1"}))
-    with pytest.raises(SystemExit, match=r"^error: .*gpt-s1/result.json is damaged \(no "):
-        sweep.sync_records(out, tmp_path / "rec", wanted=lambda folder, config: True)
 
 
 def test_sigterm_stops_both_train_py_like_ctrl_c(tmp_path, char_dataset):
@@ -237,10 +225,10 @@ def test_sigterm_stops_both_train_py_like_ctrl_c(tmp_path, char_dataset):
         sweep.TERMINATED.clear()
     err = result.stderr
     assert result.returncode == 143 and err.count("\n") == 1, err
-    assert err.startswith("interrupted: 0 of 2 runs finished; GPT lr1e-3 s1337 "), err
+    assert err.startswith("interrupted: finished runs are kept"), err
     assert err.rstrip().endswith(f"continue with: python {ROOT / 'compare.py'} " + " ".join(args))
     for run_dir in runs:
-        assert compare.held_by(run_dir / "run.lock") is None
+        assert held_by(run_dir / "run.lock") is None
         assert "interrupted" in (run_dir / "train.log").read_text().splitlines()[-1]
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from shapelab.configurator import read_config_file
 from shapelab.pages import blocks_in, pages, replace_blocks
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -25,9 +24,6 @@ def producer(command):
     if words[:3] == ["python", "-m", "shapelab.looks"] and len(words) == 3:
         from shapelab import looks
         return looks.page_blocks()
-    if words[:2] == ["python", "compare.py"] and options.get("report_only") == "True":
-        from shapelab.report import page_blocks
-        return page_blocks(ROOT / read_config_file(str(ROOT / args[0]))["record_dir"])
     if words[:2] == ["python", "experiments/mlp_hourglass_fronts.py"] and "out" in options:
         import mlp_hourglass_fronts
         return mlp_hourglass_fronts.page_blocks([ROOT / a for a in args],
