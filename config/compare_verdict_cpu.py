@@ -16,7 +16,7 @@
 #       --dtypes=bfloat16 --threads=1 --steps=20 --rounds=5 \
 #       --json=results/compare_verdict_cpu/speed_bench.json
 # Every finished run (config.py, result.json) goes to results/compare_verdict_cpu/runs/ as it
-# finishes, the report (results.csv, results.md, verdict.png, ...) to results/compare_verdict_cpu/
+# finishes, the report (results.md, results.json, val_loss.png) to results/compare_verdict_cpu/
 # at the end; a fresh checkout continues from them. Runs of one table share a dtype and a CPU class
 # with native bf16 (the machine of each run is in its record): on a CPU without native bf16, leave
 # the runs to a machine that has it rather than mix float32 runs into this table.

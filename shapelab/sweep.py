@@ -28,8 +28,6 @@ RESULT_KEYS = ("val_loss", "train_loss", "tokens", "elapsed_s", "tokens_per_s", 
                "mfu")
 # not part of a run's identity: out_dir (one folder by two paths) and eval_ood (it only measures)
 NOT_IDENTITY = ("out_dir", "eval_ood")
-# model_args a record may leave out: the committed CEA records ran these without naming them
-RECORDED_MODEL_ARGS = {"cea": {"attention_impl": "causal"}}
 
 
 def config_text(config):
@@ -38,13 +36,8 @@ def config_text(config):
 
 
 def run_identity(config):
-    """A run's settings less NOT_IDENTITY, with RECORDED_MODEL_ARGS filled in: two runs are the
-    same run when theirs are equal."""
-    identity = {**config, **dict.fromkeys(NOT_IDENTITY)}
-    if config.get("model_type") in RECORDED_MODEL_ARGS:
-        identity["model_args"] = {**RECORDED_MODEL_ARGS[config["model_type"]],
-                                  **config.get("model_args", {})}
-    return identity
+    """A run's settings less NOT_IDENTITY: two runs are the same run when theirs are equal."""
+    return {**config, **dict.fromkeys(NOT_IDENTITY)}
 
 
 def same_settings(config_path, config):
