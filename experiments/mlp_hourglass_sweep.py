@@ -217,7 +217,7 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir):
 def main(argv):
     try:
         defaults = {**{k: v for k, v in train_mlp.DEFAULTS.items()
-                       if k not in ("init_from", "overwrite", "eval_only")}, **GRID}  # (per run)
+                       if k not in ("init_from", "overwrite")}, **GRID}  # (per run)
         config = parse_overrides(argv, defaults, types=train_mlp.PROTOCOL_KEYS)
         grid, learning_rates, seeds = (config.pop(k) for k in GRID)
         if not grid or not learning_rates or not seeds:
