@@ -11,10 +11,9 @@ import math
 import operator
 import os
 import re
-import reprlib
 import sys
-import textwrap
 from pathlib import Path
+from reprlib import repr as shown  # a value in a message, its length bounded
 
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
              ast.Div: operator.truediv}
@@ -32,12 +31,6 @@ def need(ok, message):
 def usage_error(error):
     print(f"error: {error}", file=sys.stderr)
     raise SystemExit(2)
-
-
-def shown(value):
-    """repr(value) in at most 80 characters."""
-    text = reprlib.repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _value(node, where):
@@ -145,12 +138,7 @@ def print_help(defaults, more_help=None):
 
 
 def print_entry(left, text, column):
-    """`left`, then `text` wrapped from `column` on."""
-    lines = textwrap.wrap(text, 100 - column)
-    first = lines.pop(0) if lines and len(left) < column else ""
-    print(f"{left:<{column}}{first}".rstrip())
-    for line in lines:
-        print(" " * column + line)
+    print(f"{left:<{column}} {text}".rstrip())
 
 
 def build(model_type, model_cls, config_cls, **model_args):
