@@ -46,9 +46,8 @@ def best_of_rounds(steps, rounds, repeat):
                     start = time.perf_counter()
                     step()
                     times.append(time.perf_counter() - start)
-            except torch.OutOfMemoryError:
+            except torch.OutOfMemoryError:  # the table says OOM
                 best[name] = None
-                print(f"  round {round_}/{rounds} {name}: out of memory", flush=True)
                 continue
             if round_:
                 best[name] = min(best[name], statistics.median(times))
@@ -74,8 +73,8 @@ def training_step(model, batch_size, device, dtype):
 
 
 def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=2):
-    """(rows, what MFU is against): a row per (shape, mode, dtype) with ms_per_iter, tokens_per_s,
-    ratio and mfu; a shape out of memory has oom=True and None for its figures."""
+    """(rows, what MFU is against): a row per (shape, mode, dtype) with tokens_per_s, ratio and
+    mfu; a shape out of memory has oom=True and None for its figures."""
     peak, peak_note = peak_flops(device.split(":")[0])
     # one compiled graph per model and dtype, all sharing GPT.forward
     torch._dynamo.config.recompile_limit = max(8, 4 * len(shapes) * len(dtypes))
@@ -94,8 +93,7 @@ def benchmark_shapes(shapes, batch_size, device, dtypes, modes, steps=5, rounds=
             tokens_per_s = seconds and batch_size * model.config.block_size / seconds
             first = first or tokens_per_s
             rows.append(dict(
-                model=name, mode=mode, dtype=dtype, oom=seconds is None,
-                ms_per_iter=seconds and 1000 * seconds, tokens_per_s=tokens_per_s,
+                model=name, mode=mode, dtype=dtype, oom=seconds is None, tokens_per_s=tokens_per_s,
                 ratio=tokens_per_s and tokens_per_s / first,
                 mfu=seconds and peak and model.estimate_mfu(tokens_per_s, peak)))
         del models, model
@@ -164,8 +162,7 @@ def main(argv):
     if path := args["json"]:
         on = torch.cuda.get_device_name(device) if "cuda" in device else f"CPU ({device})"
         record = dict(rows=rows, peak=peak_note, device=on, machine=machine_name(),
-                      threads=torch.get_num_threads(), batch_size=args["batch_size"],
-                      steps=args["steps"], rounds=args["rounds"])
+                      threads=torch.get_num_threads(), batch_size=args["batch_size"])
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(record, indent=1))
 

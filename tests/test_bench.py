@@ -33,7 +33,6 @@ def test_ratios_mfu_and_an_out_of_memory_shape(monkeypatch):
     rows, note = bench.benchmark_shapes(shapes, 2, "cpu", ["float32"], ["eager"], 1, 2)
     assert note == "test peak" and tried == [1] and rows[0]["tokens_per_s"] is None
     for r, (model_type, args) in zip(rows[1:], list(shapes.values())[1:]):
-        assert r["tokens_per_s"] == pytest.approx(2 * 16 * 1000 / r["ms_per_iter"])
         assert r["ratio"] == pytest.approx(r["tokens_per_s"] / rows[1]["tokens_per_s"])
         flops = 3 * build_model(model_type, **args).flops_per_token(16) * r["tokens_per_s"]
         assert r["mfu"] == pytest.approx(flops / 1e9)
