@@ -27,9 +27,8 @@ from shapelab.hardware import DTYPES, auto_dtype, autocast, machine_name, peak_f
 from shapes import (BASELINE_KEYS, MATCHING_KEYS, baseline_of, build_model, dataset_vocab_size,
                     matched_shapes, model_keys, preset_settings, select_models, train_defaults)
 
-# threads 0: torch's; json: a path to write the rows to
-OPTIONS = dict(steps=5, rounds=2, device="auto", dtypes="auto", modes="eager,compiled", threads=0,
-               json="")
+# json: a path to write the rows to; OMP_NUM_THREADS sets the CPU threads
+OPTIONS = dict(steps=5, rounds=2, device="auto", dtypes="auto", modes="eager,compiled", json="")
 
 
 def best_of_rounds(steps, rounds, repeat):
@@ -134,7 +133,7 @@ def settings(argv):
                                 models=select_models(args["models"]))
     need(set(args["modes"].split(",")) <= {"eager", "compiled"},
          f"modes={args['modes']!r}: a comma-separated list of eager, compiled")
-    for key, least in dict(steps=1, rounds=1, batch_size=1, threads=0).items():
+    for key, least in dict(steps=1, rounds=1, batch_size=1).items():
         need(args[key] >= least, f"{key}={args[key]}: it must be {least} or more")
     check_device(args["device"])
     device = pick_device(args["device"])
@@ -151,7 +150,6 @@ def main(argv):
         args, shapes, device, dtypes = settings(argv)
     except (ConfigError, ValueError) as e:  # ValueError: a shape that cannot be matched
         usage_error(e)
-    torch.set_num_threads(args["threads"] or torch.get_num_threads())
     torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for fp32 matmuls
     print(f"benchmarking {len(shapes)} shapes, batch {args['batch_size']} on {device} "
           f"({torch.get_num_threads()} threads), {args['rounds']} rounds of {args['steps']} steps")
