@@ -38,8 +38,7 @@ SWEEP_FIELDS = [
     "baseline_psnr_per_image", "baseline_ssim"]
 KEY_FIELDS = SWEEP_FIELDS[:18] + ["clamp_sr_input"]  # what names a run: the rest it measured
 NUMBERS = ("epochs", "batch_size", "latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed",
-           "params_total", "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim",
-           "baseline_psnr_batchmse", "train_time_s")
+           "params_total", "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim")
 PSNR = "test_psnr_batchmse"
 # A neighbouring rate whose mean validation loss is over 1.25x the chosen one's (about 1 dB on a
 # denoising loss) is where training breaks down: it bounds the grid but moves no gap.
@@ -272,13 +271,8 @@ def shape_table(entries):
 
 def report(rows):
     entries, r0 = shape_results(rows), rows[0]
-    lrs = ", ".join(f"{lr:g}" for lr in sorted({r["learning_rate"] for r in rows}))
-    hours = sum(r["train_time_s"] for r in rows) / 3600
     return "\n\n".join([
-        f"# {r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
-        f"{r0['epochs']:g} epochs, batch {r0['batch_size']:g}",
-        f"lrs {lrs}; {hours:.1f} h of training. Noisy input: "
-        f"{mean(r['baseline_psnr_batchmse'] for r in rows):.2f} dB.",
+        f"# {r0['task']} on {r0['data_source'].split(' (')[0]}, batch {r0['batch_size']:g}",
         "\n".join(brief_lines(entries, rows)), "\n".join(shape_table(entries))]) + "\n"
 
 
