@@ -36,7 +36,7 @@ SWEEP_FIELDS = [
     "test_psnr_batchmse", "test_psnr_per_image", "test_ssim", "test_accuracy",
     "baseline_psnr_batchmse", "steps", "train_time_s", "clamp_sr_input",
     "baseline_psnr_per_image", "baseline_ssim"]
-KEY_FIELDS = SWEEP_FIELDS[:18] + ["clamp_sr_input"]  # what names a run: the rest it measured
+KEY_FIELDS = SWEEP_FIELDS[:18]  # what names a run: the rest it measured
 NUMBERS = ("epochs", "batch_size", "latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed",
            "params_total", "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim")
 PSNR = "test_psnr_batchmse"
@@ -110,8 +110,7 @@ def sweep_rows(paths):
     if not rows:
         raise SystemExit(f"error: {where} holds no finished runs yet: run python "
                          f"experiments/mlp_hourglass_sweep.py first")
-    setting = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma",
-               "clamp_sr_input")
+    setting = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma")
     if len({tuple(canonical(r[k]) for k in setting) for r in rows}) > 1:
         raise SystemExit(f"error: {where} hold runs of different settings "
                          f"({', '.join(setting)}): draw each setting's fronts on its own")
