@@ -232,10 +232,6 @@ def reading(entries, hourglass, conventional):
         "; ".join(sides).replace("**", ""))
 
 
-def pairs(entries):
-    return [(h, c) for h in forms(entries, "hourglass") for c in forms(entries, "conventional")]
-
-
 def brief_lines(entries, rows):
     """The scope, each pair of forms' reading, the learned lift's gain."""
     r0, spread = rows[0], max(e["psnr"][2] - e["psnr"][1] for e in entries)
@@ -244,7 +240,8 @@ def brief_lines(entries, rows):
              f"its validation loss chose; test PSNR, hourglass minus conventional, the gaps of the "
              f"means at each front's points (a side: every gap, each seed's and each runner-up "
              f"rate's, on it):"]
-    lines += [f"- {h} minus {c}: {reading(entries, h, c)}" for h, c in pairs(entries)]
+    lines += [f"- {h} minus {c}: {reading(entries, h, c)}" for h in forms(entries, "hourglass")
+              for c in forms(entries, "conventional")]
     frozen = {e["dims"]: e["psnr"][0] for e in of_form(entries, "hourglass (frozen W_in)")}
     lifts = [e["psnr"][0] - frozen[e["dims"]] for e in of_form(entries, "hourglass (learned W_in)")
              if e["dims"] in frozen]

@@ -103,7 +103,7 @@ def sweep_lock(csv_path):
     return lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path)
 
 
-def train_in_folder(settings, data, run_dir, quiet=True, results=False):
+def train_in_folder(settings, data, run_dir):
     """train_mlp.train in the run's own folder, from its checkpoint where there is one; Ctrl-C
     names the checkpoint kept and the command that goes on."""
     folder = RunDir(run_dir)
@@ -112,7 +112,7 @@ def train_in_folder(settings, data, run_dir, quiet=True, results=False):
         print(f"{run_dir}: going on from its checkpoint")
     try:
         return train_mlp.train({**settings, "out_dir": str(run_dir), "init_from": init}, data,
-                               quiet=quiet, run=folder, results=results)
+                               quiet=True, run=folder, results=False)
     except KeyboardInterrupt:
         saved = (f"its last checkpoint is {folder.ckpt} (step {folder.last_good_step})"
                  if folder.last_good_step is not None
@@ -195,11 +195,9 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir):
                    "train_time_s": round(res["train_time_s"], 1)}
             append_row(csv_path, row)
             shutil.rmtree(run_dir)  # its row holds what it measured
-            print(f"[{i + 1}/{len(todo)}] {run['shape']:12s} d_z={run['latent_dim']:5d} "
-                  f"d_h={run['hidden_dim']:5d} L={run['n_blocks']:2d} lr={run['learning_rate']:g} "
-                  f"seed={run['seed']} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
-                  f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
-                  f"{row['train_time_s']:.0f}s", flush=True)
+            print(f"[{i + 1}/{len(todo)}] {run_name(run)} | params {row['params_total'] / 1e6:.2f}M"
+                  f" | test psnr {row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f}",
+                  flush=True)
         with suppress(OSError):  # the runs' folder, once empty
             os.rmdir(os.path.join(out_dir, "runs"))
         try:
