@@ -102,7 +102,7 @@ def summarize(diffs):
     """Mean, 95% t-interval and 80%-power detectable difference of the paired differences."""
     n, mean, se = len(diffs), float(np.mean(diffs)), float(stats.sem(diffs))
     t975, t80 = stats.t.ppf(0.975, n - 1), stats.t.ppf(0.80, n - 1)
-    return dict(n=n, mean=mean, se=se, lo=mean - t975 * se, hi=mean + t975 * se,
+    return dict(n=n, mean=mean, lo=mean - t975 * se, hi=mean + t975 * se,
                 detectable=(t975 + t80) * se)
 
 
