@@ -156,7 +156,7 @@ def evaluate(model, c, data, split, prototypes, baseline=False):
     for i in range(0, len(images), EVAL_BATCH_SIZE):
         labs = labels[i:i + EVAL_BATCH_SIZE].to(c.device)
         x, target = make_batch(t, images[i:i + EVAL_BATCH_SIZE].to(c.device), labs, prototypes, g,
-                               c.noise_sigma, clamp_sr_input=c.clamp_sr_input)
+                               c.noise_sigma)
         if baseline:
             pred = baseline_prediction(t, x)
         else:
@@ -238,7 +238,7 @@ def train(config, data=None, quiet=False, run=None, given=None, results=True):
         rows = (idx % n_train).to(c.device)
         flips = flips_of_copies((idx // n_train).to(c.device), c.flips) if c.flips > 1 else None
         x, target = make_batch(t, train_images[rows], train_labels[rows], prototypes, noise_rng,
-                               c.noise_sigma, flips, c.clamp_sr_input)  # (B, d_x), (B, d_out)
+                               c.noise_sigma, flips)  # (B, d_x), (B, d_out)
         lr = c.learning_rate * (1.0 - iter_num / total_steps)  # linear decay to 0, no warm-up
         for group in optimizer.param_groups:
             group["lr"] = lr

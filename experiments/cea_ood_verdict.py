@@ -102,7 +102,7 @@ def summarize(diffs):
     """Mean, 95% t-interval and 80%-power detectable difference of the paired differences."""
     n, mean, se = len(diffs), float(np.mean(diffs)), float(stats.sem(diffs))
     t975, t80 = stats.t.ppf(0.975, n - 1), stats.t.ppf(0.80, n - 1)
-    return dict(n=n, mean=mean, se=se, lo=mean - t975 * se, hi=mean + t975 * se,
+    return dict(n=n, mean=mean, lo=mean - t975 * se, hi=mean + t975 * se,
                 detectable=(t975 + t80) * se)
 
 
@@ -116,13 +116,13 @@ def words(s, level):
 
 
 def analyse(runs, verdict_seeds):
-    """The paired seeds' trajectories, the levels, each seed's aligned OOD losses and the summary
-    at each level (no levels where fewer than MIN_SEEDS seeds have both trajectories)."""
+    """The paired seeds, the levels, each seed's aligned OOD losses and each level's summary."""
     paths = {key: trajectory(result) for key, result in runs.items()}
     seeds = [s for s in verdict_seeds if paths.get(("FFN-Wider", s)) and paths.get(("CEA", s))]
-    out = dict(paths=paths, seeds=seeds, levels=[], rows=[], summaries=[])
     if len(seeds) < MIN_SEEDS:
-        return out
+        usage_error(f"{len(seeds)} verdict seed(s) have OOD loss along the runs of both shapes "
+                    f"({MIN_SEEDS} needed): `{TRAIN_MORE}` trains them with eval_ood set")
+    out = dict(seeds=seeds, rows=[], summaries=[])
     out["levels"] = choose_levels([paths[shape, s] for s in seeds for shape in SHAPES], 4, 0.2)
     for level in out["levels"]:
         diffs = []
@@ -140,8 +140,6 @@ def texts_line(runs, eval_ood):
     if any(texts != recorded[0] for texts in recorded):
         usage_error("the runs scored different OOD texts (their result.json ood_texts differ): "
                     "compare only runs of the same texts")
-    if not recorded:
-        return f"The OOD texts: `{eval_ood}`, scored by no run yet."
     return (f"The OOD texts: `{eval_ood}`; their sha256, as the runs recorded them: "
             + ", ".join(f"{name} `{sha}`" for name, sha in recorded[0].items()) + ".")
 
@@ -153,18 +151,7 @@ def report(analysis, rates, selection_seed, verdict_seeds, texts, command):
              f"{', '.join(map(str, verdict_seeds))} (seed {selection_seed} chose the rates: left "
              f"out). {texts}\n"]
     seeds, levels = analysis["seeds"], analysis["levels"]
-    if len(seeds) < MIN_SEEDS:
-        lines += [f"**No OOD trajectory yet: {len(seeds)} verdict seed(s) have OOD loss along the "
-                  f"runs of both shapes ({MIN_SEEDS} needed).**\n",
-                  f"A run trained with `eval_ood` set scores the OOD texts at each evaluation: "
-                  f"`{TRAIN_MORE}` trains the verdict seeds not recorded yet. Then run this "
-                  f"script again."]
-        return "\n".join(lines) + "\n"
-    head = analysis["summaries"][0]
-    lines += [f"**At in-domain loss {levels[0]:.3f} (the lowest every paired run reaches), CEA's "
-              f"OOD loss minus FFN-Wider's over {head['n']} seeds: {head['mean']:+.4f} "
-              f"[{head['lo']:+.4f}, {head['hi']:+.4f}] (95%): {words(head, levels[0])}.**\n",
-              "| in-domain loss | seeds | CEA - FFN-Wider | 95% interval | detectable (80% power) "
+    lines += ["| in-domain loss | seeds | CEA - FFN-Wider | 95% interval | detectable (80% power) "
               "| reading |", "|---:|---:|---:|---:|---:|---|"]
     for level, s in zip(levels, analysis["summaries"]):
         lines.append(f"| {level:.3f} | {s['n']} | {s['mean']:+.4f} | [{s['lo']:+.4f}, "
@@ -207,10 +194,8 @@ def main(argv):
     text = report(analysis, rates, selection_seed, verdict_seeds, texts_line(runs, eval_ood),
                   f"python experiments/cea_ood_verdict.py {argv[0]}")
     write_atomic(folder / "cea_ood.md", text)
-    print(text)
-    if analysis["levels"]:
-        write_csv(analysis, folder / "cea_ood.csv")
-        print(f"wrote {folder}/cea_ood.md and .csv")
+    write_csv(analysis, folder / "cea_ood.csv")
+    print(text + f"wrote {folder}/cea_ood.md and .csv")
     if folder.resolve().parent == ROOT / "results":  # the pages quote only the committed reading
         for page in write_blocks(pages(ROOT), page_blocks(folder)):
             print(f"wrote its block into {page.relative_to(ROOT)}")

@@ -36,10 +36,9 @@ SWEEP_FIELDS = [
     "test_psnr_batchmse", "test_psnr_per_image", "test_ssim", "test_accuracy",
     "baseline_psnr_batchmse", "steps", "train_time_s", "clamp_sr_input",
     "baseline_psnr_per_image", "baseline_ssim"]
-KEY_FIELDS = SWEEP_FIELDS[:18] + ["clamp_sr_input"]  # what names a run: the rest it measured
+KEY_FIELDS = SWEEP_FIELDS[:18]  # what names a run: the rest it measured
 NUMBERS = ("epochs", "batch_size", "latent_dim", "hidden_dim", "n_blocks", "learning_rate", "seed",
-           "params_total", "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim",
-           "baseline_psnr_batchmse", "train_time_s")
+           "params_total", "params_trainable", "val_loss", "test_psnr_batchmse", "test_ssim")
 PSNR = "test_psnr_batchmse"
 # A neighbouring rate whose mean validation loss is over 1.25x the chosen one's (about 1 dB on a
 # denoising loss) is where training breaks down: it bounds the grid but moves no gap.
@@ -111,8 +110,7 @@ def sweep_rows(paths):
     if not rows:
         raise SystemExit(f"error: {where} holds no finished runs yet: run python "
                          f"experiments/mlp_hourglass_sweep.py first")
-    setting = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma",
-               "clamp_sr_input")
+    setting = ("task", "data_source", "epochs", "batch_size", "flips", "noise_sigma")
     if len({tuple(canonical(r[k]) for k in setting) for r in rows}) > 1:
         raise SystemExit(f"error: {where} hold runs of different settings "
                          f"({', '.join(setting)}): draw each setting's fronts on its own")
@@ -234,10 +232,6 @@ def reading(entries, hourglass, conventional):
         "; ".join(sides).replace("**", ""))
 
 
-def pairs(entries):
-    return [(h, c) for h in forms(entries, "hourglass") for c in forms(entries, "conventional")]
-
-
 def brief_lines(entries, rows):
     """The scope, each pair of forms' reading, the learned lift's gain."""
     r0, spread = rows[0], max(e["psnr"][2] - e["psnr"][1] for e in entries)
@@ -246,7 +240,8 @@ def brief_lines(entries, rows):
              f"its validation loss chose; test PSNR, hourglass minus conventional, the gaps of the "
              f"means at each front's points (a side: every gap, each seed's and each runner-up "
              f"rate's, on it):"]
-    lines += [f"- {h} minus {c}: {reading(entries, h, c)}" for h, c in pairs(entries)]
+    lines += [f"- {h} minus {c}: {reading(entries, h, c)}" for h in forms(entries, "hourglass")
+              for c in forms(entries, "conventional")]
     frozen = {e["dims"]: e["psnr"][0] for e in of_form(entries, "hourglass (frozen W_in)")}
     lifts = [e["psnr"][0] - frozen[e["dims"]] for e in of_form(entries, "hourglass (learned W_in)")
              if e["dims"] in frozen]
@@ -272,13 +267,8 @@ def shape_table(entries):
 
 def report(rows):
     entries, r0 = shape_results(rows), rows[0]
-    lrs = ", ".join(f"{lr:g}" for lr in sorted({r["learning_rate"] for r in rows}))
-    hours = sum(r["train_time_s"] for r in rows) / 3600
     return "\n\n".join([
-        f"# {r0['task']} on {r0['data_source'].split(' (')[0]}: {len(rows)} runs, "
-        f"{r0['epochs']:g} epochs, batch {r0['batch_size']:g}",
-        f"lrs {lrs}; {hours:.1f} h of training. Noisy input: "
-        f"{mean(r['baseline_psnr_batchmse'] for r in rows):.2f} dB.",
+        f"# {r0['task']} on {r0['data_source'].split(' (')[0]}, batch {r0['batch_size']:g}",
         "\n".join(brief_lines(entries, rows)), "\n".join(shape_table(entries))]) + "\n"
 
 

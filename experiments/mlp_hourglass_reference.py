@@ -29,7 +29,6 @@ DATA_SETS = (("MNIST", "bs128_ep30", "eval_psnr"), ("ImageNet-32", "bs512_ep2_au
 HOURGLASS, CONVENTIONAL = "hourglass", "conventional_w_Win"  # the comparison the paper plots
 # rebuttal/1/README.md's corrected frozen-W_in figure: ImageNet-32, 3546/270/L5 at lr 5e-4
 FROZEN, LEARNED, FIGURE_SHAPE = "hourglass_w_Win_fix", "hourglass_w_Win", (3546, 270, 5)
-FIELDS = ("data_set", "setting", "form", "d_z", "d_h", "L", "params", "lr", "metric", "values")
 
 
 def read_points(path):

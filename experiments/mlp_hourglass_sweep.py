@@ -21,7 +21,6 @@ import shlex
 import shutil
 import signal
 import sys
-import time
 from contextlib import suppress
 from pathlib import Path
 
@@ -44,7 +43,7 @@ import train_mlp
 GRID = dict(shapes=(), learning_rates=(1e-3,), seeds=(0,))
 # the run's setting: every row records it, the resume keys on it, one CSV holds one setting
 SETTING_FIELDS = ["task", "data_source", "n_train", "epochs", "max_iters", "batch_size", "flips",
-                  "noise_sigma", "dtype", "weight_decay", "eval_interval", "clamp_sr_input"]
+                  "noise_sigma", "dtype", "weight_decay", "eval_interval"]
 SWEEP_FIELDS = fronts.SWEEP_FIELDS
 SCORES = ("psnr_batchmse", "psnr_per_image", "ssim")
 canonical = fronts.canonical
@@ -53,9 +52,7 @@ canonical = fronts.canonical
 def sweep_setting(c, data):
     """{field: canonical text} of what changes a result besides the run; no machine paths."""
     raw = {**vars(c), "data_source": train_mlp.portable_source(data.source),
-           "n_train": len(data.train), "max_iters": c.max_iters or None,
-           "clamp_sr_input": c.clamp_sr_input if get_task(c.task).degradation == "bicubic2x"
-           else None}
+           "n_train": len(data.train), "max_iters": c.max_iters or None}
     return {k: canonical(raw[k]) for k in SETTING_FIELDS}
 
 
@@ -106,7 +103,7 @@ def sweep_lock(csv_path):
     return lock_folder(csv_path.parent, f"{csv_path.name}.lock", "sweep", subject=csv_path)
 
 
-def train_in_folder(settings, data, run_dir, quiet=True, results=False):
+def train_in_folder(settings, data, run_dir):
     """train_mlp.train in the run's own folder, from its checkpoint where there is one; Ctrl-C
     names the checkpoint kept and the command that goes on."""
     folder = RunDir(run_dir)
@@ -115,7 +112,7 @@ def train_in_folder(settings, data, run_dir, quiet=True, results=False):
         print(f"{run_dir}: going on from its checkpoint")
     try:
         return train_mlp.train({**settings, "out_dir": str(run_dir), "init_from": init}, data,
-                               quiet=quiet, run=folder, results=results)
+                               quiet=True, run=folder, results=False)
     except KeyboardInterrupt:
         saved = (f"its last checkpoint is {folder.ckpt} (step {folder.last_good_step})"
                  if folder.last_good_step is not None
@@ -182,7 +179,6 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir):
                 shutil.rmtree(os.path.join(out_dir, "runs", run_name(run)), ignore_errors=True)
         print(f"sweep: {len(grid)} shapes x {len(learning_rates)} lr x {len(seeds)} seeds = "
               f"{len(runs)} runs ({len(runs) - len(todo)} already in {csv_path})")
-        t0 = time.time()
         for i, run in enumerate(todo):
             run_dir = os.path.join(out_dir, "runs", run_name(run))
             try:
@@ -199,12 +195,9 @@ def run_sweep(config, grid, learning_rates, seeds, out_dir):
                    "train_time_s": round(res["train_time_s"], 1)}
             append_row(csv_path, row)
             shutil.rmtree(run_dir)  # its row holds what it measured
-            left = (time.time() - t0) / (i + 1) * (len(todo) - i - 1) / 60
-            print(f"[{i + 1}/{len(todo)}] {run['shape']:12s} d_z={run['latent_dim']:5d} "
-                  f"d_h={run['hidden_dim']:5d} L={run['n_blocks']:2d} lr={run['learning_rate']:g} "
-                  f"seed={run['seed']} | params {row['params_total'] / 1e6:6.2f}M | test psnr "
-                  f"{row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f} | "
-                  f"{row['train_time_s']:.0f}s, ~{left:.0f} min to go", flush=True)
+            print(f"[{i + 1}/{len(todo)}] {run_name(run)} | params {row['params_total'] / 1e6:.2f}M"
+                  f" | test psnr {row['test_psnr_batchmse']:.2f} dB ssim {row['test_ssim']:.4f}",
+                  flush=True)
         with suppress(OSError):  # the runs' folder, once empty
             os.rmdir(os.path.join(out_dir, "runs"))
         try:
@@ -228,9 +221,6 @@ def main(argv):
         return run_sweep(config, explicit_grid(grid), learning_rates, seeds, out_dir)
     except ConfigError as e:
         usage_error(e)
-    except KeyboardInterrupt:  # (between runs: inside one, train_in_folder says which)
-        raise SystemExit(f"interrupted; the same command goes on: "
-                         f"{shlex.join(['python', *sys.argv])}") from None
 
 
 if __name__ == "__main__":

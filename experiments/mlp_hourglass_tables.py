@@ -1,8 +1,8 @@
 """
 The image-MLP paper's parameter counts from mlp_hourglass.py's models (meta device): every row of
 its Tables 1 and 2 and section 4.3 next to the paper's number (its conventional rows count a
-d_x x d_z W_in too), and each task's default shape by component with its forward FLOPs. "Rethinking
-the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025, arXiv:2510.01796).
+d_x x d_z W_in too). "Rethinking the Shape Convention of an MLP" (Chen, Lee, Liao, Shiu, 2025,
+arXiv:2510.01796).
 
     python experiments/mlp_hourglass_tables.py
 """
@@ -15,9 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 
 import torch
 
-import train_mlp
-from mlp_hourglass import ImageMLP, count_params, image_mlp
-from shapelab.image_tasks import TASKS
+from mlp_hourglass import ImageMLP, count_params
 
 # rows of the paper's Tables 1 / 2 and section 4.3:
 # (name, d_x, d_out, d_z, d_h, L, params M, trainable M)
@@ -43,28 +41,5 @@ def param_checks():
     return "\n".join(lines)
 
 
-def shape_table(rows):
-    """rows: (task name, d_z, d_h, L, input_proj) -> a markdown table of parameters by component
-    and forward FLOPs per image."""
-    out = ["| task | shape | d_x | d_z | d_h | L | d_out | W_in | blocks | W_out | total | "
-           "trainable | GFLOPs/image |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for task_name, dz, dh, L, input_proj in rows:
-        task = TASKS[task_name]
-        shape = "hourglass" if dh < dz else "conventional"
-        with torch.device("meta"):
-            p = count_params(image_mlp(task, dz, dh, L, shape=shape, input_proj=input_proj))
-        flops = 2 * p["total"]                           # one multiply-add per weight and image
-        out.append(f"| {task_name} | {shape} | {task.input_dim} | {dz} | {dh} | {L} | "
-                   f"{task.output_dim} | {p['input_proj'] / 1e6:.2f}M | {p['blocks'] / 1e6:.2f}M | "
-                   f"{p['output_proj'] / 1e6:.2f}M | "
-                   f"{p['total'] / 1e6:.2f}M | {p['trainable'] / 1e6:.2f}M | {flops / 1e9:.4f} |")
-    return "\n".join(out)
-
-
 if __name__ == "__main__":
     print(param_checks())
-    print("\nEach task's default shape (W_in frozen: in the total, not trainable):")
-    defaults = {name: train_mlp.task_protocol(name) for name in TASKS}
-    print(shape_table([(name, d["latent_dim"], d["hidden_dim"], d["n_blocks"], "frozen_random")
-                       for name, d in defaults.items()]))

@@ -85,8 +85,7 @@ def flip_images(images, codes):
     return out
 
 
-def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip_codes=None,
-               clamp_sr_input=False):
+def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip_codes=None):
     """uint8 images (B, C, H, W) -> (x (B, d_x), target (B, d_out)) as float."""
     clean = images_u8.float() / 255.0                          # (B, C, H, W)
     if flip_codes is not None:
@@ -94,11 +93,10 @@ def make_batch(task, images_u8, labels, prototypes, generator, noise_sigma, flip
     if task.degradation == "noise":  # clamp(y + N(0, sigma^2), 0, 1)
         noise = torch.randn(clean.shape, generator=generator, device=clean.device)
         degraded = (clean + noise_sigma * noise).clamp(0.0, 1.0)
-    elif task.degradation == "bicubic2x":  # it overshoots [0, 1] near edges unless clamped
+    elif task.degradation == "bicubic2x":  # unclamped: it overshoots [0, 1] near edges
         h, w = clean.shape[-2:]
         degraded = F.interpolate(clean, size=(h // 2, w // 2), mode="bicubic", antialias=False,
                                  align_corners=False)
-        degraded = degraded.clamp(0.0, 1.0) if clamp_sr_input else degraded
     else:
         degraded = clean
     x = degraded.flatten(1)  # (B, d_x)

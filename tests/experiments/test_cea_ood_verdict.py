@@ -90,18 +90,18 @@ def test_the_report_goes_beside_the_runs_it_reads_over_its_verdicts_seeds(tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     report = (folder / "cea_ood.md").read_text()
     assert "the verdict seeds 1338, 1339 (seed 1337 chose the rates" in report
-    assert "CEA's OOD loss minus FFN-Wider's over 2 seeds: -0.0490 [" in report
+    assert "| 2 | -0.0490 | [" in report
     assert "science `" + "ab" * 32 + "`" in report
     with open(folder / "cea_ood.csv") as f:
         assert {r["seed"] for r in csv.DictReader(f)} == {"1338", "1339"}
 
 
-def test_without_trajectories_the_report_says_so_and_how_to_get_them(tmp_path):
+def test_without_trajectories_it_says_so_and_how_to_get_them(tmp_path, capsys):
     rates = {"FFN-Wider": 8e-3, "CEA": 8e-3}
     runs = cea_ood_verdict.runs_at(records(tmp_path, -0.05, with_ood=False), rates, [1338])
     one = {**runs, **cea_ood_verdict.runs_at(records(tmp_path / "ood", -0.05), rates, [1339])}
-    text = cea_ood_verdict.report(cea_ood_verdict.analyse(one, [*SEEDS[1:]]), rates, 1337,
-                                  [*SEEDS[1:]], "texts", "cmd")
-    assert ("**No OOD trajectory yet: 1 verdict seed(s) have OOD loss along the runs of both "
-            "shapes (2 needed).**") in text
-    assert "`python compare.py config/compare_verdict_cpu.py`" in text
+    with pytest.raises(SystemExit):
+        cea_ood_verdict.analyse(one, [*SEEDS[1:]])
+    error = capsys.readouterr().err
+    assert "1 verdict seed(s) have OOD loss along the runs of both shapes (2 needed)" in error
+    assert "`python compare.py config/compare_verdict_cpu.py`" in error

@@ -24,7 +24,8 @@ ROWS = [  # (data set, form, d_z, d_h, L, params, lr, metric, values)
 
 def test_the_reference_rule_and_its_gaps(tmp_path):
     path = tmp_path / "points.csv"
-    path.write_text("# the reference at a commit\n" + ",".join(reference.FIELDS) + "\n" + "".join(
+    path.write_text("# the reference at a commit\ndata_set,setting,form,d_z,d_h,L,params,lr,"
+                    "metric,values\n" + "".join(
         f"{row[0]},setting,{','.join(map(str, row[1:]))}\n" for row in ROWS))
     rows = reference.read_points(path)
     hourglass, shapes = reference.front(rows, "MNIST", "hourglass", "eval_psnr")
