@@ -34,8 +34,8 @@ from shapelab.configurator import ConfigError, check_train_settings, usage_error
 from shapelab.cost import SPEED_BENCH, bench_speeds, cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.plot import plot_curves
-from shapelab.report import (controls_json, report_of_the_records, report_parts,
-                             results_md, tokens_per_run, verdict_rows, verdicts_json)
+from shapelab.report import (controls_json, report_of_the_records, results_md, tokens_per_run,
+                             verdict_rows, verdict_table, verdicts_json)
 from shapelab.sweep import (ROOT, STOP, TERMINATED, finished_result, lock_out_dir, portable,
                             stop_children, terminated, train_one)
 from shapelab.verdict import choose_rate, next_rate, rate_label, refine_rates, seeds_in_verdict
@@ -115,9 +115,8 @@ def check_lists(settings):
             or len(set(map(rate_label, rates))) < len(rates),
         "min_lr_ratio: give a number in [0, 1]": not 0 <= settings["min_lr_ratio"] <= 1,
         "jobs: give 1 or more": settings["jobs"] < 1,
-        "extend_rates: it needs two learning_rates or more":
-            settings["extend_rates"] and len(rates) < 2}
-    problems.update({f"{key}: give a number >= 0 (0: off)": not 0 <= settings[key] < math.inf
+        "out_dir='': name a folder for the comparison": not settings["out_dir"]}
+    problems.update({f"{key}: give a number >= 0 (0: off)": settings[key] < 0
                      for key in ("extend_rates", "stop_starting_after", "refine_gain")})
     for message, bad in problems.items():
         if bad:
@@ -132,8 +131,6 @@ def main(argv):
         names = select_models(settings["models"])
     except ConfigError as e:
         usage_error(e)
-    if not settings["out_dir"]:
-        usage_error("out_dir='': name a folder for the comparison")
     for key in ("out_dir", "data_dir", "record_dir"):  # the caller's folder's, not the repo's
         settings[key] = settings[key] and os.path.abspath(settings[key])
     meta = check_dataset(find_dataset(settings["dataset"], settings["data_dir"]),
@@ -252,9 +249,9 @@ def report(settings, shapes, results):
         write_atomic(Path(folder) / "results.json", summary)
         write_atomic(Path(folder) / "results.md", text)
         plot_curves(curves, Path(folder) / "val_loss.png", text.splitlines()[0].removeprefix("# "))
-    table = report_parts(json.loads(summary))["table"].split("\n\n")[0]
     also = record_dir and f" and {portable(record_dir, ROOT)}"
-    print(f"\n{table}\n\nwrote results.md, results.json and val_loss.png into {out_dir}{also}")
+    print(f"\n{verdict_table(rows, baseline)}\n\nwrote results.md, results.json and val_loss.png "
+          f"into {out_dir}{also}")
 
 
 if __name__ == "__main__":

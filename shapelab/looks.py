@@ -193,13 +193,11 @@ def page_blocks():
     for machine, folder in FOLDERS.items():
         held[machine] = json.loads((ROOT / folder / "results.json").read_text())
         held[machine]["verdicts"] = {v["shape"]: v for v in held[machine]["verdicts"]}
-    by_page = {}
-    for shape, (*_, page) in ROWS.items():
-        by_page.setdefault(page, []).append(shape)
     looks = [(f"{label}, {verdict_seeds(held[m])} seeds", held[m]["verdicts"])
              for m, label in (("cpu", "CPU"), ("gpu", "H200"))]
     return {"verdicts.two_looks": two_looks_table(looks),
-            **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
+            **{f"paper-{page}": paper_block(held, [s for s, row in ROWS.items() if row[3] == page])
+               for *_, page in ROWS.values()},
             "readme-verdicts": readme_verdict_table(held),
             "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS["gpu"]),
             "laptop": laptop(ROOT / "results" / "laptop"),
