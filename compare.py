@@ -218,10 +218,9 @@ def report(settings, shapes, results):
         settings, shapes[n], n, results))]
     rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
                                             CONTROLLED)
-    every = {**rows, **controls}
     info = describe_shapes(shapes, settings["block_size"])
     used = seeds_in_verdict(rows)
-    readable = verdict_runs(results, {n: row["lr"] for n, row in every.items()
+    readable = verdict_runs(results, {n: row["lr"] for n, row in {**rows, **controls}.items()
                                       if row["lr"] and n not in unchosen}, used)
     # the controls trained in a later session: their speed from one bench.py run with the GPT
     bench = bench_speeds(Path(record_dir or out_dir) / SPEED_BENCH, {baseline, *CONTROL_NAMES})
@@ -240,7 +239,7 @@ def report(settings, shapes, results):
         runs=runs), indent=1)
     text = results_md(json.loads(summary))
     curves = {n: [r["curve"] for (shape, lr, _), r in results.items()
-                  if shape == n and lr == every[n]["lr"]] for n in rows}
+                  if shape == n and lr == rows[n]["lr"]] for n in rows}
     if record_dir and not report_of_the_records(record_dir, settings, runs):
         print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds fewer shapes "
               f"or seeds); this one is in {out_dir} only")
