@@ -41,10 +41,8 @@ def machine_label(machine):
 
 def speed_ratio(shape_runs, base_runs, seeds):
     """(median tokens/s ratio, {machine: seeds}) over the seeds both ran on one machine."""
-    def timed_on(run):
-        return run.get("machine") if run.get("tokens_per_s") else None
-    paired = [s for s in seeds if timed_on(shape_runs[s]) and
-              timed_on(shape_runs[s]) == timed_on(base_runs[s])]
+    paired = [s for s in seeds if shape_runs[s]["tokens_per_s"] and base_runs[s]["tokens_per_s"]
+              and shape_runs[s]["machine"] == base_runs[s]["machine"]]
     if not paired:
         return None, {}
     ratio = (statistics.median(shape_runs[s]["tokens_per_s"] for s in paired)

@@ -168,8 +168,7 @@ def train_one(run_dir, config, max_iters, tag, threads, record_dir, data):
                          f"see {run_dir / 'train.log'}")
     result = (dict(dict.fromkeys(RESULT_KEYS), machine=machine_name(), commit=source_commit(),
                    diverged=diverged, curve=[]) if diverged else summarize_run(run_dir, max_iters))
-    if data:
-        result["data"] = data
+    result["data"] = data
     write_atomic(run_dir / "result.json", json.dumps(result, indent=1))
     print(f"{tag} val loss {'diverged' if diverged else format(result['val_loss'], '.4f')}",
           flush=True)
