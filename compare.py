@@ -34,8 +34,8 @@ from shapelab.configurator import ConfigError, check_train_settings, usage_error
 from shapelab.cost import SPEED_BENCH, bench_speeds, cost_rows, verdict_runs
 from shapelab.dataset import check_dataset, find_dataset, ood_windows
 from shapelab.plot import plot_curves
-from shapelab.report import (controls_json, report_of_the_records, report_parts,
-                             results_md, tokens_per_run, verdict_rows, verdicts_json)
+from shapelab.report import (controls_json, report_of_the_records, results_md, tokens_per_run,
+                             verdict_rows, verdict_table, verdicts_json)
 from shapelab.sweep import (ROOT, STOP, TERMINATED, finished_result, lock_out_dir, portable,
                             stop_children, terminated, train_one)
 from shapelab.verdict import choose_rate, next_rate, rate_label, refine_rates, seeds_in_verdict
@@ -115,9 +115,8 @@ def check_lists(settings):
             or len(set(map(rate_label, rates))) < len(rates),
         "min_lr_ratio: give a number in [0, 1]": not 0 <= settings["min_lr_ratio"] <= 1,
         "jobs: give 1 or more": settings["jobs"] < 1,
-        "extend_rates: it needs two learning_rates or more":
-            settings["extend_rates"] and len(rates) < 2}
-    problems.update({f"{key}: give a number >= 0 (0: off)": not 0 <= settings[key] < math.inf
+        "out_dir='': name a folder for the comparison": not settings["out_dir"]}
+    problems.update({f"{key}: give a number >= 0 (0: off)": settings[key] < 0
                      for key in ("extend_rates", "stop_starting_after", "refine_gain")})
     for message, bad in problems.items():
         if bad:
@@ -132,8 +131,6 @@ def main(argv):
         names = select_models(settings["models"])
     except ConfigError as e:
         usage_error(e)
-    if not settings["out_dir"]:
-        usage_error("out_dir='': name a folder for the comparison")
     for key in ("out_dir", "data_dir", "record_dir"):  # the caller's folder's, not the repo's
         settings[key] = settings[key] and os.path.abspath(settings[key])
     meta = check_dataset(find_dataset(settings["dataset"], settings["data_dir"]),
@@ -221,10 +218,9 @@ def report(settings, shapes, results):
         settings, shapes[n], n, results))]
     rows, controls, baseline = verdict_rows(settings, names, losses, unchosen, CONTROL_NAMES,
                                             CONTROLLED)
-    every = {**rows, **controls}
     info = describe_shapes(shapes, settings["block_size"])
     used = seeds_in_verdict(rows)
-    readable = verdict_runs(results, {n: row["lr"] for n, row in every.items()
+    readable = verdict_runs(results, {n: row["lr"] for n, row in {**rows, **controls}.items()
                                       if row["lr"] and n not in unchosen}, used)
     # the controls trained in a later session: their speed from one bench.py run with the GPT
     bench = bench_speeds(Path(record_dir or out_dir) / SPEED_BENCH, {baseline, *CONTROL_NAMES})
@@ -243,7 +239,7 @@ def report(settings, shapes, results):
         runs=runs), indent=1)
     text = results_md(json.loads(summary))
     curves = {n: [r["curve"] for (shape, lr, _), r in results.items()
-                  if shape == n and lr == every[n]["lr"]] for n in rows}
+                  if shape == n and lr == rows[n]["lr"]] for n in rows}
     if record_dir and not report_of_the_records(record_dir, settings, runs):
         print(f"note: {portable(record_dir, ROOT)} keeps its report (this one holds fewer shapes "
               f"or seeds); this one is in {out_dir} only")
@@ -252,9 +248,9 @@ def report(settings, shapes, results):
         write_atomic(Path(folder) / "results.json", summary)
         write_atomic(Path(folder) / "results.md", text)
         plot_curves(curves, Path(folder) / "val_loss.png", text.splitlines()[0].removeprefix("# "))
-    table = report_parts(json.loads(summary))["table"].split("\n\n")[0]
     also = record_dir and f" and {portable(record_dir, ROOT)}"
-    print(f"\n{table}\n\nwrote results.md, results.json and val_loss.png into {out_dir}{also}")
+    print(f"\n{verdict_table(rows, baseline)}\n\nwrote results.md, results.json and val_loss.png "
+          f"into {out_dir}{also}")
 
 
 if __name__ == "__main__":

@@ -41,15 +41,13 @@ def machine_label(machine):
 
 def speed_ratio(shape_runs, base_runs, seeds):
     """(median tokens/s ratio, {machine: seeds}) over the seeds both ran on one machine."""
-    def timed_on(run):
-        return run.get("machine") if run.get("tokens_per_s") else None
-    paired = [s for s in seeds if timed_on(shape_runs[s]) and
-              timed_on(shape_runs[s]) == timed_on(base_runs[s])]
+    paired = [s for s in seeds if shape_runs[s]["tokens_per_s"] and base_runs[s]["tokens_per_s"]
+              and shape_runs[s]["machine"] == base_runs[s]["machine"]]
     if not paired:
         return None, {}
     ratio = (statistics.median(shape_runs[s]["tokens_per_s"] for s in paired)
              / statistics.median(base_runs[s]["tokens_per_s"] for s in paired))
-    return ratio, dict(Counter(machine_label(shape_runs[s]["machine"]) for s in paired))
+    return ratio, Counter(machine_label(shape_runs[s]["machine"]) for s in paired)
 
 
 def bench_speeds(path, names):
@@ -61,7 +59,7 @@ def bench_speeds(path, names):
     rows = [r for r in measured["rows"] if r["mode"] == "eager" and not r["oom"]]
     return ({r["model"]: r["tokens_per_s"] for r in rows
              if r["dtype"] == rows[0]["dtype"] and r["model"] in names},
-            measured.get("machine"))
+            measured["machine"])
 
 
 def equal_budget(shape_runs, base_runs, seeds, scale, tokens):
@@ -95,7 +93,7 @@ def cost_rows(runs, flops, seeds, baseline, tokens, bench=({}, None)):
         speed, machines = speed_ratio(shape, runs[baseline], seeds)
         if name != baseline and name in measured and baseline in measured:
             speed = measured[name] / measured[baseline]
-            machines = {f"{BENCH_SOURCE} on {machine_label(machine or 'its machine')}": 1}
+            machines = {f"{BENCH_SOURCE} on {machine_label(machine)}": 1}
         ratio = flops[name] / flops[baseline]
         out[name] = dict(speed=speed, machines=machines, flops=ratio,
                          time=speed and equal_budget(shape, runs[baseline], seeds, speed, tokens),
@@ -120,10 +118,9 @@ def cost_table(cost, baseline, seeds, bench_file=None):
     machines = {m for row in cost.values() for m in row["machines"] if BENCH_SOURCE not in m}
     for name, row in cost.items():
         bench = "b" * any(BENCH_SOURCE in m for m in row["machines"])
-        time = reading_cell(row["time"], row["speed"], bench) if row["speed"] else "-"
         if name != baseline:
-            lines.append(f"| {name} | {time} | {row['flops']:.2f}x | "
-                         f"{reading_cell(row['flops_reading'])} |")
+            lines.append(f"| {name} | {reading_cell(row['time'], row['speed'], bench)} | "
+                         f"{row['flops']:.2f}x | {reading_cell(row['flops_reading'])} |")
     bench = f"; b: one bench.py run, {bench_file}" if bench_file else ""
     return "\n".join(lines + [
         "",

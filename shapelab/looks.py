@@ -60,10 +60,9 @@ def two_looks(looks):
     shapes = [s for s in looks[0][1] if all("p" in (v.get(s, {}).get("diff") or {})
                                              for _, v in looks)]
     diffs = {(i, s): v[s]["diff"] for i, (_, v) in enumerate(looks) for s in shapes}
-    passed, levels = holm({key: d["p"] for key, d in diffs.items()})
+    passed, _ = holm({key: d["p"] for key, d in diffs.items()})
     each = range(len(looks))
-    return {s: dict(looks=[dict(diff=diffs[i, s], all_level=levels[i, s], all_holm=passed[i, s])
-                           for i in each],
+    return {s: dict(looks=[dict(diff=diffs[i, s], all_holm=passed[i, s]) for i in each],
                     combined=combined([diffs[i, s] for i in each])) for s in shapes}
 
 
@@ -193,13 +192,11 @@ def page_blocks():
     for machine, folder in FOLDERS.items():
         held[machine] = json.loads((ROOT / folder / "results.json").read_text())
         held[machine]["verdicts"] = {v["shape"]: v for v in held[machine]["verdicts"]}
-    by_page = {}
-    for shape, (*_, page) in ROWS.items():
-        by_page.setdefault(page, []).append(shape)
     looks = [(f"{label}, {verdict_seeds(held[m])} seeds", held[m]["verdicts"])
              for m, label in (("cpu", "CPU"), ("gpu", "H200"))]
     return {"verdicts.two_looks": two_looks_table(looks),
-            **{f"paper-{page}": paper_block(held, shapes) for page, shapes in by_page.items()},
+            **{f"paper-{page}": paper_block(held, [s for s, row in ROWS.items() if row[3] == page])
+               for *_, page in ROWS.values()},
             "readme-verdicts": readme_verdict_table(held),
             "papers-at-this-loss": papers_at_this_loss(held["gpu"], FOLDERS["gpu"]),
             "laptop": laptop(ROOT / "results" / "laptop"),

@@ -81,8 +81,7 @@ def report_parts(held):
 
 def results_md(held):
     """results.md of a results.json's content."""
-    settings, parts = held["settings"], report_parts(held)
-    baseline = next(v["shape"] for v in held["verdicts"] if v["diff"] is None)
+    settings, parts, baseline = held["settings"], report_parts(held), "GPT"
     return (f"# Shape comparison: {settings['dataset']}, {tokens_per_run(settings) / 1e6:.3g}M "
             f"tokens per run, matched budget ({settings['preset']} preset)\n\n{parts['head']}\n\n"
             f"## Every shape at its own learning rate, against {baseline}\n\n{parts['table']}\n\n"

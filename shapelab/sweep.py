@@ -35,14 +35,11 @@ def config_text(config):
     return header + "".join(f"{k} = {v!r}\n" for k, v in config.items())
 
 
-def run_identity(config):
-    """A run's settings less NOT_IDENTITY: two runs are the same run when theirs are equal."""
-    return {**config, **dict.fromkeys(NOT_IDENTITY)}
-
-
 def same_settings(config_path, config):
+    """Whether two runs are the same run: their settings less NOT_IDENTITY are equal."""
+    ignored = dict.fromkeys(NOT_IDENTITY)
     try:
-        return run_identity(read_config_file(config_path)) == run_identity(config)
+        return {**read_config_file(config_path), **ignored} == {**config, **ignored}
     except ConfigError:
         return False
 
@@ -171,8 +168,7 @@ def train_one(run_dir, config, max_iters, tag, threads, record_dir, data):
                          f"see {run_dir / 'train.log'}")
     result = (dict(dict.fromkeys(RESULT_KEYS), machine=machine_name(), commit=source_commit(),
                    diverged=diverged, curve=[]) if diverged else summarize_run(run_dir, max_iters))
-    if data:
-        result["data"] = data
+    result["data"] = data
     write_atomic(run_dir / "result.json", json.dumps(result, indent=1))
     print(f"{tag} val loss {'diverged' if diverged else format(result['val_loss'], '.4f')}",
           flush=True)

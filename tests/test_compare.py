@@ -194,7 +194,7 @@ def test_report_only_writes_the_committed_report_again(tmp_path, monkeypatch):
 @pytest.mark.parametrize("setting, words", [
     ("--seeds=1,1", "seeds: give distinct integers"),
     ("--learning_rates=1e-3,1.0000001e-3", "distinct in their first 6 digits"),
-    ("--extend_rates=2", "it needs two learning_rates or more"),
+    ("--jobs=0", "jobs: give 1 or more"),
     ("--stop_starting_after=-1", "stop_starting_after: give a number >= 0"),
 ])
 def test_a_setting_no_comparison_can_use_is_one_line(setting, words, tmp_path, char_dataset,
