@@ -43,7 +43,6 @@ prepared_dir = ""  # '' = data/mnist/, data/mnist/<dataset>/ or data/imagenet32/
 max_train_images = 0  # 0 = every training image
 noise_sigma = None  # denoising input: clamp(y + N(0, sigma^2), 0, 1)
 flips = None  # 1, 2 or 4: the set enlarged by flips (x2: none and both, x4: all four)
-clamp_sr_input = False  # ours: clamp the bicubic low-res input to [0, 1]
 # model: eq. (2)-(4) of the paper
 shape = "hourglass"  # hourglass (d_h < d_z) | conventional (d_h > d_z)
 input_proj = ""  # '' = the shape's own (hourglass: frozen_random, conventional: direct)
@@ -77,7 +76,7 @@ EVAL_BATCH_SIZE = 128  # the reference code's: psnr_batchmse depends on it
 # a resume: where and how it runs is this invocation's; the model and the data it sees are the run's
 NOT_RESUMED = ("out_dir", "init_from", "overwrite", "num_threads", "data_dir", "prepared_dir")
 SHAPE_KEYS = ("task", "dataset", "shape", "input_proj", "latent_dim", "hidden_dim", "n_blocks",
-              "seed", "flips", "noise_sigma", "clamp_sr_input", "max_train_images", "batch_size",
+              "seed", "flips", "noise_sigma", "max_train_images", "batch_size",
               "device")
 
 

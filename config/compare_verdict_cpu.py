@@ -12,8 +12,8 @@
 # The controls trained in a later session than the shapes, so their speed against the GPT's (the
 # report's equal-time reading) is measured in one bench.py run on that machine, not paired across
 # sessions: results/compare_verdict_cpu/speed_bench.json, written by
-#   python bench.py --models=GPT,hourglass,gpt-wide,hourglass-same-d --modes=eager \
-#       --dtypes=bfloat16 --threads=1 --steps=20 --rounds=5 \
+#   OMP_NUM_THREADS=1 python bench.py --models=GPT,hourglass,gpt-wide,hourglass-same-d \
+#       --modes=eager --dtypes=bfloat16 --steps=20 --rounds=5 \
 #       --json=results/compare_verdict_cpu/speed_bench.json
 # Every finished run (config.py, result.json) goes to results/compare_verdict_cpu/runs/ as it
 # finishes, the report (results.md, results.json, val_loss.png) to results/compare_verdict_cpu/

@@ -4,7 +4,7 @@
 # random W_in, a conventional MLP (d_z = 784 > d_x = 196, so it cannot take them directly) learns
 # its W_in, as the reference code's conventional model for super-resolution does. The paper's x4
 # flips (none, horizontal, vertical, both), so an epoch is 4 x 390 steps; 10 epochs (the paper: 50).
-# The SR input is the reference's bicubic F.interpolate, not clamped (clamp_sr_input = False).
+# The SR input is the reference's bicubic F.interpolate, not clamped.
 # Its cost, measured for one epoch of one shape of each family (docs/mlp_hourglass.md): far more
 # than the ~2 hours of the denoising sweep; run it where there is time (or a GPU: --device=cuda).
 #   python experiments/mlp_hourglass_sweep.py config/mlp_sweep_fashion_sr.py --seeds=0 \
@@ -17,7 +17,6 @@ dataset = "fashion_mnist"
 epochs = 10
 batch_size = 128
 flips = 4  # the paper's, as the reference code's aug_num=4
-clamp_sr_input = False  # the reference's input; True is ours (clamped to [0, 1])
 input_proj = ""  # each shape's own: hourglass frozen_random, conventional learned (d_z != d_x)
 dtype = "float32"
 num_threads = 1  # one thread per process: two processes share the 2 cores
