@@ -21,7 +21,8 @@
 #       --out=out/mlp_imagenet32_table1/fronts
 # Time, computed (no GPU has run it yet): 324 runs per form, 20,018 steps each. Their matmul
 # FLOPs, each shape's training step and forward pass written out (train_step_flops, which the tests
-# check against torch's FlopCounterMode) times its steps and evaluations, are 0.78 EFLOP for the own inputs and 0.89 EFLOP learned. At an
+# check against torch's FlopCounterMode) times its steps and evaluations,
+# are 0.78 EFLOP for the own inputs and 0.89 EFLOP learned. At an
 # assumed 40 TFLOP/s (about 60% of an H100 SXM's 67 TFLOP/s fp32 peak: float32 matmuls here do not
 # use tensor cores) plus an assumed 1 ms per step for everything else, that is 7.2 + 8.0 = 15.2
 # hours on one H100, 0.7 to 2.4 min per run; a run prints its it/s, the check on both guesses.
