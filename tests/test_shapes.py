@@ -186,13 +186,11 @@ def test_presets_and_model_selection_on_the_command_line(tmp_path):
         select_models("GPT,nope")
 
 
-def test_shapes_py_prints_the_table_and_draws_the_picture_where_it_runs(tmp_path):
-    committed = (ROOT / "docs" / "shapes_cpu.png").read_bytes()
+def test_shapes_py_prints_the_table():
     out = run_here("shapes.py", "--n_layer=4", "--n_embd=128", "--n_head=4",
-                   "--models=GPT,hourglass,><former,CEA", "--plot", cwd=tmp_path)
+                   "--models=GPT,hourglass,><former,CEA")
     assert out.returncode == 0, out.stderr
-    assert "| CEA |" in out.stdout and (tmp_path / "shapes_cpu.png").stat().st_size > 10_000
-    assert (ROOT / "docs" / "shapes_cpu.png").read_bytes() == committed
+    assert "| CEA |" in out.stdout
 
 
 def test_every_recorded_cea_run_is_the_cea_run_the_comparison_plans():
