@@ -18,8 +18,6 @@ attention, where it helps only through combination, restores it. With a = n(x) (
 rho splits the FFN width W: the FFN keeps rho W, the Inner-FFN (1 - rho) W; CEA is rho = 0.125
 (section 6), rho = 1 FFN-Wider, exactly model.GPT. With MoE (section 7, C.2) the MoE moves
 inside attention and the current position is masked (s < t only).
-
-    python cea.py --n_embd=192 --outer_ratio=0.125     # a CEA shape: parameters and FLOPs
 """
 
 import math
@@ -172,7 +170,9 @@ class CEAConfig(GPTConfig):
     inner_hidden: int = field(default=0, init=False)  # (1 - rho) W
 
     def __post_init__(self):
-        check_attention_settings(self)
+        assert 0 <= self.outer_ratio <= 1, f"outer_ratio={self.outer_ratio}: a share, in [0, 1]"
+        assert self.current_position in CURRENT_POSITIONS, (
+            f"current_position={self.current_position!r}: one of {CURRENT_POSITIONS}")
         assert self.moe_place in ("before_ffn", "inner"), f"moe_place={self.moe_place!r}"
         width = self.ffn_hidden or self.ffn_width_ratio * self.n_embd
         outer = round(self.outer_ratio * width)
@@ -183,12 +183,6 @@ class CEAConfig(GPTConfig):
         self.expert_hidden = self.expert_hidden or self.n_embd
         super().__post_init__()
         self.layers = [replace(s, ffn_hidden=outer) for s in self.layers]
-
-
-def check_attention_settings(config):
-    assert 0 <= config.outer_ratio <= 1, f"outer_ratio={config.outer_ratio}: a share, in [0, 1]"
-    assert config.current_position in CURRENT_POSITIONS, (
-        f"current_position={config.current_position!r}: one of {CURRENT_POSITIONS}")
 
 
 class CEAGPT(GPT):
@@ -246,8 +240,3 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
 def matched_args(baseline):
     return {**match_ffn_wider(baseline), "outer_ratio": 0.125}
 
-
-if __name__ == "__main__":
-    from model import describe, model_from_command_line
-
-    print(describe(model_from_command_line("cea", CEAGPT, CEAConfig, outer_ratio=0.125)))

@@ -77,11 +77,9 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
     common.update(n_layer=n_layer or baseline_args.get("n_layer", GPTConfig.n_layer),
                   n_sub_blocks=n_sub_blocks)
 
-    def count(d, d_h):  # L layers' budget from 1- and 2-layer models
-        one, two = (shape_counts(HourglassGPT, HourglassConfig(**dict(
-            common, n_layer=n, block_size=2), n_embd=d, bottleneck_dim=d_h))["budget"]
-            for n in (1, 2))
-        return one + (common["n_layer"] - 1) * (two - one)
+    def count(d, d_h):
+        config = HourglassConfig(**dict(common, block_size=2), n_embd=d, bottleneck_dim=d_h)
+        return shape_counts(HourglassGPT, config)["budget"]
 
     d = step * closest_size(lambda n: count(step * n, max(1, round(bottleneck_ratio * step * n))),
                             target)
