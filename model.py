@@ -363,10 +363,6 @@ class LayerKVCache:
         self.length = end
         return self.keys[:, :, :end], self.values[:, :, :end]
 
-    @property
-    def nbytes(self):
-        return 0 if self.keys is None else 2 * self.keys[:, :, :self.length].nbytes
-
 
 class KVCache:
     """One LayerKVCache per block, for GPT.forward(idx, cache=...)."""
@@ -377,10 +373,6 @@ class KVCache:
     @property
     def length(self):
         return self.layers[0].length
-
-    @property
-    def nbytes(self):
-        return sum(layer.nbytes for layer in self.layers)
 
 
 # ----------------------------------------------------------------------------------------

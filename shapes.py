@@ -283,22 +283,20 @@ def describe_shapes(shapes, seq_len):
     return out
 
 
-def shapes_table(shapes_info, extra_columns=None):
+def shapes_table(shapes_info):
     first = next(iter(shapes_info))
-    extra_head, extra_cells = extra_columns or ([], {})
 
     def vs_first(n):
         return f"{n / 1e6:.3f}M ({100 * (n / shapes_info[first]['budget'] - 1):+.1f}%)"
 
     head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
-            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token", *extra_head]
+            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token"]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     for name, r in shapes_info.items():
         cells = [name, r["shape"],
                  *(f"{r[k] / 1e6:.3f}M" for k in ("embedding", "attention", "ffn")),
                  vs_first(r["budget"]), vs_first(r["budget"] - r["endpoint"]),
-                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}",
-                 *extra_cells.get(name, [])]
+                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
