@@ -112,8 +112,6 @@ class LWSConfig(GPTConfig):
             assert self.ffn_hidden is None, (
                 f"ffn_hidden={self.ffn_hidden} conflicts with ffn_scalars: an LWS model's FFN "
                 f"widths come from the schedule; leave ffn_hidden=None")
-            assert not self.layers, "layers: an LWS model builds them from the schedule"
-            assert self.ffn_multiple >= 1, f"ffn_multiple={self.ffn_multiple} must be >= 1"
             base = self.uniform_layer()
             assert base.n_head % base.n_kv_head == 0, (
                 f"n_head={self.n_head} must be a multiple of n_kv_head={self.n_kv_head}")

@@ -113,10 +113,6 @@ class VariableWidthConfig(GPTConfig):
     scale_init_by_width: bool = True
 
     def __post_init__(self):
-        assert not self.layers, "layers: a ><former builds them from layer_widths; do not pass any"
-        assert 0 < self.bottleneck_layer_ratio < 1, (
-            f"bottleneck_layer_ratio={self.bottleneck_layer_ratio}: pick r_l in (0, 1)")
-        assert self.width_multiple >= 1, f"width_multiple={self.width_multiple} must be >= 1"
         d, n_head = self.n_embd, self.n_head
         self.n_kv_head, self.ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d
         assert self.head_dim is None or self.head_dim * n_head == d, (
