@@ -79,23 +79,14 @@ class VariableWidthGPT(GPT):
             R = self.layer_step(l, R, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.head_input(R), targets)
 
-    def residual_streams(self, idx):
-        """[R_0, R_1, ..., R_L]"""
-        streams = [self.stream_input(idx)]
-        for l in range(len(self.blocks)):
-            streams.append(self.layer_step(l, streams[-1]))
-        return streams
-
     def endpoint_params(self):
         """Appendix A's W_end: the first layer's columns on the zero padding, the rows past d of
         the last out_proj (the last W_2)."""
         d, widths = self.config.n_embd, self.config.layer_widths
+        first = self.blocks[0].attn.attn.qkv_proj  # W_q, W_k, W_v read R_0's zero padding
         last = [m for name, m in self.blocks[-1].named_modules() if name.endswith("out_proj")][-1]
-        return self.padding_readers() * max(widths[0] - d, 0) + last.in_features * max(
+        return first.out_features * max(widths[0] - d, 0) + last.in_features * max(
             widths[-1] - d, 0)
-
-    def padding_readers(self):  # the first layer's W_q, W_k, W_v read R_0's zero padding
-        return self.blocks[0].attn.attn.qkv_proj.out_features
 
 
 # ----------------------------------------------------------------------------------------
