@@ -155,15 +155,12 @@ def matched_args(baseline, variant="vanilla"):
 
 
 if __name__ == "__main__":
-    import sys
-
     from model import describe, model_from_command_line
 
     olmo2_190m = dict(vocab_size=50304, block_size=1024, n_layer=18, n_embd=768, n_head=12,
                       n_kv_head=4, head_dim=64, qk_norm="full", tie_embeddings=False,
                       rope_theta=500_000.0, norm_eps=1e-6)  # the paper's base, 18 layers
-    given = any(a.startswith(("--ffn_scalars=", "--qkv_scalars=")) for a in sys.argv)
-    for name, schedule in ({"given": {}} if given else VARIANTS).items():
+    for name, schedule in VARIANTS.items():
         model = model_from_command_line("lws", LWSGPT, LWSConfig, **olmo2_190m, **schedule)
         c = model.config
         print(f"{name}: ffn_scalars {c.ffn_scalars}, qkv_scalars {c.qkv_scalars}, framed "
