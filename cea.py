@@ -178,8 +178,7 @@ class CEAConfig(GPTConfig):
         outer = round(self.outer_ratio * width)
         self.inner_hidden = width - outer
         assert not (self.n_experts and self.inner_hidden), (
-            f"n_experts={self.n_experts} with outer_ratio={self.outer_ratio}: with a MoE the FFN "
-            f"stays whole (outer_ratio=1.0) and the MoE itself moves (moe_place='inner')")
+            f"n_experts={self.n_experts}: a MoE keeps outer_ratio=1.0, moe_place='inner' moves it")
         self.expert_hidden = self.expert_hidden or self.n_embd
         super().__post_init__()
         self.layers = [replace(s, ffn_hidden=outer) for s in self.layers]

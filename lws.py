@@ -64,11 +64,8 @@ def interpolate(values, n_layer):
             knots, knot_values = [0, math.ceil(n_layer / 2) - 1, n_layer - 1], values
         else:  # the two middle layers both take `middle`; the reference drops `end`
             if end != start:
-                raise ValueError(
-                    f"crown {values} with an even n_layer={n_layer}: the reference code "
-                    f"(github.com/baroian/OLMo-custom) builds an even-depth crown symmetric from "
-                    f"start and middle only; give end == start, an odd depth, or one value per "
-                    f"layer")
+                raise ValueError(f"crown {values} with an even n_layer={n_layer}: the reference "
+                                 f"code's is symmetric; give end == start or an odd depth")
             knots = [0, n_layer // 2 - 1, n_layer // 2, n_layer - 1]
             knot_values = [start, middle, middle, start]
         return [float(v) for v in np.interp(np.arange(n_layer), knots, knot_values)]
@@ -110,8 +107,7 @@ class LWSConfig(GPTConfig):
                 "give both ffn_scalars (beta) and qkv_scalars (alpha), e.g. [4.0, 4.0] and "
                 "[1.0, 1.0] for the isotropic schedule")
             assert self.ffn_hidden is None, (
-                f"ffn_hidden={self.ffn_hidden} conflicts with ffn_scalars: an LWS model's FFN "
-                f"widths come from the schedule; leave ffn_hidden=None")
+                f"ffn_hidden={self.ffn_hidden}: the schedule sets the FFN widths; leave it unset")
             base = self.uniform_layer()
             assert base.n_head % base.n_kv_head == 0, (
                 f"n_head={self.n_head} must be a multiple of n_kv_head={self.n_kv_head}")

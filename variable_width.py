@@ -117,8 +117,7 @@ class VariableWidthConfig(GPTConfig):
             f"{len(self.layer_widths)} layer_widths for n_layer={self.n_layer}: give one per layer")
         for i, w in enumerate(self.layer_widths):
             assert w >= 1 and w % (2 * n_head) == 0, (
-                f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head} "
-                f"(the same heads in every layer, even head_dim for RoPE)")
+                f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head}")
         m = self.hidden_multiple
         self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
                                  max(m, m * round(self.ffn_hidden * w / d / m)))
