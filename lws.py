@@ -50,14 +50,12 @@ def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_di
 
 def interpolate(values, n_layer):
     """Every layer's multiplier as the reference code computes it: 2 values a line, eq. (2)
-    rounded by numpy; 3 the crown; n_layer as written."""
+    rounded by numpy; 3 the crown."""
     values = [float(v) for v in values]
     if any(not v > 0 for v in values):
         raise ValueError(f"schedule {values}: every multiplier must be > 0")
     if len(values) == 2:  # eq. (2), (4)
         return [float(round(v, 2)) for v in np.linspace(values[0], values[1], num=n_layer)]
-    if len(values) == n_layer:
-        return values
     if len(values) == 3:
         start, middle, end = values
         if n_layer % 2:
@@ -69,7 +67,7 @@ def interpolate(values, n_layer):
             knots = [0, n_layer // 2 - 1, n_layer // 2, n_layer - 1]
             knot_values = [start, middle, middle, start]
         return [float(v) for v in np.interp(np.arange(n_layer), knots, knot_values)]
-    raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown) or one a layer")
+    raise ValueError(f"schedule {values}: give 2 values (a line) or 3 (a crown)")
 
 
 def make_divisible(value, divisor):

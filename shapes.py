@@ -22,7 +22,8 @@ import cea
 import compose
 import hourglass
 import lws
-from model import GPT, GPTConfig, closest_size, default_args, meta_device, padded_vocab_size
+from model import (GPT, GPTConfig, closest_size, default_args, meta_device, padded_vocab_size,
+                   shape_counts)
 from shapelab.checkpoint import CheckpointError
 from shapelab.configurator import (ConfigError, build, need, parse_overrides, print_entry,
                                    read_config_file)
@@ -76,15 +77,13 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
 
 
 def match_gpt_at_width(baseline, n_embd):
-    target = count_budget("gpt", **baseline)
+    target = shape_counts(GPT, GPTConfig(**baseline))["budget"]
     args = dict(baseline, n_embd=n_embd)
-    count = lambda w: count_budget("gpt", **dict(args, ffn_hidden=w))  # noqa: E731
+
+    def count(width):
+        return shape_counts(GPT, GPTConfig(**dict(args, block_size=2, ffn_hidden=width)))["budget"]
+
     return dict(args, ffn_hidden=closest_size(count, target))
-
-
-def count_budget(model_type, **model_args):
-    with meta_device():
-        return build_model(model_type, **dict(model_args, block_size=2)).budget()
 
 
 def per_layer(values):

@@ -13,10 +13,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, run_here
-from model import GPT, CausalSelfAttention, GPTConfig, KVCache, RMSNorm, SwiGLU, meta_device
+from model import (GPT, CausalSelfAttention, GPTConfig, KVCache, RMSNorm, SwiGLU, meta_device,
+                   shape_counts)
 from shapelab.configurator import ConfigError
 from shapes import (MATCHING_KEYS, MODELS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, build_model,
-                    check_model_settings, count_budget, describe_shapes, matched_model_args,
+                    check_model_settings, describe_shapes, matched_model_args,
                     matched_shapes, model_from_checkpoint, preset_settings, select_models,
                     shapes_table, train_defaults)
 
@@ -82,7 +83,8 @@ def test_every_model_types_flops_and_budget(model_type):
         assert all(isinstance(block, ParallelBlock) for block in model.blocks)
         assert counts["norms"] == (TINY["n_layer"] + 1) * TINY["n_embd"]
     endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
-    assert abs((model.budget() - endpoint) / count_budget("gpt", **TINY) - 1) < 0.05
+    target = shape_counts(GPT, GPTConfig(**TINY))["budget"]
+    assert abs((model.budget() - endpoint) / target - 1) < 0.05
 
 
 def test_every_model_type_rebuilds_from_a_checkpoint_and_overfits_a_batch(model_type):
