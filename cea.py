@@ -18,6 +18,8 @@ attention, where it helps only through combination, restores it. With a = n(x) (
 rho splits the FFN width W: the FFN keeps rho W, the Inner-FFN (1 - rho) W; CEA is rho = 0.125
 (section 6), rho = 1 FFN-Wider, exactly model.GPT. With MoE (section 7, C.2) the MoE moves
 inside attention and the current position is masked (s < t only).
+
+    python cea.py --n_embd=192 --outer_ratio=0.125     # a CEA shape: parameters and FLOPs
 """
 
 import math
@@ -239,3 +241,9 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
 def matched_args(baseline):
     return {**match_ffn_wider(baseline), "outer_ratio": 0.125}
 
+
+
+if __name__ == "__main__":
+    from model import describe, model_from_command_line
+
+    print(describe(model_from_command_line("cea", CEAGPT, CEAConfig, outer_ratio=0.125)))
