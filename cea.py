@@ -172,23 +172,18 @@ class CEAConfig(GPTConfig):
     inner_hidden: int = field(default=0, init=False)  # (1 - rho) W
 
     def __post_init__(self):
-        check_attention_settings(self)
+        assert 0 <= self.outer_ratio <= 1, f"outer_ratio={self.outer_ratio}: a share, in [0, 1]"
+        assert self.current_position in CURRENT_POSITIONS, (
+            f"current_position={self.current_position!r}: one of {CURRENT_POSITIONS}")
         assert self.moe_place in ("before_ffn", "inner"), f"moe_place={self.moe_place!r}"
         width = self.ffn_hidden or self.ffn_width_ratio * self.n_embd
         outer = round(self.outer_ratio * width)
         self.inner_hidden = width - outer
         assert not (self.n_experts and self.inner_hidden), (
-            f"n_experts={self.n_experts} with outer_ratio={self.outer_ratio}: with a MoE the FFN "
-            f"stays whole (outer_ratio=1.0) and the MoE itself moves (moe_place='inner')")
+            f"n_experts={self.n_experts}: a MoE keeps outer_ratio=1.0, moe_place='inner' moves it")
         self.expert_hidden = self.expert_hidden or self.n_embd
         super().__post_init__()
         self.layers = [replace(s, ffn_hidden=outer) for s in self.layers]
-
-
-def check_attention_settings(config):
-    assert 0 <= config.outer_ratio <= 1, f"outer_ratio={config.outer_ratio}: a share, in [0, 1]"
-    assert config.current_position in CURRENT_POSITIONS, (
-        f"current_position={config.current_position!r}: one of {CURRENT_POSITIONS}")
 
 
 class CEAGPT(GPT):
@@ -245,6 +240,7 @@ def match_ffn_wider(baseline, ffn_width_ratio=32, multiple=8, head_dim_multiple=
 
 def matched_args(baseline):
     return {**match_ffn_wider(baseline), "outer_ratio": 0.125}
+
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ class ComposedConfig(variable_width.VariableWidthConfig):
 
     def __post_init__(self):
         assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
-            f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: both "
-            f"name the hidden size of one FFN sub-block; give one of them")
+            f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: "
+            f"give one of them")
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: K >= 1 sub-blocks"
         self.ffn_hidden = self.bottleneck_dim or self.ffn_hidden
         super().__post_init__()

@@ -51,8 +51,8 @@ class HourglassConfig(GPTConfig):
     def __post_init__(self):
         assert self.n_sub_blocks >= 1, f"n_sub_blocks={self.n_sub_blocks}: it needs K >= 1"
         assert self.bottleneck_dim is None or self.ffn_hidden in (None, self.bottleneck_dim), (
-            f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: in "
-            f"an hourglass model each sub-block's hidden size is d_h, so leave ffn_hidden unset")
+            f"ffn_hidden={self.ffn_hidden} and bottleneck_dim={self.bottleneck_dim} disagree: "
+            f"leave ffn_hidden unset")
         self.ffn_hidden = self.bottleneck_dim or self.ffn_hidden
         super().__post_init__()
 
@@ -77,21 +77,17 @@ def match_baseline(baseline_args, n_sub_blocks, bottleneck_ratio, n_layer=None, 
     common.update(n_layer=n_layer or baseline_args.get("n_layer", GPTConfig.n_layer),
                   n_sub_blocks=n_sub_blocks)
 
-    def count(d, d_h):  # L layers' budget from 1- and 2-layer models
-        one, two = (shape_counts(HourglassGPT, HourglassConfig(**dict(
-            common, n_layer=n, block_size=2), n_embd=d, bottleneck_dim=d_h))["budget"]
-            for n in (1, 2))
-        return one + (common["n_layer"] - 1) * (two - one)
+    def count(d, d_h):
+        config = HourglassConfig(**dict(common, block_size=2), n_embd=d, bottleneck_dim=d_h)
+        return shape_counts(HourglassGPT, config)["budget"]
 
     d = step * closest_size(lambda n: count(step * n, max(1, round(bottleneck_ratio * step * n))),
                             target)
     d_h = closest_size(lambda d_h: count(d, d_h), target)
-    got = count(d, d_h)
-    if abs(got - target) > tolerance * target:
-        raise ValueError(f"no hourglass shape with K={n_sub_blocks}, d_h/d~{bottleneck_ratio} and "
-                         f"L={common['n_layer']} comes within {tolerance:.1%} of the baseline's "
-                         f"{target:,} parameters (best: d={d}, d_h={d_h}, {got:,}); try a "
-                         f"smaller ratio, K or L")
+    if abs(count(d, d_h) - target) > tolerance * target:
+        raise ValueError(f"no hourglass shape with K={n_sub_blocks}, d_h/d~{bottleneck_ratio} "
+                         f"comes within {tolerance:.1%} of the baseline's {target:,} parameters; "
+                         f"try a smaller ratio, K or L")
     return dict(common, n_embd=d, bottleneck_dim=d_h)
 
 

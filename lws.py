@@ -50,29 +50,24 @@ def layer_specs(n_embd, n_layer, ffn_scalars, qkv_scalars, framed=False, head_di
 
 def interpolate(values, n_layer):
     """Every layer's multiplier as the reference code computes it: 2 values a line, eq. (2)
-    rounded by numpy; 3 the crown; n_layer as written."""
+    rounded by numpy; 3 the crown."""
     values = [float(v) for v in values]
     if any(not v > 0 for v in values):
         raise ValueError(f"schedule {values}: every multiplier must be > 0")
     if len(values) == 2:  # eq. (2), (4)
         return [float(round(v, 2)) for v in np.linspace(values[0], values[1], num=n_layer)]
-    if len(values) == n_layer:
-        return values
     if len(values) == 3:
         start, middle, end = values
         if n_layer % 2:
             knots, knot_values = [0, math.ceil(n_layer / 2) - 1, n_layer - 1], values
         else:  # the two middle layers both take `middle`; the reference drops `end`
             if end != start:
-                raise ValueError(
-                    f"crown {values} with an even n_layer={n_layer}: the reference code "
-                    f"(github.com/baroian/OLMo-custom) builds an even-depth crown symmetric from "
-                    f"start and middle only; give end == start, an odd depth, or one value per "
-                    f"layer")
+                raise ValueError(f"crown {values} with an even n_layer={n_layer}: the reference "
+                                 f"code's is symmetric; give end == start or an odd depth")
             knots = [0, n_layer // 2 - 1, n_layer // 2, n_layer - 1]
             knot_values = [start, middle, middle, start]
         return [float(v) for v in np.interp(np.arange(n_layer), knots, knot_values)]
-    raise ValueError(f"schedule {values}: give 2 values (a line), 3 (a crown) or one a layer")
+    raise ValueError(f"schedule {values}: give 2 values (a line) or 3 (a crown)")
 
 
 def make_divisible(value, divisor):
@@ -110,10 +105,7 @@ class LWSConfig(GPTConfig):
                 "give both ffn_scalars (beta) and qkv_scalars (alpha), e.g. [4.0, 4.0] and "
                 "[1.0, 1.0] for the isotropic schedule")
             assert self.ffn_hidden is None, (
-                f"ffn_hidden={self.ffn_hidden} conflicts with ffn_scalars: an LWS model's FFN "
-                f"widths come from the schedule; leave ffn_hidden=None")
-            assert not self.layers, "layers: an LWS model builds them from the schedule"
-            assert self.ffn_multiple >= 1, f"ffn_multiple={self.ffn_multiple} must be >= 1"
+                f"ffn_hidden={self.ffn_hidden}: the schedule sets the FFN widths; leave it unset")
             base = self.uniform_layer()
             assert base.n_head % base.n_kv_head == 0, (
                 f"n_head={self.n_head} must be a multiple of n_kv_head={self.n_kv_head}")
@@ -157,15 +149,12 @@ def matched_args(baseline, variant="vanilla"):
 
 
 if __name__ == "__main__":
-    import sys
-
     from model import describe, model_from_command_line
 
     olmo2_190m = dict(vocab_size=50304, block_size=1024, n_layer=18, n_embd=768, n_head=12,
                       n_kv_head=4, head_dim=64, qk_norm="full", tie_embeddings=False,
                       rope_theta=500_000.0, norm_eps=1e-6)  # the paper's base, 18 layers
-    given = any(a.startswith(("--ffn_scalars=", "--qkv_scalars=")) for a in sys.argv)
-    for name, schedule in ({"given": {}} if given else VARIANTS).items():
+    for name, schedule in VARIANTS.items():
         model = model_from_command_line("lws", LWSGPT, LWSConfig, **olmo2_190m, **schedule)
         c = model.config
         print(f"{name}: ffn_scalars {c.ffn_scalars}, qkv_scalars {c.qkv_scalars}, framed "

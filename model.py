@@ -111,8 +111,6 @@ def causal_attention(q, k, v, pos=0, enable_gqa=False):
     T, S = q.size(2), k.size(2)
     if pos == 0:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
-    if T == 1:
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=enable_gqa)
     # SDPA's is_causal aligns the mask to position 0; a chunk after a cache needs it shifted
     mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=pos)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
@@ -363,10 +361,6 @@ class LayerKVCache:
         self.length = end
         return self.keys[:, :, :end], self.values[:, :, :end]
 
-    @property
-    def nbytes(self):
-        return 0 if self.keys is None else 2 * self.keys[:, :, :self.length].nbytes
-
 
 class KVCache:
     """One LayerKVCache per block, for GPT.forward(idx, cache=...)."""
@@ -377,10 +371,6 @@ class KVCache:
     @property
     def length(self):
         return self.layers[0].length
-
-    @property
-    def nbytes(self):
-        return sum(layer.nbytes for layer in self.layers)
 
 
 # ----------------------------------------------------------------------------------------
@@ -432,26 +422,23 @@ def format_counts(counts):
     return ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v)
 
 
-def describe(model, seq_len=None):
+def describe(model):
     """A shape table: one row per layer, then parameters and FLOPs/token."""
     rows = ["layer  heads  kv_heads  head_dim  ffn_hidden"]
     for i, s in enumerate(model.config.layers):
         rows.append(f"{i:5d}  {s.n_head:5d}  {s.n_kv_head:8d}  {s.head_dim:8d}  {s.ffn_hidden:10d}")
     rows.append("parameters: " + format_counts(model.param_counts()))
-    seq_len = seq_len or model.config.block_size
-    rows.append(f"forward FLOPs/token at T={seq_len}: {model.flops_per_token(seq_len) / 1e6:.2f}M")
+    seq_len = model.config.block_size
+    rows.append(f"forward FLOPs/token at T={seq_len}: {model.flops_per_token() / 1e6:.2f}M")
     return "\n".join(rows)
 
 
 def shape_report(model, model_args, gpt_args, matched=True):
     gpt_budget = shape_counts(GPT, GPTConfig(**gpt_args))["budget"]
     own = {k: v for k, v in model_args.items() if k not in gpt_args or gpt_args[k] != v}
-    how = ("matched to the GPT of these settings (--model_args sets a shape by hand)" if matched
-           else "as --model_args sets it")
-    widths = getattr(model.config, "layer_widths", None)
-    return (f"{type(model).__name__} {how}: {own}\n"
-            + (f"layer widths: {widths}\n" if widths else "") + describe(model)
-            + f"\nbudget (non-embedding parameters): {model.budget():,}, the GPT's {gpt_budget:,} "
+    how = "matched to the GPT of these settings" if matched else "as --model_args sets it"
+    return (f"{type(model).__name__} {how}: {own}\n{describe(model)}"
+            f"\nbudget (non-embedding parameters): {model.budget():,}, the GPT's {gpt_budget:,} "
             f"({model.budget() / gpt_budget - 1:+.1%})")
 
 

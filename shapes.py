@@ -6,7 +6,6 @@ compare.py trains these shapes and bench.py times them, from the cpu or gpu pres
 
     python shapes.py                       # the CPU preset's shapes, counted (seconds)
     python shapes.py --preset=gpu          # the GPU preset's (meta device: no memory)
-    python shapes.py --plot                # ... and the picture shapes_cpu.png here (--plot=PATH)
     python shapes.py --models=GPT,CEA --n_layer=4 --n_embd=96    # some shapes, any preset key
 """
 
@@ -23,7 +22,8 @@ import cea
 import compose
 import hourglass
 import lws
-from model import GPT, GPTConfig, closest_size, default_args, meta_device, padded_vocab_size
+from model import (GPT, GPTConfig, closest_size, default_args, meta_device, padded_vocab_size,
+                   shape_counts)
 from shapelab.checkpoint import CheckpointError
 from shapelab.configurator import (ConfigError, build, need, parse_overrides, print_entry,
                                    read_config_file)
@@ -77,41 +77,29 @@ def matched_shapes(baseline, n_sub_blocks=4, bottleneck_ratio=0.4, width_schedul
 
 
 def match_gpt_at_width(baseline, n_embd):
-    target = count_budget("gpt", **baseline)
+    target = shape_counts(GPT, GPTConfig(**baseline))["budget"]
     args = dict(baseline, n_embd=n_embd)
-    count = lambda w: count_budget("gpt", **dict(args, ffn_hidden=w))  # noqa: E731
+
+    def count(width):
+        return shape_counts(GPT, GPTConfig(**dict(args, block_size=2, ffn_hidden=width)))["budget"]
+
     return dict(args, ffn_hidden=closest_size(count, target))
-
-
-def count_budget(model_type, **model_args):
-    with meta_device():
-        return build_model(model_type, **dict(model_args, block_size=2)).budget()
 
 
 def per_layer(values):
     return str(values[0]) if len(set(values)) == 1 else "/".join(map(str, values))
 
 
-def layer_widths(config):
-    """Each layer's residual width, attention width, FFN hidden (per sub-block) and Inner-FFN."""
-    c, L = config, config.n_layer
-    return {"residual width": getattr(c, "layer_widths", None) or [c.n_embd] * L,
-            "attention": [s.n_head * s.head_dim for s in c.layers],
-            "FFN hidden (per sub-block)": [s.ffn_hidden for s in c.layers],
-            "Inner-FFN (in attention)": [getattr(c, "inner_hidden", 0)] * L}
-
-
 def shape_label(config):
-    widths, ffn, inner = (layer_widths(config)[k] for k in (
-        "residual width", "FFN hidden (per sub-block)", "Inner-FFN (in attention)"))
+    widths = getattr(config, "layer_widths", None) or [config.n_embd]
     label = f"L{config.n_layer} d{config.n_embd}"
     if len(set(widths)) > 1:
         label += " w" + per_layer(widths)
     label += " h" + per_layer([s.n_head for s in config.layers])
     k = getattr(config, "n_sub_blocks", 1)
-    label += f" ffn{'' if k == 1 else f' {k}x'}" + per_layer(ffn)
-    if any(inner):
-        label += " inner" + per_layer(inner)
+    label += f" ffn{'' if k == 1 else f' {k}x'}" + per_layer([s.ffn_hidden for s in config.layers])
+    if getattr(config, "inner_hidden", 0):
+        label += f" inner{config.inner_hidden}"
     if getattr(config, "outer_ratio", 1.0) < 1.0:
         label += f" rho{config.outer_ratio:g}"
     return label
@@ -294,68 +282,30 @@ def describe_shapes(shapes, seq_len):
     return out
 
 
-def shapes_table(shapes_info, extra_columns=None):
+def shapes_table(shapes_info):
     first = next(iter(shapes_info))
-    extra_head, extra_cells = extra_columns or ([], {})
 
     def vs_first(n):
         return f"{n / 1e6:.3f}M ({100 * (n / shapes_info[first]['budget'] - 1):+.1f}%)"
 
     head = ["model", "shape", "embedding", "attention", "FFN", f"budget (vs {first})",
-            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token", *extra_head]
+            f"budget without W_end (vs {first})", "fwd FLOPs/token", "KV bytes/token"]
     lines = ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     for name, r in shapes_info.items():
         cells = [name, r["shape"],
                  *(f"{r[k] / 1e6:.3f}M" for k in ("embedding", "attention", "ffn")),
                  vs_first(r["budget"]), vs_first(r["budget"] - r["endpoint"]),
-                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}",
-                 *extra_cells.get(name, [])]
+                 f"{r['flops_per_token'] / 1e6:.2f}M", f"{r['kv_bytes_per_token']:,}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def plot_shapes(shapes, path, title=""):
-    """One panel per shape: each layer's widths (layer_widths), on one log axis."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cols = min(5, len(shapes))
-    rows = -(-len(shapes) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.9 * rows), sharey=True,
-                             squeeze=False)
-    for ax in axes.flat[len(shapes):]:
-        ax.axis("off")
-    for ax, (name, (model_type, model_args)) in zip(axes.flat, shapes.items()):
-        with meta_device():
-            config = build_model(model_type, **model_args).config
-        layers = range(1, config.n_layer + 1)
-        for label, widths in layer_widths(config).items():
-            ax.plot(layers, [w or math.nan for w in widths], "o-", label=label)
-        k = getattr(config, "n_sub_blocks", 1)
-        ax.set_title(name if k == 1 else f"{name} ({k} FFN sub-blocks)", fontsize=9)
-        ax.set_yscale("log", base=2)
-        ax.set(xticks=layers, xlabel="layer")
-    fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="lower center", ncol=4,
-               fontsize=8, frameon=False)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 if __name__ == "__main__":
-    plots = [a.partition("=")[2] for a in sys.argv[1:] if a.partition("=")[0] == "--plot"]
     try:
-        settings = preset_settings([a for a in sys.argv[1:] if a.partition("=")[0] != "--plot"])
+        settings = preset_settings(sys.argv[1:])
         shapes = matched_shapes(baseline_of(settings), **{k: settings[k] for k in MATCHING_KEYS},
                                 models=select_models(settings["models"]))
     except (ConfigError, ValueError) as e:
         raise SystemExit(f"error: {e}")
     print(f"{settings['preset']} preset, every shape at the plain GPT's budget:\n")
     print(shapes_table(describe_shapes(shapes, settings["block_size"])))
-    if plots:
-        path = plots[-1] or f"shapes_{settings['preset']}.png"
-        plot_shapes(shapes, path, f"{settings['preset']} preset: every shape at the plain GPT's "
-                    f"budget (L{settings['n_layer']}, d{settings['n_embd']})")
-        print(f"\nwrote {path}")

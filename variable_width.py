@@ -79,23 +79,14 @@ class VariableWidthGPT(GPT):
             R = self.layer_step(l, R, None if cache is None else cache.layers[l])
         return self.logits_and_loss(self.head_input(R), targets)
 
-    def residual_streams(self, idx):
-        """[R_0, R_1, ..., R_L]"""
-        streams = [self.stream_input(idx)]
-        for l in range(len(self.blocks)):
-            streams.append(self.layer_step(l, streams[-1]))
-        return streams
-
     def endpoint_params(self):
         """Appendix A's W_end: the first layer's columns on the zero padding, the rows past d of
         the last out_proj (the last W_2)."""
         d, widths = self.config.n_embd, self.config.layer_widths
+        first = self.blocks[0].attn.attn.qkv_proj  # W_q, W_k, W_v read R_0's zero padding
         last = [m for name, m in self.blocks[-1].named_modules() if name.endswith("out_proj")][-1]
-        return self.padding_readers() * max(widths[0] - d, 0) + last.in_features * max(
+        return first.out_features * max(widths[0] - d, 0) + last.in_features * max(
             widths[-1] - d, 0)
-
-    def padding_readers(self):  # the first layer's W_q, W_k, W_v read R_0's zero padding
-        return self.blocks[0].attn.attn.qkv_proj.out_features
 
 
 # ----------------------------------------------------------------------------------------
@@ -113,10 +104,6 @@ class VariableWidthConfig(GPTConfig):
     scale_init_by_width: bool = True
 
     def __post_init__(self):
-        assert not self.layers, "layers: a ><former builds them from layer_widths; do not pass any"
-        assert 0 < self.bottleneck_layer_ratio < 1, (
-            f"bottleneck_layer_ratio={self.bottleneck_layer_ratio}: pick r_l in (0, 1)")
-        assert self.width_multiple >= 1, f"width_multiple={self.width_multiple} must be >= 1"
         d, n_head = self.n_embd, self.n_head
         self.n_kv_head, self.ffn_hidden = self.n_kv_head or n_head, self.ffn_hidden or 4 * d
         assert self.head_dim is None or self.head_dim * n_head == d, (
@@ -130,8 +117,7 @@ class VariableWidthConfig(GPTConfig):
             f"{len(self.layer_widths)} layer_widths for n_layer={self.n_layer}: give one per layer")
         for i, w in enumerate(self.layer_widths):
             assert w >= 1 and w % (2 * n_head) == 0, (
-                f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head} "
-                f"(the same heads in every layer, even head_dim for RoPE)")
+                f"layer {i}: width {w} must be a positive multiple of 2 * n_head = {2 * n_head}")
         m = self.hidden_multiple
         self.layers = [LayerSpec(n_head, self.n_kv_head, w // n_head,
                                  max(m, m * round(self.ffn_hidden * w / d / m)))

@@ -13,10 +13,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from conftest import all_logits, assert_causal, overfit_loss, run_here
-from model import GPT, CausalSelfAttention, GPTConfig, KVCache, RMSNorm, SwiGLU, meta_device
+from model import (GPT, CausalSelfAttention, GPTConfig, KVCache, RMSNorm, SwiGLU, meta_device,
+                   shape_counts)
 from shapelab.configurator import ConfigError
 from shapes import (MATCHING_KEYS, MODELS, PRESETS, ROOT, SHAPE_NAMES, baseline_of, build_model,
-                    check_model_settings, count_budget, describe_shapes, matched_model_args,
+                    check_model_settings, describe_shapes, matched_model_args,
                     matched_shapes, model_from_checkpoint, preset_settings, select_models,
                     shapes_table, train_defaults)
 
@@ -82,7 +83,8 @@ def test_every_model_types_flops_and_budget(model_type):
         assert all(isinstance(block, ParallelBlock) for block in model.blocks)
         assert counts["norms"] == (TINY["n_layer"] + 1) * TINY["n_embd"]
     endpoint = model.endpoint_params() if hasattr(model, "endpoint_params") else 0
-    assert abs((model.budget() - endpoint) / count_budget("gpt", **TINY) - 1) < 0.05
+    target = shape_counts(GPT, GPTConfig(**TINY))["budget"]
+    assert abs((model.budget() - endpoint) / target - 1) < 0.05
 
 
 def test_every_model_type_rebuilds_from_a_checkpoint_and_overfits_a_batch(model_type):
@@ -186,13 +188,11 @@ def test_presets_and_model_selection_on_the_command_line(tmp_path):
         select_models("GPT,nope")
 
 
-def test_shapes_py_prints_the_table_and_draws_the_picture_where_it_runs(tmp_path):
-    committed = (ROOT / "docs" / "shapes_cpu.png").read_bytes()
+def test_shapes_py_prints_the_table():
     out = run_here("shapes.py", "--n_layer=4", "--n_embd=128", "--n_head=4",
-                   "--models=GPT,hourglass,><former,CEA", "--plot", cwd=tmp_path)
+                   "--models=GPT,hourglass,><former,CEA")
     assert out.returncode == 0, out.stderr
-    assert "| CEA |" in out.stdout and (tmp_path / "shapes_cpu.png").stat().st_size > 10_000
-    assert (ROOT / "docs" / "shapes_cpu.png").read_bytes() == committed
+    assert "| CEA |" in out.stdout
 
 
 def test_every_recorded_cea_run_is_the_cea_run_the_comparison_plans():

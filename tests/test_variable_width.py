@@ -34,7 +34,9 @@ def test_each_layer_reads_every_coordinate_from_the_last_layer_that_wrote_it():
     """eq. (1), coordinate by coordinate: the embedding counts as width d, else 0."""
     widths, d = [32, 64, 32, 48, 96], 32
     model = tiny_vw(widths).eval()
-    R = model.residual_streams(torch.randint(50, (2, 16)))
+    R = [model.stream_input(torch.randint(50, (2, 16)))]
+    for l in range(len(widths)):
+        R.append(model.layer_step(l, R[-1]))
     outputs = [R[0]]
     for l, w in enumerate(widths):
         cols = []
