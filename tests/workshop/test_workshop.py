@@ -103,7 +103,7 @@ RULES = {
     "python experiments/lws_tables.py": "",
     "python experiments/cea_contribution.py": "--out_dirs={tmp}/out --plot={tmp}/cea.png "
                                               "--n_batches=2 --batch_size=4 --min_count=5",
-    "python shapes.py": "--plot={tmp}/shapes.png",
+    "python shapes.py": "",
     "python compare.py": "settings only",  # minutes of training: tests/test_compare.py runs it
     "python -c ": "",
 }
