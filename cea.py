@@ -29,8 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import (GPT, CausalSelfAttention, GPTConfig, LayerSpec, RMSNorm, SwiGLU,
-                   causal_attention, linear_flops, shape_counts)
+from model import (GPT, CausalSelfAttention, GPTConfig, LayerSpec, RMSNorm, SwiGLU, linear_flops,
+                   shape_counts)
 
 
 class CEAAttentionSublayer(CausalSelfAttention):
@@ -46,26 +46,24 @@ class CEAAttentionSublayer(CausalSelfAttention):
         # the forward's order first: the order init_weights draws parameters in
         self._modules = {"norm": self.norm, "inner_ffn": self.inner_ffn, **self._modules}
 
-    def forward(self, x, cache=None):
+    def forward(self, x):
         a = self.norm(x)
         t = a + self.inner_ffn(a)  # eq. (5.1.1)
-        return x + self.dropout(self.out_proj(self.attend(a, t, cache)))
+        return x + self.dropout(self.out_proj(self.attend(a, t)))
 
-    def attend(self, a, t, cache=None):
+    def attend(self, a, t):
         B, T, _ = a.shape
-        pos = 0 if cache is None else cache.length
         W_q, W_kv = self.qkv_proj.weight.split([self.q_dim, 2 * self.kv_dim])
-        q = self.heads(F.linear(a, W_q), self.q_norm, pos)  # q_t = W_q a_t
-        k, v = self.kv_heads(F.linear(t, W_kv), pos)  # k_s, v_s = W_k t_s, W_v t_s
-        if cache is not None:
-            k, v = cache.append(k, v)
+        q = self.heads(F.linear(a, W_q), self.q_norm)  # q_t = W_q a_t
+        k, v = self.kv_heads(F.linear(t, W_kv))  # k_s, v_s = W_k t_s, W_v t_s
         if self.current_position == "direct":
-            k_own, v_own = self.kv_heads(F.linear(a, W_kv), pos)  # eq. (5.1.2)
-            y = direct_pathway_attention(q, k, v, k_own, v_own, pos)
+            k_own, v_own = self.kv_heads(F.linear(a, W_kv))  # eq. (5.1.2)
+            y = direct_pathway_attention(q, k, v, k_own, v_own)
         elif self.current_position == "masked":  # C.2: s < t only
-            y = masked_current_attention(q, k, v, pos)
+            y = masked_current_attention(q, k, v)
         else:  # 'transformed', no direct pathway: causal over t
-            y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               enable_gqa=self.n_kv_head != self.n_head)
         return y.transpose(1, 2).reshape(B, T, self.q_dim)
 
     def extra_flops(self, seq_len):
@@ -76,7 +74,7 @@ class CEAAttentionSublayer(CausalSelfAttention):
         return 4 * self.qkv_proj.in_features * self.kv_dim + 4 * seq_len * self.n_head * width
 
 
-def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
+def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own):
     """The 'direct' softmax as one mask-free causal call: the own key a sink in front of the
     context shifted by one, its score in an extra head dimension:
         q'_t = [q_t, q_t.k_own_t]   k'_0 = v'_0 = e_hd   k'_s+1, v'_s+1 = [k_ctx_s, 0], [v_ctx_s, 0]
@@ -91,17 +89,16 @@ def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own, pos=0):
     sink = F.pad(q.new_ones(B, k_ctx.size(1), 1, 1), (hd, width - hd - 1))
     k_ext = torch.cat([sink, F.pad(k_ctx[:, :, :-1], (0, width - hd))], dim=2)
     v_ext = torch.cat([sink, F.pad(v_ctx[:, :, :-1], (0, width - hd))], dim=2)
-    y = causal_attention(q_ext, k_ext, v_ext, pos, enable_gqa=group > 1)
+    y = F.scaled_dot_product_attention(q_ext, k_ext, v_ext, is_causal=True, enable_gqa=group > 1)
     return y[..., :hd] + y[..., hd:hd + 1] * v_own
 
 
-def masked_current_attention(q, k_ctx, v_ctx, pos=0):
-    gqa = q.size(1) != k_ctx.size(1)
-    k_shifted, v_shifted = k_ctx[:, :, :-1], v_ctx[:, :, :-1]
-    if pos > 0:
-        return causal_attention(q, k_shifted, v_shifted, pos - 1, enable_gqa=gqa)
-    later = causal_attention(q[:, :, 1:], k_shifted, v_shifted, enable_gqa=gqa) if q.size(2) > 1 \
-        else q[:, :, 1:]
+def masked_current_attention(q, k_ctx, v_ctx):
+    """Query t over keys s < t; position 0 sees none and gets zeros."""
+    if q.size(2) == 1:  # no query after position 0 (a GPU kernel may refuse an empty one)
+        return torch.zeros_like(q)
+    later = F.scaled_dot_product_attention(q[:, :, 1:], k_ctx[:, :, :-1], v_ctx[:, :, :-1],
+                                           is_causal=True, enable_gqa=q.size(1) != k_ctx.size(1))
     return torch.cat([torch.zeros_like(q[:, :, :1]), later], dim=2)
 
 
@@ -210,8 +207,8 @@ class CEAGPT(GPT):
         # FFN-Wider is model.GPT; rho = 0 leaves no FFN outside attention
         return super().make_ffn(layer_idx, spec) if spec.ffn_hidden else nn.Sequential()
 
-    def forward(self, idx, targets=None, cache=None):
-        logits, loss = super().forward(idx, targets, cache)
+    def forward(self, idx, targets=None):
+        logits, loss = super().forward(idx, targets)
         if self.config.n_experts:
             moes = [m for m in self.modules() if isinstance(m, TopOneMoE)]
             weighted = self.config.balance_coef * sum(m.balancing_loss for m in moes)

@@ -105,17 +105,6 @@ def apply_rope(x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
 
-def causal_attention(q, k, v, pos=0, enable_gqa=False):
-    """Softmax attention of the queries at positions pos..pos+T-1 over keys 0..pos+T-1, each
-    query seeing keys up to its own position."""
-    T, S = q.size(2), k.size(2)
-    if pos == 0:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
-    # SDPA's is_causal aligns the mask to position 0; a chunk after a cache needs it shifted
-    mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=pos)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=enable_gqa)
-
-
 class CausalSelfAttention(nn.Module):
     """Causal attention with RoPE, optional GQA and QK-norm ('head' per head, 'full' over the
     projection, as OLMo-2)."""
@@ -135,30 +124,26 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, x, cache=None):
+    def forward(self, x):
         B, T, _ = x.shape
-        pos = 0 if cache is None else cache.length
         q, kv = self.qkv_proj(x).split([self.q_dim, 2 * self.kv_dim], dim=-1)
-        q, (k, v) = self.heads(q, self.q_norm, pos), self.kv_heads(kv, pos)  # (B, H(kv), T, hd)
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, Hkv, pos + T, hd)
-        y = causal_attention(q, k, v, pos, enable_gqa=self.n_kv_head != self.n_head)
+        q, (k, v) = self.heads(q, self.q_norm), self.kv_heads(kv)  # (B, H(kv), T, hd)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           enable_gqa=self.n_kv_head != self.n_head)
         return self.out_proj(y.transpose(1, 2).reshape(B, T, self.q_dim))
 
-    def kv_heads(self, kv, pos):
+    def kv_heads(self, kv):
         k, v = kv.split(self.kv_dim, dim=-1)
-        return self.heads(k, self.k_norm, pos), self.heads(v)
+        return self.heads(k, self.k_norm), self.heads(v, rope=False)
 
-    def heads(self, x, norm=None, pos=None):
+    def heads(self, x, norm=None, rope=True):
         B, T, _ = x.shape
         if norm is not None and self.qk_norm == "full":
             x = norm(x)
         x = x.view(B, T, -1, self.head_dim).transpose(1, 2)
         if norm is not None and self.qk_norm == "head":
             x = norm(x)
-        if pos is None:
-            return x
-        return apply_rope(x, self.rope_cos[pos:pos + T], self.rope_sin[pos:pos + T])
+        return apply_rope(x, self.rope_cos[:T], self.rope_sin[:T]) if rope else x
 
     def extra_flops(self, seq_len):
         # q.k^T and attn@v over the full T x T score matrix, as torch.utils.flop_counter counts
@@ -187,8 +172,8 @@ class AttentionSublayer(nn.Module):
         self.attn = CausalSelfAttention(dim, spec, config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, cache=None):
-        return x + self.dropout(self.attn(self.norm(x), cache))
+    def forward(self, x):
+        return x + self.dropout(self.attn(self.norm(x)))
 
 
 class FFNSublayer(nn.Module):
@@ -211,8 +196,8 @@ class Block(nn.Module):
         super().__init__()
         self.attn, self.ffn = attn, ffn
 
-    def forward(self, x, cache=None):
-        return self.ffn(self.attn(x) if cache is None else self.attn(x, cache=cache))
+    def forward(self, x):
+        return self.ffn(self.attn(x))
 
 
 # ----------------------------------------------------------------------------------------
@@ -223,7 +208,7 @@ class GPT(nn.Module):
     """Token embedding, one block per LayerSpec, final RMSNorm, LM head.
 
     A mechanism overrides a seam: make_attention or make_ffn (a sublayer), make_block (the
-    layer's wiring). A block is a module with forward(x, cache=None); its `attn` and `ffn` parts
+    layer's wiring). A block is a module with forward(x); its `attn` and `ffn` parts
     count as attention and FFN parameters."""
 
     def __init__(self, config: GPTConfig):
@@ -257,18 +242,16 @@ class GPT(nn.Module):
                 std = residual_std if name.endswith("out_proj.weight") else 0.02
                 torch.nn.init.normal_(p, mean=0.0, std=std)
 
-    def forward(self, idx, targets=None, cache=None):
-        """(logits, loss); without targets only the last position's logits, and loss None.
-        cache: a KVCache, idx then the new tokens."""
-        x = self.embed(idx, cache)  # (B, T, C)
-        for l, block in enumerate(self.blocks):
-            x = block(x, None if cache is None else cache.layers[l])
+    def forward(self, idx, targets=None):
+        """(logits, loss); without targets only the last position's logits, and loss None."""
+        x = self.embed(idx)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
         return self.logits_and_loss(self.norm_f(x), targets)
 
-    def embed(self, idx, cache=None):
-        length = idx.size(1) + (0 if cache is None else cache.length)
-        if length > self.config.block_size:
-            raise ValueError(f"sequence of length {length} is longer than block_size="
+    def embed(self, idx):
+        if idx.size(1) > self.config.block_size:
+            raise ValueError(f"sequence of length {idx.size(1)} is longer than block_size="
                              f"{self.config.block_size}")
         return self.emb_dropout(self.tok_emb(idx))
 
@@ -282,17 +265,11 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None,
-                 use_cache=True, vocab_size=None):
-        """idx (B, T) and max_new_tokens sampled tokens, never a padding id >= vocab_size. A full
-        cache is rebuilt from the last block_size // 2 tokens."""
-        block_size, cache = self.config.block_size, None
+                 vocab_size=None):
+        """idx (B, T) and max_new_tokens sampled tokens, never a padding id >= vocab_size; each
+        step reads the last block_size tokens."""
         for _ in range(max_new_tokens):
-            if cache is not None and cache.length < block_size:
-                logits, _ = self(idx[:, -1:], cache=cache)
-            else:
-                keep = block_size if cache is None else max(1, block_size // 2)
-                cache = KVCache(self) if use_cache else None
-                logits, _ = self(idx[:, -keep:], cache=cache)
+            logits, _ = self(idx[:, -self.config.block_size:])
             logits = logits[:, -1, :].float()
             if vocab_size is not None:
                 logits[:, vocab_size:] = float("-inf")
@@ -342,35 +319,6 @@ class GPT(nn.Module):
     def estimate_mfu(self, tokens_per_second, peak_flops, seq_len=None):
         """Achieved training FLOPs/s (3x forward) over the peak."""
         return 3 * self.flops_per_token(seq_len) * tokens_per_second / peak_flops
-
-
-# ----------------------------------------------------------------------------------------
-# The KV cache of generation
-
-
-class LayerKVCache:
-    def __init__(self, max_len):
-        self.max_len, self.length, self.keys, self.values = max_len, 0, None, None
-
-    def append(self, k, v):
-        if self.keys is None:  # (B, Hkv, max_len, hd) in the activations' dtype
-            shape = (*k.shape[:2], self.max_len, k.size(3))
-            self.keys, self.values = k.new_empty(shape), v.new_empty(shape)
-        end = self.length + k.size(2)
-        self.keys[:, :, self.length:end], self.values[:, :, self.length:end] = k, v
-        self.length = end
-        return self.keys[:, :, :end], self.values[:, :, :end]
-
-
-class KVCache:
-    """One LayerKVCache per block, for GPT.forward(idx, cache=...)."""
-
-    def __init__(self, model):
-        self.layers = [LayerKVCache(model.config.block_size) for _ in model.blocks]
-
-    @property
-    def length(self):
-        return self.layers[0].length
 
 
 # ----------------------------------------------------------------------------------------

@@ -60,23 +60,23 @@ class VariableWidthGPT(GPT):
                     if self.config.scale_init_by_width and p.dim() >= 2:
                         p.mul_(math.sqrt(self.config.n_embd / w))
 
-    def stream_input(self, idx, cache=None):
+    def stream_input(self, idx):
         """R_0 = [embedding, zeros], (B, T, D)."""
-        return F.pad(self.embed(idx, cache), (0, self.stream_width - self.config.n_embd))
+        return F.pad(self.embed(idx), (0, self.stream_width - self.config.n_embd))
 
-    def layer_step(self, l, R, cache=None):
+    def layer_step(self, l, R):
         w = self.config.layer_widths[l]
-        out = self.blocks[l](R[..., :w], cache)  # x^l = B^l(f^l) + f^l, f^l of eq. (1)
+        out = self.blocks[l](R[..., :w])  # x^l = B^l(f^l) + f^l, f^l of eq. (1)
         # torch.cat, not an in-place write, which would clobber what RMSNorm saved for backward
         return out if w == R.size(-1) else torch.cat((out, R[..., w:]), dim=-1)
 
     def head_input(self, R):
         return self.norm_f(R[..., :self.final_width])[..., :self.config.n_embd]
 
-    def forward(self, idx, targets=None, cache=None):
-        R = self.stream_input(idx, cache)
+    def forward(self, idx, targets=None):
+        R = self.stream_input(idx)
         for l in range(len(self.blocks)):
-            R = self.layer_step(l, R, None if cache is None else cache.layers[l])
+            R = self.layer_step(l, R)
         return self.logits_and_loss(self.head_input(R), targets)
 
     def endpoint_params(self):

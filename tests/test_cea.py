@@ -73,9 +73,9 @@ def papers_softmax(sub, a, t):
     positions' keys of t and, for 'direct', the position's own key of a."""
     W_q, W_kv = sub.qkv_proj.weight.split([sub.q_dim, 2 * sub.kv_dim])
     group, T = sub.n_head // sub.n_kv_head, a.size(1)
-    q = sub.heads(a @ W_q.T, sub.q_norm, pos=0)
+    q = sub.heads(a @ W_q.T, sub.q_norm)
     k, v, k_own, v_own = (x.repeat_interleave(group, dim=1) for x in (
-        *sub.kv_heads(t @ W_kv.T, 0), *sub.kv_heads(a @ W_kv.T, 0)))
+        *sub.kv_heads(t @ W_kv.T), *sub.kv_heads(a @ W_kv.T)))
     scores = (q @ k.transpose(-1, -2)).masked_fill(~torch.ones(T, T).tril(-1).bool(), -math.inf)
     own = (q * k_own).sum(-1, keepdim=True)
     if sub.current_position == "masked":
