@@ -18,7 +18,7 @@ TRAINERS = {"mlp_hourglass": "train_mlp"}  # a mechanism with its own trainer, o
 COMPOSERS = {"compose", "shapes"}
 MECHANISMS = {cls.__module__ for cls, _, _ in MODELS.values()} - {"model"} - COMPOSERS | {
     *TRAINERS}
-COMMANDS = {"train", "sample", "export", "train_mlp", "compare", "bench", "gpu_check"}
+COMMANDS = {"train", "sample", "export", "train_mlp", "compare", "bench"}
 ENTRY_POINTS = {"train", "sample", "export"}
 DRIVERS = {"compare", "bench"}
 LEAVES = LIBRARY | {"model", "shapelab"}
