@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from shapelab.checkpoint import write_atomic
 from shapelab.configurator import read_config_file, usage_error
 from shapelab.pages import pages, write_blocks
-from shapelab.verdict import rate_label
+from shapelab.verdict import paired_t, rate_label
 
 SHAPES = ("FFN-Wider", "CEA")
 FOLDER = re.compile(r"(ffn-wider|cea)-(lr.+-)?s\d+")  # compare.py's run folders
@@ -98,14 +97,6 @@ def choose_levels(trajectories, n_levels, span):
     return np.linspace(low, high, n_levels).tolist()
 
 
-def summarize(diffs):
-    """Mean, 95% t-interval and 80%-power detectable difference of the paired differences."""
-    n, mean, se = len(diffs), float(np.mean(diffs)), float(stats.sem(diffs))
-    t975, t80 = stats.t.ppf(0.975, n - 1), stats.t.ppf(0.80, n - 1)
-    return dict(n=n, mean=mean, lo=mean - t975 * se, hi=mean + t975 * se,
-                detectable=(t975 + t80) * se)
-
-
 def words(s, level):
     at = f"at in-domain loss {level:.3f}"
     if s["hi"] < 0:
@@ -130,7 +121,7 @@ def analyse(runs, verdict_seeds):
             wider, cea = ood_at(paths["FFN-Wider", s], level), ood_at(paths["CEA", s], level)
             diffs.append(cea - wider)
             out["rows"].append(dict(level=level, seed=s, ffn_wider=wider, cea=cea, diff=diffs[-1]))
-        out["summaries"].append(summarize(diffs))
+        out["summaries"].append(paired_t(diffs))
     return out
 
 
