@@ -58,7 +58,8 @@ def tiny_matched(model_type):
 def test_every_model_type_is_causal_and_generates_past_its_block(model_type):
     model = tiny_matched(model_type)
     assert_causal(model, vocab_size=32, t=9, seq=16)
-    assert model.generate(torch.randint(32, (2, 1)), 1, temperature=0).shape == (2, 2)  # CEA's
+    # a one-token prompt: CEA's masked position 0 alone
+    assert model.generate(torch.randint(32, (2, 1)), 1, temperature=0).shape == (2, 2)
     seen, forward = [], model.forward  # each step reads the last block_size = 16 tokens
     model.forward = lambda idx, targets=None: seen.append(idx) or forward(idx, targets)
     out = model.generate(torch.randint(32, (2, 10)), 12, temperature=0)
