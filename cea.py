@@ -95,7 +95,7 @@ def direct_pathway_attention(q, k_ctx, v_ctx, k_own, v_own):
 
 def masked_current_attention(q, k_ctx, v_ctx):
     """Query t over keys s < t; position 0 sees none and gets zeros."""
-    if q.size(2) == 1:  # no query after position 0 (a GPU kernel may refuse an empty one)
+    if q.size(2) == 1:  # position 0 alone: no query left for SDPA
         return torch.zeros_like(q)
     later = F.scaled_dot_product_attention(q[:, :, 1:], k_ctx[:, :, :-1], v_ctx[:, :, :-1],
                                            is_causal=True, enable_gqa=q.size(1) != k_ctx.size(1))
